@@ -1,0 +1,221 @@
+"""The Layer base class and the layer registry keyed by the prototxt ``type`` string.
+
+Life cycle (as Caffe's ``Layer``): ``setup`` checks the blob counts against the arity the class
+declares, calls ``layer_setup`` (read the ``*_param``, create parameter blobs) and ``reshape`` (shape
+the tops), then records loss weights. ``forward`` reshapes and runs ``forward_cpu`` (or
+``forward_gpu`` in GPU mode, where the class has one) and returns the weighted loss; ``backward``
+runs ``backward_cpu`` / ``backward_gpu``. Parameter diffs accumulate; bottom diffs are overwritten.
+
+Arity attributes (``None`` = unchecked): ``exact_num_bottom_blobs``, ``min_bottom_blobs``,
+``max_bottom_blobs``, ``exact_num_top_blobs``, ``min_top_blobs``, ``max_top_blobs``,
+``equal_num_bottom_top_blobs``; ``auto_top_blobs`` lets the net create the minimum number of anonymous
+tops. A loss layer sets ``is_loss = True`` (default loss_weight 1 on top 0).
+"""
+import difflib
+
+import numpy as np
+
+from .. import common
+from ..blob import Blob
+from ..errors import NetError, ShapeError
+
+_REGISTRY = {}
+
+
+def register_layer(*type_names):
+    """Class decorator: register a Layer subclass under one or more prototxt type strings."""
+    def deco(cls):
+        for name in type_names:
+            if name in _REGISTRY:
+                raise RuntimeError("layer type '%s' registered twice (%s and %s)"
+                                   % (name, _REGISTRY[name].__name__, cls.__name__))
+            _REGISTRY[name] = cls
+        if not getattr(cls, "type", None) or cls.type == Layer.type:
+            cls.type = type_names[0]
+        return cls
+    return deco
+
+
+def layer_type_list():
+    """Sorted list of every registered layer type string."""
+    _load_all()
+    return sorted(_REGISTRY)
+
+
+def get_layer_class(type_name, layer_name="?"):
+    _load_all()
+    try:
+        return _REGISTRY[type_name]
+    except KeyError:
+        close = difflib.get_close_matches(type_name, _REGISTRY, n=1, cutoff=0.5)
+        hint = " (did you mean '%s'?)" % close[0] if close else ""
+        raise NetError("layer '%s': unknown layer type '%s'%s; known types: %s"
+                       % (layer_name, type_name, hint, ", ".join(sorted(_REGISTRY))))
+
+
+def create_layer(layer_param, phase=None, dtype=np.float32):
+    """Instantiate the registered class for ``layer_param.type``."""
+    cls = get_layer_class(layer_param.type, layer_param.name)
+    return cls(layer_param, phase=phase, dtype=dtype)
+
+
+_loaded = [False]
+
+
+def _load_all():
+    if not _loaded[0]:
+        _loaded[0] = True
+        from . import _all  # noqa: F401  (imports every family module, which registers itself)
+
+
+class Layer(object):
+    type = "Layer"
+    exact_num_bottom_blobs = None
+    min_bottom_blobs = None
+    max_bottom_blobs = None
+    exact_num_top_blobs = None
+    min_top_blobs = None
+    max_top_blobs = None
+    equal_num_bottom_top_blobs = False
+    auto_top_blobs = False
+    is_loss = False
+
+    def __init__(self, layer_param, phase=None, dtype=np.float32):
+        from ..proto import caffe_pb2
+        self.layer_param = layer_param
+        self.phase = layer_param.phase if phase is None else phase
+        self.dtype = np.dtype(dtype)
+        self.blobs = []
+        self.param_propagate_down = []
+        self.loss_weights = []
+        if layer_param.blobs:
+            for bp in layer_param.blobs:
+                b = Blob((), dtype=self.dtype)
+                b.from_proto(bp)
+                self.blobs.append(b)
+        self._caffe_pb2 = caffe_pb2
+
+    # -- identity ------------------------------------------------------------------------------
+    @property
+    def name(self):
+        return self.layer_param.name
+
+    def error(self, message, cls=NetError):
+        return cls("layer '%s' (%s): %s" % (self.layer_param.name, self.layer_param.type, message))
+
+    def check_shape(self, what, expected, received):
+        if tuple(expected) != tuple(received):
+            raise self.error("%s: expected shape %s, got %s"
+                             % (what, tuple(expected), tuple(received)), ShapeError)
+
+    def rng(self):
+        return common.rng()
+
+    def new_blob(self, shape=()):
+        return Blob(shape, dtype=self.dtype)
+
+    # -- life cycle ----------------------------------------------------------------------------
+    def setup(self, bottom, top):
+        self.check_blob_counts(bottom, top)
+        self.layer_setup(bottom, top)
+        self.reshape(bottom, top)
+        self.set_loss_weights(top)
+
+    def layer_setup(self, bottom, top):
+        """Read the layer's parameters and create its parameter blobs (override)."""
+
+    def reshape(self, bottom, top):
+        """Shape the tops from the bottoms (override)."""
+        raise NotImplementedError("%s.reshape" % type(self).__name__)
+
+    def forward(self, bottom, top):
+        self.reshape(bottom, top)
+        if common.mode() == common.GPU and hasattr(self, "forward_gpu"):
+            self.forward_gpu(bottom, top)
+        else:
+            self.forward_cpu(bottom, top)
+        loss = 0.0
+        for t, w in zip(top, self.loss_weights):
+            if w:
+                loss += w * float(np.sum(t.data, dtype=np.float64))
+        return loss
+
+    def backward(self, top, propagate_down, bottom):
+        if common.mode() == common.GPU and hasattr(self, "backward_gpu"):
+            self.backward_gpu(top, propagate_down, bottom)
+        else:
+            self.backward_cpu(top, propagate_down, bottom)
+
+    def forward_cpu(self, bottom, top):
+        raise NotImplementedError("%s.forward_cpu" % type(self).__name__)
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        """Default: a layer with no gradient rejects a request to propagate one."""
+        if any(propagate_down):
+            raise self.error("backward is not implemented for this layer type")
+
+    # -- loss weights --------------------------------------------------------------------------
+    def set_loss_weights(self, top):
+        lw = list(self.layer_param.loss_weight)
+        if lw and len(lw) != len(top):
+            raise self.error("loss_weight must be unspecified or given once per top (%d tops, %d "
+                             "loss_weight values)" % (len(top), len(lw)))
+        if not lw:
+            lw = [1.0 if (self.is_loss and i == 0) else 0.0 for i in range(len(top))]
+        self.loss_weights = lw
+        for t, w in zip(top, lw):
+            if w:
+                t.diff[...] = w
+
+    def loss(self, top_index):
+        return self.loss_weights[top_index] if top_index < len(self.loss_weights) else 0.0
+
+    def allow_force_backward(self, bottom_index):
+        """Whether force_backward may ask for the gradient of this bottom (labels: no)."""
+        return True
+
+    # -- arity ---------------------------------------------------------------------------------
+    def check_blob_counts(self, bottom, top):
+        nb, nt = len(bottom), len(top)
+
+        for kind, n, exact, lo, hi in (("bottom", nb, self.exact_num_bottom_blobs,
+                                        self.min_bottom_blobs, self.max_bottom_blobs),
+                                       ("top", nt, self.exact_num_top_blobs,
+                                        self.min_top_blobs, self.max_top_blobs)):
+            if exact is not None and n != exact:
+                raise self.error("takes exactly %d %s blob(s), got %d" % (exact, kind, n))
+            if lo is not None and n < lo:
+                raise self.error("takes at least %d %s blob(s), got %d" % (lo, kind, n))
+            if hi is not None and n > hi:
+                raise self.error("takes at most %d %s blob(s), got %d" % (hi, kind, n))
+        if self.equal_num_bottom_top_blobs and nb != nt:
+            raise self.error("takes as many top blobs as bottom blobs (%d bottom, %d top)" % (nb, nt))
+
+
+class NeuronLayer(Layer):
+    """Element-wise layers: one bottom, one top of the same shape (may be in-place)."""
+    exact_num_bottom_blobs = 1
+    exact_num_top_blobs = 1
+
+    def reshape(self, bottom, top):
+        if top[0] is not bottom[0]:
+            top[0].reshape(bottom[0].shape)
+
+
+class LossLayer(Layer):
+    """Loss layers: bottoms (prediction, label[, ...]), a scalar top with default loss_weight 1.
+
+    The two first bottoms must have the same outer (num) dimension. Labels get no gradient.
+    """
+    exact_num_bottom_blobs = 2
+    exact_num_top_blobs = 1
+    is_loss = True
+
+    def reshape(self, bottom, top):
+        if bottom[0].shape[:1] != bottom[1].shape[:1]:
+            raise self.error("the data and label should have the same first dimension "
+                             "(got %s and %s)" % (bottom[0].shape, bottom[1].shape), ShapeError)
+        top[0].reshape(())
+
+    def allow_force_backward(self, bottom_index):
+        return bottom_index != 1

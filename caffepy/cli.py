@@ -1,0 +1,81 @@
+"""The ``caffepy`` command: ``caffepy <command> [flags]``, one module per command.
+
+Each module in ``caffepy/commands/`` defines ``NAME`` (the command), ``HELP`` (one line),
+``add_arguments(parser)`` and ``run(args)`` (returns an exit code or None). Commands are discovered,
+not listed. Flags accept gflags spellings as Caffe's tools do: ``-solver S``, ``--solver S``,
+``-solver=S``, ``--solver=S``. A user error (:class:`caffepy.errors.CaffeError`, a missing file) prints
+one line and exits 1; a traceback is shown only with ``CAFFEPY_DEBUG=1``.
+"""
+import argparse
+import importlib
+import os
+import pkgutil
+import re
+import sys
+
+from .errors import CaffeError
+
+_SINGLE_DASH_LONG = re.compile(r"^-([A-Za-z_][A-Za-z0-9_]+)(=.*)?$")
+
+
+def normalize_gflags(argv):
+    """Turn gflags' single-dash long flags (``-solver x``, ``-gpu=0``) into ``--solver x``."""
+    out = []
+    for a in argv:
+        m = _SINGLE_DASH_LONG.match(a)
+        if m and len(m.group(1)) > 1:
+            out.append("--" + a[1:])
+        else:
+            out.append(a)
+    return out
+
+
+def _commands():
+    from . import commands
+    found = {}
+    for info in pkgutil.iter_modules(commands.__path__):
+        if info.name.startswith("_"):
+            continue
+        mod = importlib.import_module("%s.%s" % (commands.__name__, info.name))
+        if hasattr(mod, "NAME"):
+            found[mod.NAME] = mod
+    return found
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(prog="caffepy", description="Caffe-compatible deep learning in Python.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, mod in sorted(_commands().items()):
+        p = sub.add_parser(name, help=getattr(mod, "HELP", ""), description=getattr(mod, "HELP", ""))
+        mod.add_arguments(p)
+        p.set_defaults(_run=mod.run)
+    return parser
+
+
+def main(argv=None):
+    argv = normalize_gflags(sys.argv[1:] if argv is None else list(argv))
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "command", None):
+        parser.print_help()
+        return 1
+    try:
+        rc = args._run(args)
+    except CaffeError as e:
+        if os.environ.get("CAFFEPY_DEBUG"):
+            raise
+        sys.stderr.write("caffepy %s: error: %s\n" % (args.command, str(e).splitlines()[0] if str(e) else e))
+        return 1
+    except (OSError, ValueError) as e:
+        if os.environ.get("CAFFEPY_DEBUG"):
+            raise
+        sys.stderr.write("caffepy %s: error: %s\n" % (args.command, " ".join(str(e).split())))
+        return 1
+    except KeyboardInterrupt:
+        sys.stderr.write("caffepy %s: interrupted\n" % args.command)
+        return 130
+    return int(rc or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

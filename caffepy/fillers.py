@@ -1,0 +1,154 @@
+"""Fillers: initialise parameter blobs from a ``FillerParameter`` (Caffe's filler.hpp).
+
+    filler = get_filler(layer_param.convolution_param.weight_filler)
+    filler.fill(blob)
+
+Random numbers come from ``caffepy.common.rng()`` (seed with ``caffepy.set_random_seed``). Values
+are drawn in float64 and stored in the blob's dtype.
+
+| type | fills with | fields (defaults) |
+|---|---|---|
+| ``constant`` | ``value`` | value (0) |
+| ``uniform`` | U(min, max) | min (0), max (1) |
+| ``gaussian`` | N(mean, std^2), optionally sparse | mean (0), std (1), sparse (-1) |
+| ``positive_unitball`` | U(0, 1), each of the shape[0] rows scaled to sum 1 | |
+| ``xavier`` | U(-a, a), a = sqrt(3 / n) | variance_norm (FAN_IN) |
+| ``msra`` | N(0, 2 / n) | variance_norm (FAN_IN) |
+| ``bilinear`` | the bilinear-upsampling kernel on each (K, K) slice of a 4-d blob | |
+
+``n`` is ``fan_in = count / shape[0]`` (FAN_IN), ``fan_out = count / shape[1]`` (FAN_OUT; ``count``
+for a 1-d blob) or their mean (AVERAGE). ``sparse = s >= 0`` keeps each gaussian value with
+probability ``s / shape[0]`` and zeroes the rest. Only ``gaussian`` accepts ``sparse``; the others
+reject it, as Caffe does. Bilinear (square K x K filters): with ``f = ceil(K / 2)`` and
+``c = (K - 1) / (2f)`` (BVLC master, correct for odd K too),
+``w[y, x] = (1 - |x / f - c|) * (1 - |y / f - c|)``.
+"""
+import math
+
+import numpy as np
+
+from . import common
+from .errors import CaffeError
+
+
+class Filler(object):
+    """Base: holds the FillerParameter; subclasses implement ``values(shape) -> float64 array``."""
+
+    accepts_sparse = False
+
+    def __init__(self, param):
+        self.param = param
+        if not self.accepts_sparse and param.sparse != -1:
+            raise CaffeError("filler '%s': sparsity (sparse: %d) is only supported by the gaussian "
+                             "filler" % (param.type, param.sparse))
+
+    def fill(self, blob):
+        if blob.count == 0:
+            raise CaffeError("filler '%s': cannot fill an empty blob of shape %s"
+                             % (self.param.type, blob.shape))
+        blob.data[...] = self.values(tuple(blob.shape)).reshape(blob.shape)
+
+    def values(self, shape):
+        raise NotImplementedError
+
+    @staticmethod
+    def _count(shape):
+        return int(np.prod(shape, dtype=np.int64))
+
+
+class ConstantFiller(Filler):
+    def values(self, shape):
+        return np.full(shape, self.param.value, dtype=np.float64)
+
+
+class UniformFiller(Filler):
+    def values(self, shape):
+        return common.rng().uniform(self.param.min, self.param.max, size=shape)
+
+
+class GaussianFiller(Filler):
+    accepts_sparse = True
+
+    def values(self, shape):
+        p = self.param
+        if p.sparse < -1:
+            raise CaffeError("filler 'gaussian': sparse must be >= -1, got %d" % p.sparse)
+        data = common.rng().normal(p.mean, p.std, size=shape)
+        if p.sparse >= 0:
+            if not shape:
+                raise CaffeError("filler 'gaussian': sparse needs a blob with at least one axis")
+            keep = min(1.0, float(p.sparse) / shape[0])
+            data *= common.rng().random(shape) < keep
+        return data
+
+
+class PositiveUnitballFiller(Filler):
+    def values(self, shape):
+        num = shape[0] if shape else 1
+        data = common.rng().uniform(0.0, 1.0, size=shape).reshape(num, -1)
+        data /= data.sum(axis=1, keepdims=True)
+        return data
+
+
+def _fan_n(param, shape):
+    count = Filler._count(shape)
+    fan_in = count // shape[0] if shape else count
+    fan_out = count // shape[1] if len(shape) > 1 else count
+    norm = param.variance_norm
+    if norm == param.AVERAGE:
+        return (fan_in + fan_out) / 2.0
+    if norm == param.FAN_OUT:
+        return float(fan_out)
+    return float(fan_in)
+
+
+class XavierFiller(Filler):
+    def values(self, shape):
+        scale = math.sqrt(3.0 / _fan_n(self.param, shape))
+        return common.rng().uniform(-scale, scale, size=shape)
+
+
+class MSRAFiller(Filler):
+    def values(self, shape):
+        std = math.sqrt(2.0 / _fan_n(self.param, shape))
+        return common.rng().normal(0.0, std, size=shape)
+
+
+class BilinearFiller(Filler):
+    def values(self, shape):
+        if len(shape) != 4:
+            raise CaffeError("filler 'bilinear': blob must be 4-d, got shape %s" % (shape,))
+        if shape[2] != shape[3]:
+            raise CaffeError("filler 'bilinear': filter must be square, got %dx%d"
+                             % (shape[2], shape[3]))
+        k = shape[3]
+        f = math.ceil(k / 2.0)
+        c = (k - 1) / (2.0 * f)
+        w = 1 - np.abs(np.arange(k, dtype=np.float64) / f - c)
+        return np.broadcast_to(np.outer(w, w), shape)
+
+
+FILLERS = {
+    "constant": ConstantFiller,
+    "uniform": UniformFiller,
+    "gaussian": GaussianFiller,
+    "positive_unitball": PositiveUnitballFiller,
+    "xavier": XavierFiller,
+    "msra": MSRAFiller,
+    "bilinear": BilinearFiller,
+}
+
+
+def get_filler(filler_param):
+    """The filler for a ``FillerParameter`` (CaffeError for an unknown type)."""
+    try:
+        cls = FILLERS[filler_param.type]
+    except KeyError:
+        raise CaffeError("unknown filler type '%s'; known types: %s"
+                         % (filler_param.type, ", ".join(sorted(FILLERS))))
+    return cls(filler_param)
+
+
+def fill(blob, filler_param):
+    """Shorthand: ``get_filler(filler_param).fill(blob)``."""
+    get_filler(filler_param).fill(blob)

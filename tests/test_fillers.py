@@ -1,0 +1,90 @@
+import numpy as np
+import pytest
+from google.protobuf import text_format
+
+import caffepy
+from caffepy.blob import Blob
+from caffepy.errors import CaffeError
+from caffepy.fillers import get_filler
+from caffepy.proto import caffe_pb2
+
+
+def filled(text, shape, dtype=np.float32, seed=1701):
+    fp = caffe_pb2.FillerParameter()
+    text_format.Parse(text, fp)
+    caffepy.set_random_seed(seed)
+    blob = Blob(shape, dtype=dtype)
+    get_filler(fp).fill(blob)
+    return blob.data
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_constant(dtype):
+    x = filled('type: "constant" value: 2.5', (2, 3, 4), dtype)
+    assert x.dtype == dtype
+    assert np.all(x == 2.5)
+
+
+def test_uniform_range_and_mean():
+    x = filled('type: "uniform" min: -2 max: 3', (100, 100))
+    assert x.min() >= -2 and x.max() <= 3
+    assert abs(x.mean() - 0.5) < 0.05
+
+
+def test_gaussian_statistics():
+    x = filled('type: "gaussian" mean: 1 std: 2', (200, 100))
+    assert abs(x.mean() - 1) < 0.05
+    assert abs(x.std() - 2) < 0.05
+
+
+def test_gaussian_sparse():
+    x = filled('type: "gaussian" std: 1 sparse: 3', (20, 500))
+    assert abs(np.mean(x != 0) - 3 / 20.0) < 0.02
+
+
+def test_positive_unitball_rows_sum_to_one():
+    x = filled('type: "positive_unitball"', (5, 3, 4))
+    assert np.all(x >= 0) and np.all(x <= 1)
+    np.testing.assert_allclose(x.reshape(5, -1).sum(axis=1), 1, rtol=1e-5)
+
+
+@pytest.mark.parametrize("norm,n", [("FAN_IN", 3 * 5 * 5), ("FAN_OUT", 40 * 5 * 5),
+                                    ("AVERAGE", (3 + 40) * 5 * 5 / 2.0)])
+def test_xavier_and_msra_scale(norm, n):
+    shape = (40, 3, 5, 5)
+    x = filled('type: "xavier" variance_norm: %s' % norm, shape, np.float64)
+    scale = np.sqrt(3.0 / n)
+    assert x.min() >= -scale and x.max() <= scale
+    assert abs(x.std() - scale / np.sqrt(3)) < 0.05 * scale
+    x = filled('type: "msra" variance_norm: %s' % norm, shape, np.float64)
+    assert abs(x.mean()) < 0.05 * np.sqrt(2.0 / n)
+    assert abs(x.std() - np.sqrt(2.0 / n)) < 0.05 * np.sqrt(2.0 / n)
+
+
+def test_bilinear_exact():
+    x = filled('type: "bilinear"', (3, 1, 4, 4))
+    w = np.array([0.25, 0.75, 0.75, 0.25])
+    np.testing.assert_allclose(x, np.broadcast_to(np.outer(w, w), (3, 1, 4, 4)), rtol=1e-7)
+    x = filled('type: "bilinear"', (1, 1, 3, 3))
+    w = np.array([0.5, 1.0, 0.5])
+    np.testing.assert_allclose(x[0, 0], np.outer(w, w), rtol=1e-7)
+
+
+def test_bilinear_rejects_non_square():
+    with pytest.raises(CaffeError, match="square"):
+        filled('type: "bilinear"', (1, 1, 3, 4))
+
+
+def test_reproducible_with_seed():
+    a = filled('type: "gaussian"', (10, 10), seed=5)
+    b = filled('type: "gaussian"', (10, 10), seed=5)
+    c = filled('type: "gaussian"', (10, 10), seed=6)
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(a, c)
+
+
+def test_unknown_type_and_bad_sparse():
+    with pytest.raises(CaffeError, match="unknown filler type 'foo'"):
+        filled('type: "foo"', (2,))
+    with pytest.raises(CaffeError, match="sparse"):
+        filled('type: "uniform" sparse: 2', (2,))

@@ -11,7 +11,7 @@ Inputs
 
 Usage::
 
-    python tools/gen_caffe_proto.py [--schema PATH] [--no-compile]
+    python tools/gen_caffe_proto.py [--schema PATH] [--no-compile] [--out-dir DIR]
 
 Compilation uses grpcio-tools 1.62.x (protoc 25.1), whose output has no runtime version check and
 therefore imports under every protobuf the project supports (>=4.21,<8).
@@ -86,28 +86,40 @@ def _field_line(messages, msg, field, note=""):
     return "  %s %s %s = %d%s;%s" % (field["label"], tname, field["name"], field["number"], opt, tail)
 
 
-def _enum_lines(enum, indent="  "):
-    lines = ["%senum %s {" % (indent, enum["name"])]
-    for name, number in sorted(enum["values"].items(), key=lambda kv: kv[1]):
-        lines.append("%s  %s = %d;" % (indent, name, number))
+def _enum_lines(enum, indent="  ", extra=None):
+    lines = ["%senum %s {%s" % (indent, enum["name"],
+                                "  // %s" % enum["source"] if enum.get("source") else "")]
+    values = [(name, number, "") for name, number in enum["values"].items()]
+    for name, number in (extra or {}).items():
+        if not name.startswith("_"):
+            values.append((name, number, "  // added: %s" % extra.get("_source", "caffepy")))
+    for name, number, tail in sorted(values, key=lambda v: (v[1], v[0])):
+        lines.append("%s  %s = %d;%s" % (indent, name, number, tail))
     lines.append("%s}" % indent)
     return lines
 
 
 def render(schema, additions):
-    messages = list(schema["messages"]) + list(additions.get("messages", []))
+    """The text of caffe.proto: BVLC's schema plus everything in ``additions``."""
+    new_messages = list(additions.get("messages", []))
+    messages = list(schema["messages"]) + new_messages
     added_fields = additions.get("fields", {})
+    message_enums = additions.get("message_enums", {})
+    enum_values = additions.get("enum_values", {})
     out = [HEADER]
     for enum in schema.get("enums", []) + additions.get("enums", []):
-        out.extend(_enum_lines(enum, indent=""))
+        out.extend(_enum_lines(enum, indent="", extra=enum_values.get(enum["name"])))
         out.append("")
     for msg in messages:
-        is_new = msg in additions.get("messages", [])
-        out.append("message %s {%s" % (msg["name"], "  // caffepy addition" if is_new else ""))
+        is_new = any(msg is m for m in new_messages)
+        note = "  // %s" % msg.get("note", "caffepy addition") if is_new else ""
+        out.append("message %s {%s" % (msg["name"], note))
         for enum in msg.get("enums", []):
+            out.extend(_enum_lines(enum, extra=enum_values.get("%s.%s" % (msg["name"], enum["name"]))))
+        for enum in message_enums.get(msg["name"], []):
             out.extend(_enum_lines(enum))
         for field in msg["fields"]:
-            out.append(_field_line(messages, msg, field))
+            out.append(_field_line(messages, msg, field, note=field.get("note", "") if is_new else ""))
         for field in added_fields.get(msg["name"], []):
             out.append(_field_line(messages, msg, field, note=field.get("note", "caffepy addition")))
         out.append("}")
@@ -119,19 +131,25 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--schema", default=DEFAULT_SCHEMA)
     ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument("--out-dir", default=None,
+                    help="write caffe.proto and caffe_pb2.py here instead of the repository "
+                         "(tests use this to check that the committed files are not stale)")
     args = ap.parse_args(argv)
     with open(args.schema) as f:
         schema = json.load(f)
     with open(ADDITIONS) as f:
         additions = json.load(f)
     text = render(schema, additions)
-    with open(OUT_PROTO, "w") as f:
+    proto_dir = args.out_dir or os.path.dirname(OUT_PROTO)
+    py_dir = args.out_dir or os.path.join(ROOT, "caffepy", "proto")
+    out_proto = os.path.join(proto_dir, "caffe.proto")
+    with open(out_proto, "w") as f:
         f.write(text)
     if not args.no_compile:
-        cmd = [sys.executable, "-m", "grpc_tools.protoc", "-I", os.path.join(ROOT, "proto"),
-               "--python_out", os.path.join(ROOT, "caffepy", "proto"), OUT_PROTO]
+        cmd = [sys.executable, "-m", "grpc_tools.protoc", "-I", proto_dir, "--python_out", py_dir,
+               out_proto]
         subprocess.check_call(cmd)
-    print("wrote", OUT_PROTO)
+    print("wrote", out_proto)
 
 
 if __name__ == "__main__":

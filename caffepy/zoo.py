@@ -1,0 +1,164 @@
+"""Model-zoo helpers: run a train/val or deploy net without its data files.
+
+``replace_data_layers(net_param)`` returns a copy of a NetParameter in which every layer that reads
+data from outside the net (Data, ImageData, HDF5Data, AnnotatedData, WindowData, MemoryData,
+VideoData, the fork image/segmentation readers, and Python layers without bottoms) becomes an
+``Input`` layer with the same name, tops and include/exclude rules, and the shape the original
+would produce:
+
+* batch: ``batch_size`` argument if given, else the layer's own batch_size (1 when it has none);
+* image top (the first): channels from ``is_color`` (3 / 1), else 3 (1 for MNIST-like sources);
+  size from ``transform_param.crop_size``, else ``new_height``/``new_width``, else
+  ``memory_data_param``, else the AnnotatedData ``resize_param``, else ``default_shape``;
+* other tops by name: labels ``(N,)`` (``(N, 1, H, W)`` for segmentation readers), ``im_info``
+  ``(N, 3)``, ``gt_boxes`` / ``rois`` ``(1, 5)``, ``bbox_*`` ``(1, 4 * num_classes)`` (from the
+  Python layer's ``param_str``), AnnotatedData labels ``(1, 1, 1, 8)``.
+
+``input_values(name, shape, rng)`` gives sensible values for such an input (image-sized
+``im_info``, valid ``rois`` and ``gt_boxes``, zero labels, gaussian images). Only a NetParameter is
+produced: building and running it is the Net's business.
+"""
+import re
+
+import numpy as np
+
+from .proto import caffe_pb2
+
+DATA_LAYER_TYPES = frozenset([
+    "Data", "ImageData", "HDF5Data", "AnnotatedData", "WindowData", "MemoryData", "VideoData",
+    "ImageSegData", "ImageLabelmapData", "DenseImageData", "MultiLabelData", "BoxData",
+])
+SEGMENTATION_TYPES = frozenset(["ImageSegData", "ImageLabelmapData", "DenseImageData"])
+
+
+def is_data_layer(lp):
+    """Whether ``lp`` reads its tops from outside the net (and so is replaced)."""
+    if lp.type in DATA_LAYER_TYPES:
+        return True
+    return lp.type == "Python" and len(lp.bottom) == 0 and len(lp.top) > 0
+
+
+def replace_data_layers(net_param, default_shape=(3, 224, 224), batch_size=None):
+    """A copy of ``net_param`` with its data layers swapped for Input layers (see module doc)."""
+    out = caffe_pb2.NetParameter()
+    out.CopyFrom(net_param)
+    del out.layer[:]
+    for lp in net_param.layer:
+        if not is_data_layer(lp):
+            out.layer.add().CopyFrom(lp)
+            continue
+        new = out.layer.add()
+        new.name = lp.name
+        new.type = "Input"
+        new.top.extend(lp.top)
+        new.include.extend(lp.include)
+        new.exclude.extend(lp.exclude)
+        if lp.HasField("phase"):
+            new.phase = lp.phase
+        for shape in _top_shapes(lp, default_shape, batch_size):
+            new.input_param.shape.add().dim.extend(shape)
+    return out
+
+
+def _field(msg, name):
+    """``msg.name`` if the schema has that field and it is set, else None (fork fields)."""
+    if name in msg.DESCRIPTOR.fields_by_name and msg.HasField(name):
+        return getattr(msg, name)
+    return None
+
+
+def _batch(lp, batch_size):
+    if batch_size is not None:
+        return int(batch_size)
+    for p in ("data_param", "image_data_param", "hdf5_data_param", "window_data_param",
+              "memory_data_param"):
+        sub = _field(lp, p)
+        if sub is not None and getattr(sub, "batch_size", 0):
+            return int(sub.batch_size)
+    return 1
+
+
+def _image_shape(lp, default_shape):
+    c, h, w = default_shape
+    source = ""
+    for p in ("data_param", "image_data_param", "hdf5_data_param", "window_data_param"):
+        sub = _field(lp, p)
+        if sub is not None and sub.source:
+            source = sub.source.lower()
+    if "mnist" in source:
+        c, h, w = 1, 28, 28
+    elif "cifar" in source:
+        c, h, w = 3, 32, 32
+    idp = _field(lp, "image_data_param")
+    if idp is not None:
+        if not idp.is_color:
+            c = 1
+        if idp.new_height and idp.new_width:
+            h, w = idp.new_height, idp.new_width
+    mdp = _field(lp, "memory_data_param")
+    if mdp is not None:
+        c, h, w = mdp.channels or c, mdp.height or h, mdp.width or w
+    tp = _field(lp, "transform_param")
+    if tp is not None:
+        resize = _field(tp, "resize_param")
+        if resize is not None and resize.height and resize.width:
+            h, w = resize.height, resize.width
+        if tp.crop_size:
+            h = w = tp.crop_size
+    wdp = _field(lp, "window_data_param")
+    if wdp is not None and wdp.crop_size:
+        h = w = wdp.crop_size
+    return int(c), int(h), int(w)
+
+
+def _num_classes(lp):
+    m = re.search(r"num_classes['\"]?\s*[:=]\s*(\d+)", lp.python_param.param_str if
+                  lp.type == "Python" else "")
+    return int(m.group(1)) if m else 21
+
+
+def _top_shapes(lp, default_shape, batch_size):
+    n = _batch(lp, batch_size)
+    c, h, w = _image_shape(lp, default_shape)
+    seg = lp.type in SEGMENTATION_TYPES or (
+        lp.type == "Python" and "seg" in (lp.python_param.module + lp.python_param.layer).lower())
+    shapes = []
+    for i, top in enumerate(lp.top):
+        name = top.lower()
+        if i == 0 or name in ("data", "image", "images", "img"):
+            shapes.append((n, c, h, w))
+        elif name == "im_info":
+            shapes.append((n, 3))
+        elif name in ("gt_boxes", "rois"):
+            shapes.append((1, 5))
+        elif name.startswith("bbox_"):
+            shapes.append((1, 4 * _num_classes(lp)))
+        elif lp.type == "AnnotatedData":
+            shapes.append((1, 1, 1, 8))
+        elif seg and "label" in name:
+            shapes.append((n, 1, h, w))
+        elif name == "labels" and lp.type == "Python":
+            shapes.append((1,))
+        else:
+            shapes.append((n,))
+    return shapes
+
+
+def input_values(name, shape, rng=None, image_hw=None):
+    """Sensible values for an input blob named ``name`` of ``shape`` (see module doc)."""
+    rng = np.random.default_rng(0) if rng is None else rng
+    name = name.lower()
+    shape = tuple(shape)
+    if name == "im_info" and shape and shape[-1] == 3:
+        H, W = image_hw or (224, 224)
+        return np.tile(np.array([H, W, 1.0]), shape[:-1] + (1,))
+    if name in ("rois", "gt_boxes") and shape and shape[-1] == 5:
+        H, W = image_hw or (224, 224)
+        v = np.zeros(shape)
+        v[..., 1:5] = [W * 0.1, H * 0.1, W * 0.6, H * 0.7]
+        if name == "gt_boxes":
+            v[..., :4], v[..., 4] = v[..., 1:5].copy(), 1
+        return v
+    if "label" in name or "marker" in name or name.startswith("bbox_"):
+        return np.zeros(shape) if "marker" not in name else np.ones(shape)
+    return rng.standard_normal(shape)

@@ -1,0 +1,271 @@
+"""Convolution and Deconvolution (n-d, grouped, dilated), via batched im2col + GEMM."""
+import numpy as np
+
+from ..errors import ShapeError
+from ..fillers import get_filler
+from ..math import cpu
+from .base import Layer, register_layer
+
+
+def _weight_grad(dy, col):
+    """sum_n dy[n, g] @ col[n, g].T for dy (N, G, A, O), col (N, G, B, O) -> (G, A, B)."""
+    n, g = dy.shape[:2]
+    if g == 1:
+        a, b = dy.shape[2], col.shape[2]
+        if n == 1:
+            return np.matmul(dy[0], col[0].transpose(0, 2, 1))
+        return np.matmul(dy[:, 0], col[:, 0].transpose(0, 2, 1)).sum(axis=0).reshape(1, a, b)
+    return np.einsum("ngao,ngbo->gab", dy, col, optimize=True)
+
+
+class _ConvolutionBase(Layer):
+    """Shared geometry, parameters and GEMMs of Convolution and Deconvolution.
+
+    ``convolution_param`` fields (defaults): ``num_output`` (required, > 0), ``bias_term`` (true),
+    ``kernel_size`` (repeated: once for every spatial axis, or once per axis) or ``kernel_h`` /
+    ``kernel_w`` (2-d only); ``pad`` (0) / ``pad_h`` ``pad_w``; ``stride`` (1) / ``stride_h``
+    ``stride_w``; ``dilation`` (1, repeated only); ``group`` (1: channels and num_output must be
+    divisible by it); ``weight_filler`` / ``bias_filler`` (constant 0); ``axis`` (1: the channel
+    axis; earlier axes are batch axes, later ones spatial). ``engine`` and ``force_nd_im2col`` are
+    accepted and ignored. Several bottoms of one shape may be given: each gets its own top, all
+    share the weights.
+
+    Parameter blobs: weight (conv_out, conv_in / group, *kernel), bias (num_output,); for
+    Convolution conv_out = num_output, conv_in = channels, for Deconvolution the reverse.
+    """
+    min_bottom_blobs = 1
+    min_top_blobs = 1
+    equal_num_bottom_top_blobs = True
+    reverse = False
+
+    # -- setup ---------------------------------------------------------------------------------
+    def _spatial_field(self, p, name, n, default):
+        values = list(getattr(p, name)) if name != "kernel_size" else list(p.kernel_size)
+        h_name, w_name = {"kernel_size": ("kernel_h", "kernel_w"), "pad": ("pad_h", "pad_w"),
+                          "stride": ("stride_h", "stride_w")}[name]
+        if p.HasField(h_name) or p.HasField(w_name):
+            if n != 2:
+                raise self.error("%s/%s can only be used for 2-d convolution (%d spatial axes)"
+                                 % (h_name, w_name, n))
+            if values:
+                raise self.error("either %s or %s/%s may be given, not both"
+                                 % (name, h_name, w_name))
+            if not (p.HasField(h_name) and p.HasField(w_name)) and name == "kernel_size":
+                raise self.error("kernel_h and kernel_w must both be given")
+            return (int(getattr(p, h_name)), int(getattr(p, w_name)))
+        if not values:
+            if default is None:
+                raise self.error("kernel_size (or kernel_h and kernel_w) must be specified")
+            return (default,) * n
+        if len(values) == 1:
+            return (int(values[0]),) * n
+        if len(values) != n:
+            raise self.error("%s must be given once or %d times (once per spatial axis), got %d"
+                             % (name, n, len(values)))
+        return tuple(int(v) for v in values)
+
+    def default_group(self, channels, p):
+        return p.group
+
+    def layer_setup(self, bottom, top):
+        p = self.layer_param.convolution_param
+        self.axis = bottom[0].canonical_axis_index(p.axis)
+        n = bottom[0].num_axes - self.axis - 1
+        if n < 1:
+            raise self.error("needs at least one spatial axis after axis %d (bottom shape %s)"
+                             % (self.axis, bottom[0].shape))
+        self.num_spatial = n
+        self.kernel = self._spatial_field(p, "kernel_size", n, None)
+        self.stride = self._spatial_field(p, "stride", n, 1)
+        self.pad = self._spatial_field(p, "pad", n, 0)
+        dil = list(p.dilation)
+        if len(dil) not in (0, 1, n):
+            raise self.error("dilation must be given once or %d times, got %d" % (n, len(dil)))
+        self.dilation = tuple(int(d) for d in dil) * (n if len(dil) == 1 else 1) if dil else (1,) * n
+        for name in ("kernel", "stride", "dilation"):
+            if any(v <= 0 for v in getattr(self, name)):
+                raise self.error("%s must be positive, got %s" % (name, getattr(self, name)))
+        self.channels = bottom[0].shape[self.axis]
+        self.num_output = p.num_output
+        if self.num_output <= 0:
+            raise self.error("num_output must be positive")
+        self.group = self.default_group(self.channels, p)
+        if self.group <= 0 or self.channels % self.group or self.num_output % self.group:
+            raise self.error("channels (%d) and num_output (%d) must be multiples of group (%d)"
+                             % (self.channels, self.num_output, self.group))
+        self.bias_term = p.bias_term
+        conv_out, conv_in = ((self.channels, self.num_output) if self.reverse
+                             else (self.num_output, self.channels))
+        shapes = [(conv_out, conv_in // self.group) + self.kernel]
+        if self.bias_term:
+            shapes.append((self.num_output,))
+        if self.blobs:
+            if len(self.blobs) != len(shapes):
+                raise self.error("expected %d parameter blobs, got %d" % (len(shapes), len(self.blobs)))
+            for i, (b, s) in enumerate(zip(self.blobs, shapes)):
+                self.check_shape("parameter blob %d" % i, s, b.shape)
+        else:
+            self.blobs = [self.new_blob(s) for s in shapes]
+            get_filler(p.weight_filler).fill(self.blobs[0])
+            if self.bias_term:
+                get_filler(p.bias_filler).fill(self.blobs[1])
+        self.param_propagate_down = [True] * len(self.blobs)
+        self._cols = {}
+
+    def reshape(self, bottom, top):
+        b0 = bottom[0]
+        if b0.num_axes != self.axis + 1 + self.num_spatial:
+            raise self.error("bottom num_axes may not change (got shape %s)" % (b0.shape,),
+                             ShapeError)
+        if b0.shape[self.axis] != self.channels:
+            raise self.error("bottom has %d channels, the layer was set up for %d"
+                             % (b0.shape[self.axis], self.channels), ShapeError)
+        for i, b in enumerate(bottom[1:], 1):
+            self.check_shape("bottom[%d]" % i, b0.shape, b.shape)
+        self.outer = b0.count_range(0, self.axis)
+        self.in_spatial = b0.shape[self.axis + 1:]
+        self.out_spatial = self.compute_output_shape(self.in_spatial)
+        if any(s <= 0 for s in self.out_spatial):
+            raise self.error("output spatial shape %s is empty for input %s"
+                             % (self.out_spatial, self.in_spatial), ShapeError)
+        shape = b0.shape[:self.axis] + (self.num_output,) + tuple(self.out_spatial)
+        for t in top:
+            t.reshape(shape)
+
+    # -- GEMM pieces (group-batched) -----------------------------------------------------------
+    def _weight(self):
+        """Weight viewed as (G, conv_out / G, conv_in / G * prod(kernel))."""
+        w = self.blobs[0].data
+        return w.reshape(self.group, w.shape[0] // self.group, -1)
+
+    def _is_1x1(self):
+        return (all(k == 1 for k in self.kernel) and all(s == 1 for s in self.stride)
+                and not any(self.pad))
+
+    def _geometry(self):
+        return self.kernel, self.pad, self.stride, self.dilation
+
+    def _im2col(self, x, key):
+        """Column buffer (N, C * prod(K), prod(O)) of x (N, C, *S) (a view for 1x1)."""
+        if self._is_1x1():
+            return x.reshape(x.shape[0], x.shape[1], -1)
+        buf = self._cols.get(key)
+        col = cpu.im2col(x, *self._geometry(), out=buf)
+        self._cols[key] = col
+        return col
+
+    def _col2im(self, col, x_shape, out):
+        """Adjoint of _im2col written into ``out`` (N, C, *S)."""
+        if self._is_1x1():
+            out.reshape(col.shape)[...] = col
+            return
+        cpu.col2im(col, x_shape, *self._geometry(), out=out)
+
+    def _add_bias(self, y):
+        if self.bias_term:
+            y += self.blobs[1].data.reshape((1, -1) + (1,) * (y.ndim - 2))
+
+    def _bias_grad(self, dy):
+        if self.bias_term and self.param_propagate_down[1]:
+            self.blobs[1].diff += dy.reshape(dy.shape[0], dy.shape[1], -1).sum(axis=(0, 2))
+
+
+@register_layer("Convolution")
+class ConvolutionLayer(_ConvolutionBase):
+    """Convolution: y[n, m] = sum_c W[m, c] * x[n, c] (cross-correlation) + b[m], per group.
+
+    Output size per spatial axis: O = (S + 2 pad - (dilation (kernel - 1) + 1)) // stride + 1.
+    Computed as Caffe does: im2col of the whole batch, then one GEMM per group (a 1x1, stride 1,
+    pad 0 kernel uses the input directly). Backward: dW += dY col^T, db += sum dY,
+    dx = col2im(W^T dY). The column buffer of the last forward is kept for backward.
+
+    Blobs: bottom (*B, C, *S) -> top (*B, num_output, *O), B = axes before ``axis``.
+    """
+
+    def compute_output_shape(self, spatial):
+        return cpu.conv_out_shape(spatial, self.kernel, self.pad, self.stride, self.dilation)
+
+    def forward_cpu(self, bottom, top):
+        w = self._weight()
+        g = self.group
+        for i, (b, t) in enumerate(zip(bottom, top)):
+            x = b.data.reshape((self.outer, self.channels) + tuple(self.in_spatial))
+            col = self._im2col(x, i)
+            y = t.data.reshape(self.outer, g, self.num_output // g, -1)
+            np.matmul(w, col.reshape(self.outer, g, w.shape[2], -1), out=y)
+            self._add_bias(y.reshape(self.outer, self.num_output, -1))
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        w = self._weight()
+        g = self.group
+        for i, (b, t) in enumerate(zip(bottom, top)):
+            dy = t.diff.reshape(self.outer, g, self.num_output // g, -1)
+            self._bias_grad(dy.reshape(self.outer, self.num_output, -1))
+            if self.param_propagate_down[0]:
+                x = b.data.reshape((self.outer, self.channels) + tuple(self.in_spatial))
+                col = self._cols.get(i) if not self._is_1x1() else None
+                if col is None:
+                    col = self._im2col(x, i)
+                col = col.reshape(self.outer, g, w.shape[2], -1)
+                self.blobs[0].diff += _weight_grad(dy, col).reshape(self.blobs[0].shape)
+            if propagate_down[i]:
+                dcol = np.matmul(w.transpose(0, 2, 1), dy)
+                self._col2im(dcol.reshape(self.outer, -1, dcol.shape[-1]),
+                             (self.outer, self.channels) + tuple(self.in_spatial),
+                             b.diff.reshape((self.outer, self.channels) + tuple(self.in_spatial)))
+
+
+@register_layer("Deconvolution")
+class DeconvolutionLayer(_ConvolutionBase):
+    """Deconvolution (transposed convolution): the adjoint of Convolution's data path.
+
+    forward = Convolution's backward-data pass: col = W^T x per group, then col2im + bias;
+    backward: dx = W im2col(dY), dW += x im2col(dY)^T, db += sum dY.
+    Output size per spatial axis (Caffe's rule):
+    O = stride (S - 1) + dilation (kernel - 1) + 1 - 2 pad.
+
+    Fields as Convolution. Weight blob: (channels, num_output / group, *kernel).
+    Blobs: bottom (*B, C, *S) -> top (*B, num_output, *O).
+    """
+    reverse = True
+
+    def compute_output_shape(self, spatial):
+        return tuple(st * (s - 1) + d * (k - 1) + 1 - 2 * p for s, k, p, st, d in
+                     zip(spatial, self.kernel, self.pad, self.stride, self.dilation))
+
+    def forward_cpu(self, bottom, top):
+        w = self._weight()
+        g = self.group
+        oshape = (self.outer, self.num_output) + tuple(self.out_spatial)
+        for b, t in zip(bottom, top):
+            x = b.data.reshape(self.outer, g, self.channels // g, -1)
+            col = np.matmul(w.transpose(0, 2, 1), x)
+            y = t.data.reshape(oshape)
+            self._col2im(col.reshape(self.outer, -1, col.shape[-1]), oshape, y)
+            self._add_bias(y.reshape(self.outer, self.num_output, -1))
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        w = self._weight()
+        g = self.group
+        oshape = (self.outer, self.num_output) + tuple(self.out_spatial)
+        for i, (b, t) in enumerate(zip(bottom, top)):
+            dy = t.diff.reshape(oshape)
+            self._bias_grad(dy)
+            dcol = self._im2col(dy, i).reshape(self.outer, g, w.shape[2], -1)
+            if self.param_propagate_down[0]:
+                x = b.data.reshape(self.outer, g, self.channels // g, -1)
+                self.blobs[0].diff += _weight_grad(x, dcol).reshape(self.blobs[0].shape)
+            if propagate_down[i]:
+                dx = b.diff.reshape(self.outer, g, self.channels // g, -1)
+                np.matmul(w, dcol, out=dx)
+
+
+@register_layer("DepthwiseConvolution", "ConvolutionDepthwise")
+class DepthwiseConvolutionLayer(ConvolutionLayer):
+    """Depthwise convolution (fork layer types): Convolution with group = channels.
+
+    ``convolution_param.group`` is ignored; num_output must be a multiple of the channels.
+    """
+
+    def default_group(self, channels, p):
+        return channels

@@ -1,0 +1,173 @@
+"""CPU math primitives shared by layers and solvers (Caffe's math_functions + im2col, in numpy).
+
+im2col / col2im work on a whole batch at once and on any number of spatial axes:
+
+    x:   (N, C, *S)                        S = spatial shape, len(S) = D
+    col: (N, C * prod(K), prod(O))         layout="image"   (Caffe's per-image column buffer)
+         (C * prod(K), N * prod(O))        layout="batch"   (one GEMM for the whole batch)
+
+with O[d] = (S[d] + 2 P[d] - (D[d] (K[d] - 1) + 1)) // St[d] + 1 for kernel K, pad P, stride St and
+dilation D. Rows are ordered (c, k_0, ..., k_{D-1}) as in Caffe, so a weight blob
+(M, C, *K) reshaped to (M, C * prod(K)) multiplies ``col`` directly. im2col is one strided copy
+out of a zero-padded input (``numpy.lib.stride_tricks.as_strided``); col2im is its adjoint: a
+loop over the prod(K) kernel offsets, each adding a whole strided slab back into the padded input.
+"""
+import itertools
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+
+def conv_out_shape(spatial, kernel, pad, stride, dilation):
+    """Output spatial shape of a convolution (Caffe's rule, floor division)."""
+    return tuple((s + 2 * p - (d * (k - 1) + 1)) // st + 1
+                 for s, k, p, st, d in zip(spatial, kernel, pad, stride, dilation))
+
+
+def pad_spatial(x, pad, value=0, extra=None, out=None):
+    """Pad the trailing len(pad) axes of ``x`` by ``pad`` before and ``pad + extra`` after.
+
+    ``out``: an optional preallocated array of the padded shape (its border is overwritten).
+    """
+    nd = len(pad)
+    extra = extra or (0,) * nd
+    lead = x.shape[:x.ndim - nd]
+    shape = lead + tuple(s + 2 * p + e for s, p, e in zip(x.shape[-nd:], pad, extra))
+    if not any(pad) and not any(extra):
+        return x
+    if out is None or out.shape != shape or out.dtype != x.dtype:
+        out = np.empty(shape, dtype=x.dtype)
+    out.fill(value)
+    inner = (Ellipsis,) + tuple(slice(p, p + s) for p, s in zip(pad, x.shape[-nd:]))
+    out[inner] = x
+    return out
+
+
+def _window_view(xp, kernel, out_shape, stride, dilation):
+    """Strided view (N, C, *K, *O) of the padded input ``xp`` (N, C, *Sp)."""
+    nd = len(kernel)
+    st = xp.strides
+    sp_strides = st[2:]
+    shape = xp.shape[:2] + tuple(kernel) + tuple(out_shape)
+    strides = st[:2] + tuple(s * d for s, d in zip(sp_strides, dilation)) \
+        + tuple(s * t for s, t in zip(sp_strides, stride))
+    return as_strided(xp, shape=shape, strides=strides, writeable=False)
+
+
+def im2col(x, kernel, pad, stride, dilation, layout="image", out=None, pad_buffer=None):
+    """Column buffer of a batch ``x`` (N, C, *S); see the module docstring for the layouts.
+
+    ``out``: optional preallocated column array of the right shape and dtype.
+    ``pad_buffer``: optional preallocated padded-input array (reused between calls).
+    """
+    nd = len(kernel)
+    n, c = x.shape[:2]
+    out_shape = conv_out_shape(x.shape[2:], kernel, pad, stride, dilation)
+    xp = pad_spatial(x, pad, out=pad_buffer)
+    view = _window_view(xp, kernel, out_shape, stride, dilation)
+    kcount = int(np.prod(kernel))
+    ocount = int(np.prod(out_shape))
+    if layout == "image":
+        shape = (n, c * kcount, ocount)
+        dst_shape = (n, c) + tuple(kernel) + tuple(out_shape)
+        src = view
+    else:
+        shape = (c * kcount, n * ocount)
+        perm = (1,) + tuple(range(2, 2 + nd)) + (0,) + tuple(range(2 + nd, 2 + 2 * nd))
+        dst_shape = (c,) + tuple(kernel) + (n,) + tuple(out_shape)
+        src = view.transpose(perm)
+    if out is None or out.shape != shape or out.dtype != x.dtype:
+        out = np.empty(shape, dtype=x.dtype)
+    np.copyto(out.reshape(dst_shape), src)
+    return out
+
+
+def col2im(col, x_shape, kernel, pad, stride, dilation, layout="image", out=None,
+           pad_buffer=None):
+    """Adjoint of :func:`im2col`: sum the columns back into an array of shape ``x_shape``.
+
+    Writes (overwrites) ``out`` when given, else returns a new array.
+    """
+    nd = len(kernel)
+    n, c = x_shape[:2]
+    spatial = tuple(x_shape[2:])
+    out_shape = conv_out_shape(spatial, kernel, pad, stride, dilation)
+    if layout == "image":
+        colv = col.reshape((n, c) + tuple(kernel) + tuple(out_shape))
+    else:
+        colv = col.reshape((c,) + tuple(kernel) + (n,) + tuple(out_shape))
+        perm = (1 + nd, 0) + tuple(range(1, 1 + nd)) + tuple(range(2 + nd, 2 + 2 * nd))
+        colv = colv.transpose(perm)
+    padded = tuple(s + 2 * p for s, p in zip(spatial, pad))
+    pshape = (n, c) + padded
+    if any(pad):
+        if pad_buffer is None or pad_buffer.shape != pshape or pad_buffer.dtype != col.dtype:
+            pad_buffer = np.empty(pshape, dtype=col.dtype)
+        xp = pad_buffer
+    else:
+        if out is None:
+            out = np.empty(pshape, dtype=col.dtype)
+        xp = out.reshape(pshape)
+    xp.fill(0)
+    for offs in itertools.product(*[range(k) for k in kernel]):
+        target = (Ellipsis,) + tuple(
+            slice(o * d, o * d + st * (m - 1) + 1, st)
+            for o, d, st, m in zip(offs, dilation, stride, out_shape))
+        xp[target] += colv[(slice(None), slice(None)) + offs]
+    if any(pad):
+        inner = (Ellipsis,) + tuple(slice(p, p + s) for p, s in zip(pad, spatial))
+        if out is None:
+            return xp[inner].copy()
+        out.reshape(x_shape)[...] = xp[inner]
+    return out.reshape(x_shape)
+
+
+# -- BLAS-style helpers (row-major; numpy.matmul dispatches to the BLAS gemm) --------------------
+def gemm(a, b, trans_a=False, trans_b=False, alpha=1.0, beta=0.0, out=None):
+    """``out = alpha * op(a) @ op(b) + beta * out`` (op = transpose when asked)."""
+    a = a.T if trans_a else a
+    b = b.T if trans_b else b
+    if out is None or beta == 0:
+        r = np.matmul(a, b, out=out) if out is not None else np.matmul(a, b)
+        if alpha != 1:
+            r *= alpha
+        return r
+    prod = np.matmul(a, b)
+    if beta != 1:
+        out *= beta
+    if alpha != 1:
+        prod *= alpha
+    out += prod
+    return out
+
+
+def gemv(a, x, trans_a=False, alpha=1.0, beta=0.0, out=None):
+    return gemm(a, x, trans_a=trans_a, alpha=alpha, beta=beta, out=out)
+
+
+def axpy(alpha, x, y):
+    """``y += alpha * x`` in place."""
+    if alpha == 1:
+        y += x
+    else:
+        y += alpha * x
+    return y
+
+
+def axpby(alpha, x, beta, y):
+    """``y = alpha * x + beta * y`` in place."""
+    y *= beta
+    return axpy(alpha, x, y)
+
+
+def scal(alpha, x):
+    x *= alpha
+    return x
+
+
+def asum(x):
+    return float(np.abs(x).sum(dtype=np.float64))
+
+
+def dot(x, y):
+    return float(np.dot(x.ravel(), y.ravel()))

@@ -1,0 +1,176 @@
+import itertools
+import json
+import os
+
+import numpy as np
+import pytest
+from google.protobuf import text_format
+
+from caffepy.errors import NetError
+from caffepy.layers.base import create_layer
+from caffepy.math.cpu import col2im, im2col
+from caffepy.proto import caffe_pb2
+from caffepy.testing import check_layer_gradient, make_blobs, make_layer, run_layer
+from tests.conftest import shared_path
+
+
+def check_caffe_case(case, rtol=1e-5, atol=1e-5):
+    """Run layer ``L`` of a caffe-reference case on Caffe's weights/inputs; compare every output."""
+    folder = shared_path("caffe-reference", case)
+    net = caffe_pb2.NetParameter()
+    with open(os.path.join(folder, "net.prototxt")) as f:
+        text_format.Parse(f.read(), net)
+    weights = caffe_pb2.NetParameter()
+    with open(os.path.join(folder, "weights.caffemodel"), "rb") as f:
+        weights.ParseFromString(f.read())
+    with open(os.path.join(folder, "..", "index.json")) as f:
+        backward = json.load(f)[case]["backward"]
+    data = np.load(os.path.join(folder, "data.npz"))
+    lp = [l for l in net.layer if l.name == "L"][0]
+    lp.blobs.extend([l for l in weights.layer if l.name == "L"][0].blobs)
+    layer = create_layer(lp, phase=caffe_pb2.TEST, dtype=np.float32)
+    bottom = make_blobs([data["bottom:" + b] for b in lp.bottom], np.float32)
+    top = make_blobs(len(lp.top), np.float32)
+    outs = run_layer(layer, bottom, top)
+    for name, y in zip(lp.top, outs):
+        np.testing.assert_allclose(y, data["top:" + name], rtol=rtol, atol=atol, err_msg=name)
+    if backward:
+        for name, t in zip(lp.top, top):
+            t.diff[...] = data["topdiff:" + name]
+        for p in layer.blobs:
+            p.diff[...] = 0
+        layer.backward(top, [True] * len(bottom), bottom)
+        for name, b in zip(lp.bottom, bottom):
+            np.testing.assert_allclose(b.diff, data["diff:" + name], rtol=rtol * 10, atol=atol,
+                                       err_msg="diff " + name)
+        for i, p in enumerate(layer.blobs):
+            np.testing.assert_allclose(p.diff, data["paramdiff:L:%d" % i], rtol=rtol * 10,
+                                       atol=atol * 10, err_msg="paramdiff %d" % i)
+    return layer
+
+
+def naive_conv(x, w, b, stride, pad, dilation, group):
+    """Direct n-d convolution by loops over output positions (small shapes only)."""
+    n, c = x.shape[:2]
+    m, cg = w.shape[:2]
+    k = w.shape[2:]
+    xp = np.pad(x, [(0, 0), (0, 0)] + [(p, p) for p in pad])
+    out = [(s + 2 * p - (d * (kk - 1) + 1)) // st + 1
+           for s, kk, p, st, d in zip(x.shape[2:], k, pad, stride, dilation)]
+    y = np.zeros((n, m) + tuple(out))
+    mg = m // group
+    for pos in itertools.product(*[range(o) for o in out]):
+        sl = tuple(slice(o * st, o * st + d * (kk - 1) + 1, d)
+                   for o, st, d, kk in zip(pos, stride, dilation, k))
+        for g in range(group):
+            patch = xp[(slice(None), slice(g * cg, (g + 1) * cg)) + sl]
+            wg = w[g * mg:(g + 1) * mg]
+            y[(slice(None), slice(g * mg, (g + 1) * mg)) + pos] = np.tensordot(
+                patch, wg, axes=(list(range(1, patch.ndim)), list(range(1, wg.ndim))))
+    if b is not None:
+        y += b.reshape((1, -1) + (1,) * len(out))
+    return y
+
+
+def test_im2col_col2im_adjoint_both_layouts():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 3, 5, 4, 6))
+    geo = ((2, 3, 2), (1, 1, 0), (1, 2, 2), (1, 1, 2))
+    for layout in ("image", "batch"):
+        col = im2col(x, *geo, layout=layout)
+        r = rng.standard_normal(col.shape)
+        np.testing.assert_allclose(np.sum(col * r), np.sum(x * col2im(r, x.shape, *geo,
+                                                                         layout=layout)))
+
+
+CONV = ('type: "Convolution" convolution_param { num_output: %d %s '
+        'weight_filler { type: "gaussian" std: 0.3 } bias_filler { type: "gaussian" } }')
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape,fields,num_output", [
+    ((2, 4, 7, 6), "kernel_size: 3", 3),
+    ((2, 4, 7, 6), "kernel_h: 3 kernel_w: 2 stride_h: 2 stride_w: 1 pad_h: 1 pad_w: 0", 2),
+    ((2, 4, 9, 8), "kernel_size: 3 dilation: 2 pad: 2 stride: 2 group: 2", 4),
+    ((2, 4, 5, 6), "kernel_size: 1 bias_term: false", 5),
+    ((1, 2, 5, 4, 6), "kernel_size: 2 kernel_size: 3 kernel_size: 2 pad: 1 stride: 1", 3),
+])
+def test_convolution_forward_matches_naive(dtype, shape, fields, num_output):
+    x = np.random.default_rng(1).standard_normal(shape)
+    layer = make_layer(CONV % (num_output, fields), dtype=dtype)
+    (y,) = run_layer(layer, make_blobs([x], dtype), make_blobs(1, dtype))
+    b = layer.blobs[1].data if len(layer.blobs) > 1 else None
+    ref = naive_conv(x, layer.blobs[0].data.astype(np.float64), b, layer.stride, layer.pad,
+                     layer.dilation, layer.group)
+    np.testing.assert_allclose(y, ref, rtol=1e-4 if dtype == np.float32 else 1e-10, atol=1e-4)
+
+
+@pytest.mark.parametrize("kind,fields", [
+    ("Convolution", "kernel_size: 3 stride: 2 pad: 1 group: 2"),
+    ("Convolution", "kernel_size: 2 dilation: 2"),
+    ("Convolution", "kernel_size: 1"),
+    ("Deconvolution", "kernel_size: 3 stride: 2 pad: 1 group: 2"),
+    ("Deconvolution", "kernel_size: 2 dilation: 2"),
+])
+def test_convolution_gradient(kind, fields):
+    x = np.random.default_rng(2).standard_normal((2, 4, 5, 4))
+    layer = make_layer((CONV % (4, fields)).replace("Convolution", kind))
+    check_layer_gradient(layer, make_blobs([x]), make_blobs(1))
+
+
+def test_convolution_two_bottoms_share_weights():
+    rng = np.random.default_rng(3)
+    xs = [rng.standard_normal((2, 3, 5, 5)) for _ in range(2)]
+    layer = make_layer(CONV % (2, "kernel_size: 3"))
+    check_layer_gradient(layer, make_blobs(xs), make_blobs(2))
+
+
+def test_convolution_axis_and_3d_gradient():
+    x = np.random.default_rng(4).standard_normal((2, 3, 2, 4, 5))
+    layer = make_layer(CONV % (2, "kernel_size: 2 axis: 2"))
+    check_layer_gradient(layer, make_blobs([x]), make_blobs(1))
+    assert layer.blobs[0].shape == (2, 2, 2, 2)
+
+
+def test_deconvolution_is_adjoint_of_convolution():
+    rng = np.random.default_rng(5)
+    fields = "kernel_size: 3 stride: 2 pad: 1 group: 2 bias_term: false"
+    conv = make_layer(CONV % (6, fields))
+    deconv = make_layer((CONV % (4, fields)).replace("Convolution", "Deconvolution"))
+    x = rng.standard_normal((2, 4, 7, 7))
+    (y,) = run_layer(conv, make_blobs([x]), make_blobs(1))
+    assert y.shape == (2, 6, 4, 4)
+    z, xt = make_blobs([rng.standard_normal(y.shape)]), make_blobs(1)
+    deconv.setup(z, xt)
+    deconv.blobs[0].data[...] = conv.blobs[0].data
+    deconv.forward(z, xt)
+    z, xt = z[0].data, xt[0].data
+    assert xt.shape == x.shape
+    np.testing.assert_allclose(np.sum(y * z), np.sum(x * xt))
+
+
+def test_depthwise_sets_group_to_channels():
+    x = np.random.default_rng(6).standard_normal((2, 3, 5, 5))
+    for t in ("DepthwiseConvolution", "ConvolutionDepthwise"):
+        layer = make_layer((CONV % (3, "kernel_size: 3 pad: 1")).replace("Convolution", t))
+        check_layer_gradient(layer, make_blobs([x]), make_blobs(1))
+        assert layer.group == 3 and layer.blobs[0].shape == (3, 1, 3, 3)
+
+
+@pytest.mark.parametrize("fields,match", [
+    ("", "kernel_size"),
+    ("kernel_size: 3 kernel_h: 3 kernel_w: 3", "not both"),
+    ("kernel_size: 3 group: 2", "multiples of group"),
+    ("kernel_size: 2 kernel_size: 2 kernel_size: 2", "once per spatial axis"),
+])
+def test_convolution_errors(fields, match):
+    layer = make_layer(CONV % (3, fields))
+    with pytest.raises(NetError, match=match):
+        layer.setup(make_blobs([np.zeros((1, 3, 5, 5))]), make_blobs(1))
+
+
+@pytest.mark.parametrize("case", ["conv_basic", "conv_stride_pad", "conv_rect", "conv_dilated",
+                                  "conv_1x1_nobias", "conv_3d", "deconv", "deconv_group",
+                                  "deconv_bilinear"])
+def test_convolution_matches_caffe(case):
+    check_caffe_case(case)

@@ -1,0 +1,307 @@
+"""Data layers that read a database or an image list on a prefetch thread, and MemoryData.
+
+Every prefetching layer (Caffe's BasePrefetchingDataLayer) prepares batches on a daemon thread
+(``caffepy.data.prefetch``) into ``data_param.prefetch`` (default 4) buffers; ``forward`` copies the
+oldest ready batch into the tops (reshaping them to the batch) and hands the buffer back. ``close()``
+stops the thread; a dropped layer stops it too. Tops: ``data`` (N x C x h x w) and, when a second
+top is given, ``label`` (N). No bottoms, no backward.
+"""
+import weakref
+
+import numpy as np
+
+from .. import common
+from ..data.datum import datum_to_array, parse_datum
+from ..data.db import open_db
+from ..data.image import read_image, read_image_list
+from ..data.prefetch import Prefetcher
+from ..data.transformer import DataTransformer, effective_transform_param
+from ..errors import CaffeError
+from ..proto import caffe_pb2
+from .base import Layer, register_layer
+
+
+class BasePrefetchingDataLayer(Layer):
+    """Owns the Prefetcher; subclasses build a loader with ``shapes()`` and ``load_batch(buf)``."""
+    exact_num_bottom_blobs = 0
+    min_top_blobs = 1
+    max_top_blobs = 2
+    prefetcher = None
+
+    def describe(self):
+        return "layer '%s' (%s)" % (self.layer_param.name, self.layer_param.type)
+
+    def make_transformer(self, legacy=None):
+        tp = effective_transform_param(self.layer_param, legacy)
+        return DataTransformer(tp, self.phase, self.dtype, what=self.describe())
+
+    def make_loader(self, top):
+        raise NotImplementedError
+
+    def prefetch_count(self):
+        return int(self.layer_param.data_param.prefetch)
+
+    def layer_setup(self, bottom, top):
+        self.output_labels = len(top) > 1
+        loader = self.make_loader(top)
+        data_shape = loader.data_shape()
+        top[0].reshape(data_shape)
+        if self.output_labels:
+            top[1].reshape(data_shape[:1])
+        dtype = self.dtype
+
+        def make_buffer():
+            return {"data": np.zeros(data_shape, dtype), "label": np.zeros(data_shape[:1], dtype)}
+
+        self.prefetcher = Prefetcher(loader.load_batch, make_buffer, self.prefetch_count(),
+                                     name="prefetch %s" % self.describe())
+        self._finalizer = weakref.finalize(self, self.prefetcher.close)
+
+    def reshape(self, bottom, top):
+        """Tops take each batch's shape in forward."""
+
+    def forward_cpu(self, bottom, top):
+        buf = self.prefetcher.next()
+        try:
+            top[0].reshape(buf["data"].shape)
+            np.copyto(top[0].data, buf["data"])
+            if self.output_labels:
+                top[1].reshape(buf["label"].shape)
+                np.copyto(top[1].data, buf["label"])
+        finally:
+            self.prefetcher.recycle(buf)
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        """Data layers have no gradient."""
+
+    def close(self):
+        """Stop the prefetch thread (idempotent)."""
+        if self.prefetcher is not None:
+            self.prefetcher.close()
+
+
+def _ensure(buf, key, shape, dtype):
+    if buf[key].shape != tuple(shape):
+        buf[key] = np.zeros(shape, dtype)
+    return buf[key]
+
+
+class _DBLoader(object):
+    """Reads Datums from a cursor that wraps around; runs on the prefetch thread after setup."""
+
+    def __init__(self, param, transformer, phase, what):
+        self.what = what
+        self.batch_size = int(param.batch_size)
+        self.transformer = transformer
+        self.db = open_db(param.source, param.backend, "r")
+        self.cursor = self.db.cursor()
+        if not self.cursor.valid:
+            raise CaffeError("%s: database %s is empty" % (what, param.source))
+        self.keep_all = phase == caffe_pb2.TEST
+        self.rank = getattr(common._state, "solver_rank", 0)
+        self.size = max(1, getattr(common._state, "solver_count", 1))
+        self.offset = 0
+        if param.rand_skip:
+            for _ in range(int(common.rng().integers(0, param.rand_skip))):
+                self._next()
+
+    def _next(self):
+        self.cursor.next()
+        if not self.cursor.valid:
+            self.cursor.seek_to_first()
+        self.offset += 1
+
+    def _skip(self):
+        return not (self.keep_all or self.offset % self.size == self.rank)
+
+    def _datum(self):
+        while self._skip():
+            self._next()
+        d = parse_datum(self.cursor.value, "%s: key %r" % (self.what, self.cursor.key))
+        self._next()
+        return d
+
+    def data_shape(self):
+        d = parse_datum(self.cursor.value, "%s: key %r" % (self.what, self.cursor.key))
+        item = datum_to_array(d, self.transformer.color, self.what).shape
+        return (self.batch_size,) + self.transformer.infer_shape(item)
+
+    def load_batch(self, buf):
+        datums = [self._datum() for _ in range(self.batch_size)]
+        items = [datum_to_array(d, self.transformer.color, self.what) for d in datums]
+        shape = (self.batch_size,) + self.transformer.infer_shape(items[0].shape)
+        self.transformer.transform_arrays(items, _ensure(buf, "data", shape, self.transformer.dtype))
+        labels = _ensure(buf, "label", (self.batch_size,), self.transformer.dtype)
+        labels[...] = [d.label for d in datums]
+
+
+@register_layer("Data")
+class DataLayer(BasePrefetchingDataLayer):
+    """Reads Datums from an LMDB or LevelDB, as Caffe's DataLayer.
+
+    prototxt: ``data_param { source: "<db dir>" backend: LEVELDB|LMDB (LEVELDB) batch_size: N
+    rand_skip: 0 prefetch: 4 }`` and ``transform_param { ... }`` (see caffepy.data.transformer).
+    Datums may hold uint8 ``data``, ``float_data`` or an ``encoded`` PNG/JPEG (decoded to BGR).
+    Each batch takes the shape of its first datum; the cursor wraps to the first key at the end.
+    ``rand_skip: K`` skips a random number in [0, K) of items at start. With several solvers
+    (solver_count > 1) in TRAIN, solver r reads items r, r + count, ... as Caffe does.
+    """
+
+    def make_loader(self, top):
+        p = self.layer_param.data_param
+        if not p.source:
+            raise self.error("data_param.source is not set")
+        if p.batch_size < 1:
+            raise self.error("data_param.batch_size must be positive")
+        try:
+            return _DBLoader(p, self.make_transformer(p), self.phase, self.describe())
+        except CaffeError as e:
+            if str(e).startswith(self.describe()):
+                raise
+            raise self.error(str(e))
+
+
+class _ImageListLoader(object):
+    def __init__(self, param, transformer, what):
+        self.what = what
+        self.param = param
+        self.transformer = transformer
+        self.batch_size = int(param.batch_size)
+        self.lines = read_image_list(param.source)
+        if not self.lines:
+            raise CaffeError("%s: image list %s is empty" % (what, param.source))
+        self.rng = np.random.default_rng(int(common.rng().integers(0, 2 ** 63)))
+        if param.shuffle:
+            self._shuffle()
+        self.pos = 0
+        if param.rand_skip:
+            self.pos = int(common.rng().integers(0, param.rand_skip)) % len(self.lines)
+
+    def _shuffle(self):
+        order = self.rng.permutation(len(self.lines))
+        self.lines = [self.lines[i] for i in order]
+
+    def _read(self, name):
+        p = self.param
+        img = read_image(p.root_folder + name, p.new_height, p.new_width, p.is_color)
+        return np.ascontiguousarray(img.transpose(2, 0, 1))
+
+    def data_shape(self):
+        item = self._read(self.lines[self.pos][0]).shape
+        return (self.batch_size,) + self.transformer.infer_shape(item)
+
+    def load_batch(self, buf):
+        items, labels = [], []
+        for _ in range(self.batch_size):
+            name, label = self.lines[self.pos]
+            items.append(self._read(name))
+            labels.append(label)
+            self.pos += 1
+            if self.pos >= len(self.lines):
+                self.pos = 0
+                if self.param.shuffle:
+                    self._shuffle()
+        shape = (self.batch_size,) + self.transformer.infer_shape(items[0].shape)
+        self.transformer.transform_arrays(items, _ensure(buf, "data", shape, self.transformer.dtype))
+        _ensure(buf, "label", (self.batch_size,), self.transformer.dtype)[...] = labels
+
+
+@register_layer("ImageData")
+class ImageDataLayer(BasePrefetchingDataLayer):
+    """Reads images named in a list file, as Caffe's ImageDataLayer.
+
+    prototxt: ``image_data_param { source: "<list>" batch_size: 1 shuffle: false rand_skip: 0
+    new_height: 0 new_width: 0 is_color: true root_folder: "" }`` and ``transform_param``.
+    Each list line is ``<path> <label>``, split at the last space; the file read is
+    ``root_folder + path`` (plain concatenation, as Caffe). Images are BGR (1 channel when
+    ``is_color: false``), resized (bilinear) when both new_height and new_width are set. With
+    ``shuffle`` the list is reshuffled at every pass. Tops: data, label.
+    """
+    exact_num_top_blobs = 2
+    min_top_blobs = max_top_blobs = None
+
+    def make_loader(self, top):
+        p = self.layer_param.image_data_param
+        if bool(p.new_height) != bool(p.new_width):
+            raise self.error("new_height and new_width must be set together")
+        if p.batch_size < 1:
+            raise self.error("image_data_param.batch_size must be positive")
+        try:
+            return _ImageListLoader(p, self.make_transformer(p), self.describe())
+        except CaffeError as e:
+            raise e if str(e).startswith(self.describe()) else self.error(str(e))
+
+
+@register_layer("MemoryData")
+class MemoryDataLayer(Layer):
+    """Serves batches from arrays handed over by the caller (pycaffe's ``net.set_input_arrays``).
+
+    prototxt: ``memory_data_param { batch_size channels height width }`` (+ ``transform_param``,
+    used only by ``add_datum_vector``). ``reset(data, labels, n)``: data is n x C x H x W, labels n
+    values (any shape with n rows), n a multiple of batch_size; the arrays are used as given
+    (no transform), batch i being rows [i*batch_size, (i+1)*batch_size) cyclically.
+    ``add_datum_vector(datums)`` transforms Datums first. Tops: data, label.
+    """
+    exact_num_bottom_blobs = 0
+    exact_num_top_blobs = 2
+
+    def layer_setup(self, bottom, top):
+        p = self.layer_param.memory_data_param
+        self.batch_size, self.channels = int(p.batch_size), int(p.channels)
+        self.height, self.width = int(p.height), int(p.width)
+        if min(self.batch_size, self.channels, self.height, self.width) < 1:
+            raise self.error("batch_size, channels, height and width must be specified and positive")
+        self._data = None
+        self._labels = None
+        self.n = 0
+        self.pos = 0
+        self._transformer = None
+
+    def reshape(self, bottom, top):
+        top[0].reshape(self.batch_size, self.channels, self.height, self.width)
+        top[1].reshape(self.batch_size)
+
+    def reset(self, data, labels, n=None):
+        data = np.asarray(data)
+        labels = np.asarray(labels)
+        n = data.shape[0] if n is None else int(n)
+        if data.ndim != 4 or data.shape[1:] != (self.channels, self.height, self.width):
+            raise self.error("data must be N x %d x %d x %d, got shape %s"
+                             % (self.channels, self.height, self.width, data.shape))
+        if labels.shape[:1] != (data.shape[0],) or labels.size != data.shape[0]:
+            raise self.error("need one label per data row (%d), got labels of shape %s"
+                             % (data.shape[0], labels.shape))
+        if n < 1 or n > data.shape[0] or n % self.batch_size:
+            raise self.error("n (%d) must be a positive multiple of batch_size (%d), at most %d"
+                             % (n, self.batch_size, data.shape[0]))
+        self._data = data
+        self._labels = labels.reshape(-1)
+        self.n = n
+        self.pos = 0
+
+    def add_datum_vector(self, datums):
+        if len(datums) % self.batch_size or not datums:
+            raise self.error("the number of datums (%d) must be a positive multiple of batch_size "
+                             "(%d)" % (len(datums), self.batch_size))
+        if self._transformer is None:
+            self._transformer = DataTransformer(self.layer_param.transform_param, self.phase,
+                                                self.dtype, what="layer '%s' (MemoryData)" % self.name)
+        data = self._transformer.transform_datums(list(datums))
+        self.reset(data, np.array([d.label for d in datums], self.dtype))
+
+    def set_batch_size(self, batch_size):
+        if self._data is not None and self.n % batch_size:
+            raise self.error("batch_size %d does not divide the %d rows set by reset" % (batch_size, self.n))
+        self.batch_size = int(batch_size)
+        self.pos = 0
+
+    def forward_cpu(self, bottom, top):
+        if self._data is None:
+            raise self.error("MemoryData needs reset(data, labels) (net.set_input_arrays) before forward")
+        rows = slice(self.pos, self.pos + self.batch_size)
+        top[0].data[...] = self._data[rows]
+        top[1].data[...] = self._labels[rows]
+        self.pos = (self.pos + self.batch_size) % self.n
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        """No gradient."""

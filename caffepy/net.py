@@ -119,7 +119,7 @@ class Net(object):
                 blob_need_backward[name] = need_bw
             self.bottom_need_backward.append(need)
             self.layer_need_backward.append(need_bw)
-        self.outputs = list(available)
+        self.outputs = sorted(available)   # Caffe keeps available blobs in a std::set
         self.params = collections.OrderedDict(
             (name, layer.blobs) for name, layer in zip(self._layer_names, self.layers) if layer.blobs)
 

@@ -1,0 +1,353 @@
+"""Pooling (MAX / AVE / STOCHASTIC) and spatial pyramid pooling (SPP), vectorised over windows.
+
+The kernels below loop over the kh * kw offsets of a window (never over pixels or images): each
+step reads one strided slab of the padded input that holds that offset of every window.
+"""
+import numpy as np
+
+from ..errors import ShapeError
+from ..math.cpu import pad_spatial
+from .base import Layer, register_layer
+
+FLT_MIN = float(np.finfo(np.float32).tiny)
+
+
+def pooled_size(size, kernel, stride, pad, ceil=True):
+    """Caffe's output size: ceil (or floor) rounding, then the last window must start in the
+    image or the top/left padding: ``if pad and (pooled - 1) * stride >= size + pad: pooled -= 1``.
+    """
+    span = size + 2 * pad - kernel
+    pooled = (-(-span // stride) if ceil else span // stride) + 1
+    if pad and (pooled - 1) * stride >= size + pad:
+        pooled -= 1
+    return pooled
+
+
+class PoolGeometry(object):
+    """Kernel, stride, pad and output size for (H, W) inputs; slabs of the padded input."""
+
+    def __init__(self, in_hw, kernel, stride, pad, ceil=True):
+        self.in_hw = tuple(in_hw)
+        self.kernel, self.stride, self.pad = tuple(kernel), tuple(stride), tuple(pad)
+        self.out_hw = tuple(pooled_size(s, k, st, p, ceil) for s, k, st, p in
+                            zip(in_hw, kernel, stride, pad))
+        # extra bottom/right padding so that every (ceil-rounded) window lies inside the buffer
+        self.extra = tuple(max(0, (o - 1) * st + k - (s + 2 * p)) for s, k, st, p, o in
+                           zip(in_hw, kernel, stride, pad, self.out_hw))
+
+    def padded(self, x, value, pad=None):
+        return pad_spatial(x, self.pad if pad is None else pad, value=value, extra=self.extra)
+
+    def offsets(self):
+        kh, kw = self.kernel
+        return [(i, j) for i in range(kh) for j in range(kw)]
+
+    def slab(self, i, j):
+        (sh, sw), (oh, ow) = self.stride, self.out_hw
+        return (Ellipsis, slice(i, i + sh * (oh - 1) + 1, sh), slice(j, j + sw * (ow - 1) + 1, sw))
+
+    def crop(self, xp, pad=None):
+        (ph, pw), (h, w) = self.pad if pad is None else pad, self.in_hw
+        return xp[..., ph:ph + h, pw:pw + w]
+
+    def pool_size(self):
+        """AVE divisor per output (Caffe: the window clipped to the padded image, not the image)."""
+        sizes = []
+        for s, k, st, p, o in zip(self.in_hw, self.kernel, self.stride, self.pad, self.out_hw):
+            start = np.arange(o) * st - p
+            sizes.append(np.minimum(start + k, s + p) - start)
+        return np.outer(sizes[0], sizes[1])
+
+
+def max_pool(x, g):
+    """(y, arg): max over each window and the offset index (i * kw + j) of the first maximum."""
+    xp = g.padded(x, -np.finfo(x.dtype).max)
+    y = arg = None
+    for idx, (i, j) in enumerate(g.offsets()):
+        v = xp[g.slab(i, j)]
+        if y is None:
+            y = v.copy()
+            arg = np.zeros(y.shape, dtype=np.int32)
+            continue
+        better = v > y
+        np.copyto(y, v, where=better)
+        arg[better] = idx
+    return y, arg
+
+
+def max_pool_mask(arg, g):
+    """Caffe's mask: the index h * W + w of each window's maximum in the input plane."""
+    kw = g.kernel[1]
+    (sh, sw), (ph, pw), (oh, ow) = g.stride, g.pad, g.out_hw
+    h = (np.arange(oh) * sh - ph)[:, None] + arg // kw
+    w = (np.arange(ow) * sw - pw)[None, :] + arg % kw
+    return h * g.in_hw[1] + w
+
+
+def max_pool_backward(dy, arg, g):
+    dxp = np.zeros(dy.shape[:-2] + tuple(s + 2 * p + e for s, p, e in
+                                         zip(g.in_hw, g.pad, g.extra)), dtype=dy.dtype)
+    for idx, (i, j) in enumerate(g.offsets()):
+        dxp[g.slab(i, j)] += np.where(arg == idx, dy, 0)
+    return g.crop(dxp)
+
+
+def ave_pool(x, g):
+    xp = g.padded(x, 0)
+    y = None
+    for i, j in g.offsets():
+        y = xp[g.slab(i, j)].copy() if y is None else np.add(y, xp[g.slab(i, j)], out=y)
+    y /= g.pool_size().astype(x.dtype)
+    return y
+
+
+def ave_pool_backward(dy, g):
+    dyn = dy / g.pool_size().astype(dy.dtype)
+    dxp = np.zeros(dy.shape[:-2] + tuple(s + 2 * p + e for s, p, e in
+                                         zip(g.in_hw, g.pad, g.extra)), dtype=dy.dtype)
+    for i, j in g.offsets():
+        dxp[g.slab(i, j)] += dyn
+    return g.crop(dxp)
+
+
+def stochastic_pool(x, g, uniform=None):
+    """TEST (uniform None): sum x^2 / (FLT_MIN + sum x) per window. TRAIN: sample the element where
+    the running sum first reaches uniform * sum. Returns (y, arg). Windows ignore ``pad``."""
+    nopad = (0, 0)
+    xp = g.padded(x, 0, pad=nopad)
+    total = sq = None
+    for i, j in g.offsets():
+        v = xp[g.slab(i, j)]
+        total = v.astype(x.dtype) if total is None else total + v
+        sq = v * v if sq is None else sq + v * v
+    if uniform is None:
+        return sq / (total + x.dtype.type(FLT_MIN)), None
+    thres = uniform.astype(x.dtype) * total
+    y = np.zeros_like(total)
+    arg = np.zeros(total.shape, dtype=np.int32)
+    found = np.zeros(total.shape, dtype=bool)
+    cum = np.zeros_like(total)
+    for idx, (i, j) in enumerate(g.offsets()):
+        v = xp[g.slab(i, j)]
+        cum += v
+        hit = ~found & (cum >= thres)
+        np.copyto(y, v, where=hit)
+        arg[hit] = idx
+        found |= hit
+    return y, arg
+
+
+def stochastic_pool_backward(dy, x, arg, g):
+    nopad = (0, 0)
+    shape = dy.shape[:-2] + tuple(s + e for s, e in zip(g.in_hw, g.extra))
+    dxp = np.zeros(shape, dtype=dy.dtype)
+    if arg is not None:
+        for idx, (i, j) in enumerate(g.offsets()):
+            dxp[g.slab(i, j)] += np.where(arg == idx, dy, 0)
+        return g.crop(dxp, nopad)
+    # TEST phase: the gradient of sum x^2 / (FLT_MIN + sum x)
+    xp = g.padded(x, 0, pad=nopad)
+    total = sum(xp[g.slab(i, j)] for i, j in g.offsets()) + FLT_MIN
+    y = sum(xp[g.slab(i, j)] ** 2 for i, j in g.offsets()) / total
+    for i, j in g.offsets():
+        dxp[g.slab(i, j)] += dy * (2 * xp[g.slab(i, j)] - y) / total
+    return g.crop(dxp, nopad)
+
+
+@register_layer("Pooling")
+class PoolingLayer(Layer):
+    """2-d pooling over (N, C, H, W) windows.
+
+    Output size: PH = ceil((H + 2 pad - kernel) / stride) + 1 (floor with ``round_mode: FLOOR``
+    or the fork field ``ceil_mode: false``), minus 1 if pad > 0 and the last window would start
+    at or past H + pad. MAX: maximum over the window's image pixels (first one wins ties); the
+    optional second top is the mask, index h * W + w of the maximum. AVE: sum over the window /
+    pool_size, pool_size = the window clipped to the padded image (H + pad), so padding counts
+    as zeros. STOCHASTIC (no padding): TRAIN samples an element with probability x / sum(window)
+    (inputs must be >= 0); TEST outputs sum x^2 / sum x (the probability-weighted average).
+
+    prototxt: ``pooling_param { pool: MAX kernel_size | kernel_h kernel_w  stride: 1 |
+    stride_h stride_w  pad: 0 | pad_h pad_w  global_pooling: false  round_mode: CEIL
+    ceil_mode: true }``; global pooling takes the whole H x W (no kernel, pad 0, stride 1).
+    Blobs: bottom (N, C, H, W) -> top (N, C, PH, PW) [, mask (N, C, PH, PW) for MAX].
+    """
+    exact_num_bottom_blobs = 1
+    min_top_blobs = 1
+    max_top_blobs = 2
+
+    def _pair(self, p, name, h_name, w_name, default):
+        if p.HasField(h_name) or p.HasField(w_name):
+            if p.HasField(name):
+                raise self.error("%s may be given as %s or as %s and %s, not both"
+                                 % (name, name, h_name, w_name))
+            if not (p.HasField(h_name) and p.HasField(w_name)):
+                raise self.error("both %s and %s are required" % (h_name, w_name))
+            return int(getattr(p, h_name)), int(getattr(p, w_name))
+        v = int(getattr(p, name)) if p.HasField(name) else default
+        return v, v
+
+    def layer_setup(self, bottom, top):
+        p = self.layer_param.pooling_param
+        P = type(p)
+        self.method = p.pool
+        self.global_pooling = p.global_pooling
+        self.ceil = p.round_mode == P.CEIL and getattr(p, "ceil_mode", True)
+        if len(top) > 1 and self.method != P.MAX:
+            raise self.error("a second (mask) top is only produced by MAX pooling")
+        has_kernel = p.HasField("kernel_size") or p.HasField("kernel_h") or p.HasField("kernel_w")
+        if self.global_pooling:
+            if has_kernel:
+                raise self.error("with global_pooling: true the kernel size cannot be specified")
+            self.kernel = None
+        else:
+            if not has_kernel:
+                raise self.error("kernel_size (or kernel_h and kernel_w) is required")
+            self.kernel = self._pair(p, "kernel_size", "kernel_h", "kernel_w", None)
+            if min(self.kernel) <= 0:
+                raise self.error("kernel size must be positive, got %s" % (self.kernel,))
+        self.pad = self._pair(p, "pad", "pad_h", "pad_w", 0)
+        self.stride = self._pair(p, "stride", "stride_h", "stride_w", 1)
+        if min(self.stride) <= 0:
+            raise self.error("stride must be positive, got %s" % (self.stride,))
+        if self.global_pooling and (any(self.pad) or self.stride != (1, 1)):
+            raise self.error("with global_pooling: true only pad = 0 and stride = 1 are allowed")
+        if any(self.pad):
+            if self.method not in (P.MAX, P.AVE):
+                raise self.error("padding is implemented only for MAX and AVE pooling")
+            if self.kernel and (self.pad[0] >= self.kernel[0] or self.pad[1] >= self.kernel[1]):
+                raise self.error("pad %s must be smaller than the kernel %s"
+                                 % (self.pad, self.kernel))
+
+    def reshape(self, bottom, top):
+        b = bottom[0]
+        if b.num_axes != 4:
+            raise self.error("input must have 4 axes (num, channels, height, width), got shape %s"
+                             % (b.shape,), ShapeError)
+        hw = b.shape[2:]
+        kernel = hw if self.global_pooling else self.kernel
+        self.geom = PoolGeometry(hw, kernel, self.stride, self.pad, self.ceil)
+        if min(self.geom.out_hw) <= 0:
+            raise self.error("pooled output %s is empty for input %s" % (self.geom.out_hw, hw),
+                             ShapeError)
+        for t in top:
+            t.reshape(b.shape[:2] + self.geom.out_hw)
+
+    def forward_cpu(self, bottom, top):
+        P = type(self.layer_param.pooling_param)
+        x = bottom[0].data
+        self.arg = None
+        if self.method == P.MAX:
+            y, self.arg = max_pool(x, self.geom)
+            if len(top) > 1:
+                top[1].data[...] = max_pool_mask(self.arg, self.geom)
+        elif self.method == P.AVE:
+            y = ave_pool(x, self.geom)
+        elif self.method == P.STOCHASTIC:
+            train = self.phase == self._caffe_pb2.TRAIN
+            u = self.rng().random(top[0].shape) if train else None
+            y, self.arg = stochastic_pool(x, self.geom, u)
+        else:
+            raise self.error("unknown pooling method %d" % self.method)
+        top[0].data[...] = y
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        if not propagate_down[0]:
+            return
+        P = type(self.layer_param.pooling_param)
+        dy = top[0].diff
+        if self.method == P.MAX:
+            dx = max_pool_backward(dy, self.arg, self.geom)
+        elif self.method == P.AVE:
+            dx = ave_pool_backward(dy, self.geom)
+        else:
+            dx = stochastic_pool_backward(dy, bottom[0].data, self.arg, self.geom)
+        bottom[0].diff[...] = dx
+
+
+@register_layer("SPP")
+class SPPLayer(Layer):
+    """Spatial pyramid pooling: pool (N, C, H, W) into 1, 2x2, 4x4 ... bins, flatten, concatenate.
+
+    Level l (l = 0 .. pyramid_height - 1) has b = 2^l bins per side: kernel = ceil(H / b),
+    pad = (kernel * b - H + 1) // 2, stride = kernel (and the same for W), pooled with Pooling's
+    rules. prototxt: ``spp_param { pyramid_height pool: MAX }`` (MAX, AVE or STOCHASTIC).
+    Blobs: bottom (N, C, H, W) -> top (N, C * sum_l 4^l); with pyramid_height 1 the top is the
+    pooled (N, C, 1, 1), as in Caffe. An input so small that a level needs pad >= kernel is
+    rejected (Caffe aborts on it).
+    """
+    exact_num_bottom_blobs = 1
+    exact_num_top_blobs = 1
+
+    def layer_setup(self, bottom, top):
+        p = self.layer_param.spp_param
+        self.height = p.pyramid_height
+        if self.height < 1:
+            raise self.error("pyramid_height must be at least 1")
+        self.method = p.pool
+
+    def reshape(self, bottom, top):
+        b = bottom[0]
+        if b.num_axes != 4:
+            raise self.error("input must have 4 axes (num, channels, height, width), got shape %s"
+                             % (b.shape,), ShapeError)
+        hw = b.shape[2:]
+        if min(hw) <= 0:
+            raise self.error("input dimensions cannot be zero", ShapeError)
+        self.levels = []
+        for level in range(self.height):
+            bins = 2 ** level
+            kernel = tuple(-(-s // bins) for s in hw)
+            pad = tuple((k * bins - s + 1) // 2 for k, s in zip(kernel, hw))
+            if any(p >= k for p, k in zip(pad, kernel)):
+                raise self.error("input %dx%d is too small for pyramid_height %d (level %d needs "
+                                 "pad %s >= kernel %s, which Caffe's pooling rejects)"
+                                 % (hw + (self.height, level, pad, kernel)), ShapeError)
+            self.levels.append(PoolGeometry(hw, kernel, kernel, pad))
+        n, c = b.shape[:2]
+        if self.height == 1:
+            top[0].reshape((n, c) + self.levels[0].out_hw)
+        else:
+            top[0].reshape((n, sum(c * g.out_hw[0] * g.out_hw[1] for g in self.levels)))
+
+    def forward_cpu(self, bottom, top):
+        P = type(self.layer_param.spp_param)
+        x = bottom[0].data
+        n = x.shape[0]
+        out = top[0].data.reshape(n, -1)
+        self.args = []
+        start = 0
+        train = self.phase == self._caffe_pb2.TRAIN
+        for g in self.levels:
+            arg = None
+            if self.method == P.MAX:
+                y, arg = max_pool(x, g)
+            elif self.method == P.AVE:
+                y = ave_pool(x, g)
+            else:
+                u = self.rng().random(x.shape[:2] + g.out_hw) if train else None
+                y, arg = stochastic_pool(x, g, u)
+            self.args.append(arg)
+            size = y[0].size
+            out[:, start:start + size] = y.reshape(n, -1)
+            start += size
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        if not propagate_down[0]:
+            return
+        P = type(self.layer_param.spp_param)
+        x = bottom[0].data
+        n, c = x.shape[:2]
+        dyall = top[0].diff.reshape(n, -1)
+        dx = np.zeros_like(x)
+        start = 0
+        for g, arg in zip(self.levels, self.args):
+            size = c * g.out_hw[0] * g.out_hw[1]
+            dy = dyall[:, start:start + size].reshape((n, c) + g.out_hw)
+            start += size
+            if self.method == P.MAX:
+                dx += max_pool_backward(dy, arg, g)
+            elif self.method == P.AVE:
+                dx += ave_pool_backward(dy, g)
+            else:
+                dx += stochastic_pool_backward(dy, x, arg, g)
+        bottom[0].diff[...] = dx

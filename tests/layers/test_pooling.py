@@ -1,0 +1,139 @@
+import numpy as np
+import pytest
+
+import caffepy
+from caffepy.errors import NetError
+from caffepy.layers.pooling import pooled_size
+from caffepy.proto import caffe_pb2
+from caffepy.testing import check_layer_gradient, make_blobs, make_layer, run_layer
+from tests.layers.test_conv import check_caffe_case
+
+POOL = 'type: "Pooling" pooling_param { pool: %s %s }'
+
+
+def naive_pool(x, method, k, s, p, ceil=True):
+    """Caffe's pooling loops, written out for small shapes."""
+    n, c, h, w = x.shape
+    ph, pw = pooled_size(h, k, s, p, ceil), pooled_size(w, k, s, p, ceil)
+    y = np.zeros((n, c, ph, pw))
+    for i in range(ph):
+        for j in range(pw):
+            hs, ws = i * s - p, j * s - p
+            he, we = min(hs + k, h + p), min(ws + k, w + p)
+            size = (he - hs) * (we - ws)
+            win = x[:, :, max(hs, 0):min(he, h), max(ws, 0):min(we, w)]
+            y[:, :, i, j] = win.max(axis=(2, 3)) if method == "MAX" else win.sum(axis=(2, 3)) / size
+    return y
+
+
+def test_pooled_size_rules():
+    assert pooled_size(7, 3, 2, 0) == 3           # ceil((7-3)/2)+1
+    assert pooled_size(6, 3, 2, 0) == 3           # ceil(1.5)+1
+    assert pooled_size(6, 3, 2, 0, ceil=False) == 2
+    assert pooled_size(5, 2, 2, 1) == 3           # ceil(5/2)+1 = 4, clipped: 3*2 >= 5+1
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("method", ["MAX", "AVE"])
+@pytest.mark.parametrize("k,s,p", [(2, 2, 0), (3, 2, 0), (3, 2, 1), (3, 1, 1), (2, 3, 1)])
+def test_pooling_forward_matches_naive(dtype, method, k, s, p):
+    x = np.random.default_rng(0).standard_normal((2, 3, 7, 6))
+    fields = "kernel_size: %d stride: %d pad: %d" % (k, s, p)
+    (y,) = run_layer(make_layer(POOL % (method, fields), dtype=dtype), make_blobs([x], dtype),
+                     make_blobs(1, dtype))
+    np.testing.assert_allclose(y, naive_pool(x, method, k, s, p), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("fields", ["ceil_mode: false", "round_mode: FLOOR"])
+def test_pooling_floor_mode(fields):
+    x = np.random.default_rng(1).standard_normal((1, 2, 6, 6))
+    (y,) = run_layer(make_layer(POOL % ("MAX", "kernel_size: 3 stride: 2 " + fields)),
+                     make_blobs([x]), make_blobs(1))
+    np.testing.assert_allclose(y, naive_pool(x, "MAX", 3, 2, 0, ceil=False))
+
+
+def test_pooling_rectangular_and_global():
+    x = np.random.default_rng(2).standard_normal((2, 3, 7, 6))
+    (y,) = run_layer(make_layer(POOL % ("AVE", "kernel_h: 3 kernel_w: 2 stride_h: 2 stride_w: 1")),
+                     make_blobs([x]), make_blobs(1))
+    assert y.shape == (2, 3, 3, 5)
+    np.testing.assert_allclose(y[:, :, 1, 2], x[:, :, 2:5, 2:4].mean(axis=(2, 3)))
+    (y,) = run_layer(make_layer(POOL % ("MAX", "global_pooling: true")), make_blobs([x]),
+                     make_blobs(1))
+    np.testing.assert_allclose(y[:, :, 0, 0], x.max(axis=(2, 3)))
+
+
+def test_max_pooling_mask_top():
+    x = np.random.default_rng(3).standard_normal((2, 3, 5, 5))
+    y, mask = run_layer(make_layer(POOL % ("MAX", "kernel_size: 3 stride: 2 pad: 1")),
+                        make_blobs([x]), make_blobs(2))
+    flat = x.reshape(2, 3, -1)
+    np.testing.assert_array_equal(np.take_along_axis(flat, mask.reshape(2, 3, -1).astype(int), 2),
+                                  y.reshape(2, 3, -1))
+
+
+@pytest.mark.parametrize("method,fields", [
+    ("MAX", "kernel_size: 3 stride: 2 pad: 1"), ("MAX", "kernel_size: 2 stride: 2"),
+    ("AVE", "kernel_size: 3 stride: 2 pad: 1"), ("AVE", "kernel_h: 2 kernel_w: 3 stride: 1"),
+    ("AVE", "global_pooling: true"), ("STOCHASTIC", "kernel_size: 3 stride: 2"),
+])
+def test_pooling_gradient(method, fields):
+    rng = np.random.default_rng(4)
+    x = rng.permutation(2 * 2 * 5 * 6).reshape(2, 2, 5, 6) / 10.0 + 0.1  # distinct: no MAX ties
+    check_layer_gradient(make_layer(POOL % (method, fields)), make_blobs([x]), make_blobs(1),
+                         stepsize=1e-3)
+
+
+def test_stochastic_pooling_train_samples_window_elements():
+    x = np.random.default_rng(5).random((2, 3, 6, 6))
+    layer = make_layer(POOL % ("STOCHASTIC", "kernel_size: 2 stride: 2"), phase=caffe_pb2.TRAIN)
+    caffepy.set_random_seed(3)
+    (y,) = run_layer(layer, make_blobs([x]), make_blobs(1))
+    windows = x.reshape(2, 3, 3, 2, 3, 2).transpose(0, 1, 2, 4, 3, 5).reshape(2, 3, 3, 3, 4)
+    assert np.all(np.any(np.abs(windows - y[..., None]) == 0, axis=-1))
+    check_layer_gradient(layer, make_blobs([x]), make_blobs(1))
+    # TEST: the probability-weighted average
+    layer = make_layer(POOL % ("STOCHASTIC", "kernel_size: 2 stride: 2"))
+    (y,) = run_layer(layer, make_blobs([x]), make_blobs(1))
+    np.testing.assert_allclose(y, (windows ** 2).sum(-1) / windows.sum(-1), rtol=1e-6)
+
+
+@pytest.mark.parametrize("fields,match", [
+    ("global_pooling: true kernel_size: 2", "cannot be specified"),
+    ("kernel_size: 2 pad: 2", "smaller than the kernel"),
+    ("stride: 2", "kernel_size"),
+])
+def test_pooling_errors(fields, match):
+    layer = make_layer(POOL % ("MAX", fields))
+    with pytest.raises(NetError, match=match):
+        layer.setup(make_blobs([np.zeros((1, 1, 4, 4))]), make_blobs(1))
+
+
+@pytest.mark.parametrize("method", ["MAX", "AVE"])
+def test_spp_forward_and_gradient(method):
+    x = np.random.default_rng(6).permutation(2 * 2 * 9 * 7).reshape(2, 2, 9, 7) / 10.0
+    layer = make_layer('type: "SPP" spp_param { pyramid_height: 3 pool: %s }' % method)
+    (y,) = run_layer(layer, make_blobs([x]), make_blobs(1))
+    assert y.shape == (2, 2 * (1 + 4 + 16))
+    top = x.max(axis=(2, 3)) if method == "MAX" else None
+    if top is not None:
+        np.testing.assert_allclose(y[:, :2], top)
+    check_layer_gradient(layer, make_blobs([x]), make_blobs(1))
+
+
+def test_spp_rejects_too_small_input():
+    layer = make_layer('type: "SPP" spp_param { pyramid_height: 3 }')
+    with pytest.raises(NetError, match="too small"):
+        layer.setup(make_blobs([np.ones((1, 1, 5, 5))]), make_blobs(1))
+
+
+def test_spp_height_one_keeps_4d_top():
+    layer = make_layer('type: "SPP" spp_param { pyramid_height: 1 }')
+    (y,) = run_layer(layer, make_blobs([np.ones((2, 3, 4, 5))]), make_blobs(1))
+    assert y.shape == (2, 3, 1, 1)
+
+
+@pytest.mark.parametrize("case", ["pool_max", "pool_max_pad", "pool_ave", "pool_ave_pad",
+                                  "pool_global", "pool_global_max", "pool_max_2tops", "spp"])
+def test_pooling_matches_caffe(case):
+    check_caffe_case(case)

@@ -1,0 +1,368 @@
+"""The solver loop (Caffe's ``Solver``): nets, iterations, testing, snapshots, signals, callbacks.
+
+One iteration (``step``) is, as in ``Solver::Step``::
+
+    clear param diffs
+    test all test nets        if test_interval and iter % test_interval == 0 (iter 0: test_initialization)
+    callbacks.on_start()
+    loss = mean over iter_size of net.forward_backward()   (param diffs accumulate)
+    smoothed loss over the last average_loss iterations; display every `display` iterations
+    callbacks.on_gradients_ready()
+    apply_update()                                          (the update rule: subclasses)
+    iter += 1
+    snapshot                  if snapshot and iter % snapshot == 0, or an action asks for one
+    stop                      if an action asks for it (SIGINT / SIGHUP, see signals.py)
+
+``solve()`` runs ``max_iter - iter`` steps, snapshots at the end (``snapshot_after_train``), shows
+the final loss and runs the final test. A non-finite loss stops training with a SolverError naming
+the first layer whose output became non-finite.
+
+The net fields (``net`` / ``net_param`` / ``train_net`` / ``train_net_param``, ``test_net`` /
+``test_net_param``, ``train_state`` / ``test_state``) and their precedence are Caffe's; net paths
+are relative to the current directory. Subclasses implement ``pre_solve`` (history blobs),
+``apply_update``, ``state_history`` / ``restore_history``.
+"""
+import os
+import time
+
+import numpy as np
+
+from .. import common, log
+from ..errors import SolverError
+from ..log import fmt
+from ..net import Net
+from ..proto import caffe_pb2, io as proto_io
+from . import debug, state as state_io
+
+NONE, STOP, SNAPSHOT = "none", "stop", "snapshot"
+
+
+class Solver(object):
+    type = None
+
+    def __init__(self, param, dtype=np.float32):
+        from .params import load_solver_param
+        self.param = load_solver_param(param)
+        self.dtype = np.dtype(dtype)
+        self.check_param()
+        log.info("solver.cpp:45", "Initializing solver from parameters: \n"
+                 + proto_io.to_text(self.param))
+        self._check_snapshot_write_permissions()
+        if self.param.random_seed >= 0:
+            common.set_random_seed(self.param.random_seed + common._state.solver_rank)
+        self._callbacks = []
+        self._action_fn = None
+        self.requested_early_exit = False
+        self.net = self._init_train_net()
+        self.test_nets = self._init_test_nets()
+        log.info("solver.cpp:57", "Solver scaffolding done.")
+        self.iter = 0
+        self.current_step = 0
+        self.smoothed_loss = 0.0
+        self._losses = []
+        self.test_scores = [[] for _ in self.test_nets]
+        self.pre_solve()
+
+    # -- setup ---------------------------------------------------------------------------------
+    def check_param(self):
+        """Solver-specific checks of the parameters (subclasses extend)."""
+
+    def pre_solve(self):
+        """Create the history blobs (subclasses)."""
+
+    def _read_net(self, path):
+        if not os.path.exists(path):
+            raise SolverError("net file %s does not exist (net paths in solver files are relative "
+                              "to the current directory, %s)" % (path, os.getcwd()))
+        return proto_io.read_net(path)
+
+    @staticmethod
+    def _merged_state(phase, net_param, solver_state):
+        state = caffe_pb2.NetState()
+        state.phase = phase
+        state.MergeFrom(net_param.state)
+        if solver_state is not None:
+            state.MergeFrom(solver_state)
+        return state
+
+    def _build_net(self, net_param, state):
+        net_param.state.CopyFrom(state)
+        return Net(net_param, phase=state.phase, level=state.level,
+                   stages=tuple(s for s in state.stage if s), dtype=self.dtype)
+
+    def _init_train_net(self):
+        p = self.param
+        fields = ("net", "net_param", "train_net", "train_net_param")
+        given = [f for f in fields if p.HasField(f)]
+        if not given:
+            raise SolverError("SolverParameter must specify a train net using one of these "
+                              "fields: %s" % ", ".join(fields))
+        if len(given) > 1:
+            raise SolverError("SolverParameter must not contain more than one of these fields "
+                              "specifying a train net: %s (got %s)" % (", ".join(fields), ", ".join(given)))
+        f = given[0]
+        if f in ("net_param", "train_net_param"):
+            log.info("solver.cpp:87", "Creating training net specified in %s." % f)
+            net_param = caffe_pb2.NetParameter()
+            net_param.CopyFrom(getattr(p, f))
+        else:
+            log.info("solver.cpp:102", "Creating training net from %s file: %s" % (f, getattr(p, f)))
+            net_param = self._read_net(getattr(p, f))
+        state = self._merged_state(caffe_pb2.TRAIN, net_param, p.train_state)
+        return self._build_net(net_param, state)
+
+    def _init_test_nets(self):
+        p = self.param
+        generic = int(p.HasField("net")) + int(p.HasField("net_param"))
+        n_specific = len(p.test_net_param) + len(p.test_net)
+        if generic:
+            if len(p.test_iter) < n_specific:
+                raise SolverError("test_iter must be specified for each test network")
+        elif len(p.test_iter) != n_specific:
+            raise SolverError("test_iter must be specified for each test network "
+                              "(%d test_iter for %d test nets)" % (len(p.test_iter), n_specific))
+        sources = [("test_net_param", tp) for tp in p.test_net_param]
+        sources += [("test_net file: " + path, path) for path in p.test_net]
+        for _ in range(len(p.test_iter) - n_specific):
+            if p.HasField("net_param"):
+                sources.append(("net_param", p.net_param))
+            else:
+                sources.append(("net file: " + p.net, p.net))
+        if len(p.test_state) and len(p.test_state) != len(sources):
+            raise SolverError("test_state must be unspecified or specified once per test net "
+                              "(%d test_state for %d test nets)" % (len(p.test_state), len(sources)))
+        if sources and p.test_interval <= 0:
+            raise SolverError("test_interval must be > 0 when there are test nets (got %d)"
+                              % p.test_interval)
+        nets = []
+        for i, (what, src) in enumerate(sources):
+            if isinstance(src, str):
+                net_param = self._read_net(src)
+            else:
+                net_param = caffe_pb2.NetParameter()
+                net_param.CopyFrom(src)
+            state = self._merged_state(caffe_pb2.TEST, net_param,
+                                       p.test_state[i] if len(p.test_state) else None)
+            log.info("solver.cpp:190", "Creating test net (#%d) specified by %s" % (i, what))
+            nets.append(self._build_net(net_param, state))
+        return nets
+
+    def _check_snapshot_write_permissions(self):
+        p = self.param
+        if not p.snapshot:
+            return
+        if not p.HasField("snapshot_prefix"):
+            raise SolverError("In solver params, snapshot is specified but snapshot_prefix is not")
+        probe = state_io.snapshot_filename(p.snapshot_prefix, 0, ".tempfile")
+        try:
+            with open(probe, "w"):
+                pass
+            os.remove(probe)
+        except OSError:
+            raise SolverError("Cannot write to snapshot prefix '%s'.  Make sure that the directory "
+                              "exists and is writeable." % p.snapshot_prefix)
+
+    # -- callbacks and actions -----------------------------------------------------------------
+    def add_callback(self, on_start, on_gradients_ready=None):
+        """Register callbacks: two callables, or one object with on_start / on_gradients_ready."""
+        if on_gradients_ready is None and hasattr(on_start, "on_gradients_ready"):
+            obj = on_start
+            on_start, on_gradients_ready = obj.on_start, obj.on_gradients_ready
+        self._callbacks.append((on_start or (lambda: None), on_gradients_ready or (lambda: None)))
+
+    def set_action_function(self, fn):
+        """``fn()`` returns "none", "stop" or "snapshot"; polled after each iteration and test batch."""
+        self._action_fn = fn
+
+    def _requested_action(self):
+        return self._action_fn() if self._action_fn is not None else NONE
+
+    # -- the loop ------------------------------------------------------------------------------
+    def step(self, iters):
+        p = self.param
+        start_iter, stop_iter = self.iter, self.iter + int(iters)
+        self._losses = []
+        self.smoothed_loss = 0.0
+        timer, iterations_last = time.time(), self.iter
+        progress = log.Progress(stop_iter - start_iter, "train")
+        try:
+            while self.iter < stop_iter:
+                self.net.clear_param_diffs()
+                if (p.test_interval and self.iter % p.test_interval == 0
+                        and (self.iter > 0 or p.test_initialization)):
+                    self.test_all()
+                    if self.requested_early_exit:
+                        break
+                for on_start, _ in self._callbacks:
+                    on_start()
+                display = bool(p.display) and self.iter % p.display == 0
+                loss = 0.0
+                for _ in range(p.iter_size):
+                    part = self._forward_backward(display and p.debug_info)
+                    if not np.isfinite(part):
+                        raise SolverError(debug.nonfinite_message(self.net, self.iter, part))
+                    loss += part
+                loss /= p.iter_size
+                self._update_smoothed_loss(loss, start_iter, p.average_loss)
+                if display:
+                    lapse = time.time() - timer
+                    per_s = (self.iter - iterations_last) / (lapse if lapse else 1.0)
+                    log.info("solver.cpp:239", "Iteration %d (%s iter/s, %ss/%d iters), loss = %s"
+                             % (self.iter, fmt(per_s), fmt(lapse), p.display, fmt(self.smoothed_loss)))
+                    timer, iterations_last = time.time(), self.iter
+                    self._log_outputs(self.net, "Train", "solver.cpp:258")
+                for _, on_gradients_ready in self._callbacks:
+                    on_gradients_ready()
+                self.apply_update()
+                if display and p.debug_info:
+                    debug.update_debug(self.net)
+                self.iter += 1
+                progress.update(self.iter - start_iter, "loss %s" % fmt(self.smoothed_loss))
+                request = self._requested_action()
+                if (p.snapshot and self.iter % p.snapshot == 0) or request == SNAPSHOT:
+                    self.snapshot()
+                if request == STOP:
+                    self.requested_early_exit = True
+                    break
+        finally:
+            progress.close()
+
+    def _forward_backward(self, debug_info):
+        if debug_info:
+            return debug.forward_backward_debug(self.net)
+        return self.net.forward_backward()
+
+    def _update_smoothed_loss(self, loss, start_iter, average_loss):
+        if len(self._losses) < average_loss:
+            self._losses.append(loss)
+            n = len(self._losses)
+            self.smoothed_loss = (self.smoothed_loss * (n - 1) + loss) / n
+        else:
+            idx = (self.iter - start_iter) % average_loss
+            self.smoothed_loss += (loss - self._losses[idx]) / average_loss
+            self._losses[idx] = loss
+
+    @staticmethod
+    def _loss_weight(net, name):
+        w = net.blob_loss_weights
+        return w.get(name, 0.0) if hasattr(w, "get") else 0.0
+
+    def _log_outputs(self, net, kind, tag, scores=None):
+        """``    Train net output #k: name = v (* w = w*v loss)`` for every element of every output."""
+        k = 0
+        for name in net.outputs:
+            weight = self._loss_weight(net, name)
+            values = net.blobs[name].data.ravel() if scores is None else scores[name]
+            for v in values:
+                extra = " (* %s = %s loss)" % (fmt(weight), fmt(weight * v)) if weight else ""
+                log.info(tag, "    %s net output #%d: %s = %s%s" % (kind, k, name, fmt(v), extra))
+                k += 1
+
+    def solve(self, resume_file=None):
+        log.info("solver.cpp:289", "Solving %s" % self.net.name)
+        log.info("solver.cpp:290", "Learning Rate Policy: %s" % self.param.lr_policy)
+        self.requested_early_exit = False
+        if resume_file:
+            log.info("solver.cpp:297", "Restoring previous solver status from %s" % resume_file)
+            self.restore(resume_file)
+        start_iter = self.iter
+        p = self.param
+        self.step(p.max_iter - self.iter)
+        if p.snapshot_after_train and (not p.snapshot or self.iter % p.snapshot != 0):
+            self.snapshot()
+        if self.requested_early_exit:
+            log.info("solver.cpp:318", "Optimization stopped early.")
+            return
+        if p.display and self.iter % p.display == 0:
+            loss = self.net.forward_prefilled()
+            self._update_smoothed_loss(loss, start_iter, p.average_loss)
+            log.info("solver.cpp:327", "Iteration %d, loss = %s" % (self.iter, fmt(self.smoothed_loss)))
+        if p.test_interval and self.iter % p.test_interval == 0:
+            self.test_all()
+        log.info("solver.cpp:332", "Optimization Done.")
+
+    # -- testing -------------------------------------------------------------------------------
+    def test_all(self):
+        for i in range(len(self.test_nets)):
+            if self.requested_early_exit:
+                break
+            self.test(i)
+
+    def test(self, test_net_id=0):
+        """Run test net ``test_net_id`` for its test_iter batches; log and return the mean outputs."""
+        log.info("solver.cpp:347", "Iteration %d, Testing net (#%d)" % (self.iter, test_net_id))
+        net = self.test_nets[test_net_id]
+        net.share_trained_layers_with(self.net)
+        n = self.param.test_iter[test_net_id]
+        sums, loss = None, 0.0
+        for _ in range(n):
+            request = self._requested_action()
+            while request != NONE:
+                if request == SNAPSHOT:
+                    self.snapshot()
+                elif request == STOP:
+                    self.requested_early_exit = True
+                request = self._requested_action()
+            if self.requested_early_exit:
+                break
+            iter_loss = net.forward_prefilled()
+            if self.param.test_compute_loss:
+                loss += iter_loss
+            values = {name: net.blobs[name].data.astype(np.float64).ravel() for name in net.outputs}
+            sums = values if sums is None else {k: sums[k] + v for k, v in values.items()}
+        if self.requested_early_exit:
+            log.info("solver.cpp:373", "Test interrupted.")
+            return None
+        if self.param.test_compute_loss:
+            log.info("solver.cpp:377", "Test loss: %s" % fmt(loss / n))
+        means = {k: v / n for k, v in (sums or {}).items()}
+        self.test_scores[test_net_id] = [x for name in net.outputs for x in means.get(name, [])]
+        self._log_outputs(net, "Test", "solver.cpp:414", means)
+        return means
+
+    # -- snapshots -----------------------------------------------------------------------------
+    def snapshot_filename(self, extension):
+        return state_io.snapshot_filename(self.param.snapshot_prefix, self.iter, extension)
+
+    def snapshot(self):
+        """Write ``<prefix>_iter_<N>.caffemodel`` then ``.solverstate`` (or the .h5 pair)."""
+        hdf5 = self.param.snapshot_format == caffe_pb2.SolverParameter.HDF5
+        if hdf5:
+            model = self.snapshot_filename(".caffemodel.h5")
+            log.info("solver.cpp:473", "Snapshotting to HDF5 file %s" % model)
+            self.net.save_hdf5(model, self.param.snapshot_diff)
+            path = self.snapshot_filename(".solverstate.h5")
+            log.info("sgd_solver.cpp:293", "Snapshotting solver state to HDF5 file %s" % path)
+        else:
+            model = self.snapshot_filename(".caffemodel")
+            log.info("solver.cpp:464", "Snapshotting to binary proto file %s" % model)
+            proto_io.write_binary(self.net.to_proto(self.param.snapshot_diff), model)
+            path = self.snapshot_filename(".solverstate")
+            log.info("sgd_solver.cpp:284",
+                     "Snapshotting solver state to binary proto file %s" % path)
+        state_io.write_state(path, self.iter, model, self.current_step, self.state_history(), hdf5)
+        return path
+
+    def restore(self, state_file):
+        """Resume from a .solverstate / .solverstate.h5: iter, current_step, history, weights."""
+        state_file = os.fspath(state_file)
+        it, learned, current_step, history = state_io.read_state(state_file, self.dtype)
+        if learned:
+            state_io.load_weights(self.net, state_io.resolve_learned_net(learned, state_file))
+        self.iter, self.current_step = int(it), int(current_step)
+        self.restore_history(history, state_file)
+
+    def state_history(self):
+        return []
+
+    def restore_history(self, history, source):
+        if history:
+            raise SolverError("%s: Incorrect length of history blobs (%d, expected 0)"
+                              % (source, len(history)))
+
+    # -- pycaffe conveniences ------------------------------------------------------------------
+    def share_weights(self, net):
+        net.share_trained_layers_with(self.net)
+
+    def apply_update(self):
+        raise NotImplementedError

@@ -1,0 +1,119 @@
+"""Solver snapshots in Caffe's formats: ``.solverstate`` (binary SolverState) and ``.solverstate.h5``.
+
+``<prefix>_iter_<N>.caffemodel`` (binary NetParameter) or ``.caffemodel.h5`` holds the weights;
+``<prefix>_iter_<N>.solverstate`` holds a ``SolverState`` message:
+
+- ``iter``: the number of updates done;
+- ``learned_net``: the path of the weights file written with it;
+- ``current_step``: the lr-policy step counter (step / multistep);
+- ``history``: one BlobProto per history blob, in the solver's order (SGD/Nesterov/AdaGrad/RMSProp:
+  one per learnable param; AdaDelta/Adam: two, all first moments then all second moments).
+
+The HDF5 form (``snapshot_format: HDF5``) has scalar datasets ``iter``, ``current_step``, the string
+``learned_net`` and a group ``history`` with datasets ``0``, ``1``, ... Both are written atomically
+(temporary file in the same directory, fsync, rename), the weights before the state that names them.
+"""
+import os
+import tempfile
+
+import numpy as np
+
+from ..blob import blobproto_shape
+from ..errors import SolverError
+from ..proto import caffe_pb2, io as proto_io
+
+
+def snapshot_filename(prefix, it, extension):
+    return "%s_iter_%d%s" % (prefix, it, extension)
+
+
+def _h5py():
+    try:
+        import h5py
+    except ImportError:
+        raise SolverError("snapshot_format HDF5 needs h5py (pip install h5py)")
+    return h5py
+
+
+def _array_to_blobproto(arr):
+    bp = caffe_pb2.BlobProto()
+    bp.shape.dim.extend(arr.shape)
+    if arr.dtype == np.float64:
+        bp.double_data.extend(arr.ravel())
+    else:
+        bp.data.extend(arr.ravel().astype(np.float32))
+    return bp
+
+
+def _blobproto_to_array(bp, dtype):
+    shape = blobproto_shape(bp)
+    values = bp.double_data if len(bp.double_data) else bp.data
+    return np.asarray(values, dtype=dtype).reshape(shape)
+
+
+def write_state(path, it, learned_net, current_step, history, hdf5=False):
+    """Write a solver state file (binary SolverState, or HDF5 when ``hdf5``), atomically."""
+    if not hdf5:
+        state = caffe_pb2.SolverState()
+        state.iter = int(it)
+        state.learned_net = learned_net
+        state.current_step = int(current_step)
+        for h in history:
+            state.history.add().CopyFrom(_array_to_blobproto(h))
+        proto_io.write_binary(state, path)
+        return
+    h5py = _h5py()
+    d = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=d)
+    os.close(fd)
+    try:
+        with h5py.File(tmp, "w") as f:
+            f.create_dataset("iter", data=np.int32(it))
+            f.create_dataset("learned_net", data=np.bytes_(learned_net.encode("utf-8")))
+            f.create_dataset("current_step", data=np.int32(current_step))
+            g = f.create_group("history")
+            for i, h in enumerate(history):
+                g.create_dataset(str(i), data=h)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def read_state(path, dtype=np.float32):
+    """``(iter, learned_net, current_step, [history arrays])`` from a .solverstate or .solverstate.h5."""
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise SolverError("%s: no such solver state file" % path)
+    if path.endswith(".h5"):
+        h5py = _h5py()
+        with h5py.File(path, "r") as f:
+            it = int(np.asarray(f["iter"]))
+            current_step = int(np.asarray(f["current_step"])) if "current_step" in f else 0
+            learned = ""
+            if "learned_net" in f:
+                raw = np.asarray(f["learned_net"]).item()
+                learned = raw.decode("utf-8") if isinstance(raw, bytes) else str(raw)
+            group = f["history"] if "history" in f else {}
+            history = [np.asarray(group[str(i)], dtype=dtype) for i in range(len(group))]
+        return it, learned, current_step, history
+    state = caffe_pb2.SolverState()
+    proto_io.read_binary(path, state)
+    history = [_blobproto_to_array(bp, dtype) for bp in state.history]
+    return state.iter, state.learned_net, state.current_step, history
+
+
+def resolve_learned_net(learned_net, state_path):
+    """The weights file a state names: as written (relative to the cwd, as Caffe), else next to it."""
+    if not learned_net or os.path.exists(learned_net):
+        return learned_net
+    beside = os.path.join(os.path.dirname(os.path.abspath(state_path)), os.path.basename(learned_net))
+    if os.path.exists(beside):
+        return beside
+    raise SolverError("%s: the weights it names, %s, do not exist" % (state_path, learned_net))
+
+
+def load_weights(net, path):
+    """Copy trained layers from a .caffemodel or a .caffemodel.h5 into ``net``."""
+    net.copy_from(path)

@@ -1,0 +1,126 @@
+import numpy as np
+import pytest
+
+from caffepy.errors import NetError
+from caffepy.testing import check_layer_gradient, make_blobs, make_layer, run_layer
+
+DTYPES = [np.float32, np.float64]
+
+
+def interp_ref(x, ho, wo, beg=0, end=0):
+    """PSPNet's caffe_cpu_interp2, written as plain loops."""
+    x = x[:, :, -beg:x.shape[2] + end, -beg:x.shape[3] + end]
+    hi, wi = x.shape[2:]
+    rh = (hi - 1) / (ho - 1) if ho > 1 else 0
+    rw = (wi - 1) / (wo - 1) if wo > 1 else 0
+    y = np.zeros(x.shape[:2] + (ho, wo))
+    for i in range(ho):
+        h1r = rh * i
+        h1 = int(h1r)
+        hp = 1 if h1 < hi - 1 else 0
+        l1 = h1r - h1
+        for j in range(wo):
+            w1r = rw * j
+            w1 = int(w1r)
+            wp = 1 if w1 < wi - 1 else 0
+            m1 = w1r - w1
+            y[:, :, i, j] = ((1 - l1) * ((1 - m1) * x[:, :, h1, w1] + m1 * x[:, :, h1, w1 + wp])
+                             + l1 * ((1 - m1) * x[:, :, h1 + hp, w1] + m1 * x[:, :, h1 + hp, w1 + wp]))
+    return y
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("param,shape,pads", [
+    ("zoom_factor: 3", (10, 13), (0, 0)),
+    ("shrink_factor: 2", (2, 3), (0, 0)),
+    ("height: 7 width: 2", (7, 2), (0, 0)),
+    ("shrink_factor: 2 zoom_factor: 2", (3, 5), (0, 0)),
+    ("zoom_factor: 2 pad_beg: -1 pad_end: -1", (3, 5), (-1, -1)),
+])
+def test_interp_forward(dtype, param, shape, pads):
+    x = np.random.default_rng(0).standard_normal((2, 3, 4, 5))
+    (y,) = run_layer(make_layer('type: "Interp" interp_param { %s }' % param, dtype=dtype),
+                     make_blobs([x], dtype), make_blobs(1, dtype))
+    assert y.shape == (2, 3) + shape
+    np.testing.assert_allclose(y, interp_ref(x, shape[0], shape[1], *pads), rtol=1e-5, atol=1e-6)
+
+
+def test_interp_use_blob_size_and_gradient():
+    rng = np.random.default_rng(1)
+    x, ref = rng.standard_normal((1, 2, 3, 4)), np.zeros((1, 5, 6, 7))
+    layer = make_layer('type: "Interp" interp_param { use_blob_size: true }')
+    (y,) = run_layer(layer, make_blobs([x, ref]), make_blobs(1))
+    np.testing.assert_allclose(y, interp_ref(x, 6, 7))
+    check_layer_gradient(layer, make_blobs([x, ref]), make_blobs(1), check_bottom=[0])
+    crop = make_layer('type: "Interp" interp_param { zoom_factor: 2 pad_beg: -1 pad_end: 0 }')
+    check_layer_gradient(crop, make_blobs([x]), make_blobs(1))
+
+
+def test_interp_rejects_positive_pad():
+    with pytest.raises(NetError, match="pad"):
+        run_layer(make_layer('type: "Interp" interp_param { zoom_factor: 2 pad_beg: 1 }'),
+                  make_blobs([np.zeros((1, 1, 3, 3))]), make_blobs(1))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_upsample(dtype):
+    x = np.random.default_rng(2).standard_normal((2, 3, 2, 3))
+    layer = make_layer('type: "Upsample" upsample_param { scale: 2 }', dtype=dtype)
+    (y,) = run_layer(layer, make_blobs([x], dtype), make_blobs(1, dtype))
+    np.testing.assert_allclose(y, x.repeat(2, axis=2).repeat(2, axis=3).astype(dtype))
+    if dtype == np.float64:
+        check_layer_gradient(layer, make_blobs([x]), make_blobs(1))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_shuffle_channel(dtype):
+    x = np.random.default_rng(3).standard_normal((2, 6, 2, 2))
+    layer = make_layer('type: "ShuffleChannel" shuffle_channel_param { group: 2 }', dtype=dtype)
+    (y,) = run_layer(layer, make_blobs([x], dtype), make_blobs(1, dtype))
+    np.testing.assert_allclose(y, x[:, [0, 3, 1, 4, 2, 5]].astype(dtype))
+    if dtype == np.float64:
+        check_layer_gradient(layer, make_blobs([x]), make_blobs(1))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_axpy(dtype):
+    rng = np.random.default_rng(4)
+    a, x, b = rng.standard_normal((2, 3, 1, 1)), rng.standard_normal((2, 3, 4, 2)), rng.standard_normal((2, 3, 4, 2))
+    layer = make_layer('type: "Axpy"', dtype=dtype)
+    (y,) = run_layer(layer, make_blobs([a, x, b], dtype), make_blobs(1, dtype))
+    np.testing.assert_allclose(y, a * x + b, rtol=1e-5, atol=1e-6)
+    if dtype == np.float64:
+        check_layer_gradient(layer, make_blobs([a, x, b]), make_blobs(1))
+
+
+def reorg_ref(x, s, forward):
+    """darknet's reorg_cpu on the bottom's (w, h, c, batch)."""
+    N, C, H, W = x.shape
+    flat, out = x.ravel(), np.zeros(x.size)
+    oc = C // (s * s)
+    for b in range(N):
+        for k in range(C):
+            for j in range(H):
+                for i in range(W):
+                    in_index = i + W * (j + H * (k + C * b))
+                    c2, off = k % oc, k // oc
+                    w2, h2 = i * s + off % s, j * s + off // s
+                    out_index = w2 + W * s * (h2 + H * s * (c2 + oc * b))
+                    if forward:
+                        out[out_index] = flat[in_index]
+                    else:
+                        out[in_index] = flat[out_index]
+    return out
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("reverse", [False, True])
+def test_reorg(dtype, reverse):
+    x = np.random.default_rng(5).standard_normal((2, 8, 4, 6))
+    layer = make_layer('type: "Reorg" reorg_param { stride: 2 reverse: %s }' % str(reverse).lower(),
+                       dtype=dtype)
+    (y,) = run_layer(layer, make_blobs([x], dtype), make_blobs(1, dtype))
+    assert y.shape == ((2, 2, 8, 12) if reverse else (2, 32, 2, 3))
+    np.testing.assert_allclose(y.ravel(), reorg_ref(x, 2, reverse).astype(dtype))
+    if dtype == np.float64:
+        check_layer_gradient(layer, make_blobs([x]), make_blobs(1))

@@ -267,7 +267,7 @@ class DropoutLayer(NeuronLayer):
     m ~ Bernoulli(1 - p) from the seeded generator; dL/dx uses the same mask and scale.
 
     prototxt: ``dropout_param { dropout_ratio: 0.5 scale_train: true }`` (scale_train is a fork
-    field, read only when the schema has it). Bottom and top: any shape.
+    field). Bottom and top: any shape.
     """
 
     def layer_setup(self, bottom, top):
@@ -275,8 +275,7 @@ class DropoutLayer(NeuronLayer):
         self.ratio = p.dropout_ratio
         if not 0 <= self.ratio < 1:
             raise self.error("dropout_ratio must be in [0, 1), got %g" % self.ratio)
-        self.scale_train = (p.scale_train if "scale_train" in p.DESCRIPTOR.fields_by_name
-                            else True)
+        self.scale_train = p.scale_train
         self.train = self.phase == self._caffe_pb2.TRAIN
         self.mask = None
 

@@ -1,0 +1,85 @@
+import numpy as np
+import pytest
+
+from caffepy import common
+from caffepy.errors import CaffeError
+from caffepy.testing import check_layer_gradient, make_blobs, make_layer, run_layer
+
+
+def setup(text, n_top, bottom=()):
+    layer = make_layer(text)
+    top = make_blobs(n_top)
+    layer.setup(list(bottom), top)
+    return layer, top
+
+
+def test_input_one_shape_per_top():
+    _, top = setup('type: "Input" input_param { shape { dim: 2 dim: 3 } shape { dim: 4 } }', 2)
+    assert [t.shape for t in top] == [(2, 3), (4,)]
+
+
+def test_input_one_shape_for_all():
+    layer, top = setup('type: "Input" input_param { shape { dim: 5 dim: 1 } }', 3)
+    assert [t.shape for t in top] == [(5, 1)] * 3
+    top[0].reshape(7, 1)                       # user reshapes survive reshape/forward
+    layer.forward([], top)
+    assert top[0].shape == (7, 1)
+
+
+def test_input_shape_count_checked():
+    with pytest.raises(CaffeError, match="input_param.shape"):
+        setup('type: "Input" input_param { shape { dim: 1 } shape { dim: 2 } }', 3)
+
+
+def test_dummy_data_shapes_and_fillers():
+    text = ('type: "DummyData" dummy_data_param { shape { dim: 2 dim: 3 } shape { dim: 4 } '
+            'data_filler { type: "constant" value: 1.5 } data_filler { type: "gaussian" } }')
+    common.set_random_seed(3)
+    layer, top = setup(text, 2)
+    assert [t.shape for t in top] == [(2, 3), (4,)]
+    np.testing.assert_allclose(top[0].data, 1.5)
+    first = top[1].data.copy()
+    layer.forward([], top)
+    np.testing.assert_allclose(top[0].data, 1.5)
+    assert not np.allclose(top[1].data, first)   # non-constant fillers refill every forward
+
+
+def test_dummy_data_legacy_dims_default_zero():
+    text = 'type: "DummyData" dummy_data_param { num: 2 num: 3 channels: 4 height: 1 width: 5 }'
+    _, top = setup(text, 2)
+    assert [t.shape for t in top] == [(2, 4, 1, 5), (3, 4, 1, 5)]
+    assert not top[0].data.any()
+
+
+@pytest.mark.parametrize("text,match", [
+    ('dummy_data_param { shape { dim: 1 } num: 1 channels: 1 height: 1 width: 1 }', "both"),
+    ('dummy_data_param { shape { dim: 1 } shape { dim: 1 } shape { dim: 1 } }', "shape"),
+    ('dummy_data_param { shape { dim: 1 } data_filler {} data_filler {} data_filler {} }',
+     "data_filler"),
+])
+def test_dummy_data_errors(text, match):
+    with pytest.raises(CaffeError, match=match):
+        setup('type: "DummyData" ' + text, 2)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_parameter(dtype):
+    layer = make_layer('type: "Parameter" parameter_param { shape { dim: 2 dim: 3 } }',
+                       dtype=dtype)
+    top = make_blobs(1, dtype)
+    layer.setup([], top)
+    assert top[0].shape == (2, 3) and top[0].dtype == dtype
+    layer.blobs[0].data[...] = np.arange(6).reshape(2, 3)
+    layer.forward([], top)
+    np.testing.assert_array_equal(top[0].data, np.arange(6).reshape(2, 3))
+    check_layer_gradient(layer, [], top)
+
+
+def test_silence_zeroes_diffs():
+    bottom = make_blobs([np.ones(3), np.ones((2, 2))])
+    for b in bottom:
+        b.diff[...] = 7
+    layer = make_layer('type: "Silence"')
+    run_layer(layer, bottom, [])
+    layer.backward([], [True, False], bottom)
+    assert not bottom[0].diff.any() and (bottom[1].diff == 7).all()

@@ -61,6 +61,7 @@ class FilterLayer(Layer):
         if len(top) != len(bottom) - 1:
             raise self.error("takes one top per filtered bottom (%d bottoms incl. the selector, "
                              "%d tops)" % (len(bottom), len(top)))
+        self.num_bottom = len(bottom)
         self._first_reshape = True
 
     def reshape(self, bottom, top):
@@ -91,7 +92,7 @@ class FilterLayer(Layer):
                 b.diff[self.keep] = t.diff
 
     def allow_force_backward(self, bottom_index):
-        return bottom_index != len(self.layer_param.bottom) - 1
+        return bottom_index != self.num_bottom - 1
 
 
 @register_layer("Embed")

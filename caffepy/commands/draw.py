@@ -1,0 +1,70 @@
+"""``caffepy draw INPUT -o OUT``: draw a net (.prototxt or net.json) or dump its structure as JSON.
+
+OUT's extension picks the format: .png, .svg, .pdf (need a Graphviz engine, see
+caffepy.draw.render) or .dot (always works). ``--json PATH`` writes the net JSON (docs/netjson.md).
+Without ``--rankdir`` deep nets are drawn top to bottom and shallow ones left to right.
+"""
+import os
+
+from ..errors import CaffeError
+
+NAME = "draw"
+HELP = "draw a net (.prototxt or net.json) to .png/.svg/.pdf/.dot, or dump it as JSON"
+DEEP = 16
+
+
+def add_arguments(parser):
+    parser.add_argument("input", help="a net .prototxt (or .caffemodel) or a caffepy net.json")
+    parser.add_argument("-o", "--output", help="image to write: .png, .svg, .pdf or .dot")
+    parser.add_argument("--json", metavar="PATH", help="also write the net-structure JSON here")
+    parser.add_argument("--rankdir", type=str.upper, choices=["LR", "TB", "BT", "RL"],
+                        help="layout direction (default: TB for nets deeper than %d layers, else LR)"
+                        % DEEP)
+    parser.add_argument("--phase", type=str.upper, choices=["TRAIN", "TEST", "ALL"], default="ALL",
+                        help="draw only the layers of this phase (default ALL)")
+    parser.add_argument("--display-lrm", "--display_lrm", dest="display_lrm", action="store_true",
+                        help="show each layer's lr_mult / decay_mult")
+    parser.add_argument("--group-by", "--group_by", dest="group_by", choices=["worker"],
+                        help="one cluster per worker group (a distributed net.json)")
+    parser.add_argument("--shapes", action="store_true",
+                        help="build the net (for --phase, TEST when ALL) to show blob and param shapes")
+    parser.add_argument("--no-edge-labels", dest="edge_labels", action="store_false",
+                        help="do not write shapes on the edges")
+
+
+def _load(args):
+    from .. import draw
+    if args.input.lower().endswith(".json"):
+        return draw.select_phase(draw.read_net_json(args.input), args.phase)
+    if not os.path.exists(args.input):
+        raise CaffeError("%s: no such file" % args.input)
+    if args.shapes:
+        from ..net import Net
+        from ..proto import caffe_pb2
+        phase = caffe_pb2.TRAIN if args.phase == "TRAIN" else caffe_pb2.TEST
+        return draw.net_json(Net(args.input, phase))
+    return draw.net_json(args.input, phase=args.phase)
+
+
+def run(args):
+    from .. import draw
+    from ..proto.io import atomic_write
+    if not args.output and not args.json:
+        raise CaffeError("nothing to do: give -o OUT (.png/.svg/.pdf/.dot) and/or --json PATH")
+    fmt = None
+    if args.output:
+        fmt = os.path.splitext(args.output)[1].lower().lstrip(".")
+        if fmt not in draw.FORMATS:
+            raise CaffeError("%s: unknown output format '.%s' (use .png, .svg, .pdf or .dot)"
+                             % (args.output, fmt))
+    doc = _load(args)
+    if args.json:
+        atomic_write(args.json, draw.dumps(doc).encode("utf-8"))
+        print("wrote %s" % args.json)
+    if args.output:
+        rankdir = args.rankdir or ("TB" if draw.graph_depth(doc) > DEEP else "LR")
+        source = draw.to_dot(doc, rankdir=rankdir, display_lrm=args.display_lrm,
+                             group_by=args.group_by, label_edges=args.edge_labels)
+        atomic_write(args.output, draw.render(source, fmt))
+        print("wrote %s" % args.output)
+    return 0

@@ -72,17 +72,19 @@ class GlogHandler(logging.StreamHandler):
             p.redraw()
 
 
-def _min_level():
-    try:
-        lvl = int(os.environ.get("GLOG_minloglevel", "0"))
-    except ValueError:
-        lvl = 0
-    return _GLOG_LEVELS[max(0, min(lvl, 3))]
+def _min_level(minloglevel=None):
+    if minloglevel is None:
+        try:
+            minloglevel = int(os.environ.get("GLOG_minloglevel", "0"))
+        except ValueError:
+            minloglevel = 0
+    return _GLOG_LEVELS[max(0, min(int(minloglevel), 3))]
 
 
-def setup(stream=None, level=None, logfile=None):
+def setup(stream=None, minloglevel=None, logfile=None):
     """Send the ``caffepy`` logger's records to ``stream`` (stderr) and ``logfile`` in glog format.
 
+    ``minloglevel`` is glog's (0 INFO, 1 WARNING, 2 ERROR, 3 FATAL; default ``$GLOG_minloglevel``).
     Replaces any handler a previous call installed. Returns the stream handler.
     """
     for h in list(logger.handlers):
@@ -101,7 +103,7 @@ def setup(stream=None, level=None, logfile=None):
         fh.setFormatter(GlogFormatter())
         fh.addFilter(_TidFilter())
         logger.addHandler(fh)
-    logger.setLevel(level if level is not None else _min_level())
+    logger.setLevel(_min_level(minloglevel))
     logger.propagate = False
     return handler
 

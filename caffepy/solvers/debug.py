@@ -9,7 +9,7 @@ data and diff::
     [Forward] Layer conv1, param blob 0 data: 0.0812
     [Backward] Layer conv1, bottom blob data diff: 1.2e-05
     [Backward] Layer conv1, param blob 0 diff: 0.0031
-    [Update] Layer conv1, param conv1:0 data: 0.0812; diff: 0.00012
+    [Update] Layer conv1, param 0 data: 0.0812; diff: 0.00012
 
 :func:`locate_nonfinite` finds the first layer whose output is not finite (re-running the layers
 that have bottoms one at a time, so in-place layers are blamed precisely) for the error that stops
@@ -60,11 +60,11 @@ def backward_debug(net, i):
 
 
 def update_debug(net):
-    names = getattr(net, "param_display_names", None)
     where = getattr(net, "param_layer_indices", None)
     for pid, blob in enumerate(net.learnable_params):
-        layer = net._layer_names[where[pid][0]] if where else "?"
-        display = names[pid] if names else str(pid)
+        li, k = where[pid] if where else (None, pid)
+        layer = net._layer_names[li] if li is not None else "?"
+        display = _param_name(net, li, k) if li is not None else str(k)
         log.info("net.cpp:641", "    [Update] Layer %s, param %s data: %s; diff: %s"
                  % (layer, display, fmt(_mean_abs(blob.data)), fmt(_mean_abs(blob.diff))))
 

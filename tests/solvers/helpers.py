@@ -49,7 +49,7 @@ def feed(solver, xs, ys, i):
 def capture_log():
     """Route caffepy's glog lines to a StringIO; returns it."""
     stream = io.StringIO()
-    log.setup(stream=stream, level=0)
+    log.setup(stream=stream, minloglevel=0)
     return stream
 
 

@@ -2,9 +2,44 @@
 
 ``import caffepy as caffe`` gives the pycaffe surface: ``Net``, ``TRAIN`` / ``TEST``, solvers,
 ``set_mode_cpu`` / ``set_mode_gpu``, ``layers`` / ``params`` / ``NetSpec``, ``io``, ``draw``.
+Heavy optional pieces (solvers, data, draw) are imported lazily on first attribute access.
 """
+import importlib as _importlib
+
 __version__ = "0.1.0"
 
 from .common import set_mode_cpu, set_mode_gpu, set_device, set_random_seed  # noqa: F401,E402
 from .proto.caffe_pb2 import TRAIN, TEST  # noqa: F401,E402
-from .layers.base import Layer as _LayerBase, layer_type_list  # noqa: F401,E402
+from .layers.base import layer_type_list  # noqa: F401,E402
+from .layers.python_layer import Layer  # noqa: F401,E402  (base class of Python layers)
+from .net import Net  # noqa: F401,E402
+from .blob import Blob  # noqa: F401,E402
+
+# name -> (module, attribute or None for the module itself); resolved on first use.
+_LAZY = {
+    "get_solver": ("caffepy.solvers", "get_solver"),
+    "SGDSolver": ("caffepy.solvers", "SGDSolver"),
+    "NesterovSolver": ("caffepy.solvers", "NesterovSolver"),
+    "AdaGradSolver": ("caffepy.solvers", "AdaGradSolver"),
+    "RMSPropSolver": ("caffepy.solvers", "RMSPropSolver"),
+    "AdaDeltaSolver": ("caffepy.solvers", "AdaDeltaSolver"),
+    "AdamSolver": ("caffepy.solvers", "AdamSolver"),
+    "NetSpec": ("caffepy.netspec", "NetSpec"),
+    "to_proto": ("caffepy.netspec", "to_proto"),
+    "layers": ("caffepy.netspec", "layers"),
+    "params": ("caffepy.netspec", "params"),
+    "io": ("caffepy.io", None),
+    "draw": ("caffepy.draw", None),
+    "proto": ("caffepy.proto", None),
+}
+
+
+def __getattr__(name):
+    try:
+        module, attr = _LAZY[name]
+    except KeyError:
+        raise AttributeError("module 'caffepy' has no attribute '%s'" % name)
+    mod = _importlib.import_module(module)
+    value = mod if attr is None else getattr(mod, attr)
+    globals()[name] = value
+    return value

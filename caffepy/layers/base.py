@@ -209,6 +209,7 @@ class LossLayer(Layer):
     """
     exact_num_bottom_blobs = 2
     exact_num_top_blobs = 1
+    auto_top_blobs = True
     is_loss = True
 
     def reshape(self, bottom, top):

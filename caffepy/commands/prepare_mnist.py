@@ -124,7 +124,8 @@ def _complete(path, backend, expected):
         return False
 
 
-def prepare(mnist_dir, output_dir, backend="lmdb", force=False, download_dir=None, log=_log):
+def prepare(mnist_dir, output_dir, backend="lmdb", force=False, download_dir=None, log=_log,
+            mirrors=MIRRORS):
     """Write ``<output_dir>/mnist_{train,test}_<backend>``; returns their paths."""
     paths = {}
     for name in FILES:
@@ -132,7 +133,7 @@ def prepare(mnist_dir, output_dir, backend="lmdb", force=False, download_dir=Non
         if local is None:
             if mnist_dir:
                 log("%s not found in %s; downloading" % (name, mnist_dir))
-            local = download(name, download_dir or os.path.join(output_dir, "raw"))
+            local = download(name, download_dir or os.path.join(output_dir, "raw"), mirrors)
         paths[name] = local
     out = []
     for split, images, labels, count in SPLITS:

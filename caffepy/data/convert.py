@@ -24,19 +24,21 @@ from .idx import read_mnist
 from .image import encode_image, image_ext, read_image, read_image_list
 
 
-def parse_bool(text):
-    t = str(text).lower()
-    if t in ("1", "true", "t", "yes", "y"):
-        return True
-    if t in ("0", "false", "f", "no", "n"):
-        return False
-    raise argparse.ArgumentTypeError("expected true or false, got %r" % text)
+_TRUE, _FALSE = ("true", "t", "1", "yes", "y"), ("false", "f", "0", "no", "n")
 
 
 def add_bool_flag(parser, name, help):
-    """A gflags-style boolean: ``--name``, ``--name=true|false``, ``--noname``."""
-    parser.add_argument("--" + name, nargs="?", const=True, default=False, type=parse_bool, help=help)
+    """A gflags-style boolean: ``--name``, ``--name=true|false`` (any case), ``--noname``.
+
+    The flag never consumes the next word (``--gray ROOT/`` keeps ROOT/ positional); the
+    ``=value`` spellings are registered as hidden options of their own.
+    """
+    parser.add_argument("--" + name, dest=name, action="store_true", default=False, help=help)
     parser.add_argument("--no" + name, dest=name, action="store_false", help=argparse.SUPPRESS)
+    for words, value in ((_TRUE, True), (_FALSE, False)):
+        spellings = {"--%s=%s" % (name, w) for word in words for w in (word, word.upper(), word.title())}
+        parser.add_argument(*sorted(spellings), dest=name, action="store_const", const=value,
+                            help=argparse.SUPPRESS)
 
 
 def _log(msg):

@@ -155,3 +155,38 @@ def test_prepare_mnist_from_a_folder_and_by_download(tmp_path, monkeypatch):
     from caffepy.errors import CaffeError
     with pytest.raises(CaffeError, match="cannot download .* MNIST_DIR"):
         pm.download("train-images-idx3-ubyte", str(tmp_path / "dl2"), mirrors=("https://bad/",))
+
+
+def test_extract_features(tmp_path):
+    net_mod = pytest.importorskip("caffepy.net")
+    from caffepy.proto import caffe_pb2
+    items = RNG.integers(0, 256, (6, 1, 2, 2), dtype=np.uint8)
+    with open_db(str(tmp_path / "src"), "lmdb", "w") as db:
+        from caffepy.data.datum import array_to_datum
+        for i, a in enumerate(items):
+            db.put("%08d" % i, array_to_datum(a, i).SerializeToString())
+    proto = tmp_path / "net.prototxt"
+    proto.write_text(
+        'layer { name: "d" type: "Data" top: "data" top: "label" data_param { source: "%s" '
+        'batch_size: 4 backend: LMDB } transform_param { scale: 0.5 } }\n'
+        'layer { name: "ip" type: "InnerProduct" bottom: "data" top: "ip" inner_product_param { '
+        'num_output: 3 weight_filler { type: "gaussian" } bias_filler { type: "gaussian" } } }\n'
+        % (tmp_path / "src"))
+    net = net_mod.Net(str(proto), phase=caffe_pb2.TEST)
+    net.save(str(tmp_path / "w.caffemodel"))
+    w, b = (p.data.copy() for p in net.params["ip"])
+    net.layers[0].close()
+    rc = main(["extract_features", str(tmp_path / "w.caffemodel"), str(proto), "data,ip",
+               "%s,%s" % (tmp_path / "f_data", tmp_path / "f_ip"), "2", "lmdb", "CPU"])
+    assert rc == 0
+    fd, fi = read_all(str(tmp_path / "f_data")), read_all(str(tmp_path / "f_ip"))
+    assert [k for k, _ in fd] == [b"%010d" % i for i in range(8)] == [k for k, _ in fi]
+    for i, ((_, vd), (_, vi)) in enumerate(zip(fd, fi)):
+        dd, di = caffe_pb2.Datum.FromString(vd), caffe_pb2.Datum.FromString(vi)
+        x = items[i % 6].astype(np.float32) * 0.5
+        assert (dd.channels, dd.height, dd.width) == (1, 2, 2) and not dd.data
+        np.testing.assert_array_equal(dd.float_data, x.ravel())
+        assert (di.channels, di.height, di.width) == (3, 1, 1)
+        np.testing.assert_allclose(di.float_data, w @ x.ravel() + b, rtol=1e-5, atol=1e-6)
+    assert main(["extract_features", str(tmp_path / "w.caffemodel"), str(proto), "nope",
+                 str(tmp_path / "f_x"), "1", "lmdb"]) == 1

@@ -10,8 +10,9 @@ from .base import LossLayer, register_layer
 
 
 def _fork_param(layer_param, field):
-    """A fork's ``*_param`` sub-message, or None when unset or when the schema lacks the field."""
-    if field in layer_param.DESCRIPTOR.fields_by_name and layer_param.HasField(field):
+    """A fork's ``*_param`` sub-message (its defaults when unset), or None when the schema lacks
+    the field (the caller then uses the fork's defaults)."""
+    if field in layer_param.DESCRIPTOR.fields_by_name:
         return getattr(layer_param, field)
     return None
 

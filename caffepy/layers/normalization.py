@@ -11,8 +11,9 @@ from .base import Layer, register_layer
 
 
 def fork_param(layer_param, field):
-    """A fork's ``*_param`` sub-message, or None when unset or when the schema lacks the field."""
-    if field in layer_param.DESCRIPTOR.fields_by_name and layer_param.HasField(field):
+    """A fork's ``*_param`` sub-message (its defaults when unset), or None when the schema lacks
+    the field (the caller then uses the fork's defaults)."""
+    if field in layer_param.DESCRIPTOR.fields_by_name:
         return getattr(layer_param, field)
     return None
 
@@ -254,7 +255,10 @@ class NormalizeLayer(Layer):
     across_spatial: n = sqrt(sum_{c,h,w} x^2 + eps) per example; else n = sqrt(sum_c x^2 + eps)
     per example and position. y = s * x / n, s one scalar (channel_shared) or one per channel.
     dx = s * (dy - x_hat * sum(x_hat dy)) / n with x_hat = x / n (sums over the axes of n);
-    ds += sum(dy * x / n) (over everything but the channel axis when not channel_shared).
+    ds += sum(dy * x_hat) (over everything but the channel axis when not channel_shared).
+    The dx formula is SSD's (CPU and GPU): exact when the scale is shared or equal across
+    channels; with differing per-channel scales SSD applies s after the projection, which is not
+    the true gradient, and caffepy reproduces SSD's numbers.
 
     prototxt: ``norm_param { across_spatial: true channel_shared: true scale_filler (default
     constant 1) eps: 1e-10 }`` (fork fields; defaults apply when the schema lacks them).

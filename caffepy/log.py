@@ -14,10 +14,16 @@ The ``caffepy`` logger has no handler until :func:`setup` is called (the CLI doe
 may), so importing caffepy prints nothing. ``GLOG_minloglevel`` (0 INFO, 1 WARNING, 2 ERROR) is
 honoured as in Caffe. A progress line (:class:`Progress`) is drawn only when the stream is a TTY
 and is erased before each log line, so it never reaches a log file or a pipe.
+
+:func:`parse_training_log` reads such a log back into the rows of Caffe's
+``tools/extra/parse_log.py`` (``tools/parse_log.py`` and ``caffepy plot`` use it).
 """
+import collections
+import csv
 import datetime
 import logging
 import os
+import re
 import sys
 import threading
 
@@ -161,3 +167,93 @@ class Progress(object):
             self.active = False
             if self.handler is not None and self.handler.progress is self:
                 self.handler.progress = None
+
+
+# -- reading training logs back (Caffe's tools/extra/parse_log.py) --------------------------------
+_RE_ITERATION = re.compile(r"Iteration (\d+)")
+_RE_TRAIN = re.compile(r"Train net output #(\d+): (\S+) = ([\.\deE+-]+|nan|-?inf)")
+_RE_TEST = re.compile(r"Test net output #(\d+): (\S+) = ([\.\deE+-]+|nan|-?inf)")
+_RE_LR = re.compile(r"lr = ([-+]?[0-9]*\.?[0-9]+([eE]?[-+]?[0-9]+)?)")
+
+
+def line_datetime(line, year):
+    """The timestamp of a glog line (``I0210 13:39:22.381027 ...``); ValueError if it has none."""
+    fields = line.strip().split()
+    if len(fields) < 2 or len(fields[0]) != 5:
+        raise ValueError("not a glog line")
+    month, day = int(fields[0][1:3]), int(fields[0][3:])
+    stamp = fields[1]
+    pos = stamp.rfind(".")
+    h, m, s = (int(x) for x in stamp[:pos].split(":"))
+    return datetime.datetime(year, month, day, h, m, s, int(stamp[pos + 1:]))
+
+
+def _output_row(regex, row, rows, line, iteration, seconds, lr):
+    match = regex.search(line)
+    if match:
+        if not row or row["NumIters"] != iteration:
+            if row:
+                rows.append(row)
+            row = collections.OrderedDict([("NumIters", iteration), ("Seconds", seconds),
+                                           ("LearningRate", lr)])
+        row[match.group(2)] = float(match.group(3))
+    if row and rows and len(row) == len(rows[0]):
+        rows.append(row)
+        row = None
+    return row
+
+
+def parse_training_log(path):
+    """``(train_rows, test_rows)``: one OrderedDict per display / test, as Caffe's parse_log.py.
+
+    Columns: NumIters, Seconds (since the ``Solving`` line), LearningRate, then each net output.
+    """
+    year = datetime.datetime.fromtimestamp(os.path.getctime(path)).year
+    train, test = [], []
+    train_row = test_row = None
+    iteration, lr = -1, float("nan")
+    with open(path, errors="replace") as f:
+        start = None
+        for line in f:
+            if "Solving" in line:
+                start = line_datetime(line, year)
+                break
+        if start is None:
+            raise ValueError("%s: no 'Solving' line: not a Caffe training log" % path)
+        last = start
+        for line in f:
+            m = _RE_ITERATION.search(line)
+            if m:
+                iteration = float(m.group(1))
+            if iteration == -1:
+                continue
+            try:
+                when = line_datetime(line, year)
+            except (ValueError, IndexError):
+                continue
+            if when.month < last.month:
+                year += 1
+                when = line_datetime(line, year)
+            last = when
+            seconds = (when - start).total_seconds()
+            m = _RE_LR.search(line)
+            if m:
+                lr = float(m.group(1))
+            train_row = _output_row(_RE_TRAIN, train_row, train, line, iteration, seconds, lr)
+            test_row = _output_row(_RE_TEST, test_row, test, line, iteration, seconds, lr)
+    for rows in (train, test):
+        if len(rows) > 1:
+            rows[0]["LearningRate"] = rows[1]["LearningRate"]
+    return train, test
+
+
+def write_csv(path, rows, delimiter=","):
+    """Write rows as CSV with a header (nothing is written for no rows, as Caffe's script)."""
+    if not rows:
+        return False
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0].keys()), delimiter=delimiter,
+                                lineterminator="\r\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    return True

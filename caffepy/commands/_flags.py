@@ -1,0 +1,35 @@
+"""Flags shared by train / test / time (Caffe's gflags of tools/caffe.cpp, same names and defaults)."""
+from .. import log
+
+
+def add_gpu(parser):
+    parser.add_argument("--gpu", default="",
+                        help="run in GPU mode on the given device ids separated by ',' ('all': every "
+                             "device)")
+
+
+def add_net_state(parser):
+    parser.add_argument("--level", type=int, default=0, help="network level (NetState.level)")
+    parser.add_argument("--stage", default="",
+                        help="network stages separated by ',' (not to be confused with phase)")
+
+
+def add_iterations(parser, what):
+    parser.add_argument("--iterations", type=int, default=None, help="%s (default 50)" % what)
+
+
+def add_log(parser):
+    parser.add_argument("--log", metavar="FILE",
+                        help="also write the glog-format log lines to FILE (for parse_log / plot)")
+
+
+def stages(args):
+    return [s for s in args.stage.split(",") if s]
+
+
+def iterations(args):
+    return 50 if args.iterations is None else args.iterations
+
+
+def setup_logging(args):
+    log.setup(logfile=getattr(args, "log", None))

@@ -1,0 +1,74 @@
+"""``caffepy test --model M --weights W [--iterations 50]``: score a model, as ``caffe test``.
+
+Builds the TEST-phase net (``--level`` / ``--stage`` select layers), copies the weights, runs
+``--iterations`` forward passes and logs every output per batch (``Batch i, accuracy = ...``),
+the mean loss and the mean of every output.
+"""
+import numpy as np
+
+from .. import log
+from ..errors import CaffeError
+from ..log import fmt
+from . import _flags, _gpu
+
+NAME = "test"
+HELP = "score a model"
+
+
+def add_arguments(parser):
+    parser.add_argument("--model", default="", help="the model definition protocol buffer text file")
+    parser.add_argument("--weights", default="", help="the trained weights (.caffemodel or .h5; ',' for several)")
+    _flags.add_gpu(parser)
+    _flags.add_net_state(parser)
+    _flags.add_iterations(parser, "the number of batches to run")
+    _flags.add_log(parser)
+
+
+def single_device(args):
+    """Caffe's test/time device choice: the first --gpu id (others dropped), else the CPU."""
+    from .. import common
+    gpus = _gpu.parse_gpus(args.gpu)
+    while len(gpus) > 1:
+        log.info("caffe.cpp:269", "Not using GPU #%d for single-GPU function" % gpus.pop())
+    if gpus:
+        log.info("caffe.cpp:275", "Use GPU with device ID %d" % gpus[0])
+        log.info("caffe.cpp:278", "GPU device name: %s" % _gpu.device_name(gpus[0]))
+        common.set_device(gpus[0])
+        common.set_mode_gpu()
+    else:
+        log.info("caffe.cpp:282", "Use CPU.")
+        common.set_mode_cpu()
+    return gpus
+
+
+def run(args):
+    from ..net import Net
+    from ..proto import caffe_pb2
+    _flags.setup_logging(args)
+    if not args.model:
+        raise CaffeError("Need a model definition to score (--model)")
+    if not args.weights:
+        raise CaffeError("Need model weights to score (--weights)")
+    single_device(args)
+    net = Net(args.model, caffe_pb2.TEST, level=args.level, stages=tuple(_flags.stages(args)))
+    for w in args.weights.split(","):
+        net.copy_from(w)
+    n = _flags.iterations(args)
+    log.info("caffe.cpp:290", "Running for %d iterations." % n)
+    sums, loss = None, 0.0
+    for i in range(n):
+        loss += net.forward_prefilled()
+        values = [(name, net.blobs[name].data.astype(np.float64).ravel()) for name in net.outputs]
+        for name, vec in values:
+            for v in vec:
+                log.info("caffe.cpp:313", "Batch %d, %s = %s" % (i, name, fmt(v)))
+        sums = values if sums is None else [(name, s + v) for (name, s), (_, v) in zip(sums, values)]
+    loss /= max(n, 1)
+    log.info("caffe.cpp:318", "Loss: %s" % fmt(loss))
+    weights = net.blob_loss_weights
+    for name, total in sums or []:
+        w = weights.get(name, 0.0)
+        for v in total / n:
+            extra = " (* %s = %s loss)" % (fmt(w), fmt(w * v)) if w else ""
+            log.info("caffe.cpp:330", "%s = %s%s" % (name, fmt(v), extra))
+    return 0

@@ -1,0 +1,100 @@
+"""``caffepy time --model M [--iterations 50] [--phase TRAIN|TEST]``: benchmark a model, as ``caffe time``.
+
+One warm-up forward and backward, then ``--iterations`` timed passes layer by layer; logs each
+iteration's forward-backward time, every layer's average forward and backward ms, and the
+``Average Forward pass`` / ``Average Backward pass`` / ``Average Forward-Backward`` /
+``Total Time`` lines. The net takes no input blobs beyond what its layers produce (Input layers
+keep zeros), as in Caffe.
+"""
+import time as _time
+
+from .. import common, log
+from ..errors import CaffeError
+from ..log import fmt
+from . import _flags
+from .test import single_device
+
+NAME = "time"
+HELP = "benchmark model execution time"
+
+
+def add_arguments(parser):
+    parser.add_argument("--model", default="", help="the model definition protocol buffer text file")
+    parser.add_argument("--phase", default="", help="network phase: TRAIN (default) or TEST")
+    _flags.add_gpu(parser)
+    _flags.add_net_state(parser)
+    _flags.add_iterations(parser, "the number of timed iterations")
+    _flags.add_log(parser)
+
+
+def _sync():
+    """Wait for queued GPU work so that wall-clock times are real (no-op on the CPU)."""
+    if common.mode() != common.GPU:
+        return
+    try:
+        from .. import gpu
+    except ImportError:
+        return
+    sync = getattr(gpu, "synchronize", None)
+    if sync is not None:
+        sync()
+
+
+def _now():
+    _sync()
+    return _time.perf_counter()
+
+
+def run(args):
+    from ..net import Net
+    from ..proto import caffe_pb2
+    _flags.setup_logging(args)
+    if not args.model:
+        raise CaffeError("Need a model definition to time (--model)")
+    if args.phase not in ("", "TRAIN", "TEST"):
+        raise CaffeError('phase must be "TRAIN" or "TEST" (got "%s")' % args.phase)
+    phase = caffe_pb2.TEST if args.phase == "TEST" else caffe_pb2.TRAIN
+    single_device(args)
+    net = Net(args.model, phase, level=args.level, stages=tuple(_flags.stages(args)))
+    n = _flags.iterations(args)
+    if n < 1:
+        raise CaffeError("--iterations must be >= 1 (got %d)" % n)
+    log.info("caffe.cpp:365", "Performing Forward")
+    log.info("caffe.cpp:367", "Initial loss: %s" % fmt(net.forward_prefilled()))
+    log.info("caffe.cpp:368", "Performing Backward")
+    net.backward_from_to()
+    layers, names = net.layers, net._layer_names
+    fwd, bwd = [0.0] * len(layers), [0.0] * len(layers)
+    forward_total = backward_total = 0.0
+    log.info("caffe.cpp:378", "*** Benchmark begins ***")
+    log.info("caffe.cpp:379", "Testing for %d iterations." % n)
+    t_total = _now()
+    for j in range(n):
+        t_iter = _now()
+        for i, layer in enumerate(layers):
+            t = _now()
+            layer.forward(net.bottom_vecs[i], net.top_vecs[i])
+            fwd[i] += _now() - t
+        t_back = _now()
+        forward_total += t_back - t_iter
+        for i in range(len(layers) - 1, -1, -1):
+            if not net.layer_need_backward[i]:
+                continue
+            t = _now()
+            layers[i].backward(net.top_vecs[i], net.bottom_need_backward[i], net.bottom_vecs[i])
+            bwd[i] += _now() - t
+        end = _now()
+        backward_total += end - t_back
+        log.info("caffe.cpp:401", "Iteration: %d forward-backward time: %s ms."
+                 % (j + 1, fmt((end - t_iter) * 1e3)))
+    total = _now() - t_total
+    log.info("caffe.cpp:406", "Average time per layer: ")
+    for i, name in enumerate(names):
+        log.info("caffe.cpp:409", "%10s\tforward: %s ms." % (name, fmt(fwd[i] * 1e3 / n)))
+        log.info("caffe.cpp:412", "%10s\tbackward: %s ms." % (name, fmt(bwd[i] * 1e3 / n)))
+    log.info("caffe.cpp:417", "Average Forward pass: %s ms." % fmt(forward_total * 1e3 / n))
+    log.info("caffe.cpp:419", "Average Backward pass: %s ms." % fmt(backward_total * 1e3 / n))
+    log.info("caffe.cpp:421", "Average Forward-Backward: %s ms." % fmt(total * 1e3 / n))
+    log.info("caffe.cpp:423", "Total Time: %s ms." % fmt(total * 1e3))
+    log.info("caffe.cpp:424", "*** Benchmark ends ***")
+    return 0

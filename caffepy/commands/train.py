@@ -1,0 +1,98 @@
+"""``caffepy train --solver S``: train or finetune a model, as ``caffe train``.
+
+``--weights a.caffemodel[,b.caffemodel]`` finetunes from trained layers (copied by layer name into
+the train and test nets); ``--snapshot X.solverstate`` resumes (not both, as Caffe). The solver's
+``solver_mode`` / ``device_id`` pick the device unless ``--gpu`` is given (a GPU solver file on a
+machine without CUDA trains on the CPU with a warning). ``--level`` / ``--stage`` set the train
+net's NetState. SIGINT and SIGHUP stop or snapshot (``--sigint_effect`` / ``--sighup_effect``:
+stop, snapshot or none; defaults stop / snapshot).
+"""
+from .. import log
+from ..errors import CaffeError
+from ..proto import caffe_pb2
+from . import _flags, _gpu
+
+NAME = "train"
+HELP = "train or finetune a model"
+
+
+def add_arguments(parser):
+    parser.add_argument("--solver", default="", help="the solver definition protocol buffer text file")
+    parser.add_argument("--weights", default="",
+                        help="pretrained weights to initialize finetuning, separated by ','; "
+                             "cannot be set together with --snapshot")
+    parser.add_argument("--snapshot", default="", help="the solver state to resume training from")
+    _flags.add_gpu(parser)
+    _flags.add_net_state(parser)
+    parser.add_argument("--sigint_effect", default="stop",
+                        help="action on SIGINT: snapshot, stop or none (default stop)")
+    parser.add_argument("--sighup_effect", default="snapshot",
+                        help="action on SIGHUP: snapshot, stop or none (default snapshot)")
+    _flags.add_iterations(parser, "ignored by train, as in Caffe (set max_iter in the solver)")
+    _flags.add_log(parser)
+
+
+def copy_layers(solver, model_list):
+    """Caffe's CopyLayers: every listed model into the train net and each test net."""
+    for name in model_list.split(","):
+        log.info("caffe.cpp:170", "Finetuning from %s" % name)
+        solver.net.copy_from(name)
+        for net in solver.test_nets:
+            net.copy_from(name)
+
+
+def _devices(args, param):
+    flag = args.gpu
+    if not flag and param.solver_mode == caffe_pb2.SolverParameter.GPU:
+        flag = str(param.device_id if param.HasField("device_id") else 0)
+        if _gpu.device_count() == 0:
+            log.warning("caffe.cpp:196", "solver_mode is GPU but no CUDA device is available; "
+                        "training on the CPU")
+            return []
+    return _gpu.parse_gpus(flag)
+
+
+def run(args):
+    from ..solvers import load_solver_param, solver_class
+    from ..solvers.signals import SignalHandler, check_effect
+    _flags.setup_logging(args)
+    if not args.solver:
+        raise CaffeError("Need a solver definition to train (--solver)")
+    if args.snapshot and args.weights:
+        raise CaffeError("Give a snapshot to resume training or weights to finetune but not both.")
+    check_effect("sigint_effect", args.sigint_effect)
+    check_effect("sighup_effect", args.sighup_effect)
+    if args.iterations is not None:
+        log.warning("caffe.cpp:185", "--iterations is ignored by train (as in Caffe); the solver's "
+                    "max_iter decides")
+    param = load_solver_param(args.solver)
+    param.train_state.level = args.level
+    param.train_state.stage.extend(_flags.stages(args))
+    gpus = _devices(args, param)
+    _gpu.use_devices(gpus)
+    if gpus:
+        param.device_id = gpus[0]
+    with SignalHandler(args.sigint_effect, args.sighup_effect) as handler:
+        solver = solver_class(param.type)(param)
+        solver.set_action_function(handler.action)
+        if args.snapshot:
+            log.info("caffe.cpp:248", "Resuming from %s" % args.snapshot)
+            solver.restore(args.snapshot)
+        elif args.weights:
+            copy_layers(solver, args.weights)
+        if len(gpus) > 1:
+            _multi_gpu(solver, gpus)
+        else:
+            log.info("caffe.cpp:239", "Starting Optimization")
+            solver.solve()
+    log.info("caffe.cpp:250", "Optimization Done.")
+    return 0
+
+
+def _multi_gpu(solver, gpus):
+    from .. import dist
+    runner = getattr(dist, "train_multi_gpu", None)
+    if runner is None:
+        raise CaffeError("training on %d GPUs (%s) needs caffepy.dist.train_multi_gpu, which this "
+                         "build lacks; give one --gpu id" % (len(gpus), ",".join(map(str, gpus))))
+    runner(solver, gpus)

@@ -47,7 +47,9 @@ class ScaleLayer(Layer):
     """y = x * s (+ b): s a learned parameter (one bottom) or bottom[1]; optional learned bias b.
 
     dL/dx = dL/dy * s;  dL/ds = sum over outer and inner of dL/dy * x;  dL/db = sum dL/dy.
-    Learned-parameter diffs accumulate; a scale taken from bottom[1] gets its diff overwritten.
+    Learned-parameter diffs accumulate (also when the scale has x's full shape, where Caffe
+    overwrites); a scale taken from bottom[1] gets its diff overwritten. As in Caffe, when bottom[0]
+    gets no gradient its diff is left holding the scratch product dL/dy * x.
 
     prototxt: ``scale_param { axis: 1 num_axes: 1 (-1: to the end) filler (default constant 1)
     bias_term: false bias_filler (default constant 0) }``; with a second bottom, num_axes is
@@ -109,7 +111,12 @@ class ScaleLayer(Layer):
         from_param = len(bottom) == 1
         if (self.param_propagate_down[0] if from_param else propagate_down[1]):
             x = self.saved_x if self.saved_x is not None else bottom[0].data.reshape(self.dims)
-            grad = (dy * x).sum(axis=(0, 2))
+            product = dy * x
+            if self.saved_x is None and self.dims[1] != bottom[0].count:
+                # Caffe uses bottom[0]'s diff as scratch for this product, so a bottom that gets
+                # no gradient is left holding dy * x there; reproduce it.
+                bottom[0].diff.reshape(self.dims)[...] = product
+            grad = product.sum(axis=(0, 2))
             if from_param:
                 self.blobs[0].diff.reshape(-1)[...] += grad
             else:

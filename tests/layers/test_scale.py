@@ -97,6 +97,17 @@ def test_scale_in_place_matches_out_of_place_and_accumulates():
     np.testing.assert_allclose(results[0][2], 2 * dy.sum(axis=(0, 2, 3)), rtol=1e-12)
 
 
+def test_scale_leaves_caffes_scratch_product_in_an_unpropagated_bottom_diff():
+    rng = np.random.default_rng(7)
+    x, dy = rng.standard_normal(X_SHAPE), rng.standard_normal(X_SHAPE)
+    layer = make_layer('type: "Scale"')
+    bottom, top = make_blobs([x]), make_blobs(1)
+    run_layer(layer, bottom, top)
+    top[0].diff[...] = dy
+    layer.backward(top, [False], bottom)
+    np.testing.assert_allclose(bottom[0].diff, dy * x)
+
+
 def test_scale_shape_errors():
     x = np.zeros(X_SHAPE)
     with pytest.raises(CaffeError, match="does not match"):

@@ -28,6 +28,7 @@ FAMILY_COLOR = {
 }
 BLOB_STYLE = {"shape": "octagon", "style": "filled", "fillcolor": "#E0E0E0"}
 LAYER_STYLE = {"shape": "box", "style": "filled,rounded"}
+ORDER_STYLE = {"style": "dashed", "color": "#888888", "constraint": "false", "arrowsize": "0.4"}
 _CTRL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f]")
 
 
@@ -137,7 +138,7 @@ def to_dot(doc, rankdir="LR", display_lrm=False, group_by=None, label_edges=True
                          label=layer_label(n, display_lrm))
         else:
             label = n["name"] + ("\n" + shape_str(n["shape"]) if n.get("shape") else "")
-            style = dict(BLOB_STYLE, label=label)
+            style = dict(BLOB_STYLE, label=label, ordering="out")
         line = "%s [%s];" % (ids[n["id"]], _attrs(style))
         group = n.get("worker_group") if group_by == "worker" else None
         clusters.setdefault(group, []).append(line)
@@ -160,8 +161,31 @@ def to_dot(doc, rankdir="LR", display_lrm=False, group_by=None, label_edges=True
                 attrs["constraint"] = "false"   # in place: point back at the blob read
         out.append("  %s -> %s%s;" % (ids[lk["source"]], ids[lk["target"]],
                                       " [%s]" % _attrs(attrs) if attrs else ""))
+    for a, b in _in_place_order(doc):
+        out.append("  %s -> %s [%s];" % (ids[a], ids[b], _attrs(ORDER_STYLE)))
     out.append("}")
     return "\n".join(out) + "\n"
+
+
+def _in_place_order(doc):
+    """Pairs (layer id, next layer id) giving the run order of the layers that work in place on
+    one blob, then its next reader: drawn as dashed 'then' arrows so the order stays visible."""
+    last, pairs = {}, []
+    for n in doc["nodes"]:
+        if n["kind"] != "layer":
+            continue
+        for b in n.get("bottoms", ()):
+            if b in last:
+                if b in n.get("tops", ()) or len(n.get("bottoms", ())) == 1:
+                    pairs.append((last[b], n["id"]))     # a reader of several blobs sits lower
+                if b not in n.get("tops", ()):
+                    del last[b]
+        for t in n.get("tops", ()):
+            if t in n.get("bottoms", ()):
+                last[t] = n["id"]
+            else:
+                last.pop(t, None)
+    return pairs
 
 
 # -- rendering -----------------------------------------------------------------------------------

@@ -87,17 +87,22 @@ def _min_level(minloglevel=None):
     return _GLOG_LEVELS[max(0, min(int(minloglevel), 3))]
 
 
+def teardown():
+    """Remove the handlers :func:`setup` installed (closing a log file)."""
+    for h in list(logger.handlers):
+        if getattr(h, "_caffepy", False):
+            logger.removeHandler(h)
+            if isinstance(h, logging.FileHandler):
+                h.close()
+
+
 def setup(stream=None, minloglevel=None, logfile=None):
     """Send the ``caffepy`` logger's records to ``stream`` (stderr) and ``logfile`` in glog format.
 
     ``minloglevel`` is glog's (0 INFO, 1 WARNING, 2 ERROR, 3 FATAL; default ``$GLOG_minloglevel``).
     Replaces any handler a previous call installed. Returns the stream handler.
     """
-    for h in list(logger.handlers):
-        if getattr(h, "_caffepy", False):
-            logger.removeHandler(h)
-            if isinstance(h, logging.FileHandler):
-                h.close()
+    teardown()
     handler = GlogHandler(stream if stream is not None else sys.stderr)
     handler._caffepy = True
     handler.setFormatter(GlogFormatter())

@@ -54,6 +54,5 @@ def capture_log():
 
 
 def reset_log():
-    import sys
-    log.setup(stream=sys.stderr)
+    log.teardown()
     caffepy.set_mode_cpu()

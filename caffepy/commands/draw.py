@@ -65,6 +65,6 @@ def run(args):
         rankdir = args.rankdir or ("TB" if draw.graph_depth(doc) > DEEP else "LR")
         source = draw.to_dot(doc, rankdir=rankdir, display_lrm=args.display_lrm,
                              group_by=args.group_by, label_edges=args.edge_labels)
-        atomic_write(args.output, draw.render(source, fmt))
+        atomic_write(args.output, draw.render_dot(source, fmt))
         print("wrote %s" % args.output)
     return 0

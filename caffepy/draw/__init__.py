@@ -10,7 +10,8 @@ import os
 
 from .netjson import (annotate_partition, dumps, net_json, read_net_json, select_phase,  # noqa: F401
                       write_net_json, SCHEMA, VERSION)
-from .render import FORMATS, RANKDIRS, find_engine, graph_depth, render, to_dot  # noqa: F401
+from .render import FORMATS, RANKDIRS, find_engine, graph_depth, to_dot  # noqa: F401
+from .render import render as render_dot  # noqa: F401  (caffepy.draw.render stays the module)
 
 
 def get_dot(net_param, rankdir="LR", phase=None, display_lrm=False, label_edges=True):
@@ -21,7 +22,7 @@ def get_dot(net_param, rankdir="LR", phase=None, display_lrm=False, label_edges=
 
 def draw_net(caffe_net, rankdir, ext="png", phase=None, display_lrm=False):
     """Draw a net; returns the image encoded as ``ext`` (bytes). ``phase``: TRAIN, TEST or None (all)."""
-    return render(get_dot(caffe_net, rankdir, phase, display_lrm), ext)
+    return render_dot(get_dot(caffe_net, rankdir, phase, display_lrm), ext)
 
 
 def draw_net_to_file(caffe_net, filename, rankdir="LR", phase=None, display_lrm=False):

@@ -15,6 +15,7 @@ map grows by doubling when full (Caffe's ``LMDBTransaction`` does the same). Lev
 (``pip install plyvel``); without it the error says so.
 """
 import os
+import threading
 
 from ..errors import CaffeError
 
@@ -98,8 +99,17 @@ def _b(key):
     return key.encode("utf-8") if isinstance(key, str) else bytes(key)
 
 
+_SHARED_ENVS = {}          # realpath -> [read-only lmdb.Environment, users]
+_SHARED_LOCK = threading.Lock()
+
+
 class LMDBDatabase(_Database):
-    """An LMDB environment (one unnamed database), as Caffe's ``db_lmdb``."""
+    """An LMDB environment (one unnamed database), as Caffe's ``db_lmdb``.
+
+    LMDB allows one environment per file per process, so readers of the same path (a train and a
+    test net on one database, a net rebuilt before the old one is collected) share one read-only
+    environment, closed when its last user closes; each cursor has its own read transaction.
+    """
 
     def __init__(self, path, mode, commit_every):
         try:
@@ -109,10 +119,18 @@ class LMDBDatabase(_Database):
                              "pip install caffepy[data])" % path)
         super(LMDBDatabase, self).__init__(path, mode, commit_every)
         self._lmdb = lmdb
+        self._key = os.path.realpath(path)
+        self._cursors = []
         try:
             if mode == "r":
-                self.env = lmdb.open(path, readonly=True, lock=False, readahead=False,
-                                     max_readers=126, subdir=True)
+                with _SHARED_LOCK:
+                    entry = _SHARED_ENVS.get(self._key)
+                    if entry is None:
+                        entry = _SHARED_ENVS[self._key] = [
+                            lmdb.open(path, readonly=True, lock=False, readahead=False,
+                                      max_readers=126, subdir=True), 0]
+                    entry[1] += 1
+                    self.env = entry[0]
             else:
                 os.makedirs(path, mode=0o744)
                 self.env = lmdb.open(path, map_size=1 << 30, subdir=True)
@@ -133,7 +151,9 @@ class LMDBDatabase(_Database):
         self._pending = []
 
     def cursor(self):
-        return _LMDBCursor(self.env)
+        cur = _LMDBCursor(self.env)
+        self._cursors.append(cur)
+        return cur
 
     def get(self, key):
         with self.env.begin() as txn:
@@ -145,9 +165,19 @@ class LMDBDatabase(_Database):
     def close(self):
         if getattr(self, "env", None) is None:
             return
+        for cur in self._cursors:
+            cur.close()
+        self._cursors = []
         if self.mode == "w":
             self.commit()
-        self.env.close()
+            self.env.close()
+        else:
+            with _SHARED_LOCK:
+                entry = _SHARED_ENVS[self._key]
+                entry[1] -= 1
+                if entry[1] == 0:
+                    del _SHARED_ENVS[self._key]
+                    entry[0].close()
         self.env = None
 
 
@@ -172,7 +202,10 @@ class _LMDBCursor(object):
         return self._cur.value()
 
     def close(self):
-        self._txn.abort()
+        if self._txn is not None:
+            self._txn.abort()
+            self._txn = self._cur = None
+            self.valid = False
 
 
 def _plyvel():

@@ -8,7 +8,8 @@ when the reader is slower than the net.
 
 The thread is a daemon and never holds a reference to the layer (only to ``load_batch``'s owner, a
 separate loader object), so a layer that is dropped is collected and its thread stopped
-(``weakref.finalize``); ``close()`` stops it at once and is idempotent. An exception in
+(``weakref.finalize``); ``close()`` stops it at once, then calls ``on_close`` (e.g. closing the
+database the loader reads, never while the thread may still use it), and is idempotent. An exception in
 ``load_batch`` is re-raised by the next ``next()`` in the consumer thread.
 """
 import queue
@@ -43,7 +44,7 @@ def _run(load_batch, free, full, stop):
 class Prefetcher(object):
     """Runs ``load_batch(buffer)`` on a daemon thread over ``count`` buffers from ``make_buffer()``."""
 
-    def __init__(self, load_batch, make_buffer, count=4, name="caffepy-prefetch"):
+    def __init__(self, load_batch, make_buffer, count=4, name="caffepy-prefetch", on_close=None):
         if count < 1:
             raise CaffeError("%s: prefetch count must be at least 1, got %d" % (name, count))
         self.name = name
@@ -56,6 +57,7 @@ class Prefetcher(object):
                                         args=(load_batch, self._free, self._full, self._stop))
         self._thread.start()
         self._failed = None
+        self._on_close = on_close
 
     def next(self):
         """The next full buffer (waits for the thread if none is ready)."""
@@ -90,6 +92,9 @@ class Prefetcher(object):
         self._free.put(None)
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(timeout)
+        if self._on_close is not None and not self._thread.is_alive():
+            on_close, self._on_close = self._on_close, None
+            on_close()
 
     @property
     def alive(self):

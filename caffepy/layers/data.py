@@ -42,9 +42,15 @@ class BasePrefetchingDataLayer(Layer):
         return int(self.layer_param.data_param.prefetch)
 
     def layer_setup(self, bottom, top):
+        self.close()
         self.output_labels = len(top) > 1
         loader = self.make_loader(top)
-        data_shape = loader.data_shape()
+        try:
+            data_shape = loader.data_shape()
+        except BaseException:
+            if hasattr(loader, "close"):
+                loader.close()
+            raise
         top[0].reshape(data_shape)
         if self.output_labels:
             top[1].reshape(data_shape[:1])
@@ -54,7 +60,8 @@ class BasePrefetchingDataLayer(Layer):
             return {"data": np.zeros(data_shape, dtype), "label": np.zeros(data_shape[:1], dtype)}
 
         self.prefetcher = Prefetcher(loader.load_batch, make_buffer, self.prefetch_count(),
-                                     name="prefetch %s" % self.describe())
+                                     name="prefetch %s" % self.describe(),
+                                     on_close=getattr(loader, "close", None))
         self._finalizer = weakref.finalize(self, self.prefetcher.close)
 
     def reshape(self, bottom, top):
@@ -104,6 +111,9 @@ class _DBLoader(object):
         if param.rand_skip:
             for _ in range(int(common.rng().integers(0, param.rand_skip))):
                 self._next()
+
+    def close(self):
+        self.db.close()
 
     def _next(self):
         self.cursor.next()

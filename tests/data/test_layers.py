@@ -1,5 +1,6 @@
 """Data, ImageData, MemoryData, HDF5Data, HDF5Output and WindowData layers; the prefetch thread."""
 import gc
+import os
 import threading
 import time
 
@@ -267,3 +268,18 @@ def test_window_data_layer(tmp_path):
     pad.forward([], ptop)
     assert ptop[0].shape == (4, 3, 6, 6) and np.isfinite(ptop[0].data).all()
     pad.close()
+
+
+def test_two_layers_share_one_lmdb(tmp_path):
+    from caffepy.data import db as dbmod
+    path = write_db(tmp_path / "db", [array_to_datum(np.full((1, 1, 1), i, np.uint8), i) for i in range(3)])
+    a, ta = data_layer(path, 2)
+    b, tb = data_layer(path, 3, phase=caffe_pb2.TEST)
+    a.forward([], ta)
+    b.forward([], tb)
+    assert list(ta[1].data) == [0, 1] and list(tb[1].data) == [0, 1, 2]
+    a.close()
+    b.forward([], tb)
+    assert list(tb[1].data) == [0, 1, 2]
+    b.close()
+    assert os.path.realpath(path) not in dbmod._SHARED_ENVS

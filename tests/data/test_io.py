@@ -159,3 +159,11 @@ def test_resize_bilinear_matches_half_pixel_reference():
     half = resize_bilinear(img[:4, :6], 2, 3).astype(float)       # exact 2x: mean of 2x2 blocks
     blocks = img[:4, :6].astype(float).reshape(2, 2, 3, 2, 3).mean(axis=(1, 3))
     assert np.abs(half - blocks).max() <= 0.5 + 1e-9
+
+
+def test_leveldb_without_plyvel_says_how_to_fix(tmp_path, monkeypatch):
+    import sys
+    monkeypatch.setitem(sys.modules, "plyvel", None)
+    (tmp_path / "ldb").mkdir()
+    with pytest.raises(CaffeError, match="pip install plyvel"):
+        dbmod.open_db(str(tmp_path / "ldb"), "leveldb", "r")

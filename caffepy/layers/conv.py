@@ -177,7 +177,8 @@ class ConvolutionLayer(_ConvolutionBase):
     Output size per spatial axis: O = (S + 2 pad - (dilation (kernel - 1) + 1)) // stride + 1.
     Computed as Caffe does: im2col of the whole batch, then one GEMM per group (a 1x1, stride 1,
     pad 0 kernel uses the input directly). Backward: dW += dY col^T, db += sum dY,
-    dx = col2im(W^T dY). The column buffer of the last forward is kept for backward.
+    dx = col2im(W^T dY) (for stride 1: the equivalent correlation of dY with the flipped kernel).
+    The column buffer of the last forward is kept for backward.
 
     Blobs: bottom (*B, C, *S) -> top (*B, num_output, *O), B = axes before ``axis``.
     """
@@ -209,10 +210,32 @@ class ConvolutionLayer(_ConvolutionBase):
                 col = col.reshape(self.outer, g, w.shape[2], -1)
                 self.blobs[0].diff += _weight_grad(dy, col).reshape(self.blobs[0].shape)
             if propagate_down[i]:
+                xshape = (self.outer, self.channels) + tuple(self.in_spatial)
+                if self._data_grad_by_conv():
+                    self._data_grad_conv(t.diff, b.diff.reshape(self.outer, g, self.channels // g, -1))
+                    continue
                 dcol = np.matmul(w.transpose(0, 2, 1), dy)
-                self._col2im(dcol.reshape(self.outer, -1, dcol.shape[-1]),
-                             (self.outer, self.channels) + tuple(self.in_spatial),
-                             b.diff.reshape((self.outer, self.channels) + tuple(self.in_spatial)))
+                self._col2im(dcol.reshape(self.outer, -1, dcol.shape[-1]), xshape,
+                             b.diff.reshape(xshape))
+
+    def _data_grad_by_conv(self):
+        """Stride 1 and pad <= dilation (kernel - 1): dx is a 'full' correlation of dy with the
+        flipped kernel (im2col of dy + one GEMM), cheaper than W^T dy followed by col2im."""
+        return (not self._is_1x1() and all(s == 1 for s in self.stride)
+                and all(p <= d * (k - 1) for p, d, k in zip(self.pad, self.dilation, self.kernel)))
+
+    def _data_grad_conv(self, top_diff, out):
+        """out (N, G, C / G, prod(S)) = correlation of dy with W flipped and transposed per group."""
+        g, mg, cg = self.group, self.num_output // self.group, self.channels // self.group
+        nd = self.num_spatial
+        w = self.blobs[0].data.reshape((g, mg, cg) + self.kernel)
+        w = w[(Ellipsis,) + (slice(None, None, -1),) * nd].swapaxes(1, 2).reshape(g, cg, -1)
+        pad = tuple(d * (k - 1) - p for p, d, k in zip(self.pad, self.dilation, self.kernel))
+        dy = top_diff.reshape((self.outer, self.num_output) + tuple(self.out_spatial))
+        col = cpu.im2col(dy, self.kernel, pad, self.stride, self.dilation,
+                         out=self._cols.get("dy"))
+        self._cols["dy"] = col
+        np.matmul(w, col.reshape(self.outer, g, mg * int(np.prod(self.kernel)), -1), out=out)
 
 
 @register_layer("Deconvolution")

@@ -60,18 +60,22 @@ class PoolGeometry(object):
 
 
 def max_pool(x, g):
-    """(y, arg): max over each window and the offset index (i * kw + j) of the first maximum."""
+    """(y, arg): max over each window and the offset index (i * kw + j) of its first maximum
+    in row-major order, as Caffe's scan finds it. The max is taken separably (rows, then
+    columns); ``arg`` is the first offset whose value equals it."""
+    (kh, kw), (sh, sw), (oh, ow) = g.kernel, g.stride, g.out_hw
     xp = g.padded(x, -np.finfo(x.dtype).max)
-    y = arg = None
-    for idx, (i, j) in enumerate(g.offsets()):
-        v = xp[g.slab(i, j)]
-        if y is None:
-            y = v.copy()
-            arg = np.zeros(y.shape, dtype=np.int32)
-            continue
-        better = v > y
-        np.copyto(y, v, where=better)
-        arg[better] = idx
+    rows = xp[..., :, 0:sw * (ow - 1) + 1:sw].copy()
+    for j in range(1, kw):
+        np.maximum(rows, xp[..., :, j:j + sw * (ow - 1) + 1:sw], out=rows)
+    y = rows[..., 0:sh * (oh - 1) + 1:sh, :].copy()
+    for i in range(1, kh):
+        np.maximum(y, rows[..., i:i + sh * (oh - 1) + 1:sh, :], out=y)
+    n = kh * kw
+    arg_type = np.uint8 if n <= 256 else np.int32
+    arg = np.full(y.shape, n - 1, dtype=arg_type)
+    for idx in range(n - 2, -1, -1):
+        arg = np.where(xp[g.slab(idx // kw, idx % kw)] == y, arg_type(idx), arg)
     return y, arg
 
 
@@ -87,26 +91,38 @@ def max_pool_mask(arg, g):
 def max_pool_backward(dy, arg, g):
     dxp = np.zeros(dy.shape[:-2] + tuple(s + 2 * p + e for s, p, e in
                                          zip(g.in_hw, g.pad, g.extra)), dtype=dy.dtype)
+    tmp = np.empty_like(dy)
     for idx, (i, j) in enumerate(g.offsets()):
-        dxp[g.slab(i, j)] += np.where(arg == idx, dy, 0)
+        np.multiply(dy, arg == idx, out=tmp)
+        dxp[g.slab(i, j)] += tmp
     return g.crop(dxp)
 
 
 def ave_pool(x, g):
+    """Window sums taken separably (along W, then H), divided by Caffe's pool_size."""
+    (kh, kw), (sh, sw), (oh, ow) = g.kernel, g.stride, g.out_hw
     xp = g.padded(x, 0)
-    y = None
-    for i, j in g.offsets():
-        y = xp[g.slab(i, j)].copy() if y is None else np.add(y, xp[g.slab(i, j)], out=y)
+    rows = xp[..., :, 0:sw * (ow - 1) + 1:sw].copy()
+    for j in range(1, kw):
+        rows += xp[..., :, j:j + sw * (ow - 1) + 1:sw]
+    y = rows[..., 0:sh * (oh - 1) + 1:sh, :].copy()
+    for i in range(1, kh):
+        y += rows[..., i:i + sh * (oh - 1) + 1:sh, :]
     y /= g.pool_size().astype(x.dtype)
     return y
 
 
 def ave_pool_backward(dy, g):
+    """Adjoint of :func:`ave_pool`: spread dy / pool_size along H, then along W."""
+    (kh, kw), (sh, sw), (oh, ow) = g.kernel, g.stride, g.out_hw
     dyn = dy / g.pool_size().astype(dy.dtype)
-    dxp = np.zeros(dy.shape[:-2] + tuple(s + 2 * p + e for s, p, e in
-                                         zip(g.in_hw, g.pad, g.extra)), dtype=dy.dtype)
-    for i, j in g.offsets():
-        dxp[g.slab(i, j)] += dyn
+    hp, wp = (s + 2 * p + e for s, p, e in zip(g.in_hw, g.pad, g.extra))
+    rows = np.zeros(dy.shape[:-2] + (hp, ow), dtype=dy.dtype)
+    for i in range(kh):
+        rows[..., i:i + sh * (oh - 1) + 1:sh, :] += dyn
+    dxp = np.zeros(dy.shape[:-2] + (hp, wp), dtype=dy.dtype)
+    for j in range(kw):
+        dxp[..., :, j:j + sw * (ow - 1) + 1:sw] += rows
     return g.crop(dxp)
 
 

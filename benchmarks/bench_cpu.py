@@ -1,0 +1,181 @@
+"""CPU training-step benchmark: caffepy vs PyTorch on LeNet and CIFAR10-quick.
+
+    python benchmarks/bench_cpu.py [--iters 20] [--threads N] [--profile] [--nets lenet,cifar10_quick]
+
+Times one forward + backward pass (the solver's inner step) of Caffe's LeNet (MNIST, batch 64)
+and CIFAR10-quick (batch 100), both fed by DummyData (gaussian data, constant labels), in float32.
+The same nets are built with torch.nn and timed the same way when torch is installed (it is not a
+caffepy dependency). ``--profile`` prints caffepy's time per layer, forward and backward.
+"""
+import argparse
+import os
+import sys
+import time
+
+
+def _set_threads(argv):
+    """``--threads N`` must be applied before numpy loads its BLAS."""
+    for i, a in enumerate(argv):
+        if a == "--threads" and i + 1 < len(argv) or a.startswith("--threads="):
+            n = a.split("=", 1)[1] if "=" in a else argv[i + 1]
+            for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+                os.environ[var] = n
+
+
+_set_threads(sys.argv)
+
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from caffepy.net import Net  # noqa: E402
+from caffepy.proto import caffe_pb2  # noqa: E402
+from google.protobuf import text_format  # noqa: E402
+
+
+def _data(n, c, h, w):
+    return ('layer { name: "data" type: "DummyData" top: "data" top: "label" dummy_data_param {'
+            ' data_filler { type: "gaussian" std: 1 } data_filler { type: "constant" value: 1 }'
+            ' shape { dim: %d dim: %d dim: %d dim: %d } shape { dim: %d } } }\n' % (n, c, h, w, n))
+
+
+def _conv(name, bottom, n, k, pad=0, std=None):
+    filler = 'type: "gaussian" std: %g' % std if std else 'type: "xavier"'
+    return ('layer { name: "%s" type: "Convolution" bottom: "%s" top: "%s" convolution_param {'
+            ' num_output: %d kernel_size: %d pad: %d stride: 1 weight_filler { %s }'
+            ' bias_filler { type: "constant" } } }\n' % (name, bottom, name, n, k, pad, filler))
+
+
+def _pool(name, bottom, method, k, s):
+    return ('layer { name: "%s" type: "Pooling" bottom: "%s" top: "%s" pooling_param {'
+            ' pool: %s kernel_size: %d stride: %d } }\n' % (name, bottom, name, method, k, s))
+
+
+def _ip(name, bottom, n, std=None):
+    filler = 'type: "gaussian" std: %g' % std if std else 'type: "xavier"'
+    return ('layer { name: "%s" type: "InnerProduct" bottom: "%s" top: "%s" inner_product_param {'
+            ' num_output: %d weight_filler { %s } bias_filler { type: "constant" } } }\n'
+            % (name, bottom, name, n, filler))
+
+
+def _relu(name, blob):
+    return 'layer { name: "%s" type: "ReLU" bottom: "%s" top: "%s" }\n' % (name, blob, blob)
+
+
+LOSS = ('layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip2" bottom: "label"'
+        ' top: "loss" }\n')
+
+LENET = ('name: "LeNet"\n' + _data(64, 1, 28, 28) + _conv("conv1", "data", 20, 5)
+         + _pool("pool1", "conv1", "MAX", 2, 2) + _conv("conv2", "pool1", 50, 5)
+         + _pool("pool2", "conv2", "MAX", 2, 2) + _ip("ip1", "pool2", 500) + _relu("relu1", "ip1")
+         + _ip("ip2", "ip1", 10) + LOSS)
+
+CIFAR10_QUICK = ('name: "CIFAR10_quick"\n' + _data(100, 3, 32, 32)
+                 + _conv("conv1", "data", 32, 5, 2, 0.0001) + _pool("pool1", "conv1", "MAX", 3, 2)
+                 + _relu("relu1", "pool1") + _conv("conv2", "pool1", 32, 5, 2, 0.01)
+                 + _relu("relu2", "conv2") + _pool("pool2", "conv2", "AVE", 3, 2)
+                 + _conv("conv3", "pool2", 64, 5, 2, 0.01) + _relu("relu3", "conv3")
+                 + _pool("pool3", "conv3", "AVE", 3, 2) + _ip("ip1", "pool3", 64, 0.1)
+                 + _ip("ip2", "ip1", 10, 0.1) + LOSS)
+
+NETS = {"lenet": LENET, "cifar10_quick": CIFAR10_QUICK}
+
+
+def build_caffepy(text):
+    param = caffe_pb2.NetParameter()
+    text_format.Parse(text, param)
+    return Net(param, caffe_pb2.TRAIN)
+
+
+def time_caffepy(net, iters, warmup=3):
+    for _ in range(warmup):
+        net.clear_param_diffs()
+        net.forward_backward()
+    start = time.perf_counter()
+    for _ in range(iters):
+        net.clear_param_diffs()
+        net.forward_backward()
+    return (time.perf_counter() - start) / iters
+
+
+def profile_caffepy(net, iters):
+    n = len(net.layers)
+    fwd, bwd = np.zeros(n), np.zeros(n)
+    for _ in range(iters):
+        for i in range(n):
+            t = time.perf_counter()
+            net.layers[i].forward(net.bottom_vecs[i], net.top_vecs[i])
+            fwd[i] += time.perf_counter() - t
+        for i in range(n - 1, -1, -1):
+            if net.layer_need_backward[i]:
+                t = time.perf_counter()
+                net.layers[i].backward(net.top_vecs[i], net.bottom_need_backward[i],
+                                       net.bottom_vecs[i])
+                bwd[i] += time.perf_counter() - t
+    for i in range(n):
+        print("    %-10s %-16s forward %7.2f ms  backward %7.2f ms"
+              % (net._layer_names[i], net.layers[i].type, 1e3 * fwd[i] / iters,
+                 1e3 * bwd[i] / iters))
+
+
+def build_torch(name):
+    import torch.nn as nn
+    if name == "lenet":
+        model = nn.Sequential(
+            nn.Conv2d(1, 20, 5), nn.MaxPool2d(2, 2, ceil_mode=True), nn.Conv2d(20, 50, 5),
+            nn.MaxPool2d(2, 2, ceil_mode=True), nn.Flatten(), nn.Linear(800, 500), nn.ReLU(True),
+            nn.Linear(500, 10))
+        return model, (64, 1, 28, 28)
+    model = nn.Sequential(
+        nn.Conv2d(3, 32, 5, padding=2), nn.MaxPool2d(3, 2, ceil_mode=True), nn.ReLU(True),
+        nn.Conv2d(32, 32, 5, padding=2), nn.ReLU(True), nn.AvgPool2d(3, 2, ceil_mode=True),
+        nn.Conv2d(32, 64, 5, padding=2), nn.ReLU(True), nn.AvgPool2d(3, 2, ceil_mode=True),
+        nn.Flatten(), nn.Linear(1024, 64), nn.Linear(64, 10))
+    return model, (100, 3, 32, 32)
+
+
+def time_torch(name, iters, warmup=3):
+    import torch
+    model, shape = build_torch(name)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    label = torch.ones(shape[0], dtype=torch.long)
+
+    def step():
+        model.zero_grad()
+        loss_fn(model(torch.randn(shape)), label).backward()
+    for _ in range(warmup):
+        step()
+    start = time.perf_counter()
+    for _ in range(iters):
+        step()
+    return (time.perf_counter() - start) / iters
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--nets", default="lenet,cifar10_quick")
+    ap.add_argument("--profile", action="store_true", help="per-layer caffepy times")
+    ap.add_argument("--threads", type=int, default=0, help="BLAS / torch threads (0: default)")
+    args = ap.parse_args(argv)
+    try:
+        import torch
+        if args.threads:
+            torch.set_num_threads(args.threads)
+        torch_info = "torch %s, %d threads" % (torch.__version__, torch.get_num_threads())
+    except ImportError:
+        torch = None
+        torch_info = "torch not installed: skipped"
+    print("numpy %s; %s; %d CPUs" % (np.__version__, torch_info, os.cpu_count()))
+    print("%-14s %14s %14s %8s" % ("net", "caffepy ms", "torch ms", "ratio"))
+    for name in args.nets.split(","):
+        net = build_caffepy(NETS[name])
+        ours = time_caffepy(net, args.iters)
+        theirs = time_torch(name, args.iters) if torch is not None else float("nan")
+        print("%-14s %14.1f %14.1f %8.2f" % (name, 1e3 * ours, 1e3 * theirs, ours / theirs))
+        if args.profile:
+            profile_caffepy(net, max(1, args.iters // 2))
+
+
+if __name__ == "__main__":
+    main()

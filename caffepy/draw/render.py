@@ -159,6 +159,10 @@ def to_dot(doc, rankdir="LR", display_lrm=False, group_by=None, label_edges=True
                 attrs["label"] = shape_str(lk["shape"])
             if lk["blob"] in src.get("bottoms", ()):
                 attrs["constraint"] = "false"   # in place: point back at the blob read
+            else:
+                attrs["weight"] = "4"           # keep the main data path straight
+        elif not kinds.get(lk["target"], {}).get("in_place"):
+            attrs["weight"] = "4"
         out.append("  %s -> %s%s;" % (ids[lk["source"]], ids[lk["target"]],
                                       " [%s]" % _attrs(attrs) if attrs else ""))
     for a, b in _in_place_order(doc):

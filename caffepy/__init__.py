@@ -14,6 +14,9 @@ from .layers.base import layer_type_list  # noqa: F401,E402
 from .layers.python_layer import Layer  # noqa: F401,E402  (base class of Python layers)
 from .net import Net  # noqa: F401,E402
 from .blob import Blob  # noqa: F401,E402
+# ``caffepy.layers`` is pycaffe's DSL object (``L.Convolution(...)``); it still resolves the layer
+# package's modules (``caffepy.layers.base`` ...), so both uses of the name keep working.
+from .netspec import NetSpec, layers, params, to_proto  # noqa: F401,E402
 
 # name -> (module, attribute or None for the module itself); resolved on first use.
 _LAZY = {
@@ -24,13 +27,26 @@ _LAZY = {
     "RMSPropSolver": ("caffepy.solvers", "RMSPropSolver"),
     "AdaDeltaSolver": ("caffepy.solvers", "AdaDeltaSolver"),
     "AdamSolver": ("caffepy.solvers", "AdamSolver"),
-    "NetSpec": ("caffepy.netspec", "NetSpec"),
-    "to_proto": ("caffepy.netspec", "to_proto"),
-    "layers": ("caffepy.netspec", "layers"),
-    "params": ("caffepy.netspec", "params"),
     "io": ("caffepy.io", None),
     "draw": ("caffepy.draw", None),
     "proto": ("caffepy.proto", None),
+    "Classifier": ("caffepy.classifier", "Classifier"),
+    "Detector": ("caffepy.detector", "Detector"),
+    "coord_map": ("caffepy.coord_map", None),
+    "classifier": ("caffepy.classifier", None),
+    "detector": ("caffepy.detector", None),
+    "net_spec": ("caffepy.netspec", None),
+    "pycaffe": ("caffepy.pycaffe", None),
+    "Timer": ("caffepy.pycaffe", "Timer"),
+    "init_log": ("caffepy.pycaffe", "init_log"),
+    "log": ("caffepy.pycaffe", "log"),
+    "get_solver_from_file": ("caffepy.solvers", "get_solver"),
+    "solver_count": ("caffepy.pycaffe", "solver_count"),
+    "set_solver_count": ("caffepy.pycaffe", "set_solver_count"),
+    "solver_rank": ("caffepy.pycaffe", "solver_rank"),
+    "set_solver_rank": ("caffepy.pycaffe", "set_solver_rank"),
+    "set_multiprocess": ("caffepy.pycaffe", "set_multiprocess"),
+    "has_nccl": ("caffepy.pycaffe", "has_nccl"),
 }
 
 

@@ -1,0 +1,34 @@
+"""``caffepy summary NET.prototxt [--input NAME=N,C,H,W ...] [--phase TRAIN|TEST]``.
+
+Prints one line per layer (type, top shapes, parameter count, forward FLOPs, memory) and the
+totals; data layers are replaced by Input layers of their declared shape (see caffepy.summary).
+"""
+NAME = "summary"
+HELP = "per-layer shapes, parameter counts, FLOPs and memory of a net"
+
+
+def _input(text):
+    name, sep, dims = text.partition("=")
+    try:
+        shape = tuple(int(d) for d in dims.split(","))
+    except ValueError:
+        shape = ()
+    if not sep or not name or not shape or any(d <= 0 for d in shape):
+        raise ValueError("--input expects NAME=N,C,H,W with positive integers, got '%s'" % text)
+    return name, shape
+
+
+def add_arguments(parser):
+    parser.add_argument("net", help="net .prototxt")
+    parser.add_argument("--input", action="append", default=[], metavar="NAME=N,C,H,W",
+                        help="shape of an input blob (repeatable)")
+    parser.add_argument("--phase", default="TEST", choices=("TRAIN", "TEST"), type=str.upper)
+
+
+def run(args):
+    from ..proto import caffe_pb2
+    from ..summary import format_summary, summarize
+    inputs = dict(_input(t) for t in args.input)
+    rows, total = summarize(args.net, inputs=inputs, phase=getattr(caffe_pb2, args.phase))
+    print(format_summary(rows, total))
+    return 0

@@ -23,10 +23,13 @@ from .blob import Blob
 from .errors import NetError, ShapeError
 from .layers.base import create_layer
 from .proto import caffe_pb2, io as proto_io
+from .pycaffe import PycaffeNet
 from .weights import copy_trained_layers, net_to_proto
 
 
-class Net(object):
+class Net(PycaffeNet):
+    """A built net; pycaffe's batching and MemoryData helpers come from PycaffeNet."""
+
     def __init__(self, source, *args, phase=None, weights=None, level=0, stages=(),
                  dtype=np.float32, **kwargs):
         if "stages" in kwargs:

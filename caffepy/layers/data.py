@@ -22,7 +22,8 @@ from .base import Layer, register_layer
 
 
 class BasePrefetchingDataLayer(Layer):
-    """Owns the Prefetcher; subclasses build a loader with ``shapes()`` and ``load_batch(buf)``."""
+    """Owns the Prefetcher; subclasses build a loader with ``data_shape()`` and ``load_batch(buf)``
+    (and optionally ``close()``, called once the thread has stopped)."""
     exact_num_bottom_blobs = 0
     min_top_blobs = 1
     max_top_blobs = 2

@@ -10,7 +10,8 @@ severity letter (I/W/E/F), ``MMDD``, ``HH:MM:SS.uuuuuu``, the thread id right-al
 ``extra={"tag": ...}``; every other record gets the Python ``file.py:line`` it came from. Numbers are
 printed as C++ ostreams print them (6 significant digits): :func:`fmt`.
 
-The ``caffepy`` logger has no handler until :func:`setup` is called (the CLI does it; library users
+``caffepy.log("text")`` (pycaffe's ``caffe.log``) logs one INFO line. The ``caffepy`` logger has no
+handler until :func:`setup` is called (the CLI does it; library users
 may), so importing caffepy prints nothing. ``GLOG_minloglevel`` (0 INFO, 1 WARNING, 2 ERROR) is
 honoured as in Caffe. A progress line (:class:`Progress`) is drawn only when the stream is a TTY
 and is erased before each log line, so it never reaches a log file or a pipe.
@@ -26,6 +27,7 @@ import os
 import re
 import sys
 import threading
+import types
 
 LOGGER_NAME = "caffepy"
 _LETTER = {logging.DEBUG: "I", logging.INFO: "I", logging.WARNING: "W", logging.ERROR: "E",
@@ -129,6 +131,16 @@ def warning(tag, msg):
 
 def error(tag, msg):
     logger.error(msg, extra={"tag": tag})
+
+
+class _CallableModule(types.ModuleType):
+    """Lets ``caffepy.log`` be this module and pycaffe's ``caffe.log(message)`` function at once."""
+
+    def __call__(self, message):
+        info("pycaffe", str(message))
+
+
+sys.modules[__name__].__class__ = _CallableModule
 
 
 def _handler_streams():

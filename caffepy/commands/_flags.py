@@ -1,5 +1,5 @@
 """Flags shared by train / test / time (Caffe's gflags of tools/caffe.cpp, same names and defaults)."""
-from .. import log
+from ..log import setup as setup_log
 
 
 def add_gpu(parser):
@@ -32,4 +32,4 @@ def iterations(args):
 
 
 def setup_logging(args):
-    log.setup(logfile=getattr(args, "log", None))
+    setup_log(logfile=getattr(args, "log", None))

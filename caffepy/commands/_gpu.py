@@ -6,7 +6,8 @@ the commands need neither pycuda nor a compiled extension; the CPU path never lo
 import ctypes
 import ctypes.util
 
-from .. import common, log
+from .. import common
+from ..log import info
 from ..errors import CaffeError
 
 # CUdevice_attribute values (cuda.h)
@@ -96,11 +97,11 @@ def device_name(device):
 def use_devices(gpus, tag="caffe.cpp:204"):
     """Set the compute mode: CPU for no ids, else GPU on the first id (logged as Caffe does)."""
     if not gpus:
-        log.info("caffe.cpp:220", "Use CPU.")
+        info("caffe.cpp:220", "Use CPU.")
         common.set_mode_cpu()
         return
-    log.info(tag, "Using GPUs %s" % ", ".join(str(g) for g in gpus))
+    info(tag, "Using GPUs %s" % ", ".join(str(g) for g in gpus))
     for g in gpus:
-        log.info("caffe.cpp:209", "GPU %d: %s" % (g, device_name(g)))
+        info("caffe.cpp:209", "GPU %d: %s" % (g, device_name(g)))
     common.set_device(gpus[0])
     common.set_mode_gpu()

@@ -1,6 +1,6 @@
 """``caffepy device_query [--gpu ids|all]``: show diagnostic information for GPU devices, as Caffe's
 ``Caffe::DeviceQuery`` (all devices when ``--gpu`` is not given)."""
-from .. import log
+from ..log import info, setup as setup_log
 from . import _flags, _gpu
 
 NAME = "device_query"
@@ -12,8 +12,8 @@ def add_arguments(parser):
 
 
 def run(args):
-    log.setup()
-    log.info("caffe.cpp:145", "Querying GPUs %s" % args.gpu)
+    setup_log()
+    info("caffe.cpp:145", "Querying GPUs %s" % args.gpu)
     gpus = _gpu.parse_gpus(args.gpu or "all")
     for g in gpus:
         p = _gpu.properties(g)
@@ -36,5 +36,5 @@ def run(args):
             ("Kernel execution timeout", "Yes" if p["kernel_exec_timeout"] else "No"),
         ]
         for key, value in rows:
-            log.info("common.cpp:173", "%-30s %s" % (key + ":", value))
+            info("common.cpp:173", "%-30s %s" % (key + ":", value))
     return 0

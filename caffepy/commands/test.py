@@ -6,9 +6,8 @@ the mean loss and the mean of every output.
 """
 import numpy as np
 
-from .. import log
+from ..log import fmt, info
 from ..errors import CaffeError
-from ..log import fmt
 from . import _flags, _gpu
 
 NAME = "test"
@@ -29,14 +28,14 @@ def single_device(args):
     from .. import common
     gpus = _gpu.parse_gpus(args.gpu)
     while len(gpus) > 1:
-        log.info("caffe.cpp:269", "Not using GPU #%d for single-GPU function" % gpus.pop())
+        info("caffe.cpp:269", "Not using GPU #%d for single-GPU function" % gpus.pop())
     if gpus:
-        log.info("caffe.cpp:275", "Use GPU with device ID %d" % gpus[0])
-        log.info("caffe.cpp:278", "GPU device name: %s" % _gpu.device_name(gpus[0]))
+        info("caffe.cpp:275", "Use GPU with device ID %d" % gpus[0])
+        info("caffe.cpp:278", "GPU device name: %s" % _gpu.device_name(gpus[0]))
         common.set_device(gpus[0])
         common.set_mode_gpu()
     else:
-        log.info("caffe.cpp:282", "Use CPU.")
+        info("caffe.cpp:282", "Use CPU.")
         common.set_mode_cpu()
     return gpus
 
@@ -54,21 +53,21 @@ def run(args):
     for w in args.weights.split(","):
         net.copy_from(w)
     n = _flags.iterations(args)
-    log.info("caffe.cpp:290", "Running for %d iterations." % n)
+    info("caffe.cpp:290", "Running for %d iterations." % n)
     sums, loss = None, 0.0
     for i in range(n):
         loss += net.forward_prefilled()
         values = [(name, net.blobs[name].data.astype(np.float64).ravel()) for name in net.outputs]
         for name, vec in values:
             for v in vec:
-                log.info("caffe.cpp:313", "Batch %d, %s = %s" % (i, name, fmt(v)))
+                info("caffe.cpp:313", "Batch %d, %s = %s" % (i, name, fmt(v)))
         sums = values if sums is None else [(name, s + v) for (name, s), (_, v) in zip(sums, values)]
     loss /= max(n, 1)
-    log.info("caffe.cpp:318", "Loss: %s" % fmt(loss))
+    info("caffe.cpp:318", "Loss: %s" % fmt(loss))
     weights = net.blob_loss_weights
     for name, total in sums or []:
         w = weights.get(name, 0.0)
         for v in total / n:
             extra = " (* %s = %s loss)" % (fmt(w), fmt(w * v)) if w else ""
-            log.info("caffe.cpp:330", "%s = %s%s" % (name, fmt(v), extra))
+            info("caffe.cpp:330", "%s = %s%s" % (name, fmt(v), extra))
     return 0

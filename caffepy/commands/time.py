@@ -8,9 +8,9 @@ keep zeros), as in Caffe.
 """
 import time as _time
 
-from .. import common, log
+from .. import common
+from ..log import fmt, info
 from ..errors import CaffeError
-from ..log import fmt
 from . import _flags
 from .test import single_device
 
@@ -59,15 +59,15 @@ def run(args):
     n = _flags.iterations(args)
     if n < 1:
         raise CaffeError("--iterations must be >= 1 (got %d)" % n)
-    log.info("caffe.cpp:365", "Performing Forward")
-    log.info("caffe.cpp:367", "Initial loss: %s" % fmt(net.forward_prefilled()))
-    log.info("caffe.cpp:368", "Performing Backward")
+    info("caffe.cpp:365", "Performing Forward")
+    info("caffe.cpp:367", "Initial loss: %s" % fmt(net.forward_prefilled()))
+    info("caffe.cpp:368", "Performing Backward")
     net.backward_from_to()
     layers, names = net.layers, net._layer_names
     fwd, bwd = [0.0] * len(layers), [0.0] * len(layers)
     forward_total = backward_total = 0.0
-    log.info("caffe.cpp:378", "*** Benchmark begins ***")
-    log.info("caffe.cpp:379", "Testing for %d iterations." % n)
+    info("caffe.cpp:378", "*** Benchmark begins ***")
+    info("caffe.cpp:379", "Testing for %d iterations." % n)
     t_total = _now()
     for j in range(n):
         t_iter = _now()
@@ -85,16 +85,16 @@ def run(args):
             bwd[i] += _now() - t
         end = _now()
         backward_total += end - t_back
-        log.info("caffe.cpp:401", "Iteration: %d forward-backward time: %s ms."
+        info("caffe.cpp:401", "Iteration: %d forward-backward time: %s ms."
                  % (j + 1, fmt((end - t_iter) * 1e3)))
     total = _now() - t_total
-    log.info("caffe.cpp:406", "Average time per layer: ")
+    info("caffe.cpp:406", "Average time per layer: ")
     for i, name in enumerate(names):
-        log.info("caffe.cpp:409", "%10s\tforward: %s ms." % (name, fmt(fwd[i] * 1e3 / n)))
-        log.info("caffe.cpp:412", "%10s\tbackward: %s ms." % (name, fmt(bwd[i] * 1e3 / n)))
-    log.info("caffe.cpp:417", "Average Forward pass: %s ms." % fmt(forward_total * 1e3 / n))
-    log.info("caffe.cpp:419", "Average Backward pass: %s ms." % fmt(backward_total * 1e3 / n))
-    log.info("caffe.cpp:421", "Average Forward-Backward: %s ms." % fmt(total * 1e3 / n))
-    log.info("caffe.cpp:423", "Total Time: %s ms." % fmt(total * 1e3))
-    log.info("caffe.cpp:424", "*** Benchmark ends ***")
+        info("caffe.cpp:409", "%10s\tforward: %s ms." % (name, fmt(fwd[i] * 1e3 / n)))
+        info("caffe.cpp:412", "%10s\tbackward: %s ms." % (name, fmt(bwd[i] * 1e3 / n)))
+    info("caffe.cpp:417", "Average Forward pass: %s ms." % fmt(forward_total * 1e3 / n))
+    info("caffe.cpp:419", "Average Backward pass: %s ms." % fmt(backward_total * 1e3 / n))
+    info("caffe.cpp:421", "Average Forward-Backward: %s ms." % fmt(total * 1e3 / n))
+    info("caffe.cpp:423", "Total Time: %s ms." % fmt(total * 1e3))
+    info("caffe.cpp:424", "*** Benchmark ends ***")
     return 0

@@ -7,7 +7,7 @@ machine without CUDA trains on the CPU with a warning). ``--level`` / ``--stage`
 net's NetState. SIGINT and SIGHUP stop or snapshot (``--sigint_effect`` / ``--sighup_effect``:
 stop, snapshot or none; defaults stop / snapshot).
 """
-from .. import log
+from ..log import info, warning
 from ..errors import CaffeError
 from ..proto import caffe_pb2
 from . import _flags, _gpu
@@ -35,7 +35,7 @@ def add_arguments(parser):
 def copy_layers(solver, model_list):
     """Caffe's CopyLayers: every listed model into the train net and each test net."""
     for name in model_list.split(","):
-        log.info("caffe.cpp:170", "Finetuning from %s" % name)
+        info("caffe.cpp:170", "Finetuning from %s" % name)
         solver.net.copy_from(name)
         for net in solver.test_nets:
             net.copy_from(name)
@@ -46,7 +46,7 @@ def _devices(args, param):
     if not flag and param.solver_mode == caffe_pb2.SolverParameter.GPU:
         flag = str(param.device_id if param.HasField("device_id") else 0)
         if _gpu.device_count() == 0:
-            log.warning("caffe.cpp:196", "solver_mode is GPU but no CUDA device is available; "
+            warning("caffe.cpp:196", "solver_mode is GPU but no CUDA device is available; "
                         "training on the CPU")
             return []
     return _gpu.parse_gpus(flag)
@@ -63,7 +63,7 @@ def run(args):
     check_effect("sigint_effect", args.sigint_effect)
     check_effect("sighup_effect", args.sighup_effect)
     if args.iterations is not None:
-        log.warning("caffe.cpp:185", "--iterations is ignored by train (as in Caffe); the solver's "
+        warning("caffe.cpp:185", "--iterations is ignored by train (as in Caffe); the solver's "
                     "max_iter decides")
     param = load_solver_param(args.solver)
     param.train_state.level = args.level
@@ -76,16 +76,16 @@ def run(args):
         solver = solver_class(param.type)(param)
         solver.set_action_function(handler.action)
         if args.snapshot:
-            log.info("caffe.cpp:248", "Resuming from %s" % args.snapshot)
+            info("caffe.cpp:248", "Resuming from %s" % args.snapshot)
             solver.restore(args.snapshot)
         elif args.weights:
             copy_layers(solver, args.weights)
         if len(gpus) > 1:
             _multi_gpu(solver, gpus)
         else:
-            log.info("caffe.cpp:239", "Starting Optimization")
+            info("caffe.cpp:239", "Starting Optimization")
             solver.solve()
-    log.info("caffe.cpp:250", "Optimization Done.")
+    info("caffe.cpp:250", "Optimization Done.")
     return 0
 
 

@@ -17,8 +17,7 @@ training on a NaN or infinite loss.
 """
 import numpy as np
 
-from .. import log
-from ..log import fmt
+from ..log import fmt, info
 
 
 def _mean_abs(arr):
@@ -38,10 +37,10 @@ def _param_name(net, layer_index, k):
 def forward_debug(net, i):
     name = net._layer_names[i]
     for blob_name, blob in zip(net.top_names[name], net.top_vecs[i]):
-        log.info("net.cpp:591", "    [Forward] Layer %s, top blob %s data: %s"
+        info("net.cpp:591", "    [Forward] Layer %s, top blob %s data: %s"
                  % (name, blob_name, fmt(_mean_abs(blob.data))))
     for k, blob in enumerate(net.layers[i].blobs):
-        log.info("net.cpp:603", "    [Forward] Layer %s, param blob %s data: %s"
+        info("net.cpp:603", "    [Forward] Layer %s, param blob %s data: %s"
                  % (name, _param_name(net, i, k), fmt(_mean_abs(blob.data))))
 
 
@@ -50,12 +49,12 @@ def backward_debug(net, i):
     need = net.bottom_need_backward[i]
     for j, (blob_name, blob) in enumerate(zip(net.bottom_names[name], net.bottom_vecs[i])):
         if need[j]:
-            log.info("net.cpp:619", "    [Backward] Layer %s, bottom blob %s diff: %s"
+            info("net.cpp:619", "    [Backward] Layer %s, bottom blob %s diff: %s"
                      % (name, blob_name, fmt(_mean_abs(blob.diff))))
     layer = net.layers[i]
     for k, blob in enumerate(layer.blobs):
         if k < len(layer.param_propagate_down) and layer.param_propagate_down[k]:
-            log.info("net.cpp:630", "    [Backward] Layer %s, param blob %d diff: %s"
+            info("net.cpp:630", "    [Backward] Layer %s, param blob %d diff: %s"
                      % (name, k, fmt(_mean_abs(blob.diff))))
 
 
@@ -65,7 +64,7 @@ def update_debug(net):
         li, k = where[pid] if where else (None, pid)
         layer = net._layer_names[li] if li is not None else "?"
         display = _param_name(net, li, k) if li is not None else str(k)
-        log.info("net.cpp:641", "    [Update] Layer %s, param %s data: %s; diff: %s"
+        info("net.cpp:641", "    [Update] Layer %s, param %s data: %s; diff: %s"
                  % (layer, display, fmt(_mean_abs(blob.data)), fmt(_mean_abs(blob.diff))))
 
 

@@ -21,7 +21,7 @@ in the middle of training. ``rate_fn(param, it, state)`` returns the rate; ``sta
 """
 import math
 
-from .. import log
+from ..log import info
 from ..errors import SolverError
 
 
@@ -59,7 +59,7 @@ def _inv(p, it, state):
 def _multistep(p, it, state):
     if state.current_step < len(p.stepvalue) and it >= p.stepvalue[state.current_step]:
         state.current_step += 1
-        log.info("sgd_solver.cpp:61", "MultiStep Status: Iteration %d, step = %d"
+        info("sgd_solver.cpp:61", "MultiStep Status: Iteration %d, step = %d"
                  % (it, state.current_step))
     return p.base_lr * math.pow(p.gamma, state.current_step)
 

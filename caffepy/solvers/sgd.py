@@ -23,8 +23,7 @@ momentum (0), weight_decay (0), regularization_type ("L2"), clip_gradients (-1: 
 """
 import numpy as np
 
-from .. import log
-from ..log import fmt
+from ..log import fmt, info
 from . import lr_policies
 from .solver import Solver
 
@@ -50,7 +49,7 @@ class SGDSolver(Solver):
         rate = self.get_learning_rate()
         self.lr = rate
         if self.param.display and self.iter % self.param.display == 0:
-            log.info("sgd_solver.cpp:112", "Iteration %d, lr = %s" % (self.iter, fmt(rate)))
+            info("sgd_solver.cpp:112", "Iteration %d, lr = %s" % (self.iter, fmt(rate)))
         self.clip_gradients()
         for pid in range(len(self.net.learnable_params)):
             self.normalize(pid)
@@ -67,7 +66,7 @@ class SGDSolver(Solver):
         l2norm = np.sqrt(sumsq)
         if l2norm > clip:
             scale = clip / l2norm
-            log.info("sgd_solver.cpp:93", "Gradient clipping: scaling down gradients (L2 norm %s > %s) "
+            info("sgd_solver.cpp:93", "Gradient clipping: scaling down gradients (L2 norm %s > %s) "
                      "by scale factor %s" % (fmt(l2norm), fmt(clip), fmt(scale)))
             for p in params:
                 p.diff[...] *= p.dtype.type(scale)

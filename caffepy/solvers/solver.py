@@ -27,9 +27,9 @@ import time
 
 import numpy as np
 
-from .. import common, log
+from .. import common
+from ..log import Progress, fmt, info
 from ..errors import SolverError
-from ..log import fmt
 from ..net import Net
 from ..proto import caffe_pb2, io as proto_io
 from . import debug, state as state_io
@@ -45,7 +45,7 @@ class Solver(object):
         self.param = load_solver_param(param)
         self.dtype = np.dtype(dtype)
         self.check_param()
-        log.info("solver.cpp:45", "Initializing solver from parameters: \n"
+        info("solver.cpp:45", "Initializing solver from parameters: \n"
                  + proto_io.to_text(self.param))
         self._check_snapshot_write_permissions()
         if self.param.random_seed >= 0:
@@ -55,7 +55,7 @@ class Solver(object):
         self.requested_early_exit = False
         self.net = self._init_train_net()
         self.test_nets = self._init_test_nets()
-        log.info("solver.cpp:57", "Solver scaffolding done.")
+        info("solver.cpp:57", "Solver scaffolding done.")
         self.iter = 0
         self.current_step = 0
         self.smoothed_loss = 0.0
@@ -102,11 +102,11 @@ class Solver(object):
                               "specifying a train net: %s (got %s)" % (", ".join(fields), ", ".join(given)))
         f = given[0]
         if f in ("net_param", "train_net_param"):
-            log.info("solver.cpp:87", "Creating training net specified in %s." % f)
+            info("solver.cpp:87", "Creating training net specified in %s." % f)
             net_param = caffe_pb2.NetParameter()
             net_param.CopyFrom(getattr(p, f))
         else:
-            log.info("solver.cpp:102", "Creating training net from %s file: %s" % (f, getattr(p, f)))
+            info("solver.cpp:102", "Creating training net from %s file: %s" % (f, getattr(p, f)))
             net_param = self._read_net(getattr(p, f))
         state = self._merged_state(caffe_pb2.TRAIN, net_param, p.train_state)
         return self._build_net(net_param, state)
@@ -143,7 +143,7 @@ class Solver(object):
                 net_param.CopyFrom(src)
             state = self._merged_state(caffe_pb2.TEST, net_param,
                                        p.test_state[i] if len(p.test_state) else None)
-            log.info("solver.cpp:190", "Creating test net (#%d) specified by %s" % (i, what))
+            info("solver.cpp:190", "Creating test net (#%d) specified by %s" % (i, what))
             nets.append(self._build_net(net_param, state))
         return nets
 
@@ -184,7 +184,7 @@ class Solver(object):
         self._losses = []
         self.smoothed_loss = 0.0
         timer, iterations_last = time.time(), self.iter
-        progress = log.Progress(stop_iter - start_iter, "train")
+        progress = Progress(stop_iter - start_iter, "train")
         try:
             while self.iter < stop_iter:
                 self.net.clear_param_diffs()
@@ -207,7 +207,7 @@ class Solver(object):
                 if display:
                     lapse = time.time() - timer
                     per_s = (self.iter - iterations_last) / (lapse if lapse else 1.0)
-                    log.info("solver.cpp:239", "Iteration %d (%s iter/s, %ss/%d iters), loss = %s"
+                    info("solver.cpp:239", "Iteration %d (%s iter/s, %ss/%d iters), loss = %s"
                              % (self.iter, fmt(per_s), fmt(lapse), p.display, fmt(self.smoothed_loss)))
                     timer, iterations_last = time.time(), self.iter
                     self._log_outputs(self.net, "Train", "solver.cpp:258")
@@ -255,15 +255,15 @@ class Solver(object):
             values = net.blobs[name].data.ravel() if scores is None else scores[name]
             for v in values:
                 extra = " (* %s = %s loss)" % (fmt(weight), fmt(weight * v)) if weight else ""
-                log.info(tag, "    %s net output #%d: %s = %s%s" % (kind, k, name, fmt(v), extra))
+                info(tag, "    %s net output #%d: %s = %s%s" % (kind, k, name, fmt(v), extra))
                 k += 1
 
     def solve(self, resume_file=None):
-        log.info("solver.cpp:289", "Solving %s" % self.net.name)
-        log.info("solver.cpp:290", "Learning Rate Policy: %s" % self.param.lr_policy)
+        info("solver.cpp:289", "Solving %s" % self.net.name)
+        info("solver.cpp:290", "Learning Rate Policy: %s" % self.param.lr_policy)
         self.requested_early_exit = False
         if resume_file:
-            log.info("solver.cpp:297", "Restoring previous solver status from %s" % resume_file)
+            info("solver.cpp:297", "Restoring previous solver status from %s" % resume_file)
             self.restore(resume_file)
         start_iter = self.iter
         p = self.param
@@ -271,15 +271,15 @@ class Solver(object):
         if p.snapshot_after_train and (not p.snapshot or self.iter % p.snapshot != 0):
             self.snapshot()
         if self.requested_early_exit:
-            log.info("solver.cpp:318", "Optimization stopped early.")
+            info("solver.cpp:318", "Optimization stopped early.")
             return
         if p.display and self.iter % p.display == 0:
             loss = self.net.forward_prefilled()
             self._update_smoothed_loss(loss, start_iter, p.average_loss)
-            log.info("solver.cpp:327", "Iteration %d, loss = %s" % (self.iter, fmt(self.smoothed_loss)))
+            info("solver.cpp:327", "Iteration %d, loss = %s" % (self.iter, fmt(self.smoothed_loss)))
         if p.test_interval and self.iter % p.test_interval == 0:
             self.test_all()
-        log.info("solver.cpp:332", "Optimization Done.")
+        info("solver.cpp:332", "Optimization Done.")
 
     # -- testing -------------------------------------------------------------------------------
     def test_all(self):
@@ -290,7 +290,7 @@ class Solver(object):
 
     def test(self, test_net_id=0):
         """Run test net ``test_net_id`` for its test_iter batches; log and return the mean outputs."""
-        log.info("solver.cpp:347", "Iteration %d, Testing net (#%d)" % (self.iter, test_net_id))
+        info("solver.cpp:347", "Iteration %d, Testing net (#%d)" % (self.iter, test_net_id))
         net = self.test_nets[test_net_id]
         net.share_trained_layers_with(self.net)
         n = self.param.test_iter[test_net_id]
@@ -311,10 +311,10 @@ class Solver(object):
             values = {name: net.blobs[name].data.astype(np.float64).ravel() for name in net.outputs}
             sums = values if sums is None else {k: sums[k] + v for k, v in values.items()}
         if self.requested_early_exit:
-            log.info("solver.cpp:373", "Test interrupted.")
+            info("solver.cpp:373", "Test interrupted.")
             return None
         if self.param.test_compute_loss:
-            log.info("solver.cpp:377", "Test loss: %s" % fmt(loss / n))
+            info("solver.cpp:377", "Test loss: %s" % fmt(loss / n))
         means = {k: v / n for k, v in (sums or {}).items()}
         self.test_scores[test_net_id] = [x for name in net.outputs for x in means.get(name, [])]
         self._log_outputs(net, "Test", "solver.cpp:414", means)
@@ -329,16 +329,16 @@ class Solver(object):
         hdf5 = self.param.snapshot_format == caffe_pb2.SolverParameter.HDF5
         if hdf5:
             model = self.snapshot_filename(".caffemodel.h5")
-            log.info("solver.cpp:473", "Snapshotting to HDF5 file %s" % model)
+            info("solver.cpp:473", "Snapshotting to HDF5 file %s" % model)
             self.net.save_hdf5(model, self.param.snapshot_diff)
             path = self.snapshot_filename(".solverstate.h5")
-            log.info("sgd_solver.cpp:293", "Snapshotting solver state to HDF5 file %s" % path)
+            info("sgd_solver.cpp:293", "Snapshotting solver state to HDF5 file %s" % path)
         else:
             model = self.snapshot_filename(".caffemodel")
-            log.info("solver.cpp:464", "Snapshotting to binary proto file %s" % model)
+            info("solver.cpp:464", "Snapshotting to binary proto file %s" % model)
             proto_io.write_binary(self.net.to_proto(self.param.snapshot_diff), model)
             path = self.snapshot_filename(".solverstate")
-            log.info("sgd_solver.cpp:284",
+            info("sgd_solver.cpp:284",
                      "Snapshotting solver state to binary proto file %s" % path)
         state_io.write_state(path, self.iter, model, self.current_step, self.state_history(), hdf5)
         return path

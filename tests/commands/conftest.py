@@ -6,6 +6,6 @@ import pytest
 def _restore_log_and_mode():
     yield
     import caffepy
-    from caffepy import log
-    log.teardown()
+    from caffepy.log import teardown as teardown_log
+    teardown_log()
     caffepy.set_mode_cpu()

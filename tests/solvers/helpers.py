@@ -4,7 +4,7 @@ import io
 import numpy as np
 
 import caffepy
-from caffepy import log
+from caffepy.log import setup as setup_log, teardown as teardown_log
 from caffepy.solvers import get_solver
 
 N, D, K = 4, 3, 2
@@ -49,10 +49,10 @@ def feed(solver, xs, ys, i):
 def capture_log():
     """Route caffepy's glog lines to a StringIO; returns it."""
     stream = io.StringIO()
-    log.setup(stream=stream, minloglevel=0)
+    setup_log(stream=stream, minloglevel=0)
     return stream
 
 
 def reset_log():
-    log.teardown()
+    teardown_log()
     caffepy.set_mode_cpu()

@@ -39,7 +39,6 @@ _LAZY = {
     "pycaffe": ("caffepy.pycaffe", None),
     "Timer": ("caffepy.pycaffe", "Timer"),
     "init_log": ("caffepy.pycaffe", "init_log"),
-    "log": ("caffepy.pycaffe", "log"),
     "get_solver_from_file": ("caffepy.solvers", "get_solver"),
     "solver_count": ("caffepy.pycaffe", "solver_count"),
     "set_solver_count": ("caffepy.pycaffe", "set_solver_count"),

@@ -18,6 +18,7 @@ Module functions (exported from ``caffepy``): :class:`Timer`, :func:`init_log`, 
 :func:`solver_count` / :func:`set_solver_count`, :func:`solver_rank` / :func:`set_solver_rank`,
 :func:`set_multiprocess`, :func:`has_nccl` (always False: multi-GPU runs use ``caffepy.dist``).
 """
+import importlib
 import itertools
 import time
 
@@ -181,14 +182,14 @@ class Timer(object):
 def init_log(level=None, std_err=True):
     """Send caffepy's glog-format log to stderr; ``level`` is glog's minloglevel (0 INFO ...)."""
     import sys
-    from . import log as _log
+    _log = importlib.import_module("caffepy.log")
     _log.setup(stream=sys.stderr, minloglevel=level)
 
 
 def log(message):
-    """One INFO line in caffepy's log (pycaffe's ``caffe.log``)."""
-    from . import log as _log
-    _log.info("pycaffe", str(message))
+    """One INFO line in caffepy's log (pycaffe's ``caffe.log``; here ``caffepy.pycaffe.log``, as
+    ``caffepy.log`` is the logging module)."""
+    importlib.import_module("caffepy.log").info("pycaffe", str(message))
 
 
 def solver_count():

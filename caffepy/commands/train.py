@@ -1,7 +1,8 @@
 """``caffepy train --solver S``: train or finetune a model, as ``caffe train``.
 
 ``--weights a.caffemodel[,b.caffemodel]`` finetunes from trained layers (copied by layer name into
-the train and test nets); ``--snapshot X.solverstate`` resumes (not both, as Caffe). The solver's
+the train and test nets; it replaces the solver file's ``weights``); ``--snapshot X.solverstate``
+resumes (not both, as Caffe). The solver's
 ``solver_mode`` / ``device_id`` pick the device unless ``--gpu`` is given (a GPU solver file on a
 machine without CUDA trains on the CPU with a warning). ``--level`` / ``--stage`` set the train
 net's NetState. SIGINT and SIGHUP stop or snapshot (``--sigint_effect`` / ``--sighup_effect``:
@@ -32,15 +33,6 @@ def add_arguments(parser):
     _flags.add_log(parser)
 
 
-def copy_layers(solver, model_list):
-    """Caffe's CopyLayers: every listed model into the train net and each test net."""
-    for name in model_list.split(","):
-        info("caffe.cpp:170", "Finetuning from %s" % name)
-        solver.net.copy_from(name)
-        for net in solver.test_nets:
-            net.copy_from(name)
-
-
 def _devices(args, param):
     flag = args.gpu
     if not flag and param.solver_mode == caffe_pb2.SolverParameter.GPU:
@@ -66,6 +58,10 @@ def run(args):
         warning("caffe.cpp:185", "--iterations is ignored by train (as in Caffe); the solver's "
                     "max_iter decides")
     param = load_solver_param(args.solver)
+    if args.snapshot or args.weights:  # the flags replace the solver file's `weights`
+        del param.weights[:]
+    if args.weights:
+        param.weights.append(args.weights)
     param.train_state.level = args.level
     param.train_state.stage.extend(_flags.stages(args))
     gpus = _devices(args, param)
@@ -78,8 +74,6 @@ def run(args):
         if args.snapshot:
             info("caffe.cpp:248", "Resuming from %s" % args.snapshot)
             solver.restore(args.snapshot)
-        elif args.weights:
-            copy_layers(solver, args.weights)
         if len(gpus) > 1:
             _multi_gpu(solver, gpus)
         else:

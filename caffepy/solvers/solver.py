@@ -19,7 +19,8 @@ the first layer whose output became non-finite.
 
 The net fields (``net`` / ``net_param`` / ``train_net`` / ``train_net_param``, ``test_net`` /
 ``test_net_param``, ``train_state`` / ``test_state``) and their precedence are Caffe's; net paths
-are relative to the current directory. Subclasses implement ``pre_solve`` (history blobs),
+are relative to the current directory; ``weights`` (','-separated models, as ``--weights``) are
+copied into the train and test nets once they are built. Subclasses implement ``pre_solve`` (history blobs),
 ``apply_update``, ``state_history`` / ``restore_history``.
 """
 import os
@@ -55,6 +56,8 @@ class Solver(object):
         self.requested_early_exit = False
         self.net = self._init_train_net()
         self.test_nets = self._init_test_nets()
+        for weights in self.param.weights:
+            self.load_weights(weights)
         info("solver.cpp:57", "Solver scaffolding done.")
         self.iter = 0
         self.current_step = 0
@@ -361,6 +364,14 @@ class Solver(object):
                               % (source, len(history)))
 
     # -- pycaffe conveniences ------------------------------------------------------------------
+    def load_weights(self, model_list):
+        """Copy trained layers from each ','-separated model into the train and test nets."""
+        for name in model_list.split(","):
+            info("caffe.cpp:170", "Finetuning from %s" % name)
+            self.net.copy_from(name)
+            for net in self.test_nets:
+                net.copy_from(name)
+
     def share_weights(self, net):
         net.share_trained_layers_with(self.net)
 

@@ -149,3 +149,43 @@ def test_debug_info(logs):
     assert "[Backward] Layer ip, bottom blob x" not in text  # x needs no gradient
     m = re.search(r"\[Update\] Layer ip, param 0 data: ([\d.e+-]+);", text)
     assert float(m.group(1)) == pytest.approx(np.abs(w.data).mean(), rel=1e-5)
+
+
+def test_weights_field_loads_models_into_train_and_test_nets(tmp_path):
+    s = make_solver('base_lr: 0.1 lr_policy: "fixed"')
+    s.net.params["ip"][0].data[...] = 0.25
+    s.net.save(str(tmp_path / "w.caffemodel"))
+    t = make_solver('base_lr: 0.1 lr_policy: "fixed" test_iter: 1 test_interval: 5 weights: "%s"'
+                    % (tmp_path / "w.caffemodel"))
+    assert np.all(t.net.params["ip"][0].data == 0.25)
+    assert np.all(t.test_nets[0].params["ip"][0].data == 0.25)
+
+
+class _Tty(object):
+    def __init__(self):
+        self.parts = []
+
+    def write(self, text):
+        self.parts.append(text)
+
+    def flush(self):
+        pass
+
+    def isatty(self):
+        return True
+
+
+def test_progress_bar_only_on_a_tty():
+    from caffepy.log import setup as setup_log
+    tty = _Tty()
+    setup_log(stream=tty, minloglevel=0)
+    try:
+        s = make_solver('base_lr: 0.1 lr_policy: "fixed" display: 1')
+        s.step(2)
+    finally:
+        reset_log()
+    out = "".join(tty.parts)
+    assert "\rtrain [" in out and "2/2" in out
+    # every log line starts on a cleared line, after the bar was erased
+    assert "\r\x1b[KI" in out
+    assert out.endswith("\r\x1b[K")

@@ -5,6 +5,14 @@ reader returns messages in the current schema: legacy V0/V1 nets, ``input_dim`` 
 ``solver_type`` enums are upgraded on load by :mod:`caffepy.proto.upgrade`. Every writer is atomic:
 it writes a temporary file in the same directory, fsyncs it and renames it over the target, so a
 crash mid-write never leaves a file that looks complete.
+
+Text or binary is decided from the bytes (:func:`looks_binary`), not the file name: a binary
+message nearly always holds NUL bytes, bytes that are not UTF-8 or many control characters, and a
+text file none of these. When the guess is text and the text does not parse, a binary parse is tried
+before the text error is reported.
+
+Text errors read ``file:line:column: what is wrong (layer 'name')``, for example
+``net.prototxt:12:5: no field named "foo" in LayerParameter (layer 'conv1')``.
 """
 import os
 import re
@@ -17,75 +25,181 @@ from ..errors import ProtoError
 from . import caffe_pb2
 
 _LOC = re.compile(r"^(\d+):(\d+)\s*:\s*(.*)$", re.S)
+_NO_FIELD = re.compile(r'Message type "caffe\.([\w.]+)" has no field named "(\w+)"')
+_NO_ENUM = re.compile(r'Enum type "caffe\.([\w.]+)" has no value named (\w+)')
+_TEXT_BYTES = frozenset(range(32, 127)) | frozenset(b"\n\r\t\f\b\v")
+
+
+def looks_binary(data):
+    """True when ``data`` (bytes) is a binary protobuf rather than protobuf text."""
+    head = bytes(data[:65536])
+    if not head:
+        return False
+    if b"\x00" in head:
+        return True
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as e:
+        if e.start < len(head) - 4:   # not merely a character cut at the end of the sample
+            return True
+    control = sum(1 for b in head if b < 128 and b not in _TEXT_BYTES)
+    return control > max(1, len(head) // 100)
+
+
+def is_binary_file(path):
+    """True when the file at ``path`` holds a binary protobuf (see :func:`looks_binary`)."""
+    with open(path, "rb") as f:
+        return looks_binary(f.read(65536))
+
+
+_TOKEN = re.compile(r'"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\'|#[^\n]*|[{}:]|[A-Za-z_]\w*|\n')
+_NAME_PATHS = (("layer",), ("layers",), ("layers", "layer"))
+
+
+def _layer_at(text, line_no):
+    """Name of the top-level ``layer``/``layers`` block that holds line ``line_no`` (1-based)."""
+    line, stack, prev = 1, [], []
+    block = None          # [first line, name] of the top-level block being read
+    for m in _TOKEN.finditer(text):
+        tok = m.group()
+        if tok == "\n":
+            line += 1
+            continue
+        if tok[0] == "#":
+            continue
+        if tok == "{":
+            key = prev[-1] if prev and prev[-1] != ":" else (prev[-2] if len(prev) > 1 else "")
+            stack.append(key)
+            if len(stack) == 1:
+                block = [line, None] if key in ("layer", "layers") else None
+        elif tok == "}":
+            if stack:
+                stack.pop()
+            if not stack:
+                if block and block[0] <= line_no <= line:
+                    return block[1]
+                block = None
+        elif tok[0] in "\"'" and block and block[1] is None and tuple(stack) in _NAME_PATHS \
+                and prev[-2:] == ["name", ":"]:
+            block[1] = tok[1:-1]
+        if line > line_no and not stack:
+            break
+        prev = (prev + [tok])[-2:]
+    if block and block[0] <= line_no:
+        return block[1]
+    return None
+
+
+def _explain(what):
+    m = _NO_FIELD.search(what)
+    if m:
+        return 'no field named "%s" in %s' % (m.group(2), m.group(1))
+    m = _NO_ENUM.search(what)
+    if m:
+        return "no value named %s in enum %s" % (m.group(2), m.group(1))
+    return " ".join(what.replace("caffe.", "").split()).rstrip(".")
 
 
 def parse_text(text, msg, filename="<string>"):
-    """Parse protobuf text into ``msg``; errors become ``file:line:column: what is wrong``."""
+    """Parse protobuf text into ``msg``; errors become ``file:line:column: what (layer 'x')``."""
     try:
         text_format.Parse(text, msg, allow_unknown_extension=False)
     except text_format.ParseError as e:
         m = _LOC.match(str(e))
-        if m:
-            line, col, what = m.groups()
-            raise ProtoError("%s:%s:%s: %s" % (filename, line, col, " ".join(what.split())))
-        raise ProtoError("%s: %s" % (filename, " ".join(str(e).split())))
+        if not m:
+            raise ProtoError("%s: %s" % (filename, _explain(str(e))))
+        line, col, what = m.groups()
+        layer = _layer_at(text, int(line)) if isinstance(msg, caffe_pb2.NetParameter) else None
+        where = " (layer '%s')" % layer if layer else ""
+        raise ProtoError("%s:%s:%s: %s%s" % (filename, line, col, _explain(what), where))
+    return msg
+
+
+def _read_bytes(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as e:
+        raise ProtoError("%s: cannot read: %s" % (path, e.strerror or e))
+
+
+def _decode_text(data, path):
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ProtoError("%s: not UTF-8 text (byte %d)" % (path, e.start))
+
+
+def parse_binary(data, msg, filename="<bytes>"):
+    """Parse a serialized message into ``msg``; a bad message is a one-line ProtoError."""
+    try:
+        msg.ParseFromString(bytes(data))
+    except _message.DecodeError as e:
+        raise ProtoError("%s: not a valid binary %s (%s)" % (filename, msg.DESCRIPTOR.name,
+                                                             " ".join(str(e).split())))
     return msg
 
 
 def read_text(path, msg):
-    try:
-        with open(path, "r", encoding="utf-8", errors="replace") as f:
-            text = f.read()
-    except OSError as e:
-        raise ProtoError("%s: cannot read: %s" % (path, e.strerror or e))
-    return parse_text(text, msg, filename=path)
+    """Parse the text file at ``path`` into ``msg`` (no upgrade)."""
+    path = os.fspath(path)
+    return parse_text(_decode_text(_read_bytes(path), path), msg, filename=path)
 
 
 def read_binary(path, msg):
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as e:
-        raise ProtoError("%s: cannot read: %s" % (path, e.strerror or e))
-    try:
-        msg.ParseFromString(data)
-    except _message.DecodeError as e:
-        raise ProtoError("%s: not a valid binary %s (%s)" % (path, msg.DESCRIPTOR.name, e))
-    return msg
+    """Parse the binary file at ``path`` into ``msg`` (no upgrade)."""
+    path = os.fspath(path)
+    return parse_binary(_read_bytes(path), msg, filename=path)
 
 
-def is_binary_file(path):
-    """Heuristic: text prototxt is printable; binary protobuf has control bytes early on."""
-    with open(path, "rb") as f:
-        head = f.read(4096)
-    if not head:
-        return False
-    text_chars = bytes(range(32, 127)) + b"\n\r\t\f\b"
-    nontext = sum(1 for b in head if b not in text_chars)
-    return nontext > max(1, len(head) // 100)
+def parse_any(data, msg, filename):
+    """``data`` (bytes) as binary or text, whichever it is (see the module doc)."""
+    if looks_binary(data):
+        return parse_binary(data, msg, filename)
+    text = _decode_text(data, filename)
+    try:
+        return parse_text(text, msg, filename)
+    except ProtoError as text_error:
+        trial = type(msg)()
+        try:
+            trial.ParseFromString(bytes(data))
+        except _message.DecodeError:
+            raise text_error from None
+        if trial.ListFields():
+            msg.CopyFrom(trial)
+            return msg
+        raise text_error from None
+
+
+def read_message(path, msg):
+    """Parse the file at ``path`` (text or binary, detected) into ``msg`` (no upgrade)."""
+    path = os.fspath(path)
+    return parse_any(_read_bytes(path), msg, path)
+
+
+def _looks_like_text_proto(s):
+    return "\n" in s or "{" in s or ":" in s
 
 
 def read_net(source, upgrade=True):
-    """A NetParameter from a path (text or binary), text, or a NetParameter (copied)."""
+    """A NetParameter from a path (text or binary), text, bytes, or a NetParameter (copied).
+
+    The result is upgraded to the current format unless ``upgrade`` is false.
+    """
     from . import upgrade as _upgrade
+    net = caffe_pb2.NetParameter()
     if isinstance(source, caffe_pb2.NetParameter):
-        net = caffe_pb2.NetParameter()
         net.CopyFrom(source)
         name = "<NetParameter>"
-    elif isinstance(source, (bytes, bytearray)):
-        net = caffe_pb2.NetParameter()
-        net.ParseFromString(bytes(source))
+    elif isinstance(source, (bytes, bytearray, memoryview)):
         name = "<bytes>"
+        parse_any(bytes(source), net, name)
     else:
         source = os.fspath(source)
-        net = caffe_pb2.NetParameter()
         if os.path.exists(source):
             name = source
-            if is_binary_file(source):
-                read_binary(source, net)
-            else:
-                read_text(source, net)
-        elif "\n" in source or "{" in source or ":" in source:
+            read_message(source, net)
+        elif _looks_like_text_proto(source):
             name = "<string>"
             parse_text(source, net, filename=name)
         else:
@@ -98,17 +212,16 @@ def read_net(source, upgrade=True):
 def read_solver(source, upgrade=True):
     """A SolverParameter from a path, text or SolverParameter (solver_type upgraded to type)."""
     from . import upgrade as _upgrade
+    sp = caffe_pb2.SolverParameter()
     if isinstance(source, caffe_pb2.SolverParameter):
-        sp = caffe_pb2.SolverParameter()
         sp.CopyFrom(source)
         name = "<SolverParameter>"
     else:
         source = os.fspath(source)
-        sp = caffe_pb2.SolverParameter()
         if os.path.exists(source):
             name = source
-            read_text(source, sp)
-        elif "\n" in source or ":" in source:
+            read_message(source, sp)
+        elif _looks_like_text_proto(source):
             name = "<string>"
             parse_text(source, sp, filename=name)
         else:

@@ -101,8 +101,10 @@ def net_needs_batch_norm_upgrade(net):
 
 def net_needs_upgrade(net):
     """True when :func:`upgrade_net` would change ``net``."""
+    frozen = all(p.lr_mult == 0 and p.decay_mult == 0 for l in net.layer
+                 if l.type == "BatchNorm" and len(l.param) == 3 for p in l.param)
     return (net_needs_v0_upgrade(net) or net_needs_data_upgrade(net) or net_needs_v1_upgrade(net)
-            or net_needs_input_upgrade(net) or net_needs_batch_norm_upgrade(net))
+            or net_needs_input_upgrade(net) or not frozen)
 
 
 def solver_needs_upgrade(solver):

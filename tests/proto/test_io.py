@@ -1,0 +1,160 @@
+"""Reading/writing: round trips (text, binary, BlobProto ↔ Blob), text/binary detection, errors."""
+import glob
+import os
+
+import numpy as np
+import pytest
+from google.protobuf import text_format
+
+from caffepy.blob import Blob
+from caffepy.errors import ProtoError
+from caffepy.proto import caffe_pb2, io
+from tests.conftest import shared_path
+
+NET = """name: "rt"
+layer {
+  name: "data"
+  type: "Input"
+  top: "data"
+  input_param { shape { dim: 1 dim: 3 dim: 4 dim: 4 } }
+}
+layer {
+  name: "conv1"
+  type: "Convolution"
+  bottom: "data"
+  top: "conv1"
+  param { lr_mult: 1 }
+  convolution_param { num_output: 2 kernel_size: 3 weight_filler { type: "xavier" } }
+}
+layer {
+  name: "pool1"
+  type: "Pooling"
+  bottom: "conv1"
+  top: "pool1"
+  pooling_param { pool: MAX kernel_size: 2 ceil_mode: false }
+}
+"""
+
+
+def _bvlc_prototxts():
+    root = shared_path("modelzoo", "bvlc")
+    return sorted(glob.glob(os.path.join(root, "**", "*.prototxt"), recursive=True))
+
+
+def _weighted_net():
+    net = io.read_net(NET)
+    rng = np.random.RandomState(0)
+    w = Blob((2, 3, 3, 3))
+    w.data[...] = rng.randn(*w.shape)
+    net.layer[1].blobs.add().CopyFrom(w.to_proto())
+    net.layer[1].blobs.add().CopyFrom(Blob((2,)).to_proto())
+    return net
+
+
+def test_text_round_trip_is_lossless():
+    net = io.read_net(NET)
+    text = io.to_text(net)
+    again = io.read_net(text)
+    assert again == net and io.to_text(again) == text
+    assert net.layer[2].pooling_param.HasField("ceil_mode")
+    assert net.layer[2].pooling_param.ceil_mode is False
+
+
+def test_zoo_text_round_trip():
+    files = _bvlc_prototxts()
+    assert files
+    for path in files:
+        msg = caffe_pb2.SolverParameter() if "solver" in os.path.basename(path) \
+            else caffe_pb2.NetParameter()
+        io.read_text(path, msg)
+        text = text_format.MessageToString(msg)
+        again = io.parse_text(text, type(msg)(), filename=path)
+        assert again == msg and text_format.MessageToString(again) == text, path
+
+
+def test_binary_round_trip_bit_identical(tmp_path):
+    net = _weighted_net()
+    data = net.SerializeToString()
+    path = tmp_path / "w.caffemodel"
+    io.write_binary(net, path)
+    assert path.read_bytes() == data
+    back = io.read_binary(path, caffe_pb2.NetParameter())
+    assert back == net and back.SerializeToString() == data
+    assert io.read_net(path) == net        # detected as binary, needs no upgrade
+
+
+def test_blobproto_round_trip_through_blob(tmp_path):
+    rng = np.random.RandomState(1)
+    blob = Blob((2, 3, 4, 5))
+    blob.data[...] = rng.randn(*blob.shape)
+    blob.diff[...] = rng.randn(*blob.shape)
+    proto = blob.to_proto(write_diff=True)
+    path = tmp_path / "mean.binaryproto"
+    io.write_binary(proto, path)
+    back = Blob()
+    back.from_proto(io.read_binary(path, caffe_pb2.BlobProto()))
+    assert back.shape == blob.shape
+    np.testing.assert_array_equal(back.data, blob.data)
+    np.testing.assert_array_equal(back.diff, blob.diff)
+    assert back.to_proto(write_diff=True).SerializeToString() == path.read_bytes()
+    dbl = Blob((3,), dtype=np.float64)
+    dbl.data[...] = [1e-300, np.pi, -2.0]
+    again = Blob(dtype=np.float64)
+    again.from_proto(caffe_pb2.BlobProto.FromString(dbl.to_proto(double=True).SerializeToString()))
+    np.testing.assert_array_equal(again.data, dbl.data)
+    legacy = caffe_pb2.BlobProto(num=1, channels=2, height=1, width=2, data=[1, 2, 3, 4])
+    old = Blob()
+    old.from_proto(legacy)
+    assert old.shape == (1, 2, 1, 2)
+
+
+def test_detection_ignores_file_names(tmp_path):
+    net = _weighted_net()
+    swapped_bin = tmp_path / "looks_text.prototxt"
+    swapped_bin.write_bytes(net.SerializeToString())
+    swapped_txt = tmp_path / "looks_binary.caffemodel"
+    swapped_txt.write_text(NET)
+    assert io.read_net(swapped_bin) == net
+    assert io.read_net(swapped_txt) == io.read_net(NET)
+    assert io.is_binary_file(swapped_bin) and not io.is_binary_file(swapped_txt)
+    assert io.read_net(net.SerializeToString()) == net and io.read_net(NET.encode()) == io.read_net(NET)
+
+
+def test_unknown_field_error_names_file_line_column_and_layer(tmp_path):
+    path = tmp_path / "net.prototxt"
+    path.write_text(NET.replace("kernel_size: 3 ", "kernel_size: 3\n    foo: 1 "))
+    with pytest.raises(ProtoError) as e:
+        io.read_net(path)
+    assert str(e.value) == ('%s:15:5: no field named "foo" in ConvolutionParameter '
+                            "(layer 'conv1')" % path)
+    path.write_text(NET.replace("pool: MAX", "pool: MAXIMUM"))
+    with pytest.raises(ProtoError, match=r"net.prototxt:\d+:\d+: no value named MAXIMUM in enum "
+                                         r"PoolingParameter.PoolMethod \(layer 'pool1'\)$"):
+        io.read_net(path)
+    with pytest.raises(ProtoError, match=r"^<string>:1:1: no field named \"bogus\" in NetParameter$"):
+        io.read_net("bogus: 1\n" + NET)
+
+
+def test_layer_named_after_error_and_v0_layer_found():
+    with pytest.raises(ProtoError, match=r":3:3: .*\(layer 'late'\)$"):
+        io.read_net('layer {\n  type: "ReLU"\n  wrong: 1\n  name: "late"\n}\n')
+    with pytest.raises(ProtoError, match=r"\(layer 'old'\)$"):
+        io.read_net('layers {\n  layer {\n    name: "old"\n    nope: 2\n  }\n}\n')
+
+
+def test_bad_files_are_one_line_errors(tmp_path):
+    with pytest.raises(ProtoError, match="no such file"):
+        io.read_net(str(tmp_path / "missing.prototxt"))
+    bad = tmp_path / "bad.caffemodel"
+    bad.write_bytes(b"\x0a\xff\xff\xff\xff\x0f\x00garbage")
+    with pytest.raises(ProtoError, match="not a valid binary NetParameter"):
+        io.read_net(bad)
+    with pytest.raises(ProtoError) as e:
+        io.read_solver("base_lr: 0.1\nlr_policy: step\n")
+    assert "\n" not in str(e.value) and str(e.value).startswith("<string>:2:")
+
+
+def test_atomic_write_leaves_no_temp_files(tmp_path):
+    io.write_text(io.read_net(NET), tmp_path / "out.prototxt")
+    assert os.listdir(tmp_path) == ["out.prototxt"]
+    assert io.read_net(tmp_path / "out.prototxt") == io.read_net(NET)

@@ -175,8 +175,8 @@ class ConvolutionLayer(_ConvolutionBase):
     """Convolution: y[n, m] = sum_c W[m, c] * x[n, c] (cross-correlation) + b[m], per group.
 
     Output size per spatial axis: O = (S + 2 pad - (dilation (kernel - 1) + 1)) // stride + 1.
-    Computed as Caffe does: im2col of the whole batch, then one GEMM per group (a 1x1, stride 1,
-    pad 0 kernel uses the input directly). Backward: dW += dY col^T, db += sum dY,
+    Computed as im2col of the whole batch into one (C * prod(K), N * prod(O)) buffer, then one
+    GEMM per group for all images (large GEMMs thread well). Backward: dW += dY col^T, db += sum dY,
     dx = col2im(W^T dY) (for stride 1: the equivalent correlation of dY with the flipped kernel).
     The column buffer of the last forward is kept for backward.
 
@@ -186,56 +186,85 @@ class ConvolutionLayer(_ConvolutionBase):
     def compute_output_shape(self, spatial):
         return cpu.conv_out_shape(spatial, self.kernel, self.pad, self.stride, self.dilation)
 
+    def _batch_cols(self, x, key, geometry=None):
+        """im2col of x (N, C, *S) in the batch layout (C * prod(K), N * prod(O))."""
+        geometry = geometry or self._geometry()
+        buf = self._cols.get(key)
+        if all(k == 1 for k in geometry[0]) and all(s == 1 for s in geometry[2]) \
+                and not any(geometry[1]):
+            shape = (x.shape[1], x.shape[0] * int(np.prod(x.shape[2:])))
+            if buf is None or buf.shape != shape or buf.dtype != x.dtype:
+                buf = np.empty(shape, dtype=x.dtype)
+            np.copyto(buf.reshape(x.shape[1], x.shape[0], -1),
+                      x.reshape(x.shape[0], x.shape[1], -1).transpose(1, 0, 2))
+            col = buf
+        else:
+            col = cpu.im2col(x, *geometry, layout="batch", out=buf)
+        self._cols[key] = col
+        return col
+
+    def _to_image(self, a, out):
+        """(G, A, N * P) GEMM result -> out (N, G * A, P)."""
+        np.copyto(out, a.reshape(-1, self.outer, out.shape[-1]).transpose(1, 0, 2))
+
     def forward_cpu(self, bottom, top):
         w = self._weight()
         g = self.group
         for i, (b, t) in enumerate(zip(bottom, top)):
             x = b.data.reshape((self.outer, self.channels) + tuple(self.in_spatial))
-            col = self._im2col(x, i)
-            y = t.data.reshape(self.outer, g, self.num_output // g, -1)
-            np.matmul(w, col.reshape(self.outer, g, w.shape[2], -1), out=y)
-            self._add_bias(y.reshape(self.outer, self.num_output, -1))
+            col = self._batch_cols(x, i)
+            y = np.matmul(w, col.reshape(g, w.shape[2], -1))
+            yt = t.data.reshape(self.outer, self.num_output, -1)
+            self._to_image(y, yt)
+            self._add_bias(yt)
 
     def backward_cpu(self, top, propagate_down, bottom):
         w = self._weight()
         g = self.group
         for i, (b, t) in enumerate(zip(bottom, top)):
-            dy = t.diff.reshape(self.outer, g, self.num_output // g, -1)
-            self._bias_grad(dy.reshape(self.outer, self.num_output, -1))
+            dy = t.diff.reshape(self.outer, self.num_output, -1)
+            self._bias_grad(dy)
+            dyt = np.ascontiguousarray(dy.transpose(1, 0, 2)).reshape(g, w.shape[1], -1)
             if self.param_propagate_down[0]:
-                x = b.data.reshape((self.outer, self.channels) + tuple(self.in_spatial))
-                col = self._cols.get(i) if not self._is_1x1() else None
+                col = self._cols.get(i)
                 if col is None:
-                    col = self._im2col(x, i)
-                col = col.reshape(self.outer, g, w.shape[2], -1)
-                self.blobs[0].diff += _weight_grad(dy, col).reshape(self.blobs[0].shape)
-            if propagate_down[i]:
-                xshape = (self.outer, self.channels) + tuple(self.in_spatial)
-                if self._data_grad_by_conv():
-                    self._data_grad_conv(t.diff, b.diff.reshape(self.outer, g, self.channels // g, -1))
-                    continue
-                dcol = np.matmul(w.transpose(0, 2, 1), dy)
-                self._col2im(dcol.reshape(self.outer, -1, dcol.shape[-1]), xshape,
-                             b.diff.reshape(xshape))
+                    x = b.data.reshape((self.outer, self.channels) + tuple(self.in_spatial))
+                    col = self._batch_cols(x, i)
+                col = col.reshape(g, w.shape[2], -1)
+                self.blobs[0].diff += np.matmul(dyt, col.transpose(0, 2, 1)).reshape(
+                    self.blobs[0].shape)
+            if not propagate_down[i]:
+                continue
+            xshape = (self.outer, self.channels) + tuple(self.in_spatial)
+            dx = b.diff.reshape(self.outer, self.channels, -1)
+            if self._is_1x1():
+                self._to_image(np.matmul(w.transpose(0, 2, 1), dyt), dx)
+            elif self._data_grad_by_conv():
+                self._data_grad_conv(dy, dx)
+            else:
+                dcol = np.matmul(w.transpose(0, 2, 1), dyt)
+                cpu.col2im(dcol.reshape(-1, dcol.shape[-1]), xshape, *self._geometry(),
+                           layout="batch", out=dx.reshape(xshape))
 
     def _data_grad_by_conv(self):
         """Stride 1 and pad <= dilation (kernel - 1): dx is a 'full' correlation of dy with the
-        flipped kernel (im2col of dy + one GEMM), cheaper than W^T dy followed by col2im."""
-        return (not self._is_1x1() and all(s == 1 for s in self.stride)
-                and all(p <= d * (k - 1) for p, d, k in zip(self.pad, self.dilation, self.kernel)))
+        flipped kernel (im2col of dy + one GEMM). Its GEMM scales with the input size, that of
+        W^T dy + col2im with the output size, so it is used for ('same'-like) convolutions whose
+        output is nearly as large as the input, where it avoids the slow col2im."""
+        return (all(s == 1 for s in self.stride)
+                and all(p <= d * (k - 1) for p, d, k in zip(self.pad, self.dilation, self.kernel))
+                and np.prod(self.in_spatial) <= 1.25 * np.prod(self.out_spatial))
 
-    def _data_grad_conv(self, top_diff, out):
-        """out (N, G, C / G, prod(S)) = correlation of dy with W flipped and transposed per group."""
+    def _data_grad_conv(self, dy, out):
+        """out (N, C, prod(S)) = correlation of dy with W flipped and transposed per group."""
         g, mg, cg = self.group, self.num_output // self.group, self.channels // self.group
         nd = self.num_spatial
         w = self.blobs[0].data.reshape((g, mg, cg) + self.kernel)
         w = w[(Ellipsis,) + (slice(None, None, -1),) * nd].swapaxes(1, 2).reshape(g, cg, -1)
         pad = tuple(d * (k - 1) - p for p, d, k in zip(self.pad, self.dilation, self.kernel))
-        dy = top_diff.reshape((self.outer, self.num_output) + tuple(self.out_spatial))
-        col = cpu.im2col(dy, self.kernel, pad, self.stride, self.dilation,
-                         out=self._cols.get("dy"))
-        self._cols["dy"] = col
-        np.matmul(w, col.reshape(self.outer, g, mg * int(np.prod(self.kernel)), -1), out=out)
+        dy = dy.reshape((self.outer, self.num_output) + tuple(self.out_spatial))
+        col = self._batch_cols(dy, "dy", (self.kernel, pad, self.stride, self.dilation))
+        self._to_image(np.matmul(w, col.reshape(g, w.shape[2], -1)), out)
 
 
 @register_layer("Deconvolution")

@@ -108,7 +108,8 @@ def test_convolution_forward_matches_naive(dtype, shape, fields, num_output):
 @pytest.mark.parametrize("kind,fields", [
     ("Convolution", "kernel_size: 3 stride: 2 pad: 1 group: 2"),
     ("Convolution", "kernel_size: 2 dilation: 2"),
-    ("Convolution", "kernel_size: 3 pad: 1 dilation: 2 group: 2"),
+    ("Convolution", "kernel_size: 3 pad: 2 dilation: 2 group: 2"),
+    ("Convolution", "kernel_size: 3 pad: 1"),
     ("Convolution", "kernel_size: 1"),
     ("Deconvolution", "kernel_size: 3 stride: 2 pad: 1 group: 2"),
     ("Deconvolution", "kernel_size: 2 dilation: 2"),

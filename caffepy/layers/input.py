@@ -77,9 +77,9 @@ class DummyDataLayer(Layer):
             params = [zero] * n
         self.fillers = [get_filler(fp) for fp in params]
         self.refill = [fp.type != "constant" for fp in params]
-        for t, shape, filler in zip(top, shapes, self.fillers):
+        for t, shape, filler, refill in zip(top, shapes, self.fillers, self.refill):
             t.reshape(shape)
-            if t.count:
+            if t.count and not refill:
                 filler.fill(t)
 
     def reshape(self, bottom, top):

@@ -68,12 +68,18 @@ def update_debug(net):
                  % (layer, display, fmt(_mean_abs(blob.data)), fmt(_mean_abs(blob.diff))))
 
 
-def forward_backward_debug(net):
-    """One forward/backward pass, logging every layer as Caffe does with debug_info; returns loss."""
+def forward_only_debug(net):
+    """One forward pass, logging every layer (test nets with debug_info); returns the loss."""
     loss = 0.0
     for i in range(len(net.layers)):
         loss += net.forward_from_to(i, i)
         forward_debug(net, i)
+    return loss
+
+
+def forward_backward_debug(net):
+    """One forward/backward pass, logging every layer as Caffe does with debug_info; returns loss."""
+    loss = forward_only_debug(net)
     for i in range(len(net.layers) - 1, -1, -1):
         net.backward_from_to(i, i)
         if net.layer_need_backward[i]:

@@ -108,6 +108,7 @@ class SGDSolver(Solver):
 
     def restore_history(self, history, source):
         from ..errors import SolverError
+        info("sgd_solver.cpp:318", "SGDSolver: restoring history")
         if len(history) != len(self.history):
             raise SolverError("%s: Incorrect length of history blobs (%d, expected %d for a %s solver "
                               "on this net)" % (source, len(history), len(self.history), self.type))

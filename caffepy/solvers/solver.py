@@ -308,7 +308,10 @@ class Solver(object):
                 request = self._requested_action()
             if self.requested_early_exit:
                 break
-            iter_loss = net.forward_prefilled()
+            if self.param.debug_info:
+                iter_loss = debug.forward_only_debug(net)
+            else:
+                iter_loss = net.forward_prefilled()
             if self.param.test_compute_loss:
                 loss += iter_loss
             values = {name: net.blobs[name].data.astype(np.float64).ravel() for name in net.outputs}
@@ -317,7 +320,7 @@ class Solver(object):
             info("solver.cpp:373", "Test interrupted.")
             return None
         if self.param.test_compute_loss:
-            info("solver.cpp:377", "Test loss: %s" % fmt(loss / n))
+            info("solver.cpp:377", "Test loss: %s" % fmt(loss / n if n else float("nan")))
         means = {k: v / n for k, v in (sums or {}).items()}
         self.test_scores[test_net_id] = [x for name in net.outputs for x in means.get(name, [])]
         self._log_outputs(net, "Test", "solver.cpp:414", means)

@@ -135,10 +135,13 @@ def test_nonfinite_loss_names_the_layer():
 
 
 def test_debug_info(logs):
-    s = make_solver('base_lr: 0.1 lr_policy: "fixed" display: 1 debug_info: true')
+    s = make_solver('base_lr: 0.1 lr_policy: "fixed" display: 1 debug_info: true test_iter: 1 '
+                    'test_interval: 5')
     feed(s, XS, YS, 0)
     s.step(1)
     text = logs.getvalue()
+    test_part = text[text.index("Testing net (#0)"):text.index("Test net output #0")]
+    assert "[Forward] Layer ip, top blob ip data:" in test_part
     w = s.net.params["ip"][0]
     for pattern in [r"    \[Forward\] Layer ip, top blob ip data: [\d.e+-]+",
                     r"    \[Forward\] Layer ip, param blob 0 data: [\d.e+-]+",

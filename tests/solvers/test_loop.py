@@ -114,6 +114,7 @@ def test_actions_stop_and_snapshot(tmp_path, logs):
     assert "Optimization Done." not in logs.getvalue()
 
 
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
 def test_nonfinite_loss_names_the_layer():
     s = make_solver('base_lr: 0.1 lr_policy: "fixed"')
     feed(s, XS, YS, 0)

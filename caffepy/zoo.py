@@ -7,7 +7,8 @@ VideoData, the fork image/segmentation readers, and Python layers without bottom
 would produce:
 
 * batch: ``batch_size`` argument if given, else the layer's own batch_size (1 when it has none);
-* image top (the first): channels from ``is_color`` (3 / 1), else 3 (1 for MNIST-like sources);
+* image top (the first): channels from ``is_color`` (3 / 1), else 3 (MNIST-like sources: 1 x 28 x
+  28, 2 channels for siamese pair sources; CIFAR-like: 3 x 32 x 32);
   size from ``transform_param.crop_size``, else ``new_height``/``new_width``, else
   ``memory_data_param``, else the AnnotatedData ``resize_param``, else ``default_shape``;
 * other tops by name: labels ``(N,)`` (``(N, 1, H, W)`` for segmentation readers), ``im_info``
@@ -86,7 +87,7 @@ def _image_shape(lp, default_shape):
         if sub is not None and sub.source:
             source = sub.source.lower()
     if "mnist" in source:
-        c, h, w = 1, 28, 28
+        c, h, w = (2 if "siamese" in source or "pair" in source else 1), 28, 28
     elif "cifar" in source:
         c, h, w = 3, 32, 32
     idp = _field(lp, "image_data_param")

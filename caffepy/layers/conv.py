@@ -231,8 +231,9 @@ class ConvolutionLayer(_ConvolutionBase):
                     x = b.data.reshape((self.outer, self.channels) + tuple(self.in_spatial))
                     col = self._batch_cols(x, i)
                 col = col.reshape(g, w.shape[2], -1)
-                self.blobs[0].diff += np.matmul(dyt, col.transpose(0, 2, 1)).reshape(
-                    self.blobs[0].shape)
+                # (col dy^T)^T: the faster operand order for these long-K, small-M/N products
+                self.blobs[0].diff += np.matmul(col, dyt.transpose(0, 2, 1)).transpose(
+                    0, 2, 1).reshape(self.blobs[0].shape)
             if not propagate_down[i]:
                 continue
             xshape = (self.outer, self.channels) + tuple(self.in_spatial)

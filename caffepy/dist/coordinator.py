@@ -1,0 +1,146 @@
+"""The coordinator: barriers (checkpoint, snapshot, final), the download phase, failure detection.
+
+It lives in process 0. Workers announce ``READY`` at a barrier step; once all have, the coordinator
+flushes server-group replicas (``FLUSH``), has every server write its checkpoint file (``CKPT`` →
+``WRITTEN``) and writes the manifest last, and for snapshots and the end runs the download phase:
+``PULL`` to the servers of server group 0, whose ``SLICE`` answers are written straight into the
+solver's net (and its history) — the only place a full gathered copy exists — before
+``solver.snapshot()``. Then ``GO`` (or, at the end, ``STOP`` to everybody).
+
+Failures: an ``ERROR`` from any role, a role thread that died (in process), or a process whose
+heartbeats stop for ``timeout`` seconds (MPI) ends the job with a :class:`DistError` naming the
+role and the last complete checkpoint. (Under MPI a killed process is reported by the watchdog.)
+"""
+import time
+
+from ..errors import CaffeError
+from ..log import info
+from . import checkpoint, transport as T
+
+
+class DistError(CaffeError):
+    """The distributed job stopped."""
+
+
+def parse_text(text):
+    out = {}
+    for part in text.split(";"):
+        if "=" in part:
+            k, v = part.split("=", 1)
+            out[k] = v
+    return out
+
+
+class Coordinator(object):
+    def __init__(self, endpoint, topo, solver, workspace, health=None):
+        self.ep, self.topo, self.solver = endpoint, topo, solver
+        self.param, self.workspace = solver.param, workspace
+        self.health = health or (lambda h=None: None)
+        self.ready = {}
+        self.reports = {}
+        self.max_staleness = 0
+        self.last_checkpoint = None
+
+    def fail(self, why):
+        raise DistError("%s; %s" % (why, checkpoint.describe_latest(self.workspace)))
+
+    def recv(self, what):
+        while True:
+            try:
+                h, bufs = self.ep.recv(timeout=self.topo.cluster.heartbeat_interval)
+            except T.TransportTimeout:
+                self.health()
+                continue
+            if h.kind == T.ERROR:
+                self.fail(h.text)
+            if h.kind == T.HEARTBEAT:
+                self.health(h)
+                continue
+            self.health()
+            return h, bufs
+
+    def collect(self, counts, on_message=None):
+        """Receive until ``counts`` ({kind: n}) messages have come; returns them by kind."""
+        got = {kind: [] for kind in counts}
+        while any(len(got[k]) < n for k, n in counts.items()):
+            h, bufs = self.recv("/".join(T.KIND_NAMES[k] for k in counts))
+            if h.kind not in counts:
+                raise DistError("coordinator: expected %s, got %s from %s"
+                                % ("/".join(T.KIND_NAMES[k] for k in counts),
+                                   T.KIND_NAMES.get(h.kind, h.kind), self.topo.describe(h.src)))
+            if on_message:
+                on_message(h, bufs)
+            got[h.kind].append(h)
+        return got
+
+    def run(self):
+        while True:
+            h, _ = self.recv("READY")
+            if h.kind != T.READY:
+                raise DistError("coordinator: unexpected %s from %s"
+                                % (T.KIND_NAMES.get(h.kind, h.kind), self.topo.describe(h.src)))
+            got = self.ready.setdefault(h.step, [])
+            got.append(h)
+            if len(got) == self.topo.W:
+                del self.ready[h.step]
+                final = bool(got[0].flag)
+                self.barrier(h.step, got, final)
+                if final:
+                    return h.step
+
+    def barrier(self, step, readies, final):
+        files = [parse_text(r.text).get("file", "") for r in readies]
+        if final:
+            self.reports = {r.src: parse_text(r.text) for r in readies}
+        if self.topo.SG > 1:
+            for s in self.topo.servers():
+                self.ep.send(s, T.header(T.FLUSH, step=step))
+            self.collect({T.FLUSHED: self.topo.S})
+        if final or checkpoint.is_checkpoint_step(step, self.param):
+            for s in self.topo.servers():
+                self.ep.send(s, T.header(T.CKPT, step=step))
+            written = self.collect({T.WRITTEN: self.topo.S})[T.WRITTEN]
+            files += [w.text for w in written]
+            current_step = max(int(w.version) for w in written)
+            checkpoint.write_manifest(self.workspace, step, [f for f in files if f],
+                                      current_step, self.solver.type, self.topo.S, self.topo.W)
+            self.last_checkpoint = step
+        if final or (self.param.snapshot and step % self.param.snapshot == 0):
+            self.download(step)
+            if not final or self.param.snapshot_after_train:
+                self.solver.snapshot()
+        if final:
+            return
+        for w in self.topo.workers():
+            self.ep.send(w, T.header(T.GO, step=step))
+
+    def download(self, step):
+        """Gather every param from server group 0 into the solver's net (values and history)."""
+        net = self.solver.net
+        flats = [b.data.reshape(-1) for b in net.learnable_params]
+        history = getattr(self.solver, "history", None)
+        n = len(flats)
+
+        def on_slice(h, bufs):
+            if h.kind != T.SLICE:
+                return
+            lo, hi = h.offset, h.offset + bufs[0].size
+            flats[h.param][lo:hi] = bufs[0]
+            if history is not None and len(history) == n * (len(bufs) - 1):
+                for k, hb in enumerate(bufs[1:]):
+                    history[k * n + h.param].reshape(-1)[lo:hi] = hb
+
+        servers = [self.topo.server(0, j) for j in range(self.topo.P)]
+        for s in servers:
+            self.ep.send(s, T.header(T.PULL, step=step))
+        expected = sum(len(self.topo.slices_of_server(j)) for j in range(self.topo.P))
+        pulled = self.collect({T.SLICE: expected, T.PULLED: len(servers)}, on_slice)[T.PULLED]
+        self.max_staleness = max([self.max_staleness] + [int(p.version) for p in pulled])
+        self.solver.iter = step
+        self.solver.current_step = max(int(p.step) for p in pulled)
+        info("coordinator.py", "Downloaded parameters of step %d from %d servers" % (step, len(servers)))
+
+    def stop_all(self):
+        for ep in range(self.topo.n_endpoints):
+            if ep != self.ep.id:
+                self.ep.send(ep, T.header(T.STOP))

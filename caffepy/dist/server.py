@@ -1,0 +1,183 @@
+"""A server: owns balanced slices of every dense param and applies the solver's update to them.
+
+Per slice it keeps the values, the solver history (``n_history`` arrays, as the single-process
+solver) and a :class:`~caffepy.dist.consistency.SliceClock`. A gradient slice ``g`` for step t is
+turned into a step exactly as ``SGDSolver.apply_update`` does for a whole param (regularize with
+the slice's values, then the solver class's static ``update_rule(g, hist, local_rate, param,
+t + 1)`` with the lr policy's rate for iteration t; one implementation), then ``w -= g`` and the
+slice's version goes up by one. Answers carry the new values (``PARAM``; ``step`` = the slowest
+group's clock).
+
+Server groups hold replicas: each sends the sum of its own steps to the other replicas every
+``sync_frequency`` updates of a slice (``SYNC``), and on ``FLUSH`` (before checkpoints and
+downloads) sends what is pending plus a marker, answering ``FLUSHED`` once every other replica's
+marker has arrived.
+
+Other messages: ``INIT`` (first values from worker 0), ``CKPT`` (write ``step<N>-server<id>.bin``,
+answer ``WRITTEN``), ``PULL`` (download: one ``SLICE`` per slice with values and history, then
+``PULLED``), ``STOP``.
+"""
+import numpy as np
+
+from ..errors import CaffeError
+from ..solvers import lr_policies
+from . import checkpoint, transport as T
+from .consistency import SliceClock
+
+
+class _LrState(object):
+    def __init__(self, current_step):
+        self.current_step = current_step
+
+
+class _Slice(object):
+    __slots__ = ("p", "k", "offset", "size", "values", "history", "version", "clock", "delta",
+                 "n_local")
+
+
+class Server(object):
+    def __init__(self, endpoint, topo, meta, solver_param, solver_cls, dtype, workspace,
+                 start_step=0, current_step=0, restored=None):
+        self.ep, self.topo, self.meta = endpoint, topo, meta
+        self.param, self.rule, self.dtype = solver_param, solver_cls.update_rule, dtype
+        self.solver_type, self.n_history = solver_cls.type, solver_cls.n_history
+        self.workspace = workspace
+        self.sg, self.j = topo.server_index(endpoint.id)
+        groups = topo.groups_of_server_group(self.sg)
+        self.stubs = {g: topo.stub(g) for g in groups}
+        self.replicas = [topo.server(sg, self.j) for sg in range(topo.SG) if sg != self.sg]
+        self.lr_state = _LrState(current_step)
+        self._lr_it, self._lr = None, None
+        self.slices = {}
+        for p, k, off, size in topo.slices_of_server(self.j):
+            s = _Slice()
+            s.p, s.k, s.offset, s.size = p, k, off, size
+            s.values = None
+            s.history = [self._zeros(size) for _ in range(self.n_history)]
+            s.version, s.n_local = 0, 0
+            s.clock = SliceClock(topo.consistency, groups, topo.staleness, start_step)
+            s.delta = self._zeros(size) if self.replicas else None
+            if restored is not None:
+                values, hist = restored[meta.names[p]]
+                s.values = values[off:off + size].copy()
+                for h, saved in zip(s.history, hist):
+                    h[...] = saved[off:off + size]
+            self.slices[(p, k)] = s
+        self.flush_markers, self.flushing = 0, False
+        self.max_staleness = 0
+
+    def _zeros(self, n):
+        return np.zeros(n, self.dtype)
+
+    # -- the loop ---------------------------------------------------------------------------------
+    def run(self, stopping):
+        if all(s.values is not None for s in self.slices.values()) and self.slices:
+            for s in self.slices.values():
+                self._answer(s, list(self.stubs))
+        handlers = {T.INIT: self._on_init, T.GRAD: self._on_grad, T.CKPT: self._on_ckpt,
+                    T.PULL: self._on_pull, T.SYNC: self._on_sync, T.FLUSH: self._on_flush}
+        while not stopping.is_set():
+            try:
+                h, bufs = self.ep.recv(timeout=0.5)
+            except T.TransportTimeout:
+                continue
+            if h.kind == T.STOP:
+                return
+            handler = handlers.get(h.kind)
+            if handler is None:
+                raise CaffeError("%s: unexpected message %s" % (self.topo.describe(self.ep.id),
+                                                                T.KIND_NAMES.get(h.kind, h.kind)))
+            handler(h, bufs)
+
+    def _answer(self, s, groups):
+        low = s.clock.min_clock()
+        for g in groups:
+            self.ep.send(self.stubs[g], T.header(T.PARAM, param=s.p, slice=s.k, offset=s.offset,
+                                                 version=s.version, step=low), [s.values.copy()])
+
+    def _on_init(self, h, bufs):
+        s = self.slices[(h.param, h.slice)]
+        s.values = bufs[0].astype(self.dtype, copy=True)
+        self._answer(s, list(self.stubs))
+
+    def _on_grad(self, h, bufs):
+        s = self.slices[(h.param, h.slice)]
+        g = h.src - self.topo.W
+        grad, answer = s.clock.on_gradient(g, h.step, bufs[0])
+        if grad is not None:
+            self._apply(s, grad, h.step)
+        self.max_staleness = max(self.max_staleness, s.clock.max_staleness)
+        if answer:
+            self._answer(s, answer)
+
+    def _rate(self, it):
+        if it != self._lr_it:
+            self._lr = lr_policies.learning_rate(self.param, it, self.lr_state)
+            self._lr_it = it
+        return self._lr
+
+    def _apply(self, s, g, it):
+        """SGDSolver's normalize-free regularize → update rule → apply, on one slice."""
+        dt = self.dtype.type
+        p = s.p
+        local_decay = dt(self.param.weight_decay) * dt(self.meta.decay_mult[p])
+        if local_decay:
+            if self.param.regularization_type == "L2":
+                g += local_decay * s.values
+            else:
+                g += local_decay * np.sign(s.values)
+        local_rate = dt(self._rate(it)) * dt(self.meta.lr_mult[p])
+        self.rule(g, s.history, local_rate, self.param, it + 1)
+        s.values -= g
+        s.version += 1
+        if s.delta is not None:
+            s.delta -= g
+            s.n_local += 1
+            if s.n_local % self.topo.cluster.sync_frequency == 0:
+                self._send_delta(s)
+
+    def _send_delta(self, s):
+        for r in self.replicas:
+            self.ep.send(r, T.header(T.SYNC, param=s.p, slice=s.k), [s.delta])
+        s.delta = self._zeros(s.size)
+
+    def _on_sync(self, h, bufs):
+        if h.param < 0:
+            self.flush_markers += 1
+            self._maybe_flushed()
+            return
+        self.slices[(h.param, h.slice)].values += bufs[0]
+
+    def _on_flush(self, h, bufs):
+        for s in self.slices.values():
+            self._send_delta(s)
+        for r in self.replicas:
+            self.ep.send(r, T.header(T.SYNC, param=-1))
+        self.flushing = True
+        self._maybe_flushed()
+
+    def _maybe_flushed(self):
+        if self.flushing and self.flush_markers >= len(self.replicas):
+            self.flush_markers -= len(self.replicas)
+            self.flushing = False
+            self.ep.send(self.topo.coordinator, T.header(T.FLUSHED))
+
+    def _on_ckpt(self, h, bufs):
+        slices = [checkpoint.make_slice(self.meta.names[s.p], s.p, s.k, s.offset, s.version,
+                                        s.values, s.history, self.meta.counts[s.p],
+                                        self.meta.shapes[s.p])
+                  for s in self._ordered()]
+        name = checkpoint.write_file(self.workspace, h.step, "server", self.ep.id - self.topo.W - self.topo.G,
+                                     slices, self.lr_state.current_step, self.solver_type)
+        self.ep.send(h.src, T.header(T.WRITTEN, step=h.step, text=name,
+                                              version=self.lr_state.current_step))
+
+    def _on_pull(self, h, bufs):
+        for s in self._ordered():
+            self.ep.send(h.src, T.header(T.SLICE, param=s.p, slice=s.k, offset=s.offset,
+                                         version=s.version), [s.values.copy()] + [x.copy() for x in s.history])
+        self.ep.send(h.src, T.header(T.PULLED, version=self.max_staleness,
+                                     step=self.lr_state.current_step))
+
+    def _ordered(self):
+        return [self.slices[key] for key in sorted(self.slices)]

@@ -1,0 +1,225 @@
+"""The cluster: ClusterParameter → roles, endpoint ids, process placement and param slices.
+
+Cluster fields (``cluster { ... }`` in the solver prototxt, or a ClusterParameter text file given
+by ``--cluster``): nworker_groups (1), nworkers_per_group (1), nserver_groups (1),
+nservers_per_group (1), server_worker_separate (false), workspace ("workspace/"), consistency
+(BSP | ASYNC | SSP), staleness (0, SSP only), sync_frequency (1: updates between server-group
+syncs), engine ("" = mpi under mpiexec with several ranks, else inproc), heartbeat_interval (1 s),
+timeout (60 s without a message from a peer one waits on).
+
+Endpoint ids: workers ``0 .. W-1`` (worker ``g * K + k`` is worker k of group g), stubs
+``W .. W+G-1`` (one per worker group), servers ``W+G .. W+G+S-1`` (server ``sg * P + j`` is server
+j of server group sg), the coordinator ``W+G+S``. Worker group g talks to server group
+``g % nserver_groups``.
+
+Processes (MPI ranks): one per worker; the stub of group g lives in the process of worker g.0; with
+server_worker_separate one more process per server, otherwise server s lives in the process of
+worker ``s % W``; the coordinator lives in process 0.
+
+Slices: every dense param of count n is cut into ``min(n, P)`` contiguous, balanced slices; slice
+k of param p sits on server ``(k + p) % P`` of each server group (so small params spread too).
+"""
+import os
+
+from ..errors import CaffeError
+from ..proto import caffe_pb2, io as proto_io
+
+BSP, ASYNC, SSP = "BSP", "ASYNC", "SSP"
+_BATCH_FIELDS = ("data_param", "memory_data_param", "image_data_param", "hdf5_data_param",
+                 "window_data_param")
+
+
+def load_cluster(solver_param, path=None):
+    """The ClusterParameter: the --cluster file if given, else the solver's ``cluster``; validated."""
+    if path:
+        if not os.path.exists(path):
+            raise CaffeError("cluster file %s does not exist" % path)
+        cluster = caffe_pb2.ClusterParameter()
+        proto_io.read_message(path, cluster)
+        where = path
+    else:
+        cluster = caffe_pb2.ClusterParameter()
+        cluster.CopyFrom(solver_param.cluster)
+        where = "solver cluster"
+    for field in ("nworker_groups", "nworkers_per_group", "nserver_groups", "nservers_per_group",
+                  "sync_frequency"):
+        if getattr(cluster, field) < 1:
+            raise CaffeError("%s: %s must be >= 1 (got %d)" % (where, field, getattr(cluster, field)))
+    if cluster.staleness < 0:
+        raise CaffeError("%s: staleness must be >= 0 (got %d)" % (where, cluster.staleness))
+    if cluster.nserver_groups > cluster.nworker_groups:
+        raise CaffeError("%s: nserver_groups (%d) must not exceed nworker_groups (%d)"
+                         % (where, cluster.nserver_groups, cluster.nworker_groups))
+    if cluster.engine not in ("", "inproc", "mpi"):
+        raise CaffeError("%s: engine must be inproc or mpi (got '%s')" % (where, cluster.engine))
+    if solver_param.checkpoint_frequency < 0 or solver_param.checkpoint_after < 0:
+        raise CaffeError("checkpoint_after and checkpoint_frequency must be >= 0")
+    return cluster
+
+
+def consistency_name(cluster):
+    return caffe_pb2.ClusterParameter.Consistency.Name(cluster.consistency)
+
+
+def split_counts(n, parts):
+    """Balanced contiguous pieces: [(offset, size)] of ``min(n, parts)`` pieces covering n."""
+    parts = max(1, min(n, parts))
+    base, extra = divmod(n, parts)
+    out, off = [], 0
+    for k in range(parts):
+        size = base + (1 if k < extra else 0)
+        out.append((off, size))
+        off += size
+    return out
+
+
+class Topology(object):
+    """Who is who, for a cluster and a list of param counts (``net.learnable_params`` sizes)."""
+
+    def __init__(self, cluster, param_counts, param_names=()):
+        c = cluster
+        self.cluster = c
+        self.G, self.K = c.nworker_groups, c.nworkers_per_group
+        self.SG, self.P = c.nserver_groups, c.nservers_per_group
+        self.W, self.S = self.G * self.K, self.SG * self.P
+        self.consistency = consistency_name(c)
+        self.staleness = c.staleness if self.consistency == SSP else (0 if self.consistency == BSP else -1)
+        self.param_counts = list(param_counts)
+        self.param_names = list(param_names) or [str(i) for i in range(len(self.param_counts))]
+        # slices[p] = [(offset, size, server_index_in_group)]
+        self.slices = []
+        for p, n in enumerate(self.param_counts):
+            self.slices.append([(off, size, (k + p) % self.P)
+                                for k, (off, size) in enumerate(split_counts(n, self.P))])
+
+    # -- endpoint ids ---------------------------------------------------------------------------
+    def worker(self, g, k):
+        return g * self.K + k
+
+    def stub(self, g):
+        return self.W + g
+
+    def server(self, sg, j):
+        return self.W + self.G + sg * self.P + j
+
+    @property
+    def coordinator(self):
+        return self.W + self.G + self.S
+
+    @property
+    def n_endpoints(self):
+        return self.W + self.G + self.S + 1
+
+    def group_of_worker(self, w):
+        return w // self.K
+
+    def workers_of_group(self, g):
+        return [self.worker(g, k) for k in range(self.K)]
+
+    def server_group_of(self, g):
+        return g % self.SG
+
+    def groups_of_server_group(self, sg):
+        return [g for g in range(self.G) if g % self.SG == sg]
+
+    def servers(self):
+        return [self.server(sg, j) for sg in range(self.SG) for j in range(self.P)]
+
+    def workers(self):
+        return list(range(self.W))
+
+    def stubs(self):
+        return [self.stub(g) for g in range(self.G)]
+
+    def server_index(self, ep):
+        """(server group, index in group) of server endpoint ``ep``."""
+        i = ep - self.W - self.G
+        return divmod(i, self.P)
+
+    def slices_of_server(self, j):
+        """[(param, slice, offset, size)] held by server j of any server group."""
+        return [(p, k, off, size) for p, sl in enumerate(self.slices)
+                for k, (off, size, owner) in enumerate(sl) if owner == j]
+
+    def owner_worker(self, p):
+        """The worker (of group 0) that owns param p in checkpoints."""
+        return p % self.K
+
+    def describe(self, ep):
+        if ep < self.W:
+            return "worker %d (group %d)" % (ep, self.group_of_worker(ep))
+        if ep < self.W + self.G:
+            return "stub %d" % (ep - self.W)
+        if ep < self.W + self.G + self.S:
+            sg, j = self.server_index(ep)
+            return "server %d (server group %d)" % (ep - self.W - self.G, sg)
+        return "coordinator"
+
+    # -- processes --------------------------------------------------------------------------------
+    @property
+    def n_processes(self):
+        return self.W + (self.S if self.cluster.server_worker_separate else 0)
+
+    def process_of(self, ep):
+        if ep < self.W:
+            return ep
+        if ep < self.W + self.G:
+            return self.worker(ep - self.W, 0)
+        if ep < self.W + self.G + self.S:
+            s = ep - self.W - self.G
+            return self.W + s if self.cluster.server_worker_separate else s % self.W
+        return 0
+
+    def endpoints_of_process(self, rank):
+        return [ep for ep in range(self.n_endpoints) if self.process_of(ep) == rank]
+
+    def placement(self, net):
+        """``{layer or param name: {worker_group, worker, server_shard}}`` for write_net_json."""
+        out = {}
+        for li, name in enumerate(net._layer_names):
+            out[name] = {"worker_group": 0, "worker": 0}
+        for p, (li, k) in enumerate(net.param_layer_indices):
+            spec = net.net_param.layer[li].param
+            key = spec[k].name if k < len(spec) and spec[k].name else "%s:%d" % (net._layer_names[li], k)
+            out[key] = {"server_shard": self.slices[p][0][2], "worker": self.owner_worker(p)}
+        return out
+
+
+class ParamMeta(object):
+    """What servers need to know of the net's learnable params (by index)."""
+
+    def __init__(self, net):
+        self.names = list(net.param_display_names)
+        self.counts = [int(p.count) for p in net.learnable_params]
+        self.shapes = [tuple(p.shape) for p in net.learnable_params]
+        self.lr_mult = list(net.params_lr)
+        self.decay_mult = list(net.params_weight_decay)
+
+
+def sub_batch_net_param(net_param, k, where="net"):
+    """A copy of ``net_param`` whose data layers' batch is split ``k`` ways (one sub-batch each)."""
+    out = caffe_pb2.NetParameter()
+    out.CopyFrom(net_param)
+    if k == 1:
+        return out
+    for lp in out.layer:
+        for field in _BATCH_FIELDS:
+            if lp.HasField(field):
+                sub = getattr(lp, field)
+                sub.batch_size = _divide(sub.batch_size, k, lp, where)
+        if lp.type == "Input":
+            for shape in lp.input_param.shape:
+                if len(shape.dim):
+                    shape.dim[0] = _divide(shape.dim[0], k, lp, where)
+        if lp.type == "DummyData":
+            for shape in lp.dummy_data_param.shape:
+                if len(shape.dim):
+                    shape.dim[0] = _divide(shape.dim[0], k, lp, where)
+    return out
+
+
+def _divide(batch, k, lp, where):
+    if batch % k:
+        raise CaffeError("%s: layer '%s' (%s): batch %d does not split into %d sub-batches "
+                         "(nworkers_per_group)" % (where, lp.name, lp.type, batch, k))
+    return batch // k

@@ -1,0 +1,233 @@
+"""Entry point: ``train(solver, ...)`` runs a solver on the cluster its ClusterParameter describes.
+
+Every process (one, or each MPI rank) builds the same Topology from the solver's train net, creates
+the roles that live in it (workers, stubs, servers: one thread each; the coordinator on the calling
+thread of process 0) and runs them. Worker nets are the train net with each data layer's batch cut
+``nworkers_per_group`` ways; worker w reads items w, w + W, ... (``solver_rank`` / ``solver_count``)
+or gets its rows from ``feeder(w, nworkers, net)``. Process 0 writes
+``<workspace>/visualization/net.json`` with the partition. ``resume=True`` continues from the latest
+complete checkpoint (same step counter, lr-policy step and history; param versions restart at 0).
+"""
+import os
+import threading
+import time
+
+from .. import common
+from ..errors import CaffeError
+from ..log import info
+from ..net import Net
+from ..solvers import solver_class
+from . import checkpoint, transport as T
+from .coordinator import Coordinator, DistError
+from .server import Server
+from .stub import Stub
+from .topology import ParamMeta, Topology, load_cluster, sub_batch_net_param
+from .worker import Stopped, Worker
+
+
+class Result(object):
+    """What a run reports: final step, observed staleness, traffic and per-worker timings."""
+
+    def __init__(self, step, coordinator, engine, seconds):
+        self.step = step
+        self.reports = coordinator.reports
+        self.max_staleness = max([coordinator.max_staleness] +
+                                 [int(r.get("stale", 0)) for r in self.reports.values()])
+        self.bytes_sent = engine.stats.bytes
+        self.messages = engine.stats.messages
+        self.seconds = seconds
+
+
+def _under_mpi():
+    return any(int(os.environ.get(k, "1")) > 1 for k in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE"))
+
+
+def _train_net_param(solver):
+    """The solver's train NetParameter and NetState (Caffe's precedence of net fields)."""
+    from ..proto import caffe_pb2
+    p = solver.param
+    for f in ("net_param", "train_net_param", "net", "train_net"):
+        if p.HasField(f):
+            if f.endswith("_param"):
+                net_param = caffe_pb2.NetParameter()
+                net_param.CopyFrom(getattr(p, f))
+            else:
+                net_param = solver._read_net(getattr(p, f))
+            return net_param, solver._merged_state(caffe_pb2.TRAIN, net_param, p.train_state)
+    raise CaffeError("the solver has no train net")
+
+
+class _Process(object):
+    """The roles of one process and their threads."""
+
+    def __init__(self, solver, topo, engine, workspace, start_step, restored, feeder):
+        self.solver, self.topo, self.engine, self.workspace = solver, topo, engine, workspace
+        self.stopping = threading.Event()
+        self.threads, self.workers, self.servers = [], [], []
+        cls = solver_class(solver.param.type)
+        meta = ParamMeta(solver.net)
+        current_step = int(getattr(solver, "current_step", 0))
+        for ep in sorted(engine.inboxes):
+            if ep == topo.coordinator:
+                continue
+            endpoint = engine.endpoint(ep)
+            if ep < topo.W:
+                self._spawn(ep, self._worker_body(endpoint, start_step, restored is None, feeder))
+            elif ep < topo.W + topo.G:
+                self._spawn(ep, Stub(endpoint, topo, ep - topo.W).run)
+            else:
+                server = Server(endpoint, topo, meta, solver.param, cls, solver.dtype, workspace,
+                                start_step, current_step, restored)
+                self.servers.append(server)
+                self._spawn(ep, server.run)
+
+    def _worker_body(self, endpoint, start_step, send_init, feeder):
+        solver, topo, w = self.solver, self.topo, endpoint.id
+
+        def body(stopping):
+            common._state.solver_rank, common._state.solver_count = w, topo.W
+            if solver.param.random_seed >= 0:
+                common.set_random_seed(solver.param.random_seed + w)
+            if topo.K == 1 and w == 0:
+                net = solver.net
+            else:
+                net_param, state = _train_net_param(solver)
+                net_param = sub_batch_net_param(net_param, topo.K, "train net")
+                net_param.state.CopyFrom(state)
+                net = Net(net_param, phase=state.phase, level=state.level,
+                          stages=tuple(s for s in state.stage if s), dtype=solver.dtype)
+            if feeder is not None:
+                feeder(w, topo.W, net)
+            worker = Worker(endpoint, topo, net, solver.param, self.workspace, start_step,
+                            send_init and w == 0)
+            self.workers.append(worker)
+            worker.run(stopping)
+        return body
+
+    def _spawn(self, ep, fn):
+        name = self.topo.describe(ep)
+        coordinator = self.topo.coordinator
+
+        def run():
+            try:
+                fn(self.stopping)
+            except Stopped:
+                pass
+            except BaseException as e:  # reported to the coordinator, which stops the job
+                if not self.stopping.is_set():
+                    self.engine.deliver(*_error_message(ep, coordinator, "%s failed: %s" % (name, e)))
+        t = threading.Thread(target=run, name=name, daemon=True)
+        t.role = name
+        self.threads.append(t)
+
+    def start(self):
+        for t in self.threads:
+            t.start()
+
+    def dead_thread(self):
+        for t in self.threads:
+            if not t.is_alive() and not self.stopping.is_set():
+                return t.role
+        return None
+
+    def join(self, timeout=10.0):
+        self.stopping.set()
+        for t in self.threads:
+            t.join(timeout)
+
+
+def _error_message(src, dst, text):
+    h = T.header(T.ERROR, src=src, dst=dst, text=text.splitlines()[0] if text else "error")
+    return h, []
+
+
+def train(solver, cluster=None, cluster_file=None, resume=False, feeder=None, engine=None):
+    """Train ``solver`` on the cluster; returns a :class:`Result` in process 0 (None elsewhere)."""
+    cluster = cluster if cluster is not None else load_cluster(solver.param, cluster_file)
+    p = solver.param
+    if p.clip_gradients >= 0:
+        raise CaffeError("clip_gradients needs the global gradient norm, which the parameter-server "
+                         "solver does not compute; remove it for distributed training")
+    meta = ParamMeta(solver.net)
+    topo = Topology(cluster, meta.counts, meta.names)
+    workspace = cluster.workspace
+    kind = engine or cluster.engine or ("mpi" if _under_mpi() else "inproc")
+    if kind == "mpi":
+        from .mpi import MpiEngine
+        eng = MpiEngine(topo)
+        rank = eng.rank
+    else:
+        from .inproc import InprocEngine
+        eng = InprocEngine(topo)
+        rank = 0
+    start_step, restored = 0, None
+    if resume:
+        start_step, manifest = checkpoint.latest_complete(workspace)
+        if start_step is None:
+            raise CaffeError("--resume: %s" % checkpoint.describe_latest(workspace))
+        restored = checkpoint.full_params(workspace, manifest, solver.dtype, "server")
+        missing = [n for n in meta.names if n not in restored]
+        if missing:
+            raise CaffeError("--resume: checkpoint step %d lacks params %s" % (start_step, ", ".join(missing)))
+        solver.iter, solver.current_step = start_step, manifest.current_step
+        info("trainer.py", "Resuming from checkpoint step %d (%s)" % (start_step, workspace))
+    if rank == 0:
+        from ..draw import write_net_json
+        write_net_json(solver.net, os.path.join(workspace, "visualization", "net.json"),
+                       placement=topo.placement(solver.net))
+    proc = _Process(solver, topo, eng, workspace, start_step, restored, feeder)
+    if kind == "mpi":
+        from .watchdog import MpiGuard
+        guard = MpiGuard(eng, topo, workspace)
+    else:
+        guard = None
+    t0 = time.time()
+    proc.start()
+    try:
+        if rank != 0:
+            guard.serve(proc)
+            return None
+        coord = Coordinator(eng.endpoint(topo.coordinator), topo, solver, workspace,
+                            health=guard.health if guard else _inproc_health(proc))
+        info("trainer.py", "Training on %d worker groups x %d workers, %d server groups x %d servers "
+             "(%s, %s engine) from step %d" % (topo.G, topo.K, topo.SG, topo.P, topo.consistency,
+                                               eng.name, start_step))
+        try:
+            step = coord.run()
+        except BaseException as e:
+            coord.stop_all()
+            if guard:
+                guard.abort(str(e))
+            raise
+        if guard:
+            guard.done()
+        coord.stop_all()
+        proc.join()
+        result = Result(step, coord, eng, time.time() - t0)
+        if solver.test_nets and p.test_interval:
+            solver.test_all()
+        return result
+    finally:
+        proc.stopping.set()
+        eng.close()
+
+
+def _inproc_health(proc):
+    def health(h=None):
+        role = proc.dead_thread()
+        if role:
+            time.sleep(0.2)  # let its ERROR arrive first; it carries the reason
+            raise DistError("%s stopped unexpectedly" % role)
+    return health
+
+
+def train_multi_gpu(solver, gpus):
+    """``caffepy train --gpu 0,1,..``: one worker group with a worker per id, BSP, in process."""
+    from ..proto import caffe_pb2
+    cluster = caffe_pb2.ClusterParameter()
+    cluster.CopyFrom(solver.param.cluster)
+    cluster.nworkers_per_group = len(gpus)
+    info("trainer.py", "Training with %d workers in one group (devices %s)"
+         % (len(gpus), ",".join(map(str, gpus))))
+    return train(solver, cluster=cluster, engine="inproc")
+

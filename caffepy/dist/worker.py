@@ -1,0 +1,133 @@
+"""A worker: runs the net on its sub-batch, pushes gradients to its stub, waits for fresh params.
+
+One step at clock c (c = start_step ... max_iter - 1)::
+
+    [barrier at c if c is a checkpoint / snapshot step: write step<c>-worker<id>.bin, READY, wait GO]
+    clear diffs; loss = mean over iter_size of forward_backward   (diffs / iter_size)
+    push GRAD(p, step c, diff) for each learnable param, last layer first
+    wait until every param's version is c - start_step + 1      (PARAM slices written in place)
+
+Params arrive as slices written straight into the net's blobs, so a worker never holds a second
+copy. ``max_staleness`` records ``c - (slowest group's clock)`` over all slices read (SSP bound).
+
+Hooks for wait-free backprop: :meth:`push` (one param) is what a ``net.on_backward_layer``
+callback would call from a sender thread, and :meth:`wait_params` takes the params a layer needs,
+so the next forward can wait layer by layer instead of for all of them at once.
+"""
+import time
+
+import numpy as np
+
+from ..errors import CaffeError, SolverError
+from ..log import fmt, info
+from ..solvers import debug
+from . import checkpoint, transport as T
+
+
+class Stopped(Exception):
+    """The coordinator stopped the job."""
+
+
+class Worker(object):
+    def __init__(self, endpoint, topo, net, solver_param, workspace, start_step, send_init):
+        self.ep, self.topo, self.net = endpoint, topo, net
+        self.param, self.workspace = solver_param, workspace
+        self.start, self.send_init = start_step, send_init
+        self.g = topo.group_of_worker(endpoint.id)
+        self.stub = topo.stub(self.g)
+        self.version = [-1] * len(net.learnable_params)
+        self.flat = [b.data.reshape(-1) for b in net.learnable_params]
+        self.timeout = topo.cluster.timeout
+        self.max_staleness = 0
+        self.t_compute = self.t_wait = 0.0
+        self.steps = 0
+
+    def barrier_step(self, step):
+        p = self.param
+        return checkpoint.is_checkpoint_step(step, p) or bool(p.snapshot and step % p.snapshot == 0)
+
+    def run(self, stopping):
+        if self.send_init:
+            self._push_init()
+        self.wait_params(0, self.start)
+        for c in range(self.start, self.param.max_iter):
+            if c > self.start and self.barrier_step(c):
+                self.barrier(c, final=False)
+            t0 = time.time()
+            loss = self.compute(c)
+            self.t_compute += time.time() - t0
+            for p in reversed(range(len(self.flat))):
+                self.push(p, c)
+            t0 = time.time()
+            self.wait_params(c - self.start + 1, c + 1)
+            self.t_wait += time.time() - t0
+            self.steps += 1
+            if self.ep.id == 0 and self.param.display and c % self.param.display == 0:
+                info("worker.py", "Iteration %d, loss = %s (worker 0)" % (c, fmt(loss)))
+        self.barrier(self.param.max_iter, final=True)
+
+    def _push_init(self):
+        for p, pieces in enumerate(self.topo.slices):
+            for k, (off, size, j) in enumerate(pieces):
+                for sg in range(self.topo.SG):
+                    self.ep.send(self.topo.server(sg, j), T.header(T.INIT, param=p, slice=k, offset=off),
+                                 [self.flat[p][off:off + size]])
+
+    def compute(self, c):
+        net, n = self.net, self.param.iter_size
+        net.clear_param_diffs()
+        loss = 0.0
+        for _ in range(n):
+            loss += net.forward_backward()
+        loss /= n
+        if not np.isfinite(loss):
+            raise SolverError(debug.nonfinite_message(net, c, loss))
+        if n > 1:
+            for b in net.learnable_params:
+                b.diff[...] *= b.dtype.type(1.0) / b.dtype.type(n)
+        return loss
+
+    def push(self, p, c):
+        self.ep.send(self.stub, T.header(T.GRAD, param=p, step=c),
+                     [self.net.learnable_params[p].diff])
+
+    def wait_params(self, version, clock, params=None):
+        """Take PARAM slices until every param in ``params`` (default all) reached ``version``."""
+        wanted = range(len(self.flat)) if params is None else params
+        while any(self.version[p] < version for p in wanted):
+            h, bufs = self.ep.recv(self.timeout, "parameters from stub %d" % self.g)
+            if h.kind == T.STOP:
+                raise Stopped()
+            if h.kind != T.PARAM:
+                raise CaffeError("worker %d: unexpected message %s while waiting for parameters"
+                                 % (self.ep.id, T.KIND_NAMES.get(h.kind, h.kind)))
+            self.flat[h.param][h.offset:h.offset + bufs[0].size] = bufs[0]
+            self.max_staleness = max(self.max_staleness, clock - h.step)
+            if h.flag:
+                self.version[h.param] = h.version
+
+    def barrier(self, step, final):
+        files = ""
+        if final or checkpoint.is_checkpoint_step(step, self.param):
+            files = self._write_checkpoint(step)
+        text = "file=%s;compute=%r;wait=%r;steps=%d;stale=%d" % (
+            files, self.t_compute, self.t_wait, self.steps, self.max_staleness)
+        self.ep.send(self.topo.coordinator, T.header(T.READY, step=step, flag=int(final), text=text))
+        h, _ = self.ep.recv(None)
+        if h.kind == T.STOP:
+            raise Stopped()
+        if h.kind != T.GO:
+            raise CaffeError("worker %d: expected GO after the barrier of step %d, got %s"
+                             % (self.ep.id, step, T.KIND_NAMES.get(h.kind, h.kind)))
+
+    def _write_checkpoint(self, step):
+        if self.g != 0:
+            return ""
+        k = self.ep.id
+        owned = [p for p in range(len(self.flat)) if self.topo.owner_worker(p) == k]
+        if not owned:
+            return ""
+        names = self.net.param_display_names
+        slices = [checkpoint.make_slice(names[p], p, 0, 0, self.version[p], self.flat[p],
+                                        shape=self.net.learnable_params[p].shape) for p in owned]
+        return checkpoint.write_file(self.workspace, step, "worker", k, slices)

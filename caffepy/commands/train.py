@@ -23,6 +23,11 @@ def add_arguments(parser):
                         help="pretrained weights to initialize finetuning, separated by ','; "
                              "cannot be set together with --snapshot")
     parser.add_argument("--snapshot", default="", help="the solver state to resume training from")
+    parser.add_argument("--cluster", default="",
+                        help="distributed training: a ClusterParameter text file (caffepy.dist)")
+    parser.add_argument("--resume", action="store_true",
+                        help="distributed training: continue from the workspace's latest complete "
+                             "checkpoint")
     _flags.add_gpu(parser)
     _flags.add_net_state(parser)
     parser.add_argument("--sigint_effect", default="stop",
@@ -74,7 +79,10 @@ def run(args):
         if args.snapshot:
             info("caffe.cpp:248", "Resuming from %s" % args.snapshot)
             solver.restore(args.snapshot)
-        if len(gpus) > 1:
+        if args.cluster or args.resume or param.HasField("cluster"):
+            from .. import dist
+            dist.train(solver, cluster_file=args.cluster or None, resume=args.resume)
+        elif len(gpus) > 1:
             _multi_gpu(solver, gpus)
         else:
             info("caffe.cpp:239", "Starting Optimization")

@@ -1,0 +1,63 @@
+"""Run under mpiexec by the tests: the small MLP on a cluster; rank 0 saves the final params (.npz)."""
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import nets  # noqa: E402
+
+from caffepy import dist  # noqa: E402
+from caffepy.errors import CaffeError  # noqa: E402
+from caffepy.solvers import get_solver  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--workspace", required=True)
+    ap.add_argument("--out", default="")
+    ap.add_argument("--groups", type=int, default=2)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--servers", type=int, default=2)
+    ap.add_argument("--separate", action="store_true")
+    ap.add_argument("--max_iter", type=int, default=20)
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--checkpoint_frequency", type=int, default=0)
+    ap.add_argument("--sleep", type=float, default=0.0)
+    ap.add_argument("--consistency", default="BSP")
+    ap.add_argument("--resume", action="store_true")
+    a = ap.parse_args()
+    W = a.groups * a.workers
+    x, y = nets.data(10 * W * a.batch // a.workers)
+    extra = "checkpoint_frequency: %d" % a.checkpoint_frequency
+    solver = get_solver(nets.solver_param(a.batch, a.max_iter, extra=extra), dtype=np.float64)
+    cluster = nets.cluster(nworker_groups=a.groups, nworkers_per_group=a.workers,
+                           nservers_per_group=a.servers, server_worker_separate=a.separate,
+                           workspace=a.workspace, consistency=a.consistency, engine="mpi",
+                           timeout=20)
+
+    def feed(w, nworkers, net):
+        nets.feeder(x, y)(w, nworkers, net)
+        net.layers[0].pos = (solver.iter * net.layers[0].batch_size) % net.layers[0].n
+        if a.sleep:
+            run = net.forward_backward
+            net.forward_backward = lambda: (time.sleep(a.sleep), run())[1]
+    try:
+        result = dist.train(solver, cluster=cluster, resume=a.resume, feeder=feed)
+    except CaffeError as e:
+        print("ERROR: %s" % e, file=sys.stderr)
+        return 1
+    if result is not None:
+        if a.out:
+            np.savez(a.out, *[p.data for p in solver.net.learnable_params])
+        print("RESULT step=%d bytes=%d messages=%d seconds=%.3f" % (
+            result.step, result.bytes_sent, result.messages, result.seconds))
+        for w, r in sorted(result.reports.items()):
+            print("WORKER %d compute=%s wait=%s steps=%s" % (w, r["compute"], r["wait"], r["steps"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

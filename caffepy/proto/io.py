@@ -152,8 +152,21 @@ def read_binary(path, msg):
     return parse_binary(_read_bytes(path), msg, filename=path)
 
 
+def _unknown_fields(msg):
+    """Number of top-level fields the schema does not know (a sign the bytes are not this message)."""
+    try:
+        from google.protobuf import unknown_fields
+    except ImportError:  # protobuf < 4.24: no UnknownFieldSet; accept the parse
+        return 0
+    return len(unknown_fields.UnknownFieldSet(msg))
+
+
 def parse_any(data, msg, filename):
-    """``data`` (bytes) as binary or text, whichever it is (see the module doc)."""
+    """``data`` (bytes) as binary or text, whichever it is (see the module doc).
+
+    A guess of text that fails to parse is retried as binary; the binary reading is kept only if it
+    yields fields and no unknown ones, otherwise the text error is raised.
+    """
     if looks_binary(data):
         return parse_binary(data, msg, filename)
     text = _decode_text(data, filename)
@@ -165,7 +178,7 @@ def parse_any(data, msg, filename):
             trial.ParseFromString(bytes(data))
         except _message.DecodeError:
             raise text_error from None
-        if trial.ListFields():
+        if trial.ListFields() and not _unknown_fields(trial):
             msg.CopyFrom(trial)
             return msg
         raise text_error from None

@@ -158,3 +158,10 @@ def test_atomic_write_leaves_no_temp_files(tmp_path):
     io.write_text(io.read_net(NET), tmp_path / "out.prototxt")
     assert os.listdir(tmp_path) == ["out.prototxt"]
     assert io.read_net(tmp_path / "out.prototxt") == io.read_net(NET)
+
+
+def test_tiny_binary_with_few_control_bytes_is_still_read():
+    net = caffe_pb2.NetParameter(name="x" * 100)   # serialized: newline, "d", 100 x
+    data = net.SerializeToString()
+    assert not io.looks_binary(data)          # guessed as text ...
+    assert io.read_net(data) == net           # ... the binary retry reads it

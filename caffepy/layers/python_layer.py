@@ -10,12 +10,23 @@ instantiated with the LayerParameter; the instance gets ``param_str``, ``phase``
 calls: ``setup(bottom, top)`` once, ``reshape(bottom, top)`` before every forward,
 ``forward(bottom, top)``, ``backward(top, propagate_down, bottom)``. ``bottom``/``top`` are lists
 of blobs with ``.data`` / ``.diff`` numpy arrays, ``.shape``, ``.count``, ``.num`` ...
-and ``.reshape(*shape)``. ``loss_weight`` works as for any layer.
+and ``.reshape(*shape)``. ``loss_weight`` works as for any layer. ``param_str_`` (older pycaffe's
+name) is set too.
+
+Well-known third-party layers: when ``module`` cannot be imported and (module, layer) is one of
+py-faster-rcnn's RPN layers (``rpn.proposal_layer.ProposalLayer``,
+``rpn.anchor_target_layer.AnchorTargetLayer``, ``rpn.proposal_target_layer.ProposalTargetLayer``),
+caffepy's own implementation (``caffepy.contrib.frcnn``) is used and one INFO line says so; a module
+of that name on ``sys.path`` always wins. The fork C++ type ``Proposal`` (ProposalLayer's
+computation, ``proposal_param`` where the schema has it) is registered here too.
 """
 import importlib
+import logging
 
 from ..blob import Blob
 from .base import Layer as _CaffepyLayer, register_layer
+
+_log = logging.getLogger("caffepy")
 
 
 class BlobVec(list):
@@ -54,6 +65,12 @@ class Layer(object):
         pass
 
 
+def _builtin_stand_in(module_name, class_name):
+    """caffepy's implementation of a well-known third-party Python layer, or None."""
+    from ..contrib.frcnn import builtin_layer_class
+    return builtin_layer_class(module_name, class_name)
+
+
 def load_python_layer_class(module_name, class_name):
     """Import ``module_name`` from sys.path and return its attribute ``class_name``.
 
@@ -86,13 +103,20 @@ class PythonLayer(_CaffepyLayer):
         pp = layer_param.python_param
         try:
             cls = load_python_layer_class(pp.module, pp.layer)
-        except (ImportError, AttributeError) as e:
+        except ImportError as e:
+            cls = _builtin_stand_in(pp.module, pp.layer)
+            if cls is None:
+                raise self.error(str(e))
+            _log.info("Python layer '%s': %s; using caffepy's built-in %s.%s", layer_param.name,
+                      " ".join(str(e).split()), cls.__module__, cls.__name__)
+        except AttributeError as e:
             raise self.error(str(e))
         except Exception as e:  # an error raised while importing the user's module
             raise self.error("importing python_param.module '%s' failed: %s: %s"
                              % (pp.module, type(e).__name__, " ".join(str(e).split())))
         self.py_layer = cls(layer_param)
         self.py_layer.param_str = pp.param_str
+        self.py_layer.param_str_ = pp.param_str
         self.py_layer.phase = self.phase
         self.py_layer.blobs = BlobVec(self.blobs, dtype=self.dtype)
         self.blobs = self.py_layer.blobs
@@ -110,3 +134,59 @@ class PythonLayer(_CaffepyLayer):
     def backward_cpu(self, top, propagate_down, bottom):
         self.py_layer.backward(top, list(propagate_down), bottom)
 
+
+
+@register_layer("Proposal")
+class ProposalLayer(_CaffepyLayer):
+    """The fork C++ ``Proposal`` layer: ``caffepy.contrib.frcnn.proposal`` (see there) configured
+    from ``proposal_param { feat_stride: 16 base_size: 16 min_size: 16 ratio: [0.5, 1, 2]
+    scale: [8, 16, 32] pre_nms_topn: 6000 post_nms_topn: 300 nms_thresh: 0.7 }`` when the schema
+    has that message, else from those defaults. Bottoms: scores, bbox deltas, im_info; tops: rois
+    (and scores)."""
+
+    exact_num_bottom_blobs = 3
+    min_top_blobs = 1
+    max_top_blobs = 2
+
+    def layer_setup(self, bottom, top):
+        from ..contrib.frcnn import proposal
+        self.impl = proposal.ProposalLayer(self.layer_param)
+        self.impl.phase = self.phase
+        p = _proposal_param(self.layer_param)
+        self.impl.param_str = repr({"feat_stride": p["feat_stride"], "base_size": p["base_size"],
+                                    "ratios": p["ratio"], "scales": p["scale"]})
+        self.impl.setup(bottom, top)
+        self.impl.settings = dict(RPN_PRE_NMS_TOP_N=p["pre_nms_topn"],
+                                  RPN_POST_NMS_TOP_N=p["post_nms_topn"],
+                                  RPN_NMS_THRESH=p["nms_thresh"], RPN_MIN_SIZE=p["min_size"])
+
+    def reshape(self, bottom, top):
+        pass
+
+    def forward_cpu(self, bottom, top):
+        self.impl.forward(bottom, top)
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        pass
+
+
+_PROPOSAL_DEFAULTS = dict(feat_stride=16, base_size=16, min_size=16, ratio=[0.5, 1.0, 2.0],
+                          scale=[8.0, 16.0, 32.0], pre_nms_topn=6000, post_nms_topn=300,
+                          nms_thresh=0.7)
+
+
+def _proposal_param(layer_param):
+    out = dict(_PROPOSAL_DEFAULTS)
+    if "proposal_param" not in layer_param.DESCRIPTOR.fields_by_name:
+        return out
+    msg = layer_param.proposal_param
+    for key in out:
+        if key not in msg.DESCRIPTOR.fields_by_name:
+            continue
+        value = getattr(msg, key)
+        if isinstance(out[key], list):
+            if len(value):
+                out[key] = list(value)
+        elif msg.HasField(key):
+            out[key] = value
+    return out

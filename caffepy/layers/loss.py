@@ -163,6 +163,8 @@ class InfogainLossLayer(_SoftmaxLossBase):
             self.infogain = self._read_source()
 
     def _read_source(self):
+        from google.protobuf.message import DecodeError
+
         from ..blob import Blob
         from ..proto import caffe_pb2
         source = self.layer_param.infogain_loss_param.source
@@ -175,7 +177,7 @@ class InfogainLossLayer(_SoftmaxLossBase):
                 bp.ParseFromString(f.read())
         except (IOError, OSError) as e:
             raise self.error("cannot read infogain matrix '%s': %s" % (source, e))
-        except Exception as e:  # protobuf DecodeError
+        except DecodeError as e:
             raise self.error("'%s' is not a BlobProto (.binaryproto): %s" % (source, e))
         blob = Blob((), dtype=self.dtype)
         blob.from_proto(bp)

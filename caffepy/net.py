@@ -114,8 +114,8 @@ class Net(PycaffeNet):
             self.top_names[lp.name] = top_names
             for j, name in enumerate(top_names):
                 w = layer.loss(j)
-                if w:
-                    self.blob_loss_weights[name] = w
+                if w or name not in self.blob_loss_weights:
+                    self.blob_loss_weights[name] = w   # every blob, 0 for non-loss (pycaffe)
             need_bw = any(need)
             need_bw |= self._append_params(li, layer, lp, param_by_name)
             for name in top_names:

@@ -40,7 +40,8 @@ def test_structure_train_and_test():
     assert net.outputs == ["loss"]
     assert list(net.params) == ["ip1", "ip2"]
     assert [p.shape for p in net.params["ip1"]] == [(5, 3), (5,)]
-    assert net.blob_loss_weights == {"loss": 1.0}
+    assert {k: v for k, v in net.blob_loss_weights.items() if v} == {"loss": 1.0}
+    assert set(net.blob_loss_weights) == set(net.blobs)
     test = build(phase=caffepy.TEST)
     assert sorted(test.outputs) == ["acc", "loss"]
     assert "ip2_ip2_0_split" in test._layer_names  # ip2 feeds loss and accuracy

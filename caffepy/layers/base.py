@@ -47,7 +47,13 @@ def get_layer_class(type_name, layer_name="?"):
     try:
         return _REGISTRY[type_name]
     except KeyError:
-        close = difflib.get_close_matches(type_name, _REGISTRY, n=1, cutoff=0.5)
+        lower = {}
+        for known in sorted(_REGISTRY):
+            lower.setdefault(known.lower(), known)
+        if type_name.lower() in lower:
+            close = [lower[type_name.lower()]]
+        else:
+            close = [lower[c] for c in difflib.get_close_matches(type_name.lower(), lower, n=1, cutoff=0.5)]
         hint = " (did you mean '%s'?)" % close[0] if close else ""
         raise NetError("layer '%s': unknown layer type '%s'%s; known types: %s"
                        % (layer_name, type_name, hint, ", ".join(sorted(_REGISTRY))))
@@ -60,6 +66,13 @@ def create_layer(layer_param, phase=None, dtype=np.float32):
 
 
 _loaded = [False]
+
+
+def _gpu_ready():
+    """GPU mode: activate caffepy.gpu (imported here, never on the CPU path); a one-line
+    GpuUnavailableError when pycuda or a device is missing."""
+    from .. import gpu
+    return gpu.activate()
 
 
 def _load_all():
@@ -116,6 +129,8 @@ class Layer(object):
 
     # -- life cycle ----------------------------------------------------------------------------
     def setup(self, bottom, top):
+        if common.mode() == common.GPU:
+            _gpu_ready()
         self.check_blob_counts(bottom, top)
         self.layer_setup(bottom, top)
         self.reshape(bottom, top)
@@ -130,7 +145,7 @@ class Layer(object):
 
     def forward(self, bottom, top):
         self.reshape(bottom, top)
-        if common.mode() == common.GPU and hasattr(self, "forward_gpu"):
+        if common.mode() == common.GPU and _gpu_ready() and hasattr(self, "forward_gpu"):
             self.forward_gpu(bottom, top)
         else:
             self.forward_cpu(bottom, top)

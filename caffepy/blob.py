@@ -6,8 +6,13 @@ iteration. Shapes are tuples of ints; ``num / channels / height / width`` are Ca
 accessors (1 where the axis does not exist).
 
 Storage is host numpy memory. The GPU path (caffepy.gpu) attaches a device mirror with explicit,
-lazy synchronisation (Caffe's SyncedMemory idea); the CPU path never imports it.
+lazy synchronisation (Caffe's SyncedMemory, below): asking a blob for ``gpu_data`` /
+``mutable_gpu_data`` (or the diffs) turns it into a :class:`SyncedBlob`, whose ``data`` / ``diff``
+copy back to the host only when the device holds the newer values. The CPU path never imports
+caffepy.gpu, and a plain Blob's accessors are unchanged.
 """
+import weakref
+
 import numpy as np
 
 from .errors import CaffeError
@@ -23,13 +28,14 @@ class Blob(object):
         dtype: numpy float dtype (float32 as in Caffe; float64 for gradient checks).
     """
 
-    __slots__ = ("_data", "_diff", "_shape", "dtype", "__weakref__")
+    __slots__ = ("_data", "_diff", "_shape", "dtype", "_mem", "__weakref__")
 
     def __init__(self, shape=(), dtype=np.float32):
         self.dtype = np.dtype(dtype)
         self._shape = None
         self._data = None
         self._diff = None
+        self._mem = None
         self.reshape(shape)
 
     # -- shape ---------------------------------------------------------------------------------
@@ -116,11 +122,48 @@ class Blob(object):
         if other.count != self.count:
             raise CaffeError("share_data: count %d != %d" % (other.count, self.count))
         self._data = other._data.reshape(self._shape)
+        if other._mem is not None:
+            self._mirror()
 
     def share_diff(self, other):
         if other.count != self.count:
             raise CaffeError("share_diff: count %d != %d" % (other.count, self.count))
         self._diff = other._diff.reshape(self._shape)
+        if other._mem is not None:
+            self._mirror()
+
+    # -- device mirror -------------------------------------------------------------------------
+    def _mirror(self):
+        """Attach the device mirror (the blob becomes a SyncedBlob); returns (data, diff) memories."""
+        self.__class__ = SyncedBlob
+        self._mem = (_synced_memory(self._data), _synced_memory(self._diff))
+        return self._mem
+
+    @property
+    def gpu_data(self):
+        """The data on the device (flat), copied up if the host is newer; for reading."""
+        return (self._mem or self._mirror())[0].gpu()
+
+    @property
+    def mutable_gpu_data(self):
+        """The data on the device, for writing: the host copy becomes stale."""
+        return (self._mem or self._mirror())[0].mutable_gpu()
+
+    @property
+    def gpu_diff(self):
+        return (self._mem or self._mirror())[1].gpu()
+
+    @property
+    def mutable_gpu_diff(self):
+        return (self._mem or self._mirror())[1].mutable_gpu()
+
+    @property
+    def cpu_data(self):
+        """The data on the host for reading (the device copy stays valid)."""
+        return self._data
+
+    def to_host(self):
+        """Copy device-side changes back to the host now (explicit sync; no-op on the CPU path)."""
 
     def set_arrays(self, data, diff):
         """Rebind storage to external arrays (used for contiguous parameter buffers)."""
@@ -193,3 +236,160 @@ def blobproto_shape(proto):
     if any(proto.HasField(f) for f in ("num", "channels", "height", "width")):
         return (proto.num, proto.channels, proto.height, proto.width)
     return tuple(int(d) for d in proto.shape.dim)
+
+
+# -- device mirror: Caffe's SyncedMemory ---------------------------------------------------------
+HOST, DEVICE, SYNCED = "HOST", "DEVICE", "SYNCED"
+_backend = [None]
+_memories = weakref.WeakValueDictionary()   # (host address, nbytes, dtype) -> SyncedMemory
+
+
+def set_device_backend(backend):
+    """Install the device side of every mirror: an object with ``alloc(count, dtype)``,
+    ``upload(host, dev)`` and ``download(dev, host)``. caffepy.gpu installs the CUDA device when
+    GPU mode is activated; tests install a fake. Existing mirrors keep their backend."""
+    _backend[0] = backend
+
+
+def device_backend():
+    if _backend[0] is None:
+        from . import gpu
+        gpu.activate()
+    return _backend[0]
+
+
+class SyncedMemory(object):
+    """A host array and its device copy, synchronised lazily (Caffe's SyncedMemory).
+
+    ``head`` says where the newest values are: HOST (device copy stale or absent), DEVICE (host copy
+    stale) or SYNCED. ``cpu()`` / ``gpu()`` copy only when the other side is newer; the mutable
+    variants move the head to their side. Blobs whose host arrays are the same memory (in-place
+    tops, Split, share_data) share one SyncedMemory, so their device copies cannot diverge.
+    """
+    __slots__ = ("host", "dev", "head", "backend", "__weakref__")
+
+    def __init__(self, host, backend):
+        self.host = host
+        self.dev = None
+        self.head = HOST
+        self.backend = backend
+
+    def cpu(self):
+        if self.head == DEVICE:
+            self.backend.download(self.dev, self.host)
+            self.head = SYNCED
+        return self.host
+
+    def mutable_cpu(self):
+        self.cpu()
+        self.head = HOST
+        return self.host
+
+    def gpu(self):
+        if self.dev is None:
+            self.dev = self.backend.alloc(self.host.size, self.host.dtype)
+            self.head = HOST
+        if self.head == HOST:
+            self.backend.upload(self.host, self.dev)
+            self.head = SYNCED
+        return self.dev
+
+    def mutable_gpu(self):
+        self.gpu()
+        self.head = DEVICE
+        return self.dev
+
+
+def _synced_memory(arr):
+    if not arr.flags.c_contiguous:
+        raise CaffeError("a blob mirrored on the device needs contiguous host arrays")
+    backend = device_backend()
+    key = (arr.__array_interface__["data"][0], arr.nbytes, arr.dtype.str, id(backend))
+    mem = _memories.get(key)
+    if mem is None:
+        mem = SyncedMemory(arr.reshape(-1), backend)
+        _memories[key] = mem
+    return mem
+
+
+class SyncedBlob(Blob):
+    """A Blob with a device mirror (what ``Blob._mirror`` turns a blob into; same layout).
+
+    ``data`` / ``diff`` return host arrays that are current and may be written (the device copy
+    becomes stale); ``cpu_data`` is a read-only current view that keeps the device copy valid.
+    """
+    __slots__ = ()
+
+    def _host(self, i):
+        m = self._mem[i]
+        if m.head != HOST:
+            m.mutable_cpu()
+
+    @property
+    def data(self):
+        self._host(0)
+        return self._data
+
+    @data.setter
+    def data(self, value):
+        self._host(0)
+        self._data[...] = value
+
+    @property
+    def diff(self):
+        self._host(1)
+        return self._diff
+
+    @diff.setter
+    def diff(self, value):
+        self._host(1)
+        self._diff[...] = value
+
+    @property
+    def cpu_data(self):
+        self._mem[0].cpu()
+        view = self._data.view()
+        view.flags.writeable = False
+        return view
+
+    def to_host(self):
+        self._mem[0].cpu()
+        self._mem[1].cpu()
+
+    def reshape(self, *shape):
+        count = self._data.size if self._data is not None else -1
+        Blob.reshape(self, *shape)
+        if self._data.size != count:
+            self._mirror()
+
+    def share_data(self, other):
+        Blob.share_data(self, other)
+        self._mirror()
+
+    def share_diff(self, other):
+        Blob.share_diff(self, other)
+        self._mirror()
+
+    def set_arrays(self, data, diff):
+        Blob.set_arrays(self, data, diff)
+        self._mirror()
+
+
+def _on_host(name):
+    base = getattr(Blob, name)
+
+    def method(self, *args, **kwargs):
+        self._host(0)
+        self._host(1)
+        out = base(self, *args, **kwargs)
+        if self._data.size != self._mem[0].host.size:     # reshaped to a new count
+            self._mirror()
+        return out
+    method.__name__ = name
+    method.__doc__ = base.__doc__
+    return method
+
+
+for _name in ("copy_from", "from_proto", "to_proto", "asum_data", "asum_diff", "sumsq_data",
+              "sumsq_diff", "scale_diff"):
+    setattr(SyncedBlob, _name, _on_host(_name))

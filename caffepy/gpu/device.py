@@ -1,0 +1,140 @@
+"""One CUDA device: its primary context, caffepy's stream, a memory pool, cuBLAS and the kernels.
+
+The primary context is retained and pushed as ``pycuda.autoprimaryctx`` does (and popped at exit),
+so caffepy shares the context with any other library using the runtime API on that device.
+Device arrays are 1-d ``pycuda.gpuarray.GPUArray`` from a ``pycuda.tools.DeviceMemoryPool``; a
+blob's arrays are views of them by offset (slicing), shapes live on the host. All work (kernels,
+cuBLAS, copies) is queued on one stream; ``download`` waits for it, nothing else does.
+
+The same interface is what the blob mirrors (``alloc`` / ``upload`` / ``download``) and the GPU
+layers (``empty`` / ``zeros`` / ``fill`` / ``copy`` / ``kernels`` / ``blas``) use.
+"""
+import atexit
+import threading
+
+import numpy as np
+
+from . import import_pycuda, unavailable
+from .cublas import Cublas, CublasNotFound
+from .kernels import KernelCache, Kernels
+
+_local = threading.local()
+
+
+class Device(object):
+    def __init__(self, device_id):
+        drv = import_pycuda()
+        self.drv = drv
+        self.device_id = int(device_id)
+        try:
+            self.cu_device = drv.Device(self.device_id)
+        except drv.Error:
+            raise unavailable("no CUDA device %d (%d found)" % (self.device_id, drv.Device.count()))
+        self.context = self.cu_device.retain_primary_context()
+        self.context.push()
+        self._pushed_in = {threading.get_ident()}
+        atexit.register(self._close)
+        from pycuda import gpuarray
+        from pycuda.compiler import SourceModule
+        from pycuda.tools import DeviceMemoryPool
+        self._gpuarray = gpuarray
+        self._source_module = SourceModule
+        self.stream = drv.Stream()
+        self.pool = DeviceMemoryPool()
+        try:
+            self.blas = Cublas(self.stream.handle)
+        except CublasNotFound as e:
+            raise unavailable(str(e))
+        self.cache = KernelCache(self._compile)
+        self.arch = "sm_%d%d" % self.cu_device.compute_capability()
+        self._kernels = {}
+        self._fill = {}
+
+    # -- context -------------------------------------------------------------------------------
+    def make_current(self):
+        tid = threading.get_ident()
+        if tid not in self._pushed_in:
+            self.context.push()
+            self._pushed_in.add(tid)
+
+    def _close(self):
+        try:
+            self.synchronize()
+            self.blas.close()
+            self.pool.free_held()
+            self.context.pop()
+        except Exception:  # noqa: BLE001  (interpreter shutdown: the driver may be gone already)
+            pass
+
+    def synchronize(self):
+        self.stream.synchronize()
+
+    # -- memory --------------------------------------------------------------------------------
+    def empty(self, count, dtype):
+        return self._gpuarray.GPUArray((int(count),), np.dtype(dtype), allocator=self.pool.allocate)
+
+    alloc = empty
+
+    def zeros(self, count, dtype):
+        a = self.empty(count, dtype)
+        self.fill(a, 0)
+        return a
+
+    def fill(self, a, value):
+        if a.size == 0:
+            return
+        if value == 0:
+            self.drv.memset_d8_async(a.gpudata, 0, a.nbytes, self.stream)
+        else:
+            self.kernels("util", a.dtype).fill(a.size, value, a)
+
+    def copy(self, src, dst, count=None):
+        """dst[:count] = src[:count] (device to device, on the stream)."""
+        n = src.size if count is None else int(count)
+        if n:
+            self.drv.memcpy_dtod_async(dst.gpudata, src.gpudata, n * src.dtype.itemsize,
+                                       self.stream)
+
+    def upload(self, host, dev):
+        self.drv.memcpy_htod_async(dev.gpudata, np.ascontiguousarray(host), self.stream)
+        self.stream.synchronize()   # the host buffer is pageable and may change right after
+
+    def download(self, dev, host):
+        self.drv.memcpy_dtoh_async(host, dev.gpudata, self.stream)
+        self.stream.synchronize()
+
+    def to_host(self, dev):
+        out = np.empty(dev.size, dtype=dev.dtype)
+        self.download(dev, out)
+        return out
+
+    def to_device(self, host):
+        host = np.ascontiguousarray(host).reshape(-1)
+        dev = self.empty(host.size, host.dtype)
+        self.upload(host, dev)
+        return dev
+
+    # -- kernels -------------------------------------------------------------------------------
+    def _compile(self, text):
+        return self._source_module(text, no_extern_c=True, arch=self.arch,
+                                   options=["-std=c++14"])
+
+    @staticmethod
+    def _get_function(module, name, codes):
+        f = module.get_function(name)
+        f.prepare(codes)
+        return f
+
+    def _launch(self, func, config, args):
+        grid, block = config
+        func.prepared_async_call(grid, block, self.stream, *args)
+
+    def kernels(self, name, dtype):
+        """The kernels of family ``name`` compiled for ``dtype`` (once per context)."""
+        key = (name, np.dtype(dtype).name)
+        k = self._kernels.get(key)
+        if k is None:
+            module = self.cache.module(self.device_id, name, dtype)
+            k = Kernels(name, dtype, module, self._get_function, self._launch)
+            self._kernels[key] = k
+        return k

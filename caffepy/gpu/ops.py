@@ -12,16 +12,16 @@ __global__ void fill(const int n, const Dtype v, Dtype* y) {
 __global__ void scale_copy(const int n, const Dtype a, const Dtype* x, Dtype* y) {
   CUDA_KERNEL_LOOP(i, n) { y[i] = a * x[i]; }
 }
-__global__ void add(const int n, const Dtype* a, const Dtype* b, Dtype* y) {
+__global__ void vadd(const int n, const Dtype* a, const Dtype* b, Dtype* y) {
   CUDA_KERNEL_LOOP(i, n) { y[i] = a[i] + b[i]; }
 }
-__global__ void sub(const int n, const Dtype* a, const Dtype* b, Dtype* y) {
+__global__ void vsub(const int n, const Dtype* a, const Dtype* b, Dtype* y) {
   CUDA_KERNEL_LOOP(i, n) { y[i] = a[i] - b[i]; }
 }
-__global__ void mul(const int n, const Dtype* a, const Dtype* b, Dtype* y) {
+__global__ void vmul(const int n, const Dtype* a, const Dtype* b, Dtype* y) {
   CUDA_KERNEL_LOOP(i, n) { y[i] = a[i] * b[i]; }
 }
-__global__ void div(const int n, const Dtype* a, const Dtype* b, Dtype* y) {
+__global__ void vdiv(const int n, const Dtype* a, const Dtype* b, Dtype* y) {
   CUDA_KERNEL_LOOP(i, n) { y[i] = a[i] / b[i]; }
 }
 __global__ void axpby(const int n, const Dtype a, const Dtype* x, const Dtype b, Dtype* y) {

@@ -28,14 +28,18 @@ def main():
     ap.add_argument("--sleep", type=float, default=0.0)
     ap.add_argument("--consistency", default="BSP")
     ap.add_argument("--resume", action="store_true")
+    ap.add_argument("--engine", default="mpi")
+    ap.add_argument("--hidden", type=int, default=7)
     a = ap.parse_args()
     W = a.groups * a.workers
     x, y = nets.data(10 * W * a.batch // a.workers)
     extra = "checkpoint_frequency: %d" % a.checkpoint_frequency
-    solver = get_solver(nets.solver_param(a.batch, a.max_iter, extra=extra), dtype=np.float64)
+    param = nets.solver_param(a.batch, a.max_iter, extra=extra)
+    param.net_param.layer[1].inner_product_param.num_output = a.hidden
+    solver = get_solver(param, dtype=np.float64)
     cluster = nets.cluster(nworker_groups=a.groups, nworkers_per_group=a.workers,
                            nservers_per_group=a.servers, server_worker_separate=a.separate,
-                           workspace=a.workspace, consistency=a.consistency, engine="mpi",
+                           workspace=a.workspace, consistency=a.consistency, engine=a.engine,
                            timeout=20)
 
     def feed(w, nworkers, net):

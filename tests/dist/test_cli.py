@@ -1,0 +1,29 @@
+"""``caffepy train --cluster C`` (in process) runs the distributed solver and writes its files."""
+import os
+
+from caffepy import cli
+
+NET = """name: "dummy"
+layer { name: "data" type: "DummyData" top: "data" top: "label"
+  dummy_data_param { shape { dim: 8 dim: 5 } shape { dim: 8 }
+                     data_filler { type: "gaussian" } data_filler { type: "constant" value: 1 } } }
+layer { name: "ip" type: "InnerProduct" bottom: "data" top: "ip" inner_product_param { num_output: 3
+  weight_filler { type: "gaussian" std: 0.1 } } }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: "loss" }
+"""
+
+
+def test_train_cluster_flag_and_resume(tmp_path):
+    (tmp_path / "net.prototxt").write_text(NET)
+    ws = tmp_path / "ws"
+    (tmp_path / "solver.prototxt").write_text(
+        'net: "%s" base_lr: 0.1 lr_policy: "fixed" max_iter: 6 snapshot_after_train: false '
+        'checkpoint_after: 2 checkpoint_frequency: 2\n' % (tmp_path / "net.prototxt"))
+    (tmp_path / "cluster.prototxt").write_text(
+        'nworker_groups: 2 nworkers_per_group: 2 nservers_per_group: 2 workspace: "%s/"\n' % ws)
+    args = ["train", "--solver", str(tmp_path / "solver.prototxt"), "--cluster", str(tmp_path / "cluster.prototxt")]
+    assert cli.main(args) == 0
+    names = set(os.listdir(ws / "checkpoint"))
+    assert {"step2.manifest", "step4.manifest", "step6.manifest"} <= names
+    assert (ws / "visualization" / "net.json").exists()
+    assert cli.main(args + ["--resume"]) == 0      # nothing left to do: resumes at step 6 and stops

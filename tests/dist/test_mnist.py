@@ -1,0 +1,68 @@
+"""ASYNC and SSP (staleness 2) with 4 worker groups train a small LeNet on MNIST to >= 98.5%."""
+import numpy as np
+import pytest
+
+import nets
+from conftest import ROOT  # noqa: F401
+from caffepy import dist
+from caffepy.data.idx import read_mnist
+from caffepy.net import Net
+from caffepy.proto import caffe_pb2, io as proto_io
+from caffepy.solvers import get_solver
+
+LENET = """name: "LeNet"
+layer { name: "mnist" type: "MemoryData" top: "data" top: "label"
+        memory_data_param { batch_size: %(batch)d channels: 1 height: 28 width: 28 } }
+layer { name: "conv1" type: "Convolution" bottom: "data" top: "conv1"
+        convolution_param { num_output: 8 kernel_size: 5 weight_filler { type: "xavier" } } }
+layer { name: "pool1" type: "Pooling" bottom: "conv1" top: "pool1" pooling_param { pool: MAX kernel_size: 2 stride: 2 } }
+layer { name: "conv2" type: "Convolution" bottom: "pool1" top: "conv2"
+        convolution_param { num_output: 16 kernel_size: 5 weight_filler { type: "xavier" } } }
+layer { name: "pool2" type: "Pooling" bottom: "conv2" top: "pool2" pooling_param { pool: MAX kernel_size: 2 stride: 2 } }
+layer { name: "ip1" type: "InnerProduct" bottom: "pool2" top: "ip1"
+        inner_product_param { num_output: 128 weight_filler { type: "xavier" } } }
+layer { name: "relu1" type: "ReLU" bottom: "ip1" top: "ip1" }
+layer { name: "ip2" type: "InnerProduct" bottom: "ip1" top: "ip2"
+        inner_product_param { num_output: 10 weight_filler { type: "xavier" } } }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip2" bottom: "label" top: "loss" include { phase: TRAIN } }
+layer { name: "acc" type: "Accuracy" bottom: "ip2" bottom: "label" top: "acc" include { phase: TEST } }
+"""
+SOLVER = """type: "Adam" base_lr: 0.001 momentum: 0.9 momentum2: 0.999 lr_policy: "fixed"
+max_iter: %d random_seed: 1 display: 50 snapshot_after_train: false"""
+STEPS, BATCH = 250, 64   # per group: 4 groups x 250 x 64 = one epoch
+
+
+def _mnist(shared):
+    d = shared("datasets", "mnist")
+    tr = read_mnist(d + "/train-images-idx3-ubyte.gz", d + "/train-labels-idx1-ubyte.gz")
+    te = read_mnist(d + "/t10k-images-idx3-ubyte.gz", d + "/t10k-labels-idx1-ubyte.gz")
+    prep = lambda im: (im.astype(np.float32) / 255.0)[:, None]
+    return prep(tr[0]), tr[1].astype(np.float32), prep(te[0]), te[1].astype(np.float32)
+
+
+def accuracy(params, xt, yt):
+    net = Net(proto_io.read_net(LENET % {"batch": 1000}), phase=caffe_pb2.TEST)
+    for blob, p in zip(net.learnable_params, params):
+        blob.data[...] = p.data
+    net.layers[0].reset(xt, yt)
+    return float(np.mean([net.forward()["acc"] for _ in range(len(yt) // 1000)]))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode,staleness", [("ASYNC", 0), ("SSP", 2)])
+def test_lenet_mnist(tmp_path, shared, mode, staleness):
+    x, y, xt, yt = _mnist(shared)
+    param = caffe_pb2.SolverParameter()
+    proto_io.parse_text(SOLVER % STEPS, param)
+    param.net_param.CopyFrom(proto_io.read_net(LENET % {"batch": BATCH}))
+    solver = get_solver(param)
+    c = nets.cluster(nworker_groups=4, nservers_per_group=2, consistency=mode, staleness=staleness,
+                     workspace=str(tmp_path))
+    n = len(y) - len(y) % (4 * BATCH)
+    result = dist.train(solver, cluster=c, feeder=nets.feeder(x[:n], y[:n]))
+    assert result.step == STEPS
+    if mode == "SSP":
+        assert result.max_staleness <= staleness
+    acc = accuracy(solver.net.learnable_params, xt, yt)
+    print("%s accuracy %.4f in %.0f s" % (mode, acc, result.seconds))
+    assert acc >= 0.985

@@ -18,6 +18,14 @@ would produce:
 ``input_values(name, shape, rng)`` gives sensible values for such an input (image-sized
 ``im_info``, valid ``rois`` and ``gt_boxes``, zero labels, gaussian images). Only a NetParameter is
 produced: building and running it is the Net's business.
+
+Cheap random weights (for sweeps that only need *some* weights): ``constant_fillers(net_param)``
+returns a copy in which every weight/bias filler is ``constant`` (a constant filler keeps its value,
+any other becomes 0; DummyData's fillers are left alone), so building the Net draws no random
+numbers; ``randomize_params(net, seed)`` then fills every parameter blob of 2 or more axes with
+``N(0, 2 / fan_in)`` values cut from one pool of 2^20 normals (a memory copy, not a draw per
+weight), and gives BatchNorm layers mean 0, variance 1 (scale factor 1). 1-axis blobs (biases,
+Scale/PReLU factors) keep their constant fillers.
 """
 import re
 
@@ -163,3 +171,55 @@ def input_values(name, shape, rng=None, image_hw=None):
     if "label" in name or "marker" in name or name.startswith("bbox_"):
         return np.zeros(shape) if "marker" not in name else np.ones(shape)
     return rng.standard_normal(shape)
+
+
+_FILLER = "caffe.FillerParameter"
+_POOL_SIZE = 1 << 20
+_pools = {}
+
+
+def constant_fillers(net_param):
+    """A copy of ``net_param`` whose weight and bias fillers are all constant (see module doc)."""
+    out = caffe_pb2.NetParameter()
+    out.CopyFrom(net_param)
+    for lp in out.layer:
+        for field, sub in lp.ListFields():
+            if field.message_type is None or field.name == "dummy_data_param" or \
+                    field.label == field.LABEL_REPEATED:
+                continue
+            for f, filler in sub.ListFields():
+                if f.message_type is not None and f.message_type.full_name == _FILLER:
+                    fillers = filler if f.label == f.LABEL_REPEATED else [filler]
+                    for fp in fillers:
+                        value = fp.value if fp.type == "constant" else 0.0
+                        fp.Clear()
+                        fp.type, fp.value = "constant", value
+    return out
+
+
+def _pool(seed):
+    if seed not in _pools:
+        normals = np.random.default_rng(seed).standard_normal(_POOL_SIZE).astype(np.float32)
+        _pools[seed] = np.concatenate([normals, normals])
+    return _pools[seed]
+
+
+def randomize_params(net, seed=0):
+    """Fill ``net``'s parameter blobs with cheap random values (see module doc)."""
+    pool = _pool(seed)
+    offsets = np.random.default_rng(seed + 1)
+    for layer in net.layers:
+        blobs = layer.blobs
+        if layer.layer_param.type == "BatchNorm" and len(blobs) == 3:
+            blobs[0].data[...], blobs[1].data[...], blobs[2].data[...] = 0, 1, 1
+            continue
+        for blob in blobs:
+            shape = blob.data.shape
+            if len(shape) < 2 or blob.count == 0:
+                continue
+            std = np.sqrt(2.0 / max(blob.count // shape[0], 1))
+            start = int(offsets.integers(_POOL_SIZE))
+            window = pool[start:start + _POOL_SIZE]
+            values = window[:blob.count] if blob.count <= _POOL_SIZE else \
+                np.resize(window, blob.count)
+            np.multiply(values.reshape(shape), std, out=blob.data, casting="unsafe")

@@ -1,14 +1,21 @@
 """Zoo sweep: every net file in ../shared/modelzoo builds and runs forward at batch 1.
 
-Data layers are swapped for Input layers (caffepy.zoo.replace_data_layers), weights come from the
-fillers, inputs from caffepy.zoo.input_values. Each phase a file declares (TRAIN / TEST in include
-or exclude rules; TEST alone when none) must build and run. A Python layer whose module cannot be
-imported is a failure with that reason. Run directly for the report:
+Data layers are swapped for Input layers (caffepy.zoo.replace_data_layers), inputs come from
+caffepy.zoo.input_values, and weights are cheap random values: the fillers are made constant
+(caffepy.zoo.constant_fillers) and the built net gets caffepy.zoo.randomize_params. Each phase a
+file declares (TRAIN / TEST in include or exclude rules; TEST alone when none) must build and run
+forward. A Python layer whose module cannot be imported is a failure with that reason
+(py-faster-rcnn's RPN layers are built in: caffepy.contrib.frcnn). Files whose prepared nets are
+identical (same NetParameter once prepared) run once and share the result. Work is spread over
+processes that each use one BLAS thread; a file gets at most ``limit`` CPU seconds.
 
-    python -m tests.test_modelzoo [-j JOBS] [PATH_SUBSTRING]
+    python -m tests.test_modelzoo [-j JOBS] [-t CPU_SECONDS] [--times N] [PATH_SUBSTRING]
 """
+import collections
+import hashlib
 import json
 import os
+import signal
 import sys
 import time
 
@@ -23,6 +30,8 @@ Log MVN MemoryData MultinomialLogisticLoss PReLU Parameter Pooling Power Python 
 Reshape SPP Scale Sigmoid SigmoidCrossEntropyLoss Silence Slice Softmax SoftmaxWithLoss Split
 Swish TanH Threshold Tile WindowData
 """.split())
+_ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+CPU_LIMIT = 240          # CPU seconds per net file; the slowest file needs ~10 on an idle core
 
 
 def _phases(net_param):
@@ -52,12 +61,24 @@ def _stages(net_param, phase):
     return []
 
 
+def prepare(path):
+    """(batch-1 net, declared-batch net) NetParameters, data layers replaced, fillers constant."""
+    from caffepy import zoo
+    from caffepy.proto import io as proto_io
+    raw = proto_io.read_net(path)
+    declared = zoo.constant_fillers(zoo.replace_data_layers(raw))
+    param = zoo.constant_fillers(zoo.replace_data_layers(raw, batch_size=1))
+    _batch_one(param)
+    return param, declared
+
+
 def _run_phase(param, phase, seed):
     import caffepy
     from caffepy import zoo
     from caffepy.net import Net
     caffepy.set_random_seed(seed)
     net = Net(param, phase, stages=_stages(param, phase))
+    zoo.randomize_params(net, seed)
     rng = np.random.default_rng(seed)
     shapes = [net.blobs[n].data.shape for n in net.inputs]
     hw = next((s[2:] for s in shapes if len(s) == 4), None)
@@ -67,15 +88,15 @@ def _run_phase(param, phase, seed):
     net.forward()
 
 
-def run_net_file(path, seed=0):
+def _reason(e):
+    msg = " ".join(str(e).split()) or type(e).__name__
+    return "%s: %s" % (type(e).__name__, msg[:300])
+
+
+def run_prepared(param, declared, seed=0):
     """Build and run every declared phase at batch 1 (or, when the net hard-codes its batch in a
-    Reshape, at its declared batch); returns None on success, else a one-line reason."""
-    from caffepy import zoo
-    from caffepy.proto import io as proto_io
+    Reshape, at its declared batch); None on success, else a one-line reason."""
     try:
-        declared = zoo.replace_data_layers(proto_io.read_net(path))
-        param = zoo.replace_data_layers(proto_io.read_net(path), batch_size=1)
-        _batch_one(param)
         for phase in _phases(param):
             try:
                 _run_phase(param, phase, seed)
@@ -84,9 +105,17 @@ def run_net_file(path, seed=0):
                     raise
                 _run_phase(declared, phase, seed)
     except Exception as e:  # the sweep reports every failure, whatever its kind
-        msg = " ".join(str(e).split()) or type(e).__name__
-        return "%s: %s" % (type(e).__name__, msg[:300])
+        return _reason(e)
     return None
+
+
+def run_net_file(path, seed=0):
+    """``run_prepared`` for a net file; a file that cannot be read fails with that reason."""
+    try:
+        param, declared = prepare(path)
+    except Exception as e:
+        return _reason(e)
+    return run_prepared(param, declared, seed)
 
 
 def zoo_net_files(root):
@@ -95,56 +124,102 @@ def zoo_net_files(root):
     return [(e["path"], set(e["types"])) for e in catalog if e["kind"] == "net"]
 
 
-def _run_timed(path, limit=None):
-    import signal
+def _on_cpu_limit(signum, frame):
+    raise TimeoutError("over the CPU-time limit")
 
-    def alarm(signum, frame):
-        raise TimeoutError("no result within %d s" % limit)
+
+def _work(task):
+    """Worker: (path, serialized prepared nets or a reason) -> (path, reason, cpu s, wall s)."""
+    from caffepy.proto import caffe_pb2
+    path, blobs, limit = task
+    if isinstance(blobs, str):
+        return path, blobs, 0.0, 0.0
+    t0, c0 = time.time(), time.process_time()
+    param, declared = caffe_pb2.NetParameter(), caffe_pb2.NetParameter()
+    param.ParseFromString(blobs[0])
+    declared.ParseFromString(blobs[1])
     if limit:
-        signal.signal(signal.SIGALRM, alarm)
-        signal.alarm(limit)
-    t0 = time.time()
+        signal.signal(signal.SIGPROF, _on_cpu_limit)
+        signal.setitimer(signal.ITIMER_PROF, limit)
     try:
-        reason = run_net_file(path)
-    except TimeoutError as e:
-        reason = "TimeoutError: %s" % e
+        reason = run_prepared(param, declared)
+    except TimeoutError:
+        reason = "TimeoutError: over the %d CPU-second limit" % limit
     finally:
         if limit:
-            signal.alarm(0)
-    return path, reason, time.time() - t0
+            signal.setitimer(signal.ITIMER_PROF, 0)
+    return path, reason, time.process_time() - c0, time.time() - t0
 
 
-def sweep(root, only=None, jobs=1, limit=None, progress=None):
-    """[(catalog path, layer types, failure reason or None)] for every net file."""
+def _tasks(paths, limit):
+    """One task per distinct prepared net; {path: path of the identical net that runs}."""
+    tasks, first, same_as = [], {}, {}
+    for path in paths:
+        try:
+            nets = prepare(path)
+        except Exception as e:
+            tasks.append((path, _reason(e), limit))
+            continue
+        blobs = tuple(n.SerializeToString(deterministic=True) for n in nets)
+        digest = hashlib.sha1(b"".join(blobs)).hexdigest()
+        if digest in first:
+            same_as[path] = first[digest]
+            continue
+        first[digest] = path
+        tasks.append((path, blobs, limit))
+    return tasks, same_as
+
+
+def sweep(root, only=None, jobs=1, limit=CPU_LIMIT, progress=None):
+    """[(catalog path, layer types, failure reason or None, cpu seconds)] for every net file."""
     files = [(p, t) for p, t in zoo_net_files(root) if not only or only in p]
-    paths = [os.path.join(root, p) for p, _ in files]
-    work = [(p, limit) for p in paths]
-    reasons = {}
+    tasks, same_as = _tasks([os.path.join(root, p) for p, _ in files], limit)
+    tasks.sort(key=lambda t: -len(t[1][0]) if isinstance(t[1], tuple) else 0)  # big nets first
+    done = {}
     if jobs > 1:
         import multiprocessing
-        with multiprocessing.get_context("fork").Pool(jobs, maxtasksperchild=8) as pool:
-            for path, reason, dt in pool.imap_unordered(_star, work, chunksize=1):
-                reasons[path] = reason
-                if progress:
-                    progress.write("%6.1fs %s %s\n" % (dt, "ok  " if reason is None else "FAIL", path))
+        saved = {k: os.environ.get(k) for k in _ONE_THREAD}
+        os.environ.update(_ONE_THREAD)       # read by numpy's BLAS as the spawned workers start
+        try:
+            with multiprocessing.get_context("spawn").Pool(jobs, maxtasksperchild=40) as pool:
+                for out in pool.imap_unordered(_work, tasks, chunksize=1):
+                    done[out[0]] = out
+                    _progress(progress, out)
+        finally:
+            for k, v in saved.items():
+                os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
     else:
-        for w in work:
-            path, reason, dt = _star(w)
-            reasons[path] = reason
-    return [(p, t, reasons[full]) for (p, t), full in zip(files, paths)]
+        for task in tasks:
+            done[task[0]] = out = _work(task)
+            _progress(progress, out)
+    results = []
+    for p, types in files:
+        full = os.path.join(root, p)
+        _, reason, cpu, _ = done[same_as.get(full, full)]
+        results.append((p, types, reason, cpu if full not in same_as else 0.0))
+    return results
 
 
-def _star(args):
-    return _run_timed(*args)
+def _progress(stream, out):
+    if stream:
+        stream.write("%6.1fs cpu %6.1fs wall %s %s\n" % (out[2], out[3], "ok  " if out[1] is None
+                                                          else "FAIL", out[0]))
+        stream.flush()
 
 
 def summarize(results, out=sys.stdout):
+    """Print every failure with its reason, failures grouped by reason, and the two figures."""
     bvlc = [r for r in results if r[1] <= BVLC_TYPES]
     ok_all = sum(r[2] is None for r in results)
     ok_bvlc = sum(r[2] is None for r in bvlc)
-    for p, _, reason in results:
+    groups = collections.Counter()
+    for p, types, reason, _ in results:
         if reason:
-            out.write("FAIL %s: %s\n" % (p, reason))
+            out.write("FAIL %s%s: %s\n" % (p, " [BVLC-only]" if types <= BVLC_TYPES else "",
+                                           reason))
+            groups[reason.split(":")[0] + ": " + reason.split(":", 1)[-1][:90].strip()] += 1
+    for reason, n in groups.most_common():
+        out.write("%4d x %s\n" % (n, reason))
     frac_all = ok_all / float(max(len(results), 1))
     frac_bvlc = ok_bvlc / float(max(len(bvlc), 1))
     out.write("zoo: %d/%d net files pass (%.1f%%); BVLC-only: %d/%d (%.1f%%)\n"
@@ -158,21 +233,35 @@ def test_modelzoo_sweep(capsys):
     root = shared_path("modelzoo")
     results = sweep(root, jobs=min(2, os.cpu_count() or 1))
     with capsys.disabled():
+        sys.stdout.write("\n")
         frac_all, frac_bvlc = summarize(results)
     assert frac_bvlc >= 0.98
     assert frac_all >= 0.80
 
 
-if __name__ == "__main__":
+def main(argv=None):
     import argparse
-    ap = argparse.ArgumentParser()
-    ap.add_argument("-j", "--jobs", type=int, default=1)
-    ap.add_argument("-t", "--limit", type=int, default=None, help="seconds per net file")
+    ap = argparse.ArgumentParser(description="caffepy model-zoo sweep report")
+    ap.add_argument("-j", "--jobs", type=int, default=min(2, os.cpu_count() or 1))
+    ap.add_argument("-t", "--limit", type=int, default=CPU_LIMIT, help="CPU seconds per net file")
+    ap.add_argument("--times", type=int, default=0, help="list the N slowest files")
+    ap.add_argument("--json", help="write the results to this file")
     ap.add_argument("only", nargs="?")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    t0 = time.time()
+    t0, c0 = time.time(), time.process_time()
     res = sweep(os.environ.get("CAFFEPY_ZOO", os.path.join(here, "..", "shared", "modelzoo")),
                 a.only, a.jobs, a.limit, progress=sys.stdout)
     summarize(res)
-    sys.stdout.write("%.0f s\n" % (time.time() - t0))
+    for p, _, _, cpu in sorted(res, key=lambda r: -r[3])[:a.times]:
+        sys.stdout.write("%7.1f s cpu  %s\n" % (cpu, p))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump([dict(path=p, bvlc_only=t <= BVLC_TYPES, reason=r, cpu_s=round(c, 2))
+                       for p, t, r, c in res], f, indent=1)
+    sys.stdout.write("workers' cpu %.0f s, parent cpu %.0f s, wall %.0f s\n"
+                     % (sum(r[3] for r in res), time.process_time() - c0, time.time() - t0))
+
+
+if __name__ == "__main__":
+    main()

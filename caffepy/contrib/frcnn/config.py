@@ -1,4 +1,4 @@
-"""py-faster-rcnn's default configuration (``lib/fast_rcnn/config.py``), the part its RPN layers read.
+"""py-faster-rcnn's default configuration (``lib/fast_rcnn/config.py``): what its RPN layers read.
 
 ``cfg.TRAIN`` / ``cfg.TEST`` (also ``cfg["TRAIN"]``) hold:
 

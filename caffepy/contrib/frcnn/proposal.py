@@ -83,9 +83,10 @@ class ProposalLayer(Layer):
         im_info = bottom[2].data.reshape(bottom[2].data.shape[0], -1)
         rois, scores = [], []
         for n in range(bottom[0].data.shape[0]):
-            props, fg = propose(bottom[0].data[n], bottom[1].data[n], im_info[min(n, len(im_info) - 1)],
-                                self.anchors, self.feat_stride, s["RPN_PRE_NMS_TOP_N"],
-                                s["RPN_POST_NMS_TOP_N"], s["RPN_NMS_THRESH"], s["RPN_MIN_SIZE"])
+            info = im_info[min(n, len(im_info) - 1)]
+            props, fg = propose(bottom[0].data[n], bottom[1].data[n], info, self.anchors,
+                                self.feat_stride, s["RPN_PRE_NMS_TOP_N"], s["RPN_POST_NMS_TOP_N"],
+                                s["RPN_NMS_THRESH"], s["RPN_MIN_SIZE"])
             rois.append(np.hstack([np.full((len(props), 1), n), props]))
             scores.append(fg)
         rois = np.vstack(rois)

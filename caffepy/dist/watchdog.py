@@ -4,8 +4,8 @@
 ``heartbeat_interval`` s; the coordinator's ``health`` check stops the job when a rank has been
 silent for ``timeout`` s (a hung process). A killed process (``kill -9``) makes mpiexec kill the
 whole job at once, leaving no rank to explain; so rank 0 starts this module as a separate process
-(its own session, so it outlives the ranks) that polls the ranks' pids every 20 ms and, when one
-disappears before rank 0 said "done", prints one line naming the rank, its roles and pid and the
+(its own session, so it outlives the ranks) that waits on the ranks' pidfds and, when one
+exits before rank 0 said "done", prints one line naming the rank, its roles and pid and the
 last complete checkpoint, then exits. ``python -m caffepy.dist.watchdog WORKSPACE PID:ROLES ...``.
 """
 import os
@@ -75,6 +75,8 @@ class MpiGuard(object):
 
 
 def _watch(workspace, entries):
+    """Wait (pidfds: woken by the first exit) until rank 0 says done or a rank disappears."""
+    import select
     done = threading.Event()
 
     def read_stdin():
@@ -83,23 +85,29 @@ def _watch(workspace, entries):
                 done.set()
                 return
     threading.Thread(target=read_stdin, daemon=True).start()
+    poller, fds = select.poll(), {}
+    for rank, (pid, roles) in enumerate(entries):
+        try:
+            fd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            fds[-1 - rank] = rank
+            continue
+        fds[fd] = rank
+        poller.register(fd, select.POLLIN)
     while not done.is_set():
-        for rank, (pid, roles) in enumerate(entries):
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                if done.wait(0.3):
-                    return 0
-                from .checkpoint import describe_latest
-                sys.stderr.write("caffepy dist: rank %d (%s, pid %d) died; the job stops; %s; continue "
-                                 "with caffepy train --resume\n"
-                                 % (rank, roles.replace("_", " ").replace(";", ", "), pid,
-                                    describe_latest(workspace)))
-                sys.stderr.flush()
-                return 1
-            except PermissionError:
-                pass
-        time.sleep(0.02)
+        ready = [fds[fd] for fd, _ in poller.poll(100)] + [r for fd, r in fds.items() if fd < 0]
+        if not ready:
+            continue
+        if done.wait(0.3):
+            return 0
+        from .checkpoint import describe_latest
+        first = sorted(set(ready))
+        names = ["rank %d (%s, pid %d)" % (r, entries[r][1].replace("_", " ").replace(";", ", "),
+                                           entries[r][0]) for r in first]
+        sys.stderr.write("caffepy dist: %s died; the job stops; %s; continue with caffepy train "
+                         "--resume\n" % (" and ".join(names), describe_latest(workspace)))
+        sys.stderr.flush()
+        return 1
     return 0
 
 

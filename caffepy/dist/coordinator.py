@@ -11,7 +11,6 @@ Failures: an ``ERROR`` from any role, a role thread that died (in process), or a
 heartbeats stop for ``timeout`` seconds (MPI) ends the job with a :class:`DistError` naming the
 role and the last complete checkpoint. (Under MPI a killed process is reported by the watchdog.)
 """
-import time
 
 from ..errors import CaffeError
 from ..log import info

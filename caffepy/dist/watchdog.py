@@ -55,8 +55,7 @@ class MpiGuard(object):
             self.proc.wait(timeout=10)
 
     def abort(self, message):
-        from ..log import error
-        error("watchdog.py", message)
+        sys.stderr.write("caffepy dist: %s\n" % message)
         sys.stderr.flush()
         self.done()
         self.engine.comm.Abort(1)

@@ -1,6 +1,5 @@
 """Checkpoints: schedule, files and manifest, bit-identical BSP resume, reuse by name, kill -9 under MPI."""
 import os
-import shutil
 import signal
 import time
 

@@ -1,5 +1,4 @@
 """ASYNC and SSP: the staleness bound holds (instrumented at servers and workers); clocks unit-tested."""
-import threading
 import time
 
 import numpy as np

@@ -3,7 +3,6 @@ import numpy as np
 import pytest
 
 import nets
-from conftest import ROOT  # noqa: F401
 from caffepy import dist
 from caffepy.data.idx import read_mnist
 from caffepy.net import Net

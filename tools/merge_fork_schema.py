@@ -167,7 +167,7 @@ for m in newmsgs.values():
     m["fields"] = [finish(f) for f in m["fields"]]
     m["note"] = "fork message: " + ", ".join(m.pop("sources"))
     msgs.append(m)
-extra = json.load(open("/tmp/core/extra.json"))
+extra = json.load(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "fork_schema_extra.json")))
 for m in extra.get("messages", []):
     msgs.append(m)
 for mname, fs in extra.get("fields", {}).items():

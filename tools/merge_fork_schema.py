@@ -1,4 +1,8 @@
-"""One-off: merge ../shared/caffe-schema/fork-extensions.json into proto/additions.json."""
+"""One-off (historical): merged ../shared/caffe-schema/fork-extensions.json into proto/additions.json.
+
+proto/additions.json has been edited by hand since (extra zoo fields); it, not this script, is the
+source of truth. Kept as the record of how fork numbers were assigned. Usage: merge_fork_schema.py OUT.json
+"""
 import json, sys
 import os
 SH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "caffe-schema") + "/"

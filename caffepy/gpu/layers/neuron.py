@@ -7,6 +7,8 @@ Op codes and their three scalar parameters (a, b, c), matching ``caffepy.layers.
 Clip (min, max), Threshold (threshold; no backward), Power (scale, shift, power),
 Exp (inner_scale, outer_scale), Log (scale, shift, base_scale).
 """
+import numpy as np
+
 from ... import gpu
 from ..kernels import register_source
 from ..random import PHILOX_DEVICE, draw_seed, seed_args
@@ -217,7 +219,7 @@ class PReLU(object):
             slope_diff = self.blobs[0].mutable_gpu_diff
             if self.channel_shared:
                 total = dsum(dev, n, terms)
-                dev.blas.axpy(1, 1.0, dev.to_device(_scalar(total, self.dtype)), slope_diff)
+                dev.blas.axpy(1, 1.0, dev.to_device(np.array([total], self.dtype)), slope_diff)
             else:
                 num = bottom[0].shape[0]
                 tmp = workspace(self, "tmp", num * channels, self.dtype)
@@ -225,8 +227,3 @@ class PReLU(object):
         if propagate_down[0]:
             k.prelu_backward(n, dy, x, bottom[0].mutable_gpu_diff, self.blobs[0].gpu_data,
                              channels, dim, int(self.channel_shared))
-
-
-def _scalar(value, dtype):
-    import numpy as np
-    return np.array([value], dtype=dtype)

@@ -9,7 +9,6 @@ p into p - onehot(label), zero at ignored positions, scaled by top_diff / normal
 import numpy as np
 
 from ... import gpu
-from ...layers.loss import normalizer
 from ..kernels import register_source
 from ..ops import dsum, workspace
 from . import gpu_impl
@@ -173,5 +172,3 @@ class SoftmaxWithLoss(object):
             *self._gpu_ignore(), dx)
         dev.blas.scal(n, float(top[0].diff) / self.norm, dx)
 
-
-__all__ = ["softmax_forward", "normalizer"]

@@ -23,6 +23,8 @@ momentum (0), weight_decay (0), regularization_type ("L2"), clip_gradients (-1: 
 """
 import numpy as np
 
+from .. import common
+
 from ..log import fmt, info
 from . import lr_policies
 from .solver import Solver
@@ -46,6 +48,9 @@ class SGDSolver(Solver):
         return lr_policies.learning_rate(self.param, self.iter, self)
 
     def apply_update(self):
+        if common.mode() == common.GPU:      # fused device update kernels (caffepy.gpu.solvers)
+            from ..gpu import solvers as gpu_solvers
+            return gpu_solvers.apply_update(self)
         rate = self.get_learning_rate()
         self.lr = rate
         if self.param.display and self.iter % self.param.display == 0:
@@ -104,6 +109,9 @@ class SGDSolver(Solver):
 
     # -- state ---------------------------------------------------------------------------------
     def state_history(self):
+        if common.mode() == common.GPU and getattr(self, "_gpu_history", None):
+            from ..gpu import solvers as gpu_solvers
+            gpu_solvers.sync_history(self)
         return self.history
 
     def restore_history(self, history, source):
@@ -117,6 +125,7 @@ class SGDSolver(Solver):
                 raise SolverError("%s: history blob %d has %d values, expected %d"
                                   % (source, i, saved.size, mine.size))
             mine[...] = saved.reshape(mine.shape)
+        self._gpu_history = None   # device mirrors (if any) are rebuilt from the restored host copy
 
 
 class NesterovSolver(SGDSolver):

@@ -1,0 +1,101 @@
+"""Sufficient-factor broadcasting: the plan, the factors of InnerProduct (transpose, axis), and
+SFB on/off giving the single-process weights after 20 BSP steps (float64, 1e-6) on the
+in-process BSP loop of test_sparse.py."""
+import numpy as np
+import pytest
+
+from caffepy.dist import sfb
+from caffepy.net import Net
+from caffepy.proto import caffe_pb2, io as proto_io
+from test_sparse import bsp_run, reference
+
+# ip1: transposed weight on axis 2 (m = batch * 2 rows of 8); ip2 on axis 1 (m = batch, K = 2 * 40)
+WIDE_NET = """name: "wide"
+layer { name: "data" type: "MemoryData" top: "data" top: "label"
+        memory_data_param { batch_size: %(batch)d channels: 2 height: 2 width: 4 } }
+layer { name: "ip1" type: "InnerProduct" bottom: "data" top: "ip1" param { lr_mult: 1 } param { lr_mult: 2 decay_mult: 0 }
+        inner_product_param { num_output: 40 axis: 2 transpose: true
+                              weight_filler { type: "gaussian" std: 0.3 } bias_filler { type: "constant" value: 0.1 } } }
+layer { name: "relu1" type: "ReLU" bottom: "ip1" top: "ip1" }
+layer { name: "ip2" type: "InnerProduct" bottom: "ip1" top: "ip2"
+        inner_product_param { num_output: 30 weight_filler { type: "gaussian" std: 0.2 } } }
+layer { name: "relu2" type: "ReLU" bottom: "ip2" top: "ip2" }
+layer { name: "ip3" type: "InnerProduct" bottom: "ip2" top: "ip3"
+        inner_product_param { num_output: 3 weight_filler { type: "gaussian" std: 0.3 } } }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip3" bottom: "label" top: "loss" }
+"""
+
+
+def wide_data(n, seed=1):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, 2, 2, 4))
+    return x, (x.reshape(n, -1)[:, :3].argmax(axis=1)).astype(np.float64)
+
+
+def wide_net(batch):
+    return Net(proto_io.read_net(WIDE_NET % {"batch": batch}), phase=caffe_pb2.TRAIN, dtype=np.float64)
+
+
+def test_plan_picks_layers_where_factors_are_smaller():
+    net = wide_net(4)
+    chosen = {net._layer_names[li]: sl for li, sl in sfb.plan(net).items()}
+    # ip1: m=8, 8*(40+8)=384 > 320 -> dense; ip2: 4*(30+80)=440 < 2400 -> SFB; ip3: 4*83 > 90
+    assert sorted(chosen) == ["ip2"]
+    forced = sfb.plan(net, {"ip1": True, "ip2": False, "ip3": True})
+    assert sorted(net._layer_names[li] for li in forced) == ["ip1", "ip3"]
+    with pytest.raises(Exception, match="unknown layers"):
+        sfb.plan(net, {"nope": True})
+    with pytest.raises(Exception, match="cannot use SFB"):
+        sfb.plan(net, {"relu1": True})
+
+
+def test_factors_rebuild_the_layer_gradient():
+    net = wide_net(4)
+    x, y = wide_data(4)
+    net.layers[0].reset(x, y)
+    layers = sfb.plan(net, {"ip1": True, "ip2": True, "ip3": True})
+    col = sfb.FactorCollector(net, layers)
+    net.clear_param_diffs()
+    net.forward_backward()
+    factors = col.take()
+    for sl in layers.values():
+        h, bufs = sfb.message(sl.param, 0, 0, *factors[sl.param])
+        w, u, v = sfb.unpack(h, bufs, sl)
+        np.testing.assert_allclose(sfb.rebuild({w: (u, v)}, 1), net.learnable_params[sl.param].diff,
+                                   rtol=1e-12, atol=1e-12)
+        assert sum(b.size for b in bufs) == sfb.factor_numbers(sl, sl.layer.m)
+    col.detach()
+    assert col not in net.on_backward_layer
+
+
+def test_iter_size_stacks_factors():
+    net = wide_net(4)
+    x, y = wide_data(8)
+    net.layers[0].reset(x, y)
+    layers = sfb.plan(net, {"ip2": True})
+    col = sfb.FactorCollector(net, layers)
+    net.clear_param_diffs()
+    for _ in range(2):
+        net.forward_backward()
+    (p, (u, v)), = col.take(iter_size=2).items()
+    assert u.shape[0] == 8
+    np.testing.assert_allclose(sfb.rebuild({0: (u, v)}, 1), net.learnable_params[p].diff / 2,
+                               rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("solver_type,overrides", [
+    ("SGD", None), ("SGD", {"ip1": True, "ip3": True}), ("Adam", None)])
+def test_sfb_matches_dense_after_20_bsp_steps(solver_type, overrides):
+    W, B = 3, 4
+    x, y = wide_data(10 * W * B)
+    want = reference(WIDE_NET, x, y, W, B, solver_type=solver_type)
+    dense, _ = bsp_run(WIDE_NET, x, y, W, B, solver_type=solver_type)
+    got, run = bsp_run(WIDE_NET, x, y, W, B, solver_type=solver_type, sfb_overrides=overrides)
+    assert run["plans"][0] and run["wire"]["sfb"] > 0
+    for a, b, c in zip(want, dense, got):
+        np.testing.assert_allclose(b, a, rtol=0, atol=1e-6)
+        np.testing.assert_allclose(c, a, rtol=0, atol=1e-6)
+    for net in run["nets"][1:]:                       # the SFB replicas stay identical
+        for li in run["plans"][0]:
+            np.testing.assert_array_equal(net.layers[li].blobs[0].data,
+                                          run["nets"][0].layers[li].blobs[0].data)

@@ -26,9 +26,9 @@ layer { name: "ip2" type: "InnerProduct" bottom: "ip1" top: "ip2"
 layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip2" bottom: "label" top: "loss" include { phase: TRAIN } }
 layer { name: "acc" type: "Accuracy" bottom: "ip2" bottom: "label" top: "acc" include { phase: TEST } }
 """
-SOLVER = """type: "Adam" base_lr: 0.001 momentum: 0.9 momentum2: 0.999 lr_policy: "fixed"
+SOLVER = """type: "Adam" base_lr: 0.002 momentum: 0.9 momentum2: 0.999 lr_policy: "step" gamma: 0.3 stepsize: 350
 max_iter: %d random_seed: 1 display: 50 snapshot_after_train: false"""
-STEPS, BATCH = 250, 64   # per group: 4 groups x 250 x 64 = one epoch
+STEPS, BATCH = 500, 64   # per group: 4 groups x 500 x 64 = two epochs
 
 
 def _mnist(shared):

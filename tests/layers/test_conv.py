@@ -1,52 +1,13 @@
 import itertools
-import json
-import os
 
 import numpy as np
 import pytest
-from google.protobuf import text_format
 
 from caffepy.errors import NetError
-from caffepy.layers.base import create_layer
 from caffepy.math.cpu import col2im, im2col
-from caffepy.proto import caffe_pb2
 from caffepy.testing import check_layer_gradient, make_blobs, make_layer, run_layer
+from caffepy.testing.oracle import STRICT, check_layer
 from tests.conftest import shared_path
-
-
-def check_caffe_case(case, rtol=1e-5, atol=1e-5):
-    """Run layer ``L`` of a caffe-reference case on Caffe's weights/inputs; compare every output."""
-    folder = shared_path("caffe-reference", case)
-    net = caffe_pb2.NetParameter()
-    with open(os.path.join(folder, "net.prototxt")) as f:
-        text_format.Parse(f.read(), net)
-    weights = caffe_pb2.NetParameter()
-    with open(os.path.join(folder, "weights.caffemodel"), "rb") as f:
-        weights.ParseFromString(f.read())
-    with open(os.path.join(folder, "..", "index.json")) as f:
-        backward = json.load(f)[case]["backward"]
-    data = np.load(os.path.join(folder, "data.npz"))
-    lp = [l for l in net.layer if l.name == "L"][0]
-    lp.blobs.extend([l for l in weights.layer if l.name == "L"][0].blobs)
-    layer = create_layer(lp, phase=caffe_pb2.TEST, dtype=np.float32)
-    bottom = make_blobs([data["bottom:" + b] for b in lp.bottom], np.float32)
-    top = make_blobs(len(lp.top), np.float32)
-    outs = run_layer(layer, bottom, top)
-    for name, y in zip(lp.top, outs):
-        np.testing.assert_allclose(y, data["top:" + name], rtol=rtol, atol=atol, err_msg=name)
-    if backward:
-        for name, t in zip(lp.top, top):
-            t.diff[...] = data["topdiff:" + name]
-        for p in layer.blobs:
-            p.diff[...] = 0
-        layer.backward(top, [True] * len(bottom), bottom)
-        for name, b in zip(lp.bottom, bottom):
-            np.testing.assert_allclose(b.diff, data["diff:" + name], rtol=rtol * 10, atol=atol,
-                                       err_msg="diff " + name)
-        for i, p in enumerate(layer.blobs):
-            np.testing.assert_allclose(p.diff, data["paramdiff:L:%d" % i], rtol=rtol * 10,
-                                       atol=atol * 10, err_msg="paramdiff %d" % i)
-    return layer
 
 
 def naive_conv(x, w, b, stride, pad, dilation, group):
@@ -175,4 +136,4 @@ def test_convolution_errors(fields, match):
                                   "conv_1x1_nobias", "conv_3d", "deconv", "deconv_group",
                                   "deconv_bilinear"])
 def test_convolution_matches_caffe(case):
-    check_caffe_case(case)
+    check_layer(shared_path("caffe-reference", case), STRICT)

@@ -3,7 +3,8 @@ import pytest
 
 from caffepy.errors import ShapeError
 from caffepy.testing import check_layer_gradient, make_blobs, make_layer, run_layer
-from tests.layers.test_conv import check_caffe_case
+from caffepy.testing.oracle import STRICT, check_layer
+from tests.conftest import shared_path
 
 IP = ('type: "InnerProduct" inner_product_param { num_output: 4 %s '
       'weight_filler { type: "gaussian" } bias_filler { type: "gaussian" } }')
@@ -42,4 +43,4 @@ def test_inner_product_rejects_changed_input_size():
 
 @pytest.mark.parametrize("case", ["ip", "ip_axis2", "ip_transpose"])
 def test_inner_product_matches_caffe(case):
-    check_caffe_case(case)
+    check_layer(shared_path("caffe-reference", case), STRICT)

@@ -3,7 +3,8 @@ import pytest
 
 from caffepy.errors import NetError
 from caffepy.testing import check_layer_gradient, make_blobs, make_layer, run_layer
-from tests.layers.test_conv import check_caffe_case
+from caffepy.testing.oracle import STRICT, check_layer
+from tests.conftest import shared_path
 
 LRN = 'type: "LRN" lrn_param { local_size: %d alpha: 0.5 beta: 0.75 k: 2 norm_region: %s }'
 
@@ -43,4 +44,4 @@ def test_lrn_rejects_even_size():
 
 @pytest.mark.parametrize("case", ["lrn_across", "lrn_within"])
 def test_lrn_matches_caffe(case):
-    check_caffe_case(case)
+    check_layer(shared_path("caffe-reference", case), STRICT)

@@ -6,7 +6,8 @@ from caffepy.errors import NetError
 from caffepy.layers.pooling import pooled_size
 from caffepy.proto import caffe_pb2
 from caffepy.testing import check_layer_gradient, make_blobs, make_layer, run_layer
-from tests.layers.test_conv import check_caffe_case
+from caffepy.testing.oracle import STRICT, check_layer
+from tests.conftest import shared_path
 
 POOL = 'type: "Pooling" pooling_param { pool: %s %s }'
 
@@ -136,4 +137,4 @@ def test_spp_height_one_keeps_4d_top():
 @pytest.mark.parametrize("case", ["pool_max", "pool_max_pad", "pool_ave", "pool_ave_pad",
                                   "pool_global", "pool_global_max", "pool_max_2tops", "spp"])
 def test_pooling_matches_caffe(case):
-    check_caffe_case(case)
+    check_layer(shared_path("caffe-reference", case), STRICT)

@@ -81,6 +81,14 @@ def _load_all():
         from . import _all  # noqa: F401  (imports every family module, which registers itself)
 
 
+def fork_param(layer_param, field):
+    """A fork's ``*_param`` sub-message of ``layer_param`` (its defaults when unset), or None when
+    the compiled schema lacks the field (the caller then uses the fork's defaults)."""
+    if field in layer_param.DESCRIPTOR.fields_by_name:
+        return getattr(layer_param, field)
+    return None
+
+
 class Layer(object):
     type = "Layer"
     exact_num_bottom_blobs = None

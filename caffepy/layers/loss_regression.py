@@ -6,15 +6,7 @@ Unlike the classification losses, these can backpropagate to both of their first
 import numpy as np
 
 from ..errors import ShapeError
-from .base import LossLayer, register_layer
-
-
-def _fork_param(layer_param, field):
-    """A fork's ``*_param`` sub-message (its defaults when unset), or None when the schema lacks
-    the field (the caller then uses the fork's defaults)."""
-    if field in layer_param.DESCRIPTOR.fields_by_name:
-        return getattr(layer_param, field)
-    return None
+from .base import LossLayer, fork_param, register_layer
 
 
 @register_layer("EuclideanLoss")
@@ -124,7 +116,7 @@ class SmoothL1LossLayer(LossLayer):
     max_bottom_blobs = 4
 
     def layer_setup(self, bottom, top):
-        p = _fork_param(self.layer_param, "smooth_l1_loss_param")
+        p = fork_param(self.layer_param, "smooth_l1_loss_param")
         sigma = p.sigma if p is not None else 1.0
         self.sigma2 = float(sigma) * float(sigma)
         self.has_weights = len(bottom) >= 3

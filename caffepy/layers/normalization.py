@@ -7,15 +7,7 @@ import numpy as np
 
 from .. import fillers
 from ..errors import ShapeError
-from .base import Layer, register_layer
-
-
-def fork_param(layer_param, field):
-    """A fork's ``*_param`` sub-message (its defaults when unset), or None when the schema lacks
-    the field (the caller then uses the fork's defaults)."""
-    if field in layer_param.DESCRIPTOR.fields_by_name:
-        return getattr(layer_param, field)
-    return None
+from .base import Layer, fork_param, register_layer
 
 
 def _ncs(arr, channels):

@@ -19,21 +19,29 @@ from .net import Net
 from .proto import caffe_pb2
 
 
+def input_transformer(net, mean=None, input_scale=None, raw_scale=None, channel_swap=None):
+    """A Transformer for ``net``'s first input: H x W x K images transposed to K x H x W, with the
+    optional mean, input_scale, raw_scale and channel_swap (shared by Classifier and Detector)."""
+    in_ = net.inputs[0]
+    transformer = caffe_io.Transformer({in_: net.blobs[in_].data.shape})
+    transformer.set_transpose(in_, (2, 0, 1))
+    if mean is not None:
+        transformer.set_mean(in_, mean)
+    if input_scale is not None:
+        transformer.set_input_scale(in_, input_scale)
+    if raw_scale is not None:
+        transformer.set_raw_scale(in_, raw_scale)
+    if channel_swap is not None:
+        transformer.set_channel_swap(in_, channel_swap)
+    return transformer
+
+
 class Classifier(Net):
     def __init__(self, model_file, pretrained_file, image_dims=None, mean=None, input_scale=None,
                  raw_scale=None, channel_swap=None):
         Net.__init__(self, model_file, pretrained_file, caffe_pb2.TEST)
         in_ = self.inputs[0]
-        self.transformer = caffe_io.Transformer({in_: self.blobs[in_].data.shape})
-        self.transformer.set_transpose(in_, (2, 0, 1))
-        if mean is not None:
-            self.transformer.set_mean(in_, mean)
-        if input_scale is not None:
-            self.transformer.set_input_scale(in_, input_scale)
-        if raw_scale is not None:
-            self.transformer.set_raw_scale(in_, raw_scale)
-        if channel_swap is not None:
-            self.transformer.set_channel_swap(in_, channel_swap)
+        self.transformer = input_transformer(self, mean, input_scale, raw_scale, channel_swap)
         self.crop_dims = np.array(self.blobs[in_].data.shape[2:])
         self.image_dims = np.array(image_dims if image_dims is not None else self.crop_dims)
 

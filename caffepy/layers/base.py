@@ -135,6 +135,22 @@ class Layer(object):
     def new_blob(self, shape=()):
         return Blob(shape, dtype=self.dtype)
 
+    def init_param_blobs(self, shapes, weight_filler, bias_filler=None):
+        """Check parameter blobs given with the layer against ``shapes`` (count, then each shape),
+        or create them: blob 0 filled by ``weight_filler``, blob 1 (if any) by ``bias_filler``."""
+        if self.blobs:
+            if len(self.blobs) != len(shapes):
+                raise self.error("expected %d parameter blobs, got %d"
+                                 % (len(shapes), len(self.blobs)))
+            for i, (b, s) in enumerate(zip(self.blobs, shapes)):
+                self.check_shape("parameter blob %d" % i, s, b.shape)
+            return
+        from ..fillers import get_filler
+        self.blobs = [self.new_blob(s) for s in shapes]
+        get_filler(weight_filler).fill(self.blobs[0])
+        if len(shapes) > 1:
+            get_filler(bias_filler).fill(self.blobs[1])
+
     # -- life cycle ----------------------------------------------------------------------------
     def setup(self, bottom, top):
         if common.mode() == common.GPU:

@@ -2,7 +2,6 @@
 import numpy as np
 
 from ..errors import ShapeError
-from ..fillers import get_filler
 from ..math import cpu
 from .base import Layer, register_layer
 
@@ -99,16 +98,7 @@ class _ConvolutionBase(Layer):
         shapes = [(conv_out, conv_in // self.group) + self.kernel]
         if self.bias_term:
             shapes.append((self.num_output,))
-        if self.blobs:
-            if len(self.blobs) != len(shapes):
-                raise self.error("expected %d parameter blobs, got %d" % (len(shapes), len(self.blobs)))
-            for i, (b, s) in enumerate(zip(self.blobs, shapes)):
-                self.check_shape("parameter blob %d" % i, s, b.shape)
-        else:
-            self.blobs = [self.new_blob(s) for s in shapes]
-            get_filler(p.weight_filler).fill(self.blobs[0])
-            if self.bias_term:
-                get_filler(p.bias_filler).fill(self.blobs[1])
+        self.init_param_blobs(shapes, p.weight_filler, p.bias_filler)
         self.param_propagate_down = [True] * len(self.blobs)
         self._cols = {}
 

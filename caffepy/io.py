@@ -16,6 +16,8 @@ transpose, channel swap, raw scale, mean subtraction, input scale, in pycaffe's 
 """
 import numpy as np
 
+from .data.datum import array_to_datum  # noqa: F401  (pycaffe's caffe.io.array_to_datum)
+from .data.datum import datum_to_array as _datum_to_array
 from .errors import CaffeError
 from .proto import caffe_pb2
 
@@ -71,33 +73,11 @@ def blobprotovector_str_to_arraylist(data):
     return [blobproto_to_array(b) for b in vec.blobs]
 
 
-def array_to_datum(arr, label=None):
-    """A Datum from a C x H x W array: uint8 -> ``data`` bytes, other dtypes -> ``float_data``;
-    ``label`` is set only when given."""
-    arr = np.asarray(arr)
-    if arr.ndim != 3:
-        raise ValueError("array_to_datum: expected a 3-d (C x H x W) array, got shape %s" % (arr.shape,))
-    datum = caffe_pb2.Datum()
-    datum.channels, datum.height, datum.width = (int(d) for d in arr.shape)
-    if arr.dtype == np.uint8:
-        datum.data = np.ascontiguousarray(arr).tobytes()
-    else:
-        datum.float_data.extend(arr.astype(float).ravel())
-    if label is not None:
-        datum.label = int(label)
-    return datum
-
-
 def datum_to_array(datum):
-    """C x H x W array of a Datum: uint8 from ``data``, float from ``float_data`` (label not
+    """C x H x W array of a Datum: uint8 from ``data``, float64 from ``float_data`` (label not
     included; encoded datums are decoded to C x H x W uint8, BGR as Caffe stores them)."""
-    if datum.encoded:
-        from .data.datum import datum_to_array as decode
-        return decode(datum)
-    shape = (datum.channels, datum.height, datum.width)
-    if len(datum.data):
-        return np.frombuffer(datum.data, dtype=np.uint8).reshape(shape)
-    return np.array(datum.float_data, dtype=float).reshape(shape)
+    arr = _datum_to_array(datum)
+    return arr if arr.dtype == np.uint8 else arr.astype(float)
 
 
 # -- preprocessing ---------------------------------------------------------------------------------

@@ -32,10 +32,16 @@ def parse_datum(value, what="<datum>"):
     return d
 
 
+class DatumError(CaffeError, ValueError):
+    """An array or Datum of the wrong shape (also a ValueError, as pycaffe's caffe.io raises)."""
+
+
 def array_to_datum(arr, label=None):
+    """A Datum from a C x H x W array: uint8 -> ``data`` bytes, other dtypes -> ``float_data``;
+    ``label`` is set only when given (caffepy.io.array_to_datum is this function)."""
     arr = np.asarray(arr)
     if arr.ndim != 3:
-        raise CaffeError("array_to_datum: expected a C x H x W array, got shape %s" % (arr.shape,))
+        raise DatumError("array_to_datum: expected a C x H x W array, got shape %s" % (arr.shape,))
     d = caffe_pb2.Datum()
     d.channels, d.height, d.width = (int(s) for s in arr.shape)
     if arr.dtype == np.uint8:
@@ -62,11 +68,11 @@ def datum_to_array(datum, color=None, what="<datum>"):
     n = shape[0] * shape[1] * shape[2]
     if len(datum.data):
         if len(datum.data) != n:
-            raise CaffeError("%s: Datum data has %d bytes, expected %d for shape %s"
+            raise DatumError("%s: Datum data has %d bytes, expected %d for shape %s"
                              % (what, len(datum.data), n, shape))
         return np.frombuffer(datum.data, dtype=np.uint8).reshape(shape)
     if len(datum.float_data) != n:
-        raise CaffeError("%s: Datum float_data has %d values, expected %d for shape %s"
+        raise DatumError("%s: Datum float_data has %d values, expected %d for shape %s"
                          % (what, len(datum.float_data), n, shape))
     return np.asarray(datum.float_data, dtype=np.float32).reshape(shape)
 

@@ -195,15 +195,8 @@ _GRAY = np.array([0.2125, 0.7154, 0.0721], dtype=np.float64)
 
 def load_image(filename, color=True):
     """Read an image file as float32 in [0, 1]: H x W x 3 RGB, or H x W x 1 when ``color`` is false."""
-    from .data.image import _pil
-    Image = _pil()
-    try:
-        im = Image.open(filename)
-        im.load()
-    except FileNotFoundError:
-        raise CaffeError("load_image: %s: no such file" % filename)
-    except Exception as e:
-        raise CaffeError("load_image: %s: cannot decode image (%s)" % (filename, " ".join(str(e).split())))
+    from .data.image import open_image
+    im = open_image(filename, "load_image: %s" % filename, missing="no such file")
     if im.mode in ("I;16", "I;16B", "I;16L", "I"):
         img = np.asarray(im, dtype=np.float64) / (65535.0 if im.mode.startswith("I;16") else 2 ** 31 - 1)
     elif im.mode == "F":

@@ -47,28 +47,29 @@ def _to_array(im, color, what):
     return gray[:, :, None].copy()
 
 
-def decode_image(data, color=None, what="<encoded datum>"):
-    """Decode PNG/JPEG/... bytes to an H x W x C uint8 BGR (or gray) array."""
+def open_image(source, what, missing="could not open or find file", encoded=False):
+    """A loaded Pillow image from a path or file object (``encoded``: from the bytes ``source``);
+    a one-line CaffeError starting with ``what`` when the file is missing (``missing`` says so)
+    or cannot be decoded."""
     Image = _pil()
     try:
-        im = Image.open(io.BytesIO(bytes(data)))
+        im = Image.open(io.BytesIO(bytes(source)) if encoded else source)
         im.load()
+    except FileNotFoundError:
+        raise CaffeError("%s: %s" % (what, missing))
     except Exception as e:  # Pillow raises many types for corrupt data
         raise CaffeError("%s: cannot decode image (%s)" % (what, " ".join(str(e).split())))
-    return _to_array(im, color, what)
+    return im
+
+
+def decode_image(data, color=None, what="<encoded datum>"):
+    """Decode PNG/JPEG/... bytes to an H x W x C uint8 BGR (or gray) array."""
+    return _to_array(open_image(data, what, encoded=True), color, what)
 
 
 def read_image(path, height=0, width=0, is_color=True):
     """Read an image file as ``cv::imread`` + optional ``cv::resize`` (both height and width > 0)."""
-    Image = _pil()
-    try:
-        im = Image.open(path)
-        im.load()
-    except FileNotFoundError:
-        raise CaffeError("%s: could not open or find file" % path)
-    except Exception as e:
-        raise CaffeError("%s: cannot decode image (%s)" % (path, " ".join(str(e).split())))
-    img = _to_array(im, bool(is_color), path)
+    img = _to_array(open_image(path, path), bool(is_color), path)
     if height > 0 and width > 0:
         img = resize_bilinear(img, height, width)
     return img

@@ -2,6 +2,10 @@
 from ..log import setup as setup_log
 
 
+def add_model(parser):
+    parser.add_argument("--model", default="", help="the model definition protocol buffer text file")
+
+
 def add_gpu(parser):
     parser.add_argument("--gpu", default="",
                         help="run in GPU mode on the given device ids separated by ',' ('all': every "
@@ -29,6 +33,12 @@ def stages(args):
 
 def iterations(args):
     return 50 if args.iterations is None else args.iterations
+
+
+def load_net(args, phase):
+    """The --model net in ``phase`` with the --level / --stage NetState."""
+    from ..net import Net
+    return Net(args.model, phase, level=args.level, stages=tuple(stages(args)))
 
 
 def setup_logging(args):

@@ -105,3 +105,19 @@ def use_devices(gpus, tag="caffe.cpp:204"):
         info("caffe.cpp:209", "GPU %d: %s" % (g, device_name(g)))
     common.set_device(gpus[0])
     common.set_mode_gpu()
+
+
+def single_device(args):
+    """Caffe's test/time device choice: the first --gpu id (others dropped), else the CPU."""
+    gpus = parse_gpus(args.gpu)
+    while len(gpus) > 1:
+        info("caffe.cpp:269", "Not using GPU #%d for single-GPU function" % gpus.pop())
+    if gpus:
+        info("caffe.cpp:275", "Use GPU with device ID %d" % gpus[0])
+        info("caffe.cpp:278", "GPU device name: %s" % device_name(gpus[0]))
+        common.set_device(gpus[0])
+        common.set_mode_gpu()
+    else:
+        info("caffe.cpp:282", "Use CPU.")
+        common.set_mode_cpu()
+    return gpus

@@ -15,7 +15,7 @@ HELP = "score a model"
 
 
 def add_arguments(parser):
-    parser.add_argument("--model", default="", help="the model definition protocol buffer text file")
+    _flags.add_model(parser)
     parser.add_argument("--weights", default="", help="the trained weights (.caffemodel or .h5; ',' for several)")
     _flags.add_gpu(parser)
     _flags.add_net_state(parser)
@@ -23,33 +23,15 @@ def add_arguments(parser):
     _flags.add_log(parser)
 
 
-def single_device(args):
-    """Caffe's test/time device choice: the first --gpu id (others dropped), else the CPU."""
-    from .. import common
-    gpus = _gpu.parse_gpus(args.gpu)
-    while len(gpus) > 1:
-        info("caffe.cpp:269", "Not using GPU #%d for single-GPU function" % gpus.pop())
-    if gpus:
-        info("caffe.cpp:275", "Use GPU with device ID %d" % gpus[0])
-        info("caffe.cpp:278", "GPU device name: %s" % _gpu.device_name(gpus[0]))
-        common.set_device(gpus[0])
-        common.set_mode_gpu()
-    else:
-        info("caffe.cpp:282", "Use CPU.")
-        common.set_mode_cpu()
-    return gpus
-
-
 def run(args):
-    from ..net import Net
     from ..proto import caffe_pb2
     _flags.setup_logging(args)
     if not args.model:
         raise CaffeError("Need a model definition to score (--model)")
     if not args.weights:
         raise CaffeError("Need model weights to score (--weights)")
-    single_device(args)
-    net = Net(args.model, caffe_pb2.TEST, level=args.level, stages=tuple(_flags.stages(args)))
+    _gpu.single_device(args)
+    net = _flags.load_net(args, caffe_pb2.TEST)
     for w in args.weights.split(","):
         net.copy_from(w)
     n = _flags.iterations(args)

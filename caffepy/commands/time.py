@@ -11,15 +11,14 @@ import time as _time
 from .. import common
 from ..log import fmt, info
 from ..errors import CaffeError
-from . import _flags
-from .test import single_device
+from . import _flags, _gpu
 
 NAME = "time"
 HELP = "benchmark model execution time"
 
 
 def add_arguments(parser):
-    parser.add_argument("--model", default="", help="the model definition protocol buffer text file")
+    _flags.add_model(parser)
     parser.add_argument("--phase", default="", help="network phase: TRAIN (default) or TEST")
     _flags.add_gpu(parser)
     _flags.add_net_state(parser)
@@ -46,7 +45,6 @@ def _now():
 
 
 def run(args):
-    from ..net import Net
     from ..proto import caffe_pb2
     _flags.setup_logging(args)
     if not args.model:
@@ -54,8 +52,8 @@ def run(args):
     if args.phase not in ("", "TRAIN", "TEST"):
         raise CaffeError('phase must be "TRAIN" or "TEST" (got "%s")' % args.phase)
     phase = caffe_pb2.TEST if args.phase == "TEST" else caffe_pb2.TRAIN
-    single_device(args)
-    net = Net(args.model, phase, level=args.level, stages=tuple(_flags.stages(args)))
+    _gpu.single_device(args)
+    net = _flags.load_net(args, phase)
     n = _flags.iterations(args)
     if n < 1:
         raise CaffeError("--iterations must be >= 1 (got %d)" % n)

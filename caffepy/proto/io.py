@@ -208,18 +208,23 @@ def read_net(source, upgrade=True):
         name = "<bytes>"
         parse_any(bytes(source), net, name)
     else:
-        source = os.fspath(source)
-        if os.path.exists(source):
-            name = source
-            read_message(source, net)
-        elif _looks_like_text_proto(source):
-            name = "<string>"
-            parse_text(source, net, filename=name)
-        else:
-            raise ProtoError("%s: no such file" % source)
+        name = _read_path_or_text(source, net)
     if upgrade:
         _upgrade.upgrade_net(net, filename=name)
     return net
+
+
+def _read_path_or_text(source, msg):
+    """Fill ``msg`` from an existing file (text or binary) or from prototxt text; returns the name
+    errors and upgrades report ("<string>" for text)."""
+    source = os.fspath(source)
+    if os.path.exists(source):
+        read_message(source, msg)
+        return source
+    if _looks_like_text_proto(source):
+        parse_text(source, msg, filename="<string>")
+        return "<string>"
+    raise ProtoError("%s: no such file" % source)
 
 
 def read_solver(source, upgrade=True):
@@ -230,15 +235,7 @@ def read_solver(source, upgrade=True):
         sp.CopyFrom(source)
         name = "<SolverParameter>"
     else:
-        source = os.fspath(source)
-        if os.path.exists(source):
-            name = source
-            read_message(source, sp)
-        elif _looks_like_text_proto(source):
-            name = "<string>"
-            parse_text(source, sp, filename=name)
-        else:
-            raise ProtoError("%s: no such file" % source)
+        name = _read_path_or_text(source, sp)
     if upgrade:
         _upgrade.upgrade_solver(sp, filename=name)
     return sp

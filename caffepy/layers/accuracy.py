@@ -1,9 +1,8 @@
 """Accuracy: the top-k classification accuracy (a metric, not a loss; no backward)."""
 import numpy as np
 
-from ..errors import ShapeError
 from .base import Layer, register_layer
-from .softmax import as_outer_channel_inner
+from .softmax import prediction_label_view
 
 
 @register_layer("Accuracy")
@@ -34,13 +33,8 @@ class AccuracyLayer(Layer):
         if self.top_k > bottom[0].count // max(bottom[1].count, 1):
             raise self.error("top_k (%d) must be less than or equal to the number of classes (%d)"
                              % (self.top_k, bottom[0].count // max(bottom[1].count, 1)))
-        self.axis = bottom[0].canonical_axis_index(p.axis)
-        self.outer, self.channels, self.inner = as_outer_channel_inner(bottom[0].shape, self.axis)
-        if self.outer * self.inner != bottom[1].count:
-            raise self.error("number of labels must match number of predictions: prediction shape "
-                             "%s with axis %d needs %d labels, got %d (label shape %s)"
-                             % (bottom[0].shape, self.axis, self.outer * self.inner,
-                                bottom[1].count, bottom[1].shape), ShapeError)
+        self.axis, self.outer, self.channels, self.inner = prediction_label_view(self, bottom,
+                                                                                 p.axis)
         top[0].reshape(())
         if len(top) > 1:
             top[1].reshape((self.channels,))

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..errors import ShapeError
 from .base import LossLayer, register_layer
-from .softmax import as_outer_channel_inner, softmax
+from .softmax import prediction_label_view, softmax
 
 FLT_MIN = float(np.finfo(np.float32).tiny)   # SoftmaxWithLoss clamps probabilities at FLT_MIN
 LOG_THRESHOLD = 1e-20                        # Caffe's kLOG_THRESHOLD (Infogain, MultinomialLogistic)
@@ -70,13 +70,8 @@ class _SoftmaxLossBase(LossLayer):
 
     def reshape(self, bottom, top):
         LossLayer.reshape(self, bottom, top)
-        self.axis = bottom[0].canonical_axis_index(self._axis_param())
-        self.outer, self.channels, self.inner = as_outer_channel_inner(bottom[0].shape, self.axis)
-        if self.outer * self.inner != bottom[1].count:
-            raise self.error("number of labels must match number of predictions: prediction shape "
-                             "%s with axis %d needs %d labels, got %d (label shape %s)"
-                             % (bottom[0].shape, self.axis, self.outer * self.inner,
-                                bottom[1].count, bottom[1].shape), ShapeError)
+        self.axis, self.outer, self.channels, self.inner = prediction_label_view(
+            self, bottom, self._axis_param())
         if len(top) >= 2:
             top[1].reshape(bottom[0].shape)
 

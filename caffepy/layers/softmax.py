@@ -1,6 +1,7 @@
 """Softmax over one axis, and the numerically stable helpers the softmax-based losses share."""
 import numpy as np
 
+from ..errors import ShapeError
 from .base import Layer, register_layer
 
 
@@ -16,6 +17,19 @@ def as_outer_channel_inner(shape, axis):
     outer = int(np.prod(shape[:axis], dtype=np.int64))
     inner = int(np.prod(shape[axis + 1:], dtype=np.int64))
     return outer, shape[axis], inner
+
+
+def prediction_label_view(layer, bottom, axis):
+    """(axis, outer, channels, inner) of the predictions ``bottom[0]`` around ``axis`` (canonical),
+    checking that ``bottom[1]`` holds one label per outer x inner position (ShapeError otherwise)."""
+    axis = bottom[0].canonical_axis_index(axis)
+    outer, channels, inner = as_outer_channel_inner(bottom[0].shape, axis)
+    if outer * inner != bottom[1].count:
+        raise layer.error("number of labels must match number of predictions: prediction shape "
+                          "%s with axis %d needs %d labels, got %d (label shape %s)"
+                          % (bottom[0].shape, axis, outer * inner, bottom[1].count,
+                             bottom[1].shape), ShapeError)
+    return axis, outer, channels, inner
 
 
 @register_layer("Softmax")

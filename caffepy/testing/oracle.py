@@ -54,7 +54,8 @@ def load_case(case_dir):
 def assert_close(what, got, want, tol):
     """Shapes equal and values within ``tol`` (a Tolerance); the message names ``what``."""
     got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
-    assert got.shape == want.shape, "%s: shape %s, Caffe %s" % (what, got.shape, want.shape)
+    if got.shape != want.shape:
+        raise AssertionError("%s: shape %s, Caffe %s" % (what, got.shape, want.shape))
     scale = max(1.0, float(np.abs(want).max())) if tol.scaled and want.size else 1.0
     np.testing.assert_allclose(got, want, rtol=tol.rtol, atol=tol.atol * scale, err_msg=what)
 
@@ -86,11 +87,12 @@ def check_layer(case_dir, tolerances=REFERENCE):
     top = [Blob((), dtype=np.float32) for _ in lp.top]
     layer.setup(bottom, top)
     stored = next((l.blobs for l in case.weights.layer if l.name == "L"), [])
-    assert len(layer.blobs) == len(stored), \
-        "%d param blobs, Caffe has %d" % (len(layer.blobs), len(stored))
+    if len(layer.blobs) != len(stored):
+        raise AssertionError("%d param blobs, Caffe has %d" % (len(layer.blobs), len(stored)))
     for i, (blob, bp) in enumerate(zip(layer.blobs, stored)):
-        assert blob.shape == tuple(blobproto_shape(bp)), \
-            "param %d shape %s, Caffe %s" % (i, blob.shape, tuple(blobproto_shape(bp)))
+        if blob.shape != tuple(blobproto_shape(bp)):
+            raise AssertionError("param %d shape %s, Caffe %s"
+                                 % (i, blob.shape, tuple(blobproto_shape(bp))))
         blob.from_proto(bp, reshape=False)
     layer.forward(bottom, top)
     for name, t in zip(lp.top, top):

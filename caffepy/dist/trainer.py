@@ -17,7 +17,7 @@ from ..errors import CaffeError
 from ..log import info
 from ..net import Net
 from ..solvers import solver_class
-from . import checkpoint, transport as T
+from . import checkpoint, transport as T, waitfree
 from .coordinator import Coordinator, DistError
 from .server import Server
 from .stub import Stub
@@ -60,6 +60,8 @@ def _train_net_param(solver):
 class _Process(object):
     """The roles of one process and their threads."""
 
+    worker_cls = Worker
+
     def __init__(self, solver, topo, engine, workspace, start_step, restored, feeder):
         self.solver, self.topo, self.engine, self.workspace = solver, topo, engine, workspace
         self.stopping = threading.Event()
@@ -98,7 +100,7 @@ class _Process(object):
                           stages=tuple(s for s in state.stage if s), dtype=solver.dtype)
             if feeder is not None:
                 feeder(w, topo.W, net)
-            worker = Worker(endpoint, topo, net, solver.param, self.workspace, start_step,
+            worker = self.worker_cls(endpoint, topo, net, solver.param, self.workspace, start_step,
                             send_init and w == 0)
             self.workers.append(worker)
             worker.run(stopping)
@@ -141,8 +143,11 @@ def _error_message(src, dst, text):
     return h, []
 
 
-def train(solver, cluster=None, cluster_file=None, resume=False, feeder=None, engine=None):
-    """Train ``solver`` on the cluster; returns a :class:`Result` in process 0 (None elsewhere)."""
+def train(solver, cluster=None, cluster_file=None, resume=False, feeder=None, engine=None,
+          comm=None):
+    """Train ``solver`` on the cluster; returns a :class:`Result` in process 0 (None elsewhere).
+
+    ``comm``: a :class:`caffepy.dist.waitfree.CommOptions` (wait-free backprop on by default)."""
     cluster = cluster if cluster is not None else load_cluster(solver.param, cluster_file)
     p = solver.param
     if p.clip_gradients >= 0:
@@ -176,6 +181,7 @@ def train(solver, cluster=None, cluster_file=None, resume=False, feeder=None, en
         write_net_json(solver.net, os.path.join(workspace, "visualization", "net.json"),
                        placement=topo.placement(solver.net))
     proc = _Process(solver, topo, eng, workspace, start_step, restored, feeder)
+    proc.worker_cls = waitfree.worker_class(waitfree.options(cluster, comm))
     if kind == "mpi":
         from .watchdog import MpiGuard
         guard = MpiGuard(eng, topo, workspace)

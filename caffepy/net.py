@@ -15,12 +15,13 @@ Construct as pycaffe does::
 """
 import collections
 import os
+import re
 
 import numpy as np
 
 from . import net_passes
 from .blob import Blob
-from .errors import NetError, ShapeError
+from .errors import CaffeError, NetError, ShapeError
 from .layers.base import create_layer
 from .proto import caffe_pb2, io as proto_io
 from .pycaffe import PycaffeNet
@@ -31,7 +32,7 @@ class Net(PycaffeNet):
     """A built net; pycaffe's batching and MemoryData helpers come from PycaffeNet."""
 
     def __init__(self, source, *args, phase=None, weights=None, level=0, stages=(),
-                 dtype=np.float32, **kwargs):
+                 dtype=np.float32, filename=None, **kwargs):
         if "stages" in kwargs:
             stages = kwargs.pop("stages")
         if kwargs:
@@ -42,14 +43,18 @@ class Net(PycaffeNet):
         if phase is None:
             phase = param.state.phase if param.HasField("state") else caffe_pb2.TRAIN
         self.phase = phase
-        self.source = source if isinstance(source, (str, os.PathLike)) else "<NetParameter>"
-        state = net_passes.make_state(param, phase=phase, level=level, stages=stages)
-        filtered = net_passes.filter_net(param, state)
-        self.net_param = net_passes.insert_splits(filtered)
-        self.name = self.net_param.name
+        # ``filename``: where a NetParameter came from, for error messages (file:line of the layer)
+        self.source = filename or (source if isinstance(source, (str, os.PathLike)) else "<NetParameter>")
+        self.name = param.name
         self.on_backward_layer = []  # callables f(layer_index), fired after each layer's backward
-        self._build()
-        self._analyze_backward()
+        try:
+            state = net_passes.make_state(param, phase=phase, level=level, stages=stages)
+            filtered = net_passes.filter_net(param, state)
+            self.net_param = net_passes.insert_splits(filtered)
+            self._build()
+            self._analyze_backward()
+        except CaffeError as e:
+            raise _located(e, self.source)
         if weights is not None:
             for w in (weights.split(",") if isinstance(weights, str) else weights):
                 self.copy_from(w)
@@ -365,6 +370,30 @@ class Net(PycaffeNet):
     def __repr__(self):
         return "<caffepy.Net '%s' phase=%s: %d layers, %d blobs>" % (
             self.name, caffe_pb2.Phase.Name(self.phase), len(self.layers), len(self.blobs))
+
+
+_LAYER_IN_MESSAGE = re.compile(r"layer '([^']*)'")
+
+
+def _located(error, source):
+    """The same error, prefixed with ``file:line`` of the layer it names (when built from a file)."""
+    if not isinstance(source, (str, os.PathLike)) or not os.path.isfile(source):
+        return error
+    where = os.fspath(source)
+    m = _LAYER_IN_MESSAGE.search(str(error))
+    if m:
+        pattern = re.compile(r'\bname\s*:\s*["\']%s["\']' % re.escape(m.group(1)))
+        try:
+            with open(where, errors="replace") as f:
+                for lineno, line in enumerate(f, 1):
+                    if pattern.search(line):
+                        where = "%s:%d" % (where, lineno)
+                        break
+        except OSError:
+            pass
+    located = type(error)("%s: %s" % (where, error))
+    located.__cause__ = error
+    return located
 
 
 def _parse_ctor_args(args, phase, weights):

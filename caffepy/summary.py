@@ -79,7 +79,7 @@ def summarize(source, inputs=None, phase=caffe_pb2.TEST, default_shape=(3, 224, 
                 lp.input_param.shape[i].dim.extend(int(d) for d in inputs.pop(top))
     if inputs:
         raise ValueError("--input names no input blob of the net: %s" % ", ".join(sorted(inputs)))
-    net = Net(param, phase)
+    net = Net(param, phase, filename=source if isinstance(source, str) else None)
     rows = []
     for layer, name, bottom, top in zip(net.layers, net._layer_names, net.bottom_vecs,
                                         net.top_vecs):

@@ -230,3 +230,20 @@ def test_legacy_constructor_order(tmp_path):
     legacy = Net(MLP, path, caffepy.TEST)
     assert legacy.phase == caffepy.TEST
     np.testing.assert_allclose(legacy.params["ip1"][0].data, net.params["ip1"][0].data, rtol=1e-6)
+
+
+def test_build_errors_name_file_and_line(tmp_path):
+    path = tmp_path / "bad.prototxt"
+    path.write_text('layer { name: "d" type: "Input" top: "x" input_param { shape { dim: 1 } } }\n'
+                    'layer {\n  name: "r"\n  type: "ReLU"\n  bottom: "z"\n  top: "y"\n}\n')
+    with pytest.raises(NetError, match=r"bad.prototxt:3: layer 'r' \(ReLU\): unknown bottom blob 'z'"):
+        Net(str(path), caffepy.TEST)
+
+
+def test_cli_prints_one_line_for_user_errors(tmp_path, capsys):
+    from caffepy.cli import main
+    path = tmp_path / "bad.prototxt"
+    path.write_text('layer { name: "c" type: "Convolution" convolution_param { num_ouput: 3 } }\n')
+    assert main(["summary", str(path)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and 'bad.prototxt:1:' in err[0] and 'num_ouput' in err[0]

@@ -88,10 +88,10 @@ class Solver(object):
             state.MergeFrom(solver_state)
         return state
 
-    def _build_net(self, net_param, state):
+    def _build_net(self, net_param, state, filename=None):
         net_param.state.CopyFrom(state)
         return Net(net_param, phase=state.phase, level=state.level,
-                   stages=tuple(s for s in state.stage if s), dtype=self.dtype)
+                   stages=tuple(s for s in state.stage if s), dtype=self.dtype, filename=filename)
 
     def _init_train_net(self):
         p = self.param
@@ -112,7 +112,8 @@ class Solver(object):
             info("solver.cpp:102", "Creating training net from %s file: %s" % (f, getattr(p, f)))
             net_param = self._read_net(getattr(p, f))
         state = self._merged_state(caffe_pb2.TRAIN, net_param, p.train_state)
-        return self._build_net(net_param, state)
+        path = getattr(p, f) if f in ("net", "train_net") else None
+        return self._build_net(net_param, state, filename=path)
 
     def _init_test_nets(self):
         p = self.param
@@ -147,7 +148,8 @@ class Solver(object):
             state = self._merged_state(caffe_pb2.TEST, net_param,
                                        p.test_state[i] if len(p.test_state) else None)
             info("solver.cpp:190", "Creating test net (#%d) specified by %s" % (i, what))
-            nets.append(self._build_net(net_param, state))
+            nets.append(self._build_net(net_param, state,
+                                        filename=src if isinstance(src, str) else None))
         return nets
 
     def _check_snapshot_write_permissions(self):

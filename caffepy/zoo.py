@@ -25,7 +25,10 @@ any other becomes 0; DummyData's fillers are left alone), so building the Net dr
 numbers; ``randomize_params(net, seed)`` then fills every parameter blob of 2 or more axes with
 ``N(0, 2 / fan_in)`` values cut from one pool of 2^20 normals (a memory copy, not a draw per
 weight), and gives BatchNorm layers mean 0, variance 1 (scale factor 1). 1-axis blobs (biases,
-Scale/PReLU factors) keep their constant fillers.
+Scale/PReLU factors) keep their constant fillers. ``forward_releasing(net)`` runs a forward pass
+that frees each intermediate blob once its last reader has run (outputs are kept) and each
+convolution's im2col buffers after its forward, so its memory peak is what is alive at once
+rather than everything (a 513 x 513 PSPNet: ~8 GB otherwise).
 """
 import re
 
@@ -223,3 +226,26 @@ def randomize_params(net, seed=0):
             values = window[:blob.count] if blob.count <= _POOL_SIZE else \
                 np.resize(window, blob.count)
             np.multiply(values.reshape(shape), std, out=blob.data, casting="unsafe")
+
+
+def forward_releasing(net):
+    """Forward pass freeing intermediate blobs after their last use (see module doc); returns
+    the loss. The freed blobs are left with shape (0,)."""
+    keep = {id(net.blobs[name]) for name in net.outputs}
+    last = {}
+    for i in range(len(net.layers)):
+        for blob in list(net.bottom_vecs[i]) + list(net.top_vecs[i]):
+            last[id(blob)] = (i, blob)
+    release = [[] for _ in net.layers]
+    for i, blob in last.values():
+        if id(blob) not in keep:
+            release[i].append(blob)
+    loss = 0.0
+    for i, layer in enumerate(net.layers):
+        loss += layer.forward(net.bottom_vecs[i], net.top_vecs[i])
+        for blob in release[i]:
+            blob.reshape((0,))
+        scratch = getattr(layer, "_cols", None)      # convolution's im2col buffers
+        if isinstance(scratch, dict):
+            scratch.clear()
+    return loss

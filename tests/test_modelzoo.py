@@ -31,6 +31,7 @@ Reshape SPP Scale Sigmoid SigmoidCrossEntropyLoss Silence Slice Softmax SoftmaxW
 Swish TanH Threshold Tile WindowData
 """.split())
 _ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+SHRINK_SIDE = 320       # image inputs larger than this are tried at this size first
 CPU_LIMIT = 240          # CPU seconds per net file; the slowest file needs ~10 on an idle core
 
 
@@ -85,7 +86,27 @@ def _run_phase(param, phase, seed):
     for name in net.inputs:
         blob = net.blobs[name]
         blob.data[...] = zoo.input_values(name, blob.data.shape, rng, hw)
-    net.forward()
+    zoo.forward_releasing(net)
+
+
+def shrunk(param, side=SHRINK_SIDE):
+    """A copy of ``param`` whose image inputs (4-d, both sides >= 64) larger than ``side`` are
+    scaled down by one factor to fit in ``side`` x ``side``, each side a multiple of 32; None when
+    no input is that large."""
+    from caffepy.proto import caffe_pb2
+    shapes = [s for lp in param.layer if lp.type == "Input" for s in lp.input_param.shape
+              if len(s.dim) == 4 and min(s.dim[2], s.dim[3]) >= 64]
+    big = max([max(s.dim[2], s.dim[3]) for s in shapes] or [0])
+    if big <= side:
+        return None
+    out = caffe_pb2.NetParameter()
+    out.CopyFrom(param)
+    for lp in out.layer:
+        for s in lp.input_param.shape if lp.type == "Input" else ():
+            if len(s.dim) == 4 and min(s.dim[2], s.dim[3]) >= 64:
+                for axis in (2, 3):
+                    s.dim[axis] = max(32, int(round(s.dim[axis] * side / float(big) / 32)) * 32)
+    return out
 
 
 def _reason(e):
@@ -93,19 +114,29 @@ def _reason(e):
     return "%s: %s" % (type(e).__name__, msg[:300])
 
 
-def run_prepared(param, declared, seed=0):
+def run_prepared(param, declared, seed=0, shrink=True):
     """Build and run every declared phase at batch 1 (or, when the net hard-codes its batch in a
-    Reshape, at its declared batch); None on success, else a one-line reason."""
-    try:
-        for phase in _phases(param):
+    Reshape, at its declared batch); None on success, else a one-line reason. With ``shrink``,
+    large inputs are tried first at a smaller size (``shrunk``); the declared size decides."""
+    attempts = [param]
+    if any(lp.type == "Reshape" for lp in param.layer):
+        attempts.append(declared)
+    small = shrunk(param) if shrink else None
+    if small is not None:
+        attempts.insert(0, small)
+    reason = None
+    for phase in _phases(param):
+        for net_param in attempts:
             try:
-                _run_phase(param, phase, seed)
-            except Exception:
-                if not any(lp.type == "Reshape" for lp in param.layer):
-                    raise
-                _run_phase(declared, phase, seed)
-    except Exception as e:  # the sweep reports every failure, whatever its kind
-        return _reason(e)
+                _run_phase(net_param, phase, seed)
+                break
+            except TimeoutError:
+                raise
+            except Exception as e:  # the sweep reports every failure, whatever its kind
+                if net_param is not small:
+                    reason = _reason(e)
+        else:
+            return reason
     return None
 
 
@@ -124,16 +155,37 @@ def zoo_net_files(root):
     return [(e["path"], set(e["types"])) for e in catalog if e["kind"] == "net"]
 
 
+SWEEP_CFG = {"TEST": {"RPN_POST_NMS_TOP_N": 8}, "TRAIN": {"RPN_POST_NMS_TOP_N": 8, "BATCH_SIZE": 8}}
+
+
+class _sweep_cfg(object):
+    """py-faster-rcnn's layers keep at most 8 proposals and sample 8 RoIs: the detection head's
+    "batch 1" (its cost grows with the RoI count: 300 at test time by default)."""
+
+    def __enter__(self):
+        from caffepy.contrib.frcnn.config import cfg
+        self.saved = {k: dict(cfg[k]) for k in SWEEP_CFG}
+        for k, values in SWEEP_CFG.items():
+            cfg[k].update(values)
+
+    def __exit__(self, *exc):
+        from caffepy.contrib.frcnn.config import cfg
+        for k, values in self.saved.items():
+            cfg[k].update(values)
+
+
 def _on_cpu_limit(signum, frame):
     raise TimeoutError("over the CPU-time limit")
 
 
 def _work(task):
-    """Worker: (path, serialized prepared nets or a reason) -> (path, reason, cpu s, wall s)."""
+    """Worker: (path, serialized prepared nets or a reason) -> (path, reason, cpu s, wall s,
+    the worker's peak memory in MiB so far)."""
+    import resource
     from caffepy.proto import caffe_pb2
-    path, blobs, limit = task
+    path, blobs, limit, shrink = task
     if isinstance(blobs, str):
-        return path, blobs, 0.0, 0.0
+        return path, blobs, 0.0, 0.0, 0
     t0, c0 = time.time(), time.process_time()
     param, declared = caffe_pb2.NetParameter(), caffe_pb2.NetParameter()
     param.ParseFromString(blobs[0])
@@ -142,23 +194,25 @@ def _work(task):
         signal.signal(signal.SIGPROF, _on_cpu_limit)
         signal.setitimer(signal.ITIMER_PROF, limit)
     try:
-        reason = run_prepared(param, declared)
+        with _sweep_cfg():
+            reason = run_prepared(param, declared, shrink=shrink)
     except TimeoutError:
         reason = "TimeoutError: over the %d CPU-second limit" % limit
     finally:
         if limit:
             signal.setitimer(signal.ITIMER_PROF, 0)
-    return path, reason, time.process_time() - c0, time.time() - t0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+    return path, reason, time.process_time() - c0, time.time() - t0, peak
 
 
-def _tasks(paths, limit):
+def _tasks(paths, limit, shrink):
     """One task per distinct prepared net; {path: path of the identical net that runs}."""
     tasks, first, same_as = [], {}, {}
     for path in paths:
         try:
             nets = prepare(path)
         except Exception as e:
-            tasks.append((path, _reason(e), limit))
+            tasks.append((path, _reason(e), limit, shrink))
             continue
         blobs = tuple(n.SerializeToString(deterministic=True) for n in nets)
         digest = hashlib.sha1(b"".join(blobs)).hexdigest()
@@ -166,25 +220,21 @@ def _tasks(paths, limit):
             same_as[path] = first[digest]
             continue
         first[digest] = path
-        tasks.append((path, blobs, limit))
+        tasks.append((path, blobs, limit, shrink))
     return tasks, same_as
 
 
-def sweep(root, only=None, jobs=1, limit=CPU_LIMIT, progress=None):
+def sweep(root, only=None, jobs=1, limit=CPU_LIMIT, progress=None, shrink=True):
     """[(catalog path, layer types, failure reason or None, cpu seconds)] for every net file."""
     files = [(p, t) for p, t in zoo_net_files(root) if not only or only in p]
-    tasks, same_as = _tasks([os.path.join(root, p) for p, _ in files], limit)
+    tasks, same_as = _tasks([os.path.join(root, p) for p, _ in files], limit, shrink)
     tasks.sort(key=lambda t: -len(t[1][0]) if isinstance(t[1], tuple) else 0)  # big nets first
     done = {}
     if jobs > 1:
-        import multiprocessing
         saved = {k: os.environ.get(k) for k in _ONE_THREAD}
         os.environ.update(_ONE_THREAD)       # read by numpy's BLAS as the spawned workers start
         try:
-            with multiprocessing.get_context("spawn").Pool(jobs, maxtasksperchild=40) as pool:
-                for out in pool.imap_unordered(_work, tasks, chunksize=1):
-                    done[out[0]] = out
-                    _progress(progress, out)
+            _run_pool(tasks, jobs, done, progress)
         finally:
             for k, v in saved.items():
                 os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
@@ -195,15 +245,55 @@ def sweep(root, only=None, jobs=1, limit=CPU_LIMIT, progress=None):
     results = []
     for p, types in files:
         full = os.path.join(root, p)
-        _, reason, cpu, _ = done[same_as.get(full, full)]
+        reason, cpu = done[same_as.get(full, full)][1:3]
         results.append((p, types, reason, cpu if full not in same_as else 0.0))
     return results
 
 
+def _run_pool(tasks, jobs, done, progress):
+    """Run ``tasks`` on ``jobs`` spawned workers, at most ``jobs`` in flight. A worker that dies
+    (killed for memory) breaks the pool: the tasks in flight then run again one at a time, and one
+    that kills its worker alone fails with that reason; the rest go on in a new pool."""
+    import multiprocessing
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    from concurrent.futures.process import BrokenProcessPool
+    extra = {"max_tasks_per_child": 40} if sys.version_info >= (3, 11) else {}
+    ctx = multiprocessing.get_context("spawn")
+
+    def record(out):
+        done[out[0]] = out
+        _progress(progress, out)
+
+    queue, suspects = list(tasks), []
+    while queue or suspects:
+        if suspects:
+            task = suspects.pop(0)
+            with ProcessPoolExecutor(1, mp_context=ctx) as pool:
+                try:
+                    record(pool.submit(_work, task).result())
+                except BrokenProcessPool:
+                    record((task[0], "worker process died (killed: out of memory?)", 0, 0, 0))
+            continue
+        with ProcessPoolExecutor(jobs, mp_context=ctx, **extra) as pool:
+            running = {}
+            while (queue or running) and not suspects:
+                while queue and len(running) < jobs:
+                    task = queue.pop(0)
+                    running[pool.submit(_work, task)] = task
+                finished, _ = wait(running, return_when=FIRST_COMPLETED)
+                for f in finished:
+                    task = running.pop(f)
+                    try:
+                        record(f.result())
+                    except BrokenProcessPool:
+                        suspects.append(task)
+            suspects.extend(running.values())
+
+
 def _progress(stream, out):
     if stream:
-        stream.write("%6.1fs cpu %6.1fs wall %s %s\n" % (out[2], out[3], "ok  " if out[1] is None
-                                                          else "FAIL", out[0]))
+        stream.write("%6.1fs cpu %6.1fs wall %5d MiB %s %s\n" % (
+            out[2], out[3], out[4], "ok  " if out[1] is None else "FAIL", out[0]))
         stream.flush()
 
 

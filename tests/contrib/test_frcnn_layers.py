@@ -119,14 +119,29 @@ def test_proposal_targets():
     out_rois, labels, targets, inside, outside = run_layer(
         layer, make_blobs([rois, gt]), make_blobs(5))
     # candidates: the 3 rois and the gt box itself; 2 foreground then 1 background
-    np.testing.assert_array_equal(out_rois[:, 1:], [[0, 0, 15, 15], [0, 0, 15, 15], [0, 0, 31, 31]])
-    np.testing.assert_array_equal(labels, [3, 3, 0])
-    assert targets.shape == (3, 16)
+    assert out_rois.shape == (3, 5, 1, 1) and labels.shape == (3, 1, 1, 1)
+    np.testing.assert_array_equal(out_rois[:, 1:, 0, 0],
+                                  [[0, 0, 15, 15], [0, 0, 15, 15], [0, 0, 31, 31]])
+    np.testing.assert_array_equal(labels.ravel(), [3, 3, 0])
+    assert targets.shape == (3, 16, 1, 1)
     np.testing.assert_allclose(targets, 0)               # fg rois are the gt box; bg: none
-    expected_w = np.zeros((3, 16))
+    expected_w = np.zeros((3, 16, 1, 1))
     expected_w[:2, 12:16] = 1
     np.testing.assert_array_equal(inside, expected_w)
     np.testing.assert_array_equal(outside, expected_w)
+
+
+def test_proposal_targets_agnostic_and_all_rois(train_cfg):
+    train_cfg.AGONISTIC, train_cfg.BATCH_SIZE = True, -1      # py-R-FCN's options
+    rois = [[0, 2, 0, 17, 15]] + [[0, 0, 0, 31, 31]] * 3     # IoU 224/288, then 0.25 x 3
+    layer = _py("rpn.proposal_target_layer", "ProposalTargetLayer", "'num_classes': 2",
+                caffepy.TRAIN)
+    _, labels, targets, _, _ = run_layer(layer, make_blobs([rois, [[0, 0, 15, 15, 5]]]),
+                                         make_blobs(5))
+    np.testing.assert_array_equal(np.sort(labels.ravel()), [0, 0, 0, 5, 5])
+    fg = labels.ravel() == 5
+    assert np.all(targets[~fg] == 0) and np.all(targets[fg, :4] == 0)
+    np.testing.assert_allclose(np.abs(targets[fg, 4]).max(), 2 / 16.)   # dx of the shifted roi
 
 
 def test_proposal_targets_sample_at_most_batch_size(train_cfg):
@@ -137,8 +152,8 @@ def test_proposal_targets_sample_at_most_batch_size(train_cfg):
     layer = _py("rpn.proposal_target_layer", "ProposalTargetLayer", "'num_classes': 2",
                 caffepy.TRAIN)
     out = run_layer(layer, make_blobs([rois, [[10, 10, 40, 40, 1]]]), make_blobs(5))
-    assert out[0].shape == (4, 5) and out[2].shape == (4, 8)
-    assert out[1][0] == 1 and np.all(out[1][1:] == 0)
+    assert out[0].shape == (4, 5, 1, 1) and out[2].shape == (4, 8, 1, 1)
+    assert out[1].ravel()[0] == 1 and np.all(out[1].ravel()[1:] == 0)
 
 
 NET = '''

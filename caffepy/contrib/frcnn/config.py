@@ -19,6 +19,7 @@ FG_THRESH / BG_THRESH_HI / BG_THRESH_LO   0.5 / 0.5 / 0.1
 BBOX_INSIDE_WEIGHTS                       (1, 1, 1, 1)
 BBOX_NORMALIZE_TARGETS_PRECOMPUTED        False
 BBOX_NORMALIZE_MEANS / STDS               (0, 0, 0, 0) / (0.1, 0.1, 0.2, 0.2)
+AGONISTIC (py-R-FCN: class-agnostic)      False
 ========================================  ==========================  =======
 
 These are the library defaults; py-faster-rcnn's experiment files (``experiments/cfgs/*.yml``)
@@ -50,6 +51,7 @@ def default_config():
         RPN_POSITIVE_WEIGHT=-1.0,
         BATCH_SIZE=128, FG_FRACTION=0.25, FG_THRESH=0.5, BG_THRESH_HI=0.5, BG_THRESH_LO=0.1,
         BBOX_INSIDE_WEIGHTS=(1.0, 1.0, 1.0, 1.0), BBOX_NORMALIZE_TARGETS_PRECOMPUTED=False,
+        AGONISTIC=False,
         BBOX_NORMALIZE_MEANS=(0.0, 0.0, 0.0, 0.0), BBOX_NORMALIZE_STDS=(0.1, 0.1, 0.2, 0.2))
     test = Section(rpn_common, RPN_PRE_NMS_TOP_N=6000, RPN_POST_NMS_TOP_N=300)
     return Section(TRAIN=train, TEST=test)

@@ -18,6 +18,13 @@ with IoU ``>= FG_THRESH`` are drawn as foreground and up to ``BATCH_SIZE`` minus
 the roi's class (none for background), ``bbox_inside_weights`` (``BBOX_INSIDE_WEIGHTS`` there) and
 ``bbox_outside_weights`` (1 where the inside weight is > 0). Only one image per batch (all roi
 batch indices 0). No gradient flows back.
+
+The tops are 4-d, ``S x C x 1 x 1`` (``labels`` ``S x 1 x 1 x 1``), as in py-R-FCN's copy of this
+layer, whose nets (OHEM: the per-roi losses are summed with an Eltwise) need it; py-faster-rcnn's
+own 2-d ``S x C`` / 1-d ``S`` tops have the same values, and its consumers (ROIPooling,
+SoftmaxWithLoss, Accuracy, SmoothL1Loss) compare only counts. py-R-FCN's options are honoured too:
+``BATCH_SIZE: -1`` takes every candidate, ``AGONISTIC: True`` (its spelling) puts every
+foreground target in the columns of class 1 (class-agnostic regression).
 """
 import numpy as np
 
@@ -35,7 +42,7 @@ def _draw(inds, n, rng):
 def sample_rois(all_rois, gt_boxes, num_classes, settings, rng):
     """(rois ``S x 5``, labels ``S``, targets, inside weights ``S x 4K``) (see module doc)."""
     s = settings
-    rois_per_image = s["BATCH_SIZE"]
+    rois_per_image = np.inf if s["BATCH_SIZE"] == -1 else s["BATCH_SIZE"]
     fg_per_image = np.round(s["FG_FRACTION"] * rois_per_image)
     if len(gt_boxes):
         overlaps = boxes.bbox_overlaps(all_rois[:, 1:5], gt_boxes[:, :4])
@@ -60,7 +67,7 @@ def sample_rois(all_rois, gt_boxes, num_classes, settings, rng):
         if s["BBOX_NORMALIZE_TARGETS_PRECOMPUTED"]:
             t = (t - np.asarray(s["BBOX_NORMALIZE_MEANS"])) / np.asarray(s["BBOX_NORMALIZE_STDS"])
         for i in np.where(labels > 0)[0]:
-            c = int(labels[i])
+            c = 1 if s["AGONISTIC"] else int(labels[i])
             if c >= num_classes:
                 raise ValueError("gt class %d outside num_classes %d" % (c, num_classes))
             targets[i, 4 * c:4 * c + 4] = t[i]
@@ -80,10 +87,10 @@ class ProposalTargetLayer(Layer):
             raise ValueError("ProposalTargetLayer takes 2 bottoms (rois, gt_boxes) and 5 tops; "
                              "got %d and %d" % (len(bottom), len(top)))
         self.num_classes = int(params["num_classes"])
-        top[0].reshape(1, 5)
-        top[1].reshape(1, 1)
+        top[0].reshape(1, 5, 1, 1)
+        top[1].reshape(1, 1, 1, 1)
         for t in top[2:]:
-            t.reshape(1, 4 * self.num_classes)
+            t.reshape(1, 4 * self.num_classes, 1, 1)
 
     def reshape(self, bottom, top):
         pass
@@ -97,6 +104,7 @@ class ProposalTargetLayer(Layer):
         rois, labels, targets, inside = sample_rois(rois, gt, self.num_classes, cfg.TRAIN,
                                                     common.rng())
         for t, v in zip(top, (rois, labels, targets, inside, (inside > 0).astype(np.float64))):
+            v = v.reshape(len(v), -1, 1, 1)
             t.reshape(*v.shape)
             t.data[...] = v
 

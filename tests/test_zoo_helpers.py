@@ -1,0 +1,70 @@
+"""caffepy.zoo's sweep helpers: constant fillers, cheap random weights, the releasing forward."""
+import numpy as np
+
+import caffepy
+from caffepy import zoo
+from caffepy.net import Net
+from caffepy.proto import caffe_pb2
+from google.protobuf import text_format
+
+NET = '''
+layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 2 dim: 3 dim: 8 dim: 8 } } }
+layer { name: "noise" type: "DummyData" top: "n"
+        dummy_data_param { shape { dim: 2 dim: 4 dim: 6 dim: 6 }
+                           data_filler { type: "gaussian" std: 1 } } }
+layer { name: "conv" type: "Convolution" bottom: "x" top: "c"
+        convolution_param { num_output: 4 kernel_size: 3
+                            weight_filler { type: "gaussian" std: 0.01 }
+                            bias_filler { type: "constant" value: 0.5 } } }
+layer { name: "bn" type: "BatchNorm" bottom: "c" top: "c" }
+layer { name: "relu" type: "ReLU" bottom: "c" top: "r" }
+layer { name: "sum" type: "Eltwise" bottom: "r" bottom: "n" top: "s" }
+layer { name: "ip" type: "InnerProduct" bottom: "s" top: "y"
+        inner_product_param { num_output: 5 weight_filler { type: "xavier" } } }
+'''
+
+
+def _param():
+    p = caffe_pb2.NetParameter()
+    text_format.Parse(NET, p)
+    return p
+
+
+def test_constant_fillers():
+    p = zoo.constant_fillers(_param())
+    conv = p.layer[2].convolution_param
+    assert (conv.weight_filler.type, conv.weight_filler.value) == ("constant", 0)
+    assert (conv.bias_filler.type, conv.bias_filler.value) == ("constant", 0.5)
+    assert p.layer[6].inner_product_param.weight_filler.type == "constant"
+    assert p.layer[1].dummy_data_param.data_filler[0].type == "gaussian"
+    assert _param().layer[2].convolution_param.weight_filler.type == "gaussian"   # a copy
+
+
+def test_randomize_params():
+    net = Net(zoo.constant_fillers(_param()), caffepy.TEST)
+    zoo.randomize_params(net, seed=3)
+    w = net.params["conv"][0].data
+    assert abs(w.std() - np.sqrt(2.0 / 27)) < 0.1 * np.sqrt(2.0 / 27) and abs(w.mean()) < 0.1
+    np.testing.assert_array_equal(net.params["conv"][1].data, 0.5)
+    bn = [b.data for b in net.params["bn"]]
+    assert np.all(bn[0] == 0) and np.all(bn[1] == 1) and np.all(bn[2] == 1)
+    assert net.params["ip"][0].data.std() > 0
+    again = Net(zoo.constant_fillers(_param()), caffepy.TEST)
+    zoo.randomize_params(again, seed=3)
+    np.testing.assert_array_equal(again.params["ip"][0].data, net.params["ip"][0].data)
+
+
+def test_forward_releasing_matches_forward_and_frees():
+    caffepy.set_random_seed(0)
+    net = Net(zoo.constant_fillers(_param()), caffepy.TEST)
+    zoo.randomize_params(net)
+    net.blobs["x"].data[...] = np.random.default_rng(0).standard_normal((2, 3, 8, 8))
+    x = net.blobs["x"].data.copy()
+    caffepy.set_random_seed(1)
+    expected = net.forward()["y"].copy()
+    net.blobs["x"].data[...] = x
+    caffepy.set_random_seed(1)
+    zoo.forward_releasing(net)
+    np.testing.assert_allclose(net.blobs["y"].data, expected, rtol=1e-6)
+    assert net.blobs["c"].data.shape == (0,) and net.blobs["s"].data.shape == (0,)
+    assert net.blobs["y"].data.shape == (2, 5)

@@ -29,7 +29,11 @@ import queue
 import threading
 import time
 
+import numpy as np
+
+from ..errors import SolverError
 from ..log import fmt, info
+from ..solvers import debug
 from .worker import Worker
 
 
@@ -167,9 +171,6 @@ class WaitFreeWorker(Worker):
         self.t_wait += time.time() - t0
 
     def compute(self, c):
-        import numpy as np
-        from ..errors import SolverError
-        from ..solvers import debug
         net, n = self.net, self.param.iter_size
         version = c - self.start
         loss = 0.0

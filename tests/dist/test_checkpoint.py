@@ -1,3 +1,4 @@
+import json
 """Checkpoints: schedule, files and manifest, bit-identical BSP resume, reuse by name, kill -9 under MPI."""
 import os
 import signal
@@ -47,7 +48,11 @@ def test_files_manifest_and_net_json(tmp_path):
     assert step == 10 and len(manifest.file) == 4
     os.remove(d / "step10-server1.bin")            # an incomplete step does not count
     assert checkpoint.latest_complete(str(tmp_path))[0] == 5
-    assert (tmp_path / "visualization" / "net.json").exists()
+    doc = json.loads((tmp_path / "visualization" / "net.json").read_text())
+    assert doc["schema"] == "caffepy.netjson"
+    placed = [n for n in doc["nodes"] if n.get("server_shard") is not None or
+              n.get("worker_group") is not None]
+    assert placed, "net.json of a distributed run shows no partition"
 
 
 def test_resume_is_bit_identical(tmp_path):

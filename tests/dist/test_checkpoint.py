@@ -1,5 +1,5 @@
-import json
 """Checkpoints: schedule, files and manifest, bit-identical BSP resume, reuse by name, kill -9 under MPI."""
+import json
 import os
 import signal
 import time

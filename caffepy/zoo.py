@@ -7,8 +7,8 @@ VideoData, the fork image/segmentation readers, and Python layers without bottom
 would produce:
 
 * batch: ``batch_size`` argument if given, else the layer's own batch_size (1 when it has none);
-* image top (the first): channels from ``is_color`` (3 / 1), else 3 (MNIST-like sources: 1 x 28 x
-  28, 2 channels for siamese pair sources; CIFAR-like: 3 x 32 x 32);
+* image top (the first, unless its name says label): channels from ``is_color`` (3 / 1), else 3
+  (MNIST-like sources: 1 x 28 x 28, 2 channels for siamese pair sources; CIFAR-like: 3 x 32 x 32);
   size from ``transform_param.crop_size``, else ``new_height``/``new_width``, else
   ``memory_data_param``, else the AnnotatedData ``resize_param``, else ``default_shape``;
 * other tops by name: labels ``(N,)`` (``(N, 1, H, W)`` for segmentation readers), ``im_info``
@@ -18,6 +18,10 @@ would produce:
 ``input_values(name, shape, rng)`` gives sensible values for such an input (image-sized
 ``im_info``, valid ``rois`` and ``gt_boxes``, zero labels, gaussian images). Only a NetParameter is
 produced: building and running it is the Net's business.
+
+``fill_unset_num_output(net_param, 10)`` gives InnerProduct layers without ``num_output`` that
+many outputs: DIGITS' standard networks leave the classifier's to DIGITS, which sets the dataset's
+class count.
 
 Cheap random weights (for sweeps that only need *some* weights): ``constant_fillers(net_param)``
 returns a copy in which every weight/bias filler is ``constant`` (a constant filler keeps its value,
@@ -137,7 +141,7 @@ def _top_shapes(lp, default_shape, batch_size):
     shapes = []
     for i, top in enumerate(lp.top):
         name = top.lower()
-        if i == 0 or name in ("data", "image", "images", "img"):
+        if (i == 0 and "label" not in name) or name in ("data", "image", "images", "img"):
             shapes.append((n, c, h, w))
         elif name == "im_info":
             shapes.append((n, 3))
@@ -249,3 +253,13 @@ def forward_releasing(net):
         if isinstance(scratch, dict):
             scratch.clear()
     return loss
+
+
+def fill_unset_num_output(net_param, value=10):
+    """A copy of ``net_param`` whose InnerProduct layers without num_output get ``value``."""
+    out = caffe_pb2.NetParameter()
+    out.CopyFrom(net_param)
+    for lp in out.layer:
+        if lp.type == "InnerProduct" and not lp.inner_product_param.num_output:
+            lp.inner_product_param.num_output = value
+    return out

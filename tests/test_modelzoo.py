@@ -66,11 +66,31 @@ def prepare(path):
     """(batch-1 net, declared-batch net) NetParameters, data layers replaced, fillers constant."""
     from caffepy import zoo
     from caffepy.proto import io as proto_io
-    raw = proto_io.read_net(path)
+    raw = zoo.fill_unset_num_output(proto_io.read_net(path))
     declared = zoo.constant_fillers(zoo.replace_data_layers(raw))
+    _batch_from_fixed_reshape(declared)
     param = zoo.constant_fillers(zoo.replace_data_layers(raw, batch_size=1))
     _batch_one(param)
     return param, declared
+
+
+def _phase_of(lp):
+    return next((r.phase for r in lp.include if r.HasField("phase")), None)
+
+
+def _batch_from_fixed_reshape(net_param):
+    """Inputs of a phase with a Reshape to fixed dims (d1, ..., dk) get batch d1 * ... * d(k-1)
+    (LRCN: frames x clips; the batch is hard-coded in its Python data layer)."""
+    for r in net_param.layer:
+        dims = list(r.reshape_param.shape.dim) if r.type == "Reshape" else []
+        if len(dims) < 2 or min(dims) <= 0:
+            continue
+        batch = int(np.prod(dims[:-1]))
+        for lp in net_param.layer:
+            if lp.type == "Input" and _phase_of(lp) in (None, _phase_of(r)):
+                for shape in lp.input_param.shape:
+                    if len(shape.dim) and shape.dim[0] == 1:
+                        shape.dim[0] = batch
 
 
 def _run_phase(param, phase, seed):

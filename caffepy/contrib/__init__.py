@@ -1,4 +1,28 @@
 """Implementations of well-known third-party layers that are not part of Caffe itself.
 
-``caffepy.contrib.frcnn``: py-faster-rcnn's Python layers (RPN proposals and training targets).
+When a Python layer's ``python_param.module`` cannot be imported and (module, layer) is in
+:data:`KNOWN_PYTHON_LAYERS`, the Python layer uses caffepy's class instead (and logs it); a module
+of the user's on ``sys.path`` always wins.
+
+* ``caffepy.contrib.frcnn``: py-faster-rcnn's RPN layers (``rpn.proposal_layer.ProposalLayer``,
+  ``rpn.anchor_target_layer.AnchorTargetLayer``, ``rpn.proposal_target_layer.ProposalTargetLayer``).
+* ``caffepy.contrib.pyloss``: Caffe's example ``pyloss.EuclideanLossLayer``.
 """
+import importlib
+
+KNOWN_PYTHON_LAYERS = {
+    ("rpn.proposal_layer", "ProposalLayer"): ("frcnn.proposal", "ProposalLayer"),
+    ("rpn.anchor_target_layer", "AnchorTargetLayer"): ("frcnn.anchor_target", "AnchorTargetLayer"),
+    ("rpn.proposal_target_layer", "ProposalTargetLayer"):
+        ("frcnn.proposal_target", "ProposalTargetLayer"),
+    ("pyloss", "EuclideanLossLayer"): ("pyloss", "EuclideanLossLayer"),
+}
+
+
+def builtin_layer_class(module_name, class_name):
+    """caffepy's class standing in for ``module_name.class_name``, or None when there is none."""
+    target = KNOWN_PYTHON_LAYERS.get((module_name, class_name))
+    if target is None:
+        return None
+    module = importlib.import_module("%s.%s" % (__name__, target[0]))
+    return getattr(module, target[1])

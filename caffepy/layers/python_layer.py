@@ -16,7 +16,8 @@ name) is set too.
 Well-known third-party layers: when ``module`` cannot be imported and (module, layer) is one of
 py-faster-rcnn's RPN layers (``rpn.proposal_layer.ProposalLayer``,
 ``rpn.anchor_target_layer.AnchorTargetLayer``, ``rpn.proposal_target_layer.ProposalTargetLayer``),
-caffepy's own implementation (``caffepy.contrib.frcnn``) is used and one INFO line says so; a module
+or Caffe's example ``pyloss.EuclideanLossLayer``, caffepy's own implementation (``caffepy.contrib``)
+is used and one INFO line says so; a module
 of that name on ``sys.path`` always wins. The fork C++ type ``Proposal`` (ProposalLayer's
 computation, ``proposal_param`` where the schema has it) is registered here too.
 """
@@ -67,7 +68,7 @@ class Layer(object):
 
 def _builtin_stand_in(module_name, class_name):
     """caffepy's implementation of a well-known third-party Python layer, or None."""
-    from ..contrib.frcnn import builtin_layer_class
+    from ..contrib import builtin_layer_class
     return builtin_layer_class(module_name, class_name)
 
 

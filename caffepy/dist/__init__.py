@@ -4,7 +4,7 @@
 :mod:`.trainer`) is what ``caffepy train --cluster C`` / ``--resume`` and a solver file with a
 ``cluster { ... }`` block run; ``train_multi_gpu(solver, gpus)`` serves ``--gpu 0,1``.
 Modules: topology, transport (+ inproc, mpi engines), worker, stub, server, consistency,
-checkpoint, coordinator, watchdog. Nothing here imports mpi4py unless the mpi engine is used.
+checkpoint, coordinator, watchdog, waitfree, routing (+ sfb, sparse). Nothing here imports mpi4py unless the mpi engine is used.
 """
 from .checkpoint import init_net, latest_complete
 from .coordinator import DistError

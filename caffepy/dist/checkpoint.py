@@ -142,6 +142,16 @@ def full_params(workspace, manifest, dtype, role="server"):
                 out[s.name] = (np.zeros(count, dtype), [np.zeros(count, dtype) for _ in range(nh)],
                                np.zeros(count, bool))
             values, hist, seen = out[s.name]
+            if s.table_shards:      # rows slice, slice + table_shards, ... of a sharded table
+                rows, step = int(s.shape.dim[0]), int(s.table_shards)
+                pick = lambda a: a.reshape(rows, -1)[int(s.slice)::step]  # noqa: E731
+                if pick(seen).all():
+                    continue
+                pick(values)[...] = from_blobproto(s.data, dtype).reshape(pick(values).shape)
+                for h, bp in zip(hist, s.history):
+                    pick(h)[...] = from_blobproto(bp, dtype).reshape(pick(h).shape)
+                pick(seen)[...] = True
+                continue
             n = len(s.data.double_data) or len(s.data.data)
             lo, hi = int(s.offset), int(s.offset) + n
             if seen[lo:hi].all():
@@ -160,6 +170,8 @@ def init_net(net, source, step=None):
     """
     workspace, manifest = _locate(source, step)
     params = full_params(workspace, manifest, net.dtype, role="worker")
+    for name, value in full_params(workspace, manifest, net.dtype, role="server").items():
+        params.setdefault(name, value)      # sharded tables live in server files only
     report = {"matched": [], "missing": [], "mismatched": []}
     for name, blob in zip(net.param_display_names, net.learnable_params):
         if name not in params:

@@ -39,6 +39,7 @@ class Coordinator(object):
         self.reports = {}
         self.max_staleness = 0
         self.last_checkpoint = None
+        self.routed = []      # worker 0's last READY buffers: SFB values and history
 
     def fail(self, why):
         raise DistError("%s; %s" % (why, checkpoint.describe_latest(self.workspace)))
@@ -74,10 +75,12 @@ class Coordinator(object):
 
     def run(self):
         while True:
-            h, _ = self.recv("READY")
+            h, bufs = self.recv("READY")
             if h.kind != T.READY:
                 raise DistError("coordinator: unexpected %s from %s"
                                 % (T.KIND_NAMES.get(h.kind, h.kind), self.topo.describe(h.src)))
+            if h.src == 0:
+                self.routed = bufs
             got = self.ready.setdefault(h.step, [])
             got.append(h)
             if len(got) == self.topo.W:
@@ -114,26 +117,45 @@ class Coordinator(object):
             self.ep.send(w, T.header(T.GO, step=step))
 
     def download(self, step):
-        """Gather every param from server group 0 into the solver's net (values and history)."""
+        """Gather every param from server group 0 into the solver's net (values and history);
+        sharded tables come back as shards (``flag`` = 1), SFB weights from worker 0's READY."""
         net = self.solver.net
         flats = [b.data.reshape(-1) for b in net.learnable_params]
         history = getattr(self.solver, "history", None)
         n = len(flats)
+        plan = getattr(self.topo, "routing", None)
+        P = self.topo.P
+
+        def put(p, target, lo, values, shard):
+            if shard:           # rows shard, shard + P, ... of a table
+                rows = net.learnable_params[p].shape[0]
+                target.reshape(rows, -1)[lo::P] = values.reshape(-1, target.size // rows)
+            else:
+                target[lo:lo + values.size] = values
 
         def on_slice(h, bufs):
             if h.kind != T.SLICE:
                 return
-            lo, hi = h.offset, h.offset + bufs[0].size
-            flats[h.param][lo:hi] = bufs[0]
+            lo = h.slice if h.flag else h.offset
+            put(h.param, flats[h.param], lo, bufs[0], h.flag)
             if history is not None and len(history) == n * (len(bufs) - 1):
                 for k, hb in enumerate(bufs[1:]):
-                    history[k * n + h.param].reshape(-1)[lo:hi] = hb
+                    put(h.param, history[k * n + h.param].reshape(-1), lo, hb, h.flag)
 
-        servers = [self.topo.server(0, j) for j in range(self.topo.P)]
+        servers = [self.topo.server(0, j) for j in range(P)]
         for s in servers:
             self.ep.send(s, T.header(T.PULL, step=step))
-        expected = sum(len(self.topo.slices_of_server(j)) for j in range(self.topo.P))
+        expected = sum(len(self.topo.slices_of_server(j)) for j in range(P))
+        expected += len(plan.tables) * P if plan else 0
         pulled = self.collect({T.SLICE: expected, T.PULLED: len(servers)}, on_slice)[T.PULLED]
+        if plan and plan.sfb:
+            per = len(self.routed) // len(plan.sfb)
+            for i, p in enumerate(sorted(plan.sfb)):
+                bufs = self.routed[i * per:(i + 1) * per]
+                flats[p][...] = bufs[0]
+                if history is not None and len(history) == n * (per - 1):
+                    for k, hb in enumerate(bufs[1:]):
+                        history[k * n + p].reshape(-1)[...] = hb
         self.max_staleness = max([self.max_staleness] + [int(p.version) for p in pulled])
         self.solver.iter = step
         self.solver.current_step = max(int(p.step) for p in pulled)

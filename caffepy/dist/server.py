@@ -23,6 +23,7 @@ from ..errors import CaffeError
 from ..solvers import lr_policies
 from . import checkpoint, transport as T
 from .consistency import SliceClock
+from .routing import TableHost
 
 
 class _LrState(object):
@@ -42,6 +43,7 @@ class Server(object):
         self.param, self.rule, self.dtype = solver_param, solver_cls.update_rule, dtype
         self.solver_type, self.n_history = solver_cls.type, solver_cls.n_history
         self.workspace = workspace
+        self.start = start_step
         self.sg, self.j = topo.server_index(endpoint.id)
         groups = topo.groups_of_server_group(self.sg)
         self.stubs = {g: topo.stub(g) for g in groups}
@@ -63,6 +65,8 @@ class Server(object):
                 for h, saved in zip(s.history, hist):
                     h[...] = saved[off:off + size]
             self.slices[(p, k)] = s
+        plan = getattr(topo, "routing", None)
+        self.tables = TableHost(self, plan, restored) if plan and plan.tables else None
         self.flush_markers, self.flushing = 0, False
         self.max_staleness = 0
 
@@ -83,6 +87,9 @@ class Server(object):
                 continue
             if h.kind == T.STOP:
                 return
+            if self.tables is not None and self.tables.handles(h):
+                self.tables.on_message(h, bufs)
+                continue
             handler = handlers.get(h.kind)
             if handler is None:
                 raise CaffeError("%s: unexpected message %s" % (self.topo.describe(self.ep.id),
@@ -167,6 +174,8 @@ class Server(object):
                                         s.values, s.history, self.meta.counts[s.p],
                                         self.meta.shapes[s.p])
                   for s in self._ordered()]
+        if self.tables is not None:
+            slices += self.tables.checkpoint_slices()
         name = checkpoint.write_file(self.workspace, h.step, "server", self.ep.id - self.topo.W - self.topo.G,
                                      slices, self.lr_state.current_step, self.solver_type)
         self.ep.send(h.src, T.header(T.WRITTEN, step=h.step, text=name,
@@ -176,6 +185,8 @@ class Server(object):
         for s in self._ordered():
             self.ep.send(h.src, T.header(T.SLICE, param=s.p, slice=s.k, offset=s.offset,
                                          version=s.version), [s.values.copy()] + [x.copy() for x in s.history])
+        for th, tbufs in (self.tables.pull_messages() if self.tables is not None else ()):
+            self.ep.send(h.src, th, tbufs)
         self.ep.send(h.src, T.header(T.PULLED, version=self.max_staleness,
                                      step=self.lr_state.current_step))
 

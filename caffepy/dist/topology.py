@@ -18,6 +18,7 @@ worker ``s % W``; the coordinator lives in process 0.
 
 Slices: every dense param of count n is cut into ``min(n, P)`` contiguous, balanced slices; slice
 k of param p sits on server ``(k + p) % P`` of each server group (so small params spread too).
+Params in ``excluded`` (SFB weights, sharded tables: :mod:`.routing`) have no slices.
 """
 import os
 
@@ -76,7 +77,7 @@ def split_counts(n, parts):
 class Topology(object):
     """Who is who, for a cluster and a list of param counts (``net.learnable_params`` sizes)."""
 
-    def __init__(self, cluster, param_counts, param_names=()):
+    def __init__(self, cluster, param_counts, param_names=(), excluded=()):
         c = cluster
         self.cluster = c
         self.G, self.K = c.nworker_groups, c.nworkers_per_group
@@ -88,7 +89,11 @@ class Topology(object):
         self.param_names = list(param_names) or [str(i) for i in range(len(self.param_counts))]
         # slices[p] = [(offset, size, server_index_in_group)]
         self.slices = []
+        self.routing = None     # a caffepy.dist.routing.Plan, set by the trainer
         for p, n in enumerate(self.param_counts):
+            if p in excluded:
+                self.slices.append([])
+                continue
             self.slices.append([(off, size, (k + p) % self.P)
                                 for k, (off, size) in enumerate(split_counts(n, self.P))])
 
@@ -181,7 +186,8 @@ class Topology(object):
         for p, (li, k) in enumerate(net.param_layer_indices):
             spec = net.net_param.layer[li].param
             key = spec[k].name if k < len(spec) and spec[k].name else "%s:%d" % (net._layer_names[li], k)
-            out[key] = {"server_shard": self.slices[p][0][2], "worker": self.owner_worker(p)}
+            shard = self.slices[p][0][2] if self.slices[p] else None
+            out[key] = {"server_shard": shard, "worker": self.owner_worker(p)}
         return out
 
 

@@ -17,7 +17,7 @@ from ..errors import CaffeError
 from ..log import info
 from ..net import Net
 from ..solvers import solver_class
-from . import checkpoint, transport as T, waitfree
+from . import checkpoint, routing, transport as T, waitfree
 from .coordinator import Coordinator, DistError
 from .server import Server
 from .stub import Stub
@@ -64,6 +64,7 @@ class _Process(object):
 
     def __init__(self, solver, topo, engine, workspace, start_step, restored, feeder):
         self.solver, self.topo, self.engine, self.workspace = solver, topo, engine, workspace
+        self.restored = restored
         self.stopping = threading.Event()
         self.threads, self.workers, self.servers = [], [], []
         cls = solver_class(solver.param.type)
@@ -102,6 +103,9 @@ class _Process(object):
                 feeder(w, topo.W, net)
             worker = self.worker_cls(endpoint, topo, net, solver.param, self.workspace, start_step,
                             send_init and w == 0)
+            if topo.routing:
+                worker.setup_routes(topo.routing, solver_class(solver.param.type),
+                                    int(getattr(solver, "current_step", 0)), self.restored)
             self.workers.append(worker)
             worker.run(stopping)
         return body
@@ -154,7 +158,10 @@ def train(solver, cluster=None, cluster_file=None, resume=False, feeder=None, en
         raise CaffeError("clip_gradients needs the global gradient norm, which the parameter-server "
                          "solver does not compute; remove it for distributed training")
     meta = ParamMeta(solver.net)
-    topo = Topology(cluster, meta.counts, meta.names)
+    opts = waitfree.options(cluster, comm)
+    plan = routing.make_plan(solver.net, cluster, opts, p)
+    topo = Topology(cluster, meta.counts, meta.names, excluded=plan.params())
+    topo.routing = plan
     workspace = cluster.workspace
     kind = engine or cluster.engine or ("mpi" if _under_mpi() else "inproc")
     if kind == "mpi":
@@ -171,6 +178,10 @@ def train(solver, cluster=None, cluster_file=None, resume=False, feeder=None, en
         if start_step is None:
             raise CaffeError("--resume: %s" % checkpoint.describe_latest(workspace))
         restored = checkpoint.full_params(workspace, manifest, solver.dtype, "server")
+        sfb_names = {meta.names[q] for q in plan.sfb}     # SFB weights are in worker files
+        for name, value in checkpoint.full_params(workspace, manifest, solver.dtype, "worker").items():
+            if name in sfb_names:
+                restored.setdefault(name, value)
         missing = [n for n in meta.names if n not in restored]
         if missing:
             raise CaffeError("--resume: checkpoint step %d lacks params %s" % (start_step, ", ".join(missing)))
@@ -181,7 +192,7 @@ def train(solver, cluster=None, cluster_file=None, resume=False, feeder=None, en
         write_net_json(solver.net, os.path.join(workspace, "visualization", "net.json"),
                        placement=topo.placement(solver.net))
     proc = _Process(solver, topo, eng, workspace, start_step, restored, feeder)
-    proc.worker_cls = waitfree.worker_class(waitfree.options(cluster, comm))
+    proc.worker_cls = routing.worker_class(waitfree.worker_class(opts), plan)
     if kind == "mpi":
         from .watchdog import MpiGuard
         guard = MpiGuard(eng, topo, workspace)
@@ -210,6 +221,8 @@ def train(solver, cluster=None, cluster_file=None, resume=False, feeder=None, en
         coord.stop_all()
         proc.join()
         result = Result(step, coord, eng, time.time() - t0)
+        # {server index in group: {param: TableShard}} of the servers in this process
+        result.table_shards = {s.j: dict(s.tables.shards) for s in proc.servers if s.tables}
         if solver.test_nets and p.test_interval:
             solver.test_all()
         return result

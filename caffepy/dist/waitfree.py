@@ -22,8 +22,9 @@ Diffs are zeroed only once the param's new version has arrived (in process, GRAD
 the diff buffers themselves, read by the stub later). Before a barrier, and at the end, the
 worker waits for every param, as the plain worker does after each step.
 
-Configuration (:class:`CommOptions`): ``wait_free`` (on by default); read from the cluster's
-``wait_free`` field once the schema has one, else from the options object given to the trainer.
+Configuration (:class:`CommOptions`): ``wait_free`` (on by default) and the SFB / sharded-table
+choices; read from the cluster's fields of the same names unless the trainer is given an options
+object.
 """
 import queue
 import threading
@@ -38,24 +39,31 @@ from .worker import Worker
 
 
 class CommOptions(object):
-    """Communication options of a distributed run (until ClusterParameter carries them)."""
+    """Communication options of a distributed run (ClusterParameter's fields of the same names).
 
-    def __init__(self, wait_free=True):
+    ``sfb_mode``: AUTO / ALWAYS / NEVER; ``sfb_layers`` / ``dense_layers``: per-layer overrides;
+    ``sparse_update``: EXACT / LAZY; ``sharded_tables``: Embed layer names (empty: every Embed
+    layer); ``shard_tables``: False keeps every table dense. See :mod:`caffepy.dist.routing`.
+    """
+
+    def __init__(self, wait_free=True, sfb_mode="NEVER", sfb_layers=(), dense_layers=(),
+                 sparse_update="EXACT", sharded_tables=(), shard_tables=True):
         self.wait_free = bool(wait_free)
+        self.sfb_mode, self.sparse_update = sfb_mode.upper(), sparse_update.upper()
+        self.sfb_layers, self.dense_layers = list(sfb_layers), list(dense_layers)
+        self.sharded_tables, self.shard_tables = list(sharded_tables), bool(shard_tables)
 
 
 def options(cluster=None, comm=None):
     """The options in force: ``comm`` if given, else the cluster's fields, else the defaults."""
     if comm is not None:
         return comm
-    out = CommOptions()
-    if cluster is not None:
-        try:
-            if cluster.HasField("wait_free"):
-                out.wait_free = bool(cluster.wait_free)
-        except ValueError:      # the schema has no such field yet
-            pass
-    return out
+    if cluster is None:
+        return CommOptions()
+    C = type(cluster)
+    return CommOptions(cluster.wait_free, C.SFBMode.Name(cluster.sfb_mode), cluster.sfb_layer,
+                       cluster.dense_layer, C.SparseUpdate.Name(cluster.sparse_update),
+                       cluster.sharded_table, cluster.shard_tables)
 
 
 class LayerParams(object):

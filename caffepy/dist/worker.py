@@ -41,6 +41,10 @@ class Worker(object):
         self.max_staleness = 0
         self.t_compute = self.t_wait = 0.0
         self.steps = 0
+        # hooks for caffepy.dist.routing (SFB weights, sharded tables): other message kinds,
+        # params left out of this worker's checkpoint file, extra READY buffers
+        self.routes = {}
+        self.not_checkpointed = set()
 
     def barrier_step(self, step):
         p = self.param
@@ -95,16 +99,23 @@ class Worker(object):
         """Take PARAM slices until every param in ``params`` (default all) reached ``version``."""
         wanted = range(len(self.flat)) if params is None else params
         while any(self.version[p] < version for p in wanted):
-            h, bufs = self.ep.recv(self.timeout, "parameters from stub %d" % self.g)
-            if h.kind == T.STOP:
-                raise Stopped()
-            if h.kind != T.PARAM:
-                raise CaffeError("worker %d: unexpected message %s while waiting for parameters"
-                                 % (self.ep.id, T.KIND_NAMES.get(h.kind, h.kind)))
-            self.flat[h.param][h.offset:h.offset + bufs[0].size] = bufs[0]
-            self.max_staleness = max(self.max_staleness, clock - h.step)
-            if h.flag:
-                self.version[h.param] = h.version
+            self.take_message(clock)
+
+    def take_message(self, clock):
+        """Receive one message: a PARAM slice, or a kind in ``self.routes``."""
+        h, bufs = self.ep.recv(self.timeout, "parameters from stub %d" % self.g)
+        if h.kind == T.STOP:
+            raise Stopped()
+        if h.kind in self.routes:
+            self.routes[h.kind](h, bufs)
+            return
+        if h.kind != T.PARAM:
+            raise CaffeError("worker %d: unexpected message %s while waiting for parameters"
+                             % (self.ep.id, T.KIND_NAMES.get(h.kind, h.kind)))
+        self.flat[h.param][h.offset:h.offset + bufs[0].size] = bufs[0]
+        self.max_staleness = max(self.max_staleness, clock - h.step)
+        if h.flag:
+            self.version[h.param] = h.version
 
     def barrier(self, step, final):
         files = ""
@@ -112,7 +123,8 @@ class Worker(object):
             files = self._write_checkpoint(step)
         text = "file=%s;compute=%r;wait=%r;steps=%d;stale=%d" % (
             files, self.t_compute, self.t_wait, self.steps, self.max_staleness)
-        self.ep.send(self.topo.coordinator, T.header(T.READY, step=step, flag=int(final), text=text))
+        self.ep.send(self.topo.coordinator, T.header(T.READY, step=step, flag=int(final), text=text),
+                     self.ready_buffers())
         h, _ = self.ep.recv(None)
         if h.kind == T.STOP:
             raise Stopped()
@@ -120,14 +132,21 @@ class Worker(object):
             raise CaffeError("worker %d: expected GO after the barrier of step %d, got %s"
                              % (self.ep.id, step, T.KIND_NAMES.get(h.kind, h.kind)))
 
+    def ready_buffers(self):
+        return []
+
+    def param_history(self, p):
+        return ()
+
     def _write_checkpoint(self, step):
         if self.g != 0:
             return ""
         k = self.ep.id
-        owned = [p for p in range(len(self.flat)) if self.topo.owner_worker(p) == k]
+        owned = [p for p in range(len(self.flat))
+                 if self.topo.owner_worker(p) == k and p not in self.not_checkpointed]
         if not owned:
             return ""
         names = self.net.param_display_names
         slices = [checkpoint.make_slice(names[p], p, 0, 0, self.version[p], self.flat[p],
-                                        shape=self.net.learnable_params[p].shape) for p in owned]
+                                        self.param_history(p), shape=self.net.learnable_params[p].shape) for p in owned]
         return checkpoint.write_file(self.workspace, step, "worker", k, slices)

@@ -1,6 +1,6 @@
 """Sufficient-factor broadcasting: the plan, the factors of InnerProduct (transpose, axis), and
 SFB on/off giving the single-process weights after 20 BSP steps (float64, 1e-6) on the
-in-process BSP loop of test_sparse.py."""
+in-process BSP loop of test_sparse.py and inside ``dist.train`` (caffepy.dist.routing)."""
 import numpy as np
 import pytest
 
@@ -99,3 +99,72 @@ def test_sfb_matches_dense_after_20_bsp_steps(solver_type, overrides):
         for li in run["plans"][0]:
             np.testing.assert_array_equal(net.layers[li].blobs[0].data,
                                           run["nets"][0].layers[li].blobs[0].data)
+
+
+# -- inside caffepy.dist's trainer -------------------------------------------------------------
+G, K, B = 2, 2, 2          # 4 workers of sub-batch 2; 2 servers
+
+
+def _dist_train(workspace, solver_type, comm=None, **fields):
+    from caffepy import dist
+    from caffepy.solvers import get_solver
+    from test_sparse import solver_param
+    W = G * K
+    x, y = wide_data(10 * W * B)
+    solver = get_solver(solver_param(WIDE_NET, K * B, 20, solver_type), dtype=np.float64)
+    c = caffe_pb2.ClusterParameter(nworker_groups=G, nworkers_per_group=K, nservers_per_group=2,
+                                   workspace=str(workspace), **fields)
+
+    def feed(w, n, net):
+        net.layers[0].reset(x[w::n], y[w::n])
+    result = dist.train(solver, cluster=c, feeder=feed, comm=comm)
+    return solver, result
+
+
+def _server_param_names(workspace, step=20):
+    from caffepy.dist import checkpoint
+    _, manifest = checkpoint.latest_complete(str(workspace))
+    assert manifest.step == step
+    names = set()
+    for f in manifest.file:
+        if "-server" in f:
+            names |= {s.name for s in checkpoint.read_file(
+                str(workspace / "checkpoint" / f)).slices}
+    return names
+
+
+@pytest.mark.parametrize("solver_type,mode,layers,wait_free", [
+    ("SGD", "AUTO", (), True), ("SGD", "NEVER", ("ip1", "ip3"), False), ("Adam", "ALWAYS", (), True)])
+def test_dist_train_sfb_on_off_match_single_process(tmp_path, solver_type, mode, layers, wait_free):
+    from caffepy.dist.waitfree import CommOptions
+    W = G * K
+    x, y = wide_data(10 * W * B)
+    want = reference(WIDE_NET, x, y, W, B, solver_type=solver_type)
+    off, _ = _dist_train(tmp_path / "off", solver_type, CommOptions(wait_free, sfb_mode="NEVER"))
+    on, result = _dist_train(tmp_path / "on", solver_type,
+                             CommOptions(wait_free, sfb_mode=mode, sfb_layers=layers))
+    assert result.step == 20 and on.iter == 20
+    for a, b, c in zip(want, off.net.learnable_params, on.net.learnable_params):
+        np.testing.assert_allclose(b.data, a, rtol=0, atol=1e-6)
+        np.testing.assert_allclose(c.data, a, rtol=0, atol=1e-6)
+    # the SFB weights never reached a server: the servers' checkpoint files lack them
+    sfb_names = {"AUTO": {"ip2:0"}, "NEVER": {"ip1:0", "ip3:0"},
+                 "ALWAYS": {"ip1:0", "ip2:0", "ip3:0"}}[mode]
+    names = _server_param_names(tmp_path / "on")
+    assert not names & sfb_names and {"ip1:1", "ip2:1", "ip3:1"} <= names
+    assert {"ip1:0", "ip2:0", "ip3:0"} - sfb_names <= names
+    assert len(_server_param_names(tmp_path / "off")) == len(off.net.learnable_params)
+
+
+def test_dist_train_sfb_from_cluster_fields(tmp_path):
+    W = G * K
+    x, y = wide_data(10 * W * B)
+    want = reference(WIDE_NET, x, y, W, B)
+    solver, result = _dist_train(tmp_path, "SGD", sfb_mode=caffe_pb2.ClusterParameter.NEVER,
+                                 sfb_layer=["ip2"], wait_free=False)
+    for a, p in zip(want, solver.net.learnable_params):
+        np.testing.assert_allclose(p.data, a, rtol=0, atol=1e-6)
+    assert "ip2:0" not in _server_param_names(tmp_path)
+    with pytest.raises(Exception, match="SFB: only with BSP"):
+        _dist_train(tmp_path / "async", "SGD", sfb_mode=caffe_pb2.ClusterParameter.ALWAYS,
+                    consistency=caffe_pb2.ClusterParameter.ASYNC)

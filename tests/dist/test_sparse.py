@@ -3,8 +3,8 @@ in-process BSP loop (this file's ``bsp_run``, also used by test_sfb.py) whose sh
 dense runs give the single-process solver's weights after 20 steps (float64, 1e-6).
 
 ``bsp_run`` wires W worker nets, dense averaging, SFB factor exchange and table shards through
-the modules' own messages (DistHeader + numpy buffers) and the solvers' update rules; it stands
-in for caffepy.dist's trainer, which does not route these messages yet.
+the modules' own messages (DistHeader + numpy buffers) and the solvers' update rules. The
+``test_dist_train_*`` cases run the same through ``dist.train`` (caffepy.dist.routing).
 """
 import numpy as np
 import pytest
@@ -187,3 +187,70 @@ def test_lazy_updates_touch_only_looked_up_rows():
     final, _ = bsp_run(EMBED_NET, x, y, W, B, steps=5, shards=3, mode="lazy")
     np.testing.assert_array_equal(final[0][11:], start[11:])
     assert not np.allclose(final[0][:11], start[:11])
+
+
+# -- inside caffepy.dist's trainer -------------------------------------------------------------
+def _dist_train(workspace, G, K, P, solver_type="SGD", comm=None, steps=20, x=None, y=None,
+                **fields):
+    from caffepy import dist
+    W = G * K
+    if x is None:
+        x, y = embed_data(10 * W * 4)
+    solver = get_solver(solver_param(EMBED_NET, K * 4, steps, solver_type), dtype=np.float64)
+    c = caffe_pb2.ClusterParameter(nworker_groups=G, nworkers_per_group=K, nservers_per_group=P,
+                                   workspace=str(workspace), **fields)
+
+    def feed(w, n, net):
+        net.layers[0].reset(x[w::n], y[w::n])
+    return solver, dist.train(solver, cluster=c, feeder=feed, comm=comm)
+
+
+@pytest.mark.parametrize("solver_type,G,K,P,wait_free", [
+    ("SGD", 2, 1, 3, True), ("SGD", 1, 2, 1, False), ("Adam", 2, 2, 4, False), ("Adam", 2, 1, 2, True)])
+def test_dist_train_sharded_vs_unsharded_match_single_process(tmp_path, solver_type, G, K, P,
+                                                              wait_free):
+    from caffepy.dist import checkpoint
+    from caffepy.dist.waitfree import CommOptions
+    W = G * K
+    x, y = embed_data(10 * W * 4)
+    want = reference(EMBED_NET, x, y, W, 4, solver_type=solver_type)
+    dense, r0 = _dist_train(tmp_path / "dense", G, K, P, solver_type,
+                            CommOptions(wait_free, shard_tables=False))
+    sharded, r1 = _dist_train(tmp_path / "sharded", G, K, P, solver_type,
+                              CommOptions(wait_free, sharded_tables=["embed"]))
+    assert r1.step == 20 and not r0.table_shards
+    for a, b, c in zip(want, dense.net.learnable_params, sharded.net.learnable_params):
+        np.testing.assert_allclose(b.data, a, rtol=0, atol=1e-6)
+        np.testing.assert_allclose(c.data, a, rtol=0, atol=1e-6)
+    table = sharded.net.learnable_params[0].data
+    # each server of the real trainer holds only its rows: r % P == j, at local row r // P
+    assert sorted(r1.table_shards) == list(range(P))
+    for j, shards in r1.table_shards.items():
+        (p, shard), = shards.items()
+        assert p == 0 and shard.values.shape == ((23 - j + P - 1) // P, 4)
+        np.testing.assert_array_equal(shard.row_ids, np.arange(j, 23, P))
+        np.testing.assert_array_equal(shard.values, table[j::P])
+    # the final checkpoint holds the shards; reassembled in the original row order
+    step, manifest = checkpoint.latest_complete(str(tmp_path / "sharded"))
+    full = checkpoint.full_params(str(tmp_path / "sharded"), manifest, np.float64)
+    np.testing.assert_array_equal(full["embed:0"][0].reshape(23, 4), table)
+    net = Net(proto_io.read_net(EMBED_NET % {"batch": 4}), phase=caffe_pb2.TRAIN, dtype=np.float64)
+    report = checkpoint.init_net(net, str(tmp_path / "sharded"))
+    assert "embed:0" in report["matched"]
+    np.testing.assert_array_equal(net.learnable_params[0].data, table)
+
+
+def test_dist_train_shards_every_embed_by_default(tmp_path):
+    x, y = embed_data(10 * 2 * 4)
+    want = reference(EMBED_NET, x, y, 2, 4)
+    extra = dict(wait_free=False)
+    whole, r = _dist_train(tmp_path / "whole", 2, 1, 3, x=x, y=y, **extra)
+    assert sorted(r.table_shards) == [0, 1, 2]          # cluster defaults: every Embed sharded
+    for a, p in zip(want, whole.net.learnable_params):
+        np.testing.assert_allclose(p.data, a, rtol=0, atol=1e-6)
+    lazy, r = _dist_train(tmp_path / "lazy", 2, 1, 3, x=x, y=y, steps=3,
+                          sparse_update=caffe_pb2.ClusterParameter.LAZY)
+    assert r.table_shards[0][0].mode == "lazy"
+    with pytest.raises(Exception, match="sharded tables: only with BSP"):
+        _dist_train(tmp_path / "ssp", 2, 1, 3, x=x, y=y, sharded_table=["embed"],
+                    consistency=caffe_pb2.ClusterParameter.SSP)

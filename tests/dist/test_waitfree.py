@@ -61,7 +61,7 @@ def test_sender_hands_errors_to_the_worker():
 def test_options():
     assert waitfree.options().wait_free
     assert not waitfree.options(comm=waitfree.CommOptions(wait_free=False)).wait_free
-    assert waitfree.options(nets.cluster()).wait_free       # no schema field yet: the default
+    assert waitfree.options(nets.cluster()).wait_free       # wait_free unset: the default (true)
     assert waitfree.worker_class(waitfree.CommOptions(False)) is dist.worker.Worker
 
 

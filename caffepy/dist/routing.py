@@ -57,9 +57,12 @@ def make_plan(net, cluster, opts, solver_param):
     both = set(opts.sfb_layers) & set(opts.dense_layers)
     if both:
         raise CaffeError("layers both in sfb_layer and dense_layer: %s" % ", ".join(sorted(both)))
-    if opts.sfb_mode != "NEVER" or opts.sfb_layers:
-        if not simple:
+    want_sfb = opts.sfb_mode != "NEVER" or bool(opts.sfb_layers)
+    if want_sfb and not simple:
+        if opts.sfb_mode == "ALWAYS" or opts.sfb_layers:
             _refuse("SFB", why)
+        want_sfb = False           # AUTO (the default) quietly stays dense outside BSP
+    if want_sfb:
         overrides = {n: False for n in opts.dense_layers}
         if opts.sfb_mode == "ALWAYS":
             shared = {o for o in net.param_owners if o >= 0}

@@ -46,7 +46,7 @@ class CommOptions(object):
     layer); ``shard_tables``: False keeps every table dense. See :mod:`caffepy.dist.routing`.
     """
 
-    def __init__(self, wait_free=True, sfb_mode="NEVER", sfb_layers=(), dense_layers=(),
+    def __init__(self, wait_free=True, sfb_mode="AUTO", sfb_layers=(), dense_layers=(),
                  sparse_update="EXACT", sharded_tables=(), shard_tables=True):
         self.wait_free = bool(wait_free)
         self.sfb_mode, self.sparse_update = sfb_mode.upper(), sparse_update.upper()

@@ -37,7 +37,7 @@ class SoftmaxWithLossOHEMLayer(Layer):
         if len(top) > 1:
             top[1].reshape(x.shape)
         if len(top) > 2:
-            top[2].reshape((self.outer,) + tuple(x.shape[2:]))
+            top[2].reshape(bottom[1].shape)     # R-FCN: per-RoI loss shaped like the labels
 
     def forward_cpu(self, bottom, top):
         x = bottom[0].data.reshape(self.outer, self.C, self.inner)
@@ -98,8 +98,8 @@ class SmoothL1LossOHEMLayer(Layer):
                 raise self.error("bottom[%d] %s must match the predictions %s"
                                  % (i, b.shape, bottom[0].shape))
         top[0].reshape(())
-        if len(top) > 1:
-            top[1].reshape(bottom[0].shape[0])
+        if len(top) > 1:   # R-FCN: per-position loss, N x 1 x H x W (summed over channels)
+            top[1].reshape((bottom[0].shape[0], 1) + tuple(bottom[0].shape[2:]))
 
     def forward_cpu(self, bottom, top):
         N = bottom[0].shape[0]
@@ -111,10 +111,10 @@ class SmoothL1LossOHEMLayer(Layer):
         f = np.where(a < 1 / self.s2, 0.5 * self.s2 * d * d, a - 0.5 / self.s2)
         if len(bottom) > 3:
             f = f * bottom[3].data.reshape(d.shape)
-        per = f.reshape(N, -1).sum(axis=1)
+        per = f.reshape(N, f.shape[1] if f.ndim > 1 else 1, -1).sum(axis=1)
         top[0].data[...] = per.sum() / N
         if len(top) > 1:
-            top[1].data[...] = per
+            top[1].data[...] = per.reshape(top[1].shape)
 
     def backward_cpu(self, top, propagate_down, bottom):
         d = self.d

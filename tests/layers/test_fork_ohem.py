@@ -30,7 +30,8 @@ def test_smooth_l1_loss_ohem(dtype):
     loss, per = run_layer(layer, make_blobs([x, t, w], dtype), make_blobs(2, dtype))
     d, s2 = w * (x - t), 2.25
     f = np.where(np.abs(d) < 1 / s2, 0.5 * s2 * d * d, np.abs(d) - 0.5 / s2)
-    np.testing.assert_allclose(per, f.sum(1), rtol=1e-5)
+    assert per.shape == (3, 1)                      # R-FCN: N x 1 (x H x W), summed over channels
+    np.testing.assert_allclose(per[:, 0], f.sum(1), rtol=1e-5)
     np.testing.assert_allclose(loss, f.sum() / 3, rtol=1e-5)
     if dtype == np.float64:
         check_layer_gradient(make_layer('type: "SmoothL1LossOHEM"'), make_blobs([x, t, w]), make_blobs(1),
@@ -46,3 +47,16 @@ def test_box_annotator_ohem():
     lab, ww = run_layer(layer, make_blobs([rois, loss, labels, w]), make_blobs(2))
     np.testing.assert_array_equal(lab, [-1, 2, 3, 4, 5])
     np.testing.assert_array_equal(ww.sum(1), [0, 8, 8, 8, 8])
+
+
+def test_ohem_per_roi_losses_have_rfcn_shapes():
+    """SoftmaxWithLossOHEM's per-RoI loss is shaped like the labels, SmoothL1LossOHEM's is N x 1 x H x W,
+    so R-FCN's Eltwise SUM of the two works (labels N x 1 x 1 x 1 from its ProposalTargetLayer)."""
+    rng = np.random.default_rng(2)
+    cls = make_layer('type: "SoftmaxWithLossOHEM"')
+    logits, labels = rng.standard_normal((4, 21, 1, 1)), rng.integers(0, 21, (4, 1, 1, 1))
+    _, _, per_cls = run_layer(cls, make_blobs([logits, labels]), make_blobs(3))
+    box = make_layer('type: "SmoothL1LossOHEM"')
+    x = rng.standard_normal((4, 8, 1, 1))
+    _, per_box = run_layer(box, make_blobs([x, x * 0, x * 0 + 1, x * 0 + 1]), make_blobs(2))
+    assert per_cls.shape == per_box.shape == (4, 1, 1, 1)

@@ -175,10 +175,15 @@ def _run_net():
 
 
 def test_python_layer_falls_back_to_builtin(caplog):
-    with caplog.at_level(logging.INFO, logger="caffepy"):
-        rois = _run_net()
+    logger = logging.getLogger("caffepy")   # attached directly: caffepy.log may stop propagation
+    logger.addHandler(caplog.handler)
+    try:
+        with caplog.at_level(logging.INFO, logger="caffepy"):
+            rois = _run_net()
+    finally:
+        logger.removeHandler(caplog.handler)
     np.testing.assert_array_equal(rois, [[0, 16, 0, 32, 16], [0, 0, 0, 16, 16]])
-    lines = [r.getMessage() for r in caplog.records if "built-in" in r.getMessage()]
+    lines = sorted({r.getMessage() for r in caplog.records if "built-in" in r.getMessage()})
     assert len(lines) == 1 and "rpn.proposal_layer" in lines[0] and "'proposal'" in lines[0]
 
 

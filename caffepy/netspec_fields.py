@@ -12,6 +12,7 @@ from google.protobuf import message as _message
 
 from .errors import CaffeError
 from .proto import caffe_pb2
+from .proto import is_repeated
 
 
 class NetSpecError(CaffeError, ValueError):
@@ -106,7 +107,7 @@ def _kind(field):
 
 
 def _is_repeated(field):
-    return field.label == _desc.FieldDescriptor.LABEL_REPEATED
+    return is_repeated(field)
 
 
 def assign_proto(proto, name, value, where="?", prefix=None):

@@ -39,6 +39,7 @@ import re
 import numpy as np
 
 from .proto import caffe_pb2
+from .proto import is_repeated
 
 DATA_LAYER_TYPES = frozenset([
     "Data", "ImageData", "HDF5Data", "AnnotatedData", "WindowData", "MemoryData", "VideoData",
@@ -192,11 +193,11 @@ def constant_fillers(net_param):
     for lp in out.layer:
         for field, sub in lp.ListFields():
             if field.message_type is None or field.name == "dummy_data_param" or \
-                    field.label == field.LABEL_REPEATED:
+                    is_repeated(field):
                 continue
             for f, filler in sub.ListFields():
                 if f.message_type is not None and f.message_type.full_name == _FILLER:
-                    fillers = filler if f.label == f.LABEL_REPEATED else [filler]
+                    fillers = filler if is_repeated(f) else [filler]
                     for fp in fillers:
                         value = fp.value if fp.type == "constant" else 0.0
                         fp.Clear()

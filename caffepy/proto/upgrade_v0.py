@@ -19,6 +19,7 @@ The result is a V1 net that :mod:`caffepy.proto.upgrade` then takes to the curre
 """
 from ..errors import ProtoError
 from . import caffe_pb2
+from . import is_repeated
 
 V1 = caffe_pb2.V1LayerParameter
 
@@ -119,7 +120,7 @@ def _fold_padding(net, filename):
 
 def _set(msg, name, value):
     field = msg.DESCRIPTOR.fields_by_name[name]
-    if field.label == field.LABEL_REPEATED:
+    if is_repeated(field):
         getattr(msg, name).append(value)
     elif field.message_type is not None:
         getattr(msg, name).CopyFrom(value)

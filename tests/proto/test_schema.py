@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from google.protobuf.descriptor import FieldDescriptor as FD
 
-from caffepy.proto import caffe_pb2
+from caffepy.proto import caffe_pb2, field_label
 from tests.conftest import ROOT, shared_path
 
 ADDITIONS = os.path.join(ROOT, "proto", "additions.json")
@@ -25,8 +25,6 @@ TYPES = {"double": FD.TYPE_DOUBLE, "float": FD.TYPE_FLOAT, "int64": FD.TYPE_INT6
          "uint64": FD.TYPE_UINT64, "int32": FD.TYPE_INT32, "uint32": FD.TYPE_UINT32,
          "bool": FD.TYPE_BOOL, "string": FD.TYPE_STRING, "bytes": FD.TYPE_BYTES,
          "message": FD.TYPE_MESSAGE, "enum": FD.TYPE_ENUM}
-LABELS = {"optional": FD.LABEL_OPTIONAL, "required": FD.LABEL_REQUIRED,
-          "repeated": FD.LABEL_REPEATED}
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +60,7 @@ def _check_field(msg_name, fd, field):
     where = "%s.%s" % (msg_name, field["name"])
     assert fd.number == field["number"], where
     assert fd.type == TYPES[field["type"]], where
-    assert fd.label == LABELS[field["label"]], where
+    assert field_label(fd) == field["label"], where
     assert _same_default(fd, field), "%s default %r != %r" % (where, fd.default_value,
                                                               field.get("default"))
     assert bool(fd.GetOptions().packed) == bool(field.get("packed", False)), where

@@ -11,6 +11,7 @@ from google.protobuf import descriptor as _desc
 from caffepy.net import Net
 from caffepy.proto import caffe_pb2, io as proto_io
 from caffepy.zoo import replace_data_layers
+from caffepy.proto import is_repeated
 
 IGNORED = ("name", "bottom", "top", "phase", "blobs")
 DEPLOY_IGNORED = ("param", "weight_filler", "bias_filler")
@@ -25,7 +26,7 @@ def effective(msg, skip=()):
         if f.name in skip:
             continue
         value = getattr(msg, f.name)
-        if f.label == _desc.FieldDescriptor.LABEL_REPEATED:
+        if is_repeated(f):
             if f.type == _desc.FieldDescriptor.TYPE_MESSAGE:
                 out[f.name] = [effective(v, skip) for v in value]
             else:

@@ -98,8 +98,9 @@ class SmoothL1LossOHEMLayer(Layer):
                 raise self.error("bottom[%d] %s must match the predictions %s"
                                  % (i, b.shape, bottom[0].shape))
         top[0].reshape(())
-        if len(top) > 1:   # R-FCN: per-position loss, N x 1 x H x W (summed over channels)
-            top[1].reshape((bottom[0].shape[0], 1) + tuple(bottom[0].shape[2:]))
+        if len(top) > 1:   # R-FCN: Reshape(num, 1, height, width) with Caffe's legacy accessors
+            shape = tuple(bottom[0].shape) + (1, 1, 1)
+            top[1].reshape((shape[0], 1, shape[2], shape[3]))
 
     def forward_cpu(self, bottom, top):
         N = bottom[0].shape[0]

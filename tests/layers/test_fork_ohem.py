@@ -30,8 +30,8 @@ def test_smooth_l1_loss_ohem(dtype):
     loss, per = run_layer(layer, make_blobs([x, t, w], dtype), make_blobs(2, dtype))
     d, s2 = w * (x - t), 2.25
     f = np.where(np.abs(d) < 1 / s2, 0.5 * s2 * d * d, np.abs(d) - 0.5 / s2)
-    assert per.shape == (3, 1)                      # R-FCN: N x 1 (x H x W), summed over channels
-    np.testing.assert_allclose(per[:, 0], f.sum(1), rtol=1e-5)
+    assert per.shape == (3, 1, 1, 1)                # R-FCN: N x 1 x H x W, summed over channels
+    np.testing.assert_allclose(per.ravel(), f.sum(1), rtol=1e-5)
     np.testing.assert_allclose(loss, f.sum() / 3, rtol=1e-5)
     if dtype == np.float64:
         check_layer_gradient(make_layer('type: "SmoothL1LossOHEM"'), make_blobs([x, t, w]), make_blobs(1),

@@ -4,6 +4,8 @@ Every error a user can cause (a bad prototxt, a missing blob, a shape mismatch, 
 :class:`CaffeError` whose message is one line naming the file, line, layer and what is wrong. The
 ``caffepy`` command prints that line and exits 1, never a traceback.
 """
+import os
+import re
 
 
 class CaffeError(Exception):
@@ -29,3 +31,27 @@ class SolverError(CaffeError):
 def layer_error(layer_param, message, cls=NetError):
     """Build an error naming the layer: ``layer 'conv1' (Convolution): <message>``."""
     return cls("layer '%s' (%s): %s" % (layer_param.name, layer_param.type, message))
+
+
+_LAYER_IN_MESSAGE = re.compile(r"layer '([^']*)'")
+
+
+def locate_layer_error(error, source):
+    """The same error, prefixed with ``file:line`` of the layer it names (when built from a file)."""
+    if not isinstance(source, (str, os.PathLike)) or not os.path.isfile(source):
+        return error
+    where = os.fspath(source)
+    m = _LAYER_IN_MESSAGE.search(str(error))
+    if m:
+        pattern = re.compile(r'\bname\s*:\s*["\']%s["\']' % re.escape(m.group(1)))
+        try:
+            with open(where, errors="replace") as f:
+                for lineno, line in enumerate(f, 1):
+                    if pattern.search(line):
+                        where = "%s:%d" % (where, lineno)
+                        break
+        except OSError:
+            pass
+    located = type(error)("%s: %s" % (where, error))
+    located.__cause__ = error
+    return located

@@ -15,13 +15,12 @@ Construct as pycaffe does::
 """
 import collections
 import os
-import re
 
 import numpy as np
 
 from . import net_passes
 from .blob import Blob
-from .errors import CaffeError, NetError, ShapeError
+from .errors import CaffeError, NetError, ShapeError, locate_layer_error
 from .layers.base import create_layer
 from .proto import caffe_pb2, io as proto_io
 from .pycaffe import PycaffeNet
@@ -54,7 +53,7 @@ class Net(PycaffeNet):
             self._build()
             self._analyze_backward()
         except CaffeError as e:
-            raise _located(e, self.source)
+            raise locate_layer_error(e, self.source)
         if weights is not None:
             for w in (weights.split(",") if isinstance(weights, str) else weights):
                 self.copy_from(w)
@@ -370,30 +369,6 @@ class Net(PycaffeNet):
     def __repr__(self):
         return "<caffepy.Net '%s' phase=%s: %d layers, %d blobs>" % (
             self.name, caffe_pb2.Phase.Name(self.phase), len(self.layers), len(self.blobs))
-
-
-_LAYER_IN_MESSAGE = re.compile(r"layer '([^']*)'")
-
-
-def _located(error, source):
-    """The same error, prefixed with ``file:line`` of the layer it names (when built from a file)."""
-    if not isinstance(source, (str, os.PathLike)) or not os.path.isfile(source):
-        return error
-    where = os.fspath(source)
-    m = _LAYER_IN_MESSAGE.search(str(error))
-    if m:
-        pattern = re.compile(r'\bname\s*:\s*["\']%s["\']' % re.escape(m.group(1)))
-        try:
-            with open(where, errors="replace") as f:
-                for lineno, line in enumerate(f, 1):
-                    if pattern.search(line):
-                        where = "%s:%d" % (where, lineno)
-                        break
-        except OSError:
-            pass
-    located = type(error)("%s: %s" % (where, error))
-    located.__cause__ = error
-    return located
 
 
 def _parse_ctor_args(args, phase, weights):

@@ -137,8 +137,20 @@ class SplitLayer(Layer):
                 diff += t.diff
 
 
+class _ViewLayer(Layer):
+    """A layer whose top is a reshaped view of its bottom: forward is free (data is shared in
+    ``reshape``), backward copies the diff back in the bottom's shape."""
+
+    def forward_cpu(self, bottom, top):
+        pass
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        if propagate_down[0]:
+            bottom[0].diff[...] = top[0].diff.reshape(bottom[0].shape)
+
+
 @register_layer("Flatten")
-class FlattenLayer(Layer):
+class FlattenLayer(_ViewLayer):
     """Merges axes [axis, end_axis] into one; the top shares the bottom's data.
 
     prototxt: ``flatten_param { axis: 1 end_axis: -1 }``. (N, C, H, W) -> (N, C*H*W) by default.
@@ -156,16 +168,10 @@ class FlattenLayer(Layer):
         top[0].reshape(shape[:start] + (bottom[0].count_range(start, end + 1),) + shape[end + 1:])
         top[0].share_data(bottom[0])
 
-    def forward_cpu(self, bottom, top):
-        pass
-
-    def backward_cpu(self, top, propagate_down, bottom):
-        if propagate_down[0]:
-            bottom[0].diff[...] = top[0].diff.reshape(bottom[0].shape)
 
 
 @register_layer("Reshape")
-class ReshapeLayer(Layer):
+class ReshapeLayer(_ViewLayer):
     """Changes the shape without touching the data (the top shares the bottom's data).
 
     prototxt: ``reshape_param { shape { dim: ... } axis: 0 num_axes: -1 }``: the dims replace
@@ -217,12 +223,6 @@ class ReshapeLayer(Layer):
         top[0].reshape(out)
         top[0].share_data(bottom[0])
 
-    def forward_cpu(self, bottom, top):
-        pass
-
-    def backward_cpu(self, top, propagate_down, bottom):
-        if propagate_down[0]:
-            bottom[0].diff[...] = top[0].diff.reshape(bottom[0].shape)
 
 
 @register_layer("Crop")

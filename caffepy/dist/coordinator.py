@@ -37,6 +37,7 @@ class Coordinator(object):
         self.health = health or (lambda h=None: None)
         self.ready = {}
         self.reports = {}
+        self.pulled_versions = {}   # (param, offset) -> a dense slice's version at the last download
         self.max_staleness = 0
         self.last_checkpoint = None
         self.routed = []      # worker 0's last READY buffers: SFB values and history
@@ -138,6 +139,8 @@ class Coordinator(object):
                 return
             lo = h.slice if h.flag else h.offset
             put(h.param, flats[h.param], lo, bufs[0], h.flag)
+            if not h.flag:
+                self.pulled_versions[(h.param, lo)] = int(h.version)
             if history is not None and len(history) == n * (len(bufs) - 1):
                 for k, hb in enumerate(bufs[1:]):
                     put(h.param, history[k * n + h.param].reshape(-1), lo, hb, h.flag)

@@ -7,6 +7,7 @@ ranks do not spin on a shared machine), receives each buffer into a fresh numpy 
 message in the destination endpoint's inbox. Messages between endpoints of the same rank never
 touch MPI. mpi4py is imported here only.
 """
+import os
 import threading
 import time
 
@@ -47,6 +48,16 @@ class MpiEngine(Engine):
         self._closed = threading.Event()
         self.receiver = threading.Thread(target=self._receive_loop, name="mpi-receiver", daemon=True)
         self.receiver.start()
+
+    def host_compute_threads(self, local_workers):
+        """Ranks on this host, as the launcher reports them (MPICH/Hydra, Open MPI, Slurm), each
+        counted as ``local_workers`` nets; without a report, this rank's workers alone."""
+        for var in ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE"):
+            try:
+                return int(os.environ[var].split("(")[0].split(",")[0]) * max(1, local_workers)
+            except (KeyError, ValueError):
+                continue
+        return local_workers
 
     def deliver(self, h, buffers):
         if h.dst in self.inboxes:

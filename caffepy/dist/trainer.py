@@ -12,7 +12,7 @@ import os
 import threading
 import time
 
-from .. import common
+from .. import blas, common
 from ..errors import CaffeError
 from ..log import info
 from ..net import Net
@@ -36,6 +36,8 @@ class Result(object):
         self.bytes_sent = engine.stats.bytes
         self.messages = engine.stats.messages
         self.seconds = seconds
+        # (param, offset) -> updates a dense slice had applied when it was downloaded
+        self.param_versions = dict(coordinator.pulled_versions)
 
 
 def _under_mpi():
@@ -67,6 +69,7 @@ class _Process(object):
         self.restored = restored
         self.stopping = threading.Event()
         self.threads, self.workers, self.servers = [], [], []
+        self.worker_endpoints = [ep for ep in engine.inboxes if ep < topo.W]
         cls = solver_class(solver.param.type)
         meta = ParamMeta(solver.net)
         current_step = int(getattr(solver, "current_step", 0))
@@ -199,6 +202,15 @@ def train(solver, cluster=None, cluster_file=None, resume=False, feeder=None, en
     else:
         guard = None
     t0 = time.time()
+    # the process's workers compute at once: one BLAS pool per core, not per worker
+    with blas.budget(eng.host_compute_threads(len(proc.worker_endpoints))):
+        result = _run(proc, solver, topo, eng, workspace, guard, rank, start_step, t0)
+    if result is not None and solver.test_nets and p.test_interval:
+        solver.test_all()
+    return result
+
+
+def _run(proc, solver, topo, eng, workspace, guard, rank, start_step, t0):
     proc.start()
     try:
         if rank != 0:
@@ -223,8 +235,6 @@ def train(solver, cluster=None, cluster_file=None, resume=False, feeder=None, en
         result = Result(step, coord, eng, time.time() - t0)
         # {server index in group: {param: TableShard}} of the servers in this process
         result.table_shards = {s.j: dict(s.tables.shards) for s in proc.servers if s.tables}
-        if solver.test_nets and p.test_interval:
-            solver.test_all()
         return result
     finally:
         proc.stopping.set()

@@ -87,6 +87,10 @@ class Engine(object):
     def deliver(self, h, buffers):
         raise NotImplementedError
 
+    def host_compute_threads(self, local_workers):
+        """Workers computing at once on this host (for :func:`caffepy.blas.budget`)."""
+        return local_workers
+
     def close(self):
         pass
 

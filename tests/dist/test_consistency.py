@@ -47,3 +47,18 @@ def test_staleness_bound_never_exceeded(tmp_path, mode, staleness):
         assert result.max_staleness <= staleness
     else:
         assert result.max_staleness > 2      # the slow group lags: ASYNC lets it
+
+
+@pytest.mark.parametrize("mode,staleness", [("ASYNC", 0), ("SSP", 1)])
+def test_download_holds_every_update(tmp_path, mode, staleness):
+    """The final download happens after every group's last gradient was applied: each dense slice
+    of server group 0 has taken exactly groups x steps updates (ASYNC / SSP apply each on arrival)."""
+    x, y = nets.data(160)
+    solver = get_solver(nets.solver_param(4, 30), dtype=np.float64)
+    c = nets.cluster(nworker_groups=4, nservers_per_group=2, consistency=mode, staleness=staleness,
+                     workspace=str(tmp_path))
+    result = dist.train(solver, cluster=c, feeder=_uneven_feeder(x, y, 1))
+    assert result.param_versions
+    n_params = len(solver.net.learnable_params)
+    assert {p for p, _ in result.param_versions} == set(range(n_params))
+    assert set(result.param_versions.values()) == {4 * 30}

@@ -1,7 +1,12 @@
-"""ASYNC and SSP (staleness 2) with 4 worker groups train Caffe's LeNet (20/50/500) on MNIST.
+"""ASYNC and SSP (staleness 2) with 4 worker groups train Caffe's LeNet (20/50/500) on MNIST to >= 98.5%.
 
-The issue's target is >= 98.5% test accuracy; these runs reach 98.1-98.5% (2.7 epochs), so this test
-guards >= 97.5% (ASYNC timing varies run to run) and the gap is recorded as open work on the distributed-training issue."""
+The solver is Caffe's lenet_solver (SGD, momentum 0.9, weight decay 5e-4, "inv" policy) at half its
+base_lr: with 4 groups applying gradients on arrival, a gradient is up to 3 updates stale, which acts
+as extra momentum, and at base_lr 0.01 the run diverges within 25 steps. Each group runs 1000 steps
+of 64 images (4000 server updates, 4.3 epochs); a single process needs about that many iterations
+for 98.5% (2500 at lr 0.01 give 98.4%). Measured on 2 cores: 800 steps 99.0% (ASYNC) / 99.2% (SSP),
+1000 steps 99.1% (ASYNC), 1250 steps 99.0% / 99.0%. (With base_lr / 4 and 625 steps, the setting of
+the first session, it stopped at 98.1-98.5%: too few updates at too small a rate, not asynchrony.)"""
 import numpy as np
 import pytest
 
@@ -29,9 +34,9 @@ layer { name: "ip2" type: "InnerProduct" bottom: "ip1" top: "ip2"
 layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip2" bottom: "label" top: "loss" include { phase: TRAIN } }
 layer { name: "acc" type: "Accuracy" bottom: "ip2" bottom: "label" top: "acc" include { phase: TEST } }
 """
-SOLVER = """type: "SGD" base_lr: 0.0025 momentum: 0.9 weight_decay: 0.0005 lr_policy: "inv" gamma: 0.0001 power: 0.75
+SOLVER = """type: "SGD" base_lr: 0.005 momentum: 0.9 weight_decay: 0.0005 lr_policy: "inv" gamma: 0.0001 power: 0.75
 max_iter: %d random_seed: 1 display: 50 snapshot_after_train: false"""
-STEPS, BATCH = 625, 64   # per group: 4 groups x 625 x 64 = 2.7 epochs
+STEPS, BATCH = 1000, 64   # per group: 4 groups x 1000 x 64 = 4.3 epochs
 
 
 def _mnist(shared):
@@ -67,4 +72,4 @@ def test_lenet_mnist(tmp_path, shared, mode, staleness):
         assert result.max_staleness <= staleness
     acc = accuracy(solver.net.learnable_params, xt, yt)
     print("%s accuracy %.4f in %.0f s" % (mode, acc, result.seconds))
-    assert acc >= 0.975     # target 0.985: not yet reached reliably (see module docstring)
+    assert acc >= 0.985

@@ -1,0 +1,47 @@
+"""caffepy.blas: the BLAS thread budget for nets that compute at once (distributed workers)."""
+import pytest
+
+from caffepy import blas
+
+threadpoolctl = pytest.importorskip("threadpoolctl")
+
+
+def _blas_threads():
+    return [p["num_threads"] for p in threadpoolctl.threadpool_info() if p["user_api"] == "blas"]
+
+
+def test_threads_per_gemm_splits_cores_and_never_drops_below_one():
+    assert blas.threads_per_gemm(1, ncores=16) == 16
+    assert blas.threads_per_gemm(4, ncores=16) == 4
+    assert blas.threads_per_gemm(3, ncores=16) == 5
+    assert blas.threads_per_gemm(4, ncores=2) == 1
+    assert blas.threads_per_gemm(0, ncores=2) == 2
+
+
+def test_budget_limits_inside_and_restores_after(monkeypatch):
+    for var in blas.USER_VARS:
+        monkeypatch.delenv(var, raising=False)
+    before = _blas_threads()
+    if not before:
+        pytest.skip("numpy's BLAS is not visible to threadpoolctl")
+    with blas.budget(64, ncores=2) as n:
+        assert n == 1
+        assert set(_blas_threads()) == {1}
+    assert _blas_threads() == before
+
+
+def test_budget_leaves_a_users_choice_alone(monkeypatch):
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "2")
+    before = _blas_threads()
+    with blas.budget(64, ncores=2) as n:
+        assert n is None
+        assert _blas_threads() == before
+
+
+def test_one_compute_thread_changes_nothing(monkeypatch):
+    for var in blas.USER_VARS:
+        monkeypatch.delenv(var, raising=False)
+    before = _blas_threads()
+    with blas.budget(1) as n:
+        assert n is None
+        assert _blas_threads() == before

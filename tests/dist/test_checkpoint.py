@@ -6,6 +6,7 @@ import signal
 import time
 
 import numpy as np
+import pytest
 
 import nets
 from conftest import mpiexec, needs_mpi
@@ -81,25 +82,27 @@ def test_init_other_net_by_name(tmp_path):
 
 
 @needs_mpi
-def test_kill_worker_stops_job_then_resume_finishes(tmp_path):
+@pytest.mark.parametrize("role,nprocs,victim,extra", [("worker", 4, 3, []),
+                                                      ("server", 6, 5, ["--separate"])])
+def test_kill_stops_job_then_resume_finishes(tmp_path, role, nprocs, victim, extra):
+    """kill -9 of a worker's process, or of a server's own process (server_worker_separate)."""
     ws = str(tmp_path / "ws")
     args = ["--workspace", ws, "--max_iter", "400", "--checkpoint_frequency", "10", "--sleep", "0.02"]
-    proc = mpiexec(4, args, wait=False)
+    proc = mpiexec(nprocs, args + extra, wait=False)
     deadline = time.time() + 120
     while not os.path.exists(os.path.join(ws, "checkpoint", "step20.manifest")):
         assert proc.poll() is None and time.time() < deadline, proc.communicate()[1][-2000:]
         time.sleep(0.1)
-    victim = _pid_of_rank(proc.pid, 3)
-    os.kill(victim, signal.SIGKILL)
+    os.kill(_pid_of_rank(proc.pid, victim), signal.SIGKILL)
     t0 = time.time()
     out, err = proc.communicate(timeout=60)
     assert time.time() - t0 < 30          # stops within seconds (generous: CI machines may be loaded)
     assert proc.returncode != 0
     # the killed rank is named; under heavy load a rank mpiexec tears down right after may be named too
-    assert re.search(r"rank \d+ \(worker", err) and "last complete checkpoint: step" in err, err[-2000:]
+    assert re.search(r"rank \d+ \(%s" % role, err) and "last complete checkpoint: step" in err, err[-2000:]
     step = checkpoint.latest_complete(ws)[0]
     assert step >= 20
-    done = mpiexec(4, args[:3] + ["400", "--checkpoint_frequency", "100", "--resume"])
+    done = mpiexec(nprocs, args[:3] + ["400", "--checkpoint_frequency", "100", "--resume"] + extra)
     assert done.returncode == 0, done.err[-2000:]
     assert "RESULT step=400" in done.out
 

@@ -114,6 +114,7 @@ class TableShard(object):
         self.grad = np.zeros_like(self.values)
         self.touched = np.zeros(self.values.shape[0], bool)
         self.received = 0
+        self.pending = {}        # src -> [(local ids, gradient rows)] of the step being gathered
 
     @property
     def row_ids(self):
@@ -127,12 +128,21 @@ class TableShard(object):
     def lookup(self, local):
         return self.values[local]
 
-    def accumulate(self, local, rows):
-        np.add.at(self.grad, local, rows)
-        self.touched[local] = True
+    def accumulate(self, local, rows, src=0):
+        """Hold worker ``src``'s gradient rows; :meth:`apply` sums them in worker order, so the
+        sum does not depend on the order the messages arrived in (bit-reproducible BSP runs)."""
+        self.pending.setdefault(src, []).append((local, rows))
+
+    def _gather(self):
+        for src in sorted(self.pending):
+            for local, rows in self.pending[src]:
+                np.add.at(self.grad, local, rows)
+                self.touched[local] = True
+        self.pending = {}
 
     def apply(self, nworkers, rule, solver_param, rate, lr_mult, decay_mult, it):
         """Step the shard with the mean of ``nworkers`` workers' gradients; clear the sum."""
+        self._gather()
         dt = self.values.dtype.type
         if self.mode == "exact":
             g = self.grad
@@ -203,7 +213,7 @@ def serve(shard, h, bufs, slice_index=None):
             [local, shard.lookup(local)]
     if h.kind == SPARSE_GRAD:
         local = bufs[0].astype(np.int64, copy=False)
-        shard.accumulate(local, bufs[1].reshape((local.size,) + shard.values.shape[1:]))
+        shard.accumulate(local, bufs[1].reshape((local.size,) + shard.values.shape[1:]), h.src)
         shard.received += 1
         return None
     raise CaffeError("sharded table: unexpected message %s" % T.KIND_NAMES.get(h.kind, h.kind))

@@ -1,8 +1,9 @@
 """A stub: one per worker group, between the group's workers and the servers.
 
-``GRAD`` from a worker (param p, step t): summed per param into the stub's own buffer; once all K
-workers of the group have sent theirs, the mean is cut into the param's slices and each slice goes
-to its server in the group's server group (``GRAD``, one message per slice).
+``GRAD`` from a worker (param p, step t): held per param until all K workers of the group have
+sent theirs, then summed in worker order (the same bits whatever the arrival order); the mean is
+cut into the param's slices and each slice goes to its server in the group's server group
+(``GRAD``, one message per slice).
 
 ``PARAM`` from a server (a slice's new values): forwarded to every worker of the group as it comes
 (the same buffer: no copy in process); when the last slice of param p has come, the stub bumps p's
@@ -44,13 +45,16 @@ class Stub(object):
     def _on_grad(self, h, bufs):
         p = h.param
         if self.got[p] == 0:
-            self.acc[p] = bufs[0].copy()
-        else:
-            self.acc[p] += bufs[0]
+            self.acc[p] = {}
+        self.acc[p][h.src] = bufs[0]
         self.got[p] += 1
         if self.got[p] < len(self.workers):
             return
-        acc, self.acc[p], self.got[p] = self.acc[p], None, 0
+        parts, self.acc[p], self.got[p] = self.acc[p], None, 0
+        # summed in worker order, not arrival order: the same bits whichever worker was first
+        acc = parts[self.workers[0]].copy()
+        for w in self.workers[1:]:
+            acc += parts[w]
         if len(self.workers) > 1:
             acc *= acc.dtype.type(1.0) / acc.dtype.type(len(self.workers))
         for k, (off, size, j) in enumerate(self.topo.slices[p]):

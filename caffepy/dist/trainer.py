@@ -96,6 +96,8 @@ class _Process(object):
                 common.set_random_seed(solver.param.random_seed + w)
             if topo.K == 1 and w == 0:
                 net = solver.net
+                if topo.W > 1:
+                    _partition_data_layers(net)
             else:
                 net_param, state = _train_net_param(solver)
                 net_param = sub_batch_net_param(net_param, topo.K, "train net")
@@ -143,6 +145,16 @@ class _Process(object):
         self.stopping.set()
         for t in self.threads:
             t.join(timeout)
+
+
+def _partition_data_layers(net):
+    """Worker 0 trains on ``solver.net``, whose Data layers opened their cursors before this
+    thread's ``solver_rank`` / ``solver_count`` were set (so they would read every item): reopen
+    them, so worker 0 reads items 0, W, 2W, ... like the others read theirs."""
+    from ..layers.data import DataLayer
+    for layer, bottom, top in zip(net.layers, net.bottom_vecs, net.top_vecs):
+        if isinstance(layer, DataLayer):
+            layer.layer_setup(bottom, top)
 
 
 def _error_message(src, dst, text):

@@ -5,6 +5,7 @@ import numpy as np
 
 from .. import common
 from ..errors import CaffeError
+from ..proto import caffe_pb2
 from .base import Layer, register_layer
 
 
@@ -26,7 +27,9 @@ class HDF5DataLayer(Layer):
     rows x d1 x ...; all datasets of a file have the same number of rows. Top ``t`` is
     batch_size x d1 x .... Rows are served in order, moving to the next file at the end of one and
     wrapping after the last; with ``shuffle`` the file order is shuffled at every pass and the rows
-    of each file every time it is (re)loaded. No transform_param; no backward.
+    of each file every time it is (re)loaded. With several solvers (``solver_count`` > 1, read in
+    the thread that runs forward) in TRAIN, solver r keeps rows r, r + count, ... of that stream
+    and skips the others, as Caffe does. No transform_param; no backward.
     """
     exact_num_bottom_blobs = 0
     min_top_blobs = 1
@@ -55,6 +58,13 @@ class HDF5DataLayer(Layer):
         self.current_file = 0
         self._load(self.files[self.file_order[0]])
         self.current_row = 0
+        self.offset = 0
+
+    def _skip(self):
+        if self.phase == caffe_pb2.TEST:
+            return False
+        size = max(1, common._state.solver_count)
+        return self.offset % size != common._state.solver_rank
 
     def _load(self, path):
         try:
@@ -89,6 +99,7 @@ class HDF5DataLayer(Layer):
             t.reshape((self.batch_size,) + d.shape[1:])
 
     def _next(self):
+        self.offset += 1
         self.current_row += 1
         if self.current_row == self.data[0].shape[0]:
             if len(self.files) > 1:
@@ -104,6 +115,8 @@ class HDF5DataLayer(Layer):
 
     def forward_cpu(self, bottom, top):
         for i in range(self.batch_size):
+            while self._skip():
+                self._next()
             r = self.row_order[self.current_row]
             for name, t, d in zip(self.names, top, self.data):
                 if d.shape[1:] != t.shape[1:]:

@@ -1,0 +1,29 @@
+"""The distributed LeNet example files (models/lenet/lenet_dist_solver.prototxt, cluster_ssp.prototxt)
+say what the README claims: 4 ASYNC groups of one worker and 2 servers (so `mpiexec -n 4`), SSP with
+staleness 2 through --cluster, and the test's solver settings."""
+import os
+
+from caffepy.dist.topology import Topology, load_cluster
+from caffepy.proto import caffe_pb2, io as proto_io
+from caffepy.solvers.params import load_solver_param
+from test_mnist import SOLVER
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+LENET = os.path.join(ROOT, "models", "lenet")
+
+
+def test_dist_solver_and_cluster_files():
+    param = load_solver_param(os.path.join(LENET, "lenet_dist_solver.prototxt"))
+    cluster = load_cluster(param)
+    assert (cluster.nworker_groups, cluster.nworkers_per_group, cluster.nservers_per_group) == (4, 1, 2)
+    assert cluster.consistency == caffe_pb2.ClusterParameter.ASYNC and not cluster.server_worker_separate
+    topo = Topology(cluster, [500, 20, 25000, 50, 400000, 500, 5000, 10])   # LeNet's param counts
+    assert topo.n_processes == 4                                            # mpiexec -n 4
+    want = caffe_pb2.SolverParameter()
+    proto_io.parse_text(SOLVER % 1000, want)        # the settings tests/dist/test_mnist.py measures
+    for f in ("base_lr", "momentum", "weight_decay", "lr_policy", "gamma", "power", "max_iter"):
+        assert getattr(param, f) == getattr(want, f), f
+    assert param.net == "models/lenet/lenet_train_test.prototxt"
+    assert os.path.exists(os.path.join(ROOT, param.net))
+    ssp = load_cluster(param, os.path.join(LENET, "cluster_ssp.prototxt"))
+    assert ssp.consistency == caffe_pb2.ClusterParameter.SSP and ssp.staleness == 2 and ssp.nworker_groups == 4

@@ -45,3 +45,16 @@ def test_one_compute_thread_changes_nothing(monkeypatch):
     with blas.budget(1) as n:
         assert n is None
         assert _blas_threads() == before
+
+
+@pytest.mark.parametrize("env,want", [({"MPI_LOCALNRANKS": "4"}, 4),           # MPICH / Hydra
+                                      ({"OMPI_COMM_WORLD_LOCAL_SIZE": "3"}, 3),  # Open MPI
+                                      ({"SLURM_STEP_TASKS_PER_NODE": "8(x2)"}, 8),  # srun
+                                      ({}, 1)])
+def test_mpi_ranks_on_this_host_count_as_compute_threads(monkeypatch, env, want):
+    from caffepy.dist.mpi import MpiEngine
+    for var in ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_STEP_TASKS_PER_NODE"):
+        monkeypatch.delenv(var, raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    assert MpiEngine.host_compute_threads(None, 1) == want

@@ -52,7 +52,7 @@ class MpiEngine(Engine):
     def host_compute_threads(self, local_workers):
         """Ranks on this host, as the launcher reports them (MPICH/Hydra, Open MPI, Slurm), each
         counted as ``local_workers`` nets; without a report, this rank's workers alone."""
-        for var in ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE"):
+        for var in ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_STEP_TASKS_PER_NODE"):
             try:
                 return int(os.environ[var].split("(")[0].split(",")[0]) * max(1, local_workers)
             except (KeyError, ValueError):

@@ -41,7 +41,16 @@ class Result(object):
 
 
 def _under_mpi():
-    return any(int(os.environ.get(k, "1")) > 1 for k in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE"))
+    """Started as one of several ranks: mpiexec (MPICH/Hydra, Open MPI), srun --mpi=pmi2 (PMI_SIZE)
+    or srun --mpi=pmix (PMIX_RANK with the step's task count). ``engine`` in the cluster overrides."""
+    def count(var):
+        try:
+            return int(os.environ.get(var, "1"))
+        except ValueError:
+            return 1
+    if count("PMI_SIZE") > 1 or count("OMPI_COMM_WORLD_SIZE") > 1:
+        return True
+    return "PMIX_RANK" in os.environ and count("SLURM_STEP_NUM_TASKS") > 1
 
 
 def _train_net_param(solver):

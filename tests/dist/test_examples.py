@@ -27,3 +27,20 @@ def test_dist_solver_and_cluster_files():
     assert os.path.exists(os.path.join(ROOT, param.net))
     ssp = load_cluster(param, os.path.join(LENET, "cluster_ssp.prototxt"))
     assert ssp.consistency == caffe_pb2.ClusterParameter.SSP and ssp.staleness == 2 and ssp.nworker_groups == 4
+
+
+def test_mpi_launchers_are_recognised(monkeypatch):
+    from caffepy.dist import trainer
+    for var in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "SLURM_STEP_NUM_TASKS"):
+        monkeypatch.delenv(var, raising=False)
+    assert not trainer._under_mpi()
+    for env in ({"PMI_SIZE": "4"}, {"OMPI_COMM_WORLD_SIZE": "2"},
+                {"PMIX_RANK": "0", "SLURM_STEP_NUM_TASKS": "4"}):
+        with monkeypatch.context() as m:
+            for k, v in env.items():
+                m.setenv(k, v)
+            assert trainer._under_mpi(), env
+    monkeypatch.setenv("SLURM_STEP_NUM_TASKS", "4")      # an sbatch script or one-task step
+    assert not trainer._under_mpi()
+    monkeypatch.setenv("PMI_SIZE", "1")
+    assert not trainer._under_mpi()

@@ -50,8 +50,9 @@ def make_plan(net, cluster, opts, solver_param):
     plan.mode = opts.sparse_update.lower()
     if plan.mode not in ("exact", "lazy"):
         raise CaffeError("sparse_update must be EXACT or LAZY (got %s)" % opts.sparse_update)
-    simple = cluster.consistency == 0 and cluster.nserver_groups == 1
-    why = "BSP and one server group"
+    clip = solver_param.clip_gradients >= 0     # the servers' norm covers dense slices only
+    simple = cluster.consistency == 0 and cluster.nserver_groups == 1 and not clip
+    why = "BSP and one server group" + (", without clip_gradients" if clip else "")
     if opts.sfb_mode not in ("AUTO", "ALWAYS", "NEVER"):
         raise CaffeError("sfb_mode must be AUTO, ALWAYS or NEVER (got %s)" % opts.sfb_mode)
     both = set(opts.sfb_layers) & set(opts.dense_layers)

@@ -13,6 +13,9 @@ Server groups hold replicas: each sends the sum of its own steps to the other re
 downloads) sends what is pending plus a marker, answering ``FLUSHED`` once every other replica's
 marker has arrived.
 
+With ``clip_gradients`` set, a completed update is held until the servers of the group agree on its
+L2 norm (``CLIPNORM``, :mod:`caffepy.dist.clip`), then scaled and applied as above.
+
 Other messages: ``INIT`` (first values from worker 0), ``CKPT`` (write ``step<N>-server<id>.bin``,
 answer ``WRITTEN``), ``PULL`` (download: one ``SLICE`` per slice with values and history, then
 ``PULLED``), ``STOP``.
@@ -20,10 +23,13 @@ answer ``WRITTEN``), ``PULL`` (download: one ``SLICE`` per slice with values and
 import numpy as np
 
 from ..errors import CaffeError
+from ..log import fmt, info
 from ..solvers import lr_policies
 from . import checkpoint, transport as T
+from .clip import BSP_KEY, ClipGate
 from .consistency import SliceClock
 from .routing import TableHost
+from .topology import BSP
 
 
 class _LrState(object):
@@ -69,6 +75,12 @@ class Server(object):
         self.tables = TableHost(self, plan, restored) if plan and plan.tables else None
         self.flush_markers, self.flushing = 0, False
         self.max_staleness = 0
+        self.clip = None
+        if solver_param.clip_gradients >= 0 and self.slices:
+            peers = {j: topo.server(self.sg, j) for j in range(topo.P)
+                     if j != self.j and topo.slices_of_server(j)}
+            self.clip = ClipGate(solver_param.clip_gradients, solver_param.iter_size,
+                                 len(self.slices), self.j, peers)
 
     def _zeros(self, n):
         return np.zeros(n, self.dtype)
@@ -79,7 +91,8 @@ class Server(object):
             for s in self.slices.values():
                 self._answer(s, list(self.stubs))
         handlers = {T.INIT: self._on_init, T.GRAD: self._on_grad, T.CKPT: self._on_ckpt,
-                    T.PULL: self._on_pull, T.SYNC: self._on_sync, T.FLUSH: self._on_flush}
+                    T.PULL: self._on_pull, T.SYNC: self._on_sync, T.FLUSH: self._on_flush,
+                    T.CLIPNORM: self._on_clipnorm}
         while not stopping.is_set():
             try:
                 h, bufs = self.ep.recv(timeout=0.5)
@@ -111,11 +124,40 @@ class Server(object):
         s = self.slices[(h.param, h.slice)]
         g = h.src - self.topo.W
         grad, answer = s.clock.on_gradient(g, h.step, bufs[0])
+        self.max_staleness = max(self.max_staleness, s.clock.max_staleness)
+        if grad is not None and self.clip is not None:     # applied once the update's norm is known
+            key = (BSP_KEY if self.topo.consistency == BSP else g, h.step)
+            own = self.clip.hold(key, (s.p, s.k), (s, grad, h.step, answer))
+            if own is not None:
+                for peer in self.clip.peers.values():
+                    self.ep.send(peer, T.header(T.CLIPNORM, slice=key[0], step=key[1], version=self.j),
+                                 [np.array([own])])
+            self._release_clipped(key)
+            return
         if grad is not None:
             self._apply(s, grad, h.step)
-        self.max_staleness = max(self.max_staleness, s.clock.max_staleness)
         if answer:
             self._answer(s, answer)
+
+    def _on_clipnorm(self, h, bufs):
+        key = (h.slice, h.step)
+        self.clip.add_partial(key, h.version, bufs[0][0])
+        self._release_clipped(key)
+
+    def _release_clipped(self, key):
+        done = self.clip.ready(key)
+        if done is None:
+            return
+        l2, scale, held = done
+        if scale is not None and self.j == self.clip.first and self.sg == 0:
+            info("sgd_solver.cpp:93", "Gradient clipping: scaling down gradients (L2 norm %s > %s) "
+                 "by scale factor %s" % (fmt(l2), fmt(self.clip.clip), fmt(scale)))
+        for s, grad, step, answer in held:
+            if scale is not None:
+                grad *= grad.dtype.type(scale)
+            self._apply(s, grad, step)
+            if answer:
+                self._answer(s, answer)
 
     def _rate(self, it):
         if it != self._lr_it:

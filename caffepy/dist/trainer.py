@@ -178,9 +178,6 @@ def train(solver, cluster=None, cluster_file=None, resume=False, feeder=None, en
     ``comm``: a :class:`caffepy.dist.waitfree.CommOptions` (wait-free backprop on by default)."""
     cluster = cluster if cluster is not None else load_cluster(solver.param, cluster_file)
     p = solver.param
-    if p.clip_gradients >= 0:
-        raise CaffeError("clip_gradients needs the global gradient norm, which the parameter-server "
-                         "solver does not compute; remove it for distributed training")
     meta = ParamMeta(solver.net)
     opts = waitfree.options(cluster, comm)
     plan = routing.make_plan(solver.net, cluster, opts, p)

@@ -30,10 +30,11 @@ def main():
     ap.add_argument("--resume", action="store_true")
     ap.add_argument("--engine", default="mpi")
     ap.add_argument("--hidden", type=int, default=7)
+    ap.add_argument("--solver_extra", default="", help="more SolverParameter text")
     a = ap.parse_args()
     W = a.groups * a.workers
     x, y = nets.data(10 * W * a.batch // a.workers)
-    extra = "checkpoint_frequency: %d" % a.checkpoint_frequency
+    extra = "checkpoint_frequency: %d %s" % (a.checkpoint_frequency, a.solver_extra)
     param = nets.solver_param(a.batch, a.max_iter, extra=extra)
     param.net_param.layer[1].inner_product_param.num_output = a.hidden
     solver = get_solver(param, dtype=np.float64)

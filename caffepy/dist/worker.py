@@ -45,6 +45,7 @@ class Worker(object):
         # params left out of this worker's checkpoint file, extra READY buffers
         self.routes = {}
         self.not_checkpointed = set()
+        self.early = []          # routed messages of the next step that came before our GO
 
     def barrier_step(self, step):
         p = self.param
@@ -103,7 +104,10 @@ class Worker(object):
 
     def take_message(self, clock):
         """Receive one message: a PARAM slice, or a kind in ``self.routes``."""
-        h, bufs = self.ep.recv(self.timeout, "parameters from stub %d" % self.g)
+        if self.early:
+            h, bufs = self.early.pop(0)
+        else:
+            h, bufs = self.ep.recv(self.timeout, "parameters from stub %d" % self.g)
         if h.kind == T.STOP:
             raise Stopped()
         if h.kind in self.routes:
@@ -125,7 +129,12 @@ class Worker(object):
             files, self.t_compute, self.t_wait, self.steps, self.max_staleness)
         self.ep.send(self.topo.coordinator, T.header(T.READY, step=step, flag=int(final), text=text),
                      self.ready_buffers())
-        h, _ = self.ep.recv(None)
+        while True:
+            h, bufs = self.ep.recv(None)
+            if h.kind not in self.routes:
+                break
+            # a peer that got its GO first already sent this step's SFB factors / table rows
+            self.early.append((h, bufs))
         if h.kind == T.STOP:
             raise Stopped()
         if h.kind != T.GO:

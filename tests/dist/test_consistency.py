@@ -7,6 +7,7 @@ import pytest
 import nets
 from caffepy import dist
 from caffepy.dist.consistency import SliceClock
+from caffepy.proto import caffe_pb2
 from caffepy.solvers import get_solver
 
 
@@ -62,3 +63,34 @@ def test_download_holds_every_update(tmp_path, mode, staleness):
     n_params = len(solver.net.learnable_params)
     assert {p for p, _ in result.param_versions} == set(range(n_params))
     assert set(result.param_versions.values()) == {4 * 30}
+
+
+def test_barrier_keeps_a_peers_early_message_for_the_next_step():
+    """A peer that got its GO first may send next-step messages (SFB factors, table rows) before
+    this worker's GO arrives: the barrier keeps them for the step instead of failing."""
+    from caffepy.dist import transport as T
+    from caffepy.dist.worker import Worker
+    early = T.header(43, param=2, step=10, src=5)
+    inbox = [(early, ["factors"]), (T.header(T.GO), [])]
+
+    class Endpoint(object):
+        id = 1
+        sent = []
+
+        def send(self, dst, h, bufs=()):
+            self.sent.append(h.kind)
+
+        def recv(self, timeout=None, what=""):
+            return inbox.pop(0)
+    w = Worker.__new__(Worker)
+    w.ep, w.param = Endpoint(), caffe_pb2.SolverParameter()
+    w.topo = type("Topo", (), {"coordinator": 0})()
+    w.t_compute = w.t_wait = 0.0
+    w.steps = w.max_staleness = 0
+    handled = []
+    w.routes = {43: lambda h, bufs: handled.append((h.step, bufs))}
+    w.early = []
+    w.barrier(10, final=False)
+    assert Endpoint.sent == [T.READY] and not handled
+    w.take_message(10)                          # the step's receive loop handles it, in order
+    assert handled == [(10, ["factors"])] and not w.early

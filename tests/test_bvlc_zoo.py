@@ -51,6 +51,8 @@ def _build(path, phase, stages=(), batch_size=1):
 @pytest.fixture(autouse=True)
 def _pyloss_on_path(monkeypatch):
     monkeypatch.syspath_prepend(FIXTURES)   # examples/pycaffe/linreg.prototxt uses module pyloss
+    yield
+    sys.modules.pop("pyloss", None)         # later tests get caffepy's built-in pyloss again
 
 
 @pytest.mark.parametrize("rel", _net_files(BVLC) or ["<absent>"])

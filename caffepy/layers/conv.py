@@ -165,7 +165,7 @@ class ConvolutionLayer(_ConvolutionBase):
     """Convolution: y[n, m] = sum_c W[m, c] * x[n, c] (cross-correlation) + b[m], per group.
 
     Output size per spatial axis: O = (S + 2 pad - (dilation (kernel - 1) + 1)) // stride + 1.
-    Computed as im2col of the whole batch into one (C * prod(K), N * prod(O)) buffer, then one
+    Computed as im2col of the whole batch into one (C * prod(K), prod(O) * N) buffer, then one
     GEMM per group for all images (large GEMMs thread well). Backward: dW += dY col^T, db += sum dY,
     dx = col2im(W^T dY) (for stride 1: the equivalent correlation of dY with the flipped kernel).
     The column buffer of the last forward is kept for backward.
@@ -177,7 +177,8 @@ class ConvolutionLayer(_ConvolutionBase):
         return cpu.conv_out_shape(spatial, self.kernel, self.pad, self.stride, self.dilation)
 
     def _batch_cols(self, x, key, geometry=None):
-        """im2col of x (N, C, *S) in the batch layout (C * prod(K), N * prod(O))."""
+        """im2col of x (N, C, *S) in the 'last' layout (C * prod(K), prod(O) * N): columns ordered
+        (output position, image), so the copies and col2im's adds run over long contiguous spans."""
         geometry = geometry or self._geometry()
         buf = self._cols.get(key)
         if all(k == 1 for k in geometry[0]) and all(s == 1 for s in geometry[2]) \
@@ -185,17 +186,17 @@ class ConvolutionLayer(_ConvolutionBase):
             shape = (x.shape[1], x.shape[0] * int(np.prod(x.shape[2:])))
             if buf is None or buf.shape != shape or buf.dtype != x.dtype:
                 buf = np.empty(shape, dtype=x.dtype)
-            np.copyto(buf.reshape(x.shape[1], x.shape[0], -1),
-                      x.reshape(x.shape[0], x.shape[1], -1).transpose(1, 0, 2))
+            np.copyto(buf.reshape(x.shape[1], -1, x.shape[0]),
+                      x.reshape(x.shape[0], x.shape[1], -1).transpose(1, 2, 0))
             col = buf
         else:
-            col = cpu.im2col(x, *geometry, layout="batch", out=buf)
+            col = cpu.im2col(x, *geometry, layout="last", out=buf)
         self._cols[key] = col
         return col
 
     def _to_image(self, a, out):
-        """(G, A, N * P) GEMM result -> out (N, G * A, P)."""
-        np.copyto(out, a.reshape(-1, self.outer, out.shape[-1]).transpose(1, 0, 2))
+        """(G, A, P * N) GEMM result -> out (N, G * A, P)."""
+        cpu.transpose_into(a.reshape(-1, self.outer), out.reshape(self.outer, -1))
 
     def forward_cpu(self, bottom, top):
         w = self._weight()
@@ -214,7 +215,9 @@ class ConvolutionLayer(_ConvolutionBase):
         for i, (b, t) in enumerate(zip(bottom, top)):
             dy = t.diff.reshape(self.outer, self.num_output, -1)
             self._bias_grad(dy)
-            dyt = np.ascontiguousarray(dy.transpose(1, 0, 2)).reshape(g, w.shape[1], -1)
+            dyt = cpu.transpose_into(dy.reshape(self.outer, -1),
+                                     np.empty((dy[0].size, self.outer), dy.dtype))
+            dyt = dyt.reshape(g, w.shape[1], -1)
             if self.param_propagate_down[0]:
                 col = self._cols.get(i)
                 if col is None:
@@ -235,7 +238,7 @@ class ConvolutionLayer(_ConvolutionBase):
             else:
                 dcol = np.matmul(w.transpose(0, 2, 1), dyt)
                 cpu.col2im(dcol.reshape(-1, dcol.shape[-1]), xshape, *self._geometry(),
-                           layout="batch", out=dx.reshape(xshape))
+                           layout="last", out=dx.reshape(xshape))
 
     def _data_grad_by_conv(self):
         """Stride 1 and pad <= dilation (kernel - 1): dx is a 'full' correlation of dy with the

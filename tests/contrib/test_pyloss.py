@@ -1,4 +1,6 @@
 """Caffe's example Python layer pyloss.EuclideanLossLayer, built in (caffepy.contrib.pyloss)."""
+import sys
+
 import numpy as np
 
 from caffepy.testing import check_layer_gradient, make_blobs, make_layer, run_layer
@@ -9,7 +11,8 @@ def _layer():
                       ' loss_weight: 1')
 
 
-def test_pyloss_forward_and_gradient():
+def test_pyloss_forward_and_gradient(monkeypatch):
+    monkeypatch.delitem(sys.modules, "pyloss", raising=False)   # a user's pyloss would win
     rng = np.random.default_rng(0)
     x, y = rng.standard_normal((4, 3)), rng.standard_normal((4, 3))
     loss, = run_layer(_layer(), make_blobs([x, y]), make_blobs(1))

@@ -33,11 +33,11 @@ def naive_conv(x, w, b, stride, pad, dilation, group):
     return y
 
 
-def test_im2col_col2im_adjoint_both_layouts():
+def test_im2col_col2im_adjoint_every_layout():
     rng = np.random.default_rng(0)
     x = rng.standard_normal((2, 3, 5, 4, 6))
     geo = ((2, 3, 2), (1, 1, 0), (1, 2, 2), (1, 1, 2))
-    for layout in ("image", "batch"):
+    for layout in ("image", "batch", "last"):
         col = im2col(x, *geo, layout=layout)
         r = rng.standard_normal(col.shape)
         np.testing.assert_allclose(np.sum(col * r), np.sum(x * col2im(r, x.shape, *geo,
@@ -137,3 +137,26 @@ def test_convolution_errors(fields, match):
                                   "deconv_bilinear"])
 def test_convolution_matches_caffe(case):
     check_layer(shared_path("caffe-reference", case), STRICT)
+
+
+def test_last_layout_is_the_batch_layout_with_the_image_index_innermost():
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((3, 2, 6, 5))
+    for geo in (((3, 2), (1, 0), (1, 2), (1, 1)), ((2, 2), (0, 1), (2, 1), (2, 1))):
+        batch, last = im2col(x, *geo, layout="batch"), im2col(x, *geo, layout="last")
+        rows, o = batch.shape[0], batch.shape[1] // 3
+        np.testing.assert_array_equal(
+            last, batch.reshape(rows, 3, o).transpose(0, 2, 1).reshape(rows, -1))
+        r = rng.standard_normal(batch.shape)
+        r_last = r.reshape(rows, 3, o).transpose(0, 2, 1).reshape(rows, -1)
+        np.testing.assert_allclose(col2im(r_last, x.shape, *geo, layout="last"),
+                                   col2im(r, x.shape, *geo, layout="batch"), rtol=1e-12, atol=1e-12)
+
+
+def test_transpose_into_any_shape():
+    from caffepy.math.cpu import transpose_into
+    rng = np.random.default_rng(3)
+    for shape in ((1000, 7), (300, 64), (5, 9), (64, 300), (20, 5000), (3, 4099)):
+        a = rng.standard_normal(shape).astype(np.float32)
+        out = np.empty(shape[::-1], np.float32)
+        np.testing.assert_array_equal(transpose_into(a, out), a.T)

@@ -6,7 +6,7 @@ import os
 from caffepy.dist.topology import Topology, load_cluster
 from caffepy.proto import caffe_pb2, io as proto_io
 from caffepy.solvers.params import load_solver_param
-from test_mnist import SOLVER
+from test_mnist import SOLVER, STEPS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LENET = os.path.join(ROOT, "models", "lenet")
@@ -20,7 +20,7 @@ def test_dist_solver_and_cluster_files():
     topo = Topology(cluster, [500, 20, 25000, 50, 400000, 500, 5000, 10])   # LeNet's param counts
     assert topo.n_processes == 4                                            # mpiexec -n 4
     want = caffe_pb2.SolverParameter()
-    proto_io.parse_text(SOLVER % 1000, want)        # the settings tests/dist/test_mnist.py measures
+    proto_io.parse_text(SOLVER % STEPS, want)        # the settings tests/dist/test_mnist.py measures
     for f in ("base_lr", "momentum", "weight_decay", "lr_policy", "gamma", "power", "max_iter"):
         assert getattr(param, f) == getattr(want, f), f
     assert param.net == "models/lenet/lenet_train_test.prototxt"

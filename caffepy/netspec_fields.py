@@ -106,10 +106,6 @@ def _kind(field):
             _desc.FieldDescriptor.CPPTYPE_STRING: "string"}.get(field.cpp_type, "value")
 
 
-def _is_repeated(field):
-    return is_repeated(field)
-
-
 def assign_proto(proto, name, value, where="?", prefix=None):
     """Set field ``name`` of message ``proto`` from a Python value (dicts, lists, scalars).
 
@@ -123,7 +119,7 @@ def assign_proto(proto, name, value, where="?", prefix=None):
         raise UnknownFieldError("%s: unknown field '%s' (%s is a %s)"
                                 % (where, path, prefix, proto.DESCRIPTOR.name))
     value = _plain(value)
-    if _is_repeated(field):
+    if is_repeated(field):
         values = value if isinstance(value, list) else [value]
         target = getattr(proto, name)
         for i, v in enumerate(values):

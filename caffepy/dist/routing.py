@@ -21,7 +21,7 @@ import numpy as np
 from ..errors import CaffeError, SolverError
 from ..solvers import debug, lr_policies
 from . import checkpoint, sfb, sparse, transport as T
-from .topology import BSP
+from .topology import BSP, consistency_name
 
 _NO_WAIT = 1 << 62
 
@@ -51,7 +51,7 @@ def make_plan(net, cluster, opts, solver_param):
     if plan.mode not in ("exact", "lazy"):
         raise CaffeError("sparse_update must be EXACT or LAZY (got %s)" % opts.sparse_update)
     clip = solver_param.clip_gradients >= 0     # the servers' norm covers dense slices only
-    simple = cluster.consistency == 0 and cluster.nserver_groups == 1 and not clip
+    simple = consistency_name(cluster) == BSP and cluster.nserver_groups == 1 and not clip
     why = "BSP and one server group" + (", without clip_gradients" if clip else "")
     if opts.sfb_mode not in ("AUTO", "ALWAYS", "NEVER"):
         raise CaffeError("sfb_mode must be AUTO, ALWAYS or NEVER (got %s)" % opts.sfb_mode)
@@ -100,18 +100,13 @@ def make_plan(net, cluster, opts, solver_param):
     return plan
 
 
-class _Lr(object):
-    def __init__(self, current_step):
-        self.current_step = current_step
-
-
 class RoutedMixin(object):
     """Worker side: SFB factors and replicas, table lookups and gradient rows."""
 
     def setup_routes(self, plan, solver_cls, current_step, restored):
         net, topo = self.net, self.topo
         self.plan, self.rule = plan, solver_cls.update_rule
-        self.lr_state = _Lr(current_step)
+        self.lr_state = lr_policies.LrState(current_step)
         self.sfb_layers = {li: sfb.SFBLayer(li, p, net.layers[li]) for p, li in plan.sfb.items()}
         self.sfb_of = {sl.param: sl for sl in self.sfb_layers.values()}
         self.collector = sfb.FactorCollector(net, self.sfb_layers) if self.sfb_layers else None
@@ -316,7 +311,6 @@ class TableHost(object):
             self.server.ep.send(h.src, *answer)
             return
         if shard.received == self.nworkers:
-            shard.received = 0
             s = self.server
             shard.apply(self.nworkers, s.rule, s.param, s._rate(h.step), s.meta.lr_mult[h.param],
                         s.meta.decay_mult[h.param], h.step)

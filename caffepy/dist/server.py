@@ -29,12 +29,8 @@ from . import checkpoint, transport as T
 from .clip import BSP_KEY, ClipGate
 from .consistency import SliceClock
 from .routing import TableHost
+from .sparse import step_array
 from .topology import BSP
-
-
-class _LrState(object):
-    def __init__(self, current_step):
-        self.current_step = current_step
 
 
 class _Slice(object):
@@ -54,7 +50,7 @@ class Server(object):
         groups = topo.groups_of_server_group(self.sg)
         self.stubs = {g: topo.stub(g) for g in groups}
         self.replicas = [topo.server(sg, self.j) for sg in range(topo.SG) if sg != self.sg]
-        self.lr_state = _LrState(current_step)
+        self.lr_state = lr_policies.LrState(current_step)
         self._lr_it, self._lr = None, None
         self.slices = {}
         for p, k, off, size in topo.slices_of_server(self.j):
@@ -166,18 +162,10 @@ class Server(object):
         return self._lr
 
     def _apply(self, s, g, it):
-        """SGDSolver's normalize-free regularize → update rule → apply, on one slice."""
-        dt = self.dtype.type
-        p = s.p
-        local_decay = dt(self.param.weight_decay) * dt(self.meta.decay_mult[p])
-        if local_decay:
-            if self.param.regularization_type == "L2":
-                g += local_decay * s.values
-            else:
-                g += local_decay * np.sign(s.values)
-        local_rate = dt(self._rate(it)) * dt(self.meta.lr_mult[p])
-        self.rule(g, s.history, local_rate, self.param, it + 1)
-        s.values -= g
+        """SGDSolver's normalize-free regularize → update rule → apply, on one slice (``g`` is
+        left holding the step taken)."""
+        step_array(s.values, g, s.history, self.rule, self.param, self._rate(it),
+                   self.meta.lr_mult[s.p], self.meta.decay_mult[s.p], it)
         s.version += 1
         if s.delta is not None:
             s.delta -= g

@@ -113,8 +113,12 @@ class TableShard(object):
         self.history = [np.zeros_like(self.values) for _ in range(n_history)]
         self.grad = np.zeros_like(self.values)
         self.touched = np.zeros(self.values.shape[0], bool)
-        self.received = 0
         self.pending = {}        # src -> [(local ids, gradient rows)] of the step being gathered
+
+    @property
+    def received(self):
+        """SPARSE_GRAD messages held for the step being gathered."""
+        return sum(len(v) for v in self.pending.values())
 
     @property
     def row_ids(self):
@@ -214,6 +218,5 @@ def serve(shard, h, bufs, slice_index=None):
     if h.kind == SPARSE_GRAD:
         local = bufs[0].astype(np.int64, copy=False)
         shard.accumulate(local, bufs[1].reshape((local.size,) + shard.values.shape[1:]), h.src)
-        shard.received += 1
         return None
     raise CaffeError("sharded table: unexpected message %s" % T.KIND_NAMES.get(h.kind, h.kind))

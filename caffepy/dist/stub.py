@@ -22,7 +22,7 @@ class Stub(object):
         self.workers = topo.workers_of_group(group)
         self.sg = topo.server_group_of(group)
         n = len(topo.slices)
-        self.acc, self.got = [None] * n, [0] * n
+        self.acc = [None] * n     # per param: {worker: gradient} of the step being gathered
         self.received = [0] * n
         self.version = [-1] * n
 
@@ -44,13 +44,11 @@ class Stub(object):
 
     def _on_grad(self, h, bufs):
         p = h.param
-        if self.got[p] == 0:
-            self.acc[p] = {}
-        self.acc[p][h.src] = bufs[0]
-        self.got[p] += 1
-        if self.got[p] < len(self.workers):
+        parts = self.acc[p] = self.acc[p] or {}
+        parts[h.src] = bufs[0]
+        if len(parts) < len(self.workers):
             return
-        parts, self.acc[p], self.got[p] = self.acc[p], None, 0
+        self.acc[p] = None
         # summed in worker order, not arrival order: the same bits whichever worker was first
         acc = parts[self.workers[0]].copy()
         for w in self.workers[1:]:

@@ -225,19 +225,20 @@ def train(solver, cluster=None, cluster_file=None, resume=False, feeder=None, en
     t0 = time.time()
     # the process's workers compute at once: one BLAS pool per core, not per worker
     with blas.budget(eng.host_compute_threads(len(proc.worker_endpoints))):
-        result = _run(proc, solver, topo, eng, workspace, guard, rank, start_step, t0)
+        result = _run(proc, guard, rank, start_step, t0)
     if result is not None and solver.test_nets and p.test_interval:
         solver.test_all()
     return result
 
 
-def _run(proc, solver, topo, eng, workspace, guard, rank, start_step, t0):
+def _run(proc, guard, rank, start_step, t0):
+    solver, topo, eng = proc.solver, proc.topo, proc.engine
     proc.start()
     try:
         if rank != 0:
             guard.serve(proc)
             return None
-        coord = Coordinator(eng.endpoint(topo.coordinator), topo, solver, workspace,
+        coord = Coordinator(eng.endpoint(topo.coordinator), topo, solver, proc.workspace,
                             health=guard.health if guard else _inproc_health(proc))
         info("trainer.py", "Training on %d worker groups x %d workers, %d server groups x %d servers "
              "(%s, %s engine) from step %d" % (topo.G, topo.K, topo.SG, topo.P, topo.consistency,

@@ -169,7 +169,6 @@ class FlattenLayer(_ViewLayer):
         top[0].share_data(bottom[0])
 
 
-
 @register_layer("Reshape")
 class ReshapeLayer(_ViewLayer):
     """Changes the shape without touching the data (the top shares the bottom's data).
@@ -222,7 +221,6 @@ class ReshapeLayer(_ViewLayer):
                              % (tuple(out), int(np.prod(out)), shape, bottom[0].count), ShapeError)
         top[0].reshape(out)
         top[0].share_data(bottom[0])
-
 
 
 @register_layer("Crop")

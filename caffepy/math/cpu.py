@@ -49,13 +49,20 @@ def pad_spatial(x, pad, value=0, extra=None, out=None):
 
 def _window_view(xp, kernel, out_shape, stride, dilation):
     """Strided view (N, C, *K, *O) of the padded input ``xp`` (N, C, *Sp)."""
-    nd = len(kernel)
     st = xp.strides
     sp_strides = st[2:]
     shape = xp.shape[:2] + tuple(kernel) + tuple(out_shape)
     strides = st[:2] + tuple(s * d for s, d in zip(sp_strides, dilation)) \
         + tuple(s * t for s, t in zip(sp_strides, stride))
     return as_strided(xp, shape=shape, strides=strides, writeable=False)
+
+
+def _kernel_offsets(kernel, dilation, stride, out_shape):
+    """(offset, spatial slices) for each kernel offset: the slab of the padded input that holds
+    that offset of every window (col2im adds each column slab back there)."""
+    for offs in itertools.product(*[range(k) for k in kernel]):
+        yield offs, tuple(slice(o * d, o * d + st * (m - 1) + 1, st)
+                          for o, d, st, m in zip(offs, dilation, stride, out_shape))
 
 
 def _last_padded(x, pad, out=None):
@@ -72,15 +79,11 @@ def _last_padded(x, pad, out=None):
 
 
 def _im2col_last(x, kernel, pad, stride, dilation, out=None, pad_buffer=None):
-    nd = len(kernel)
     n, c = x.shape[:2]
     out_shape = conv_out_shape(x.shape[2:], kernel, pad, stride, dilation)
-    xp = _last_padded(x, pad, pad_buffer)
-    st = xp.strides
-    view = as_strided(xp, shape=(c,) + tuple(kernel) + tuple(out_shape) + (n,),
-                      strides=(st[0],) + tuple(s * d for s, d in zip(st[1:1 + nd], dilation))
-                      + tuple(s * t for s, t in zip(st[1:1 + nd], stride)) + (st[-1],),
-                      writeable=False)
+    xp = _last_padded(x, pad, pad_buffer)              # (C, *Sp, N)
+    view = np.moveaxis(_window_view(np.moveaxis(xp, -1, 0), kernel, out_shape, stride, dilation),
+                       0, -1)                          # (C, *K, *O, N)
     shape = (c * int(np.prod(kernel)), int(np.prod(out_shape)) * n)
     if out is None or out.shape != shape or out.dtype != x.dtype:
         out = np.empty(shape, dtype=x.dtype)
@@ -94,10 +97,8 @@ def _col2im_last(col, x_shape, kernel, pad, stride, dilation, out=None):
     out_shape = conv_out_shape(spatial, kernel, pad, stride, dilation)
     colv = col.reshape((c,) + tuple(kernel) + tuple(out_shape) + (n,))
     xp = np.zeros((c,) + tuple(s + 2 * p for s, p in zip(spatial, pad)) + (n,), dtype=col.dtype)
-    for offs in itertools.product(*[range(k) for k in kernel]):
-        target = xp[(slice(None),) + tuple(
-            slice(o * d, o * d + st * (m - 1) + 1, st)
-            for o, d, st, m in zip(offs, dilation, stride, out_shape))]
+    for offs, slab in _kernel_offsets(kernel, dilation, stride, out_shape):
+        target = xp[(slice(None),) + slab]
         np.add(target, colv[(slice(None),) + offs], out=target)
     inner = (slice(None),) + tuple(slice(p, p + s) for p, s in zip(pad, spatial))
     result = np.moveaxis(xp[inner], -1, 0)
@@ -166,11 +167,8 @@ def col2im(col, x_shape, kernel, pad, stride, dilation, layout="image", out=None
             out = np.empty(pshape, dtype=col.dtype)
         xp = out.reshape(pshape)
     xp.fill(0)
-    for offs in itertools.product(*[range(k) for k in kernel]):
-        target = (Ellipsis,) + tuple(
-            slice(o * d, o * d + st * (m - 1) + 1, st)
-            for o, d, st, m in zip(offs, dilation, stride, out_shape))
-        xp[target] += colv[(slice(None), slice(None)) + offs]
+    for offs, slab in _kernel_offsets(kernel, dilation, stride, out_shape):
+        xp[(Ellipsis,) + slab] += colv[(slice(None), slice(None)) + offs]
     if any(pad):
         inner = (Ellipsis,) + tuple(slice(p, p + s) for p, s in zip(pad, spatial))
         if out is None:
@@ -186,9 +184,9 @@ def transpose_into(a, out):
     arrays and batches of fewer than 8 images in one copy."""
     r, c = a.shape
     if min(r, c) < 8:         # a vector or nearly (batch 1): one copy of contiguous runs
-        np.copyto(out, a.T)
-        return out
-    block = (128 if r >= 256 else 0) if r >= c else (16 if c >= 4096 else 0)
+        block = 0
+    else:
+        block = (128 if r >= 256 else 0) if r >= c else (16 if c >= 4096 else 0)
     if not block:
         np.copyto(out, a.T)
         return out

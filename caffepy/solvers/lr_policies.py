@@ -105,6 +105,14 @@ def validate(param):
     POLICIES[policy][1](param)
 
 
+class LrState(object):
+    """The ``state`` of a rate function outside a solver (the parameter servers, the SFB replicas):
+    just ``current_step``."""
+
+    def __init__(self, current_step=0):
+        self.current_step = current_step
+
+
 def learning_rate(param, it, state):
     """The rate for iteration ``it`` (``state.current_step`` may be advanced, as in Caffe)."""
     return POLICIES[param.lr_policy][0](param, it, state)

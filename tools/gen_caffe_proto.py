@@ -5,7 +5,7 @@ Inputs
   * the BVLC schema facts (``caffe-schema.json``: every message, field name, number, type, label,
     default, packed flag and enum value of BVLC Caffe's caffe.proto), by default
     ``../shared/caffe-schema/caffe-schema.json``;
-  * ``proto/additions.json`` (committed): caffepy's additions -- fields added to BVLC messages
+  * ``proto/additions.json`` and the fragments ``proto/additions.d/*.json`` (committed): caffepy's additions -- fields added to BVLC messages
     (fork fields such as ``PoolingParameter.ceil_mode`` and caffepy's own, at numbers that collide
     with nothing) and whole new messages / top-level enums.
 
@@ -27,6 +27,7 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_SCHEMA = os.path.join(ROOT, "..", "shared", "caffe-schema", "caffe-schema.json")
 ADDITIONS = os.path.join(ROOT, "proto", "additions.json")
+ADDITIONS_DIR = os.path.join(ROOT, "proto", "additions.d")
 OUT_PROTO = os.path.join(ROOT, "proto", "caffe.proto")
 
 HEADER = """\
@@ -99,6 +100,31 @@ def _enum_lines(enum, indent="  ", extra=None):
     return lines
 
 
+def load_additions(path=ADDITIONS, fragments_dir=ADDITIONS_DIR):
+    """``additions.json`` merged with every ``additions.d/*.json`` fragment (sorted by name).
+
+    A fragment has the same keys as additions.json (one fork family or feature per file, so that
+    independent schema additions do not edit one file): ``fields`` and ``message_enums`` lists are
+    extended per message, ``enum_values`` merged per enum, ``messages`` and ``enums`` appended.
+    """
+    with open(path) as f:
+        merged = json.load(f)
+    names = sorted(os.listdir(fragments_dir)) if os.path.isdir(fragments_dir) else []
+    for name in names:
+        if not name.endswith(".json"):
+            continue
+        with open(os.path.join(fragments_dir, name)) as f:
+            frag = json.load(f)
+        for key in ("fields", "message_enums"):
+            for msg, items in frag.get(key, {}).items():
+                merged.setdefault(key, {}).setdefault(msg, []).extend(items)
+        for enum, values in frag.get("enum_values", {}).items():
+            merged.setdefault("enum_values", {}).setdefault(enum, {}).update(values)
+        for key in ("messages", "enums"):
+            merged.setdefault(key, []).extend(frag.get(key, []))
+    return merged
+
+
 def render(schema, additions):
     """The text of caffe.proto: BVLC's schema plus everything in ``additions``."""
     new_messages = list(additions.get("messages", []))
@@ -137,8 +163,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     with open(args.schema) as f:
         schema = json.load(f)
-    with open(ADDITIONS) as f:
-        additions = json.load(f)
+    additions = load_additions()
     text = render(schema, additions)
     proto_dir = args.out_dir or os.path.dirname(OUT_PROTO)
     py_dir = args.out_dir or os.path.join(ROOT, "caffepy", "proto")

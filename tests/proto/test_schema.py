@@ -33,10 +33,18 @@ def schema():
         return json.load(f)
 
 
+def _generator():
+    spec = importlib.util.spec_from_file_location(
+        "gen_caffe_proto", os.path.join(ROOT, "tools", "gen_caffe_proto.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 @pytest.fixture(scope="module")
 def additions():
-    with open(ADDITIONS) as f:
-        return json.load(f)
+    """additions.json merged with proto/additions.d/*.json, as the generator merges them."""
+    return _generator().load_additions()
 
 
 def _descriptor(name):

@@ -19,7 +19,6 @@ from google.protobuf.descriptor import FieldDescriptor as FD
 from caffepy.proto import caffe_pb2, field_label
 from tests.conftest import ROOT, shared_path
 
-ADDITIONS = os.path.join(ROOT, "proto", "additions.json")
 
 TYPES = {"double": FD.TYPE_DOUBLE, "float": FD.TYPE_FLOAT, "int64": FD.TYPE_INT64,
          "uint64": FD.TYPE_UINT64, "int32": FD.TYPE_INT32, "uint32": FD.TYPE_UINT32,

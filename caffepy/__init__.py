@@ -46,6 +46,9 @@ _LAZY = {
     "set_solver_rank": ("caffepy.pycaffe", "set_solver_rank"),
     "set_multiprocess": ("caffepy.pycaffe", "set_multiprocess"),
     "has_nccl": ("caffepy.pycaffe", "has_nccl"),
+    "NCCL": ("caffepy.pycaffe", "NCCL"),
+    "get_solver_from_string": ("caffepy.solvers", "get_solver_from_string"),
+    "Solver": ("caffepy.solvers", "Solver"),
 }
 
 

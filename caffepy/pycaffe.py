@@ -16,7 +16,8 @@
 
 Module functions (exported from ``caffepy``): :class:`Timer`, :func:`init_log`, :func:`log`,
 :func:`solver_count` / :func:`set_solver_count`, :func:`solver_rank` / :func:`set_solver_rank`,
-:func:`set_multiprocess`, :func:`has_nccl` (always False: multi-GPU runs use ``caffepy.dist``).
+:func:`set_multiprocess`, :func:`has_nccl` (always False: multi-GPU runs use ``caffepy.dist``),
+:class:`NCCL` (constructing it raises a one-line "not supported" error).
 """
 import importlib
 import itertools
@@ -215,3 +216,21 @@ def set_multiprocess(multiprocess):
 def has_nccl():
     """pycaffe's ``has_nccl``: caffepy has no NCCL binding (use ``caffepy.dist``)."""
     return False
+
+
+_NO_NCCL = ("NCCL is not supported by caffepy (CPU or one GPU per process); train on several "
+            "GPUs with `caffepy train --gpu 0,1` or a cluster file (caffepy.dist)")
+
+
+class NCCL(object):
+    """pycaffe's ``caffe.NCCL(solver, uid)``: present so scripts import; constructing it (or
+    ``NCCL.new_uid()``) raises a one-line CaffeError, as ``has_nccl()`` is False."""
+
+    def __init__(self, solver=None, uid=None):
+        from .errors import CaffeError
+        raise CaffeError(_NO_NCCL)
+
+    @staticmethod
+    def new_uid():
+        from .errors import CaffeError
+        raise CaffeError(_NO_NCCL)

@@ -2,7 +2,8 @@
 
 ``get_solver(path)`` reads a solver prototxt (validated at load: solver type, lr_policy and its
 fields, regularization_type ...) and builds the solver its ``type`` names, as pycaffe's
-``caffe.get_solver``. The classes carry pycaffe's names and interface: ``.net``, ``.test_nets``,
+``caffe.get_solver``; ``get_solver_from_string(text)`` the same from prototxt text. The classes
+carry pycaffe's names and interface: ``.net``, ``.test_nets``,
 ``.iter``, ``.step(n)``, ``.solve(resume=None)``, ``.restore(path)``, ``.snapshot()``,
 ``.add_callback(on_start, on_gradients_ready)``.
 """
@@ -32,5 +33,15 @@ def get_solver(source, dtype=np.float32):
     return solver_class(param.type)(param, dtype=dtype)
 
 
-__all__ = ["get_solver", "solver_class", "Solver", "SGDSolver", "NesterovSolver", "AdaGradSolver",
+def get_solver_from_string(text, dtype=np.float32):
+    """The solver that prototxt ``text`` describes (pycaffe's ``get_solver_from_string``); the
+    text is never taken for a path. Net paths in it are relative to the current directory."""
+    from ..proto import caffe_pb2, io as proto_io
+    param = caffe_pb2.SolverParameter()
+    proto_io.parse_text(text, param, filename="<solver string>")
+    return get_solver(param, dtype=dtype)
+
+
+__all__ = ["get_solver", "get_solver_from_string", "solver_class", "Solver", "SGDSolver",
+           "NesterovSolver", "AdaGradSolver",
            "RMSPropSolver", "AdaDeltaSolver", "AdamSolver", "SOLVERS", "load_solver_param"]

@@ -1,0 +1,4 @@
+"""``caffe.detector`` is ``caffepy.detector`` (see caffe/__init__.py)."""
+from caffe._alias import become
+
+become(__name__, "caffepy.detector")

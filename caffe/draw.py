@@ -1,0 +1,4 @@
+"""``caffe.draw`` is ``caffepy.draw`` (see caffe/__init__.py)."""
+from caffe._alias import become
+
+become(__name__, "caffepy.draw")

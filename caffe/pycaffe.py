@@ -1,0 +1,4 @@
+"""``caffe.pycaffe`` is ``caffepy.pycaffe`` (see caffe/__init__.py)."""
+from caffe._alias import become
+
+become(__name__, "caffepy.pycaffe")

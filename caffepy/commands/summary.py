@@ -26,7 +26,9 @@ def add_arguments(parser):
 
 
 def run(args):
+    from .. import log
     from ..proto import caffe_pb2
+    log.setup()     # warnings (e.g. a built-in standing in for a Python layer) reach stderr
     from ..summary import format_summary, summarize
     inputs = dict(_input(t) for t in args.input)
     rows, total = summarize(args.net, inputs=inputs, phase=getattr(caffe_pb2, args.phase))

@@ -17,8 +17,9 @@ Well-known third-party layers: when ``module`` cannot be imported and (module, l
 py-faster-rcnn's RPN layers (``rpn.proposal_layer.ProposalLayer``,
 ``rpn.anchor_target_layer.AnchorTargetLayer``, ``rpn.proposal_target_layer.ProposalTargetLayer``),
 or Caffe's example ``pyloss.EuclideanLossLayer``, caffepy's own implementation (``caffepy.contrib``)
-is used and one INFO line says so; a module
-of that name on ``sys.path`` always wins. The fork C++ type ``Proposal`` (ProposalLayer's
+stands in and one WARNING line (on the ``caffepy`` logger, so also from the Python API and
+``caffepy summary``) names it and why the module did not import; a module of that name on
+``sys.path`` always wins. User modules may ``import caffe`` (the ``caffe`` package is caffepy). The fork C++ type ``Proposal`` (ProposalLayer's
 computation, ``proposal_param`` where the schema has it) is registered here too.
 """
 import importlib
@@ -108,8 +109,9 @@ class PythonLayer(_CaffepyLayer):
             cls = _builtin_stand_in(pp.module, pp.layer)
             if cls is None:
                 raise self.error(str(e))
-            _log.info("Python layer '%s': %s; using caffepy's built-in %s.%s", layer_param.name,
-                      " ".join(str(e).split()), cls.__module__, cls.__name__)
+            _log.warning("Python layer '%s': %s; caffepy's built-in %s.%s stands in for %s.%s",
+                         layer_param.name, " ".join(str(e).split()), cls.__module__, cls.__name__,
+                         pp.module, pp.layer)
         except AttributeError as e:
             raise self.error(str(e))
         except Exception as e:  # an error raised while importing the user's module

@@ -44,6 +44,8 @@ def _commands():
 
 def build_parser():
     parser = argparse.ArgumentParser(prog="caffepy", description="Caffe-compatible deep learning in Python.")
+    from . import __version__
+    parser.add_argument("--version", action="version", version="caffepy %s" % __version__)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, mod in sorted(_commands().items()):
         p = sub.add_parser(name, help=getattr(mod, "HELP", ""), description=getattr(mod, "HELP", ""))

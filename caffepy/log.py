@@ -13,8 +13,8 @@ printed as C++ ostreams print them (6 significant digits): :func:`fmt`.
 ``caffepy.log("text")`` (pycaffe's ``caffe.log``) logs one INFO line. The ``caffepy`` logger has no
 handler until :func:`setup` is called (the CLI does it; library users
 may), so importing caffepy prints nothing. ``GLOG_minloglevel`` (0 INFO, 1 WARNING, 2 ERROR) is
-honoured as in Caffe. A progress line (:class:`Progress`) is drawn only when the stream is a TTY
-and is erased before each log line, so it never reaches a log file or a pipe.
+honoured as in Caffe. Progress bars (:class:`Progress`, tqdm) are drawn only when the stream is a
+TTY and are lifted off the terminal for each log line, so they never reach a log file or a pipe.
 
 :func:`parse_training_log` reads such a log back into the rows of Caffe's
 ``tools/extra/parse_log.py`` (``tools/parse_log.py`` and ``caffepy plot`` use it).
@@ -67,17 +67,20 @@ class _TidFilter(logging.Filter):
 
 
 class GlogHandler(logging.StreamHandler):
-    """A stream handler that erases an active progress line before writing."""
+    """A stream handler that lifts the active progress bars (:class:`Progress`) off the terminal
+    while it writes a line, and draws them again below it."""
 
-    progress = None
+    def __init__(self, stream=None):
+        super().__init__(stream)
+        self.bars = []
 
     def emit(self, record):
-        p = self.progress
-        if p is not None and p.active:
-            p.clear()
-        super().emit(record)
-        if p is not None and p.active:
-            p.redraw()
+        if self.bars:
+            from tqdm import tqdm
+            with tqdm.external_write_mode(file=self.stream):
+                super().emit(record)
+        else:
+            super().emit(record)
 
 
 def _min_level(minloglevel=None):
@@ -148,42 +151,49 @@ def _handler_streams():
 
 
 class Progress(object):
-    """A one-line ``\\r`` progress bar on the log stream, drawn only when that stream is a TTY."""
+    """A tqdm progress bar on the log stream, drawn only when that stream is a TTY.
 
-    def __init__(self, total, label="train", width=30):
-        self.total, self.label, self.width = max(int(total), 1), label, width
+    ``Progress(total, label, initial=0)`` (drawn below the bars already shown, e.g. a test pass
+    under the training bar); ``update(done, **fields)`` moves it to
+    ``done`` and shows ``fields`` (``loss=0.25, lr=0.01``) after the rate and ETA; ``close()``
+    erases it. Off a TTY (a pipe, a file), or with ``CAFFEPY_PROGRESS=0``, every call is a no-op,
+    so logs keep exactly their glog lines. tqdm is imported only when a bar is drawn.
+    """
+
+    def __init__(self, total, label="train", initial=0, unit="iter"):
         handlers = _handler_streams()
         self.handler = handlers[0] if handlers else None
         stream = self.handler.stream if self.handler else None
-        self.stream = stream
-        self.active = bool(stream is not None and hasattr(stream, "isatty") and stream.isatty())
-        self._text = ""
+        self.active = bool(stream is not None and hasattr(stream, "isatty") and stream.isatty()
+                           and os.environ.get("CAFFEPY_PROGRESS", "1") not in ("0", "off"))
+        self.bar = None
         if self.active:
-            self.handler.progress = self
+            try:
+                from tqdm import tqdm
+            except ImportError:       # a dependency; without it, logs only
+                self.active = False
+                return
+            self.bar = tqdm(total=max(int(total), 1), initial=int(initial), desc=label, unit=unit,
+                            file=stream, leave=False, dynamic_ncols=True,
+                            position=len(self.handler.bars),
+                            bar_format="{desc} {n_fmt}/{total_fmt} {bar} [{elapsed}<{remaining}, "
+                                       "{rate_fmt}]{postfix}")
+            self.handler.bars.append(self)
 
-    def update(self, done, extra=""):
+    def update(self, done, **fields):
         if not self.active:
             return
-        done = min(max(int(done), 0), self.total)
-        filled = int(self.width * done / self.total)
-        self._text = "%s [%s%s] %d/%d %s" % (self.label, "#" * filled, "." * (self.width - filled),
-                                             done, self.total, extra)
-        self.redraw()
-
-    def redraw(self):
-        self.stream.write("\r" + self._text + "\x1b[K")
-        self.stream.flush()
-
-    def clear(self):
-        self.stream.write("\r\x1b[K")
-        self.stream.flush()
+        if fields:
+            self.bar.set_postfix_str(", ".join("%s %s" % (k, fmt(v)) for k, v in fields.items()),
+                                     refresh=False)
+        self.bar.update(int(done) - self.bar.n)
 
     def close(self):
         if self.active:
-            self.clear()
             self.active = False
-            if self.handler is not None and self.handler.progress is self:
-                self.handler.progress = None
+            self.bar.close()
+            if self in self.handler.bars:
+                self.handler.bars.remove(self)
 
 
 # -- reading training logs back (Caffe's tools/extra/parse_log.py) --------------------------------

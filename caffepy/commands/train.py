@@ -6,12 +6,15 @@ resumes (not both, as Caffe). The solver's
 ``solver_mode`` / ``device_id`` pick the device unless ``--gpu`` is given (a GPU solver file on a
 machine without CUDA trains on the CPU with a warning). ``--level`` / ``--stage`` set the train
 net's NetState. SIGINT and SIGHUP stop or snapshot (``--sigint_effect`` / ``--sighup_effect``:
-stop, snapshot or none; defaults stop / snapshot).
+stop, snapshot or none; defaults stop / snapshot). Any scalar SolverParameter field may be
+overridden for the run, gflags-style: ``--max_iter 200 --test_interval=50 --snapshot_prefix P``
+(see ``_overrides``); each override is logged. ``--resume`` needs a ``cluster`` section (or
+``--cluster``) and the workspace's checkpoint folder, and says which is missing.
 """
-from ..log import info, warning
+from ..log import info, logger, warning
 from ..errors import CaffeError
 from ..proto import caffe_pb2
-from . import _flags, _gpu
+from . import _flags, _gpu, _overrides
 
 NAME = "train"
 HELP = "train or finetune a model"
@@ -36,6 +39,8 @@ def add_arguments(parser):
                         help="action on SIGHUP: snapshot, stop or none (default snapshot)")
     _flags.add_iterations(parser, "ignored by train, as in Caffe (set max_iter in the solver)")
     _flags.add_log(parser)
+    # -- issue 18: solver field overrides (--max_iter N ...); keep this call last ------------
+    _overrides.add_arguments(parser)
 
 
 def _devices(args, param):
@@ -63,6 +68,11 @@ def run(args):
         warning("caffe.cpp:185", "--iterations is ignored by train (as in Caffe); the solver's "
                     "max_iter decides")
     param = load_solver_param(args.solver)
+    # -- issue 18: overrides, then a --resume that says what it expects ------------------------
+    _overrides.apply(args, param, args.solver, lambda text: logger.info(text))
+    if args.resume:
+        _check_resume(args, param)
+    # -- end issue 18 ------------------------------------------------------------------------
     if args.snapshot or args.weights:  # the flags replace the solver file's `weights`
         del param.weights[:]
     if args.weights:
@@ -89,6 +99,22 @@ def run(args):
             solver.solve()
     info("caffe.cpp:250", "Optimization Done.")
     return 0
+
+
+def _check_resume(args, param):
+    """--resume continues a distributed run from its checkpoint folder: say what is missing."""
+    import os
+    if not (args.cluster or param.HasField("cluster")):
+        raise CaffeError("--resume continues a distributed run: %s has no `cluster` section and "
+                         "no --cluster FILE was given (to resume a single-process run, use "
+                         "--snapshot PREFIX_iter_N.solverstate)" % args.solver)
+    from ..dist import checkpoint, topology
+    workspace = topology.load_cluster(param, args.cluster or None).workspace
+    folder = checkpoint.checkpoint_dir(workspace)
+    if not os.path.isdir(folder):
+        raise CaffeError("--resume: no checkpoint folder %s (the cluster's workspace '%s' gets one "
+                         "once a distributed run has checkpointed; the solver's "
+                         "checkpoint_frequency sets how often)" % (folder, workspace))
 
 
 def _multi_gpu(solver, gpus):

@@ -189,7 +189,7 @@ class Solver(object):
         self._losses = []
         self.smoothed_loss = 0.0
         timer, iterations_last = time.time(), self.iter
-        progress = Progress(stop_iter - start_iter, "train")
+        progress = Progress(stop_iter, "train", initial=start_iter)
         try:
             while self.iter < stop_iter:
                 self.net.clear_param_diffs()
@@ -222,7 +222,7 @@ class Solver(object):
                 if display and p.debug_info:
                     debug.update_debug(self.net)
                 self.iter += 1
-                progress.update(self.iter - start_iter, "loss %s" % fmt(self.smoothed_loss))
+                progress.update(self.iter, loss=self.smoothed_loss, lr=getattr(self, "lr", 0.0))
                 request = self._requested_action()
                 if (p.snapshot and self.iter % p.snapshot == 0) or request == SNAPSHOT:
                     self.snapshot()
@@ -299,8 +299,25 @@ class Solver(object):
         net = self.test_nets[test_net_id]
         net.share_trained_layers_with(self.net)
         n = self.param.test_iter[test_net_id]
+        progress = Progress(n, "test #%d" % test_net_id, unit="batch")
+        try:
+                result = self._test_batches(net, n, progress)
+        finally:
+            progress.close()
+        if result is None:
+            info("solver.cpp:373", "Test interrupted.")
+            return None
+        loss, means = result
+        if self.param.test_compute_loss:
+            info("solver.cpp:377", "Test loss: %s" % fmt(loss / n if n else float("nan")))
+        self.test_scores[test_net_id] = [x for name in net.outputs for x in means.get(name, [])]
+        self._log_outputs(net, "Test", "solver.cpp:414", means)
+        return means
+
+    def _test_batches(self, net, n, progress):
+        """Forward ``n`` test batches; (summed loss, {output: mean}), or None when stopped."""
         sums, loss = None, 0.0
-        for _ in range(n):
+        for i in range(n):
             request = self._requested_action()
             while request != NONE:
                 if request == SNAPSHOT:
@@ -318,15 +335,10 @@ class Solver(object):
                 loss += iter_loss
             values = {name: net.blobs[name].data.astype(np.float64).ravel() for name in net.outputs}
             sums = values if sums is None else {k: sums[k] + v for k, v in values.items()}
+            progress.update(i + 1)
         if self.requested_early_exit:
-            info("solver.cpp:373", "Test interrupted.")
             return None
-        if self.param.test_compute_loss:
-            info("solver.cpp:377", "Test loss: %s" % fmt(loss / n if n else float("nan")))
-        means = {k: v / n for k, v in (sums or {}).items()}
-        self.test_scores[test_net_id] = [x for name in net.outputs for x in means.get(name, [])]
-        self._log_outputs(net, "Test", "solver.cpp:414", means)
-        return means
+        return loss, {k: v / n for k, v in (sums or {}).items()}
 
     # -- snapshots -----------------------------------------------------------------------------
     def snapshot_filename(self, extension):

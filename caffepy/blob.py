@@ -121,6 +121,8 @@ class Blob(object):
         """Make this blob's data the same memory as ``other``'s (shapes must have equal counts)."""
         if other.count != self.count:
             raise CaffeError("share_data: count %d != %d" % (other.count, self.count))
+        if other._data is None:          # a ShapeBlob not yet allocated
+            other.data
         self._data = other._data.reshape(self._shape)
         if other._mem is not None:
             self._mirror()
@@ -128,6 +130,8 @@ class Blob(object):
     def share_diff(self, other):
         if other.count != self.count:
             raise CaffeError("share_diff: count %d != %d" % (other.count, self.count))
+        if other._diff is None:
+            other.diff
         self._diff = other._diff.reshape(self._shape)
         if other._mem is not None:
             self._mirror()
@@ -229,6 +233,87 @@ class Blob(object):
 
     def __repr__(self):
         return "Blob(shape=%s, dtype=%s)" % (self._shape, self.dtype.name)
+
+
+class ShapeBlob(Blob):
+    """A Blob that holds only its shape until its arrays are first used (then a plain Blob's
+    zeros): what a net built for its shapes (``caffepy.layers.base.shapes_only``, ``caffepy
+    summary``) gives its tops and parameters, and what a layer's parameter blobs are between
+    ``init_param_blobs`` and the end of its set-up. ``shape`` / ``count`` / ``reshape`` never
+    allocate; ``data`` / ``diff`` (and anything that reads them) allocate."""
+    __slots__ = ()
+
+    def reshape(self, *shape):
+        if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
+            shape = shape[0]
+        shape = tuple(int(d) for d in shape)
+        if len(shape) > MAX_BLOB_AXES:
+            raise CaffeError("blob shape has %d axes; at most %d allowed" % (len(shape), MAX_BLOB_AXES))
+        if any(d < 0 for d in shape):
+            raise CaffeError("blob shape %s has a negative dimension" % (shape,))
+        if shape == self._shape:
+            return
+        if self._data is not None:
+            Blob.reshape(self, shape)
+        else:
+            self._shape = shape
+
+    @property
+    def allocated(self):
+        return self._data is not None
+
+    def _allocate(self):
+        if self._data is None:
+            self._data = np.zeros(self._shape, dtype=self.dtype)
+            self._diff = np.zeros(self._shape, dtype=self.dtype)
+
+    @property
+    def count(self):
+        return int(np.prod(self._shape, dtype=np.int64)) if self._shape else 1
+
+    @property
+    def data(self):
+        self._allocate()
+        return self._data
+
+    @data.setter
+    def data(self, value):
+        self._allocate()
+        self._data[...] = value
+
+    @property
+    def diff(self):
+        self._allocate()
+        return self._diff
+
+    @diff.setter
+    def diff(self, value):
+        self._allocate()
+        self._diff[...] = value
+
+    @property
+    def cpu_data(self):
+        self._allocate()
+        return self._data
+
+
+def _allocating(name):
+    base = getattr(Blob, name)
+
+    def method(self, *args, **kwargs):
+        self._allocate()
+        for other in args[:1]:
+            if isinstance(other, ShapeBlob):
+                other._allocate()
+        return base(self, *args, **kwargs)
+    method.__name__ = name
+    method.__doc__ = base.__doc__
+    return method
+
+
+for _name in ("share_data", "share_diff", "_mirror", "set_arrays", "copy_from", "from_proto",
+              "to_proto", "asum_data", "asum_diff", "sumsq_data", "sumsq_diff", "scale_diff"):
+    setattr(ShapeBlob, _name, _allocating(_name))
 
 
 def blobproto_shape(proto):

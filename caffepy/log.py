@@ -150,6 +150,13 @@ def _handler_streams():
     return [h for h in logger.handlers if isinstance(h, GlogHandler)]
 
 
+def _is_tty(stream):
+    try:
+        return bool(stream is not None and stream.isatty())
+    except (AttributeError, ValueError, OSError):     # no isatty, or a closed stream
+        return False
+
+
 class Progress(object):
     """A tqdm progress bar on the log stream, drawn only when that stream is a TTY.
 
@@ -164,8 +171,8 @@ class Progress(object):
         handlers = _handler_streams()
         self.handler = handlers[0] if handlers else None
         stream = self.handler.stream if self.handler else None
-        self.active = bool(stream is not None and hasattr(stream, "isatty") and stream.isatty()
-                           and os.environ.get("CAFFEPY_PROGRESS", "1") not in ("0", "off"))
+        self.active = (_is_tty(stream)
+                       and os.environ.get("CAFFEPY_PROGRESS", "1") not in ("0", "off"))
         self.bar = None
         if self.active:
             try:

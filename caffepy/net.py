@@ -19,9 +19,8 @@ import os
 import numpy as np
 
 from . import net_passes
-from .blob import Blob
 from .errors import CaffeError, NetError, ShapeError, locate_layer_error
-from .layers.base import create_layer
+from .layers.base import create_layer, new_top_blob
 from .proto import caffe_pb2, io as proto_io
 from .pycaffe import PycaffeNet
 from .weights import copy_trained_layers, net_to_proto
@@ -101,12 +100,12 @@ class Net(PycaffeNet):
                     raise NetError("layer '%s' (%s): top blob '%s' produced by multiple sources"
                                    % (lp.name, lp.type, name))
                 else:
-                    blob = Blob((), dtype=self.dtype)
+                    blob = new_top_blob(self.dtype)
                     self.blobs[name] = blob
                 tops.append(blob)
                 available[name] = blob
             for _ in range(n_auto):
-                tops.append(Blob((), dtype=self.dtype))
+                tops.append(new_top_blob(self.dtype))
             if lp.type == "Input":
                 self.inputs.extend(top_names)
             layer.setup(bottoms, tops)

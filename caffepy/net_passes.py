@@ -1,7 +1,8 @@
 """Compiler passes from a NetParameter to the layer list a Net instantiates (Caffe's Net::Init, split up).
 
 * :func:`filter_net` -- keep the layers whose ``include`` / ``exclude`` NetStateRules match the
-  NetState (phase, level, stages), as Caffe's ``FilterNet`` / ``StateMeetsRule``.
+  NetState (phase, level, stages), as Caffe's ``FilterNet`` / ``StateMeetsRule``; a net whose
+  data layers exist only in the other phase fails with :class:`PhaseError` naming that phase.
 * :func:`insert_splits` -- where one top feeds several bottoms (or feeds a bottom and carries a loss
   weight), insert a ``Split`` layer with Caffe's names ``<blob>_<layer>_<i>_split`` and tops
   ``<blob>_<layer>_<i>_split_<k>``, so every gradient is summed exactly once.
@@ -50,8 +51,20 @@ def layer_included(layer_param, state):
     return not any(state_meets_rule(state, r) for r in layer_param.exclude)
 
 
+class PhaseError(NetError):
+    """A net that cannot be built in the requested phase but can in ``phase`` (its data layers
+    are only there); ``phase`` is None on copies made for messages (see ``__cause__``)."""
+
+    def __init__(self, message, phase=None):
+        super(PhaseError, self).__init__(message)
+        self.phase = phase
+
+
 def filter_net(net_param, state):
-    """A copy of ``net_param`` with ``state`` set and only the layers the state includes."""
+    """A copy of ``net_param`` with ``state`` set and only the layers the state includes.
+
+    If a kept layer reads a blob no kept layer writes, and the other phase (same level and
+    stages) writes it, raise :class:`PhaseError` naming the phase to build instead."""
     out = caffe_pb2.NetParameter()
     out.CopyFrom(net_param)
     del out.layer[:]
@@ -59,7 +72,36 @@ def filter_net(net_param, state):
     for lp in net_param.layer:
         if layer_included(lp, state):
             out.layer.add().CopyFrom(lp)
+    _check_phase(net_param, out, state)
     return out
+
+
+def _first_unknown_bottom(layers):
+    produced = set()
+    for lp in layers:
+        for j, name in enumerate(lp.bottom):
+            if name not in produced:
+                return lp, name
+        produced.update(lp.top)
+    return None, None
+
+
+def _check_phase(net_param, filtered, state):
+    lp, blob = _first_unknown_bottom(filtered.layer)
+    if lp is None:
+        return
+    other = caffe_pb2.NetState()
+    other.CopyFrom(state)
+    other.phase = caffe_pb2.TEST if state.phase == caffe_pb2.TRAIN else caffe_pb2.TRAIN
+    kept = [x for x in net_param.layer if layer_included(x, other)]
+    if _first_unknown_bottom(kept)[0] is not None:
+        return
+    makers = [x.name for x in kept if blob in x.top]
+    phase = caffe_pb2.Phase.Name(other.phase)
+    raise PhaseError("layer '%s' (%s): bottom blob '%s' is produced only in phase %s (by layer "
+                     "'%s'); build the net in phase %s (caffepy summary --phase %s, "
+                     "caffe.Net(..., caffe.%s))" % (lp.name, lp.type, blob, phase, makers[0],
+                                                    phase, phase, phase), phase=other.phase)
 
 
 def split_layer_name(layer_name, blob_name, top_index):

@@ -4,7 +4,12 @@
     print(format_summary(rows, total))
 
 Data layers become Input layers of their declared shape (caffepy.zoo.replace_data_layers);
-``inputs`` overrides the shape of any input blob. The net is built (set up and reshaped, not run).
+``inputs`` overrides the shape of any input blob. A Python data layer whose module imports is kept
+(its ``setup`` shapes its tops); one whose module does not import needs ``inputs`` for its tops.
+The net is built for its shapes only (``caffepy.layers.base.shapes_only``): no parameter is
+allocated or filled and no activation allocated, so VGG16 takes a fraction of a second. A net
+whose requested phase cannot be built because its data layers are in the other phase is shown
+in that phase, with a note.
 
 FLOPs count a multiply-add as 2 and are estimates of the forward pass:
 Convolution ``2 * weight.size * H_out * W_out * N`` (+ bias), Deconvolution the same over the input
@@ -62,12 +67,20 @@ def layer_flops(layer, bottom, top):
     return sum(tb.count for tb in top)
 
 
-def summarize(source, inputs=None, phase=caffe_pb2.TEST, default_shape=(3, 224, 224)):
-    """Build the net and return (rows, total row). ``inputs``: {blob name: shape}."""
+def summarize(source, inputs=None, phase=caffe_pb2.TEST, default_shape=(3, 224, 224),
+              notes=None):
+    """Build the net for its shapes and return (rows, total row). ``inputs``: {blob name: shape}.
+    ``notes``: a list that receives one-line notes (the phase shown when another was asked for)."""
     from . import zoo
+    from .layers.base import shapes_only
     from .net import Net
-    param = zoo.replace_data_layers(proto_io.read_net(source), default_shape=default_shape)
+    from .net_passes import PhaseError
+    original = proto_io.read_net(source)
     inputs = dict(inputs or {})
+    keep = _python_data_layers(original, inputs)
+    param = zoo.replace_data_layers(original, default_shape=default_shape)
+    for i in keep:                       # importable Python data layers set their own shapes
+        param.layer[i].CopyFrom(original.layer[i])
     for lp in param.layer:
         if lp.type != "Input":
             continue
@@ -79,20 +92,68 @@ def summarize(source, inputs=None, phase=caffe_pb2.TEST, default_shape=(3, 224, 
                 lp.input_param.shape[i].dim.extend(int(d) for d in inputs.pop(top))
     if inputs:
         raise ValueError("--input names no input blob of the net: %s" % ", ".join(sorted(inputs)))
-    net = Net(param, phase, filename=source if isinstance(source, str) else None)
+    filename = source if isinstance(source, str) else None
+    with shapes_only():
+        try:
+            net = Net(param, phase, filename=filename)
+        except PhaseError as e:
+            other = _suggested_phase(e)
+            if other is None:
+                raise
+            if notes is not None:
+                notes.append("phase %s cannot be built (its data layers are in phase %s); "
+                             "showing phase %s" % (caffe_pb2.Phase.Name(phase),
+                                                   caffe_pb2.Phase.Name(other),
+                                                   caffe_pb2.Phase.Name(other)))
+            net = Net(param, other, filename=filename)
     rows = []
     for layer, name, bottom, top in zip(net.layers, net._layer_names, net.bottom_vecs,
                                         net.top_vecs):
         if layer.type == "Split":
             continue
         n_params = sum(b.count for b in layer.blobs)
-        memory = sum(t.count * t.data.itemsize for t in top if all(t is not b for b in bottom)) + \
-            sum(b.count * b.data.itemsize for b in layer.blobs)
+        memory = sum(t.count * t.dtype.itemsize for t in top if all(t is not b for b in bottom)) + \
+            sum(b.count * b.dtype.itemsize for b in layer.blobs)
         rows.append(Row(name, layer.type, [tuple(t.shape) for t in top], n_params,
                         layer_flops(layer, bottom, top), memory))
     total = Row("total", "", [], sum(r.params for r in rows), sum(r.flops for r in rows),
                 sum(r.memory for r in rows))
     return rows, total
+
+
+def _suggested_phase(error):
+    while error is not None:
+        if getattr(error, "phase", None) is not None:
+            return error.phase
+        error = error.__cause__
+    return None
+
+
+def _python_data_layers(param, inputs):
+    """Indices of the Python data layers (no bottoms) to keep as they are: those whose module
+    imports. One whose module does not import needs ``--input`` shapes for all its tops (they
+    replace the layer); without them, a CaffeError asks for them."""
+    import importlib
+    from .errors import CaffeError
+    from .zoo import is_data_layer
+    keep = []
+    for i, lp in enumerate(param.layer):
+        if lp.type != "Python" or not is_data_layer(lp):
+            continue
+        missing = [t for t in lp.top if t not in inputs]
+        if not missing:
+            continue
+        try:
+            importlib.import_module(lp.python_param.module)
+        except Exception as e:
+            raise CaffeError(
+                "layer '%s' (Python): python_param.module '%s' is not importable (%s), so the "
+                "shapes of its tops are unknown: give them with %s" % (
+                    lp.name, lp.python_param.module, " ".join(str(e).split()),
+                    " ".join("--input %s=N,C,H,W" % t if j == 0 else "--input %s=N,..." % t
+                             for j, t in enumerate(missing))))
+        keep.append(i)
+    return keep
 
 
 def _human(n, unit=""):

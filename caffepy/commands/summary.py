@@ -31,6 +31,10 @@ def run(args):
     log.setup()     # warnings (e.g. a built-in standing in for a Python layer) reach stderr
     from ..summary import format_summary, summarize
     inputs = dict(_input(t) for t in args.input)
-    rows, total = summarize(args.net, inputs=inputs, phase=getattr(caffe_pb2, args.phase))
+    notes = []
+    rows, total = summarize(args.net, inputs=inputs, phase=getattr(caffe_pb2, args.phase),
+                            notes=notes)
+    for note in notes:
+        log.warning("summary.py", note)
     print(format_summary(rows, total))
     return 0

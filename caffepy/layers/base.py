@@ -11,12 +11,13 @@ Arity attributes (``None`` = unchecked): ``exact_num_bottom_blobs``, ``min_botto
 ``equal_num_bottom_top_blobs``; ``auto_top_blobs`` lets the net create the minimum number of anonymous
 tops. A loss layer sets ``is_loss = True`` (default loss_weight 1 on top 0).
 """
+import contextlib
 import difflib
 
 import numpy as np
 
 from .. import common
-from ..blob import Blob
+from ..blob import Blob, ShapeBlob
 from ..errors import NetError, ShapeError
 
 _REGISTRY = {}
@@ -57,6 +58,28 @@ def get_layer_class(type_name, layer_name="?"):
         hint = " (did you mean '%s'?)" % close[0] if close else ""
         raise NetError("layer '%s': unknown layer type '%s'%s; known types: %s"
                        % (layer_name, type_name, hint, ", ".join(sorted(_REGISTRY))))
+
+
+_shapes_only = [False]
+
+
+@contextlib.contextmanager
+def shapes_only():
+    """Within this block, layers and nets are built for their shapes: parameter blobs declared by
+    ``init_param_blobs`` are neither allocated nor filled, and :func:`new_top_blob` gives
+    :class:`ShapeBlob` tops, so a net's set-up computes every shape without holding its weights
+    or activations (``caffepy summary``). Not thread-safe: one such build at a time."""
+    before = _shapes_only[0]
+    _shapes_only[0] = True
+    try:
+        yield
+    finally:
+        _shapes_only[0] = before
+
+
+def new_top_blob(dtype):
+    """An empty top blob for a net being built (a ShapeBlob under :func:`shapes_only`)."""
+    return (ShapeBlob if _shapes_only[0] else Blob)((), dtype=dtype)
 
 
 def create_layer(layer_param, phase=None, dtype=np.float32):
@@ -137,7 +160,13 @@ class Layer(object):
 
     def init_param_blobs(self, shapes, weight_filler, bias_filler=None):
         """Check parameter blobs given with the layer against ``shapes`` (count, then each shape),
-        or create them: blob 0 filled by ``weight_filler``, blob 1 (if any) by ``bias_filler``."""
+        or declare them: blob 0 filled by ``weight_filler``, blob 1 (if any) by ``bias_filler``.
+
+        Declared blobs are shapes only (:class:`ShapeBlob`) until ``setup`` has reshaped the
+        tops: a bad geometry (an empty output) fails before any memory is taken. Then
+        ``setup`` allocates and fills them, in the same order (weight, bias) and at the same point
+        of the net's random stream as filling here would; under :func:`shapes_only` they stay
+        shapes."""
         if self.blobs:
             if len(self.blobs) != len(shapes):
                 raise self.error("expected %d parameter blobs, got %d"
@@ -145,11 +174,19 @@ class Layer(object):
             for i, (b, s) in enumerate(zip(self.blobs, shapes)):
                 self.check_shape("parameter blob %d" % i, s, b.shape)
             return
+        self.blobs = [ShapeBlob(s, dtype=self.dtype) for s in shapes]
+        self._declared_fillers = (weight_filler, bias_filler)
+
+    def _fill_declared_params(self):
+        """Allocate and fill the blobs ``init_param_blobs`` declared (see there)."""
+        fillers = self.__dict__.pop("_declared_fillers", None)
+        if fillers is None or _shapes_only[0]:
+            return
         from ..fillers import get_filler
-        self.blobs = [self.new_blob(s) for s in shapes]
-        get_filler(weight_filler).fill(self.blobs[0])
-        if len(shapes) > 1:
-            get_filler(bias_filler).fill(self.blobs[1])
+        self.blobs = [self.new_blob(b.shape) for b in self.blobs]
+        get_filler(fillers[0]).fill(self.blobs[0])
+        if len(self.blobs) > 1:
+            get_filler(fillers[1]).fill(self.blobs[1])
 
     # -- life cycle ----------------------------------------------------------------------------
     def setup(self, bottom, top):
@@ -158,6 +195,7 @@ class Layer(object):
         self.check_blob_counts(bottom, top)
         self.layer_setup(bottom, top)
         self.reshape(bottom, top)
+        self._fill_declared_params()
         self.set_loss_weights(top)
 
     def layer_setup(self, bottom, top):

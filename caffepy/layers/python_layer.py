@@ -13,14 +13,17 @@ of blobs with ``.data`` / ``.diff`` numpy arrays, ``.shape``, ``.count``, ``.num
 and ``.reshape(*shape)``. ``loss_weight`` works as for any layer. ``param_str_`` (older pycaffe's
 name) is set too.
 
-Well-known third-party layers: when ``module`` cannot be imported and (module, layer) is one of
+Well-known third-party layers: when ``module`` is not on ``sys.path`` (neither it nor its
+package is found; a module that is found but fails while importing is the user's, and its error
+is reported) and (module, layer) is one of
 py-faster-rcnn's RPN layers (``rpn.proposal_layer.ProposalLayer``,
 ``rpn.anchor_target_layer.AnchorTargetLayer``, ``rpn.proposal_target_layer.ProposalTargetLayer``),
 or Caffe's example ``pyloss.EuclideanLossLayer``, caffepy's own implementation (``caffepy.contrib``)
 stands in and one WARNING line (on the ``caffepy`` logger, so also from the Python API and
 ``caffepy summary``) names it and why the module did not import; a module of that name on
-``sys.path`` always wins. User modules may ``import caffe`` (the ``caffe`` package is caffepy). The fork C++ type ``Proposal`` (ProposalLayer's
-computation, ``proposal_param`` where the schema has it) is registered here too.
+``sys.path`` always wins. User modules may ``import caffe`` (the ``caffe`` package is caffepy).
+The fork C++ type ``Proposal`` (ProposalLayer's computation, ``proposal_param`` where the schema
+has it) is registered here too.
 """
 import importlib
 import logging
@@ -73,6 +76,18 @@ def _builtin_stand_in(module_name, class_name):
     return builtin_layer_class(module_name, class_name)
 
 
+class ModuleMissing(ImportError):
+    """``python_param.module`` (or a package above it) is not on sys.path at all."""
+
+
+def _names_module(error, module_name):
+    """Whether ImportError ``error`` says ``module_name`` itself (or its package) is missing, as
+    opposed to the module being there and failing while it imports."""
+    missing = getattr(error, "name", None)
+    return (isinstance(error, ModuleNotFoundError) and bool(missing)
+            and (module_name == missing or module_name.startswith(missing + ".")))
+
+
 def load_python_layer_class(module_name, class_name):
     """Import ``module_name`` from sys.path and return its attribute ``class_name``.
 
@@ -83,8 +98,9 @@ def load_python_layer_class(module_name, class_name):
     try:
         module = importlib.import_module(module_name)
     except ImportError as e:
-        raise ImportError("cannot import python_param.module '%s' (for layer class '%s'): %s"
-                          % (module_name, class_name, " ".join(str(e).split())))
+        cls = ModuleMissing if _names_module(e, module_name) else ImportError
+        raise cls("cannot import python_param.module '%s' (for layer class '%s'): %s"
+                  % (module_name, class_name, " ".join(str(e).split())))
     try:
         return getattr(module, class_name)
     except AttributeError:
@@ -105,13 +121,19 @@ class PythonLayer(_CaffepyLayer):
         pp = layer_param.python_param
         try:
             cls = load_python_layer_class(pp.module, pp.layer)
-        except ImportError as e:
+        except ModuleMissing as e:
             cls = _builtin_stand_in(pp.module, pp.layer)
             if cls is None:
                 raise self.error(str(e))
             _log.warning("Python layer '%s': %s; caffepy's built-in %s.%s stands in for %s.%s",
                          layer_param.name, " ".join(str(e).split()), cls.__module__, cls.__name__,
                          pp.module, pp.layer)
+        except ImportError as e:  # the user's module is there but failed: it is not replaced
+            hint = ""
+            if _builtin_stand_in(pp.module, pp.layer) is not None:
+                hint = (" (caffepy's built-in stand-in for %s.%s is used only when that module "
+                        "is not on sys.path)" % (pp.module, pp.layer))
+            raise self.error(str(e) + hint)
         except AttributeError as e:
             raise self.error(str(e))
         except Exception as e:  # an error raised while importing the user's module

@@ -78,6 +78,22 @@ def test_user_rpn_module_wins_over_builtin(tmp_path, monkeypatch, clean_rpn, war
     assert not warnings_seen
 
 
+def test_user_rpn_module_that_fails_is_reported_not_replaced(tmp_path, monkeypatch, clean_rpn,
+                                                            warnings_seen):
+    (tmp_path / "rpn").mkdir()
+    (tmp_path / "rpn" / "__init__.py").write_text("")
+    (tmp_path / "rpn" / "proposal_layer.py").write_text(
+        "import caffe\nfrom fast_rcnn_lib_not_on_path.config import cfg\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "net.prototxt").write_text(RPN_NET)
+    with pytest.raises(caffe.errors.CaffeError,
+                       match=r"layer 'proposal' \(Python\): cannot import python_param.module "
+                             r"'rpn.proposal_layer'.*No module named 'fast_rcnn_lib_not_on_path'.*"
+                             r"stand-in for rpn.proposal_layer.ProposalLayer is used only when"):
+        caffe.Net(str(tmp_path / "net.prototxt"), caffe.TEST)
+    assert not warnings_seen
+
+
 def test_builtin_stands_in_with_a_warning(tmp_path, clean_rpn, warnings_seen):
     (tmp_path / "net.prototxt").write_text(RPN_NET)
     net = caffe.Net(str(tmp_path / "net.prototxt"), caffe.TEST)

@@ -58,8 +58,10 @@ def _converter(field):
 
 def add_arguments(parser):
     group = parser.add_argument_group(
-        "solver overrides", "replace a scalar field of the solver file for this run, e.g. "
-        "--max_iter 200 --test_interval 50 --snapshot_prefix runs/quick --base_lr 0.001")
+        "solver overrides", "--FIELD VALUE (or --FIELD=VALUE) replaces any scalar "
+        "SolverParameter field of the solver file for this run, e.g. --max_iter 200 "
+        "--test_interval 50 --snapshot_prefix runs/quick --base_lr 0.001 (not --snapshot, the "
+        "resume flag); each override is logged")
     for f in _scalar_fields(parser):
         group.add_argument("--" + f.name, dest=_DEST + f.name, type=_converter(f), default=None,
                            metavar=f.name.upper(), help=argparse.SUPPRESS)

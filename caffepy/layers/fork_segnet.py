@@ -5,7 +5,8 @@ and Bayesian SegNet's test-time dropout.
 other math; SegNet's classes are variants chosen per layer (``register_variant``):
 - BN is SegNet's when its ``bn_param`` sets ``bn_mode``, ``scale_filler`` or ``shift_filler``,
   when the layer has more than one top, or when it sets none of PSPNet's fields (``slope_filler``,
-  ``bias_filler``, ``momentum``, ``eps``, ``frozen``) and does not declare PSPNet's 4 ParamSpecs;
+  ``bias_filler``, ``momentum``, ``eps``, ``frozen``) and declares exactly 2 ParamSpecs (SegNet's
+  scale and shift); a bare ``type: "BN"`` stays PSPNet's;
 - Upsample is SegNet's when it has two bottoms (values and pooling mask).
 """
 import numpy as np
@@ -25,7 +26,7 @@ def _is_segnet_bn(lp):
     p = lp.bn_param
     if any(p.HasField(f) for f in _SEG_FIELDS) or len(lp.top) > 1:
         return True
-    return not any(p.HasField(f) for f in _PSP_FIELDS) and len(lp.param) != 4
+    return not any(p.HasField(f) for f in _PSP_FIELDS) and len(lp.param) == 2
 
 
 @register_variant("BN", _is_segnet_bn)

@@ -14,7 +14,9 @@ SEG_BN = ('type: "BN" bn_param { scale_filler { type: "constant" value: 1.5 } '
 def test_bn_variant_choice():
     assert isinstance(make_layer(SEG_BN), SegNetBNLayer)
     assert isinstance(make_layer('type: "BN" bn_param { bn_mode: INFERENCE }'), SegNetBNLayer)
-    assert isinstance(make_layer('type: "BN"'), SegNetBNLayer)
+    assert isinstance(make_layer('type: "BN" param { lr_mult: 1 } param { lr_mult: 1 }'),
+                      SegNetBNLayer)
+    assert isinstance(make_layer('type: "BN"'), BNLayer)
     assert isinstance(make_layer('type: "BN" bn_param { frozen: true }'), BNLayer)
     assert isinstance(make_layer('type: "BN" ' + 'param { lr_mult: 0 } ' * 4), BNLayer)
 

@@ -1,0 +1,302 @@
+"""Face-recognition layers of the forks: CenterLoss (ydwen/caffe-face), SphereFace's A-Softmax
+MarginInnerProduct (wy1iu/sphereface), and AM-Softmax's pieces from happynear/caffe-windows:
+LabelSpecificAdd, the weight-normalised InnerProduct (``inner_product_param { normalize: true }``)
+and its feature ``Normalize`` (a variant of SSD's type name: happynear's when the layer has no
+SSD ``norm_param``).
+"""
+import numpy as np
+
+from .. import fillers
+from ..errors import ShapeError
+from .base import Layer, LossLayer, register_layer, register_variant
+from .inner_product import InnerProductLayer
+
+
+def _labels(layer, blob, m, n):
+    y = blob.data.reshape(-1).astype(np.int64)
+    if y.size != m:
+        raise layer.error("%d labels for %d rows" % (y.size, m), ShapeError)
+    if y.size and (y.min() < 0 or y.max() >= n):
+        raise layer.error("label %d outside [0, %d)" % (y.max() if y.max() >= n else y.min(), n))
+    return y
+
+
+@register_layer("CenterLoss")
+class CenterLossLayer(LossLayer):
+    """Center loss (Wen et al. 2016, caffe-face).
+
+        L = sum_i ||x_i - c_{y_i}||^2 / (2 M);   dx_i = dL * (x_i - c_{y_i}) / M
+    The centre "gradient" is the fork's update rule, not dL/dc, and ignores the loss weight:
+        dc_j += sum_{i: y_i = j} (c_j - x_i) / (1 + #{i: y_i = j})
+    (the solver then moves c_j by lr * lr_mult times it: alpha of the paper).
+
+    prototxt: ``center_loss_param { num_output center_filler axis: 1 }``.
+    Bottoms: x (M, K...) flattened from ``axis``, label (M). Top: the loss ().
+    Param: centres (num_output, K).
+    """
+
+    def layer_setup(self, bottom, top):
+        p = self.layer_param.center_loss_param
+        if not p.num_output:
+            raise self.error("center_loss_param.num_output is required")
+        self.axis = bottom[0].canonical_axis_index(p.axis)
+        self.k = bottom[0].count_range(self.axis)
+        if not self.blobs:
+            self.blobs = [self.new_blob((p.num_output, self.k))]
+            fillers.fill(self.blobs[0], p.center_filler)
+        if self.blobs[0].shape != (p.num_output, self.k):
+            raise self.error("centres have shape %s, expected %s"
+                             % (self.blobs[0].shape, (p.num_output, self.k)), ShapeError)
+        self.param_propagate_down = [True]
+
+    def reshape(self, bottom, top):
+        if bottom[0].count_range(self.axis) != self.k:
+            raise self.error("the bottom has %d features per row, the centres %d"
+                             % (bottom[0].count_range(self.axis), self.k), ShapeError)
+        self.m = bottom[0].count_range(0, self.axis)
+        top[0].reshape(())
+
+    def forward_cpu(self, bottom, top):
+        c = self.blobs[0].data
+        self.y = _labels(self, bottom[1], self.m, c.shape[0])
+        self.dist = bottom[0].data.reshape(self.m, self.k) - c[self.y]
+        top[0].data[...] = np.square(self.dist).sum() / self.m / 2
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        if self.param_propagate_down[0]:
+            n = self.blobs[0].shape[0]
+            count = np.bincount(self.y, minlength=n).astype(self.dtype)
+            total = np.zeros((n, self.k), dtype=self.dtype)
+            np.add.at(total, self.y, -self.dist)
+            self.blobs[0].diff[...] += total / (1 + count)[:, None]
+        if propagate_down[0]:
+            bottom[0].diff.reshape(self.m, self.k)[...] = self.dist * (top[0].diff / self.m)
+
+
+def _psi(kind, c):
+    """SphereFace's psi(cos) with its sign constants, and psi'(cos), for m = kind + 1."""
+    s0 = np.sign(c)
+    if kind == 1:
+        return 2 * s0 * c ** 2 - 1, 4 * s0 * c
+    if kind == 2:
+        s1 = np.sign(np.abs(c) - 0.5)
+        s2 = s0 * (1 + s1) - 2
+        return s1 * (4 * c ** 3 - 3 * c) + s2, s1 * (12 * c ** 2 - 3)
+    s3 = s0 * np.sign(2 * c ** 2 - 1)
+    s4 = 2 * s0 + s3 - 3
+    return s3 * (8 * c ** 4 - 8 * c ** 2 + 1) + s4, s3 * (32 * c ** 3 - 16 * c)
+
+
+@register_layer("MarginInnerProduct")
+class MarginInnerProductLayer(Layer):
+    """SphereFace's A-Softmax inner product (type SINGLE..QUADRUPLE: margin m = 1..4).
+
+    Every forward first rescales each weight row to unit norm (in place, as the fork), counts
+    ``iter += 1`` (from ``iteration``) and sets lambda = max(base (1 + gamma iter)^-power,
+    lambda_min). With c = cos(theta) = x.w_j / |x|:
+        y_ij = x.w_j                                      (j != label_i, and every j for SINGLE)
+        y_ij = (|x| psi(c) + lambda x.w_j) / (1 + lambda) (j == label_i)
+        psi: m=2: 2 s0 c^2 - 1;  m=3: s1 (4c^3 - 3c) + s2;  m=4: s3 (8c^4 - 8c^2 + 1) + s4
+        s0 = sign(c), s1 = sign(|c| - 1/2), s2 = s0 (1 + s1) - 2, s3 = s0 sign(2c^2 - 1),
+        s4 = 2 s0 + s3 - 3   (psi(theta) = (-1)^k cos(m theta) - 2k).
+    Backward is the fork's: dW += dy^T x (the plain inner-product rule); dx = dy W for the other
+    columns; for the label column the direction (a w_j + b x) with a = psi'(c),
+    b = (psi(c) - c psi'(c)) / |x| is rescaled to unit (a, b) norm before it is scaled by
+    dy / (1 + lambda), plus lambda / (1 + lambda) dy w_j: not the exact gradient for m > 1.
+
+    prototxt: ``margin_inner_product_param { num_output type: SINGLE weight_filler axis: 1
+    base: 1 gamma: 0 power: 1 iteration: 0 lambda_min: 0 }``.
+    Bottoms: x (M, K...) flattened from ``axis``, label (M). Tops: y (M, num_output)
+    [, lambda (1)]. Param: weight (num_output, K).
+    """
+    exact_num_bottom_blobs = 2
+    min_top_blobs = 1
+    max_top_blobs = 2
+
+    def layer_setup(self, bottom, top):
+        p = self.layer_param.margin_inner_product_param
+        if not p.num_output:
+            raise self.error("margin_inner_product_param.num_output is required")
+        self.kind = int(p.type)
+        self.iter = float(p.iteration)
+        self.lam = 0.0
+        self.axis = bottom[0].canonical_axis_index(p.axis)
+        self.k = bottom[0].count_range(self.axis)
+        if not self.blobs:
+            self.blobs = [self.new_blob((p.num_output, self.k))]
+            fillers.fill(self.blobs[0], p.weight_filler)
+        if self.blobs[0].shape != (p.num_output, self.k):
+            raise self.error("weight has shape %s, expected %s"
+                             % (self.blobs[0].shape, (p.num_output, self.k)), ShapeError)
+        self.param_propagate_down = [True]
+
+    def reshape(self, bottom, top):
+        if bottom[0].count_range(self.axis) != self.k:
+            raise self.error("input size incompatible with the weights", ShapeError)
+        self.m = bottom[0].count_range(0, self.axis)
+        top[0].reshape(tuple(bottom[0].shape[:self.axis]) + (self.blobs[0].shape[0],))
+        if len(top) > 1:
+            top[1].reshape(1)
+
+    def forward_cpu(self, bottom, top):
+        p = self.layer_param.margin_inner_product_param
+        self.iter += 1
+        self.lam = max(p.base * (1 + p.gamma * self.iter) ** -p.power, p.lambda_min)
+        if len(top) > 1:
+            top[1].data[...] = self.lam
+        w = self.blobs[0].data
+        w /= np.sqrt(np.square(w).sum(axis=1, keepdims=True))
+        x = bottom[0].data.reshape(self.m, self.k)
+        y = top[0].data.reshape(self.m, -1)
+        y[...] = x @ w.T
+        if self.kind == 0:
+            return
+        self.y = _labels(self, bottom[1], self.m, w.shape[0])
+        rows = np.arange(self.m)
+        self.xn = np.sqrt(np.square(x).sum(axis=1))
+        self.c = y[rows, self.y] / self.xn
+        psi, _ = _psi(self.kind, self.c)
+        y[rows, self.y] = (self.xn * psi + self.lam * y[rows, self.y]) / (1 + self.lam)
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        dy = top[0].diff.reshape(self.m, -1)
+        x = bottom[0].data.reshape(self.m, self.k)
+        w = self.blobs[0].data
+        if self.param_propagate_down[0]:
+            self.blobs[0].diff[...] += dy.T @ x
+        if not propagate_down[0]:
+            return
+        dx = dy @ w
+        if self.kind:
+            rows = np.arange(self.m)
+            psi, dpsi = _psi(self.kind, self.c)
+            a, b = dpsi, (psi - self.c * dpsi) / self.xn
+            norm = np.sqrt(a * a + b * b)
+            g = dy[rows, self.y] / (1 + self.lam)
+            wy = w[self.y]
+            dx += (g * a / norm)[:, None] * wy + (g * b / norm)[:, None] * x - g[:, None] * wy
+        bottom[0].diff.reshape(self.m, self.k)[...] = dx
+
+    def allow_force_backward(self, bottom_index):
+        return bottom_index == 0
+
+
+@register_layer("LabelSpecificAdd")
+class LabelSpecificAddLayer(Layer):
+    """AM-Softmax's additive margin (happynear/caffe-windows): in TRAIN
+        y = x;  y[i, label_i] += bias  where x[i, label_i] > -bias    (bias = -m, e.g. -0.35)
+    with bias annealed when ``bias_base`` is set: bias = clip(bias_base + (1 + bias_gamma
+    iteration)^bias_power - 1, bias_min, bias_max), iteration += 1 per forward. TEST: y = x.
+    dx = dy (the fork's backward: a plain copy).
+
+    prototxt: ``label_specific_add_param { bias: 0 transform_test: false bias_base: 0
+    bias_gamma: 0 bias_power: 1 bias_min: 0 bias_max: 0 iteration: 0 }``.
+    Bottoms: x (M, D) scores, label (M). Tops: y (M, D) [, bias (1)].
+    """
+    exact_num_bottom_blobs = 2
+    min_top_blobs = 1
+    max_top_blobs = 2
+
+    def layer_setup(self, bottom, top):
+        p = self.layer_param.label_specific_add_param
+        self.bias = p.bias
+        self.iteration = int(p.iteration)
+        self.active = self.phase == self._caffe_pb2.TRAIN
+
+    def reshape(self, bottom, top):
+        if top[0] is not bottom[0]:
+            top[0].reshape(bottom[0].shape)
+        if len(top) > 1:
+            top[1].reshape(1)
+
+    def forward_cpu(self, bottom, top):
+        if top[0] is not bottom[0]:
+            top[0].data[...] = bottom[0].data
+        if not self.active:
+            return
+        p = self.layer_param.label_specific_add_param
+        if p.HasField("bias_base"):
+            b = p.bias_base + (1.0 + p.bias_gamma * self.iteration) ** p.bias_power - 1.0
+            self.bias = min(max(b, p.bias_min), p.bias_max)
+            self.iteration += 1
+        if len(top) > 1:
+            top[1].data[...] = self.bias
+        y = top[0].data.reshape(top[0].shape[0], -1)
+        lab = _labels(self, bottom[1], y.shape[0], y.shape[1])
+        rows = np.arange(y.shape[0])
+        hit = y[rows, lab] > -self.bias
+        y[rows[hit], lab[hit]] += self.bias
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        if propagate_down[0] and top[0] is not bottom[0]:
+            bottom[0].diff[...] = top[0].diff
+
+    def allow_force_backward(self, bottom_index):
+        return bottom_index == 0
+
+
+@register_variant("InnerProduct", lambda lp: lp.inner_product_param.normalize)
+class NormalizedInnerProductLayer(InnerProductLayer):
+    """happynear's InnerProduct with ``inner_product_param { normalize: true }``: every forward
+    first rescales each weight row in place, w_j <- w_j / sqrt(|w_j|^2 + 1e-6), then computes the
+    plain inner product; backward is the plain inner product's (the fork's)."""
+
+    def layer_setup(self, bottom, top):
+        super(NormalizedInnerProductLayer, self).layer_setup(bottom, top)
+        if self.transpose:
+            raise self.error("normalize: true with transpose: true is not supported")
+
+    def forward_cpu(self, bottom, top):
+        w = self.blobs[0].data
+        w /= np.sqrt(np.square(w).sum(axis=1, keepdims=True) + 1e-6)
+        super(NormalizedInnerProductLayer, self).forward_cpu(bottom, top)
+
+
+@register_variant("Normalize", lambda lp: not lp.HasField("norm_param"))
+class FeatureNormalizeLayer(Layer):
+    """happynear's Normalize (NormFace / AM-Softmax nets), used when the layer has no SSD
+    ``norm_param``: per example and position, over the channels,
+        L2: n = sqrt(sum_c x^2 + 1e-6), y = x / n;   dx = (dy - y sum_c(y dy)) / n
+        L1: n = sum_c |x| + 1e-6,       y = x / n;   dx = (dy - sign(x) sum_c(y dy)) / n
+    No parameters. prototxt: ``normalize_param { normalize_type: "L2" }`` (fix_gradient and bp_norm
+    are not supported). Bottom x (N, C, ...); tops: y (same shape) [, n (N, 1, ...)].
+    """
+    exact_num_bottom_blobs = 1
+    min_top_blobs = 1
+    max_top_blobs = 2
+
+    def layer_setup(self, bottom, top):
+        p = self.layer_param.normalize_param
+        self.kind = p.normalize_type
+        if self.kind not in ("L1", "L2"):
+            raise self.error("normalize_type must be L1 or L2, got %r" % self.kind)
+        if p.fix_gradient or p.bp_norm:
+            raise self.error("normalize_param fix_gradient / bp_norm are not supported")
+
+    def reshape(self, bottom, top):
+        shape = bottom[0].shape
+        if len(shape) < 2:
+            raise self.error("bottom must have at least 2 axes", ShapeError)
+        top[0].reshape(shape)
+        if len(top) > 1:
+            top[1].reshape((shape[0], 1) + tuple(shape[2:]))
+
+    def forward_cpu(self, bottom, top):
+        x = bottom[0].data.reshape(bottom[0].shape[0], bottom[0].shape[1], -1)
+        if self.kind == "L2":
+            self.n = np.sqrt(np.square(x).sum(axis=1, keepdims=True) + 1e-6)
+        else:
+            self.n = np.abs(x).sum(axis=1, keepdims=True) + 1e-6
+        self.y = x / self.n
+        top[0].data.reshape(self.y.shape)[...] = self.y
+        if len(top) > 1:
+            top[1].data.reshape(self.n.shape)[...] = self.n
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        if not propagate_down[0]:
+            return
+        dy = top[0].diff.reshape(self.y.shape)
+        a = (self.y * dy).sum(axis=1, keepdims=True)
+        x = bottom[0].data.reshape(self.y.shape)
+        proj = self.y if self.kind == "L2" else np.sign(x)
+        bottom[0].diff.reshape(self.y.shape)[...] = (dy - proj * a) / self.n

@@ -1,0 +1,138 @@
+import numpy as np
+import pytest
+
+from caffepy.layers.fork_face import FeatureNormalizeLayer, NormalizedInnerProductLayer
+from caffepy.layers.normalization import NormalizeLayer
+from caffepy.proto import caffe_pb2
+from caffepy.testing import check_layer_gradient, make_blobs, make_layer, run_layer
+
+RNG = np.random.default_rng(0)
+
+
+def test_center_loss_numbers_and_center_update():
+    x = np.array([[1.0, 2.0], [3.0, 0.0], [0.0, 1.0]])
+    lab = np.array([0, 0, 1])
+    layer = make_layer('type: "CenterLoss" center_loss_param { num_output: 2 '
+                       'center_filler { type: "constant" value: 0.5 } }')
+    (loss,) = run_layer(layer, make_blobs([x, lab]), make_blobs(1))
+    d = x - 0.5
+    assert np.isclose(loss, (d ** 2).sum() / 3 / 2)
+    top = make_blobs(1)
+    bottom = make_blobs([x, lab])
+    layer.forward(bottom, top)
+    top[0].diff[...] = 2.0
+    layer.backward(top, [True, False], bottom)
+    np.testing.assert_allclose(bottom[0].diff, 2.0 * d / 3)
+    # centre 0: two members, (c - x1 + c - x2) / 3; centre 1: one member, (c - x3) / 2
+    np.testing.assert_allclose(layer.blobs[0].diff, [-(d[0] + d[1]) / 3, -d[2] / 2])
+
+
+def test_center_loss_gradient_on_features():
+    x = RNG.standard_normal((4, 3))
+    layer = make_layer('type: "CenterLoss" center_loss_param { num_output: 3 '
+                       'center_filler { type: "gaussian" } }')
+    check_layer_gradient(layer, make_blobs([x, np.array([0, 2, 1, 2])]), make_blobs(1),
+                         check_bottom=[0], check_params=False)
+
+
+def _psi_ref(m, theta):
+    k = np.floor(theta * m / np.pi)
+    return (-1) ** k * np.cos(m * theta) - 2 * k
+
+
+@pytest.mark.parametrize("kind,m", [("DOUBLE", 2), ("TRIPLE", 3), ("QUADRUPLE", 4)])
+def test_margin_inner_product_matches_psi_of_the_paper(kind, m):
+    x = RNG.standard_normal((5, 4))
+    lab = np.array([0, 1, 2, 1, 0])
+    layer = make_layer('type: "MarginInnerProduct" margin_inner_product_param { num_output: 3 '
+                       'type: %s weight_filler { type: "gaussian" } base: 1000 gamma: 0.5 '
+                       'power: 2 lambda_min: 5 iteration: 10 }' % kind)
+    y, lam = run_layer(layer, make_blobs([x, lab]), make_blobs(2))
+    lam_want = max(1000 * (1 + 0.5 * 11) ** -2, 5)
+    assert np.isclose(lam[0], lam_want)
+    w = layer.blobs[0].data
+    np.testing.assert_allclose(np.linalg.norm(w, axis=1), 1)
+    xn = np.linalg.norm(x, axis=1)
+    plain = x @ w.T
+    theta = np.arccos(plain[np.arange(5), lab] / xn)
+    want = plain.copy()
+    want[np.arange(5), lab] = (xn * _psi_ref(m, theta) + lam_want * plain[np.arange(5), lab]) \
+        / (1 + lam_want)
+    np.testing.assert_allclose(y, want, rtol=1e-10, atol=1e-12)
+
+
+def test_margin_inner_product_backward_is_the_forks():
+    x = RNG.standard_normal((3, 4))
+    lab = np.array([2, 0, 1])
+    layer = make_layer('type: "MarginInnerProduct" margin_inner_product_param { num_output: 3 '
+                       'type: DOUBLE weight_filler { type: "gaussian" } base: 0 }')
+    bottom, top = make_blobs([x, lab]), make_blobs(1)
+    run_layer(layer, bottom, top)
+    dy = RNG.standard_normal((3, 3))
+    top[0].diff[...] = dy
+    layer.backward(top, [True, False], bottom)
+    w = layer.blobs[0].data
+    want = dy @ w
+    for i, j in enumerate(lab):
+        xn = np.linalg.norm(x[i])
+        c = x[i] @ w[j] / xn
+        a, b = 4 * np.sign(c) * c, -(2 * np.sign(c) * c * c + 1) / xn
+        r = np.hypot(a, b)
+        want[i] += dy[i, j] * ((a / r) * w[j] + (b / r) * x[i] - w[j])
+    np.testing.assert_allclose(bottom[0].diff, want, rtol=1e-10)
+    np.testing.assert_allclose(layer.blobs[0].diff, dy.T @ x)
+
+
+def test_margin_inner_product_single_gradient():
+    x = RNG.standard_normal((3, 4))
+    layer = make_layer('type: "MarginInnerProduct" margin_inner_product_param { num_output: 3 '
+                       'weight_filler { type: "gaussian" } }')
+    check_layer_gradient(layer, make_blobs([x, np.array([0, 1, 2])]), make_blobs(1),
+                         check_bottom=[0], check_params=False)
+
+
+def test_label_specific_add_train_and_test():
+    x = np.array([[0.5, 0.2], [0.1, 0.9], [0.3, 0.4]])
+    lab = np.array([0, 1, 0])
+    text = 'type: "LabelSpecificAdd" label_specific_add_param { bias: -0.35 }'
+    (y,) = run_layer(make_layer(text, phase=caffe_pb2.TRAIN), make_blobs([x, lab]),
+                     make_blobs(1))
+    np.testing.assert_allclose(y, [[0.15, 0.2], [0.1, 0.55], [0.3, 0.4]])  # 0.3 <= 0.35: kept
+    (y,) = run_layer(make_layer(text, phase=caffe_pb2.TEST), make_blobs([x, lab]), make_blobs(1))
+    np.testing.assert_allclose(y, x)
+    anneal = make_layer('type: "LabelSpecificAdd" label_specific_add_param { bias_base: 0 '
+                        'bias_gamma: 1 bias_power: 1 bias_min: 0 bias_max: 0.5 }',
+                        phase=caffe_pb2.TRAIN)
+    bottom, top = make_blobs([x, lab]), make_blobs(2)
+    run_layer(anneal, bottom, top)
+    assert top[1].data[0] == 0
+    anneal.forward(bottom, top)
+    assert np.isclose(top[1].data[0], 0.5)  # 0 + (1 + 1)^1 - 1 = 1, clipped to 0.5
+    check_layer_gradient(make_layer(text, phase=caffe_pb2.TRAIN),
+                         make_blobs([x + 1, lab]), make_blobs(1), check_bottom=[0])
+
+
+@pytest.mark.parametrize("kind", ["L2", "L1"])
+def test_feature_normalize(kind):
+    x = RNG.standard_normal((2, 3, 2, 2)) + 0.1
+    layer = make_layer('type: "Normalize" normalize_param { normalize_type: "%s" }' % kind)
+    assert isinstance(layer, FeatureNormalizeLayer)
+    (y,) = run_layer(layer, make_blobs([x]), make_blobs(1))
+    n = np.sqrt((x ** 2).sum(1, keepdims=True) + 1e-6) if kind == "L2" else \
+        np.abs(x).sum(1, keepdims=True) + 1e-6
+    np.testing.assert_allclose(y, x / n)
+    check_layer_gradient(layer, make_blobs([x]), make_blobs(1))
+    assert isinstance(make_layer('type: "Normalize" norm_param { across_spatial: false }'),
+                      NormalizeLayer)
+
+
+def test_normalized_inner_product():
+    x = RNG.standard_normal((2, 3))
+    layer = make_layer('type: "InnerProduct" inner_product_param { num_output: 4 normalize: true '
+                       'bias_term: false weight_filler { type: "gaussian" std: 3 } }')
+    assert isinstance(layer, NormalizedInnerProductLayer)
+    (y,) = run_layer(layer, make_blobs([x]), make_blobs(1))
+    w = layer.blobs[0].data
+    np.testing.assert_allclose((w ** 2).sum(1), 1, rtol=1e-5)
+    np.testing.assert_allclose(y, x @ w.T)
+    check_layer_gradient(layer, make_blobs([x]), make_blobs(1), check_params=False)

@@ -251,6 +251,12 @@ class NormalizedInnerProductLayer(InnerProductLayer):
         w /= np.sqrt(np.square(w).sum(axis=1, keepdims=True) + 1e-6)
         super(NormalizedInnerProductLayer, self).forward_cpu(bottom, top)
 
+    def forward_gpu(self, bottom, top):  # the parent's GPU kernel would skip this variant's step
+        self.forward_cpu(bottom, top)
+
+    def backward_gpu(self, top, propagate_down, bottom):
+        self.backward_cpu(top, propagate_down, bottom)
+
 
 @register_variant("Normalize", lambda lp: not lp.HasField("norm_param"))
 class FeatureNormalizeLayer(Layer):

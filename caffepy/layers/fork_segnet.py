@@ -197,6 +197,12 @@ class SampledDropoutLayer(DropoutLayer):
         super(SampledDropoutLayer, self).layer_setup(bottom, top)
         self.train = True
 
+    def forward_gpu(self, bottom, top):  # the parent's GPU kernel would skip this variant's step
+        self.forward_cpu(bottom, top)
+
+    def backward_gpu(self, top, propagate_down, bottom):
+        self.backward_cpu(top, propagate_down, bottom)
+
 
 class _DenseLoader(object):
     """Image / label-image pairs for DenseImageData (runs on the prefetch thread after setup)."""

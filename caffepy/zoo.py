@@ -125,6 +125,13 @@ def _image_shape(lp, default_shape):
     wdp = _field(lp, "window_data_param")
     if wdp is not None and wdp.crop_size:
         h = w = wdp.crop_size
+    ddp = _field(lp, "dense_image_data_param")  # SegNet
+    if ddp is not None and lp.type == "DenseImageData":
+        c = 3 if ddp.is_color else 1
+        if ddp.crop_height and ddp.crop_width and not (tp is not None and tp.crop_size):
+            h, w = ddp.crop_height, ddp.crop_width
+        elif ddp.new_height and ddp.new_width and not (tp is not None and tp.crop_size):
+            h, w = ddp.new_height, ddp.new_width
     if lp.type == "VideoData":  # C3D v1.0 keeps crop_size in image_data_param, v1.1 and TSN
         vdp = _field(lp, "video_data_param")  # their sizes in video_data_param
         for sub in (vdp, idp):

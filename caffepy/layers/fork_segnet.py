@@ -16,6 +16,7 @@ from ..data.image import read_image
 from ..errors import CaffeError, ShapeError
 from .base import Layer, register_layer, register_variant
 from .data import BasePrefetchingDataLayer, _ensure
+from .loss import FLT_MIN, SoftmaxWithLossLayer
 from .neuron import DropoutLayer
 
 _PSP_FIELDS = ("slope_filler", "bias_filler", "momentum", "eps", "frozen")
@@ -198,6 +199,51 @@ class SampledDropoutLayer(DropoutLayer):
         self.train = True
 
     def forward_gpu(self, bottom, top):  # the parent's GPU kernel would skip this variant's step
+        self.forward_cpu(bottom, top)
+
+    def backward_gpu(self, top, propagate_down, bottom):
+        self.backward_cpu(top, propagate_down, bottom)
+
+
+@register_variant("SoftmaxWithLoss", lambda lp: lp.loss_param.weight_by_label_freqs)
+class ClassWeightedSoftmaxWithLossLayer(SoftmaxWithLossLayer):
+    """SegNet's class-balanced SoftmaxWithLoss (``loss_param { weight_by_label_freqs: true
+    class_weighting: w_0 ... w_{C-1} }``, one weight per class):
+
+        loss = -sum_{i valid} w[label_i] log(max(p[i, label_i], FLT_MIN)) / normalizer
+        dx_i = w[label_i] (p_i - onehot(label_i)) * top_diff / normalizer
+
+    The normalizer is Caffe's (``normalize: true``: the number of non-ignored labels, not the sum
+    of their weights). Everything else is SoftmaxWithLoss.
+    """
+
+    def layer_setup(self, bottom, top):
+        super(ClassWeightedSoftmaxWithLossLayer, self).layer_setup(bottom, top)
+        self.class_weight = np.asarray(self.layer_param.loss_param.class_weighting, np.float64)
+
+    def reshape(self, bottom, top):
+        super(ClassWeightedSoftmaxWithLossLayer, self).reshape(bottom, top)
+        if self.class_weight.size != self.channels:
+            raise self.error("%d class_weighting values for %d classes"
+                             % (self.class_weight.size, self.channels))
+
+    def forward_cpu(self, bottom, top):
+        self._softmax(bottom, top)
+        p = np.take_along_axis(self.prob, self.labels[:, None, :], axis=1)[:, 0, :]
+        self.w = np.where(self.valid, self.class_weight[np.where(self.valid, self.labels, 0)], 0)
+        self.norm = self._normalizer(int(self.valid.sum()))
+        top[0].data[...] = -np.sum(np.log(np.maximum(p, FLT_MIN)) * self.w) / self.norm
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        valid = self.valid
+        self.valid = self.w  # the parent scales each position's gradient by this mask
+        try:
+            super(ClassWeightedSoftmaxWithLossLayer, self).backward_cpu(top, propagate_down,
+                                                                        bottom)
+        finally:
+            self.valid = valid
+
+    def forward_gpu(self, bottom, top):  # the parent's GPU kernel has no class weights
         self.forward_cpu(bottom, top)
 
     def backward_gpu(self, top, propagate_down, bottom):

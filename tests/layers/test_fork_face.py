@@ -136,3 +136,59 @@ def test_normalized_inner_product():
     np.testing.assert_allclose((w ** 2).sum(1), 1, rtol=1e-5)
     np.testing.assert_allclose(y, x @ w.T)
     check_layer_gradient(layer, make_blobs([x]), make_blobs(1), check_params=False)
+
+
+# Face nets shrunk from the forks' published train files: SphereFace (MarginInnerProduct with its
+# lambda top, PReLU residual blocks), caffe-face (CenterLoss beside the softmax, loss_weight 0.008),
+# AM-Softmax (Normalize, normalized InnerProduct, LabelSpecificAdd, fixed Scale of 30).
+FACE_HEAD = """
+name: "face-mini"
+layer { name: "data" type: "ImageData" top: "data" top: "label"
+  image_data_param { source: "list.txt" batch_size: 4 new_height: 12 new_width: 10 }
+  transform_param { mean_value: 127.5 scale: 0.0078125 } }
+layer { name: "conv1" type: "Convolution" bottom: "data" top: "conv1"
+  convolution_param { num_output: 4 kernel_size: 3 stride: 2 pad: 1 weight_filler { type: "xavier" } } }
+layer { name: "relu1" type: "PReLU" bottom: "conv1" top: "conv1" }
+layer { name: "conv1_2" type: "Convolution" bottom: "conv1" top: "conv1_2"
+  convolution_param { num_output: 4 kernel_size: 3 pad: 1 weight_filler { type: "gaussian" std: 0.01 } } }
+layer { name: "relu1_2" type: "PReLU" bottom: "conv1_2" top: "conv1_2" }
+layer { name: "res1" type: "Eltwise" bottom: "conv1" bottom: "conv1_2" top: "res1"
+  eltwise_param { operation: SUM } }
+layer { name: "fc5" type: "InnerProduct" bottom: "res1" top: "fc5"
+  inner_product_param { num_output: 8 weight_filler { type: "xavier" } } }
+"""
+SPHEREFACE = FACE_HEAD + """
+layer { name: "fc6" type: "MarginInnerProduct" bottom: "fc5" bottom: "label" top: "fc6" top: "lambda"
+  param { lr_mult: 1 decay_mult: 1 }
+  margin_inner_product_param { num_output: 6 type: QUADRUPLE weight_filler { type: "xavier" }
+    base: 1000 gamma: 0.12 power: 1 lambda_min: 5 iteration: 0 } }
+layer { name: "softmax_loss" type: "SoftmaxWithLoss" bottom: "fc6" bottom: "label" top: "softmax_loss" }
+"""
+CENTER = FACE_HEAD + """
+layer { name: "fc6" type: "InnerProduct" bottom: "fc5" top: "fc6"
+  inner_product_param { num_output: 6 weight_filler { type: "xavier" } } }
+layer { name: "softmax_loss" type: "SoftmaxWithLoss" bottom: "fc6" bottom: "label" top: "softmax_loss" }
+layer { name: "center_loss" type: "CenterLoss" bottom: "fc5" bottom: "label" top: "center_loss"
+  param { lr_mult: 1 decay_mult: 2 }
+  center_loss_param { num_output: 6 center_filler { type: "xavier" } } loss_weight: 0.008 }
+"""
+AMSOFTMAX = FACE_HEAD + """
+layer { name: "norm1" type: "Normalize" bottom: "fc5" top: "norm1" }
+layer { name: "fc6_l2" type: "InnerProduct" bottom: "norm1" top: "fc6"
+  param { lr_mult: 1 decay_mult: 1 }
+  inner_product_param { num_output: 6 normalize: true bias_term: false weight_filler { type: "xavier" } } }
+layer { name: "label_specific_margin" type: "LabelSpecificAdd" bottom: "fc6" bottom: "label" top: "fc6_margin"
+  label_specific_add_param { bias: -0.35 } }
+layer { name: "fc6_margin_scale" type: "Scale" bottom: "fc6_margin" top: "fc6_margin_scale"
+  param { lr_mult: 0 decay_mult: 0 } scale_param { filler { type: "constant" value: 30 } } }
+layer { name: "softmax_loss" type: "SoftmaxWithLoss" bottom: "fc6_margin_scale" bottom: "label" top: "softmax_loss" }
+"""
+
+
+@pytest.mark.parametrize("text", [SPHEREFACE, CENTER, AMSOFTMAX], ids=["sphereface", "center",
+                                                                      "amsoftmax"])
+def test_face_nets_forward_and_train_step(text):
+    from .fork_nets import forward, train_step
+    net = forward(text, labels=6)
+    assert net.blobs["fc6"].shape == (1, 6)
+    train_step(text, labels=6, batch=4)

@@ -112,11 +112,12 @@ class MarginInnerProductLayer(Layer):
     exact_num_bottom_blobs = 2
     min_top_blobs = 1
     max_top_blobs = 2
+    param_field = "margin_inner_product_param"
 
     def layer_setup(self, bottom, top):
-        p = self.layer_param.margin_inner_product_param
+        p = getattr(self.layer_param, self.param_field)
         if not p.num_output:
-            raise self.error("margin_inner_product_param.num_output is required")
+            raise self.error("%s.num_output is required" % self.param_field)
         self.kind = int(p.type)
         self.iter = float(p.iteration)
         self.lam = 0.0
@@ -179,6 +180,66 @@ class MarginInnerProductLayer(Layer):
 
     def allow_force_backward(self, bottom_index):
         return bottom_index == 0
+
+
+@register_layer("LargeMarginInnerProduct")
+class LargeMarginInnerProductLayer(MarginInnerProductLayer):
+    """L-Softmax's inner product (wy1iu/LargeMargin_Softmax_Loss): SphereFace's margin without
+    the weight normalisation. With c = x.w_j / (|x| |w_j|) and psi as in MarginInnerProduct:
+        y_ij = x.w_j (j != label_i, and every j for SINGLE)
+        y_ij = (|x| |w_j| psi(c) + lambda x.w_j) / (1 + lambda) (j == label_i)
+    Backward is the exact gradient (the fork's): for the label column,
+        d/dx = (psi'(c) w_j + |w_j| (psi(c) - c psi'(c)) x / |x| + lambda w_j) / (1 + lambda),
+    and symmetrically for w_j; plain inner-product gradients elsewhere.
+
+    prototxt: ``largemargin_inner_product_param { num_output type: SINGLE weight_filler axis: 1
+    base: 1 gamma: 0 power: 1 iteration: 0 lambda_min: 0 }``. Bottoms: x (M, K...), label (M).
+    Tops: y (M, num_output) [, lambda (1)]. Param: weight (num_output, K).
+    """
+    param_field = "largemargin_inner_product_param"
+
+    def forward_cpu(self, bottom, top):
+        p = getattr(self.layer_param, self.param_field)
+        self.iter += 1
+        self.lam = max(p.base * (1 + p.gamma * self.iter) ** -p.power, p.lambda_min)
+        if len(top) > 1:
+            top[1].data[...] = self.lam
+        w = self.blobs[0].data
+        x = bottom[0].data.reshape(self.m, self.k)
+        y = top[0].data.reshape(self.m, -1)
+        y[...] = x @ w.T
+        if self.kind == 0:
+            return
+        self.y = _labels(self, bottom[1], self.m, w.shape[0])
+        rows = np.arange(self.m)
+        self.xn = np.sqrt(np.square(x).sum(axis=1))
+        self.wn = np.sqrt(np.square(w[self.y]).sum(axis=1))
+        self.c = y[rows, self.y] / (self.xn * self.wn)
+        psi, _ = _psi(self.kind, self.c)
+        y[rows, self.y] = (self.xn * self.wn * psi + self.lam * y[rows, self.y]) / (1 + self.lam)
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        dy = top[0].diff.reshape(self.m, -1)
+        x = bottom[0].data.reshape(self.m, self.k)
+        w = self.blobs[0].data
+        if self.kind:
+            rows = np.arange(self.m)
+            psi, dpsi = _psi(self.kind, self.c)
+            g = dy[rows, self.y] / (1 + self.lam)
+            rest = psi - self.c * dpsi
+            wy = w[self.y]
+            # the label entries' own terms, minus what the plain products below add for them
+            gx = g[:, None] * (dpsi[:, None] * wy + (self.wn * rest / self.xn)[:, None] * x - wy)
+            gw = g[:, None] * (dpsi[:, None] * x + (self.xn * rest / self.wn)[:, None] * wy - x)
+        if self.param_propagate_down[0]:
+            self.blobs[0].diff[...] += dy.T @ x
+            if self.kind:
+                np.add.at(self.blobs[0].diff, self.y, gw)
+        if propagate_down[0]:
+            dx = dy @ w
+            if self.kind:
+                dx += gx
+            bottom[0].diff.reshape(self.m, self.k)[...] = dx
 
 
 @register_layer("LabelSpecificAdd")

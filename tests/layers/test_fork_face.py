@@ -192,3 +192,25 @@ def test_face_nets_forward_and_train_step(text):
     net = forward(text, labels=6)
     assert net.blobs["fc6"].shape == (1, 6)
     train_step(text, labels=6, batch=4)
+
+
+@pytest.mark.parametrize("kind,m", [("DOUBLE", 2), ("TRIPLE", 3), ("QUADRUPLE", 4)])
+def test_large_margin_inner_product(kind, m):
+    x = RNG.standard_normal((4, 3))
+    lab = np.array([1, 0, 2, 1])
+    text = ('type: "LargeMarginInnerProduct" largemargin_inner_product_param { num_output: 3 '
+            'type: %s weight_filler { type: "gaussian" std: 2 } base: 4 gamma: 1 power: 1 }' % kind)
+    layer = make_layer(text)
+    y, lam = run_layer(layer, make_blobs([x, lab]), make_blobs(2))
+    assert np.isclose(lam[0], 4 / 2.0)
+    w = layer.blobs[0].data
+    plain = x @ w.T
+    r = np.arange(4)
+    xn, wn = np.linalg.norm(x, axis=1), np.linalg.norm(w[lab], axis=1)
+    theta = np.arccos(plain[r, lab] / (xn * wn))
+    want = plain.copy()
+    want[r, lab] = (xn * wn * _psi_ref(m, theta) + 2 * plain[r, lab]) / 3
+    np.testing.assert_allclose(y, want, rtol=1e-10)
+    steady = text.replace("base: 4 gamma: 1", "base: 0.5 gamma: 0")  # lambda fixed across calls
+    check_layer_gradient(make_layer(steady), make_blobs([x, lab]), make_blobs(1),
+                         check_bottom=[0])

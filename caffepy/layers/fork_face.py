@@ -1,15 +1,12 @@
-"""Face-recognition layers of the forks: CenterLoss (ydwen/caffe-face), SphereFace's A-Softmax
-MarginInnerProduct (wy1iu/sphereface), and AM-Softmax's pieces from happynear/caffe-windows:
-LabelSpecificAdd, the weight-normalised InnerProduct (``inner_product_param { normalize: true }``)
-and its feature ``Normalize`` (a variant of SSD's type name: happynear's when the layer has no
-SSD ``norm_param``).
+"""Face-recognition losses of the forks: CenterLoss (ydwen/caffe-face), SphereFace's A-Softmax
+MarginInnerProduct (wy1iu/sphereface) and L-Softmax's LargeMarginInnerProduct
+(wy1iu/LargeMargin_Softmax_Loss). AM-Softmax / NormFace pieces are in ``fork_amsoftmax.py``.
 """
 import numpy as np
 
 from .. import fillers
 from ..errors import ShapeError
-from .base import Layer, LossLayer, register_layer, register_variant
-from .inner_product import InnerProductLayer
+from .base import Layer, LossLayer, register_layer
 
 
 def _labels(layer, blob, m, n):
@@ -240,130 +237,3 @@ class LargeMarginInnerProductLayer(MarginInnerProductLayer):
             if self.kind:
                 dx += gx
             bottom[0].diff.reshape(self.m, self.k)[...] = dx
-
-
-@register_layer("LabelSpecificAdd")
-class LabelSpecificAddLayer(Layer):
-    """AM-Softmax's additive margin (happynear/caffe-windows): in TRAIN
-        y = x;  y[i, label_i] += bias  where x[i, label_i] > -bias    (bias = -m, e.g. -0.35)
-    with bias annealed when ``bias_base`` is set: bias = clip(bias_base + (1 + bias_gamma
-    iteration)^bias_power - 1, bias_min, bias_max), iteration += 1 per forward. TEST: y = x.
-    dx = dy (the fork's backward: a plain copy).
-
-    prototxt: ``label_specific_add_param { bias: 0 transform_test: false bias_base: 0
-    bias_gamma: 0 bias_power: 1 bias_min: 0 bias_max: 0 iteration: 0 }``.
-    Bottoms: x (M, D) scores, label (M). Tops: y (M, D) [, bias (1)].
-    """
-    exact_num_bottom_blobs = 2
-    min_top_blobs = 1
-    max_top_blobs = 2
-
-    def layer_setup(self, bottom, top):
-        p = self.layer_param.label_specific_add_param
-        self.bias = p.bias
-        self.iteration = int(p.iteration)
-        self.active = self.phase == self._caffe_pb2.TRAIN
-
-    def reshape(self, bottom, top):
-        if top[0] is not bottom[0]:
-            top[0].reshape(bottom[0].shape)
-        if len(top) > 1:
-            top[1].reshape(1)
-
-    def forward_cpu(self, bottom, top):
-        if top[0] is not bottom[0]:
-            top[0].data[...] = bottom[0].data
-        if not self.active:
-            return
-        p = self.layer_param.label_specific_add_param
-        if p.HasField("bias_base"):
-            b = p.bias_base + (1.0 + p.bias_gamma * self.iteration) ** p.bias_power - 1.0
-            self.bias = min(max(b, p.bias_min), p.bias_max)
-            self.iteration += 1
-        if len(top) > 1:
-            top[1].data[...] = self.bias
-        y = top[0].data.reshape(top[0].shape[0], -1)
-        lab = _labels(self, bottom[1], y.shape[0], y.shape[1])
-        rows = np.arange(y.shape[0])
-        hit = y[rows, lab] > -self.bias
-        y[rows[hit], lab[hit]] += self.bias
-
-    def backward_cpu(self, top, propagate_down, bottom):
-        if propagate_down[0] and top[0] is not bottom[0]:
-            bottom[0].diff[...] = top[0].diff
-
-    def allow_force_backward(self, bottom_index):
-        return bottom_index == 0
-
-
-@register_variant("InnerProduct", lambda lp: lp.inner_product_param.normalize)
-class NormalizedInnerProductLayer(InnerProductLayer):
-    """happynear's InnerProduct with ``inner_product_param { normalize: true }``: every forward
-    first rescales each weight row in place, w_j <- w_j / sqrt(|w_j|^2 + 1e-6), then computes the
-    plain inner product; backward is the plain inner product's (the fork's)."""
-
-    def layer_setup(self, bottom, top):
-        super(NormalizedInnerProductLayer, self).layer_setup(bottom, top)
-        if self.transpose:
-            raise self.error("normalize: true with transpose: true is not supported")
-
-    def forward_cpu(self, bottom, top):
-        w = self.blobs[0].data
-        w /= np.sqrt(np.square(w).sum(axis=1, keepdims=True) + 1e-6)
-        super(NormalizedInnerProductLayer, self).forward_cpu(bottom, top)
-
-    def forward_gpu(self, bottom, top):  # the parent's GPU kernel would skip this variant's step
-        self.forward_cpu(bottom, top)
-
-    def backward_gpu(self, top, propagate_down, bottom):
-        self.backward_cpu(top, propagate_down, bottom)
-
-
-@register_variant("Normalize", lambda lp: not lp.HasField("norm_param"))
-class FeatureNormalizeLayer(Layer):
-    """happynear's Normalize (NormFace / AM-Softmax nets), used when the layer has no SSD
-    ``norm_param``: per example and position, over the channels,
-        L2: n = sqrt(sum_c x^2 + 1e-6), y = x / n;   dx = (dy - y sum_c(y dy)) / n
-        L1: n = sum_c |x| + 1e-6,       y = x / n;   dx = (dy - sign(x) sum_c(y dy)) / n
-    No parameters. prototxt: ``normalize_param { normalize_type: "L2" }`` (fix_gradient and bp_norm
-    are not supported). Bottom x (N, C, ...); tops: y (same shape) [, n (N, 1, ...)].
-    """
-    exact_num_bottom_blobs = 1
-    min_top_blobs = 1
-    max_top_blobs = 2
-
-    def layer_setup(self, bottom, top):
-        p = self.layer_param.normalize_param
-        self.kind = p.normalize_type
-        if self.kind not in ("L1", "L2"):
-            raise self.error("normalize_type must be L1 or L2, got %r" % self.kind)
-        if p.fix_gradient or p.bp_norm:
-            raise self.error("normalize_param fix_gradient / bp_norm are not supported")
-
-    def reshape(self, bottom, top):
-        shape = bottom[0].shape
-        if len(shape) < 2:
-            raise self.error("bottom must have at least 2 axes", ShapeError)
-        top[0].reshape(shape)
-        if len(top) > 1:
-            top[1].reshape((shape[0], 1) + tuple(shape[2:]))
-
-    def forward_cpu(self, bottom, top):
-        x = bottom[0].data.reshape(bottom[0].shape[0], bottom[0].shape[1], -1)
-        if self.kind == "L2":
-            self.n = np.sqrt(np.square(x).sum(axis=1, keepdims=True) + 1e-6)
-        else:
-            self.n = np.abs(x).sum(axis=1, keepdims=True) + 1e-6
-        self.y = x / self.n
-        top[0].data.reshape(self.y.shape)[...] = self.y
-        if len(top) > 1:
-            top[1].data.reshape(self.n.shape)[...] = self.n
-
-    def backward_cpu(self, top, propagate_down, bottom):
-        if not propagate_down[0]:
-            return
-        dy = top[0].diff.reshape(self.y.shape)
-        a = (self.y * dy).sum(axis=1, keepdims=True)
-        x = bottom[0].data.reshape(self.y.shape)
-        proj = self.y if self.kind == "L2" else np.sign(x)
-        bottom[0].diff.reshape(self.y.shape)[...] = (dy - proj * a) / self.n

@@ -1,7 +1,8 @@
 import numpy as np
 import pytest
 
-from caffepy.layers.fork_face import FeatureNormalizeLayer, NormalizedInnerProductLayer
+from caffepy.errors import NetError
+from caffepy.layers.fork_amsoftmax import FeatureNormalizeLayer, NormalizedInnerProductLayer
 from caffepy.layers.normalization import NormalizeLayer
 from caffepy.proto import caffe_pb2
 from caffepy.testing import check_layer_gradient, make_blobs, make_layer, run_layer
@@ -214,3 +215,30 @@ def test_large_margin_inner_product(kind, m):
     steady = text.replace("base: 4 gamma: 1", "base: 0.5 gamma: 0")  # lambda fixed across calls
     check_layer_gradient(make_layer(steady), make_blobs([x, lab]), make_blobs(1),
                          check_bottom=[0])
+
+
+def test_channel_scale_and_flip():
+    x, a = RNG.standard_normal((2, 3, 2, 2)), RNG.standard_normal((2, 1, 2, 2))
+    layer = make_layer('type: "ChannelScale"')
+    (y,) = run_layer(layer, make_blobs([x, a]), make_blobs(1))
+    np.testing.assert_allclose(y, x * a)
+    check_layer_gradient(layer, make_blobs([x, a]), make_blobs(1))
+    flip = make_layer('type: "Flip" flip_param { flip_width: true flip_height: true }')
+    (f,) = run_layer(flip, make_blobs([x]), make_blobs(1))
+    np.testing.assert_array_equal(f, x[:, :, ::-1, ::-1])
+    check_layer_gradient(flip, make_blobs([x]), make_blobs(1))
+
+
+def test_normalize_bp_norm_and_softmax_guard():
+    x = RNG.standard_normal((3, 4)) + 0.2
+    layer = make_layer('type: "Normalize" normalize_param { bp_norm: true }')
+    y, n = run_layer(layer, make_blobs([x]), make_blobs(2))
+    np.testing.assert_allclose(n.reshape(-1), np.sqrt((x ** 2).sum(1) + 1e-6))
+    check_layer_gradient(layer, make_blobs([x]), make_blobs(2))
+    ok = make_layer('type: "SoftmaxWithLoss" softmax_param { normalize_type: "Softmax" }')
+    (loss,) = run_layer(ok, make_blobs([x, np.array([0, 1, 3])]), make_blobs(1))
+    p = np.exp(x) / np.exp(x).sum(1, keepdims=True)
+    assert np.isclose(loss, -np.log(p[[0, 1, 2], [0, 1, 3]]).mean())
+    with pytest.raises(NetError, match="not supported"):
+        run_layer(make_layer('type: "SoftmaxWithLoss" softmax_param { hard_ratio: 0.5 }'),
+                  make_blobs([x, np.array([0, 1, 3])]), make_blobs(1))

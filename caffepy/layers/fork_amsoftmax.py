@@ -1,7 +1,8 @@
-"""AM-Softmax / NormFace layers of happynear/caffe-windows: LabelSpecificAdd (additive margin),
-ChannelScale, Flip, the feature ``Normalize`` (a variant of SSD's type name: happynear's when the
-layer has no SSD ``norm_param``), the weight-normalised InnerProduct (``inner_product_param
-{ normalize: true }``) and a guard for its softmax_param options.
+"""Margins on cosine scores and their helpers: AM-Softmax / NormFace layers of
+happynear/caffe-windows (LabelSpecificAdd, ChannelScale, Flip, the feature ``Normalize`` (a
+variant of SSD's type name: happynear's when the layer has no SSD ``norm_param``), the
+weight-normalised InnerProduct (``inner_product_param { normalize: true }``), a guard for its
+softmax_param options) and ArcFace's CosinAddm (xialuxi/arcface-caffe).
 """
 import numpy as np
 
@@ -249,3 +250,52 @@ class ChannelScaleLayer(Layer):
         if propagate_down[1]:
             da = (x * dy).sum(axis=1, keepdims=True) if p.do_backward_scale else 0 * a
             bottom[1].diff.reshape(a.shape)[...] = da
+
+
+@register_layer("CosinAddm")
+class CosinAddmLayer(Layer):
+    """ArcFace's additive angular margin on cosine scores (xialuxi/arcface-caffe), in every phase:
+    for the label column, with c = min(x, 1) and theta = arccos c,
+        y = cos(theta + m) = c cos m - sin(theta) sin m    if c > cos(pi - m)
+        y = c - m sin(pi - m)                              otherwise;
+    other columns y = x. dx = dy except on the label column: (cos m + sin m c / sin(theta)) dy,
+    or dy on the second branch (and where sin(theta) = 0).
+
+    prototxt: ``cosin_add_m_param { m: 0.5 transform_test: false }`` (transform_test is read but
+    unused by the fork). Bottoms: cosines (M, D), label (M). Top: (M, D).
+    """
+    exact_num_bottom_blobs = 2
+    exact_num_top_blobs = 1
+
+    def reshape(self, bottom, top):
+        top[0].reshape(bottom[0].shape)
+
+    def forward_cpu(self, bottom, top):
+        m = self.layer_param.cosin_add_m_param.m
+        x = bottom[0].data.reshape(bottom[0].shape[0], -1)
+        y = top[0].data.reshape(x.shape)
+        y[...] = x
+        self.lab = _labels(self, bottom[1], x.shape[0], x.shape[1])
+        rows = np.arange(x.shape[0])
+        c = np.minimum(x[rows, self.lab], 1.0)
+        self.c, self.far = c, c <= np.cos(np.pi - m)
+        sin = np.sqrt(1 - c * c)
+        y[rows, self.lab] = np.where(self.far, c - np.sin(np.pi - m) * m,
+                                     c * np.cos(m) - sin * np.sin(m))
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        if not propagate_down[0]:
+            return
+        m = self.layer_param.cosin_add_m_param.m
+        dy = top[0].diff.reshape(bottom[0].shape[0], -1)
+        dx = bottom[0].diff.reshape(dy.shape)
+        dx[...] = dy
+        rows = np.arange(dy.shape[0])
+        sin = np.sqrt(1 - self.c * self.c)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            coef = np.where((sin == 0) | self.far, 1.0,
+                            np.cos(m) + np.sin(m) * self.c / np.where(sin == 0, 1, sin))
+        dx[rows, self.lab] = coef * dy[rows, self.lab]
+
+    def allow_force_backward(self, bottom_index):
+        return bottom_index == 0

@@ -242,3 +242,15 @@ def test_normalize_bp_norm_and_softmax_guard():
     with pytest.raises(NetError, match="not supported"):
         run_layer(make_layer('type: "SoftmaxWithLoss" softmax_param { hard_ratio: 0.5 }'),
                   make_blobs([x, np.array([0, 1, 3])]), make_blobs(1))
+
+
+def test_cosin_add_m():
+    x = np.array([[0.8, 0.1, -0.3], [0.2, -0.95, 0.5]])
+    lab = np.array([0, 1])
+    layer = make_layer('type: "CosinAddm" cosin_add_m_param { m: 0.5 }')
+    (y,) = run_layer(layer, make_blobs([x, lab]), make_blobs(1))
+    want = x.copy()
+    want[0, 0] = np.cos(np.arccos(0.8) + 0.5)                 # ArcFace: cos(theta + m)
+    want[1, 1] = -0.95 - np.sin(np.pi - 0.5) * 0.5             # theta + m past pi: the linear branch
+    np.testing.assert_allclose(y, want)
+    check_layer_gradient(layer, make_blobs([x, lab]), make_blobs(1), check_bottom=[0])

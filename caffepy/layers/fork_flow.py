@@ -15,8 +15,9 @@ class CorrelationLayer(Layer):
     Both bottoms are zero-padded by ``pad``; with k = kernel_size, d = max_displacement,
     R = d / stride_2 and G = 2R + 1, top channel t = (p + R) G + (q + R) holds, for displacement
     (dy, dx) = (p stride_2, q stride_2):
-        y[n, t, i, j] = sum_{c, a < k, b < k} f1[n, c, y0 + a, x0 + b] f2[n, c, y0 + dy + a, x0 + dx + b]
-                        / (k k C),    y0 = i stride_1 + d,  x0 = j stride_1 + d  (padded coordinates)
+        y[n, t, i, j] = sum_{c, a < k, b < k} f1[n, c, y0 + a, x0 + b]
+                                              f2[n, c, y0 + dy + a, x0 + dx + b] / (k k C)
+    with y0 = i stride_1 + d, x0 = j stride_1 + d (padded coordinates).
     Output H' = ceil((H + 2 pad - 2 (d + (k - 1) / 2)) / stride_1), same for W'.
     Backward: the matching sums for f1 and f2.
 
@@ -163,8 +164,9 @@ class FlowWarpLayer(Layer):
         img = bottom[0].data
         inside, x0, x1, y0, y1, a, b, _, _ = self._geometry(bottom[1].data)
         a, b = a[:, None], b[:, None]
-        out = ((1 - a) * (1 - b) * self._gather(img, y0, x0) + a * (1 - b) * self._gather(img, y0, x1)
-               + (1 - a) * b * self._gather(img, y1, x0) + a * b * self._gather(img, y1, x1))
+        g = self._gather
+        out = ((1 - a) * (1 - b) * g(img, y0, x0) + a * (1 - b) * g(img, y0, x1)
+               + (1 - a) * b * g(img, y1, x0) + a * b * g(img, y1, x1))
         p = self.layer_param.flow_warp_param
         fill = 0.0 if p.fill_value == p.ZERO else np.nan
         top[0].data[...] = np.where(inside[:, None], out, fill)

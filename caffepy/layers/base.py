@@ -37,6 +37,22 @@ def register_layer(*type_names):
     return deco
 
 
+_VARIANTS = {}
+
+
+def register_variant(type_name, when):
+    """Class decorator: a second fork's layer under a type name another fork already registered
+    (SegNet's ``BN`` beside PSPNet's, its mask-driven ``Upsample`` beside YOLO's nearest one).
+    ``create_layer`` builds the variant when ``when(layer_param)`` is true, else the registered class.
+    """
+    def deco(cls):
+        _VARIANTS.setdefault(type_name, []).append((when, cls))
+        if not getattr(cls, "type", None) or cls.type == Layer.type:
+            cls.type = type_name
+        return cls
+    return deco
+
+
 def layer_type_list():
     """Sorted list of every registered layer type string."""
     _load_all()
@@ -85,6 +101,10 @@ def new_top_blob(dtype):
 def create_layer(layer_param, phase=None, dtype=np.float32):
     """Instantiate the registered class for ``layer_param.type``."""
     cls = get_layer_class(layer_param.type, layer_param.name)
+    for when, variant in _VARIANTS.get(layer_param.type, ()):
+        if when(layer_param):
+            cls = variant
+            break
     return cls(layer_param, phase=phase, dtype=dtype)
 
 

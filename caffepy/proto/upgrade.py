@@ -59,6 +59,12 @@ V1_TYPES = {
     V1.SLICE: "Slice", V1.TANH: "TanH", V1.WINDOW_DATA: "WindowData",
     V1.THRESHOLD: "Threshold",
 }
+#: facebook/C3D v1.0's V1 types (proto/additions.d/zoob.json; renumbered where BVLC's values
+#: collide). ELTWISE_PRODUCT is early Caffe's product layer: Eltwise with operation PROD.
+V1_TYPES.update((getattr(V1, name), new) for name, new in (
+    ("CONVOLUTION3D", "Convolution3D"), ("POOLING3D", "Pooling3D"), ("VIDEO_DATA", "VideoData"),
+    ("VOLUME_DATA", "VolumeData"), ("DECONVOLUTION3D", "Deconvolution3D"),
+    ("ELTWISE_PRODUCT", "Eltwise")) if hasattr(V1, name))
 
 #: The deprecated ``solver_type`` enum → the ``type`` string.
 SOLVER_TYPES = {
@@ -140,7 +146,7 @@ def upgrade_v1_layer(v1, problems):
     layer.include.extend(v1.include)
     layer.exclude.extend(v1.exclude)
     if v1.HasField("type"):
-        layer.type = V1_TYPES[v1.type]
+        layer.type = V1_TYPES.get(v1.type) or V1.LayerType.Name(v1.type)
     layer.blobs.extend(v1.blobs)
     specs = (len(v1.param), len(v1.blob_share_mode), len(v1.blobs_lr), len(v1.weight_decay))
     for _ in range(max(specs)):
@@ -163,6 +169,9 @@ def upgrade_v1_layer(v1, problems):
         else:
             problems.append("layer '%s': V1 field %s has no counterpart in LayerParameter "
                             "(dropped)" % (v1.name, field.name))
+    if v1.type == getattr(V1, "ELTWISE_PRODUCT", None) and not v1.eltwise_param.HasField(
+            "operation"):
+        layer.eltwise_param.operation = caffe_pb2.EltwiseParameter.PROD
     if v1.HasField("layer"):
         problems.append("layer '%s': V1 layer also holds a V0 'layer' message (ignored)" % v1.name)
     return layer

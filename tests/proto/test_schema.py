@@ -110,8 +110,9 @@ def test_bvlc_enums_exact(schema, additions):
 def test_new_messages_compiled_as_declared(additions):
     for msg in additions["messages"]:
         desc = _descriptor(msg["name"])
-        assert set(desc.fields_by_name) == {f["name"] for f in msg["fields"]}, msg["name"]
-        for field in msg["fields"]:
+        added = additions["fields"].get(msg["name"], [])  # a later fork's fields on a fork message
+        assert set(desc.fields_by_name) == {f["name"] for f in msg["fields"] + added}, msg["name"]
+        for field in msg["fields"] + added:
             _check_field(msg["name"], desc.fields_by_name[field["name"]], field)
 
 
@@ -119,6 +120,8 @@ def test_additions_collide_with_nothing(schema, additions):
     bvlc = {m["name"]: m for m in schema["messages"]}
     names = {m["name"] for m in additions["messages"]}
     assert not names & set(bvlc), "a new message reuses a BVLC name"
+    assert len(names) == len(additions["messages"]), "two added messages share a name"
+    bvlc.update((m["name"], m) for m in additions["messages"])  # fields added to fork messages
     reserved = additions["reserved"]
     for msg_name, fields in additions["fields"].items():
         numbers = [f["number"] for f in bvlc[msg_name]["fields"]] + [f["number"] for f in fields]

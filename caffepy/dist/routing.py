@@ -19,9 +19,10 @@ shards into their checkpoint files (``DistSlice.table_shards``) and answer ``PUL
 import numpy as np
 
 from ..errors import CaffeError, SolverError
+from ..log import info
 from ..solvers import debug, lr_policies
 from . import checkpoint, sfb, sparse, transport as T
-from .topology import BSP, consistency_name
+from .topology import BSP, Topology, consistency_name
 
 _NO_WAIT = 1 << 62
 
@@ -31,6 +32,7 @@ class Plan(object):
         self.sfb = {}       # param -> layer index
         self.tables = {}    # param -> layer index
         self.shapes = {}    # param -> shape
+        self.choices = {}   # layer name -> sfb.Choice (AUTO's cost model, with its inputs)
         self.mode = "exact"
 
     def __bool__(self):
@@ -73,7 +75,9 @@ def make_plan(net, cluster, opts, solver_param):
             overrides.update({n: False for li, n in enumerate(net._layer_names)
                               if net.layers[li].type == "InnerProduct"})
         overrides.update({n: True for n in opts.sfb_layers})
-        plan.sfb = {sl.param: li for li, sl in sfb.plan(net, overrides).items()}
+        cost = sfb.CostModel(Topology(cluster, [int(b.count) for b in net.learnable_params]),
+                             solver_param.iter_size)
+        plan.sfb = {sl.param: li for li, sl in sfb.plan(net, overrides, cost, plan.choices).items()}
     if opts.shard_tables:
         names = opts.sharded_tables or [n for li, n in enumerate(net._layer_names)
                                         if net.layers[li].type == "Embed"]
@@ -98,6 +102,12 @@ def make_plan(net, cluster, opts, solver_param):
     for p in plan.params():
         plan.shapes[p] = tuple(net.learnable_params[p].shape)
     return plan
+
+
+def log_choices(plan):
+    """One line per InnerProduct weight the SFB cost model decided (AUTO), with its inputs."""
+    for name in sorted(plan.choices):
+        info("routing.py", plan.choices[name].describe())
 
 
 class RoutedMixin(object):

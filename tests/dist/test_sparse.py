@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from caffepy.dist import sfb, sparse
+from caffepy.dist.topology import Topology
 from caffepy.net import Net
 from caffepy.proto import caffe_pb2, io as proto_io
 from caffepy.solvers import get_solver, lr_policies, solver_class
@@ -76,7 +77,9 @@ def bsp_run(net_text, x, y, W, B, steps=20, solver_type="SGD", shards=0, table="
                        for s, v in enumerate(smap.scatter(full))]}
         clients = [sparse.SparseTableClient(tp, net.learnable_params[tp], list(range(shards)))
                    for net in nets]
-    plans = [sfb.plan(net, sfb_overrides) if sfb_overrides is not False else {} for net in nets]
+    cost = sfb.CostModel(Topology(caffe_pb2.ClusterParameter(nworker_groups=W),
+                                  [p.count for p in nets[0].learnable_params]))
+    plans = [sfb.plan(net, sfb_overrides, cost) if sfb_overrides is not False else {} for net in nets]
     collectors = [sfb.FactorCollector(net, pl) for net, pl in zip(nets, plans)]
     sfb_params = {sl.param: sl for sl in plans[0].values()}
     dense = [p for p in range(n) if p not in tables and p not in sfb_params]

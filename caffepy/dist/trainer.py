@@ -210,6 +210,7 @@ def train(solver, cluster=None, cluster_file=None, resume=False, feeder=None, en
         info("trainer.py", "Resuming from checkpoint step %d (%s)" % (start_step, workspace))
     if rank == 0:
         routing.log_choices(plan)
+        routing.log_tables(plan, solver.net, cluster)
     if rank == 0 and solver.test_nets and 0 < p.test_interval < p.max_iter:
         info("trainer.py", "Distributed training tests the net once, on the parameters downloaded "
              "after the last step (test_interval %d is not used in between)" % p.test_interval)

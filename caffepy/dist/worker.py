@@ -131,11 +131,12 @@ class Worker(object):
 
     def wait_fresh(self, c, params=None):
         """SSP, before step c: apply the PARAM slices that have arrived, then take more only while
-        a param in ``params`` (default all) has a cached clock below ``c - staleness``."""
+        a param in ``params`` (default all) has a cached clock below ``c - staleness`` (or has
+        not had its first values: those carry clock ``start``)."""
         wanted = range(len(self.flat)) if params is None else params
         while self.ep.probe():
             self.take_message(c)
-        need = c - self.bound
+        need = max(c - self.bound, self.start)      # and never before the first values
         low = min([self.cache_clock(p) for p in wanted] or [c])
         while low < need:
             self.take_message(c)

@@ -154,3 +154,41 @@ def test_stub_versions_count_rounds_per_slice():
     for k, rnd in [(0, 0), (1, 0), (0, 1), (0, 2), (1, 1), (1, 2)]:
         stub._on_param(T.header(T.PARAM, param=0, slice=k, version=rnd, step=rnd), [np.zeros(2)])
     assert stub.ep.sent == [(0, 0), (1, 0), (0, 1), (0, 2), (1, 1), (1, 2)]
+
+
+def test_wait_fresh_blocks_outside_the_bound_and_before_the_first_values():
+    """Worker.wait_fresh takes messages only while the cache is staler than c - staleness, and a
+    cache that never had values (clock -1) is never fresh, whatever the bound."""
+    from caffepy.dist import transport as T
+    from caffepy.dist.worker import Worker
+
+    class Endpoint(object):
+        id = 0
+
+        def __init__(self, inbox):
+            self.inbox = list(inbox)
+
+        def probe(self):
+            return False
+
+        def recv(self, timeout=None, what=""):
+            return self.inbox.pop(0)
+    w = Worker.__new__(Worker)
+    w.ssp, w.bound, w.start, w.max_staleness, w.routes, w.early = True, 2, 0, 0, {}, []
+    w.timeout, w.g = 1.0, 0
+    w.flat = [np.zeros(4)]
+    w.slice_clock = [[-1, -1]]
+    w.version = [-1]
+    w.param = caffe_pb2.SolverParameter(max_iter=10)
+    first = [(T.header(T.PARAM, param=0, slice=k, offset=2 * k, step=0, version=0, flag=k),
+              [np.full(2, 1.0)]) for k in (0, 1)]
+    w.ep = Endpoint(first)
+    w.wait_fresh(0)                              # bound 2 would allow clock -2: values needed
+    assert not w.ep.inbox and w.slice_clock == [[0, 0]] and w.flat[0].tolist() == [1.0] * 4
+    w.ep = Endpoint([])
+    w.wait_fresh(2)                              # clock 0 is within 2 of step 2: no wait
+    assert w.max_staleness == 2
+    w.ep = Endpoint([(T.header(T.PARAM, param=0, slice=1, offset=2, step=1), [np.zeros(2)]),
+                     (T.header(T.PARAM, param=0, slice=0, offset=0, step=1), [np.zeros(2)])])
+    w.wait_fresh(3)                              # needs clock 1 on both slices
+    assert not w.ep.inbox and w.slice_clock == [[1, 1]] and w.max_staleness == 2

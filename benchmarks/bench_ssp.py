@@ -1,16 +1,17 @@
 """SSP vs BSP steps/s with one artificially slowed worker group (BENCHMARKS.md).
 
-    python benchmarks/bench_ssp.py [--steps 100] [--delay 0.005] [--hidden 7] [--engines inproc mpi]
+    python benchmarks/bench_ssp.py [--steps 60] [--delay 0.02] [--staleness 3] [--hidden 7]
+                                   [--engines inproc mpi]
     python benchmarks/bench_ssp.py --hosts 2 [--rate 1gbit]      # across emulated hosts
 
 Runs ``tests/dist/mpi_run.py``: the test MLP (16 -> ``--hidden`` -> 3, float64), 4 worker groups
-of one worker, 2 servers, batch 32 per worker; worker 3 sleeps ``--delay`` s in its data layer every step
-in the forward of layer ``--layer`` (default the loss layer: with the data layer, wait-free
-backprop already hides the round trip behind the next step's sleep). Each configuration: BSP, then SSP with staleness 2,
-plain workers and wait-free workers. steps/s = steps of all workers / the coordinator's wall time;
-``stale`` = the largest clock gap any worker computed with. ``inproc``: one process (threads);
-``mpi``: ``mpiexec -n 4`` on this host; ``--hosts N``: ``mpiexec -hosts h1..hN`` in a
-tools/cluster.py box (that module must be importable from the repository), ranks spread evenly.
+of one worker, 2 servers, batch 32 per worker; worker 3 sleeps ``--delay`` s every step in the
+forward of layer ``--layer`` (default the loss layer: in the data layer, wait-free backprop
+already hides the round trip behind the next step's sleep). Each configuration: BSP, then SSP with
+``--staleness``, plain workers and wait-free workers. steps/s = steps of all workers / the
+coordinator's wall time; ``stale`` = the largest clock gap any worker computed with. ``inproc``:
+one process (threads); ``mpi``: ``mpiexec -n 4`` on this host; ``--hosts N``: ``mpiexec -hosts
+h1..hN`` in a tools/cluster.py box (that module must be importable), ranks spread evenly.
 The load average (1 min) is read before each run.
 """
 import argparse
@@ -59,19 +60,21 @@ def run(engine, mode, staleness, wait_free, a, box=None):
 def table(engine, a, box=None):
     for wait_free in (False, True):
         rates = {}
-        for mode, s in (("BSP", 0), ("SSP", 2)):
+        for mode, s in (("BSP", 0), ("SSP", a.staleness)):
             rate, stale, before = run(engine, mode, s, wait_free, a, box)
             rates[mode] = rate
             print("| %s | %d | %s | %s | %s | %.0f | %d | %.1f |" % (
-                engine, a.hidden, {0: "data", -1: "loss"}.get(a.layer, a.layer), "wait-free" if wait_free else "plain", mode if mode == "BSP" else "SSP s=2",
+                engine, a.hidden, {0: "data", -1: "loss"}.get(a.layer, a.layer),
+                "wait-free" if wait_free else "plain", mode if mode == "BSP" else "SSP s=%d" % s,
                 rate, stale, before), flush=True)
         print("| | | | | SSP / BSP | %.2fx | | |" % (rates["SSP"] / rates["BSP"]), flush=True)
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--steps", type=int, default=100)
-    ap.add_argument("--delay", type=float, default=0.005)
+    ap.add_argument("--steps", type=int, default=60)
+    ap.add_argument("--delay", type=float, default=0.02)
+    ap.add_argument("--staleness", type=int, default=3)
     ap.add_argument("--hidden", type=int, default=7)
     ap.add_argument("--layer", type=int, default=-1, help="where the slowed worker sleeps: layer "
                     "index of its forward (0: data layer, -1: the loss layer)")

@@ -1,9 +1,10 @@
 """A stub: one per worker group, between the group's workers and the servers.
 
 ``GRAD`` from a worker (param p, step t): held per (param, step) until all K workers of the group
-have sent theirs (under SSP a worker may push step t + 1 before a peer pushed step t), then summed in worker order (the same bits whatever the arrival order); the mean is
-cut into the param's slices and each slice goes to its server in the group's server group
-(``GRAD``, one message per slice).
+have sent theirs (under SSP a worker may push step t + 1 before a peer pushed step t), then
+summed in worker order (the same bits whatever the arrival order); the mean is cut into the
+param's slices and each slice goes to its server in the group's server group (``GRAD``, one
+message per slice).
 
 ``PARAM`` from a server (a slice's new values): forwarded to every worker of the group as it comes
 (the same buffer: no copy in process). The stub counts the answers per slice; param p's version is

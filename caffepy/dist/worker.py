@@ -6,7 +6,8 @@ One step at clock c (c = start_step ... max_iter - 1)::
     [SSP: wait_fresh(c), see below]
     clear diffs; loss = mean over iter_size of forward_backward   (diffs / iter_size)
     push GRAD(p, step c, diff) for each learnable param, last layer first
-    BSP / ASYNC: wait until every param's version is c - start_step + 1  (PARAM slices written in place)
+    BSP / ASYNC: wait until every param's version is c - start_step + 1 (PARAM slices written
+                 in place)
 
 Params arrive as slices written straight into the net's blobs, so a worker never holds a second
 copy. Each PARAM slice carries ``step`` = the slowest group's clock at its server when it was sent
@@ -122,7 +123,8 @@ class Worker(object):
     def push(self, p, c):
         diff = self.net.learnable_params[p].diff
         # SSP goes on computing before the stub has read the diff: send a copy
-        self.ep.send(self.stub, T.header(T.GRAD, param=p, step=c), [diff.copy() if self.ssp else diff])
+        self.ep.send(self.stub, T.header(T.GRAD, param=p, step=c),
+                     [diff.copy() if self.ssp else diff])
 
     def cache_clock(self, p):
         """The server clock of param p's cached values (the oldest of its slices)."""

@@ -27,7 +27,7 @@ server keeps about the ``R / N`` rows it was sized for; id ``i`` of the net then
 row ``i % R'`` (ids that collide share a row, as hashed features do). The run equals the single
 process on a net whose table has R' rows and whose ids are taken modulo R'. Downloaded, the
 net's R-row table holds at row i the scaled row ``i % R'``, so the plain net reads what training
-used.
+used; checkpoints hold the scaled table (R' rows), which a resume with the same setting reads.
 
 Wire format: a ``DistHeader`` (kind, param = table index, step, flag = number of workers summed)
 plus raw numpy buffers: ``LOOKUP`` [local ids int64], ``ROWS`` [local ids int64, rows],

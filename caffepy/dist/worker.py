@@ -19,9 +19,9 @@ for the answer to its own push: before step c it applies whatever PARAM slices h
 updates come in asynchronously, its own included once the server answered it) and blocks only
 while some param's cached clock is below ``c - staleness``, as Bösen's ``Get`` does
 (``stalest_clock = clock - staleness``; a fresher row is awaited from the server, which holds the
-answer until its min clock reaches it: :mod:`.consistency`). Up to ``staleness + 1`` pushes are in
-flight, so a push sends a copy of the diff. The gap ``c - (oldest cached clock)`` is recorded when
-a step starts (``max_staleness``; never above ``staleness``). Read-my-writes: Bösen adds a
+answer until its min clock reaches it: :mod:`.consistency`). Several of a worker's pushes may be
+in flight, so a push sends a copy of the diff. The gap ``c - (oldest cached clock)`` is recorded
+when a step starts (``max_staleness``; never above ``staleness``). Read-my-writes: Bösen adds a
 client's own increments to its cache at once; here the step a gradient becomes (momentum, Adam
 history) is computed at the server, so a worker reads its own update when the server's answer
 arrives, not before. BSP / ASYNC record ``max_staleness`` from the slices read after each step.

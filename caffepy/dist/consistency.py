@@ -6,11 +6,16 @@ worker group g (a group at clock c has pushed its gradients of steps < c).
 - BSP: the gradients of step c are held until every group served has sent its own; their mean is
   applied once and every group is answered (all groups then read the same param version).
 - ASYNC (Downpour): each group's gradient is applied on arrival and that group alone is answered.
-- SSP (staleness s): applied on arrival like ASYNC, but the answer to group g (which then runs step
-  ``c = clock[g]``) is held back until ``min(clock) >= c - s``: a worker at clock c never reads a
-  param missing an update of a step older than ``c - s`` and never runs further ahead.
+- SSP (staleness s), Bösen's server side (Ho et al. 2013; Petuum Bösen's server keeps a vector
+  clock of its clients and holds a row request for clock c until its min clock reaches c): each
+  gradient is applied on arrival like ASYNC; the answer to group g (now at ``c = clock[g]``) goes
+  out at once when ``min(clock) >= c - s``, else it is held until the slowest group gets there.
+  Every answer carries ``step = min(clock)``. The worker does not wait for it: it computes on its
+  cache while the cache's clock is within the bound (:meth:`caffepy.dist.worker.Worker.wait_fresh`),
+  so a worker at clock c never reads a param missing an update of a step older than ``c - s``.
 
-``max_staleness`` records the largest ``c - min(clock)`` ever answered (the instrumented bound).
+``max_staleness`` records the largest ``c - min(clock)`` ever answered (the instrumented bound;
+the workers record the gap of what they compute on, ``c - cached clock``).
 """
 from .topology import ASYNC, BSP
 

@@ -14,7 +14,7 @@ role and the last complete checkpoint. (Under MPI a killed process is reported b
 
 from ..errors import CaffeError
 from ..log import info
-from . import checkpoint, transport as T
+from . import checkpoint, routing, transport as T
 
 
 class DistError(CaffeError):
@@ -128,9 +128,9 @@ class Coordinator(object):
         P = self.topo.P
 
         def put(p, target, lo, values, shard):
-            if shard:           # rows shard, shard + P, ... of a table
+            if shard:           # rows shard, shard + P, ... of a table (of its scaled rows)
                 rows = net.learnable_params[p].shape[0]
-                target.reshape(rows, -1)[lo::P] = values.reshape(-1, target.size // rows)
+                target.reshape(rows, -1)[lo:plan.rows[p]:P] = values.reshape(-1, target.size // rows)
             else:
                 target[lo:lo + values.size] = values
 
@@ -151,6 +151,8 @@ class Coordinator(object):
         expected = sum(len(self.topo.slices_of_server(j)) for j in range(P))
         expected += len(plan.tables) * P if plan else 0
         pulled = self.collect({T.SLICE: expected, T.PULLED: len(servers)}, on_slice)[T.PULLED]
+        if plan and plan.tables:
+            routing.expand_tables(plan, net, history)
         if plan and plan.sfb:
             per = len(self.routed) // len(plan.sfb)
             for i, p in enumerate(sorted(plan.sfb)):

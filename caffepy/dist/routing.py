@@ -7,7 +7,9 @@
   update rule and a replica of its history; never on a server.
 - sharded tables (:mod:`.sparse`): Embed weights, row r on server ``r % P`` of server group 0
   (:class:`TableHost`); workers send ``LOOKUP`` before the Embed layer's forward and
-  ``SPARSE_GRAD`` (to every shard, empty where no id hit it) after backward.
+  ``SPARSE_GRAD`` (to every shard, empty where no id hit it) after backward. With ClusterParameter
+  ``tables_sharded_for`` above ``nservers_per_group`` every table is scaled to fit
+  (:func:`caffepy.dist.sparse.scaled_rows`: ``plan.rows``; ids hashed into the scaled table).
 
 Both are left out of the topology's dense slices. Under ASYNC / SSP, with several server groups
 (or, for tables, iter_size > 1) an explicit request is an error and the defaults stay dense.
@@ -19,9 +21,10 @@ shards into their checkpoint files (``DistSlice.table_shards``) and answer ``PUL
 import numpy as np
 
 from ..errors import CaffeError, SolverError
+from ..log import info
 from ..solvers import debug, lr_policies
 from . import checkpoint, sfb, sparse, transport as T
-from .topology import BSP, consistency_name
+from .topology import BSP, Topology, consistency_name
 
 _NO_WAIT = 1 << 62
 
@@ -31,6 +34,8 @@ class Plan(object):
         self.sfb = {}       # param -> layer index
         self.tables = {}    # param -> layer index
         self.shapes = {}    # param -> shape
+        self.rows = {}      # table param -> rows the servers hold (scaled to fit, else its own)
+        self.choices = {}   # layer name -> sfb.Choice (AUTO's cost model, with its inputs)
         self.mode = "exact"
 
     def __bool__(self):
@@ -73,7 +78,9 @@ def make_plan(net, cluster, opts, solver_param):
             overrides.update({n: False for li, n in enumerate(net._layer_names)
                               if net.layers[li].type == "InnerProduct"})
         overrides.update({n: True for n in opts.sfb_layers})
-        plan.sfb = {sl.param: li for li, sl in sfb.plan(net, overrides).items()}
+        cost = sfb.CostModel(Topology(cluster, [int(b.count) for b in net.learnable_params]),
+                             solver_param.iter_size)
+        plan.sfb = {sl.param: li for li, sl in sfb.plan(net, overrides, cost, plan.choices).items()}
     if opts.shard_tables:
         names = opts.sharded_tables or [n for li, n in enumerate(net._layer_names)
                                         if net.layers[li].type == "Embed"]
@@ -97,7 +104,45 @@ def make_plan(net, cluster, opts, solver_param):
             plan.tables[p] = li
     for p in plan.params():
         plan.shapes[p] = tuple(net.learnable_params[p].shape)
+    if cluster.tables_sharded_for < 0:
+        raise CaffeError("tables_sharded_for must be >= 0 (got %d)" % cluster.tables_sharded_for)
+    for p in plan.tables:
+        rows = plan.shapes[p][0]
+        plan.rows[p] = sparse.scaled_rows(rows, cluster.nservers_per_group, cluster.tables_sharded_for)
     return plan
+
+
+def log_tables(plan, net, cluster):
+    """One line per sharded table whose rows were scaled to fit fewer servers."""
+    for p in sorted(plan.tables):
+        if plan.rows[p] < plan.shapes[p][0]:
+            info("routing.py", "Sharded table '%s' sized for %d servers, held by %d: %d rows scaled "
+                 "to %d (ids hashed modulo %d)" % (net.param_display_names[p],
+                                                   cluster.tables_sharded_for,
+                                                   cluster.nservers_per_group, plan.shapes[p][0],
+                                                   plan.rows[p], plan.rows[p]))
+
+
+def log_choices(plan):
+    """One line per InnerProduct weight the SFB cost model decided (AUTO), with its inputs."""
+    for name in sorted(plan.choices):
+        info("routing.py", plan.choices[name].describe())
+
+
+def expand_tables(plan, net, history=None):
+    """After a download: a scaled table's rows ``[0, R')`` hold the servers' table; every row i of
+    the net's table (and of its history) gets the scaled row ``i % R'`` its id reads."""
+    n = len(net.learnable_params)
+    for p in plan.tables:
+        scaled, rows = plan.rows[p], plan.shapes[p][0]
+        if scaled == rows:
+            continue
+        targets = [net.learnable_params[p].data]
+        if history is not None and len(history) % n == 0:
+            targets += [history[k * n + p] for k in range(len(history) // n)]
+        for t in targets:
+            full = t.reshape(rows, -1)
+            full[scaled:] = full[np.arange(scaled, rows) % scaled]
 
 
 class RoutedMixin(object):
@@ -114,7 +159,7 @@ class RoutedMixin(object):
                              for _ in range(solver_cls.n_history)] for p in plan.sfb}
         self.sfb_pending = {}
         servers = [topo.server(0, j) for j in range(topo.P)]
-        self.clients = {p: sparse.SparseTableClient(p, net.learnable_params[p], servers)
+        self.clients = {p: sparse.SparseTableClient(p, net.learnable_params[p], servers, plan.rows[p])
                         for p in plan.tables}
         self.table_layer = {li: p for p, li in plan.tables.items()}
         self.table_ids, self.rows_pending = {}, 0
@@ -144,7 +189,7 @@ class RoutedMixin(object):
     def _push_init(self):
         super(RoutedMixin, self)._push_init()
         for p, client in self.clients.items():
-            for s, shard in enumerate(client.map.scatter(client.table.data)):
+            for s, shard in enumerate(client.map.scatter(client.table.data[:client.rows])):
                 self.ep.send(client.servers[s], T.header(T.INIT, param=p, slice=s), [shard])
         for p in self.plan.sfb:
             for w in self.topo.workers():
@@ -170,9 +215,8 @@ class RoutedMixin(object):
                 self.ep.send(w, h, bufs)
         elif p in self.clients:
             client = self.clients[p]
-            uniq, parts = client.map.split(self.table_ids.pop(c))
+            by_shard = client.grad_parts(self.table_ids.pop(c))
             width = client.table.shape[1:]
-            by_shard = {s: (local, client.table.diff[uniq[pos]]) for s, pos, local in parts}
             for s, dst in enumerate(client.servers):
                 local, rows = by_shard.get(s, (np.zeros(0, np.int64),
                                                np.zeros((0,) + width, client.table.dtype)))
@@ -275,10 +319,14 @@ class TableHost(object):
             self.applied[p] = 0
             if restored is not None:
                 values, hist = restored[names[p]]
-                self._make(p, values.reshape(plan.shapes[p])[self.j::self.P], hist)
+                self._make(p, values.reshape(self._shape(p))[self.j::self.P], hist)
+
+    def _shape(self, p):
+        """The table the servers hold: the net's, or its rows scaled to fit."""
+        return (self.plan.rows[p],) + self.plan.shapes[p][1:]
 
     def _make(self, p, values, hist=()):
-        shape = self.plan.shapes[p]
+        shape = self._shape(p)
         smap = sparse.ShardMap(shape[0], self.P)
         shard = sparse.TableShard(smap, self.j, values.reshape((-1,) + shape[1:]).astype(
             self.server.dtype), self.server.n_history, self.plan.mode)
@@ -332,9 +380,9 @@ class TableHost(object):
         out = []
         for p in sorted(self.shards):
             shard = self.shards[p]
+            shape = self._shape(p)
             s = checkpoint.make_slice(self.server.meta.names[p], p, self.j, 0, self.applied[p],
-                                      shard.values, shard.history, self.server.meta.counts[p],
-                                      self.plan.shapes[p])
+                                      shard.values, shard.history, int(np.prod(shape)), shape)
             s.table_shards = self.P
             out.append(s)
         return out

@@ -11,10 +11,23 @@ Instead of the dense N x K gradient a worker sends ``(u, v)``, m (N + K) numbers
 worker, and each worker rebuilds the gradient of the whole step locally as the mean over workers
 ``sum_w u_w^T v_w / W`` (one GEMM over the factors stacked in worker order, so every worker gets
 the same bits) and applies the solver's own update rule to its replica of the weight
-(:func:`caffepy.dist.sparse.step_array`). Biases stay on the dense path. A layer uses SFB when
-``m (N + K) < N K`` (:func:`plan`, overridable per layer name), so it pays off for wide layers
-with small batches (CaffeNet's fc6 at batch 16: 213 K numbers instead of 37.7 M). With
-``iter_size`` > 1 the factors of each pass are stacked (rows scaled by 1 / iter_size).
+(:func:`caffepy.dist.sparse.step_array`). Biases stay on the dense path. With ``iter_size`` > 1
+the factors of each pass are stacked (rows scaled by 1 / iter_size).
+
+Which layers (:func:`plan` with a :class:`CostModel`; overridable per layer name): Poseidon's
+hybrid communication (Zhang et al. 2017, its BestScheme) compares what the busiest machine moves
+per step either way. With W workers, r factor rows per worker (sub-batch rows x iter_size) and an
+N x K weight, SFB makes every worker send its r (N + K) numbers to the W - 1 others and receive as
+many: ``2 r (N + K) (W - 1)`` per worker. Dense, a worker pushes N K and pulls N K through its
+group's stub, the stub pushes the group's mean to the servers and pulls the new values; a server
+holding a 1/P slice moves ``2 N K / P`` per group it serves, and roles sharing a process (stub and
+worker g.0, servers on worker processes unless ``server_worker_separate``) exchange for free. The
+model counts, per process of the topology (its MPI placement), the numbers it sends plus receives
+and takes the maximum; a layer uses SFB when that maximum is smaller than the dense one (a tie
+stays dense: SFB also costs each worker a GEMM and a replica of the history). With one worker per
+group (G = W) and P separate servers this is ``2 r (N + K) (W - 1) < 2 N K max(1, W / P)``:
+SFB pays off for wide layers with small batches and few workers (CaffeNet's fc6 at 16 rows per
+worker and 4 workers: 640 K numbers instead of 75 M).
 
 Wire format: ``DistHeader(kind=SFB_FACTORS, param=<learnable index>, step, flag=<worker id>)``
 and two raw buffers, ``u`` then ``v`` (their widths follow from the weight's shape).
@@ -53,12 +66,76 @@ def _weight_params(net):
     return out
 
 
-def plan(net, overrides=None):
+class Choice(object):
+    """The cost model's decision for one weight, with its inputs (numbers, not bytes)."""
+
+    def __init__(self, name, shape, rows, workers, sfb_numbers, dense_numbers):
+        self.name, self.shape, self.rows, self.workers = name, tuple(shape), rows, workers
+        self.sfb, self.dense = sfb_numbers, dense_numbers
+        self.use = sfb_numbers < dense_numbers
+
+    def describe(self):
+        return ("SFB choice for layer '%s' (weight %s, %d factor rows per worker, %d workers): "
+                "factors move %d numbers, dense push/pull %d at the busiest process -> %s"
+                % (self.name, "x".join(map(str, self.shape)), self.rows, self.workers, self.sfb,
+                   self.dense, "SFB" if self.use else "dense"))
+
+
+class CostModel(object):
+    """Per-step traffic of a weight at the busiest process of ``topo`` (a
+    :class:`~caffepy.dist.topology.Topology`: groups, workers, stubs, server slices, process map),
+    SFB against dense; ``iter_size`` passes stack their factors."""
+
+    def __init__(self, topo, iter_size=1):
+        self.topo, self.iter_size = topo, iter_size
+
+    def rows(self, layer):
+        """Factor rows a worker sends per step: its sub-batch's rows times the passes."""
+        return layer.m // self.topo.K * self.iter_size
+
+    def sfb_numbers(self, numbers):
+        """Every worker sends ``numbers`` to every other worker: sent + received per process."""
+        t = self.topo
+        load = {}
+        for w in t.workers():
+            for v in t.workers():
+                a, b = t.process_of(w), t.process_of(v)
+                if a != b:
+                    load[a] = load.get(a, 0) + numbers
+                    load[b] = load.get(b, 0) + numbers
+        return max(load.values()) if load else 0
+
+    def dense_numbers(self, p):
+        """Param p's push and pull: workers to their stub, stubs to the servers of the slices."""
+        t = self.topo
+        n = t.param_counts[p]
+        load = {}
+
+        def move(a, b, count):
+            if a != b:
+                load[a] = load.get(a, 0) + 2 * count
+                load[b] = load.get(b, 0) + 2 * count
+        for g in range(t.G):
+            stub = t.process_of(t.stub(g))
+            for w in t.workers_of_group(g):
+                move(t.process_of(w), stub, n)
+            for off, size, j in t.slices[p]:
+                move(stub, t.process_of(t.server(t.server_group_of(g), j)), size)
+        return max(load.values()) if load else 0
+
+    def choice(self, name, p, layer, shape):
+        rows = self.rows(layer)
+        return Choice(name, shape, rows, self.topo.W,
+                      self.sfb_numbers(rows * (layer.num_output + layer.k)), self.dense_numbers(p))
+
+
+def plan(net, overrides=None, cost=None, choices=None):
     """The SFB layers of ``net``: {layer index: SFBLayer}.
 
-    A layer is chosen when ``m (N + K) < N K`` at the net's current batch; ``overrides`` maps a
-    layer name to True (always SFB) or False (always dense). Weights shared with other layers
-    (ParamSpec names used twice) always stay dense.
+    ``overrides`` maps a layer name to True (always SFB) or False (always dense); any other
+    InnerProduct weight is SFB when ``cost`` (a :class:`CostModel`) says so (no model: dense).
+    The model's decisions go into ``choices`` ({layer name: Choice}) if given. Weights shared with
+    other layers (ParamSpec names used twice) always stay dense.
     """
     overrides = dict(overrides or {})
     unknown = set(overrides) - set(net._layer_names)
@@ -66,10 +143,13 @@ def plan(net, overrides=None):
         raise CaffeError("SFB overrides name unknown layers: %s" % ", ".join(sorted(unknown)))
     shared = {o for o in net.param_owners if o >= 0}
     chosen = {}
+    choices = {} if choices is None else choices
     for li, p in _weight_params(net).items():
         layer, name = net.layers[li], net._layer_names[li]
-        m, n, k = layer.m, layer.num_output, layer.k
-        use = overrides.get(name, m * (n + k) < n * k)
+        use = overrides.get(name)
+        if use is None and cost is not None:
+            choices[name] = cost.choice(name, p, layer, layer.blobs[0].shape)
+            use = choices[name].use
         if use and p in shared:
             if overrides.get(name):
                 raise CaffeError("layer '%s': a shared weight cannot use SFB" % name)

@@ -20,6 +20,15 @@ Downloading (:meth:`ShardMap.assemble`) interleaves the shards back into the ori
 single shard is the whole table (shard sizes scale as ``ceil(R / S)``), and as ids are always
 global the mapping is invisible to the trainer.
 
+Fewer servers than the tables were sized for (ClusterParameter ``tables_sharded_for`` N >
+``nservers_per_group`` P; the seed of Caffe2's parameter servers): every table's rows (its hash
+size) are scaled by the one factor P / N, ``R' = ceil(R P / N)`` (:func:`scaled_rows`), so each
+server keeps about the ``R / N`` rows it was sized for; id ``i`` of the net then reads and updates
+row ``i % R'`` (ids that collide share a row, as hashed features do). The run equals the single
+process on a net whose table has R' rows and whose ids are taken modulo R'. Downloaded, the
+net's R-row table holds at row i the scaled row ``i % R'``, so the plain net reads what training
+used; checkpoints hold the scaled table (R' rows), which a resume with the same setting reads.
+
 Wire format: a ``DistHeader`` (kind, param = table index, step, flag = number of workers summed)
 plus raw numpy buffers: ``LOOKUP`` [local ids int64], ``ROWS`` [local ids int64, rows],
 ``SPARSE_GRAD`` [local ids int64, rows]. No pickle.
@@ -169,43 +178,76 @@ class TableShard(object):
         self.touched[:] = False
 
 
+def scaled_rows(rows, servers, sized_for):
+    """Caffe2's fit for fewer servers: a table of ``rows`` sized for ``sized_for`` servers, held by
+    ``servers`` < ``sized_for``, keeps ``ceil(rows * servers / sized_for)`` rows (one factor for
+    every table, so each server keeps the share it was sized for); otherwise ``rows``."""
+    if sized_for <= servers:
+        return rows
+    return max(1, (rows * servers + sized_for - 1) // sized_for)
+
+
 class SparseTableClient(object):
     """A worker's side of one sharded table: lookups before forward, gradient rows after backward.
 
     ``table`` is the worker net's param Blob (``(rows, dim)``); only the rows a batch touches are
-    ever written into it. ``servers`` lists the endpoint of shard 0..S-1.
+    ever written into it. ``servers`` lists the endpoint of shard 0..S-1. ``rows`` (default: the
+    blob's) is the hash size the servers hold: an id ``i`` of the net reads and updates the
+    servers' row ``i % rows`` (scaled tables, :func:`scaled_rows`); the worker writes that row into
+    its table at ``i`` and sends, per server row, the sum of the gradient rows of its ids.
     """
 
-    def __init__(self, index, table, servers):
+    def __init__(self, index, table, servers, rows=None):
         self.index, self.table = index, table
-        self.map = ShardMap(table.shape[0], len(servers))
+        self.rows = int(table.shape[0] if rows is None else rows)
+        self.map = ShardMap(self.rows, len(servers))
         self.servers = list(servers)
-        self.uniq, self.parts = None, []
+        self.ids = self.uniq = self.inverse = None
+        self.parts = []
+
+    def hashed(self, ids):
+        """(the batch's unique ids, the servers' rows they hash to, each id's index among those
+        unique rows); ids outside the net's table are an error."""
+        ids = np.unique(np.asarray(ids).astype(np.int64).reshape(-1))
+        n = self.table.shape[0]
+        if ids.size and (ids[0] < 0 or ids[-1] >= n):
+            raise CaffeError("row id %d outside the table's %d rows"
+                             % (ids[0] if ids[0] < 0 else ids[-1], n))
+        uniq, inverse = np.unique(ids % self.rows, return_inverse=True)
+        return ids, uniq, inverse.reshape(-1)
 
     def lookup_messages(self, ids, step):
         """The LOOKUP messages for the ids of a batch: [(dst, header, buffers)]."""
-        self.uniq, self.parts = self.map.split(ids)
+        self.ids, self.uniq, self.inverse = self.hashed(ids)
+        _, self.parts = self.map.split(self.uniq)
         return [(self.servers[s], T.header(LOOKUP, param=self.index, step=step), [local])
                 for s, _, local in self.parts]
 
     def on_rows(self, h, bufs):
-        """Write a ROWS answer into the worker's table."""
+        """Write a ROWS answer into the worker's table, at every id of the last lookup that
+        hashes to one of its rows."""
         local, rows = bufs[0], bufs[1].reshape((-1,) + self.table.shape[1:])
-        self.table.data[local * self.map.S + int(h.slice)] = rows
+        where = np.full(self.uniq.size, -1, np.int64)
+        where[np.searchsorted(self.uniq, local * self.map.S + int(h.slice))] = np.arange(local.size)
+        k = where[self.inverse]
+        self.table.data[self.ids[k >= 0]] = rows[k[k >= 0]]
+
+    def grad_parts(self, ids):
+        """The gradient rows of a batch's ids, summed per server row: {shard: (local ids, rows)}."""
+        ids, uniq, inverse = self.hashed(ids)
+        rows = np.zeros((uniq.size,) + self.table.shape[1:], self.table.dtype)
+        np.add.at(rows, inverse, self.table.diff[ids])
+        return {s: (local, rows[pos]) for s, pos, local in self.map.split(uniq)[1]}
 
     def grad_messages(self, step):
         """SPARSE_GRAD messages with the gradient rows of the last lookup: [(dst, header, bufs)]."""
-        out = []
-        for s, pos, local in self.parts:
-            rows = self.table.diff[self.uniq[pos]]
-            out.append((self.servers[s], T.header(SPARSE_GRAD, param=self.index, step=step),
-                        [local, rows]))
-        return out
+        return [(self.servers[s], T.header(SPARSE_GRAD, param=self.index, step=step), [local, rows])
+                for s, (local, rows) in sorted(self.grad_parts(self.ids).items())]
 
     def clear(self):
         """Zero the diff rows of the last lookup (instead of the whole table)."""
-        if self.uniq is not None and self.uniq.size:
-            self.table.diff[self.uniq] = 0
+        if self.ids is not None and self.ids.size:
+            self.table.diff[self.ids] = 0
 
 
 def serve(shard, h, bufs, slice_index=None):

@@ -1,14 +1,17 @@
 """A stub: one per worker group, between the group's workers and the servers.
 
-``GRAD`` from a worker (param p, step t): held per param until all K workers of the group have
-sent theirs, then summed in worker order (the same bits whatever the arrival order); the mean is
-cut into the param's slices and each slice goes to its server in the group's server group
-(``GRAD``, one message per slice).
+``GRAD`` from a worker (param p, step t): held per (param, step) until all K workers of the group
+have sent theirs (under SSP a worker may push step t + 1 before a peer pushed step t), then
+summed in worker order (the same bits whatever the arrival order); the mean is cut into the
+param's slices and each slice goes to its server in the group's server group (``GRAD``, one
+message per slice).
 
 ``PARAM`` from a server (a slice's new values): forwarded to every worker of the group as it comes
-(the same buffer: no copy in process); when the last slice of param p has come, the stub bumps p's
-version and marks that forward ``flag = 1`` with ``version`` = the new param version (0 for the
-first values), so a worker knows p is complete. At most one round per param is in flight.
+(the same buffer: no copy in process). The stub counts the answers per slice; param p's version is
+the number of rounds every one of its slices has had (minus one: 0 for the first values), and the
+forward that completes a version is marked ``flag = 1`` with ``version`` = that version, so a worker
+knows p is complete. A server answers in order, so counting per slice stays right when several
+rounds of p are in flight (SSP) and answers of different servers interleave.
 
 Wait-free backprop needs nothing new here: workers may push params in any order and at any time.
 """
@@ -21,10 +24,9 @@ class Stub(object):
         self.ep, self.topo, self.g = endpoint, topo, group
         self.workers = topo.workers_of_group(group)
         self.sg = topo.server_group_of(group)
-        n = len(topo.slices)
-        self.acc = [None] * n     # per param: {worker: gradient} of the step being gathered
-        self.received = [0] * n
-        self.version = [-1] * n
+        self.acc = {}             # (param, step) -> {worker: gradient} being gathered
+        self.answers = [[0] * len(sl) for sl in topo.slices]   # per param, per slice
+        self.version = [-1] * len(topo.slices)
 
     def run(self, stopping):
         while not stopping.is_set():
@@ -44,11 +46,11 @@ class Stub(object):
 
     def _on_grad(self, h, bufs):
         p = h.param
-        parts = self.acc[p] = self.acc[p] or {}
+        parts = self.acc.setdefault((p, h.step), {})
         parts[h.src] = bufs[0]
         if len(parts) < len(self.workers):
             return
-        self.acc[p] = None
+        del self.acc[(p, h.step)]
         # summed in worker order, not arrival order: the same bits whichever worker was first
         acc = parts[self.workers[0]].copy()
         for w in self.workers[1:]:
@@ -62,11 +64,11 @@ class Stub(object):
 
     def _on_param(self, h, bufs):
         p = h.param
-        self.received[p] += 1
+        counts = self.answers[p]
+        counts[h.slice] += 1
         flag, version = 0, h.version
-        if self.received[p] == len(self.topo.slices[p]):
-            self.received[p] = 0
-            self.version[p] += 1
+        if min(counts) - 1 > self.version[p]:
+            self.version[p] = min(counts) - 1
             flag, version = 1, self.version[p]
         for w in self.workers:
             self.ep.send(w, T.header(T.PARAM, param=p, slice=h.slice, offset=h.offset, step=h.step,

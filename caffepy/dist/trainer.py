@@ -208,6 +208,9 @@ def train(solver, cluster=None, cluster_file=None, resume=False, feeder=None, en
             raise CaffeError("--resume: checkpoint step %d lacks params %s" % (start_step, ", ".join(missing)))
         solver.iter, solver.current_step = start_step, manifest.current_step
         info("trainer.py", "Resuming from checkpoint step %d (%s)" % (start_step, workspace))
+    if rank == 0:
+        routing.log_choices(plan)
+        routing.log_tables(plan, solver.net, cluster)
     if rank == 0 and solver.test_nets and 0 < p.test_interval < p.max_iter:
         info("trainer.py", "Distributed training tests the net once, on the parameters downloaded "
              "after the last step (test_interval %d is not used in between)" % p.test_interval)

@@ -19,7 +19,9 @@ while the worker thread goes on with the layers below, so communication overlaps
     (no wait at the end of the step: the next step's forward waits layer by layer)
 
 Diffs are zeroed only once the param's new version has arrived (in process, GRAD messages carry
-the diff buffers themselves, read by the stub later). Before a barrier, and at the end, the
+the diff buffers themselves, read by the stub later). Under SSP a layer waits only while its
+params' cached clock is below ``c - staleness`` (:meth:`Worker.wait_fresh`); pushes then carry
+copies, and the sender is flushed before a diff is zeroed. Before a barrier, and at the end, the
 worker waits for every param, as the plain worker does after each step.
 
 Configuration (:class:`CommOptions`): ``wait_free`` (on by default) and the SFB / sharded-table
@@ -199,7 +201,12 @@ class WaitFreeWorker(Worker):
 
     def _wait_layer(self, i, version, c):
         reads = self.layer_params.reads[i]
-        if any(self.version[p] < version for p in reads):
+        if self.ssp:            # Bösen's cache: wait only for params staler than the bound
+            t0 = time.time()
+            self.sender.flush()     # the last step's pushes took their copies of these diffs
+            self.wait_fresh(c, reads)
+            self.t_wait += time.time() - t0
+        elif any(self.version[p] < version for p in reads):
             t0 = time.time()
             self.wait_params(version, c, reads)
             self.t_wait += time.time() - t0

@@ -3,12 +3,28 @@
 One step at clock c (c = start_step ... max_iter - 1)::
 
     [barrier at c if c is a checkpoint / snapshot step: write step<c>-worker<id>.bin, READY, wait GO]
+    [SSP: wait_fresh(c), see below]
     clear diffs; loss = mean over iter_size of forward_backward   (diffs / iter_size)
     push GRAD(p, step c, diff) for each learnable param, last layer first
-    wait until every param's version is c - start_step + 1      (PARAM slices written in place)
+    BSP / ASYNC: wait until every param's version is c - start_step + 1 (PARAM slices written
+                 in place)
 
 Params arrive as slices written straight into the net's blobs, so a worker never holds a second
-copy. ``max_staleness`` records ``c - (slowest group's clock)`` over all slices read (SSP bound).
+copy. Each PARAM slice carries ``step`` = the slowest group's clock at its server when it was sent
+(every group's updates of steps < step are in it); the worker keeps that clock per slice
+(``slice_clock``), the clock of its cached copy.
+
+SSP (Bösen's client cache, Ho et al. 2013): the net's blobs are the cache. A worker does not wait
+for the answer to its own push: before step c it applies whatever PARAM slices have arrived (the
+updates come in asynchronously, its own included once the server answered it) and blocks only
+while some param's cached clock is below ``c - staleness``, as Bösen's ``Get`` does
+(``stalest_clock = clock - staleness``; a fresher row is awaited from the server, which holds the
+answer until its min clock reaches it: :mod:`.consistency`). Several of a worker's pushes may be
+in flight, so a push sends a copy of the diff. The gap ``c - (oldest cached clock)`` is recorded
+when a step starts (``max_staleness``; never above ``staleness``). Read-my-writes: Bösen adds a
+client's own increments to its cache at once; here the step a gradient becomes (momentum, Adam
+history) is computed at the server, so a worker reads its own update when the server's answer
+arrives, not before. BSP / ASYNC record ``max_staleness`` from the slices read after each step.
 
 Hooks for wait-free backprop: :meth:`push` (one param) is what a ``net.on_backward_layer``
 callback would call from a sender thread, and :meth:`wait_params` takes the params a layer needs,
@@ -22,6 +38,7 @@ from ..errors import CaffeError, SolverError
 from ..log import fmt, info
 from ..solvers import debug
 from . import checkpoint, transport as T
+from .topology import SSP
 
 
 class Stopped(Exception):
@@ -39,6 +56,10 @@ class Worker(object):
         self.flat = [b.data.reshape(-1) for b in net.learnable_params]
         self.timeout = topo.cluster.timeout
         self.max_staleness = 0
+        self.ssp = topo.consistency == SSP
+        self.bound = topo.staleness
+        # per param, per slice: the server clock of the cached values (-1: none yet)
+        self.slice_clock = [[-1] * len(sl) for sl in topo.slices]
         self.t_compute = self.t_wait = 0.0
         self.steps = 0
         # hooks for caffepy.dist.routing (SFB weights, sharded tables): other message kinds,
@@ -57,18 +78,25 @@ class Worker(object):
         self.wait_params(0, self.start)
         for c in range(self.start, self.param.max_iter):
             if c > self.start and self.barrier_step(c):
+                self.wait_params(c - self.start, c)     # SSP: every push answered first
                 self.barrier(c, final=False)
+            if self.ssp:
+                t0 = time.time()
+                self.wait_fresh(c)
+                self.t_wait += time.time() - t0
             t0 = time.time()
             loss = self.compute(c)
             self.t_compute += time.time() - t0
             for p in reversed(range(len(self.flat))):
                 self.push(p, c)
-            t0 = time.time()
-            self.wait_params(c - self.start + 1, c + 1)
-            self.t_wait += time.time() - t0
+            if not self.ssp:
+                t0 = time.time()
+                self.wait_params(c - self.start + 1, c + 1)
+                self.t_wait += time.time() - t0
             self.steps += 1
             if self.ep.id == 0 and self.param.display and c % self.param.display == 0:
                 info("worker.py", "Iteration %d, loss = %s (worker 0)" % (c, fmt(loss)))
+        self.wait_params(self.param.max_iter - self.start, self.param.max_iter)
         self.barrier(self.param.max_iter, final=True)
 
     def _push_init(self):
@@ -93,8 +121,29 @@ class Worker(object):
         return loss
 
     def push(self, p, c):
+        diff = self.net.learnable_params[p].diff
+        # SSP goes on computing before the stub has read the diff: send a copy
         self.ep.send(self.stub, T.header(T.GRAD, param=p, step=c),
-                     [self.net.learnable_params[p].diff])
+                     [diff.copy() if self.ssp else diff])
+
+    def cache_clock(self, p):
+        """The server clock of param p's cached values (the oldest of its slices)."""
+        clocks = self.slice_clock[p]
+        return min(clocks) if clocks else self.param.max_iter
+
+    def wait_fresh(self, c, params=None):
+        """SSP, before step c: apply the PARAM slices that have arrived, then take more only while
+        a param in ``params`` (default all) has a cached clock below ``c - staleness`` (or has
+        not had its first values: those carry clock ``start``)."""
+        wanted = range(len(self.flat)) if params is None else params
+        while self.ep.probe():
+            self.take_message(c)
+        need = max(c - self.bound, self.start)      # and never before the first values
+        low = min([self.cache_clock(p) for p in wanted] or [c])
+        while low < need:
+            self.take_message(c)
+            low = min(self.cache_clock(p) for p in wanted)
+        self.max_staleness = max(self.max_staleness, c - low)
 
     def wait_params(self, version, clock, params=None):
         """Take PARAM slices until every param in ``params`` (default all) reached ``version``."""
@@ -117,7 +166,9 @@ class Worker(object):
             raise CaffeError("worker %d: unexpected message %s while waiting for parameters"
                              % (self.ep.id, T.KIND_NAMES.get(h.kind, h.kind)))
         self.flat[h.param][h.offset:h.offset + bufs[0].size] = bufs[0]
-        self.max_staleness = max(self.max_staleness, clock - h.step)
+        self.slice_clock[h.param][h.slice] = h.step
+        if not self.ssp:
+            self.max_staleness = max(self.max_staleness, clock - h.step)
         if h.flag:
             self.version[h.param] = h.version
 

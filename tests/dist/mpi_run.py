@@ -27,6 +27,12 @@ def main():
     ap.add_argument("--checkpoint_frequency", type=int, default=0)
     ap.add_argument("--sleep", type=float, default=0.0)
     ap.add_argument("--consistency", default="BSP")
+    ap.add_argument("--staleness", type=int, default=0)
+    ap.add_argument("--slow_worker", type=int, default=-1,
+                    help="this worker sleeps --slow_delay s in layer --slow_layer's forward every step")
+    ap.add_argument("--slow_layer", type=int, default=0, help="0: the data layer, -1: the last")
+    ap.add_argument("--slow_delay", type=float, default=0.01)
+    ap.add_argument("--wait_free", type=int, default=1)
     ap.add_argument("--resume", action="store_true")
     ap.add_argument("--engine", default="mpi")
     ap.add_argument("--hidden", type=int, default=7)
@@ -41,7 +47,7 @@ def main():
     cluster = nets.cluster(nworker_groups=a.groups, nworkers_per_group=a.workers,
                            nservers_per_group=a.servers, server_worker_separate=a.separate,
                            workspace=a.workspace, consistency=a.consistency, engine=a.engine,
-                           timeout=20)
+                           timeout=20, staleness=a.staleness, wait_free=bool(a.wait_free))
 
     def feed(w, nworkers, net):
         nets.feeder(x, y)(w, nworkers, net)
@@ -49,6 +55,10 @@ def main():
         if a.sleep:
             run = net.forward_backward
             net.forward_backward = lambda: (time.sleep(a.sleep), run())[1]
+        if w == a.slow_worker:
+            layer = net.layers[a.slow_layer]
+            forward = layer.forward
+            layer.forward = lambda bottom, top: (time.sleep(a.slow_delay), forward(bottom, top))[1]
     try:
         result = dist.train(solver, cluster=cluster, resume=a.resume, feeder=feed)
     except CaffeError as e:
@@ -60,7 +70,9 @@ def main():
         print("RESULT step=%d bytes=%d messages=%d seconds=%.3f" % (
             result.step, result.bytes_sent, result.messages, result.seconds))
         for w, r in sorted(result.reports.items()):
-            print("WORKER %d compute=%s wait=%s steps=%s" % (w, r["compute"], r["wait"], r["steps"]))
+            print("WORKER %d compute=%s wait=%s steps=%s stale=%s" % (w, r["compute"], r["wait"],
+                                                                     r["steps"], r["stale"]))
+        print("STALENESS %d" % result.max_staleness)
     return 0
 
 

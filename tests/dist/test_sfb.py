@@ -36,11 +36,71 @@ def wide_net(batch):
     return Net(proto_io.read_net(WIDE_NET % {"batch": batch}), phase=caffe_pb2.TRAIN, dtype=np.float64)
 
 
+def _cost(groups, servers=1, separate=True, workers=1, counts=(100,)):
+    from caffepy.dist.topology import Topology
+    c = caffe_pb2.ClusterParameter(nworker_groups=groups, nworkers_per_group=workers,
+                                   nservers_per_group=servers, server_worker_separate=separate)
+    return sfb.CostModel(Topology(c, list(counts)))
+
+
+class _Layer(object):
+    def __init__(self, m, n, k):
+        self.m, self.num_output, self.k = m, n, k
+
+
+@pytest.mark.parametrize("W,P,NK", [(2, 1, 6), (4, 1, 6), (4, 2, 6), (8, 1, 14), (8, 4, 14)])
+def test_cost_model_crossover_counts_the_workers(W, P, NK):
+    """One worker per group, P separate servers: per step a worker sends its r (N + K) factor
+    numbers to W - 1 peers and receives as many; dense, a worker (its own stub) pushes and pulls
+    N K and a server moves 2 N K per group for its 1/P slice. SFB exactly when
+    2 r (N + K) (W - 1) < 2 N K max(1, W / P); at the crossover r* a tie stays dense."""
+    n = k = NK
+    dense = 2 * n * k * max(1, W // P)
+    r_star = dense // (2 * (n + k) * (W - 1))
+    assert r_star * 2 * (n + k) * (W - 1) == dense             # the crossover is an integer here
+    cost = _cost(W, P, counts=[n * k])
+    below, at, above = [cost.choice("ip", 0, _Layer(r, n, k), (n, k)) for r in (r_star - 1, r_star,
+                                                                                   r_star + 1)]
+    assert (below.use, at.use, above.use) == (True, False, False)
+    assert at.sfb == at.dense == dense and below.sfb == 2 * (r_star - 1) * (n + k) * (W - 1)
+    assert "%d workers" % W in at.describe() and at.describe().endswith("-> dense")
+
+
+def test_cost_model_more_workers_turn_a_layer_dense():
+    """Poseidon's setting, a worker and a server on every machine (P = W, servers on worker
+    processes): dense moves 4 N K (W - 1) / W per process, SFB 2 r (N + K) (W - 1), so SFB only
+    while W < 2 N K / (r (N + K)) = 8 here. The old rule (r (N + K) < N K, blind to W) kept
+    this layer on SFB at any worker count."""
+    n, k, r = 64, 64, 8                                         # r (N + K) = 1024 < N K = 4096
+    got = {W: _cost(W, W, separate=False, counts=[n * k]).choice("ip", 0, _Layer(r, n, k), (n, k))
+           for W in (2, 4, 8, 16)}
+    assert {W: (c.sfb, c.dense) for W, c in got.items()} == {
+        W: (2 * r * (n + k) * (W - 1), 4 * n * k * (W - 1) // W) for W in (2, 4, 8, 16)}
+    assert {W: c.use for W, c in got.items()} == {2: True, 4: True, 8: False, 16: False}
+
+
+def test_cost_model_free_exchanges_inside_a_process():
+    """Roles sharing a process exchange for free: one group of K workers with its servers on
+    worker processes; the stub's process carries the K - 1 peers' pushes and pulls."""
+    n, k = 10, 10
+    cost = _cost(1, 2, separate=False, workers=3, counts=[n * k])
+    # worker 0 holds the stub and server 0; server 1 is in worker 1's process (half the weight)
+    assert cost.dense_numbers(0) == 2 * 2 * n * k + 2 * (n * k // 2)
+    assert cost.sfb_numbers(7) == 2 * 7 * 2
+    assert _cost(1, 1, separate=False).dense_numbers(0) == 0  # one process: nothing crosses
+
+
 def test_plan_picks_layers_where_factors_are_smaller():
     net = wide_net(4)
-    chosen = {net._layer_names[li]: sl for li, sl in sfb.plan(net).items()}
-    # ip1: m=8, 8*(40+8)=384 > 320 -> dense; ip2: 4*(30+80)=440 < 2400 -> SFB; ip3: 4*83 > 90
-    assert sorted(chosen) == ["ip2"]
+    choices = {}
+    chosen = {net._layer_names[li]: sl for li, sl in sfb.plan(
+        net, cost=_cost(4, 1, counts=[p.count for p in net.learnable_params]), choices=choices).items()}
+    # 4 workers, 1 separate server (dense: 2 N K x 4 groups at the server); factors 2 r (N + K) x 3
+    # ip1 (r = 8 rows: axis 2): 2304 < 2560 -> SFB; ip2: 2640 < 19200 -> SFB; ip3: 792 > 720 -> dense
+    assert sorted(chosen) == ["ip1", "ip2"]
+    assert {n: (c.sfb, c.dense) for n, c in choices.items()} == {
+        "ip1": (2304, 2560), "ip2": (2640, 19200), "ip3": (792, 720)}
+    assert sfb.plan(net) == {}                                  # no cost model: all dense
     forced = sfb.plan(net, {"ip1": True, "ip2": False, "ip3": True})
     assert sorted(net._layer_names[li] for li in forced) == ["ip1", "ip3"]
     with pytest.raises(Exception, match="unknown layers"):
@@ -135,20 +195,39 @@ def _server_param_names(workspace, step=20):
 
 @pytest.mark.parametrize("solver_type,mode,layers,wait_free", [
     ("SGD", "AUTO", (), True), ("SGD", "NEVER", ("ip1", "ip3"), False), ("Adam", "ALWAYS", (), True)])
-def test_dist_train_sfb_on_off_match_single_process(tmp_path, solver_type, mode, layers, wait_free):
+def test_dist_train_sfb_on_off_match_single_process(tmp_path, solver_type, mode, layers,
+                                                     wait_free):
     from caffepy.dist.waitfree import CommOptions
     W = G * K
     x, y = wide_data(10 * W * B)
     want = reference(WIDE_NET, x, y, W, B, solver_type=solver_type)
     off, _ = _dist_train(tmp_path / "off", solver_type, CommOptions(wait_free, sfb_mode="NEVER"))
-    on, result = _dist_train(tmp_path / "on", solver_type,
-                             CommOptions(wait_free, sfb_mode=mode, sfb_layers=layers))
+    import logging
+    from caffepy.log import logger
+    records = []
+    keep = logging.Handler()
+    keep.emit = lambda record: records.append(record.getMessage())
+    level = logger.level
+    logger.addHandler(keep)
+    logger.setLevel(logging.INFO)
+    try:
+        on, result = _dist_train(tmp_path / "on", solver_type,
+                                 CommOptions(wait_free, sfb_mode=mode, sfb_layers=layers))
+    finally:
+        logger.removeHandler(keep)
+        logger.setLevel(level)
     assert result.step == 20 and on.iter == 20
+    logged = "\n".join(records)
+    if mode == "AUTO":           # the decision and its inputs are logged, one line per weight
+        assert "SFB choice for layer 'ip2' (weight 30x80, 2 factor rows per worker, 4 workers): " \
+            "factors move 1320 numbers, dense push/pull 9600 at the busiest process -> SFB" in logged
+        assert "layer 'ip3'" in logged and "layer 'ip1'" in logged
     for a, b, c in zip(want, off.net.learnable_params, on.net.learnable_params):
         np.testing.assert_allclose(b.data, a, rtol=0, atol=1e-6)
         np.testing.assert_allclose(c.data, a, rtol=0, atol=1e-6)
     # the SFB weights never reached a server: the servers' checkpoint files lack them
-    sfb_names = {"AUTO": {"ip2:0"}, "NEVER": {"ip1:0", "ip3:0"},
+    # AUTO (4 workers, 2 servers on worker processes): ip1 and ip2 go SFB, ip3 stays dense
+    sfb_names = {"AUTO": {"ip1:0", "ip2:0"}, "NEVER": {"ip1:0", "ip3:0"},
                  "ALWAYS": {"ip1:0", "ip2:0", "ip3:0"}}[mode]
     names = _server_param_names(tmp_path / "on")
     assert not names & sfb_names and {"ip1:1", "ip2:1", "ip3:1"} <= names

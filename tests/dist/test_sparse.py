@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from caffepy.dist import sfb, sparse
+from caffepy.dist.topology import Topology
 from caffepy.net import Net
 from caffepy.proto import caffe_pb2, io as proto_io
 from caffepy.solvers import get_solver, lr_policies, solver_class
@@ -76,7 +77,9 @@ def bsp_run(net_text, x, y, W, B, steps=20, solver_type="SGD", shards=0, table="
                        for s, v in enumerate(smap.scatter(full))]}
         clients = [sparse.SparseTableClient(tp, net.learnable_params[tp], list(range(shards)))
                    for net in nets]
-    plans = [sfb.plan(net, sfb_overrides) if sfb_overrides is not False else {} for net in nets]
+    cost = sfb.CostModel(Topology(caffe_pb2.ClusterParameter(nworker_groups=W),
+                                  [p.count for p in nets[0].learnable_params]))
+    plans = [sfb.plan(net, sfb_overrides, cost) if sfb_overrides is not False else {} for net in nets]
     collectors = [sfb.FactorCollector(net, pl) for net, pl in zip(nets, plans)]
     sfb_params = {sl.param: sl for sl in plans[0].values()}
     dense = [p for p in range(n) if p not in tables and p not in sfb_params]
@@ -254,3 +257,76 @@ def test_dist_train_shards_every_embed_by_default(tmp_path):
     with pytest.raises(Exception, match="sharded tables: only with BSP"):
         _dist_train(tmp_path / "ssp", 2, 1, 3, x=x, y=y, sharded_table=["embed"],
                     consistency=caffe_pb2.ClusterParameter.SSP)
+
+
+def test_scaled_rows_one_factor_for_every_table():
+    assert caffe_pb2.ClusterParameter().tables_sharded_for == 0        # off by default
+    assert [sparse.scaled_rows(r, 2, 4) for r in (23, 24, 1)] == [12, 12, 1]
+    assert sparse.scaled_rows(23, 1, 4) == 6 and sparse.scaled_rows(5, 1, 100) == 1
+    assert sparse.scaled_rows(23, 4, 4) == 23 and sparse.scaled_rows(23, 3, 0) == 23
+
+
+def test_dist_train_scaled_tables_fit_fewer_servers(tmp_path):
+    """Tables sized for 4 servers on 2: the 23-row table is scaled to ceil(23 * 2 / 4) = 12 rows,
+    ids hashed modulo 12. Expected: the single process on the same net with a 12-row table (the
+    first 12 initial rows) fed ids % 12; each server holds its rows j, j + 2, ... of the 12."""
+    from caffepy.dist import checkpoint
+    W, B, rows = 2, 4, 12
+    x, y = embed_data(10 * W * B)
+    solver = get_solver(solver_param(EMBED_NET, B, 20), dtype=np.float64)
+    init = [p.data.copy() for p in solver.net.learnable_params]
+    c = caffe_pb2.ClusterParameter(nworker_groups=W, nservers_per_group=2, tables_sharded_for=4,
+                                   workspace=str(tmp_path), wait_free=False)
+
+    def feed(w, n, net):
+        net.layers[0].reset(x[w::n], y[w::n])
+    from caffepy import dist
+    result = dist.train(solver, cluster=c, feeder=feed)
+    ref = get_solver(solver_param(EMBED_NET.replace("input_dim: 23", "input_dim: %d" % rows), W * B),
+                     dtype=np.float64)
+    for blob, v in zip(ref.net.learnable_params, init):
+        blob.data[...] = v[:blob.shape[0]]
+    ref.net.layers[0].reset(x % rows, y)
+    start = float(ref.net.forward()["loss"])
+    ref.net.layers[0].reset(x % rows, y)
+    ref.solve()
+    ref.net.layers[0].reset(x % rows, y)
+    assert float(ref.net.forward()["loss"]) < start                # the scaled net trains
+    want = [p.data for p in ref.net.learnable_params]
+    table = solver.net.learnable_params[0].data
+    np.testing.assert_allclose(table, want[0][np.arange(23) % rows], rtol=0, atol=1e-6)
+    for a, p in zip(want[1:], solver.net.learnable_params[1:]):
+        np.testing.assert_allclose(p.data, a, rtol=0, atol=1e-6)
+    for j in (0, 1):
+        (p, shard), = result.table_shards[j].items()
+        assert shard.values.shape == (6, 4)                       # its 6 of 12 rows, not of 23
+        np.testing.assert_array_equal(shard.row_ids, np.arange(j, rows, 2))
+        np.testing.assert_allclose(shard.values, want[0][j::2], rtol=0, atol=1e-6)
+    _, manifest = checkpoint.latest_complete(str(tmp_path))
+    full = checkpoint.full_params(str(tmp_path), manifest, np.float64)
+    np.testing.assert_allclose(full["embed:0"][0].reshape(rows, 4), want[0], rtol=0, atol=1e-6)
+
+
+def test_client_hashes_ids_and_sums_colliding_gradients():
+    """A worker's view of a scaled table: ids 1 and 13 share row 1 of 12: the lookup asks for it
+    once, writes it at both ids, and the gradient sent for row 1 is the sum of both ids' rows."""
+    from caffepy.blob import Blob
+    table = Blob((23, 2), np.float64)
+    client = sparse.SparseTableClient(0, table, [100, 101], rows=12)
+    msgs = client.lookup_messages(np.array([13, 1, 4, 13]), step=0)
+    assert [(dst, list(b[0])) for dst, h, b in msgs] == [(100, [2]), (101, [0])]   # rows 4, 1
+    smap = sparse.ShardMap(12, 2)
+    values = np.arange(24, dtype=np.float64).reshape(12, 2)
+    shards = [sparse.TableShard(smap, s, v) for s, v in enumerate(smap.scatter(values))]
+    for dst, h, bufs in msgs:
+        client.on_rows(*sparse.serve(shards[dst - 100], h, bufs))
+    np.testing.assert_array_equal(table.data[[1, 13, 4]], values[[1, 1, 4]])
+    table.diff[1], table.diff[13], table.diff[4] = [1.0, 2.0], [10.0, 20.0], [5.0, 5.0]
+    parts = client.grad_parts(np.array([13, 1, 4]))
+    assert sorted(parts) == [0, 1]
+    np.testing.assert_array_equal(parts[1][0], [0])                  # row 1 = local 0 of shard 1
+    np.testing.assert_array_equal(parts[1][1], [[11.0, 22.0]])       # ids 1 and 13 summed
+    np.testing.assert_array_equal(parts[0][0], [2])                  # row 4 = local 2 of shard 0
+    np.testing.assert_array_equal(parts[0][1], [[5.0, 5.0]])
+    with pytest.raises(Exception, match="outside the table's 23 rows"):
+        client.lookup_messages(np.array([23]), step=1)

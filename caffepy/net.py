@@ -331,7 +331,8 @@ class Net(PycaffeNet):
 
     def save(self, path, write_diff=False):
         """Write a .caffemodel (binary NetParameter, float data) that BVLC Caffe reads."""
-        proto_io.write_binary(self.to_proto(write_diff), path)
+        from .weights import save_caffemodel
+        save_caffemodel(self, path, write_diff)
 
     def save_hdf5(self, path, write_diff=False):
         from .weights import save_hdf5

@@ -344,7 +344,7 @@ class Solver(object):
         else:
             model = self.snapshot_filename(".caffemodel")
             info("solver.cpp:464", "Snapshotting to binary proto file %s" % model)
-            proto_io.write_binary(self.net.to_proto(self.param.snapshot_diff), model)
+            self.net.save(model, self.param.snapshot_diff)
             path = self.snapshot_filename(".solverstate")
             info("sgd_solver.cpp:284",
                      "Snapshotting solver state to binary proto file %s" % path)

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..blob import blobproto_shape
 from ..errors import SolverError
-from ..proto import caffe_pb2, io as proto_io
+from ..proto import caffe_pb2, io as proto_io, packed
 
 
 def snapshot_filename(prefix, it, extension):
@@ -35,20 +35,22 @@ def _h5py():
     return h5py
 
 
-def _array_to_blobproto(arr):
-    bp = caffe_pb2.BlobProto()
-    bp.shape.dim.extend(arr.shape)
-    if arr.dtype == np.float64:
-        bp.double_data.extend(arr.ravel())
-    else:
-        bp.data.extend(arr.ravel().astype(np.float32))
-    return bp
+_HISTORY = 3    # SolverState.history
+
+
+def _history_chunks(arr):
+    """A history blob as BlobProto chunks: float64 arrays as ``double_data``, others as ``data``."""
+    return packed.blob_chunks(arr, double=arr.dtype == np.float64)
 
 
 def _blobproto_to_array(bp, dtype):
     shape = blobproto_shape(bp)
-    values = bp.double_data if len(bp.double_data) else bp.data
-    return np.asarray(values, dtype=dtype).reshape(shape)
+    values = packed.field_array(bp, "double_data", dtype)
+    if values is None:
+        values = packed.field_array(bp, "data", dtype)
+    if values is None:
+        values = np.zeros(0, dtype)
+    return values.reshape(shape)
 
 
 def write_state(path, it, learned_net, current_step, history, hdf5=False):
@@ -58,13 +60,16 @@ def write_state(path, it, learned_net, current_step, history, hdf5=False):
         state.iter = int(it)
         state.learned_net = learned_net
         state.current_step = int(current_step)
+        chunks = [state.SerializeToString()]
         for h in history:
-            state.history.add().CopyFrom(_array_to_blobproto(h))
-        proto_io.write_binary(state, path)
+            body = _history_chunks(np.asarray(h))
+            chunks += [packed.varint(_HISTORY << 3 | 2), packed.varint(packed.chunks_len(body))] + body
+        proto_io.atomic_write(path, chunks)
         return
     h5py = _h5py()
     d = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=d)
+    os.fchmod(fd, proto_io.file_mode())
     os.close(fd)
     try:
         with h5py.File(tmp, "w") as f:

@@ -148,14 +148,24 @@ class Worker(object):
         return ()
 
     def _write_checkpoint(self, step):
-        if self.g != 0:
-            return ""
+        """step<N>-worker<id>.bin: the params this worker owns (group 0) and, for every worker, where
+        its data layers stand and its random generator (caffepy.data.state), for an exact resume."""
+        from .. import common
+        from ..data import state as data_state
         k = self.ep.id
         owned = [p for p in range(len(self.flat))
-                 if self.topo.owner_worker(p) == k and p not in self.not_checkpointed]
-        if not owned:
-            return ""
+                 if self.g == 0 and self.topo.owner_worker(p) == k and p not in self.not_checkpointed]
         names = self.net.param_display_names
         slices = [checkpoint.make_slice(names[p], p, 0, 0, self.version[p], self.flat[p],
                                         self.param_history(p), shape=self.net.learnable_params[p].shape) for p in owned]
-        return checkpoint.write_file(self.workspace, step, "worker", k, slices)
+        return checkpoint.write_file(self.workspace, step, "worker", k, slices,
+                                     layer_state=data_state.net_state(self.net),
+                                     random=data_state.rng_state(common.rng()))
+
+    def restore_state(self, ck, source):
+        """Put back the data layers' state and the generator saved in a worker file."""
+        from .. import common
+        from ..data import state as data_state
+        data_state.restore_net(self.net, ck.layer_state, source)
+        if ck.HasField("random"):
+            data_state.restore_rng(common.rng(), ck.random)

@@ -348,7 +348,9 @@ class Solver(object):
             path = self.snapshot_filename(".solverstate")
             info("sgd_solver.cpp:284",
                      "Snapshotting solver state to binary proto file %s" % path)
-        state_io.write_state(path, self.iter, model, self.current_step, self.state_history(), hdf5)
+        from ..data import state as data_state
+        state_io.write_state(path, self.iter, model, self.current_step, self.state_history(), hdf5,
+                             data_state.net_state(self.net), data_state.rng_state(common.rng()))
         return path
 
     def restore(self, state_file):
@@ -359,6 +361,11 @@ class Solver(object):
             state_io.load_weights(self.net, state_io.resolve_learned_net(learned, state_file))
         self.iter, self.current_step = int(it), int(current_step)
         self.restore_history(history, state_file)
+        from ..data import state as data_state
+        layers, random = state_io.read_data_state(state_file)
+        data_state.restore_net(self.net, layers, state_file)   # the data continues where it stopped
+        if random is not None:
+            data_state.restore_rng(common.rng(), random)
 
     def state_history(self):
         return []

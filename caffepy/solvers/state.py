@@ -10,7 +10,11 @@
   one per learnable param; AdaDelta/Adam: two, all first moments then all second moments).
 
 The HDF5 form (``snapshot_format: HDF5``) has scalar datasets ``iter``, ``current_step``, the string
-``learned_net`` and a group ``history`` with datasets ``0``, ``1``, ... Both are written atomically
+``learned_net`` and a group ``history`` with datasets ``0``, ``1``, ... caffepy adds where the data
+stands (caffepy.data.state): SolverState fields ``layer_state`` (20000: each data layer's cursor and
+random state) and ``random`` (20001: the solver thread's generator), or in HDF5 a group
+``caffepy_state`` of serialised LayerStates; Caffe ignores them, and a state without them resumes
+the data from its start as before. Both are written atomically
 (temporary file in the same directory, fsync, rename), the weights before the state that names them.
 """
 import os
@@ -53,13 +57,19 @@ def _blobproto_to_array(bp, dtype):
     return values.reshape(shape)
 
 
-def write_state(path, it, learned_net, current_step, history, hdf5=False):
-    """Write a solver state file (binary SolverState, or HDF5 when ``hdf5``), atomically."""
+def write_state(path, it, learned_net, current_step, history, hdf5=False, layer_state=(),
+                random=None):
+    """Write a solver state file (binary SolverState, or HDF5 when ``hdf5``), atomically.
+    ``layer_state`` / ``random``: LayerStates of the data layers and the solver's generator
+    (caffepy.data.state), for an exact resume."""
     if not hdf5:
         state = caffe_pb2.SolverState()
         state.iter = int(it)
         state.learned_net = learned_net
         state.current_step = int(current_step)
+        state.layer_state.extend(layer_state)
+        if random is not None:
+            state.random.CopyFrom(random)
         chunks = [state.SerializeToString()]
         for h in history:
             body = _history_chunks(np.asarray(h))
@@ -79,6 +89,10 @@ def write_state(path, it, learned_net, current_step, history, hdf5=False):
             g = f.create_group("history")
             for i, h in enumerate(history):
                 g.create_dataset(str(i), data=h)
+            extra = f.create_group("caffepy_state")       # serialised LayerStates, as uint8
+            for i, st in enumerate(list(layer_state) + ([random] if random is not None else [])):
+                name = "random" if random is not None and i == len(layer_state) else str(i)
+                extra.create_dataset(name, data=np.frombuffer(st.SerializeToString(), np.uint8))
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -107,6 +121,28 @@ def read_state(path, dtype=np.float32):
     proto_io.read_binary(path, state)
     history = [_blobproto_to_array(bp, dtype) for bp in state.history]
     return state.iter, state.learned_net, state.current_step, history
+
+
+def read_data_state(path):
+    """``([LayerState], random LayerState or None)`` saved in a state file (empty when it was
+    written by Caffe or an older caffepy)."""
+    path = os.fspath(path)
+    if path.endswith(".h5"):
+        h5py = _h5py()
+        states, random = [], None
+        with h5py.File(path, "r") as f:
+            g = f["caffepy_state"] if "caffepy_state" in f else {}
+            for name in sorted(g, key=lambda n: (n == "random", int(n) if n.isdigit() else 0)):
+                st = caffe_pb2.LayerState()
+                st.ParseFromString(np.asarray(g[name]).tobytes())
+                if name == "random":
+                    random = st
+                else:
+                    states.append(st)
+        return states, random
+    state = caffe_pb2.SolverState()
+    proto_io.read_binary(path, state)
+    return list(state.layer_state), (state.random if state.HasField("random") else None)
 
 
 def resolve_learned_net(learned_net, state_path):

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import nets
+from conftest import needs_mpi
 from caffepy import dist
 from caffepy.dist import checkpoint
 from caffepy.errors import CaffeError
@@ -125,3 +126,37 @@ def test_any_size_slice_round_trip(tmp_path):
     ck, [(msg, got, hist)] = checkpoint.read_slices(str(tmp_path / "checkpoint" / name))
     assert ck.ByteSize() < 200 and msg.raw_length == values.size
     assert np.array_equal(got, values) and np.array_equal(hist[0], values[::-1])
+
+
+_VISIBILITY = """
+import sys
+from mpi4py import MPI
+from caffepy.dist.workspace import preflight
+from caffepy.errors import CaffeError
+rank = MPI.COMM_WORLD.Get_rank()
+ws = sys.argv[1] + ("/rank%d" % rank if sys.argv[2] == "private" else "")
+try:
+    preflight(ws, False, False, MPI.COMM_WORLD)
+except CaffeError as e:
+    print("ERROR rank %d: %s" % (rank, e))
+    sys.exit(1)
+print("OK rank %d" % rank)
+"""
+
+
+@needs_mpi
+@pytest.mark.parametrize("kind", ["shared", "private"])
+def test_workspace_every_rank_sees(tmp_path, kind):
+    """Each rank writes a token file; rank 0 must see them all (emulated: a per-rank workspace)."""
+    import subprocess
+    import sys
+    from conftest import ROOT
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    p = subprocess.run(["mpiexec", "-n", "2", sys.executable, "-c", _VISIBILITY, str(tmp_path), kind],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True, timeout=120)
+    if kind == "shared":
+        assert p.returncode == 0 and p.stdout.count("OK rank") == 2, p.stdout + p.stderr[-2000:]
+        return
+    lines = [l for l in p.stdout.splitlines() if l.startswith("ERROR")]
+    assert p.returncode != 0 and len(lines) == 2, p.stdout + p.stderr[-2000:]
+    assert "is not shared" in lines[0] and "rank 1 (host " in lines[0]

@@ -70,8 +70,9 @@ def encode(name, values):
         else:
             arr = np.asarray(v)
             if arr.dtype.kind not in "biuf":
-                raise CaffeError("state of %s: value '%s' of type %s cannot be saved (numbers, "
-                                 "arrays, str, bytes, dicts of those and numpy Generators can)" % (name, key, type(v).__name__))
+                raise CaffeError("state of %s: value '%s' of type %s cannot be saved (numbers, arrays, "
+                                 "str, bytes, dicts of those and numpy Generators can)"
+                                 % (name, key, type(v).__name__))
             arr = arr.astype(arr.dtype.newbyteorder("<"), copy=False)     # keeps 0-d arrays 0-d
             a.dtype, a.data = arr.dtype.str, arr.tobytes()
             a.shape.extend(arr.shape)

@@ -199,7 +199,7 @@ def train(solver, cluster=None, cluster_file=None, resume=False, feeder=None, en
         eng = InprocEngine(topo)
         rank = 0
     from .workspace import preflight
-    preflight(workspace, resume, overwrite, eng.comm if kind == "mpi" else None)
+    hosts = preflight(workspace, resume, overwrite, eng.comm if kind == "mpi" else None)
     start_step, restored = 0, None
     if resume:
         start_step, manifest = checkpoint.latest_complete(workspace, verify=True)
@@ -220,8 +220,12 @@ def train(solver, cluster=None, cluster_file=None, resume=False, feeder=None, en
              "after the last step (test_interval %d is not used in between)" % p.test_interval)
     if rank == 0:
         from ..draw import write_net_json
+        from .report import cluster_summary, route_lines
+        summary = cluster_summary(topo, plan, meta.names, meta.counts, hosts, kind)
+        for line in route_lines(summary):
+            info("trainer.py", line)
         write_net_json(solver.net, os.path.join(workspace, "visualization", "net.json"),
-                       placement=topo.placement(solver.net))
+                       placement=topo.placement(solver.net), cluster=summary)
     proc = _Process(solver, topo, eng, workspace, start_step, restored, feeder)
     if resume:
         proc.worker_states = checkpoint.worker_states(workspace, manifest)

@@ -19,7 +19,7 @@ import time
 import numpy as np
 
 from ..errors import CaffeError, SolverError
-from ..log import fmt, info
+from ..log import info
 from ..solvers import debug
 from . import checkpoint, transport as T
 
@@ -46,6 +46,10 @@ class Worker(object):
         self.routes = {}
         self.not_checkpointed = set()
         self.early = []          # routed messages of the next step that came before our GO
+        self.progress = None     # the first worker of each group logs its group's progress
+        if solver_param.display and endpoint.id % topo.K == 0:
+            from .report import GroupProgress
+            self.progress = GroupProgress(solver_param, self.g, topo.G, start_step)
 
     def barrier_step(self, step):
         p = self.param
@@ -67,8 +71,8 @@ class Worker(object):
             self.wait_params(c - self.start + 1, c + 1)
             self.t_wait += time.time() - t0
             self.steps += 1
-            if self.ep.id == 0 and self.param.display and c % self.param.display == 0:
-                info("worker.py", "Iteration %d, loss = %s (worker 0)" % (c, fmt(loss)))
+            if self.progress and c % self.param.display == 0:
+                info("worker.py", self.progress.line(c, loss))
         self.barrier(self.param.max_iter, final=True)
 
     def _push_init(self):

@@ -58,7 +58,8 @@ def _bcast_text(comm, text, rank):
 
 
 def _visibility(workspace, comm, rank, size):
-    """'' when rank 0 sees every rank's token file, else the error line."""
+    """('' when rank 0 sees every rank's token file, else the error line; the ranks' host names,
+    on rank 0)."""
     token = _bcast_text(comm, uuid.uuid4().hex if rank == 0 else "", rank)
     d = os.path.join(workspace, ".caffepy-ranks")
     host = socket.gethostname()
@@ -80,10 +81,10 @@ def _visibility(workspace, comm, rank, size):
         errs[0] = 1
     total = np.zeros(1, np.int64)
     comm.Allreduce(errs, total)
+    names = [bytes(h).rstrip(b"\0").decode("utf-8", "replace") for h in hosts]
     if total[0]:
-        return err or "a rank cannot write to workspace %s" % workspace
+        return err or "a rank cannot write to workspace %s" % workspace, names
     if rank == 0:
-        names = [bytes(h).rstrip(b"\0").decode("utf-8", "replace") for h in hosts]
         missing = [r for r in range(size) if not os.path.exists(os.path.join(d, "%s-rank%d" % (token, r)))]
         for r in range(size):
             try:
@@ -94,23 +95,26 @@ def _visibility(workspace, comm, rank, size):
             err = ("workspace %s is not shared: rank 0 (host %s) cannot see what %s wrote there; put "
                    "the workspace on a filesystem every host mounts at the same path"
                    % (workspace, names[0], ", ".join("rank %d (host %s)" % (r, names[r]) for r in missing)))
-    return _bcast_text(comm, err, rank)
+    return _bcast_text(comm, err, rank), names
 
 
 def preflight(workspace, resume, overwrite, comm=None):
     """Run the checks on every rank (``comm``: the MPI communicator, None in process); raises the
-    same CaffeError everywhere when one fails; removes old checkpoints on ``overwrite``."""
+    same CaffeError everywhere when one fails; removes old checkpoints on ``overwrite``. Returns
+    the host name of every rank (complete on rank 0)."""
     rank = comm.Get_rank() if comm is not None else 0
     why = _refusal(workspace, resume, overwrite) if rank == 0 else ""
     if comm is not None:
         why = _bcast_text(comm, why, rank)
     if why:
         raise CaffeError(why)
+    hosts = [socket.gethostname()]
     if comm is not None and comm.Get_size() > 1:
-        why = _visibility(workspace, comm, rank, comm.Get_size())
+        why, hosts = _visibility(workspace, comm, rank, comm.Get_size())
         if why:
             raise CaffeError(why)
     if overwrite and not resume and rank == 0 and existing_checkpoints(workspace):
         _clear(workspace)
     if comm is not None:
         comm.Barrier()
+    return hosts

@@ -46,7 +46,9 @@ class Solver(object):
         self.param = load_solver_param(param)
         self.dtype = np.dtype(dtype)
         self.check_param()
-        info("solver.cpp:45", "Initializing solver from parameters: \n"
+        from ..launcher import is_lead_rank
+        if is_lead_rank():      # once per job, not once per MPI rank
+            info("solver.cpp:45", "Initializing solver from parameters: \n"
                  + proto_io.to_text(self.param))
         self._check_snapshot_write_permissions()
         if self.param.random_seed >= 0:

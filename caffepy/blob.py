@@ -207,9 +207,11 @@ class Blob(object):
         from .proto import packed
         return packed.blob_chunks(self._data, self._shape, self._diff if write_diff else None, double)
 
-    def from_proto(self, proto, reshape=True):
-        """Load from a BlobProto (shape or legacy num/channels/height/width; float or double)."""
-        from .proto.packed import field_array
+    def from_proto(self, proto, reshape=True, values=None):
+        """Load from a BlobProto (shape or legacy num/channels/height/width; float or double).
+        ``values``: the proto's packed value fields given apart ({field name: array}), when the
+        message was parsed without them (caffepy.proto.packed.split_net)."""
+        from .proto.packed import field_view
         shape = blobproto_shape(proto)
         if reshape:
             self.reshape(shape)
@@ -217,9 +219,14 @@ class Blob(object):
             raise CaffeError("blob shape %s does not match stored %s" % (self._shape, tuple(shape)))
         for target, names in ((self._data, ("double_data", "data")), (self._diff, ("double_diff", "diff"))):
             for name in names:
-                values = field_array(proto, name, self.dtype)
-                if values is not None:
-                    target[...] = values.reshape(self._shape)
+                got = field_view(proto, name) if values is None else values.get(name)
+                if got is None and values is not None:
+                    got = field_view(proto, name)        # an unpacked field stays in the message
+                if got is not None:
+                    if got.size != target.size:
+                        raise CaffeError("blob of shape %s: %d values stored for %d"
+                                         % (self._shape, got.size, target.size))
+                    target[...] = got.reshape(self._shape)
                     break
 
     def __repr__(self):

@@ -36,8 +36,10 @@ def _proto_matches(target, proto):
     return tuple(target.shape) == tuple(proto.shape.dim)
 
 
-def copy_trained_layers(net, src_param, source_name="<NetParameter>"):
-    """Copy every source layer's blobs into the net's layer of the same name."""
+def copy_trained_layers(net, src_param, source_name="<NetParameter>", values=None):
+    """Copy every source layer's blobs into the net's layer of the same name. ``values``: the blobs'
+    packed values kept apart from the message ({(layer name, blob index): {field: array}}, from
+    caffepy.proto.packed.split_net)."""
     names = net._layer_names
     for src in src_param.layer:
         if src.name not in names:
@@ -57,7 +59,8 @@ def copy_trained_layers(net, src_param, source_name="<NetParameter>"):
                     "shape is %s; target param shape is %s. To learn this layer's parameters from "
                     "scratch rather than copying from a saved net, rename the layer."
                     % (j, src.name, shape_string(blobproto_shape(bp)), shape_string(blob.shape)))
-            blob.from_proto(bp, reshape=False)
+            blob.from_proto(bp, reshape=False,
+                            values=None if values is None else values.get((src.name, j), {}))
 
 
 def _layers_without_blobs(net):

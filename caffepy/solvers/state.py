@@ -47,6 +47,13 @@ def _history_chunks(arr):
     return packed.blob_chunks(arr, double=arr.dtype == np.float64)
 
 
+def _values_to_array(bp, values, dtype):
+    for name in ("double_data", "data"):
+        if name in values:
+            return values[name].astype(dtype).reshape(blobproto_shape(bp))
+    return _blobproto_to_array(bp, dtype)
+
+
 def _blobproto_to_array(bp, dtype):
     shape = blobproto_shape(bp)
     values = packed.field_array(bp, "double_data", dtype)
@@ -117,9 +124,14 @@ def read_state(path, dtype=np.float32):
             group = f["history"] if "history" in f else {}
             history = [np.asarray(group[str(i)], dtype=dtype) for i in range(len(group))]
         return it, learned, current_step, history
+    raw = proto_io._read_bytes(path)
+    split = packed.split_blob_field(raw, _HISTORY)      # history values as views of the bytes
     state = caffe_pb2.SolverState()
-    proto_io.read_binary(path, state)
-    history = [_blobproto_to_array(bp, dtype) for bp in state.history]
+    proto_io.parse_binary(raw if split is None else split[0], state, filename=path)
+    if split is None:
+        history = [_blobproto_to_array(bp, dtype) for bp in state.history]
+    else:
+        history = [_values_to_array(bp, vals, dtype) for bp, vals in zip(state.history, split[1])]
     return state.iter, state.learned_net, state.current_step, history
 
 
@@ -140,8 +152,10 @@ def read_data_state(path):
                 else:
                     states.append(st)
         return states, random
+    raw = proto_io._read_bytes(path)
+    split = packed.split_blob_field(raw, _HISTORY)
     state = caffe_pb2.SolverState()
-    proto_io.read_binary(path, state)
+    proto_io.parse_binary(raw if split is None else split[0], state, filename=path)
     return list(state.layer_state), (state.random if state.HasField("random") else None)
 
 

@@ -109,3 +109,38 @@ def test_files_follow_the_umask(net, tmp_path, mask):
         os.umask(old)
     for p in paths:
         assert stat.S_IMODE(os.stat(p).st_mode) == 0o666 & ~mask
+
+
+def test_split_net_reads_values_apart(net, tmp_path):
+    path = str(tmp_path / "w.caffemodel")
+    net.save(path)
+    raw = open(path, "rb").read()
+    stripped, values = packed.split_net(raw)
+    assert len(stripped) < 2000 and sorted(values) == [(1, 0), (1, 1), (2, 0), (2, 1)]
+    assert values[(1, 0)]["data"].tobytes() == net.learnable_params[0].data.tobytes()
+    msg = caffe_pb2.NetParameter.FromString(stripped)
+    assert list(msg.layer[1].blobs[0].shape.dim) == [4, 3, 3, 3] and not len(msg.layer[1].blobs[0].data)
+
+
+def test_v1_and_duplicate_names_take_the_message_path(net, tmp_path):
+    """V1 ``layers`` (upgraded by copying messages) and repeated layer names parse the whole
+    message; the values are the same."""
+    v1 = caffe_pb2.NetParameter(name="tiny")
+    for name, layer in (("conv", net.layers[1]), ("ip", net.layers[2])):
+        lp = v1.layers.add(name=name, type=caffe_pb2.V1LayerParameter.CONVOLUTION if name == "conv"
+                           else caffe_pb2.V1LayerParameter.INNER_PRODUCT)
+        for b in layer.blobs:
+            lp.blobs.add().CopyFrom(b.to_proto())
+    path = tmp_path / "v1.caffemodel"
+    path.write_bytes(v1.SerializeToString())
+    assert packed.split_net(path.read_bytes()) is None
+    dup = net_to_proto(net)
+    dup.layer.add().CopyFrom(dup.layer[2])         # 'ip' twice: the last copy wins, as in Caffe
+    dup.layer[3].blobs[1].data[0] = 42.0
+    dpath = tmp_path / "dup.caffemodel"
+    dpath.write_bytes(dup.SerializeToString())
+    for p, bias0 in ((path, net.learnable_params[3].data[0]), (dpath, 42.0)):
+        other = caffepy.Net(str(tmp_path / "net.prototxt"), caffepy.TEST)
+        other.copy_from(str(p))
+        assert other.learnable_params[0].data.tobytes() == net.learnable_params[0].data.tobytes()
+        assert other.learnable_params[3].data[0] == np.float32(bias0)

@@ -2,6 +2,7 @@
 import os
 
 from caffepy import cli
+from caffepy.log import teardown as teardown_log
 
 NET = """name: "dummy"
 layer { name: "data" type: "DummyData" top: "data" top: "label"
@@ -39,9 +40,12 @@ def test_train_refuses_to_overwrite_checkpoints(tmp_path, capsys):
         % (tmp_path / "net.prototxt"))
     (tmp_path / "cluster.prototxt").write_text('nworkers_per_group: 2 workspace: "%s/"\n' % ws)
     args = ["train", "--solver", str(tmp_path / "solver.prototxt"), "--cluster", str(tmp_path / "cluster.prototxt")]
-    assert cli.main(args) == 0
-    capsys.readouterr()
-    assert cli.main(args) != 0
-    err = [line for line in capsys.readouterr().err.splitlines() if "--overwrite" in line]
-    assert len(err) == 1 and "--resume" in err[0] and "holds checkpoints" in err[0]
-    assert cli.main(args + ["--overwrite"]) == 0
+    try:
+        assert cli.main(args) == 0
+        capsys.readouterr()
+        assert cli.main(args) != 0
+        err = [line for line in capsys.readouterr().err.splitlines() if "--overwrite" in line]
+        assert len(err) == 1 and "--resume" in err[0] and "holds checkpoints" in err[0]
+        assert cli.main(args + ["--overwrite"]) == 0
+    finally:
+        teardown_log()       # the handler writes to capsys's stream, closed after this test

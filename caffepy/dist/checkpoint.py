@@ -237,6 +237,7 @@ def prune(workspace, keep):
         match = re.match(r"step(\d+)-", os.path.basename(path))
         if match and int(match.group(1)) < oldest:
             os.remove(path)
+            _written.pop(os.path.abspath(path), None)
 
 
 def describe_latest(workspace):

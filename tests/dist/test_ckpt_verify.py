@@ -157,6 +157,7 @@ def test_workspace_every_rank_sees(tmp_path, kind):
     if kind == "shared":
         assert p.returncode == 0 and p.stdout.count("OK rank") == 2, p.stdout + p.stderr[-2000:]
         return
-    lines = [l for l in p.stdout.splitlines() if l.startswith("ERROR")]
-    assert p.returncode != 0 and len(lines) == 2, p.stdout + p.stderr[-2000:]
-    assert "is not shared" in lines[0] and "rank 1 (host " in lines[0]
+    # every rank raises the same line; the launcher may stop one before it prints, once another exits
+    lines = [line for line in p.stdout.splitlines() if line.startswith("ERROR")]
+    assert p.returncode != 0 and lines, p.stdout + p.stderr[-2000:]
+    assert all("is not shared" in line and "rank 1 (host " in line for line in lines), lines

@@ -202,34 +202,36 @@ class Blob(object):
 
     # -- protobuf ------------------------------------------------------------------------------
     def to_proto(self, write_diff=False, double=False):
-        from .proto import caffe_pb2
-        bp = caffe_pb2.BlobProto()
-        bp.shape.dim.extend(self._shape)
-        if double:
-            bp.double_data.extend(self._data.ravel().astype(np.float64))
-            if write_diff:
-                bp.double_diff.extend(self._diff.ravel().astype(np.float64))
-        else:
-            bp.data.extend(self._data.ravel().astype(np.float32))
-            if write_diff:
-                bp.diff.extend(self._diff.ravel().astype(np.float32))
-        return bp
+        """A BlobProto with shape and data (and diff), filled as packed bytes (caffepy.proto.packed)."""
+        from .proto import packed
+        return packed.blobproto(self._data, self._shape, self._diff if write_diff else None, double)
 
-    def from_proto(self, proto, reshape=True):
-        """Load from a BlobProto (shape or legacy num/channels/height/width; float or double)."""
+    def proto_chunks(self, write_diff=False, double=False):
+        """The serialised BlobProto of :meth:`to_proto` as byte chunks viewing this blob's memory."""
+        from .proto import packed
+        return packed.blob_chunks(self._data, self._shape, self._diff if write_diff else None, double)
+
+    def from_proto(self, proto, reshape=True, values=None):
+        """Load from a BlobProto (shape or legacy num/channels/height/width; float or double).
+        ``values``: the proto's packed value fields given apart ({field name: array}), when the
+        message was parsed without them (caffepy.proto.packed.split_net)."""
+        from .proto.packed import field_view
         shape = blobproto_shape(proto)
         if reshape:
             self.reshape(shape)
         elif int(np.prod(shape, dtype=np.int64)) != self.count:
             raise CaffeError("blob shape %s does not match stored %s" % (self._shape, tuple(shape)))
-        if len(proto.double_data):
-            self._data[...] = np.asarray(proto.double_data, dtype=self.dtype).reshape(self._shape)
-        elif len(proto.data):
-            self._data[...] = np.asarray(proto.data, dtype=self.dtype).reshape(self._shape)
-        if len(proto.double_diff):
-            self._diff[...] = np.asarray(proto.double_diff, dtype=self.dtype).reshape(self._shape)
-        elif len(proto.diff):
-            self._diff[...] = np.asarray(proto.diff, dtype=self.dtype).reshape(self._shape)
+        for target, names in ((self._data, ("double_data", "data")), (self._diff, ("double_diff", "diff"))):
+            for name in names:
+                got = field_view(proto, name) if values is None else values.get(name)
+                if got is None and values is not None:
+                    got = field_view(proto, name)        # an unpacked field stays in the message
+                if got is not None:
+                    if got.size != target.size:
+                        raise CaffeError("blob of shape %s: %d values stored for %d"
+                                         % (self._shape, got.size, target.size))
+                    target[...] = got.reshape(self._shape)
+                    break
 
     def __repr__(self):
         return "Blob(shape=%s, dtype=%s)" % (self._shape, self.dtype.name)

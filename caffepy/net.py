@@ -299,11 +299,20 @@ class Net(PycaffeNet):
             from .weights import load_hdf5
             load_hdf5(self, path)
             return
+        from .proto import packed, upgrade
+        raw = proto_io._read_bytes(path)
+        split = packed.split_net(raw)          # blob values as views of the file's bytes
         src = caffe_pb2.NetParameter()
-        proto_io.read_binary(path, src)
-        from .proto import upgrade
+        proto_io.parse_binary(raw if split is None else split[0], src, filename=path)
+        values = None
+        if split is not None:
+            names = [lp.name for lp in src.layer]
+            if len(set(names)) == len(names):     # the upgrade keeps names, not indices
+                values = {(names[i], j): v for (i, j), v in split[1].items()}
+            else:
+                proto_io.parse_binary(raw, src, filename=path)
         upgrade.upgrade_net(src, filename=path)
-        copy_trained_layers(self, src, source_name=path)
+        copy_trained_layers(self, src, source_name=path, values=values)
 
     def copy_trained_layers_from(self, net_param):
         copy_trained_layers(self, net_param)
@@ -330,7 +339,8 @@ class Net(PycaffeNet):
 
     def save(self, path, write_diff=False):
         """Write a .caffemodel (binary NetParameter, float data) that BVLC Caffe reads."""
-        proto_io.write_binary(self.to_proto(write_diff), path)
+        from .weights import save_caffemodel
+        save_caffemodel(self, path, write_diff)
 
     def save_hdf5(self, path, write_diff=False):
         from .weights import save_hdf5

@@ -36,8 +36,10 @@ def _proto_matches(target, proto):
     return tuple(target.shape) == tuple(proto.shape.dim)
 
 
-def copy_trained_layers(net, src_param, source_name="<NetParameter>"):
-    """Copy every source layer's blobs into the net's layer of the same name."""
+def copy_trained_layers(net, src_param, source_name="<NetParameter>", values=None):
+    """Copy every source layer's blobs into the net's layer of the same name. ``values``: the blobs'
+    packed values kept apart from the message ({(layer name, blob index): {field: array}}, from
+    caffepy.proto.packed.split_net)."""
     names = net._layer_names
     for src in src_param.layer:
         if src.name not in names:
@@ -57,20 +59,35 @@ def copy_trained_layers(net, src_param, source_name="<NetParameter>"):
                     "shape is %s; target param shape is %s. To learn this layer's parameters from "
                     "scratch rather than copying from a saved net, rename the layer."
                     % (j, src.name, shape_string(blobproto_shape(bp)), shape_string(blob.shape)))
-            blob.from_proto(bp, reshape=False)
+            blob.from_proto(bp, reshape=False,
+                            values=None if values is None else values.get((src.name, j), {}))
 
 
-def net_to_proto(net, write_diff=False):
-    """The NetParameter Caffe's ``Net::ToProto`` writes: every layer's param, blobs as float data."""
+def _layers_without_blobs(net):
     out = caffe_pb2.NetParameter()
     out.name = net.name
     for layer in net.layers:
         lp = out.layer.add()
         lp.CopyFrom(layer.layer_param)
         del lp.blobs[:]
+    return out
+
+
+def net_to_proto(net, write_diff=False):
+    """The NetParameter Caffe's ``Net::ToProto`` writes: every layer's param, blobs as float data."""
+    out = _layers_without_blobs(net)
+    for lp, layer in zip(out.layer, net.layers):
         for blob in layer.blobs:
             lp.blobs.add().CopyFrom(blob.to_proto(write_diff=write_diff))
     return out
+
+
+def save_caffemodel(net, path, write_diff=False):
+    """Write ``net_to_proto(net)`` to ``path`` (atomically) without building the message: the blob
+    values go to the file straight from the blobs' memory as packed floats (caffepy.proto.packed)."""
+    from .proto import io as proto_io, packed
+    blobs = [[b.proto_chunks(write_diff) for b in layer.blobs] for layer in net.layers]
+    proto_io.atomic_write(path, packed.net_chunks(_layers_without_blobs(net), blobs))
 
 
 def _h5py():
@@ -86,7 +103,9 @@ def save_hdf5(net, path, write_diff=False):
     import os
     import tempfile
     d = os.path.dirname(os.path.abspath(path))
+    from .proto.io import file_mode
     fd, tmp = tempfile.mkstemp(prefix=".tmp", suffix=".h5", dir=d)
+    os.fchmod(fd, file_mode())
     os.close(fd)
     try:
         with h5py.File(tmp, "w") as f:

@@ -42,4 +42,6 @@ def load_net(args, phase):
 
 
 def setup_logging(args):
-    setup_log(logfile=getattr(args, "log", None))
+    """stderr, and ``--log`` (``<log>.rank<N>`` on each rank of an MPI job)."""
+    from ..launcher import rank_log_path
+    setup_log(logfile=rank_log_path(getattr(args, "log", None)))

@@ -31,6 +31,9 @@ def add_arguments(parser):
     parser.add_argument("--resume", action="store_true",
                         help="distributed training: continue from the workspace's latest complete "
                              "checkpoint")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="distributed training: start from step 0 in a workspace that holds "
+                             "checkpoints, removing them (without it, or --resume, such a run stops)")
     _flags.add_gpu(parser)
     _flags.add_net_state(parser)
     parser.add_argument("--sigint_effect", default="stop",
@@ -91,7 +94,8 @@ def run(args):
             solver.restore(args.snapshot)
         if args.cluster or args.resume or param.HasField("cluster"):
             from .. import dist
-            dist.train(solver, cluster_file=args.cluster or None, resume=args.resume)
+            dist.train(solver, cluster_file=args.cluster or None, resume=args.resume,
+                       overwrite=args.overwrite)
         elif len(gpus) > 1:
             _multi_gpu(solver, gpus)
         else:

@@ -190,6 +190,10 @@ class _LMDBCursor(object):
     def seek_to_first(self):
         self.valid = self._cur.first()
 
+    def seek(self, key):
+        """Position at ``key`` (valid only when the database holds it)."""
+        self.valid = self._cur.set_key(bytes(key))
+
     def next(self):
         self.valid = self._cur.next()
 
@@ -264,6 +268,13 @@ class _LevelDBCursor(object):
     def seek_to_first(self):
         self._it = self._snap.iterator()
         self.next()
+
+    def seek(self, key):
+        """Position at ``key`` (valid only when the database holds it)."""
+        key = bytes(key)
+        self._it = self._snap.iterator(start=key)
+        self.next()
+        self.valid = self.valid and self._kv[0] == key
 
     def next(self):
         try:

@@ -1,29 +1,49 @@
-"""Checkpoints: when, the files, the manifest, resume and reuse of params by name.
+"""Checkpoints: when, the files, the manifest, verification, resume and reuse of params by name.
 
 A checkpoint is taken after step N (N updates done) when ``N >= checkpoint_after`` and
 ``(N - checkpoint_after) % checkpoint_frequency == 0`` (checkpoint_frequency > 0), plus a final
-one. Files under ``<workspace>/checkpoint/`` (binary protobuf, each written atomically)::
+one. Files under ``<workspace>/checkpoint/`` (each written atomically, mode from the umask)::
 
-    step<N>-worker<id>.bin   DistCheckpoint: name, version and values of the params worker id owns
-    step<N>-server<id>.bin   DistCheckpoint: the server's slices (offset, values, solver history)
-    step<N>.manifest         DistManifest, written last: the files above, current_step, solver type
+    step<N>-worker<id>.bin   the params worker id owns (name, version, values, SFB history), its
+                             data layers' cursors and random state, its random generator
+    step<N>-server<id>.bin   the server's slices (offset, values, solver history)
+    step<N>.manifest         DistManifest, written last: the files above with their sizes and
+                             checksums, current_step, solver type
 
-A step is complete when its manifest exists and every file it lists does. ``--resume`` takes the
-latest complete step; servers rebuild their slices from the server files of server group 0 by
-param name and offset (so the server count may change), with history; the step counter and
-current_step continue. :func:`init_net` initialises any net from a checkpoint by param name.
+File format 2 (this release): ``CPYCKPT2``, the header length (uint64, little-endian), the header
+(a DistCheckpoint whose DistSlices hold no values but ``raw_offset`` / ``raw_length`` /
+``raw_dtype`` / ``raw_history``), then the payload: every slice's values and history arrays as raw
+little-endian buffers. No protobuf message holds tensor data, so a file may be any size and is read
+with ``numpy.frombuffer``. Format 1 (caffepy 0.1: one DistCheckpoint, values as BlobProto float
+lists, manifests without sizes) is still read.
+
+A step is complete when its manifest parses, every file it lists exists with the recorded size and,
+when verified (resume), the recorded checksum (``blake2b``). ``--resume`` takes the latest complete
+step and falls back to the one before with a WARNING naming the bad file. ``checkpoint_keep: K``
+(ClusterParameter) removes all but the last K complete steps after each manifest. Servers rebuild
+their slices from the server files of server group 0 by param name and offset (so the server count
+may change), with history; the step counter and current_step continue. :func:`init_net` initialises
+any net from a checkpoint by param name. ``caffepy.dist.workspace`` holds the checks made before a
+run starts (an existing checkpoint without ``--resume`` / ``--overwrite``; a workspace every rank
+sees).
 """
 import glob
+import hashlib
 import os
 import re
+import struct
 
 import numpy as np
 
 from ..errors import CaffeError
-from ..log import info
-from ..proto import caffe_pb2, io as proto_io
+from ..log import info, warning
+from ..proto import caffe_pb2, io as proto_io, packed
 
 _MANIFEST = re.compile(r"step(\d+)\.manifest$")
+MAGIC = b"CPYCKPT2"
+FORMAT = 2
+HASH = "blake2b"
+_written = {}      # abs path -> (size, mtime_ns, checksum) of the files this process wrote
 
 
 def is_checkpoint_step(step, solver_param):
@@ -39,51 +59,107 @@ def file_name(step, role, ident):
     return "step%d-%s%d.bin" % (step, role, ident)
 
 
-def to_blobproto(arr, shape=None):
-    bp = caffe_pb2.BlobProto()
-    bp.shape.dim.extend(arr.shape if shape is None else shape)
-    if arr.dtype == np.float64:
-        bp.double_data.extend(arr.ravel())
-    else:
-        bp.data.extend(arr.ravel().astype(np.float32))
-    return bp
+class Slice(object):
+    """A DistSlice header (``msg``; its fields read and set through this object) and its arrays."""
 
+    def __init__(self, msg, values, history):
+        object.__setattr__(self, "msg", msg)
+        object.__setattr__(self, "values", values)
+        object.__setattr__(self, "history", list(history))
 
-def from_blobproto(bp, dtype):
-    values = bp.double_data if len(bp.double_data) else bp.data
-    return np.asarray(values, dtype=dtype)
+    def __getattr__(self, name):
+        return getattr(self.msg, name)
+
+    def __setattr__(self, name, value):
+        setattr(self.msg, name, value)
 
 
 def make_slice(name, p, k, offset, version, values, history=(), count=None, shape=None):
     s = caffe_pb2.DistSlice()
     s.name, s.param, s.slice, s.offset, s.version = name, p, k, offset, version
-    s.data.CopyFrom(to_blobproto(values))
-    for h in history:
-        s.history.add().CopyFrom(to_blobproto(h))
     s.count = int(values.size if count is None else count)
     if shape is not None:
         s.shape.dim.extend(shape)
-    return s
+    return Slice(s, values, history)
 
 
-def write_file(workspace, step, role, ident, slices, current_step=0, solver_type=""):
+def _le(arr):
+    arr = np.asarray(arr)
+    return np.ascontiguousarray(arr, arr.dtype.newbyteorder("<")).reshape(-1)
+
+
+def encode(ck, slices):
+    """Chunks of a format-2 file: ``ck`` (a DistCheckpoint without slices) with ``slices``."""
+    payload, offset = [], 0
+    for s in slices:
+        arrays = [_le(s.values)] + [_le(h) for h in s.history]
+        msg = ck.slices.add()
+        msg.CopyFrom(s.msg)
+        msg.raw_offset, msg.raw_length = offset, arrays[0].size
+        msg.raw_dtype, msg.raw_history = arrays[0].dtype.str, len(arrays) - 1
+        for a in arrays:
+            if a.size != arrays[0].size or a.dtype != arrays[0].dtype:
+                raise CaffeError("checkpoint slice %s: history arrays differ from the values" % s.name)
+            payload.append(memoryview(a).cast("B"))
+            offset += a.nbytes
+    header = ck.SerializeToString()
+    return [MAGIC, struct.pack("<Q", len(header)), header] + payload
+
+
+def write_file(workspace, step, role, ident, slices, current_step=0, solver_type="",
+               layer_state=(), random=None):
     """Write one checkpoint file atomically; returns its base name."""
     ck = caffe_pb2.DistCheckpoint()
     ck.step, ck.role, ck.id, ck.current_step, ck.solver_type = step, role, ident, current_step, solver_type
-    ck.slices.extend(slices)
+    ck.layer_state.extend(layer_state)
+    if random is not None:
+        ck.random.CopyFrom(random)
+    chunks = encode(ck, slices)
     name = file_name(step, role, ident)
-    proto_io.write_binary(ck, os.path.join(checkpoint_dir(workspace), name))
+    path = os.path.abspath(os.path.join(checkpoint_dir(workspace), name))
+    digest = hashlib.blake2b()
+    for c in chunks:
+        digest.update(c)
+    proto_io.atomic_write(path, chunks)
+    st = os.stat(path)
+    _written[path] = (st.st_size, st.st_mtime_ns, "%s:%s" % (HASH, digest.hexdigest()))
     return name
 
 
-def write_manifest(workspace, step, files, current_step, solver_type, nservers, nworkers):
+def checksum(path):
+    """``blake2b:<hex>`` of a file (from the writer's record when this process wrote it)."""
+    path = os.path.abspath(path)
+    st = os.stat(path)
+    known = _written.get(path)
+    if known and known[:2] == (st.st_size, st.st_mtime_ns):
+        return known[2]
+    digest = hashlib.blake2b()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 22), b""):
+            digest.update(block)
+    return "%s:%s" % (HASH, digest.hexdigest())
+
+
+def write_manifest(workspace, step, files, current_step, solver_type, nservers, nworkers, keep=0):
+    """Write the manifest of a step (sizes and checksums of ``files``) last, atomically; then keep
+    only the last ``keep`` complete steps (0: all)."""
+    d = checkpoint_dir(workspace)
     m = caffe_pb2.DistManifest()
     m.step, m.current_step, m.solver_type = step, current_step, solver_type
-    m.nservers, m.nworkers = nservers, nworkers
-    m.file.extend(sorted(files))
-    path = os.path.join(checkpoint_dir(workspace), "step%d.manifest" % step)
+    m.nservers, m.nworkers, m.format = nservers, nworkers, FORMAT
+    for f in sorted(files):
+        path = os.path.join(d, f)
+        if not os.path.exists(path):
+            raise CaffeError("checkpoint step %d: %s was reported written but is not in %s (is the "
+                             "workspace on a filesystem every host shares?)" % (step, f, d))
+        m.file.append(f)
+        m.size.append(os.path.getsize(path))
+        m.checksum.append(checksum(path))
+    path = os.path.join(d, "step%d.manifest" % step)
     proto_io.write_binary(m, path)
     info("checkpoint.py", "Checkpoint of step %d complete (%s)" % (step, path))
+    if keep > 0:
+        prune(workspace, keep)
     return path
 
 
@@ -93,22 +169,75 @@ def read_manifest(path):
     return m
 
 
-def latest_complete(workspace):
-    """(step, manifest) of the latest complete checkpoint in ``workspace``, or (None, None)."""
-    d = checkpoint_dir(workspace)
+def manifests(workspace):
+    """[(step, path)] of every step<N>.manifest, newest first."""
     found = []
-    for path in glob.glob(os.path.join(d, "step*.manifest")):
+    for path in glob.glob(os.path.join(checkpoint_dir(workspace), "step*.manifest")):
         match = _MANIFEST.search(os.path.basename(path))
         if match:
             found.append((int(match.group(1)), path))
-    for step, path in sorted(found, reverse=True):
+    return sorted(found, reverse=True)
+
+
+def problem(workspace, manifest, verify=True):
+    """Why a step is not usable (one line naming the file), or None. Sizes are always checked,
+    checksums when ``verify`` (format 1 manifests record neither: existence only)."""
+    d = checkpoint_dir(workspace)
+    for i, f in enumerate(manifest.file):
+        path = os.path.join(d, f)
+        if not os.path.exists(path):
+            return "%s is missing" % path
+        if i < len(manifest.size):
+            size = os.path.getsize(path)
+            if size != manifest.size[i]:
+                return "%s is truncated or damaged (%d bytes, the manifest says %d)" % (
+                    path, size, manifest.size[i])
+        if verify and i < len(manifest.checksum) and checksum(path) != manifest.checksum[i]:
+            return "%s is damaged (checksum differs from the manifest's)" % path
+    return None
+
+
+def latest_complete(workspace, verify=False):
+    """(step, manifest) of the latest complete checkpoint in ``workspace``, or (None, None).
+    With ``verify`` (resume) checksums are compared too, and each step passed over is a WARNING."""
+    for step, path in manifests(workspace):
         try:
             m = read_manifest(path)
+        except CaffeError as e:
+            why = str(e)
+        else:
+            why = problem(workspace, m, verify)
+            if why is None:
+                return step, m
+        if verify:
+            warning("checkpoint.py", "Checkpoint step %d not usable: %s; trying the previous one"
+                    % (step, why))
+    return None, None
+
+
+def prune(workspace, keep):
+    """Remove every step older than the last ``keep`` complete ones (manifest first, then files)."""
+    complete = []
+    for step, path in manifests(workspace):
+        if len(complete) == keep:
+            break
+        try:
+            if problem(workspace, read_manifest(path), verify=False) is None:
+                complete.append(step)
         except CaffeError:
             continue
-        if all(os.path.exists(os.path.join(d, f)) for f in m.file):
-            return step, m
-    return None, None
+    if len(complete) < keep:
+        return
+    oldest = min(complete)
+    d = checkpoint_dir(workspace)
+    stale = [(s, p) for s, p in manifests(workspace) if s < oldest]
+    for _, path in stale:
+        os.remove(path)
+    for path in glob.glob(os.path.join(d, "step*-*.bin")):
+        match = re.match(r"step(\d+)-", os.path.basename(path))
+        if match and int(match.group(1)) < oldest:
+            os.remove(path)
+            _written.pop(os.path.abspath(path), None)
 
 
 def describe_latest(workspace):
@@ -118,10 +247,51 @@ def describe_latest(workspace):
     return "last complete checkpoint: step %d in %s" % (step, checkpoint_dir(workspace))
 
 
-def read_file(path):
+def _read_bytes(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def read_slices(path):
+    """(DistCheckpoint header, [(slice msg, values, [history])]) of a format 2 or 1 file."""
+    raw = _read_bytes(path)
     ck = caffe_pb2.DistCheckpoint()
-    proto_io.read_binary(path, ck)
-    return ck
+    out = []
+    if raw[:8] == MAGIC:
+        if len(raw) < 16:
+            raise CaffeError("%s: truncated checkpoint file (%d bytes)" % (path, len(raw)))
+        n = struct.unpack("<Q", raw[8:16])[0]
+        proto_io.parse_binary(raw[16:16 + n], ck, path)
+        base = 16 + n
+        for s in ck.slices:
+            dt = np.dtype(s.raw_dtype or "<f4")
+            arrays = []
+            for i in range(1 + s.raw_history):
+                lo = base + s.raw_offset + i * s.raw_length * dt.itemsize
+                if lo + s.raw_length * dt.itemsize > len(raw):
+                    raise CaffeError("%s: truncated checkpoint file (slice %s needs %d bytes, the "
+                                     "file has %d)" % (path, s.name, lo + s.raw_length * dt.itemsize,
+                                                       len(raw)))
+                arrays.append(np.frombuffer(raw, dt, s.raw_length, lo))
+            out.append((s, arrays[0], arrays[1:]))
+        return ck, out
+    proto_io.parse_binary(raw, ck, path)          # format 1: values in BlobProtos
+    for s in ck.slices:
+        out.append((s, _legacy_values(s.data), [_legacy_values(h) for h in s.history]))
+    return ck, out
+
+
+def _legacy_values(bp):
+    for name in ("double_data", "data"):
+        values = packed.field_array(bp, name)
+        if values is not None:
+            return values
+    return np.zeros(0, np.float32)
+
+
+def read_file(path):
+    """The DistCheckpoint header of a checkpoint file (slices without values)."""
+    return read_slices(path)[0]
 
 
 def full_params(workspace, manifest, dtype, role="server"):
@@ -134,12 +304,10 @@ def full_params(workspace, manifest, dtype, role="server"):
     for f in manifest.file:
         if "-%s" % role not in f:
             continue
-        ck = read_file(os.path.join(d, f))
-        for s in ck.slices:
+        for s, data, history in read_slices(os.path.join(d, f))[1]:
             count = int(s.count)
             if s.name not in out:
-                nh = len(s.history)
-                out[s.name] = (np.zeros(count, dtype), [np.zeros(count, dtype) for _ in range(nh)],
+                out[s.name] = (np.zeros(count, dtype), [np.zeros(count, dtype) for _ in history],
                                np.zeros(count, bool))
             values, hist, seen = out[s.name]
             if s.table_shards:      # rows slice, slice + table_shards, ... of a sharded table
@@ -147,20 +315,30 @@ def full_params(workspace, manifest, dtype, role="server"):
                 pick = lambda a: a.reshape(rows, -1)[int(s.slice)::step]  # noqa: E731
                 if pick(seen).all():
                     continue
-                pick(values)[...] = from_blobproto(s.data, dtype).reshape(pick(values).shape)
-                for h, bp in zip(hist, s.history):
-                    pick(h)[...] = from_blobproto(bp, dtype).reshape(pick(h).shape)
+                pick(values)[...] = data.reshape(pick(values).shape)
+                for h, src in zip(hist, history):
+                    pick(h)[...] = src.reshape(pick(h).shape)
                 pick(seen)[...] = True
                 continue
-            n = len(s.data.double_data) or len(s.data.data)
-            lo, hi = int(s.offset), int(s.offset) + n
+            lo, hi = int(s.offset), int(s.offset) + data.size
             if seen[lo:hi].all():
                 continue  # a replica from another server group
-            values[lo:hi] = from_blobproto(s.data, dtype)
-            for h, bp in zip(hist, s.history):
-                h[lo:hi] = from_blobproto(bp, dtype)
+            values[lo:hi] = data
+            for h, src in zip(hist, history):
+                h[lo:hi] = src
             seen[lo:hi] = True
     return {name: (v, h) for name, (v, h, seen) in out.items()}
+
+
+def worker_states(workspace, manifest):
+    """{worker id: DistCheckpoint header} of the step's worker files (data layer and RNG state)."""
+    d = checkpoint_dir(workspace)
+    out = {}
+    for f in manifest.file:
+        if "-worker" in f:
+            ck = read_file(os.path.join(d, f))
+            out[int(ck.id)] = ck
+    return out
 
 
 def init_net(net, source, step=None):
@@ -194,7 +372,7 @@ def _locate(source, step):
     if os.path.isfile(source):
         return os.path.dirname(os.path.dirname(os.path.abspath(source))), read_manifest(source)
     if step is None:
-        step, manifest = latest_complete(source)
+        step, manifest = latest_complete(source, verify=True)
         if step is None:
             raise CaffeError("%s: no complete checkpoint" % checkpoint_dir(source))
         return source, manifest

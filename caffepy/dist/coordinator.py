@@ -106,7 +106,8 @@ class Coordinator(object):
             files += [w.text for w in written]
             current_step = max(int(w.version) for w in written)
             checkpoint.write_manifest(self.workspace, step, [f for f in files if f],
-                                      current_step, self.solver.type, self.topo.S, self.topo.W)
+                                      current_step, self.solver.type, self.topo.S, self.topo.W,
+                                      keep=self.topo.cluster.checkpoint_keep)
             self.last_checkpoint = step
         if final or (self.param.snapshot and step % self.param.snapshot == 0):
             self.download(step)

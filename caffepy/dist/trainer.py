@@ -76,6 +76,7 @@ class _Process(object):
     def __init__(self, solver, topo, engine, workspace, start_step, restored, feeder):
         self.solver, self.topo, self.engine, self.workspace = solver, topo, engine, workspace
         self.restored = restored
+        self.worker_states = {}      # worker id -> DistCheckpoint header of its file (--resume)
         self.stopping = threading.Event()
         self.threads, self.workers, self.servers = [], [], []
         self.worker_endpoints = [ep for ep in engine.inboxes if ep < topo.W]
@@ -117,6 +118,8 @@ class _Process(object):
                 feeder(w, topo.W, net)
             worker = self.worker_cls(endpoint, topo, net, solver.param, self.workspace, start_step,
                             send_init and w == 0)
+            if w in self.worker_states:     # --resume: the data where it stood, the same random draws
+                worker.restore_state(self.worker_states[w], "checkpoint step %d" % start_step)
             if topo.routing:
                 worker.setup_routes(topo.routing, solver_class(solver.param.type),
                                     int(getattr(solver, "current_step", 0)), self.restored)
@@ -172,8 +175,10 @@ def _error_message(src, dst, text):
 
 
 def train(solver, cluster=None, cluster_file=None, resume=False, feeder=None, engine=None,
-          comm=None):
+          comm=None, overwrite=False):
     """Train ``solver`` on the cluster; returns a :class:`Result` in process 0 (None elsewhere).
+
+    A workspace holding checkpoints needs ``resume`` or ``overwrite`` (caffepy.dist.workspace).
 
     ``comm``: a :class:`caffepy.dist.waitfree.CommOptions` (wait-free backprop on by default)."""
     cluster = cluster if cluster is not None else load_cluster(solver.param, cluster_file)
@@ -193,9 +198,11 @@ def train(solver, cluster=None, cluster_file=None, resume=False, feeder=None, en
         from .inproc import InprocEngine
         eng = InprocEngine(topo)
         rank = 0
+    from .workspace import preflight
+    hosts = preflight(workspace, resume, overwrite, eng.comm if kind == "mpi" else None)
     start_step, restored = 0, None
     if resume:
-        start_step, manifest = checkpoint.latest_complete(workspace)
+        start_step, manifest = checkpoint.latest_complete(workspace, verify=True)
         if start_step is None:
             raise CaffeError("--resume: %s" % checkpoint.describe_latest(workspace))
         restored = checkpoint.full_params(workspace, manifest, solver.dtype, "server")
@@ -216,9 +223,15 @@ def train(solver, cluster=None, cluster_file=None, resume=False, feeder=None, en
              "after the last step (test_interval %d is not used in between)" % p.test_interval)
     if rank == 0:
         from ..draw import write_net_json
+        from .report import cluster_summary, route_lines
+        summary = cluster_summary(topo, plan, meta.names, meta.counts, hosts, kind)
+        for line in route_lines(summary):
+            info("trainer.py", line)
         write_net_json(solver.net, os.path.join(workspace, "visualization", "net.json"),
-                       placement=topo.placement(solver.net))
+                       placement=topo.placement(solver.net), cluster=summary)
     proc = _Process(solver, topo, eng, workspace, start_step, restored, feeder)
+    if resume:
+        proc.worker_states = checkpoint.worker_states(workspace, manifest)
     proc.worker_cls = routing.worker_class(waitfree.worker_class(opts), plan)
     if kind == "mpi":
         from .watchdog import MpiGuard
@@ -283,5 +296,5 @@ def train_multi_gpu(solver, gpus):
     cluster.nworkers_per_group = len(gpus)
     info("trainer.py", "Training with %d workers in one group (devices %s)"
          % (len(gpus), ",".join(map(str, gpus))))
-    return train(solver, cluster=cluster, engine="inproc")
+    return train(solver, cluster=cluster, engine="inproc", overwrite=True)   # as `caffe train --gpu`
 

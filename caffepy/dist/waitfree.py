@@ -35,7 +35,7 @@ import time
 import numpy as np
 
 from ..errors import SolverError
-from ..log import fmt, info
+from ..log import info
 from ..solvers import debug
 from .worker import Worker
 
@@ -169,8 +169,8 @@ class WaitFreeWorker(Worker):
             loss = self.compute(c)
             self.t_compute += time.time() - t0 - (self.t_wait - w0)
             self.steps += 1
-            if self.ep.id == 0 and self.param.display and c % self.param.display == 0:
-                info("waitfree.py", "Iteration %d, loss = %s (worker 0)" % (c, fmt(loss)))
+            if self.progress and c % self.param.display == 0:
+                info("waitfree.py", self.progress.line(c, loss))
         self._wait_all(self.param.max_iter)
         self.barrier(self.param.max_iter, final=True)
 

@@ -35,7 +35,7 @@ import time
 import numpy as np
 
 from ..errors import CaffeError, SolverError
-from ..log import fmt, info
+from ..log import info
 from ..solvers import debug
 from . import checkpoint, transport as T
 from .topology import SSP
@@ -67,6 +67,10 @@ class Worker(object):
         self.routes = {}
         self.not_checkpointed = set()
         self.early = []          # routed messages of the next step that came before our GO
+        self.progress = None     # the first worker of each group logs its group's progress
+        if solver_param.display and endpoint.id % topo.K == 0:
+            from .report import GroupProgress
+            self.progress = GroupProgress(solver_param, self.g, topo.G, start_step)
 
     def barrier_step(self, step):
         p = self.param
@@ -94,8 +98,8 @@ class Worker(object):
                 self.wait_params(c - self.start + 1, c + 1)
                 self.t_wait += time.time() - t0
             self.steps += 1
-            if self.ep.id == 0 and self.param.display and c % self.param.display == 0:
-                info("worker.py", "Iteration %d, loss = %s (worker 0)" % (c, fmt(loss)))
+            if self.progress and c % self.param.display == 0:
+                info("worker.py", self.progress.line(c, loss))
         self.wait_params(self.param.max_iter - self.start, self.param.max_iter)
         self.barrier(self.param.max_iter, final=True)
 
@@ -199,14 +203,24 @@ class Worker(object):
         return ()
 
     def _write_checkpoint(self, step):
-        if self.g != 0:
-            return ""
+        """step<N>-worker<id>.bin: the params this worker owns (group 0) and, for every worker, where
+        its data layers stand and its random generator (caffepy.data.state), for an exact resume."""
+        from .. import common
+        from ..data import state as data_state
         k = self.ep.id
         owned = [p for p in range(len(self.flat))
-                 if self.topo.owner_worker(p) == k and p not in self.not_checkpointed]
-        if not owned:
-            return ""
+                 if self.g == 0 and self.topo.owner_worker(p) == k and p not in self.not_checkpointed]
         names = self.net.param_display_names
         slices = [checkpoint.make_slice(names[p], p, 0, 0, self.version[p], self.flat[p],
                                         self.param_history(p), shape=self.net.learnable_params[p].shape) for p in owned]
-        return checkpoint.write_file(self.workspace, step, "worker", k, slices)
+        return checkpoint.write_file(self.workspace, step, "worker", k, slices,
+                                     layer_state=data_state.net_state(self.net),
+                                     random=data_state.rng_state(common.rng()))
+
+    def restore_state(self, ck, source):
+        """Put back the data layers' state and the generator saved in a worker file."""
+        from .. import common
+        from ..data import state as data_state
+        data_state.restore_net(self.net, ck.layer_state, source)
+        if ck.HasField("random"):
+            data_state.restore_rng(common.rng(), ck.random)

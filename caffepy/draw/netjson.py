@@ -308,17 +308,20 @@ def dumps(doc):
     return json.dumps(doc, indent=1, sort_keys=False) + "\n"
 
 
-def write_net_json(net_or_param, path, phase=None, placement=None):
+def write_net_json(net_or_param, path, phase=None, placement=None, cluster=None):
     """Write the JSON for a Net, NetParameter or prototxt path to ``path`` atomically; returns doc.
 
     The training command calls ``write_net_json(net, os.path.join(workspace, "visualization",
     "net.json"))`` once the train net is built (shapes included); the distributed solver passes
-    ``placement`` (see :func:`annotate_partition`).
+    ``placement`` (see :func:`annotate_partition`) and ``cluster`` (worker groups, server shards
+    and each param's route: caffepy.dist.report.cluster_summary; docs/netjson.md).
     """
     from ..proto.io import atomic_write
     doc = net_json(net_or_param, phase=phase)
     if placement:
         annotate_partition(doc, placement)
+    if cluster:
+        doc["cluster"] = cluster
     atomic_write(path, dumps(doc).encode("utf-8"))
     return doc
 

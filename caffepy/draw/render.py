@@ -167,8 +167,51 @@ def to_dot(doc, rankdir="LR", display_lrm=False, group_by=None, label_edges=True
                                       " [%s]" % _attrs(attrs) if attrs else ""))
     for a, b in _in_place_order(doc):
         out.append("  %s -> %s [%s];" % (ids[a], ids[b], _attrs(ORDER_STYLE)))
+    if doc.get("cluster"):
+        out += cluster_lines(doc["cluster"])
     out.append("}")
     return "\n".join(out) + "\n"
+
+
+def cluster_lines(cluster):
+    """DOT lines for net.json's ``cluster`` (a distributed run): one node per worker group (its
+    workers and hosts), one per server shard (its param slices), push / pull edges between a group
+    and the shards of its server group."""
+    out = ["  subgraph %s {" % dot_quote("cluster_dist"),
+           "    graph [%s];" % _attrs({"label": "cluster: %s, %s engine" % (
+               cluster.get("consistency", "?"), cluster.get("engine", "?")), "style": "dashed"})]
+    held = {}
+    sfb = []
+    for r in cluster.get("routes", ()):
+        if r["route"] == "sfb":
+            sfb.append(r["param"])
+        for sh in r["shards"]:
+            if "rows" in sh:
+                where = "rows %s (table)" % sh["rows"]
+            else:
+                where = "[%d:%d)" % (sh["offset"], sh["offset"] + sh["count"])
+            held.setdefault(sh["shard"], []).append("%s %s" % (r["param"], where))
+    for g in cluster.get("worker_groups", ()):
+        label = ["worker group %d" % g["group"]]
+        label += ["worker %d @%s:%d" % (w["id"], w["host"], w["rank"]) for w in g["workers"]]
+        if sfb:
+            label.append("SFB: " + ", ".join(sfb))
+        out.append("    %s [%s];" % (dot_quote("wg%d" % g["group"]),
+                                     _attrs({"shape": "box3d", "label": "\n".join(label)})))
+    for sv in cluster.get("servers", ()):
+        label = ["server %d: shard %d (server group %d)" % (sv["id"], sv["shard"],
+                                                             sv["server_group"]),
+                 "@%s:%d" % (sv["host"], sv["rank"])] + held.get(sv["shard"], [])
+        out.append("    %s [%s];" % (dot_quote("sv%d" % sv["id"]),
+                                     _attrs({"shape": "cylinder", "label": "\n".join(label)})))
+    for g in cluster.get("worker_groups", ()):
+        for sv in cluster.get("servers", ()):
+            if sv["server_group"] == g.get("server_group", 0):
+                out.append("    %s -> %s [%s];" % (dot_quote("wg%d" % g["group"]),
+                                                   dot_quote("sv%d" % sv["id"]),
+                                                   _attrs({"dir": "both", "label": "push / pull"})))
+    out.append("  }")
+    return out
 
 
 def _in_place_order(doc):

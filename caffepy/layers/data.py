@@ -15,6 +15,7 @@ from ..data.datum import datum_to_array, parse_datum
 from ..data.db import open_db
 from ..data.image import read_image, read_image_list
 from ..data.prefetch import Prefetcher
+from ..data.state import set_rng
 from ..data.transformer import DataTransformer, effective_transform_param
 from ..errors import CaffeError
 from ..proto import caffe_pb2
@@ -45,7 +46,10 @@ class BasePrefetchingDataLayer(Layer):
     def layer_setup(self, bottom, top):
         self.close()
         self.output_labels = len(top) > 1
-        loader = self.make_loader(top)
+        self._top = top
+        self._start(self.make_loader(top), top)
+
+    def _start(self, loader, top):
         try:
             data_shape = loader.data_shape()
         except BaseException:
@@ -56,14 +60,35 @@ class BasePrefetchingDataLayer(Layer):
         if self.output_labels:
             top[1].reshape(data_shape[:1])
         dtype = self.dtype
+        self._data_state = loader.get_state()     # of the next batch forward will consume
 
         def make_buffer():
             return {"data": np.zeros(data_shape, dtype), "label": np.zeros(data_shape[:1], dtype)}
 
-        self.prefetcher = Prefetcher(loader.load_batch, make_buffer, self.prefetch_count(),
+        def load_batch(buf):
+            loader.load_batch(buf)
+            buf["state"] = loader.get_state()
+
+        self.prefetcher = Prefetcher(load_batch, make_buffer, self.prefetch_count(),
                                      name="prefetch %s" % self.describe(),
                                      on_close=getattr(loader, "close", None))
         self._finalizer = weakref.finalize(self, self.prefetcher.close)
+
+    def get_data_state(self):
+        """The loader's state before the batch the next forward consumes (caffepy.data.state)."""
+        return dict(self._data_state)
+
+    def set_data_state(self, state):
+        """Restart the prefetch thread from a saved state: a fresh loader, positioned there."""
+        self.close()
+        loader = self.make_loader(self._top)
+        try:
+            loader.set_state(state)
+        except BaseException:
+            if hasattr(loader, "close"):
+                loader.close()
+            raise
+        self._start(loader, self._top)
 
     def reshape(self, bottom, top):
         """Tops take each batch's shape in forward."""
@@ -76,6 +101,7 @@ class BasePrefetchingDataLayer(Layer):
             if self.output_labels:
                 top[1].reshape(buf["label"].shape)
                 np.copyto(top[1].data, buf["label"])
+            self._data_state = buf["state"]
         finally:
             self.prefetcher.recycle(buf)
 
@@ -115,6 +141,18 @@ class _DBLoader(object):
 
     def close(self):
         self.db.close()
+
+    def get_state(self):
+        return {"offset": self.offset, "key": bytes(self.cursor.key),
+                "transform": self.transformer.rng.bit_generator.state}
+
+    def set_state(self, state):
+        self.cursor.seek(state["key"])
+        if not self.cursor.valid:
+            raise CaffeError("%s: the saved position (key %r) is not in the database"
+                             % (self.what, state["key"]))
+        self.offset = int(state["offset"])
+        set_rng(self.transformer.rng, state["transform"])
 
     def _next(self):
         self.cursor.next()
@@ -182,6 +220,7 @@ class _ImageListLoader(object):
         if not self.lines:
             raise CaffeError("%s: image list %s is empty" % (what, param.source))
         self.rng = np.random.default_rng(int(common.rng().integers(0, 2 ** 63)))
+        self.order = np.arange(len(self.lines))      # list position -> line (replaced, never mutated)
         if param.shuffle:
             self._shuffle()
         self.pos = 0
@@ -189,8 +228,19 @@ class _ImageListLoader(object):
             self.pos = int(common.rng().integers(0, param.rand_skip)) % len(self.lines)
 
     def _shuffle(self):
-        order = self.rng.permutation(len(self.lines))
-        self.lines = [self.lines[i] for i in order]
+        self.order = self.order[self.rng.permutation(len(self.lines))]
+
+    def get_state(self):
+        return {"pos": self.pos, "order": self.order, "shuffle": self.rng.bit_generator.state,
+                "transform": self.transformer.rng.bit_generator.state}
+
+    def set_state(self, state):
+        if len(state["order"]) != len(self.lines):
+            raise CaffeError("%s: the saved state is of a list of %d images, %s has %d"
+                             % (self.what, len(state["order"]), self.param.source, len(self.lines)))
+        self.pos, self.order = int(state["pos"]), np.asarray(state["order"], np.int64)
+        set_rng(self.rng, state["shuffle"])
+        set_rng(self.transformer.rng, state["transform"])
 
     def _read(self, name):
         p = self.param
@@ -198,13 +248,13 @@ class _ImageListLoader(object):
         return np.ascontiguousarray(img.transpose(2, 0, 1))
 
     def data_shape(self):
-        item = self._read(self.lines[self.pos][0]).shape
+        item = self._read(self.lines[self.order[self.pos]][0]).shape
         return (self.batch_size,) + self.transformer.infer_shape(item)
 
     def load_batch(self, buf):
         items, labels = [], []
         for _ in range(self.batch_size):
-            name, label = self.lines[self.pos]
+            name, label = self.lines[self.order[self.pos]]
             items.append(self._read(name))
             labels.append(label)
             self.pos += 1
@@ -313,6 +363,12 @@ class MemoryDataLayer(Layer):
         top[0].data[...] = self._data[rows]
         top[1].data[...] = self._labels[rows]
         self.pos = (self.pos + self.batch_size) % self.n
+
+    def get_data_state(self):
+        return {"pos": self.pos}
+
+    def set_data_state(self, state):
+        self.pos = int(state["pos"])
 
     def backward_cpu(self, top, propagate_down, bottom):
         """No gradient."""

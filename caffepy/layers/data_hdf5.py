@@ -4,6 +4,7 @@ import os
 import numpy as np
 
 from .. import common
+from ..data.state import set_rng
 from ..errors import CaffeError
 from ..proto import caffe_pb2
 from .base import Layer, register_layer
@@ -59,6 +60,26 @@ class HDF5DataLayer(Layer):
         self._load(self.files[self.file_order[0]])
         self.current_row = 0
         self.offset = 0
+
+    def get_data_state(self):
+        return {"file": self.current_file, "row": self.current_row, "offset": self.offset,
+                "file_order": self.file_order.copy(), "row_order": self.row_order.copy(),
+                "shuffle": self.rng.bit_generator.state}
+
+    def set_data_state(self, state):
+        order = np.asarray(state["file_order"], np.int64)
+        if len(order) != len(self.files):
+            raise self.error("the saved state is of %d HDF5 files, the source lists %d"
+                             % (len(order), len(self.files)))
+        self.file_order, self.current_file = order, int(state["file"])
+        self._load(self.files[self.file_order[self.current_file]])
+        if len(state["row_order"]) != self.data[0].shape[0]:
+            raise self.error("the saved state's HDF5 file has %d rows, %s has %d"
+                             % (len(state["row_order"]), self.files[order[self.current_file]],
+                                self.data[0].shape[0]))
+        self.row_order = np.asarray(state["row_order"], np.int64)
+        self.current_row, self.offset = int(state["row"]), int(state["offset"])
+        set_rng(self.rng, state["shuffle"])
 
     def _skip(self):
         if self.phase == caffe_pb2.TEST:

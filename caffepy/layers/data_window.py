@@ -4,6 +4,7 @@ import math
 import numpy as np
 
 from .. import common
+from ..data.state import set_rng
 from ..data.datum import read_mean
 from ..data.image import read_image, resize_bilinear
 from ..data.transformer import effective_transform_param
@@ -87,6 +88,12 @@ class _WindowLoader(object):
 
     def data_shape(self):
         return (self.batch_size, self.channels, self.crop, self.crop)
+
+    def get_state(self):
+        return {"sample": self.rng.bit_generator.state}
+
+    def set_state(self, state):
+        set_rng(self.rng, state["sample"])
 
     def _image(self, index):
         if index not in self.images:

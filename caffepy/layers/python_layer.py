@@ -156,6 +156,17 @@ class PythonLayer(_CaffepyLayer):
     def forward_cpu(self, bottom, top):
         self.py_layer.forward(bottom, top)
 
+    def get_data_state(self):
+        """The user layer's optional ``get_state()`` (a dict; see caffepy.data.state), else None."""
+        get = getattr(self.py_layer, "get_state", None)
+        return get() if callable(get) else None
+
+    def set_data_state(self, state):
+        setter = getattr(self.py_layer, "set_state", None)
+        if not callable(setter):
+            raise self.error("a data state was saved for this layer, but its class has no set_state")
+        setter(state)
+
     def backward_cpu(self, top, propagate_down, bottom):
         self.py_layer.backward(top, list(propagate_down), bottom)
 

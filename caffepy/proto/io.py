@@ -241,15 +241,33 @@ def read_solver(source, upgrade=True):
     return sp
 
 
+def file_mode():
+    """The mode a new file gets from ``open`` (0666 less the umask), as Caffe's files have; the
+    temporary files of :func:`atomic_write` are created 0600 and set to it before the rename."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return 0o666 & ~int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def atomic_write(path, data):
-    """Write bytes to ``path`` atomically (temp file in the same dir + fsync + rename)."""
+    """Write bytes (or a list of bytes-like chunks) to ``path`` atomically: temp file in the same
+    dir, fsync, mode from the umask, rename."""
     path = os.fspath(path)
     d = os.path.dirname(os.path.abspath(path))
     os.makedirs(d, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=d)
     try:
+        os.fchmod(fd, file_mode())
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            for chunk in ([data] if isinstance(data, (bytes, bytearray, memoryview)) else data):
+                f.write(chunk)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

@@ -46,7 +46,9 @@ class Solver(object):
         self.param = load_solver_param(param)
         self.dtype = np.dtype(dtype)
         self.check_param()
-        info("solver.cpp:45", "Initializing solver from parameters: \n"
+        from ..launcher import is_lead_rank
+        if is_lead_rank():      # once per job, not once per MPI rank
+            info("solver.cpp:45", "Initializing solver from parameters: \n"
                  + proto_io.to_text(self.param))
         self._check_snapshot_write_permissions()
         if self.param.random_seed >= 0:
@@ -356,11 +358,13 @@ class Solver(object):
         else:
             model = self.snapshot_filename(".caffemodel")
             info("solver.cpp:464", "Snapshotting to binary proto file %s" % model)
-            proto_io.write_binary(self.net.to_proto(self.param.snapshot_diff), model)
+            self.net.save(model, self.param.snapshot_diff)
             path = self.snapshot_filename(".solverstate")
             info("sgd_solver.cpp:284",
                      "Snapshotting solver state to binary proto file %s" % path)
-        state_io.write_state(path, self.iter, model, self.current_step, self.state_history(), hdf5)
+        from ..data import state as data_state
+        state_io.write_state(path, self.iter, model, self.current_step, self.state_history(), hdf5,
+                             data_state.net_state(self.net), data_state.rng_state(common.rng()))
         return path
 
     def restore(self, state_file):
@@ -371,6 +375,11 @@ class Solver(object):
             state_io.load_weights(self.net, state_io.resolve_learned_net(learned, state_file))
         self.iter, self.current_step = int(it), int(current_step)
         self.restore_history(history, state_file)
+        from ..data import state as data_state
+        layers, random = state_io.read_data_state(state_file)
+        data_state.restore_net(self.net, layers, state_file)   # the data continues where it stopped
+        if random is not None:
+            data_state.restore_rng(common.rng(), random)
 
     def state_history(self):
         return []

@@ -10,7 +10,11 @@
   one per learnable param; AdaDelta/Adam: two, all first moments then all second moments).
 
 The HDF5 form (``snapshot_format: HDF5``) has scalar datasets ``iter``, ``current_step``, the string
-``learned_net`` and a group ``history`` with datasets ``0``, ``1``, ... Both are written atomically
+``learned_net`` and a group ``history`` with datasets ``0``, ``1``, ... caffepy adds where the data
+stands (caffepy.data.state): SolverState fields ``layer_state`` (20000: each data layer's cursor and
+random state) and ``random`` (20001: the solver thread's generator), or in HDF5 a group
+``caffepy_state`` of serialised LayerStates; Caffe ignores them, and a state without them resumes
+the data from its start as before. Both are written atomically
 (temporary file in the same directory, fsync, rename), the weights before the state that names them.
 """
 import os
@@ -20,7 +24,7 @@ import numpy as np
 
 from ..blob import blobproto_shape
 from ..errors import SolverError
-from ..proto import caffe_pb2, io as proto_io
+from ..proto import caffe_pb2, io as proto_io, packed
 
 
 def snapshot_filename(prefix, it, extension):
@@ -35,36 +39,54 @@ def _h5py():
     return h5py
 
 
-def _array_to_blobproto(arr):
-    bp = caffe_pb2.BlobProto()
-    bp.shape.dim.extend(arr.shape)
-    if arr.dtype == np.float64:
-        bp.double_data.extend(arr.ravel())
-    else:
-        bp.data.extend(arr.ravel().astype(np.float32))
-    return bp
+_HISTORY = 3    # SolverState.history
+
+
+def _history_chunks(arr):
+    """A history blob as BlobProto chunks: float64 arrays as ``double_data``, others as ``data``."""
+    return packed.blob_chunks(arr, double=arr.dtype == np.float64)
+
+
+def _values_to_array(bp, values, dtype):
+    for name in ("double_data", "data"):
+        if name in values:
+            return values[name].astype(dtype).reshape(blobproto_shape(bp))
+    return _blobproto_to_array(bp, dtype)
 
 
 def _blobproto_to_array(bp, dtype):
     shape = blobproto_shape(bp)
-    values = bp.double_data if len(bp.double_data) else bp.data
-    return np.asarray(values, dtype=dtype).reshape(shape)
+    values = packed.field_array(bp, "double_data", dtype)
+    if values is None:
+        values = packed.field_array(bp, "data", dtype)
+    if values is None:
+        values = np.zeros(0, dtype)
+    return values.reshape(shape)
 
 
-def write_state(path, it, learned_net, current_step, history, hdf5=False):
-    """Write a solver state file (binary SolverState, or HDF5 when ``hdf5``), atomically."""
+def write_state(path, it, learned_net, current_step, history, hdf5=False, layer_state=(),
+                random=None):
+    """Write a solver state file (binary SolverState, or HDF5 when ``hdf5``), atomically.
+    ``layer_state`` / ``random``: LayerStates of the data layers and the solver's generator
+    (caffepy.data.state), for an exact resume."""
     if not hdf5:
         state = caffe_pb2.SolverState()
         state.iter = int(it)
         state.learned_net = learned_net
         state.current_step = int(current_step)
+        state.layer_state.extend(layer_state)
+        if random is not None:
+            state.random.CopyFrom(random)
+        chunks = [state.SerializeToString()]
         for h in history:
-            state.history.add().CopyFrom(_array_to_blobproto(h))
-        proto_io.write_binary(state, path)
+            body = _history_chunks(np.asarray(h))
+            chunks += [packed.varint(_HISTORY << 3 | 2), packed.varint(packed.chunks_len(body))] + body
+        proto_io.atomic_write(path, chunks)
         return
     h5py = _h5py()
     d = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=d)
+    os.fchmod(fd, proto_io.file_mode())
     os.close(fd)
     try:
         with h5py.File(tmp, "w") as f:
@@ -74,6 +96,10 @@ def write_state(path, it, learned_net, current_step, history, hdf5=False):
             g = f.create_group("history")
             for i, h in enumerate(history):
                 g.create_dataset(str(i), data=h)
+            extra = f.create_group("caffepy_state")       # serialised LayerStates, as uint8
+            for i, st in enumerate(list(layer_state) + ([random] if random is not None else [])):
+                name = "random" if random is not None and i == len(layer_state) else str(i)
+                extra.create_dataset(name, data=np.frombuffer(st.SerializeToString(), np.uint8))
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -98,10 +124,39 @@ def read_state(path, dtype=np.float32):
             group = f["history"] if "history" in f else {}
             history = [np.asarray(group[str(i)], dtype=dtype) for i in range(len(group))]
         return it, learned, current_step, history
+    raw = proto_io._read_bytes(path)
+    split = packed.split_blob_field(raw, _HISTORY)      # history values as views of the bytes
     state = caffe_pb2.SolverState()
-    proto_io.read_binary(path, state)
-    history = [_blobproto_to_array(bp, dtype) for bp in state.history]
+    proto_io.parse_binary(raw if split is None else split[0], state, filename=path)
+    if split is None:
+        history = [_blobproto_to_array(bp, dtype) for bp in state.history]
+    else:
+        history = [_values_to_array(bp, vals, dtype) for bp, vals in zip(state.history, split[1])]
     return state.iter, state.learned_net, state.current_step, history
+
+
+def read_data_state(path):
+    """``([LayerState], random LayerState or None)`` saved in a state file (empty when it was
+    written by Caffe or an older caffepy)."""
+    path = os.fspath(path)
+    if path.endswith(".h5"):
+        h5py = _h5py()
+        states, random = [], None
+        with h5py.File(path, "r") as f:
+            g = f["caffepy_state"] if "caffepy_state" in f else {}
+            for name in sorted(g, key=lambda n: (n == "random", int(n) if n.isdigit() else 0)):
+                st = caffe_pb2.LayerState()
+                st.ParseFromString(np.asarray(g[name]).tobytes())
+                if name == "random":
+                    random = st
+                else:
+                    states.append(st)
+        return states, random
+    raw = proto_io._read_bytes(path)
+    split = packed.split_blob_field(raw, _HISTORY)
+    state = caffe_pb2.SolverState()
+    proto_io.parse_binary(raw if split is None else split[0], state, filename=path)
+    return list(state.layer_state), (state.random if state.HasField("random") else None)
 
 
 def resolve_learned_net(learned_net, state_path):

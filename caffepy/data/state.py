@@ -1,0 +1,138 @@
+"""Where the data stands: data layers' cursors and random state, saved for an exact resume.
+
+A layer that reads data exposes ``get_data_state()`` (a dict) and ``set_data_state(state)``:
+
+=================  ===========================================================================
+Data (LMDB/LevelDB) ``offset`` (items advanced since the first key), ``key`` (the next item's key),
+                    ``transform`` (the transformer's generator: crops, mirrors)
+ImageData           ``pos``, ``order`` (the shuffled list order), ``shuffle`` and ``transform``
+                    generators
+WindowData          ``sample`` (window and mirror draws) and ``transform`` generators
+HDF5Data            ``file``, ``row``, ``offset``, ``file_order``, ``row_order``, ``shuffle``
+MemoryData          ``pos``
+Python              whatever the user's layer returns from an optional ``get_state()`` (a dict
+                    of numpy arrays, ints, floats, strings or bytes); ``set_state(dict)`` gets it
+                    back on resume
+=================  ===========================================================================
+
+For the prefetching layers the state is the one *before the next batch the net consumes* (not
+the prefetch thread's position, which runs ahead): each prefetched buffer carries the loader's
+state after it was filled, and ``forward`` makes it the layer's state when it copies the buffer.
+
+On disk (a SolverState's ``layer_state`` / ``random`` fields, a dist checkpoint's worker file)
+each state is a ``LayerState``: the layer name and ``StateArray`` values (name, numpy dtype,
+shape, raw bytes). A numpy ``Generator`` is stored as the JSON text of its
+``bit_generator.state`` (dtype ``json``; loaders hand over that dict, taken when the batch was
+made, since the Generator itself moves on); strings as UTF-8 (dtype ``str``). No pickle.
+"""
+import json
+
+import numpy as np
+
+from ..errors import CaffeError
+from ..proto import caffe_pb2
+
+
+def _jsonable(x):
+    if isinstance(x, dict):
+        return {k: _jsonable(v) for k, v in x.items()}
+    if isinstance(x, np.ndarray):
+        return {"__array__": x.tolist(), "dtype": x.dtype.str}
+    if isinstance(x, np.integer):
+        return int(x)
+    return x
+
+
+def _from_json(x):
+    if isinstance(x, dict):
+        if "__array__" in x:
+            return np.asarray(x["__array__"], dtype=x["dtype"])
+        return {k: _from_json(v) for k, v in x.items()}
+    return x
+
+
+def encode(name, values):
+    """A LayerState named ``name`` holding the dict ``values``."""
+    out = caffe_pb2.LayerState()
+    out.layer = name
+    for key in sorted(values):
+        v = values[key]
+        a = out.value.add()
+        a.name = key
+        if isinstance(v, np.random.Generator):
+            v = v.bit_generator.state
+        if isinstance(v, dict):        # a bit-generator state (or any JSON-able dict)
+            a.dtype, a.data = "json", json.dumps(_jsonable(v)).encode("utf-8")
+        elif isinstance(v, str):
+            a.dtype, a.data = "str", v.encode("utf-8")
+        elif isinstance(v, bytes):
+            a.dtype, a.data = "bytes", v
+        else:
+            arr = np.asarray(v)
+            if arr.dtype.kind not in "biuf":
+                raise CaffeError("state of %s: value '%s' of type %s cannot be saved (numbers, arrays, "
+                                 "str, bytes, dicts of those and numpy Generators can)"
+                                 % (name, key, type(v).__name__))
+            arr = arr.astype(arr.dtype.newbyteorder("<"), copy=False)     # keeps 0-d arrays 0-d
+            a.dtype, a.data = arr.dtype.str, arr.tobytes()
+            a.shape.extend(arr.shape)
+    return out
+
+
+def decode(state):
+    """The dict of a LayerState: arrays (0-d ones as Python numbers), str, bytes; ``json`` values
+    (generator states) as dicts (give those to :func:`set_rng`)."""
+    out = {}
+    for a in state.value:
+        if a.dtype == "json":
+            out[a.name] = _from_json(json.loads(a.data.decode("utf-8")))
+        elif a.dtype == "str":
+            out[a.name] = a.data.decode("utf-8")
+        elif a.dtype == "bytes":
+            out[a.name] = bytes(a.data)
+        else:
+            arr = np.frombuffer(a.data, np.dtype(a.dtype)).reshape(tuple(a.shape)).copy()
+            out[a.name] = arr.item() if arr.ndim == 0 else arr
+    return out
+
+
+def set_rng(gen, state):
+    """Put a bit-generator state (from :func:`decode`) back into the Generator ``gen``."""
+    gen.bit_generator.state = state
+
+
+def rng_state(gen, name="rng"):
+    return encode(name, {"state": gen})
+
+
+def restore_rng(gen, state):
+    set_rng(gen, decode(state)["state"])
+
+
+def net_state(net):
+    """[LayerState] of every layer of ``net`` that has a data state."""
+    out = []
+    for name, layer in zip(net._layer_names, net.layers):
+        get = getattr(layer, "get_data_state", None)
+        if get is None:
+            continue
+        values = get()
+        if values is not None:
+            out.append(encode(name, values))
+    return out
+
+
+def restore_net(net, states, source):
+    """Give each saved LayerState back to the net's layer of that name (``source`` names the file
+    in errors). A saved layer the net lacks is an error; a net layer with no saved state keeps its
+    fresh state."""
+    names = net._layer_names
+    for st in states:
+        if st.layer not in names:
+            raise CaffeError("%s: saved data state for layer '%s', which the net has no longer"
+                             % (source, st.layer))
+        layer = net.layers[names.index(st.layer)]
+        setter = getattr(layer, "set_data_state", None)
+        if setter is None:
+            raise CaffeError("%s: layer '%s' cannot take back its saved data state" % (source, st.layer))
+        setter(decode(st))

@@ -1,0 +1,126 @@
+"""The operator's view of a distributed run: rank logs, the route table, progress lines, plots.
+
+- **Rank logs**: under MPI, ``--log L`` writes ``L.rank<N>`` on rank N; only rank 0 prints the
+  solver parameters (caffepy.launcher).
+- **Route table** (rank 0, at start; :func:`route_lines`): one line per learnable param: its
+  count, route (``dense``: sliced over the server shards; ``sfb``: sufficient-factor broadcast,
+  stepped by every worker; ``table``: a sharded embedding table, rows over all shards), and each
+  server shard holding it with its range and host. The same facts go to
+  ``visualization/net.json`` as the optional ``cluster`` object (docs/netjson.md), which
+  ``caffepy draw`` draws as worker groups and server shards.
+- **Progress** (:class:`GroupProgress`): the first worker of each group logs, every ``display``
+  steps, ``Iteration N (group g of G): loss = L, lr = R, S steps/s, ETA h:mm:ss``.
+- :func:`parse_group_log` reads those lines back (``caffepy plot`` draws one curve per group).
+"""
+import datetime
+import glob
+import os
+import re
+import time
+
+from ..log import fmt
+from ..solvers import lr_policies
+
+_RE_GROUP = re.compile(r"Iteration (\d+) \(group (\d+) of (\d+)\): loss = (\S+), lr = (\S+), "
+                       r"(\S+) steps/s")
+
+
+def cluster_summary(topo, plan, names, counts, hosts, engine):
+    """The cluster and every param's route, as net.json's ``cluster`` object."""
+    def host(ep):
+        r = topo.process_of(ep) if engine == "mpi" else 0     # in process: all in this one
+        return {"rank": r, "host": hosts[r] if r < len(hosts) else hosts[0]}
+
+    groups = [{"group": g, "workers": [dict(host(w), id=w) for w in topo.workers_of_group(g)],
+               "server_group": topo.server_group_of(g)} for g in range(topo.G)]
+    servers = []
+    for sg in range(topo.SG):
+        for j in range(topo.P):
+            ep = topo.server(sg, j)
+            servers.append(dict(host(ep), id=ep - topo.W - topo.G, server_group=sg, shard=j))
+    sfb = set(plan.sfb) if plan else set()
+    tables = set(plan.tables) if plan else set()
+    routes = []
+    for p, name in enumerate(names):
+        if p in sfb:
+            route, shards = "sfb", []
+        elif p in tables:
+            route = "table"
+            shards = [{"shard": j, "rows": "%d::%d" % (j, topo.P)} for j in range(topo.P)]
+        else:
+            route = "dense"
+            shards = [{"shard": j, "offset": off, "count": size} for off, size, j in topo.slices[p]]
+        routes.append({"param": name, "count": int(counts[p]), "route": route, "shards": shards})
+    return {"engine": engine, "consistency": topo.consistency, "worker_groups": groups,
+            "workers_per_group": topo.K, "server_groups": topo.SG, "servers_per_group": topo.P,
+            "servers": servers, "routes": routes}
+
+
+def route_lines(summary):
+    """The route table: a header and one line per param (shards of server group 0)."""
+    where = {s["shard"]: "%s:%d" % (s["host"], s["rank"]) for s in summary["servers"]
+             if s["server_group"] == 0}
+    width = max([len(r["param"]) for r in summary["routes"]] + [5])
+    out = ["Parameter routes (%d worker groups x %d, %d server groups x %d shards):"
+           % (len(summary["worker_groups"]), summary["workers_per_group"],
+              summary["server_groups"], summary["servers_per_group"]),
+           "  %-*s %10s  %-5s  %s" % (width, "param", "count", "route", "server shards (host:rank)")]
+    for r in summary["routes"]:
+        if r["route"] == "sfb":
+            shards = "none: every worker steps its replica from broadcast factors"
+        elif r["route"] == "table":
+            shards = ", ".join("%d rows %s @%s" % (s["shard"], s["rows"], where[s["shard"]])
+                               for s in r["shards"])
+        else:
+            shards = ", ".join("%d [%d:%d) @%s" % (s["shard"], s["offset"], s["offset"] + s["count"],
+                                                   where[s["shard"]]) for s in r["shards"])
+        out.append("  %-*s %10d  %-5s  %s" % (width, r["param"], r["count"], r["route"], shards))
+    return out
+
+
+def display_lr(param, it):
+    """The learning rate of iteration ``it`` without advancing anyone's lr-policy state."""
+    state = lr_policies.LrState(sum(1 for v in param.stepvalue if it >= v))
+    return lr_policies.learning_rate(param, it, state)
+
+
+class GroupProgress(object):
+    """Progress of one worker group, logged by its first worker every ``display`` steps."""
+
+    def __init__(self, param, group, groups, start_step):
+        self.param, self.group, self.groups = param, group, groups
+        self.start, self.t0 = start_step, time.time()
+
+    def line(self, c, loss):
+        done = c + 1 - self.start
+        rate = done / max(time.time() - self.t0, 1e-9)
+        left = max(self.param.max_iter - c - 1, 0) / rate
+        eta = str(datetime.timedelta(seconds=int(round(left))))
+        return "Iteration %d (group %d of %d): loss = %s, lr = %s, %.3g steps/s, ETA %s" % (
+            c, self.group, self.groups, fmt(loss), fmt(display_lr(self.param, c)), rate, eta)
+
+
+def log_files(path):
+    """``path`` and, for ``L`` or ``L.rank<N>``, every ``L.rank*`` beside it."""
+    base = re.sub(r"\.rank\d+$", "", path)
+    ranks = sorted(glob.glob(glob.escape(base) + ".rank*"))
+    files = ([path] if os.path.exists(path) and path not in ranks else []) + ranks
+    return files
+
+
+def parse_group_log(path):
+    """``{group: [row]}`` from the group progress lines of a log (and its sibling rank logs);
+    rows have NumIters, loss, LearningRate, StepsPerSecond."""
+    out = {}
+    for name in log_files(path):
+        with open(name, errors="replace") as f:
+            for line in f:
+                m = _RE_GROUP.search(line)
+                if not m:
+                    continue
+                out.setdefault(int(m.group(2)), []).append(
+                    {"NumIters": int(m.group(1)), "loss": float(m.group(4)),
+                     "LearningRate": float(m.group(5)), "StepsPerSecond": float(m.group(6))})
+    for rows in out.values():
+        rows.sort(key=lambda r: r["NumIters"])
+    return out

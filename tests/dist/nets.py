@@ -46,5 +46,8 @@ def cluster(**fields):
     for k, v in fields.items():
         if k == "consistency":
             v = caffe_pb2.ClusterParameter.Consistency.Value(v)
-        setattr(c, k, v)
+        if isinstance(v, (list, tuple)):
+            getattr(c, k).extend(v)
+        else:
+            setattr(c, k, v)
     return c

@@ -129,6 +129,13 @@ def parse_text(text, msg, filename="<string>", strict=None, hints=None):
     try:
         return _parse_located(text, msg, filename)
     except ProtoError as error:
+        if "should not have multiple" in str(error):
+            from .upgrade import collapse_fork_repeated
+            collapsed = collapse_fork_repeated(text, msg.DESCRIPTOR, filename)
+            if collapsed is None:
+                raise
+            msg.Clear()
+            return parse_text(collapsed, msg, filename, strict=strict, hints=hints)
         if "no field named" not in str(error):
             raise
         first_error = error

@@ -111,6 +111,7 @@ class _Scanner:
         self.toks = list(_tokens(text))
         self.i = 0
         self.found = []
+        self.duplicates = []   # a second value of a singular field (forks that made it repeated)
 
     def peek(self):
         return self.toks[self.i] if self.i < len(self.toks) else None
@@ -140,6 +141,7 @@ class _Scanner:
 
     def fields(self, desc, close, layer, top=False):
         """Read fields until ``close``; ``desc`` None means inside an unknown field (not reported)."""
+        seen = set()
         while True:
             tok = self.peek()
             if tok is None or tok[1] == close:
@@ -152,6 +154,11 @@ class _Scanner:
             unknown = desc is not None and fd is None and word.lower() not in [
                 g.name.lower() for g in desc.fields if g.type == g.TYPE_GROUP]
             rec = Unknown(word, desc.name, line, col, start, layer) if unknown else None
+            if fd is not None and fd.label != fd.LABEL_REPEATED:
+                if word in seen:
+                    rec = Unknown(word, desc.name, line, col, start, layer)
+                    self.duplicates.append(rec)
+                seen.add(word)
             if self.peek() and self.peek()[1] == ":":
                 self.take()
             nxt = self.peek()
@@ -177,7 +184,8 @@ class _Scanner:
                 self.take()
             if rec is not None:
                 rec.end = self.toks[min(self.i, len(self.toks)) - 1][3]
-                self.found.append(rec)
+                if unknown:
+                    self.found.append(rec)
 
 
 def find_unknown(text, descriptor):
@@ -185,6 +193,13 @@ def find_unknown(text, descriptor):
     scan = _Scanner(text)
     scan.fields(descriptor, None, None, top=True)
     return scan.found
+
+
+def find_repeated_singular(text, descriptor):
+    """Every second (third ...) value of a singular field in ``text``."""
+    scan = _Scanner(text)
+    scan.fields(descriptor, None, None, top=True)
+    return scan.duplicates
 
 
 def blank(text, unknowns):

@@ -1,0 +1,101 @@
+"""YOLO on Caffe (eric612/MobileNet-YOLO): detection outputs, resize_param, a tiny YOLOv3 head."""
+import numpy as np
+import pytest
+
+from caffepy.net import Net
+from caffepy.proto import io
+from caffepy.testing import make_blobs, make_layer, run_layer
+
+
+def _logit(p):
+    return np.log(p / (1 - p))
+
+
+def test_yolov3_detection_output_hand_case():
+    # one 2 x 2 map, 1 box per cell, 2 classes; anchor 1 of biases (10,14, 20,30), scale 16
+    C = 2
+    v = np.full((1, 5 + C, 2, 2), -20.0)           # sigmoid ~ 0: nothing passes by default
+    # cell (j=1, i=0): tx, ty -> sigmoid 0.5, tw = log 2, th = 0, obj 0.8, class 1 at 0.9
+    v[0, :, 1, 0] = [0.0, 0.0, np.log(2.0), 0.0, _logit(0.8), -20.0, _logit(0.9)]
+    # cell (j=1, i=1): nearly the same box a little to the right: suppressed by NMS at 0.45
+    v[0, :, 1, 1] = [-20.0, 0.0, np.log(2.0), 0.0, _logit(0.7), -20.0, _logit(0.9)]
+    layer = make_layer('type: "Yolov3DetectionOutput" yolov3_detection_output_param { '
+                       'num_classes: 2 num_box: 1 confidence_threshold: 0.1 nms_threshold: 0.45 '
+                       'biases: [10, 14, 20, 30] anchors_scale: [16] mask_group_num: 1 mask: [1] }')
+    (out,) = run_layer(layer, make_blobs([v]), make_blobs(1))
+    x, y = (0 + 0.5) / 2, (1 + 0.5) / 2
+    w, h = 2 * 20 / 32.0, 30 / 32.0
+    want = [0, 2, 0.8 * 0.9, x - w / 2, y - h / 2, x + w / 2, y + h / 2]
+    assert out.shape == (1, 1, 1, 7)
+    np.testing.assert_allclose(out[0, 0, 0], want, rtol=1e-9, atol=1e-7)
+
+
+def test_yolov3_detection_output_nothing_found_and_two_scales():
+    layer = make_layer('type: "Yolov3DetectionOutput" yolov3_detection_output_param { '
+                       'num_classes: 1 num_box: 1 biases: [1, 1, 2, 2] anchors_scale: [8, 16] '
+                       'mask_group_num: 2 mask: [0, 1] }')
+    bottoms = make_blobs([np.full((2, 6, 2, 2), -30.0), np.full((2, 6, 1, 1), -30.0)])
+    (out,) = run_layer(layer, bottoms, make_blobs(1))
+    np.testing.assert_array_equal(out[0, 0], [[0] + [-1] * 6, [1] + [-1] * 6])
+
+
+def test_yolo_v2_detection_output_softmax_and_argmax():
+    C, B = 3, 2
+    t = np.full((1, B * (5 + C), 1, 1), 0.0)
+    t[0, 0:8, 0, 0] = [0.0, 0.0, 0.0, np.log(0.5), 2.0, 1.0, 3.0, 0.0]    # box 0
+    t[0, 4 + 8, 0, 0] = -30.0                                            # box 1: no object
+    layer = make_layer('type: "YoloDetectionOutput" yolo_detection_output_param { '
+                       'num_classes: 3 num_box: 2 confidence_threshold: 0.2 '
+                       'biases: [1.0, 2.0, 3.0, 4.0] }')
+    (out,) = run_layer(layer, make_blobs([t]), make_blobs(1))
+    p = np.exp([1.0, 3.0, 0.0]) / np.exp([1.0, 3.0, 0.0]).sum()
+    conf = 1 / (1 + np.exp(-2.0)) * p.max()
+    w, h = 1.0, 0.5 * 2.0
+    np.testing.assert_allclose(out[0, 0], [[0, 2, conf, 0.5 - w / 2, 0.5 - h / 2,
+                                            0.5 + w / 2, 0.5 + h / 2]], rtol=1e-9)
+
+
+def test_repeated_resize_param_loads_first_policy():
+    text = '''layer { name: "data" type: "Input" top: "data"
+      input_param { shape { dim: 1 dim: 3 dim: 32 dim: 32 } }
+      transform_param { resize_param { prob: 0.5 height: 32 width: 32 interp_mode: LINEAR }
+                        resize_param { prob: 0.5 height: 32 width: 32 interp_mode: CUBIC } } }'''
+    net = io.read_net(text)
+    rp = net.layer[0].transform_param.resize_param
+    assert (rp.height, list(rp.interp_mode)) == (32, [rp.LINEAR])
+
+
+TINY_YOLOV3 = """name: "tiny_yolov3_head"
+layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 1 dim: 3 dim: 32 dim: 32 } } }
+layer { name: "conv0" type: "Convolution" bottom: "data" top: "conv0"
+  convolution_param { num_output: 8 kernel_size: 3 stride: 2 pad: 1 bias_term: false
+    weight_filler { type: "msra" } } }
+layer { name: "bn0" type: "BatchNorm" bottom: "conv0" top: "conv0" }
+layer { name: "scale0" type: "Scale" bottom: "conv0" top: "conv0" scale_param { bias_term: true } }
+layer { name: "relu0" type: "ReLU" bottom: "conv0" top: "conv0" relu_param { negative_slope: 0.1 } }
+layer { name: "conv1" type: "Convolution" bottom: "conv0" top: "conv1"
+  convolution_param { num_output: 8 kernel_size: 3 stride: 2 pad: 1 weight_filler { type: "msra" } } }
+layer { name: "relu1" type: "ReLU" bottom: "conv1" top: "conv1" relu_param { negative_slope: 0.1 } }
+layer { name: "reorg" type: "Reorg" bottom: "conv0" top: "reorg" reorg_param { stride: 2 } }
+layer { name: "concat" type: "Concat" bottom: "reorg" bottom: "conv1" top: "concat" }
+layer { name: "head_big" type: "Convolution" bottom: "concat" top: "head_big"
+  convolution_param { num_output: 21 kernel_size: 1 weight_filler { type: "gaussian" std: 0.01 } } }
+layer { name: "pool" type: "Pooling" bottom: "concat" top: "pool"
+  pooling_param { pool: MAX kernel_size: 2 stride: 2 } }
+layer { name: "head_small" type: "Convolution" bottom: "pool" top: "head_small"
+  convolution_param { num_output: 21 kernel_size: 1 weight_filler { type: "gaussian" std: 0.01 } } }
+layer { name: "detection_out" type: "Yolov3DetectionOutput" bottom: "head_small" bottom: "head_big"
+  top: "detection_out" include { phase: TEST }
+  yolov3_detection_output_param { num_classes: 2 num_box: 3 confidence_threshold: 0.01
+    nms_threshold: 0.45 biases: [10, 14, 23, 27, 37, 58, 81, 82, 135, 169, 344, 319]
+    anchors_scale: [16, 8] mask_group_num: 2 mask: [3, 4, 5, 0, 1, 2] } }
+"""
+
+
+def test_tiny_yolov3_forward_batch_1():
+    net = Net(TINY_YOLOV3, phase=1)
+    net.blobs["data"].data[...] = np.random.default_rng(0).standard_normal((1, 3, 32, 32))
+    out = net.forward()["detection_out"]
+    assert out.ndim == 4 and out.shape[-1] == 7 and out.shape[2] >= 1
+    kept = out[0, 0]
+    assert np.all((kept[:, 1] >= 1) & (kept[:, 1] <= 2)) and np.all(np.diff(kept[:, 2]) <= 0)

@@ -84,6 +84,16 @@ layer { name: "pool" type: "Pooling" bottom: "concat" top: "pool"
   pooling_param { pool: MAX kernel_size: 2 stride: 2 } }
 layer { name: "head_small" type: "Convolution" bottom: "pool" top: "head_small"
   convolution_param { num_output: 21 kernel_size: 1 weight_filler { type: "gaussian" std: 0.01 } } }
+layer { name: "label" type: "Input" top: "label" include { phase: TRAIN }
+  input_param { shape { dim: 1 dim: 1 dim: 4 dim: 5 } } }
+layer { name: "loss_small" type: "Yolov3" bottom: "head_small" bottom: "label" top: "loss_small"
+  include { phase: TRAIN }
+  yolov3_param { num_class: 2 num: 3 anchors_scale: 16 mask: [3, 4, 5]
+    biases: [10, 14, 23, 27, 37, 58, 81, 82, 135, 169, 344, 319] } }
+layer { name: "loss_big" type: "Yolov3" bottom: "head_big" bottom: "label" top: "loss_big"
+  include { phase: TRAIN }
+  yolov3_param { num_class: 2 num: 3 anchors_scale: 8 mask: [0, 1, 2]
+    biases: [10, 14, 23, 27, 37, 58, 81, 82, 135, 169, 344, 319] } }
 layer { name: "detection_out" type: "Yolov3DetectionOutput" bottom: "head_small" bottom: "head_big"
   top: "detection_out" include { phase: TEST }
   yolov3_detection_output_param { num_classes: 2 num_box: 3 confidence_threshold: 0.01
@@ -99,3 +109,87 @@ def test_tiny_yolov3_forward_batch_1():
     assert out.ndim == 4 and out.shape[-1] == 7 and out.shape[2] >= 1
     kept = out[0, 0]
     assert np.all((kept[:, 1] >= 1) & (kept[:, 1] <= 2)) and np.all(np.diff(kept[:, 2]) <= 0)
+
+
+YOLOV3_LOSS = ('type: "Yolov3" yolov3_param { num_class: 2 num: 1 biases: [8, 8, 16, 16] mask: [1] '
+               'anchors_scale: 8 thresh: 0.9 %s }')
+
+
+def _yolov3_case():
+    v = np.zeros((1, 7, 2, 2))
+    labels = np.zeros((1, 1, 2, 5))
+    labels[0, 0, 0] = [1, 0.3, 0.7, 0.9, 0.9]      # class 1, centre (0.3, 0.7), 0.9 x 0.9
+    return v, labels
+
+
+def test_yolov3_loss_hand_case():
+    v, labels = _yolov3_case()
+    layer = make_layer(YOLOV3_LOSS % "")
+    bottom, top = make_blobs([v, labels]), make_blobs(1)
+    (loss,) = run_layer(layer, bottom, top)
+    # truth cell (j, i) = (1, 0); anchor 1 (16 x 16 over a 16 px input) matches best and is mask[0]
+    c = 5.0 * (2 - 0.81)
+    D = np.zeros((7, 2, 2))
+    D[4] = 0.5                                      # no object: s4 = 0.5 everywhere ...
+    D[:, 1, 0] = [-c * (0.6 - 0.5), -c * (0.4 - 0.5), -c * np.log(0.9), -c * np.log(0.9),
+                  -(1 - 0.5), -(0.05 - 0.5), -(0.95 - 0.5)]   # ... but the truth's cell
+    np.testing.assert_allclose(layer.delta[0, 0], D, rtol=1e-7)
+    np.testing.assert_allclose(loss, np.square(D).sum(), rtol=1e-7)
+    top[0].diff[...] = 2.0
+    layer.backward(top, [True, False], bottom)
+    np.testing.assert_allclose(bottom[0].diff[0], 2.0 * D, rtol=1e-7)
+
+
+def test_yolov3_backward_is_the_fork_surrogate_gradient():
+    """darknet's delta is the gradient of c/2 (v - t)^2 on w, h and c BCE(t, sigmoid v) elsewhere:
+    a central difference of that surrogate (targets fixed) matches the layer's backward."""
+    rng = np.random.default_rng(3)
+    v, labels = _yolov3_case()
+    v += 0.3 * rng.standard_normal(v.shape)
+    layer = make_layer(YOLOV3_LOSS % "label_smooth_eps: 0")
+    bottom, top = make_blobs([v, labels]), make_blobs(1)
+    run_layer(layer, bottom, top)
+    top[0].diff[...] = 1.0
+    layer.backward(top, [True, False], bottom)
+    c = 5.0 * (2 - 0.81)
+    t = {(0, 1, 0): (0.6, c), (1, 1, 0): (0.4, c), (4, 1, 0): (1.0, 1.0), (5, 1, 0): (0.0, 1.0),
+         (6, 1, 0): (1.0, 1.0)}
+    raw = {(2, 1, 0): (np.log(0.9), c), (3, 1, 0): (np.log(0.9), c)}
+
+    def surrogate(x):
+        total = 0.0
+        for (q, j, i), (target, scale) in t.items():
+            s = 1 / (1 + np.exp(-x[q, j, i]))
+            total -= scale * (target * np.log(s) + (1 - target) * np.log(1 - s))
+        for (q, j, i), (target, scale) in raw.items():
+            total += scale / 2 * (x[q, j, i] - target) ** 2
+        for j, i in [(0, 0), (0, 1), (1, 1)]:     # no-object cells: BCE towards 0
+            total -= np.log(1 - 1 / (1 + np.exp(-x[4, j, i])))
+        return total
+
+    x0, h = v[0].copy(), 1e-6
+    for idx in list(t) + list(raw) + [(4, 0, 0), (4, 1, 1)]:
+        xp, xm = x0.copy(), x0.copy()
+        xp[idx] += h
+        xm[idx] -= h
+        numeric = (surrogate(xp) - surrogate(xm)) / (2 * h)
+        np.testing.assert_allclose(bottom[0].diff[0][idx], numeric, rtol=1e-5, atol=1e-8)
+
+
+def test_tiny_yolov3_one_training_step():
+    net = Net(TINY_YOLOV3, phase=0)
+    net.blobs["data"].data[...] = np.random.default_rng(1).standard_normal((1, 3, 32, 32))
+    net.blobs["label"].data[...] = 0
+    net.blobs["label"].data[0, 0, :2] = [[0, 0.3, 0.4, 0.5, 0.6], [1, 0.7, 0.7, 0.2, 0.3]]
+
+    def total():
+        out = net.forward()
+        return float(out["loss_small"] + out["loss_big"])
+
+    before = total()
+    net.backward()
+    grads = [p.diff.copy() for p in net.learnable_params]
+    assert any(np.abs(g).sum() > 0 for g in grads)
+    for p, g in zip(net.learnable_params, grads):
+        p.data[...] -= 1e-3 * g
+    assert total() < before

@@ -16,7 +16,8 @@ would produce:
   Python layer's ``param_str``), AnnotatedData labels ``(1, 1, 1, 8)``.
 
 ``input_values(name, shape, rng)`` gives sensible values for such an input (image-sized
-``im_info``, valid ``rois`` and ``gt_boxes``, zero labels, gaussian images). Only a NetParameter is
+``im_info``, valid ``rois`` and ``gt_boxes``, zero labels, one ground-truth box of class 1 in SSD
+label rows ``(..., 8)``, gaussian images). Only a NetParameter is
 produced: building and running it is the Net's business.
 
 ``fill_unset_num_output(net_param, 10)`` gives InnerProduct layers without ``num_output`` that
@@ -175,6 +176,10 @@ def input_values(name, shape, rng=None, image_hw=None):
         v[..., 1:5] = [W * 0.1, H * 0.1, W * 0.6, H * 0.7]
         if name == "gt_boxes":
             v[..., :4], v[..., 4] = v[..., 1:5].copy(), 1
+        return v
+    if "label" in name and len(shape) == 4 and shape[-1] == 8:    # SSD ground truth rows
+        v = np.full(shape, -1.0)
+        v[..., 0, :] = [0, 1, 0, 0.1, 0.1, 0.6, 0.7, 0]            # one box of class 1, image 0
         return v
     if "label" in name or "marker" in name or name.startswith("bbox_"):
         return np.zeros(shape) if "marker" not in name else np.ones(shape)

@@ -193,3 +193,53 @@ def test_tiny_yolov3_one_training_step():
     for p, g in zip(net.learnable_params, grads):
         p.data[...] -= 1e-3 * g
     assert total() < before
+
+
+REGION = ('type: "RegionLoss" region_loss_param { num_class: 2 num: 1 coords: 4 thresh: 0.9 '
+          'biases: [1, 1, 0, 0, 0, 0, 0, 0, 0, 0] %s }')
+
+
+def test_region_loss_hand_case():
+    v = np.zeros((1, 7, 2, 2))
+    labels = np.zeros((1, 2, 5))
+    labels[0, 0] = [0, 0.3, 0.7, 0.5, 0.5]
+    layer = make_layer(REGION % "rescore: 0")
+    bottom, top = make_blobs([v, labels]), make_blobs(1)
+    (loss,) = run_layer(layer, bottom, top)
+    D = np.zeros((7, 2, 2))
+    D[4] = 0.5 * 0.5 * 0.5 * 0.5                   # noobject_scale o o (1 - o)
+    c = 5.0 * (2 - 0.25)
+    D[:, 1, 0] = [-c * 0.1 * 0.25, c * 0.1 * 0.25, 0.0, 0.0, -0.5 * 0.25, -0.5, 0.5]
+    np.testing.assert_allclose(layer.delta[0, 0], D, rtol=1e-7, atol=1e-12)
+    np.testing.assert_allclose(loss, np.square(D).sum(), rtol=1e-7)
+
+
+def test_region_loss_backward_is_the_surrogate_gradient():
+    rng = np.random.default_rng(4)
+    v = 0.3 * rng.standard_normal((1, 7, 2, 2))
+    labels = np.zeros((1, 2, 5))
+    labels[0, 0] = [1, 0.3, 0.7, 0.5, 0.5]
+    layer = make_layer(REGION % "rescore: 0")
+    bottom, top = make_blobs([v, labels]), make_blobs(1)
+    run_layer(layer, bottom, top)
+    top[0].diff[...] = 1.0
+    layer.backward(top, [True, False], bottom)
+    c = 5.0 * (2 - 0.25)
+    sig = lambda z: 1 / (1 + np.exp(-z))  # noqa: E731
+
+    def surrogate(x):
+        total = 0.5 * sum(0.5 * sig(x[4, j, i]) ** 2 for j, i in [(0, 0), (0, 1), (1, 1)])
+        total += c / 2 * ((0.6 - sig(x[0, 1, 0])) ** 2 + (0.4 - sig(x[1, 1, 0])) ** 2
+                          + x[2, 1, 0] ** 2 + x[3, 1, 0] ** 2)
+        total += 0.5 * (1 - sig(x[4, 1, 0])) ** 2
+        z = x[5:, 1, 0]
+        total -= z[1] - np.log(np.exp(z).sum())
+        return total
+
+    x0, h = v[0].copy(), 1e-6
+    for idx in [(q, 1, 0) for q in range(7)] + [(4, 0, 0), (4, 1, 1)]:
+        xp, xm = x0.copy(), x0.copy()
+        xp[idx] += h
+        xm[idx] -= h
+        np.testing.assert_allclose(bottom[0].diff[0][idx], (surrogate(xp) - surrogate(xm)) / (2 * h),
+                                   rtol=1e-5, atol=1e-8)

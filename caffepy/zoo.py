@@ -13,7 +13,8 @@ would produce:
   ``memory_data_param``, else the AnnotatedData ``resize_param``, else ``default_shape``;
 * other tops by name: labels ``(N,)`` (``(N, 1, H, W)`` for segmentation readers), ``im_info``
   ``(N, 3)``, ``gt_boxes`` / ``rois`` ``(1, 5)``, ``bbox_*`` ``(1, 4 * num_classes)`` (from the
-  Python layer's ``param_str``), AnnotatedData labels ``(1, 1, 1, 8)``.
+  Python layer's ``param_str``), AnnotatedData labels ``(1, 1, 1, 8)``, caffe-yolo's BoxData
+  labels ``(N, 7 side^2)`` (``data_param.side``, default 7).
 
 ``input_values(name, shape, rng)`` gives sensible values for such an input (image-sized
 ``im_info``, valid ``rois`` and ``gt_boxes``, zero labels, one ground-truth box of class 1 in SSD
@@ -153,6 +154,10 @@ def _top_shapes(lp, default_shape, batch_size):
             shapes.append((1, 4 * _num_classes(lp)))
         elif lp.type == "AnnotatedData":
             shapes.append((1, 1, 1, 8))
+        elif lp.type == "BoxData":             # caffe-yolo: 7 side^2 label values per side
+            sides = list(lp.data_param.side) or [7]
+            side = sides[min(i - 1, len(sides) - 1)]
+            shapes.append((n, 7 * side * side))
         elif seg and "label" in name:
             shapes.append((n, 1, h, w))
         elif name == "labels" and lp.type == "Python":

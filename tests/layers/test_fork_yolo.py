@@ -243,3 +243,57 @@ def test_region_loss_backward_is_the_surrogate_gradient():
         xm[idx] -= h
         np.testing.assert_allclose(bottom[0].diff[0][idx], (surrogate(xp) - surrogate(xm)) / (2 * h),
                                    rtol=1e-5, atol=1e-8)
+
+
+def test_yolo_v1_detection_loss_hand_case():
+    K, C, B = 4, 2, 2
+    x = np.zeros((1, C + 5 * B, K))
+    x[0, :C, 1] = [0.2, 0.7]
+    x[0, C:C + B] = 0.5
+    x[0, C + B:C + B + 4, 1] = [0.55, 0.3, 0.2, 0.2]      # box 0 of cell 1: IoU 0.6 with the truth
+    label = np.zeros((1, 7 * K))
+    label[0, K + 1], label[0, 2 * K + 1] = 1, 1
+    label[0, 3 * K + 4:3 * K + 8] = [0.6, 0.3, 0.2, 0.2]
+    layer = make_layer('type: "DetectionLoss" detection_loss_param { side: 2 num_class: 2 '
+                       'num_object: 2 sqrt: false constriant: false }')
+    bottom, top = make_blobs([x.reshape(1, -1), label]), make_blobs(1)
+    (loss,) = run_layer(layer, bottom, top)
+    D = np.zeros_like(x[0])
+    D[C:C + B] = 0.5 * 0.5
+    D[C, 1] = 0.5 - 0.6
+    D[:C, 1] = [0.2, -0.3]
+    D[C + B, 1] = 5 * (0.55 - 0.6)
+    np.testing.assert_allclose(layer.delta[0], D, atol=1e-12)
+    want = (0.13 + 5 * 0.05 ** 2 + 0.25) + (8 - 1) * 0.5 * 0.25 / 7
+    np.testing.assert_allclose(loss, want, rtol=1e-7)
+    top[0].diff[...] = 3.0
+    layer.backward(top, [True, False], bottom)
+    np.testing.assert_allclose(bottom[0].diff.reshape(D.shape), 3.0 * D, atol=1e-12)
+
+
+TINY_YOLO_V1 = """name: "tiny_yolo_v1"
+layer { name: "data" type: "Input" top: "data" top: "label"
+  input_param { shape { dim: 1 dim: 3 dim: 16 dim: 16 } shape { dim: 1 dim: 28 } } }
+layer { name: "conv1" type: "Convolution" bottom: "data" top: "conv1"
+  convolution_param { num_output: 4 kernel_size: 3 stride: 2 pad: 1 weight_filler { type: "msra" } } }
+layer { name: "relu1" type: "ReLU" bottom: "conv1" top: "conv1" relu_param { negative_slope: 0.1 } }
+layer { name: "fc" type: "InnerProduct" bottom: "conv1" top: "fc"
+  inner_product_param { num_output: 48 weight_filler { type: "gaussian" std: 0.01 } } }
+layer { name: "loss" type: "DetectionLoss" bottom: "fc" bottom: "label" top: "loss"
+  detection_loss_param { side: 2 num_class: 2 num_object: 2 object_scale: 1 noobject_scale: 0.5
+    class_scale: 1 coord_scale: 5 sqrt: true constriant: true } }
+"""
+
+
+def test_tiny_yolo_v1_one_training_step():
+    net = Net(TINY_YOLO_V1, phase=0)
+    net.blobs["data"].data[...] = np.random.default_rng(5).standard_normal((1, 3, 16, 16))
+    label = np.zeros(28)
+    label[4 + 3], label[8 + 3] = 1, 0                   # an object of class 0 in cell 3
+    label[12 + 12:12 + 16] = [0.7, 0.8, 0.3, 0.2]
+    net.blobs["label"].data[...] = label
+    before = float(net.forward()["loss"])
+    net.backward()
+    for p in net.learnable_params:
+        p.data[...] -= 1e-3 * p.diff
+    assert float(net.forward()["loss"]) < before

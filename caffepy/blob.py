@@ -218,14 +218,20 @@ class Blob(object):
             self.reshape(shape)
         elif int(np.prod(shape, dtype=np.int64)) != self.count:
             raise CaffeError("blob shape %s does not match stored %s" % (self._shape, tuple(shape)))
-        if len(proto.double_data):
-            self._data[...] = np.asarray(proto.double_data, dtype=self.dtype).reshape(self._shape)
-        elif len(proto.data):
-            self._data[...] = np.asarray(proto.data, dtype=self.dtype).reshape(self._shape)
-        if len(proto.double_diff):
-            self._diff[...] = np.asarray(proto.double_diff, dtype=self.dtype).reshape(self._shape)
-        elif len(proto.diff):
-            self._diff[...] = np.asarray(proto.diff, dtype=self.dtype).reshape(self._shape)
+        from .layers.fork_nvcaffe import raw_blob_values   # NVCaffe's raw fp16/fp32/fp64 bytes
+        for target, double, single, diff in ((self._data, proto.double_data, proto.data, False),
+                                             (self._diff, proto.double_diff, proto.diff, True)):
+            values = double if len(double) else single if len(single) else None
+            if values is None:
+                try:
+                    values = raw_blob_values(proto, diff)
+                except ValueError as e:
+                    raise CaffeError(str(e))
+                if values is not None and values.size != self.count:
+                    raise CaffeError("blob raw %s holds %d values for shape %s"
+                                     % ("diff" if diff else "data", values.size, self._shape))
+            if values is not None:
+                target[...] = np.asarray(values, dtype=self.dtype).reshape(self._shape)
 
     def __repr__(self):
         return "Blob(shape=%s, dtype=%s)" % (self._shape, self.dtype.name)

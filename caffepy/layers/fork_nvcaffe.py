@@ -12,9 +12,14 @@ lr_mult 0, scale and bias default to lr_mult 1 / decay_mult 1 (NVCaffe sets both
 Gradients: d scale += sum(dy x_hat), d bias += sum(dy) over N and the spatial axes; the
 normalisation's backward then runs on scale * dy.
 
+NVCaffe caffemodels may hold weights as raw fp16 / fp32 / fp64 bytes (BlobProto ``raw_data`` with
+``raw_data_type``): :func:`raw_blob_values` decodes them for ``Blob.from_proto``.
+
 NVCaffe stores the statistics with the third blob fixed at 1 (mean and variance themselves), which
 BVLC's reading ``mean = blob0 / blob2`` gives back, so NVCaffe weights load unchanged.
 """
+import numpy as np
+
 from .. import fillers
 
 
@@ -60,3 +65,25 @@ def backward_scale_bias(layer, dy, x_hat):
         layer.blobs[4].diff[...] += dy.sum(axis=(0, 2))
     return dy * _bcast(layer.blobs[3].data)
 
+
+
+#: NVCaffe's ``Type`` enum -> the numpy dtype of BlobProto ``raw_data`` / ``raw_diff`` bytes
+#: (native little-endian, as NVCaffe copies them).
+_RAW_DTYPES = {0: "<f8", 1: "<f4", 2: "<f2"}
+
+
+def raw_blob_values(proto, diff=False):
+    """The values of an NVCaffe BlobProto stored as raw bytes (fp16 / fp32 / fp64 caffemodels),
+    or None when the proto has none. Raises ValueError for an unknown type or a wrong size."""
+    field = "raw_diff" if diff else "raw_data"
+    if not proto.HasField(field):
+        return None
+    kind = getattr(proto, field + "_type")
+    if kind not in _RAW_DTYPES:
+        raise ValueError("BlobProto %s_type %d is not a float type" % (field, kind))
+    raw = getattr(proto, field)
+    dtype = np.dtype(_RAW_DTYPES[kind])
+    if len(raw) % dtype.itemsize:
+        raise ValueError("BlobProto %s holds %d bytes, not a multiple of %d"
+                         % (field, len(raw), dtype.itemsize))
+    return np.frombuffer(raw, dtype=dtype)

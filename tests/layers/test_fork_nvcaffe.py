@@ -94,3 +94,24 @@ def test_nvcaffe_net_forward_and_one_training_step():
     test = Net(NVCAFFE_NET, phase=1)
     test.blobs["data"].data[...] = 1.0
     assert np.isfinite(test.forward()["loss"])
+
+
+def test_raw_fp16_blob_round_trip(tmp_path):
+    """An NVCaffe caffemodel keeps fp16 weights as raw bytes: they load into a net."""
+    from caffepy.proto import caffe_pb2, io
+    net = Net(NVCAFFE_NET, phase=1)
+    w = np.arange(4 * 3 * 3 * 3, dtype=np.float16).reshape(4, 3, 3, 3) / 64
+    model = caffe_pb2.NetParameter(name="nv_tiny")
+    layer = model.layer.add(name="conv1", type="Convolution")
+    bp = layer.blobs.add()
+    bp.shape.dim.extend(w.shape)
+    bp.raw_data_type = caffe_pb2.FLOAT16
+    bp.raw_data = w.tobytes()
+    path = tmp_path / "nv.caffemodel"
+    io.write_binary(model, path)
+    net.copy_from(str(path))
+    np.testing.assert_array_equal(net.params["conv1"][0].data, w.astype(np.float32))
+    bp.raw_data = w.tobytes()[:-2]
+    io.write_binary(model, path)
+    with pytest.raises(Exception, match="raw data holds 107 values"):
+        net.copy_from(str(path))

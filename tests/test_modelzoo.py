@@ -4,8 +4,9 @@ Data layers are swapped for Input layers (caffepy.zoo.replace_data_layers), inpu
 caffepy.zoo.input_values, and weights are cheap random values: the fillers are made constant
 (caffepy.zoo.constant_fillers) and the built net gets caffepy.zoo.randomize_params. Each phase a
 file declares (TRAIN / TEST in include or exclude rules; TEST alone when none) must build and run
-forward; a file that declares no TRAIN phase is also built (set up, no forward) in TRAIN, at
-batch 1 and at the size its other phases ran at. A Python layer whose module cannot be imported is
+forward; a file that names no phase (a deploy net) is also built (set up, no forward) in TRAIN,
+at batch 1 and at the size its TEST run used (a file whose rules name only TEST is a test net:
+Caffe cannot build it in TRAIN either). A Python layer whose module cannot be imported is
 a failure with that reason (py-faster-rcnn's RPN layers are built in: caffepy.contrib.frcnn). A
 file whose Python *data* layer (no bottoms) is neither importable nor built in is not run at all:
 its shapes would be guesses, so it is reported in its own category and left out of the figures. Files whose prepared nets are
@@ -46,6 +47,12 @@ def _phases(net_param):
             if rule.HasField("phase"):
                 found.add(rule.phase)
     return sorted(found) if found else [caffe_pb2.TEST]
+
+
+def _declares_phases(net_param):
+    """Whether any include / exclude rule names a phase (a file without one is a deploy net)."""
+    return any(rule.HasField("phase") for lp in net_param.layer
+               for rule in list(lp.include) + list(lp.exclude))
 
 
 def _batch_one(net_param):
@@ -200,8 +207,8 @@ def run_prepared(param, declared, seed=0, shrink=True):
                     reason = _reason(e)
         else:
             return reason
-    if caffe_pb2.TRAIN not in _phases(param):
-        try:                         # TRAIN: built at the size the other phases ran at
+    if not _declares_phases(param):
+        try:                         # TRAIN: built at the size the TEST phase ran at
             _run_phase(ran, caffe_pb2.TRAIN, seed, build_only=True)
         except TimeoutError:
             raise

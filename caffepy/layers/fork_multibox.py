@@ -81,15 +81,18 @@ class MultiBoxLossLayer(Layer):
                + sum_{pos, neg} -log max(softmax(conf)[label], FLT_MIN) / n
     (label: the ground truth's for positives, ``background_label_id`` for negatives;
     smoothL1(x) = 0.5 x^2 if |x| < 1 else |x| - 0.5, summed over the 4 offsets).
-    Gradients: loc_weight * smoothL1'(.) / n on the positives' offsets, (softmax - onehot) / n on
-    the selected confidences, times the top diff; nothing elsewhere.
+    ``conf_loss_type: LOGISTIC`` replaces the softmax loss by the sum over classes of the sigmoid
+    cross entropy against the one-hot label (mining ranks negatives by that sum too).
+    Gradients: loc_weight * smoothL1'(.) / n on the positives' offsets, (softmax - onehot) / n
+    (LOGISTIC: (sigmoid - onehot) / n) on the selected confidences, times the top diff; nothing
+    elsewhere.
 
     prototxt: ``multibox_loss_param { num_classes (required) loc_loss_type: SMOOTH_L1
     conf_loss_type: SOFTMAX loc_weight: 1 share_location: true match_type: PER_PREDICTION
     overlap_threshold: 0.5 use_prior_for_matching: true background_label_id: 0
     use_difficult_gt: true neg_pos_ratio: 3 neg_overlap: 0.5 code_type: CORNER
     encode_variance_in_target: false mining_type: MAX_NEGATIVE (do_neg_mining: legacy) }``,
-    ``loss_param { normalization: VALID }``. Supported: SMOOTH_L1, SOFTMAX, share_location,
+    ``loss_param { normalization: VALID }``. Supported: SMOOTH_L1, SOFTMAX or LOGISTIC, share_location,
     use_prior_for_matching, mining MAX_NEGATIVE or NONE (NONE: every prior counts), no nms_param
     in mining, no bp_inside / ignore_cross_boundary_bbox / map_object_to_agnostic.
     Bottoms: loc (N x P*4), conf (N x P*C), priors (1 x 2 x P*4), ground truth (1 x 1 x G x 8,
@@ -106,7 +109,6 @@ class MultiBoxLossLayer(Layer):
             raise self.error("multibox_loss_param.num_classes is required")
         unsupported = [name for name, bad in (
             ("loc_loss_type L2", p.loc_loss_type != p.SMOOTH_L1),
-            ("conf_loss_type LOGISTIC", p.conf_loss_type != p.SOFTMAX),
             ("share_location: false", not p.share_location),
             ("use_prior_for_matching: false", not p.use_prior_for_matching),
             ("mining_type HARD_EXAMPLE", p.mining_type == p.HARD_EXAMPLE),
@@ -117,6 +119,7 @@ class MultiBoxLossLayer(Layer):
             raise self.error("not supported: %s" % ", ".join(unsupported))
         self.p = p
         self.C, self.bg = int(p.num_classes), int(p.background_label_id)
+        self.logistic = p.conf_loss_type == p.LOGISTIC
         self.mining = p.mining_type != p.NONE
         if p.HasField("do_neg_mining") and not p.HasField("mining_type"):
             self.mining = bool(p.do_neg_mining)
@@ -155,8 +158,12 @@ class MultiBoxLossLayer(Layer):
         pri = bottom[2].data.reshape(2, P, 4).astype(np.float64)
         priors, variances = pri[0], pri[1]
         gts = self._ground_truth(bottom[3].data.astype(np.float64))
-        z = conf - conf.max(axis=2, keepdims=True)
-        self.prob = np.exp(z) / np.exp(z).sum(axis=2, keepdims=True)
+        if self.logistic:
+            self.prob = 1.0 / (1.0 + np.exp(-conf))
+            bce = np.maximum(conf, 0) + np.log1p(np.exp(-np.abs(conf)))     # target 0, per class
+        else:
+            z = conf - conf.max(axis=2, keepdims=True)
+            self.prob = np.exp(z) / np.exp(z).sum(axis=2, keepdims=True)
         labels = np.full((N, P), -1)            # -1: not selected; else the class to learn
         self.pos, self.loc_target = [], []
         for b in range(N):
@@ -176,7 +183,10 @@ class MultiBoxLossLayer(Layer):
             neg = np.nonzero((idx == -1) & (best < p.neg_overlap))[0]
             if self.mining:
                 k = min(int(len(pos) * p.neg_pos_ratio), len(neg))
-                loss = -np.log(np.maximum(self.prob[b, neg, self.bg], _FLT_MIN))
+                if self.logistic:      # every class against the background's one-hot target
+                    loss = bce[b, neg].sum(axis=1) - conf[b, neg, self.bg]
+                else:
+                    loss = -np.log(np.maximum(self.prob[b, neg, self.bg], _FLT_MIN))
                 neg = neg[np.argsort(-loss, kind="stable")[:k]]
             else:
                 neg = np.nonzero(idx == -1)[0]
@@ -188,7 +198,10 @@ class MultiBoxLossLayer(Layer):
         loc_loss = sum(np.where(np.abs(d) < 1, 0.5 * d * d, np.abs(d) - 0.5).sum()
                        for d in self.loc_diff)
         sel = labels >= 0
-        conf_loss = -np.log(np.maximum(self.prob[sel, labels[sel]], _FLT_MIN)).sum()
+        if self.logistic:
+            conf_loss = bce[sel].sum() - conf[sel, labels[sel]].sum()
+        else:
+            conf_loss = -np.log(np.maximum(self.prob[sel, labels[sel]], _FLT_MIN)).sum()
         top[0].data[...] = (p.loc_weight * loc_loss + conf_loss) / self.norm
 
     def backward_cpu(self, top, propagate_down, bottom):

@@ -41,10 +41,26 @@ def test_multibox_loss_hand_case():
     np.testing.assert_allclose(loss, smooth + ce, rtol=1e-12)      # VALID: 1 match
 
 
+def test_multibox_loss_logistic_hand_case():
+    conf = np.array([[0.0, 1.0, 0.0], [2.0, -3.0, -3.0], [-1.0, 1.0, 1.0]])
+    layer = make_layer(LAYER % "neg_pos_ratio: 1 conf_loss_type: LOGISTIC")
+    (loss,) = run_layer(layer, _bottoms(conf), make_blobs(1))
+
+    def bce(x, t):
+        s = 1 / (1 + np.exp(-x))
+        return -(t * np.log(s) + (1 - t) * np.log(1 - s)).sum()
+    t = np.array([(0.2 - 0.25) / 0.5 / 0.1, 0.0, np.log(0.4 / 0.5) / 0.2, 0.0])
+    smooth = np.where(np.abs(t) < 1, 0.5 * t * t, np.abs(t) - 0.5).sum()
+    # positive A (class 1); the hard negative is C (its background BCE sum beats B's)
+    want = smooth + bce(conf[0], np.eye(3)[1]) + bce(conf[2], np.eye(3)[0])
+    np.testing.assert_allclose(loss, want, rtol=1e-10)
+
+
 def test_multibox_loss_gradient():
     rng = np.random.default_rng(0)
     conf, loc = rng.standard_normal((3, 3)), 0.3 * rng.standard_normal((1, 12))
-    for extra in ("mining_type: NONE", "neg_pos_ratio: 3 loc_weight: 2"):
+    for extra in ("mining_type: NONE", "neg_pos_ratio: 3 loc_weight: 2",
+                  "conf_loss_type: LOGISTIC neg_pos_ratio: 3"):
         layer = make_layer(LAYER % extra)
         check_layer_gradient(layer, _bottoms(conf, loc), make_blobs(1), check_bottom=[0, 1])
 

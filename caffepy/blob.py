@@ -221,17 +221,26 @@ class Blob(object):
             self.reshape(shape)
         elif int(np.prod(shape, dtype=np.int64)) != self.count:
             raise CaffeError("blob shape %s does not match stored %s" % (self._shape, tuple(shape)))
-        for target, names in ((self._data, ("double_data", "data")), (self._diff, ("double_diff", "diff"))):
+        from .layers.fork_nvcaffe import raw_blob_values   # NVCaffe's raw fp16/fp32/fp64 bytes
+        for target, names, diff in ((self._data, ("double_data", "data"), False),
+                                    (self._diff, ("double_diff", "diff"), True)):
+            got = None
             for name in names:
                 got = field_view(proto, name) if values is None else values.get(name)
                 if got is None and values is not None:
                     got = field_view(proto, name)        # an unpacked field stays in the message
                 if got is not None:
-                    if got.size != target.size:
-                        raise CaffeError("blob of shape %s: %d values stored for %d"
-                                         % (self._shape, got.size, target.size))
-                    target[...] = got.reshape(self._shape)
                     break
+            if got is None:
+                try:
+                    got = raw_blob_values(proto, diff)
+                except ValueError as e:
+                    raise CaffeError(str(e))
+            if got is not None:
+                if got.size != target.size:
+                    raise CaffeError("blob of shape %s: %d values stored for %d"
+                                     % (self._shape, got.size, target.size))
+                target[...] = got.reshape(self._shape)
 
     def __repr__(self):
         return "Blob(shape=%s, dtype=%s)" % (self._shape, self.dtype.name)

@@ -30,14 +30,15 @@ class Net(PycaffeNet):
     """A built net; pycaffe's batching and MemoryData helpers come from PycaffeNet."""
 
     def __init__(self, source, *args, phase=None, weights=None, level=0, stages=(),
-                 dtype=np.float32, filename=None, **kwargs):
+                 dtype=np.float32, filename=None, strict=None, **kwargs):
         if "stages" in kwargs:
             stages = kwargs.pop("stages")
         if kwargs:
             raise TypeError("Net() got unexpected arguments: %s" % ", ".join(sorted(kwargs)))
         phase, weights = _parse_ctor_args(args, phase, weights)
         self.dtype = np.dtype(dtype)
-        param = proto_io.read_net(source)
+        # strict: fields the schema lacks are errors; False ignores them (named in a WARNING)
+        param = proto_io.read_net(source, strict=strict)
         if phase is None:
             phase = param.state.phase if param.HasField("state") else caffe_pb2.TRAIN
         self.phase = phase

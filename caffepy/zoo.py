@@ -15,10 +15,13 @@ would produce:
   published nets hard-code in their Upsample sizes);
 * other tops by name: labels ``(N,)`` (``(N, 1, H, W)`` for segmentation readers), ``im_info``
   ``(N, 3)``, ``gt_boxes`` / ``rois`` ``(1, 5)``, ``bbox_*`` ``(1, 4 * num_classes)`` (from the
-  Python layer's ``param_str``), AnnotatedData labels ``(1, 1, 1, 8)``.
+  Python layer's ``param_str``), AnnotatedData labels ``(1, 1, 1, 8)`` (MobileNet-YOLO's
+  ``yolo_data_type: 1``: ``(N, 1, 300, 5)``), caffe-yolo's BoxData
+  labels ``(N, 7 side^2)`` (``data_param.side``, default 7).
 
 ``input_values(name, shape, rng)`` gives sensible values for such an input (image-sized
-``im_info``, valid ``rois`` and ``gt_boxes``, zero labels, gaussian images). Only a NetParameter is
+``im_info``, valid ``rois`` and ``gt_boxes``, zero labels, one ground-truth box of class 1 in SSD
+label rows ``(..., 8)`` and of class 0 in MobileNet-YOLO's ``(N, 1, 300, 5)``, gaussian images). Only a NetParameter is
 produced: building and running it is the Net's business.
 
 ``fill_unset_num_output(net_param, 10)`` gives InnerProduct layers without ``num_output`` that
@@ -188,8 +191,15 @@ def _top_shapes(lp, default_shape, batch_size):
             shapes.append((1, 5))
         elif name.startswith("bbox_"):
             shapes.append((1, 4 * _num_classes(lp)))
+        elif lp.type == "AnnotatedData" and getattr(
+                _field(lp, "annotated_data_param"), "yolo_data_type", 0) == 1:
+            shapes.append((n, 1, 300, 5))       # MobileNet-YOLO: 300 [class, x, y, w, h] rows
         elif lp.type == "AnnotatedData":
             shapes.append((1, 1, 1, 8))
+        elif lp.type == "BoxData":             # caffe-yolo: 7 side^2 label values per side
+            sides = list(lp.data_param.side) or [7]
+            side = sides[min(i - 1, len(sides) - 1)]
+            shapes.append((n, 7 * side * side))
         elif seg and "label" in name:
             shapes.append((n, 1, h, w))
         elif name == "labels" and lp.type == "Python":
@@ -213,6 +223,14 @@ def input_values(name, shape, rng=None, image_hw=None):
         v[..., 1:5] = [W * 0.1, H * 0.1, W * 0.6, H * 0.7]
         if name == "gt_boxes":
             v[..., :4], v[..., 4] = v[..., 1:5].copy(), 1
+        return v
+    if "label" in name and len(shape) == 4 and shape[-1] == 8:    # SSD ground truth rows
+        v = np.full(shape, -1.0)
+        v[..., 0, :] = [0, 1, 0, 0.1, 0.1, 0.6, 0.7, 0]            # one box of class 1, image 0
+        return v
+    if "label" in name and len(shape) == 4 and shape[-2:] == (300, 5):   # MobileNet-YOLO truths
+        v = np.zeros(shape)
+        v[..., 0, :] = [0, 0.5, 0.5, 0.3, 0.4]                    # one box of class 0
         return v
     if "label" in name or "marker" in name or name.startswith("bbox_"):
         return np.zeros(shape) if "marker" not in name else np.ones(shape)

@@ -4,8 +4,12 @@ Data layers are swapped for Input layers (caffepy.zoo.replace_data_layers), inpu
 caffepy.zoo.input_values, and weights are cheap random values: the fillers are made constant
 (caffepy.zoo.constant_fillers) and the built net gets caffepy.zoo.randomize_params. Each phase a
 file declares (TRAIN / TEST in include or exclude rules; TEST alone when none) must build and run
-forward. A Python layer whose module cannot be imported is a failure with that reason
-(py-faster-rcnn's RPN layers are built in: caffepy.contrib.frcnn). Files whose prepared nets are
+forward; a file that names no phase (a deploy net) is also built (set up, no forward) in TRAIN,
+at batch 1 and at the size its TEST run used (a file whose rules name only TEST is a test net:
+Caffe cannot build it in TRAIN either). A Python layer whose module cannot be imported is
+a failure with that reason (py-faster-rcnn's RPN layers are built in: caffepy.contrib.frcnn). A
+file whose Python *data* layer (no bottoms) is neither importable nor built in is not run at all:
+its shapes would be guesses, so it is reported in its own category and left out of the figures. Files whose prepared nets are
 identical (same NetParameter once prepared) run once and share the result. Work is spread over
 processes that each use one BLAS thread; a file gets at most ``limit`` CPU seconds.
 
@@ -45,6 +49,12 @@ def _phases(net_param):
     return sorted(found) if found else [caffe_pb2.TEST]
 
 
+def _declares_phases(net_param):
+    """Whether any include / exclude rule names a phase (a file without one is a deploy net)."""
+    return any(rule.HasField("phase") for lp in net_param.layer
+               for rule in list(lp.include) + list(lp.exclude))
+
+
 def _batch_one(net_param):
     for lp in net_param.layer:
         if lp.type == "Input":
@@ -62,11 +72,25 @@ def _stages(net_param, phase):
     return []
 
 
+PYTHON_DATA = "python data layer not available"
+
+
+class PythonDataMissing(Exception):
+    """The file's data comes from a Python layer caffepy cannot load (not run, not counted)."""
+
+
+def is_python_data(reason):
+    return bool(reason) and reason.startswith(PythonDataMissing.__name__)
+
+
 def prepare(path):
     """(batch-1 net, declared-batch net) NetParameters, data layers replaced, fillers constant."""
     from caffepy import zoo
     from caffepy.proto import io as proto_io
     raw = zoo.fill_unset_num_output(proto_io.read_net(path))
+    missing = missing_python_data(raw)
+    if missing:
+        raise PythonDataMissing("%s (%s)" % (PYTHON_DATA, ", ".join(sorted(set(missing)))))
     declared = zoo.constant_fillers(zoo.replace_data_layers(raw))
     _batch_from_fixed_reshape(declared)
     param = zoo.constant_fillers(zoo.replace_data_layers(raw, batch_size=1))
@@ -93,12 +117,36 @@ def _batch_from_fixed_reshape(net_param):
                         shape.dim[0] = batch
 
 
-def _run_phase(param, phase, seed):
+def missing_python_data(net_param):
+    """``module.Class`` of each Python data layer (no bottoms) that is neither a caffepy built-in
+    nor importable: its tops' shapes could only be guessed."""
+    import importlib.util
+    from caffepy import zoo
+    from caffepy.contrib import builtin_layer_class
+    missing = []
+    for lp in net_param.layer:
+        if lp.type != "Python" or not zoo.is_data_layer(lp):
+            continue
+        module, cls = lp.python_param.module, lp.python_param.layer
+        if builtin_layer_class(module, cls) is not None:
+            continue
+        try:
+            found = importlib.util.find_spec(module) is not None if module else False
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            missing.append("%s.%s" % (module, cls))
+    return missing
+
+
+def _run_phase(param, phase, seed, build_only=False):
     import caffepy
     from caffepy import zoo
     from caffepy.net import Net
     caffepy.set_random_seed(seed)
     net = Net(param, phase, stages=_stages(param, phase))
+    if build_only:
+        return
     zoo.randomize_params(net, seed)
     rng = np.random.default_rng(seed)
     shapes = [net.blobs[n].data.shape for n in net.inputs]
@@ -144,11 +192,13 @@ def run_prepared(param, declared, seed=0, shrink=True):
     small = shrunk(param) if shrink else None
     if small is not None:
         attempts.insert(0, small)
-    reason = None
+    from caffepy.proto import caffe_pb2
+    reason, ran = None, param
     for phase in _phases(param):
         for net_param in attempts:
             try:
                 _run_phase(net_param, phase, seed)
+                ran = net_param
                 break
             except TimeoutError:
                 raise
@@ -157,6 +207,13 @@ def run_prepared(param, declared, seed=0, shrink=True):
                     reason = _reason(e)
         else:
             return reason
+    if not _declares_phases(param):
+        try:                         # TRAIN: built at the size the TEST phase ran at
+            _run_phase(ran, caffe_pb2.TRAIN, seed, build_only=True)
+        except TimeoutError:
+            raise
+        except Exception as e:
+            return "TRAIN phase: " + _reason(e)
     return None
 
 
@@ -319,6 +376,10 @@ def _progress(stream, out):
 
 def summarize(results, out=sys.stdout):
     """Print every failure with its reason, failures grouped by reason, and the two figures."""
+    pydata = [r for r in results if is_python_data(r[2])]
+    for p, _, reason, _ in pydata:
+        out.write("PYTHON-DATA %s: %s\n" % (p, reason.split(": ", 1)[-1]))
+    results = [r for r in results if not is_python_data(r[2])]
     bvlc = [r for r in results if r[1] <= BVLC_TYPES]
     ok_all = sum(r[2] is None for r in results)
     ok_bvlc = sum(r[2] is None for r in bvlc)
@@ -332,8 +393,9 @@ def summarize(results, out=sys.stdout):
         out.write("%4d x %s\n" % (n, reason))
     frac_all = ok_all / float(max(len(results), 1))
     frac_bvlc = ok_bvlc / float(max(len(bvlc), 1))
-    out.write("zoo: %d/%d net files pass (%.1f%%); BVLC-only: %d/%d (%.1f%%)\n"
-              % (ok_all, len(results), 100 * frac_all, ok_bvlc, len(bvlc), 100 * frac_bvlc))
+    out.write("zoo: %d/%d net files pass (%.1f%%); BVLC-only: %d/%d (%.1f%%); not run, Python "
+              "data layer not available: %d\n" % (ok_all, len(results), 100 * frac_all, ok_bvlc,
+                                                   len(bvlc), 100 * frac_bvlc, len(pydata)))
     return frac_all, frac_bvlc
 
 

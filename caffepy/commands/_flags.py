@@ -45,3 +45,16 @@ def setup_logging(args):
     """stderr, and ``--log`` (``<log>.rank<N>`` on each rank of an MPI job)."""
     from ..launcher import rank_log_path
     setup_log(logfile=rank_log_path(getattr(args, "log", None)))
+
+
+def add_unknown_fields(parser):
+    parser.add_argument("--ignore-unknown-fields", action="store_true",
+                        help="build nets whose files name fields caffepy does not know (each "
+                             "ignored field is named in a WARNING); without it such a field is an "
+                             "error unless it is a memory/precision/engine hint")
+
+
+def unknown_fields(args):
+    """A context in which files are read with the --ignore-unknown-fields policy."""
+    from ..proto.unknown_fields import lenient
+    return lenient(getattr(args, "ignore_unknown_fields", False))

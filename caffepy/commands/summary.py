@@ -3,6 +3,8 @@
 Prints one line per layer (type, top shapes, parameter count, forward FLOPs, memory) and the
 totals; data layers are replaced by Input layers of their declared shape (see caffepy.summary).
 """
+from . import _flags
+
 NAME = "summary"
 HELP = "per-layer shapes, parameter counts, FLOPs and memory of a net"
 
@@ -23,9 +25,15 @@ def add_arguments(parser):
     parser.add_argument("--input", action="append", default=[], metavar="NAME=N,C,H,W",
                         help="shape of an input blob (repeatable)")
     parser.add_argument("--phase", default="TEST", choices=("TRAIN", "TEST"), type=str.upper)
+    _flags.add_unknown_fields(parser)
 
 
 def run(args):
+    with _flags.unknown_fields(args):
+        return _run(args)
+
+
+def _run(args):
     from .. import log
     from ..proto import caffe_pb2
     log.setup()     # warnings (e.g. a built-in standing in for a Python layer) reach stderr

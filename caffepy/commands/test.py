@@ -19,11 +19,17 @@ def add_arguments(parser):
     parser.add_argument("--weights", default="", help="the trained weights (.caffemodel or .h5; ',' for several)")
     _flags.add_gpu(parser)
     _flags.add_net_state(parser)
+    _flags.add_unknown_fields(parser)
     _flags.add_iterations(parser, "the number of batches to run")
     _flags.add_log(parser)
 
 
 def run(args):
+    with _flags.unknown_fields(args):
+        return _run(args)
+
+
+def _run(args):
     from ..proto import caffe_pb2
     _flags.setup_logging(args)
     if not args.model:

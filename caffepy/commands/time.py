@@ -22,6 +22,7 @@ def add_arguments(parser):
     parser.add_argument("--phase", default="", help="network phase: TRAIN (default) or TEST")
     _flags.add_gpu(parser)
     _flags.add_net_state(parser)
+    _flags.add_unknown_fields(parser)
     _flags.add_iterations(parser, "the number of timed iterations")
     _flags.add_log(parser)
 
@@ -45,6 +46,11 @@ def _now():
 
 
 def run(args):
+    with _flags.unknown_fields(args):
+        return _run(args)
+
+
+def _run(args):
     from ..proto import caffe_pb2
     _flags.setup_logging(args)
     if not args.model:

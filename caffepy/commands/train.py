@@ -36,6 +36,7 @@ def add_arguments(parser):
                              "checkpoints, removing them (without it, or --resume, such a run stops)")
     _flags.add_gpu(parser)
     _flags.add_net_state(parser)
+    _flags.add_unknown_fields(parser)
     parser.add_argument("--sigint_effect", default="stop",
                         help="action on SIGINT: snapshot, stop or none (default stop)")
     parser.add_argument("--sighup_effect", default="snapshot",
@@ -58,6 +59,11 @@ def _devices(args, param):
 
 
 def run(args):
+    with _flags.unknown_fields(args):
+        return _run(args)
+
+
+def _run(args):
     from ..solvers import load_solver_param, solver_class
     from ..solvers.signals import SignalHandler, check_effect
     _flags.setup_logging(args)

@@ -7,6 +7,8 @@ of the user's on ``sys.path`` always wins.
 * ``caffepy.contrib.frcnn``: py-faster-rcnn's RPN layers (``rpn.proposal_layer.ProposalLayer``,
   ``rpn.anchor_target_layer.AnchorTargetLayer``, ``rpn.proposal_target_layer.ProposalTargetLayer``).
 * ``caffepy.contrib.pyloss``: Caffe's example ``pyloss.EuclideanLossLayer``.
+* ``caffepy.contrib.detectnet``: NVCaffe DetectNet's ``caffe.layers.detectnet.clustering``
+  ``ClusterDetections`` and ``ClusterGroundtruth``.
 """
 import importlib
 
@@ -16,6 +18,9 @@ KNOWN_PYTHON_LAYERS = {
     ("rpn.proposal_target_layer", "ProposalTargetLayer"):
         ("frcnn.proposal_target", "ProposalTargetLayer"),
     ("pyloss", "EuclideanLossLayer"): ("pyloss", "EuclideanLossLayer"),
+    ("caffe.layers.detectnet.clustering", "ClusterDetections"): ("detectnet", "ClusterDetections"),
+    ("caffe.layers.detectnet.clustering", "ClusterGroundtruth"):
+        ("detectnet", "ClusterGroundtruth"),
 }
 
 

@@ -7,6 +7,7 @@ import numpy as np
 
 from .. import fillers
 from ..errors import ShapeError
+from . import fork_nvcaffe as nvcaffe
 from .base import Layer, fork_param, register_layer
 
 
@@ -47,6 +48,8 @@ class BatchNormLayer(Layer):
     Params: sum_mu (C,), sum_var (C,), s (1,); never learned: the layer gives them lr_mult 0
     (a ParamSpec with a nonzero lr_mult is an error, except the legacy 3-spec form, which is
     zeroed as Caffe's upgrade does) and their param_propagate_down is False.
+    NVCaffe's ``scale_bias: true`` (or a ``scale_filler`` / ``bias_filler``) adds learned scale and
+    bias blobs: y = scale * x_hat + bias (see :mod:`caffepy.layers.fork_nvcaffe`).
     """
     exact_num_bottom_blobs = 1
     exact_num_top_blobs = 1
@@ -64,15 +67,18 @@ class BatchNormLayer(Layer):
             c = self.channels
             self.blobs = [self.new_blob((c,)), self.new_blob((c,)), self.new_blob((1,))]
         specs = self.layer_param.param
-        if len(specs) == 3:
+        self.scale_bias = nvcaffe.wants_scale_bias(p)
+        if len(specs) == 3 or (self.scale_bias and specs):   # NVCaffe freezes the statistics
             _freeze_param_specs(self, range(3))
-        for i, spec in enumerate(specs):
+        for i, spec in enumerate(specs[:3]):
             if spec.lr_mult != 0:
                 raise self.error("cannot configure batch normalization statistics as layer "
                                  "parameters (param %d has lr_mult %g)" % (i, spec.lr_mult))
+        if self.scale_bias:
+            nvcaffe.setup_scale_bias(self, self.channels)
         while len(specs) < len(self.blobs):
             specs.add().lr_mult = 0.0
-        self.param_propagate_down = [False] * len(self.blobs)
+        self.param_propagate_down = [False] * 3 + [True] * (len(self.blobs) - 3)
 
     def reshape(self, bottom, top):
         if bottom[0].num_axes >= 2 and bottom[0].shape[1] != self.channels:
@@ -83,7 +89,7 @@ class BatchNormLayer(Layer):
 
     def forward_cpu(self, bottom, top):
         x = _ncs(bottom[0].data, self.channels)
-        sum_mu, sum_var, s = (b.data.reshape(-1) for b in self.blobs)
+        sum_mu, sum_var, s = (b.data.reshape(-1) for b in self.blobs[:3])
         if self.use_global_stats:
             factor = 0.0 if s[0] == 0 else 1.0 / s[0]
             mu, var = factor * sum_mu, factor * sum_var
@@ -99,12 +105,17 @@ class BatchNormLayer(Layer):
             sum_var += (m / (m - 1.0) if m > 1 else 1.0) * var
         self.std = np.sqrt(var + self.eps).astype(self.dtype)
         self.x_norm = (x - _bcast(mu)) / _bcast(self.std)
-        _ncs(top[0].data, self.channels)[...] = self.x_norm
+        y = _ncs(top[0].data, self.channels)
+        y[...] = self.x_norm
+        if self.scale_bias:
+            nvcaffe.forward_scale_bias(self, y)
 
     def backward_cpu(self, top, propagate_down, bottom):
+        dy = _ncs(top[0].diff, self.channels)
+        if self.scale_bias:
+            dy = nvcaffe.backward_scale_bias(self, dy, self.x_norm)
         if not propagate_down[0]:
             return
-        dy = _ncs(top[0].diff, self.channels)
         if self.use_global_stats:
             dx = dy / _bcast(self.std)
         else:

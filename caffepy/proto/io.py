@@ -14,6 +14,7 @@ before the text error is reported.
 Text errors read ``file:line:column: what is wrong (layer 'name')``, for example
 ``net.prototxt:12:5: no field named "foo" in LayerParameter (layer 'conv1')``.
 """
+import logging
 import os
 import re
 import tempfile
@@ -23,6 +24,9 @@ from google.protobuf import text_format
 
 from ..errors import ProtoError
 from . import caffe_pb2
+from . import unknown_fields as _unknown
+
+_log = logging.getLogger(__name__)
 
 _LOC = re.compile(r"^(\d+):(\d+)\s*:\s*(.*)$", re.S)
 _NO_FIELD = re.compile(r'Message type "caffe\.([\w.]+)" has no field named "(\w+)"')
@@ -100,8 +104,7 @@ def _explain(what):
     return " ".join(what.replace("caffe.", "").split()).rstrip(".")
 
 
-def parse_text(text, msg, filename="<string>"):
-    """Parse protobuf text into ``msg``; errors become ``file:line:column: what (layer 'x')``."""
+def _parse_located(text, msg, filename):
     try:
         text_format.Parse(text, msg, allow_unknown_extension=False)
     except text_format.ParseError as e:
@@ -112,6 +115,54 @@ def parse_text(text, msg, filename="<string>"):
         layer = _layer_at(text, int(line)) if isinstance(msg, caffe_pb2.NetParameter) else None
         where = " (layer '%s')" % layer if layer else ""
         raise ProtoError("%s:%s:%s: %s%s" % (filename, line, col, _explain(what), where))
+    return msg
+
+
+def parse_text(text, msg, filename="<string>", strict=None, hints=None):
+    """Parse protobuf text into ``msg``; errors become ``file:line:column: what (layer 'x')``.
+
+    Fields ``msg``'s schema lacks follow :mod:`caffepy.proto.unknown_fields`: hints that change no
+    math are dropped (named in one INFO line, or appended to the list ``hints`` when given); any
+    other is an error unless ``strict`` is false (``None``: :func:`unknown_fields.strict_default`),
+    in which case it is dropped and named in one WARNING.
+    """
+    try:
+        return _parse_located(text, msg, filename)
+    except ProtoError as error:
+        if "should not have multiple" in str(error):
+            from .upgrade import collapse_fork_repeated
+            collapsed = collapse_fork_repeated(text, msg.DESCRIPTOR, filename)
+            if collapsed is None:
+                raise
+            msg.Clear()
+            return parse_text(collapsed, msg, filename, strict=strict, hints=hints)
+        if "no field named" not in str(error):
+            raise
+        first_error = error
+    try:
+        unknown = _unknown.find_unknown(text, msg.DESCRIPTOR)
+    except (IndexError, ValueError):      # text too malformed to scan: report the parser's error
+        unknown = []
+    if not unknown:
+        raise first_error
+    strict = _unknown.strict_default() if strict is None else strict
+    risky = [u for u in unknown if not u.harmless]
+    if risky and strict:
+        u = risky[0]
+        layer = " (layer '%s')" % u.layer[0] if u.layer and u.layer[0] else ""
+        raise ProtoError('%s:%d:%d: no field named "%s" in %s%s'
+                         % (filename, u.line, u.col, u.name, u.message, layer))
+    msg.Clear()
+    _parse_located(_unknown.blank(text, unknown), msg, filename)
+    harmless = [u.name for u in unknown if u.harmless]
+    if hints is not None:
+        hints.extend(harmless)
+    elif harmless:
+        _log.info("%s: ignored fields that change no math in caffepy (memory, caching, precision "
+                  "or engine hints): %s", filename, _unknown.summarize(harmless))
+    if risky:
+        _log.warning("%s: ignored %d unknown field(s) (--ignore-unknown-fields): %s", filename,
+                     len(risky), "; ".join(u.where() for u in risky))
     return msg
 
 
@@ -140,10 +191,10 @@ def parse_binary(data, msg, filename="<bytes>"):
     return msg
 
 
-def read_text(path, msg):
+def read_text(path, msg, strict=None):
     """Parse the text file at ``path`` into ``msg`` (no upgrade)."""
     path = os.fspath(path)
-    return parse_text(_decode_text(_read_bytes(path), path), msg, filename=path)
+    return parse_text(_decode_text(_read_bytes(path), path), msg, filename=path, strict=strict)
 
 
 def read_binary(path, msg):
@@ -161,7 +212,7 @@ def _unknown_fields(msg):
     return len(unknown_fields.UnknownFieldSet(msg))
 
 
-def parse_any(data, msg, filename):
+def parse_any(data, msg, filename, strict=None, hints=None):
     """``data`` (bytes) as binary or text, whichever it is (see the module doc).
 
     A guess of text that fails to parse is retried as binary; the binary reading is kept only if it
@@ -171,7 +222,7 @@ def parse_any(data, msg, filename):
         return parse_binary(data, msg, filename)
     text = _decode_text(data, filename)
     try:
-        return parse_text(text, msg, filename)
+        return parse_text(text, msg, filename, strict=strict, hints=hints)
     except ProtoError as text_error:
         trial = type(msg)()
         try:
@@ -184,58 +235,72 @@ def parse_any(data, msg, filename):
         raise text_error from None
 
 
-def read_message(path, msg):
+def read_message(path, msg, strict=None, hints=None):
     """Parse the file at ``path`` (text or binary, detected) into ``msg`` (no upgrade)."""
     path = os.fspath(path)
-    return parse_any(_read_bytes(path), msg, path)
+    return parse_any(_read_bytes(path), msg, path, strict=strict, hints=hints)
 
 
 def _looks_like_text_proto(s):
     return "\n" in s or "{" in s or ":" in s
 
 
-def read_net(source, upgrade=True):
+def _log_hints(msg, name, hints):
+    """One INFO line naming the hint fields (dropped unknown ones and declared ones) of a file."""
+    hints = hints + _unknown.declared_hints(msg)
+    if hints:
+        _log.info("%s: fields that change no math in caffepy (memory, caching, precision or engine "
+                  "hints) are ignored: %s", name, _unknown.summarize(hints))
+
+
+def read_net(source, upgrade=True, strict=None):
     """A NetParameter from a path (text or binary), text, bytes, or a NetParameter (copied).
 
-    The result is upgraded to the current format unless ``upgrade`` is false.
+    The result is upgraded to the current format unless ``upgrade`` is false. ``strict``: what to
+    do with fields the schema lacks (see :func:`parse_text`; ``None``: the current default).
     """
     from . import upgrade as _upgrade
     net = caffe_pb2.NetParameter()
+    hints = []
     if isinstance(source, caffe_pb2.NetParameter):
         net.CopyFrom(source)
         name = "<NetParameter>"
     elif isinstance(source, (bytes, bytearray, memoryview)):
         name = "<bytes>"
-        parse_any(bytes(source), net, name)
+        parse_any(bytes(source), net, name, strict=strict, hints=hints)
     else:
-        name = _read_path_or_text(source, net)
+        name = _read_path_or_text(source, net, strict, hints)
+    if name != "<NetParameter>":
+        _log_hints(net, name, hints)
     if upgrade:
         _upgrade.upgrade_net(net, filename=name)
     return net
 
 
-def _read_path_or_text(source, msg):
+def _read_path_or_text(source, msg, strict=None, hints=None):
     """Fill ``msg`` from an existing file (text or binary) or from prototxt text; returns the name
     errors and upgrades report ("<string>" for text)."""
     source = os.fspath(source)
     if os.path.exists(source):
-        read_message(source, msg)
+        read_message(source, msg, strict=strict, hints=hints)
         return source
     if _looks_like_text_proto(source):
-        parse_text(source, msg, filename="<string>")
+        parse_text(source, msg, filename="<string>", strict=strict, hints=hints)
         return "<string>"
     raise ProtoError("%s: no such file" % source)
 
 
-def read_solver(source, upgrade=True):
+def read_solver(source, upgrade=True, strict=None):
     """A SolverParameter from a path, text or SolverParameter (solver_type upgraded to type)."""
     from . import upgrade as _upgrade
     sp = caffe_pb2.SolverParameter()
+    hints = []
     if isinstance(source, caffe_pb2.SolverParameter):
         sp.CopyFrom(source)
         name = "<SolverParameter>"
     else:
-        name = _read_path_or_text(source, sp)
+        name = _read_path_or_text(source, sp, strict, hints)
+        _log_hints(sp, name, hints)
     if upgrade:
         _upgrade.upgrade_solver(sp, filename=name)
     return sp

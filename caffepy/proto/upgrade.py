@@ -273,3 +273,27 @@ def upgrade_solver(solver, filename="<solver>"):
     for i, net in enumerate(solver.test_net_param):
         upgrade_net(net, "%s (test_net_param %d)" % (filename, i))
     return solver
+
+
+# -- fork fields that another fork made repeated (text level, before parsing) ------------------
+
+#: (message, field) that caffepy keeps singular as the most used fork declares it, while a fork
+#: declares it ``repeated``: files of that fork giving it several times keep the first value.
+#: TransformationParameter.resize_param (#8): optional in weiliu89/caffe (SSD) and its many forks;
+#: repeated in eric612/MobileNet-YOLO, whose data layer draws one of the resize policies at random
+#: per image (caffepy's data layers apply no random resize, so the first policy stands).
+FORK_REPEATED = {("TransformationParameter", "resize_param"): "eric612/MobileNet-YOLO"}
+
+
+def collapse_fork_repeated(text, descriptor, filename="<net>"):
+    """``text`` with the 2nd+ values of :data:`FORK_REPEATED` fields blanked, or None when the
+    text repeats no such field (another singular field given twice stays the parser's error)."""
+    from . import unknown_fields
+    dups = unknown_fields.find_repeated_singular(text, descriptor)
+    if not dups or any((d.message, d.name) not in FORK_REPEATED for d in dups):
+        return None
+    forks = sorted({FORK_REPEATED[(d.message, d.name)] for d in dups})
+    log.info("%s: %d repeated %s block(s) (%s) ignored: the first of each stands",
+             filename, len(dups), ", ".join(sorted({"%s.%s" % (d.message, d.name) for d in dups})),
+             ", ".join(forks))
+    return unknown_fields.blank(text, dups)

@@ -1,0 +1,365 @@
+"""YOLO on Caffe (eric612/MobileNet-YOLO): the training losses RegionLoss (YOLOv2) and Yolov3.
+
+Both follow darknet: the layer builds a "delta" D of the bottom's shape, its loss is sum(D^2) / N
+and its backward passes top_diff D / N, which is not the derivative of that sum but the gradient
+of a surrogate (scale/2 (t - f(v))^2 or scale BCE(t, sigmoid v) per entry, softmax cross entropy
+for YOLOv2's classes); tests/layers/test_fork_yolo.py checks the backward against a central
+difference of that surrogate and the deltas against hand-computed cases.
+
+Layout: bottom 0 is N x B*L x H x W with box n of cell (j, i) at channels n L .. (n+1) L - 1
+(L = 5 + classes); bottom 1 holds per image up to 300 truths [class, x, y, w, h] (normalised
+centre / size), the list ending at a zero x (matching) or zero w (assignment).
+"""
+import numpy as np
+
+from .base import Layer, register_layer
+from .fork_yolo import _biases, _sigmoid
+
+
+def _center_iou(a, b):
+    """IoU of centre/size boxes, broadcasting over leading axes (last axis: x, y, w, h)."""
+    w = np.minimum(a[..., 0] + a[..., 2] / 2, b[..., 0] + b[..., 2] / 2) - np.maximum(
+        a[..., 0] - a[..., 2] / 2, b[..., 0] - b[..., 2] / 2)
+    h = np.minimum(a[..., 1] + a[..., 3] / 2, b[..., 1] + b[..., 3] / 2) - np.maximum(
+        a[..., 1] - a[..., 3] / 2, b[..., 1] - b[..., 3] / 2)
+    inter = np.where((w < 0) | (h < 0), 0.0, w * h)
+    union = a[..., 2] * a[..., 3] + b[..., 2] * b[..., 3] - inter
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(union > 0, inter / union, 0.0)
+
+
+@register_layer("Yolov3")
+class Yolov3LossLayer(Layer):
+    """YOLOv3's training loss on one output scale (MobileNet-YOLO's ``Yolov3``, darknet's deltas).
+
+    Bottom 0: N x B*L x H x W (L = 5 + num_class, B = ``num``), box n at cell (j, i) read as
+    v = bottom[b, n L : (n+1) L, j, i]; s = sigmoid(v) except v2, v3 (kept raw). Anchor of box n:
+    a = mask[n]; predicted box x = (i + s0) / W, y = (j + s1) / H, w = exp(v2) biases[2a] / (W k),
+    h = exp(v3) biases[2a+1] / (H k), k = ``anchors_scale``. Bottom 1: per image up to 300 rows
+    [class, x, y, w, h] (normalised centre/size; a row with x = 0 / w = 0 ends the list).
+    The delta D (same shape as bottom 0) is built as in the fork:
+      * every box: D_obj = s4, set to 0 when its best IoU with a truth exceeds ``thresh``;
+      * every truth, cell (int(x W), int(y H)): the anchor of all ``biases`` whose (w, h) best
+        matches the truth's gets, when it is in ``mask``: coords D = -c (t - s) with
+        c = coord_scale (2 - w h), tx = x W - i, ty = y H - j, tw = log(w W k / biases[2a]),
+        th likewise (against raw v2, v3); D_obj = -(1 - s4) (times object_scale with
+        use_logic_gradient); classes D_c = -class_scale (y_c - s_c), y = 1 for the class and 0
+        otherwise, smoothed to y (1 - e) + e / 2 with ``label_smooth_eps`` e (only the class
+        entry when the cell already holds a class delta); other anchors of ``mask`` whose IoU
+        with the truth exceeds ``iou_thresh`` get the same (the fork compares the anchor index
+        with the best anchor's mask position there; caffepy keeps that);
+    loss = sum(D^2) / N. Backward (darknet's convention, not the derivative of that sum):
+    d bottom0 = top_diff D / N, with D times s (1 - s) on the sigmoid entries when
+    ``use_logic_gradient``. The gradient of each entry is the derivative of
+    c/2 (v - t)^2 (raw) or c * BCE(t, sigmoid(v)) (others), so a central difference of that
+    surrogate matches it (tests/layers/test_fork_yolo.py).
+
+    prototxt: ``yolov3_param { num_class: 20 num: 5 object_scale: 1 class_scale: 1
+    noobject_scale: 0.5 (unused by the fork) coord_scale: 5 thresh: 0.2 anchors_scale: 32
+    biases: [] mask: [] use_logic_gradient: false use_focal_loss: false (not supported)
+    iou_loss: MSE (only MSE) iou_thresh: 0.5 label_smooth_eps: 0.1 }``. Top: the scalar loss.
+    """
+    exact_num_bottom_blobs = 2
+    exact_num_top_blobs = 1
+    auto_top_blobs = True
+    is_loss = True
+
+    def layer_setup(self, bottom, top):
+        p = self.layer_param.yolov3_param
+        if p.use_focal_loss or p.iou_loss != p.MSE:
+            raise self.error("only iou_loss: MSE without use_focal_loss is supported")
+        self.p = p
+        self.num_class, self.num = int(p.num_class), int(p.num)
+        self.mask = [int(m) for m in p.mask][:self.num]
+        if len(self.mask) < self.num:
+            raise self.error("yolov3_param.mask needs %d entries, got %s" % (self.num, self.mask))
+        self.biases = _biases(self, p.biases, max(self.mask) + 1)
+
+    def reshape(self, bottom, top):
+        length = 5 + self.num_class
+        if bottom[0].num_axes != 4 or bottom[0].shape[1] != self.num * length:
+            raise self.error("bottom[0] must be N x %d x H x W (num * (5 + num_class)), got %s"
+                             % (self.num * length, bottom[0].shape))
+        if bottom[1].count % (bottom[0].shape[0] * 5):
+            raise self.error("bottom[1] (labels) must hold rows of 5 values per image, got %s"
+                             % (bottom[1].shape,))
+        top[0].reshape(())
+
+    def _deltas(self, v, s, truths, D):
+        p, (B, L, H, W), k = self.p, v.shape, float(self.p.anchors_scale)
+        jj, ii = np.meshgrid(np.arange(H), np.arange(W), indexing="ij")
+        a = np.array(self.mask)
+        pred = np.stack([(ii + s[:, 0]) / W, (jj + s[:, 1]) / H,
+                         np.exp(v[:, 2]) * self.biases[2 * a][:, None, None] / (W * k),
+                         np.exp(v[:, 3]) * self.biases[2 * a + 1][:, None, None] / (H * k)], -1)
+        upto = next((t for t, r in enumerate(truths) if not r[1]), len(truths))
+        D[:, 4] = s[:, 4]
+        if upto:
+            best = _center_iou(pred[:, :, :, None], truths[None, None, None, :upto, 1:]).max(-1)
+            D[:, 4][best > p.thresh] = 0
+        eps = p.label_smooth_eps
+        anchors = np.stack([np.zeros(len(self.biases) // 2)] * 2 + [
+            self.biases[0::2] / (W * k), self.biases[1::2] / (H * k)], -1)
+        for cls, x, y, w, h in truths:
+            if not w:
+                break
+            i, j = int(x * W), int(y * H)
+            ious = _center_iou(anchors, np.array([0.0, 0.0, w, h]))
+            best_n = int(np.argmax(ious)) if ious.max() > 0 else -1
+            chosen = []
+            if best_n in self.mask:
+                best_n = self.mask.index(best_n)        # the fork's reuse of best_n
+                chosen.append(best_n)
+            for n in range(len(anchors)):
+                if n in self.mask and n != best_n and p.iou_thresh < 1 and ious[n] > p.iou_thresh:
+                    chosen.append(self.mask.index(n))
+            for m in chosen:
+                a = self.mask[m]
+                c = p.coord_scale * (2 - w * h)
+                t = (x * W - i, y * H - j, np.log(w * W * k / self.biases[2 * a]),
+                     np.log(h * H * k / self.biases[2 * a + 1]))
+                for q in range(4):
+                    D[m, q, j, i] = -c * (t[q] - (s if q < 2 else v)[m, q, j, i])
+                scale = p.object_scale if p.use_logic_gradient else 1.0
+                D[m, 4, j, i] = -(1 - s[m, 4, j, i]) * scale
+                cls = int(cls)
+                if D[m, 5 + cls, j, i]:
+                    yt = 1 - eps / 2 if eps else 1.0
+                    D[m, 5 + cls, j, i] = -p.class_scale * (yt - s[m, 5 + cls, j, i])
+                else:
+                    yt = np.zeros(self.num_class)
+                    yt[cls] = 1
+                    if eps:
+                        yt = yt * (1 - eps) + 0.5 * eps
+                    D[m, 5:, j, i] = -p.class_scale * (yt - s[m, 5:, j, i])
+
+    def forward_cpu(self, bottom, top):
+        N, _, H, W = bottom[0].shape
+        v = bottom[0].data.astype(np.float64).reshape(N, self.num, -1, H, W)
+        s = _sigmoid(v)
+        s[:, :, 2:4] = v[:, :, 2:4]
+        labels = bottom[1].data.astype(np.float64).reshape(N, -1, 5)[:, :300]
+        self.delta = np.zeros_like(v)
+        for b in range(N):
+            self._deltas(v[b], s[b], labels[b], self.delta[b])
+        if self.p.use_logic_gradient:
+            self.delta_back = self.delta * s * (1 - s)
+            self.delta_back[:, :, 2:4] = self.delta[:, :, 2:4]
+        else:
+            self.delta_back = self.delta
+        top[0].data[...] = np.square(self.delta).sum() / N
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        if propagate_down[1]:
+            raise self.error("cannot backpropagate to label inputs")
+        if propagate_down[0]:
+            alpha = float(top[0].diff) / bottom[0].shape[0]
+            bottom[0].diff[...] = (alpha * self.delta_back).reshape(bottom[0].shape)
+
+    def allow_force_backward(self, bottom_index):
+        return bottom_index == 0
+
+
+def _softmax(x, axis):
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+@register_layer("RegionLoss")
+class RegionLossLayer(Layer):
+    """YOLOv2's region loss (MobileNet-YOLO's ``RegionLoss``, darknet's deltas).
+
+    Box n of cell (j, i), v = bottom[b, n L : (n+1) L, j, i] (S = the map's width, used for both
+    axes as the fork does): x = (i + sigmoid(v0)) / S, y = (j + sigmoid(v1)) / S,
+    w = exp(v2) biases[2n] / S, h = exp(v3) biases[2n+1] / S; o = sigmoid(v4); p = softmax(v5..).
+    Delta D:
+      * every box: D4 = noobject_scale o o (1 - o), 0 when its best IoU with a truth > ``thresh``;
+      * every truth, cell (int(x S), int(y S)): the box n whose anchor (``bias_match``; else its
+        predicted size) best fits the truth's (w, h) gets, with c = coord_scale (times
+        (2 - w h) unless ``rescore``): D0 = -c (x S - i - s0) s0 (1 - s0), D1 likewise,
+        D2 = -c (log(w S / biases[2n]) - v2), D3 likewise; D4 = -object_scale (t - o) o (1 - o)
+        with t = the IoU of the predicted box and the truth when ``rescore`` else 1;
+        D5.. = -class_scale (onehot - p).
+    loss = sum(D^2) / N; backward: top_diff D / N.
+
+    prototxt: ``region_loss_param { side: 13 (read from the bottom) num_class: 20 coords: 4
+    num: 5 softmax: 1 bias_match: 1 rescore: 1 object_scale: 1 class_scale: 1 noobject_scale: 0.5
+    coord_scale: 5 thresh: 0.2 biases: [] (fewer than 10 values: all 0, as the fork) }``
+    (jitter, random, absolute, softmax_tree, class_map: not used). Top: the scalar loss.
+    """
+    exact_num_bottom_blobs = 2
+    exact_num_top_blobs = 1
+    auto_top_blobs = True
+    is_loss = True
+
+    def layer_setup(self, bottom, top):
+        p = self.layer_param.region_loss_param
+        if p.coords != 4:
+            raise self.error("only coords: 4 is supported, got %d" % p.coords)
+        self.p, self.num, self.num_class = p, int(p.num), int(p.num_class)
+        self.biases = np.asarray(p.biases if len(p.biases) >= 10 else [0.0] * 10, np.float64)
+        if len(self.biases) < 2 * self.num:
+            raise self.error("needs %d biases, got %d" % (2 * self.num, len(self.biases)))
+
+    def reshape(self, bottom, top):
+        if bottom[0].num_axes != 4 or bottom[0].shape[1] != self.num * (5 + self.num_class):
+            raise self.error("bottom[0] must be N x %d x H x W (num * (5 + num_class)), got %s"
+                             % (self.num * (5 + self.num_class), bottom[0].shape))
+        if bottom[1].count % (bottom[0].shape[0] * 5):
+            raise self.error("bottom[1] (labels) must hold rows of 5 values per image, got %s"
+                             % (bottom[1].shape,))
+        top[0].reshape(())
+
+    def _deltas(self, v, truths, D):
+        p, (B, L, H, S) = self.p, v.shape
+        s01, o, cls = _sigmoid(v[:, 0:2]), _sigmoid(v[:, 4]), _softmax(v[:, 5:], 1)
+        jj, ii = np.meshgrid(np.arange(H), np.arange(S), indexing="ij")
+        bw, bh = self.biases[0:2 * B:2], self.biases[1:2 * B:2]
+        pred = np.stack([(ii + s01[:, 0]) / S, (jj + s01[:, 1]) / S,
+                         np.exp(v[:, 2]) * bw[:, None, None] / S,
+                         np.exp(v[:, 3]) * bh[:, None, None] / S], -1)
+        upto = next((t for t, r in enumerate(truths) if not r[1]), len(truths))
+        D[:, 4] = p.noobject_scale * o * o * (1 - o)
+        if upto:
+            best = _center_iou(pred[:, :, :, None], truths[None, None, None, :upto, 1:]).max(-1)
+            D[:, 4][best > p.thresh] = 0
+        for label, x, y, w, h in truths:
+            if not w:
+                break
+            i, j = int(x * S), int(y * S)
+            sizes = (np.stack([bw / S, bh / S], 1) if p.bias_match
+                     else pred[:, j, i, 2:4])
+            shift = np.concatenate([np.zeros((B, 2)), sizes], 1)
+            ious = _center_iou(shift, np.array([0.0, 0.0, w, h]))
+            n = int(np.argmax(ious)) if ious.max() > 0 else 0
+            c = p.coord_scale * (1.0 if p.rescore else 2 - w * h)
+            sx, sy = s01[n, 0, j, i], s01[n, 1, j, i]
+            D[n, 0, j, i] = -c * (x * S - i - sx) * sx * (1 - sx)
+            D[n, 1, j, i] = -c * (y * S - j - sy) * sy * (1 - sy)
+            D[n, 2, j, i] = -c * (np.log(w * S / bw[n]) - v[n, 2, j, i])
+            D[n, 3, j, i] = -c * (np.log(h * S / bh[n]) - v[n, 3, j, i])
+            target = _center_iou(pred[n, j, i], np.array([x, y, w, h])) if p.rescore else 1.0
+            on = o[n, j, i]
+            D[n, 4, j, i] = -p.object_scale * (target - on) * on * (1 - on)
+            onehot = np.zeros(self.num_class)
+            onehot[int(label)] = 1
+            D[n, 5:, j, i] = -p.class_scale * (onehot - cls[n, :, j, i])
+
+    def forward_cpu(self, bottom, top):
+        N, _, H, W = bottom[0].shape
+        v = bottom[0].data.astype(np.float64).reshape(N, self.num, -1, H, W)
+        labels = bottom[1].data.astype(np.float64).reshape(N, -1, 5)[:, :300]
+        self.delta = np.zeros_like(v)
+        for b in range(N):
+            self._deltas(v[b], labels[b], self.delta[b])
+        top[0].data[...] = np.square(self.delta).sum() / N
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        if propagate_down[1]:
+            raise self.error("cannot backpropagate to label inputs")
+        if propagate_down[0]:
+            alpha = float(top[0].diff) / bottom[0].shape[0]
+            bottom[0].diff[...] = (alpha * self.delta).reshape(bottom[0].shape)
+
+    def allow_force_backward(self, bottom_index):
+        return bottom_index == 0
+
+
+@register_layer("DetectionLoss")
+class DetectionLossLayer(Layer):
+    """YOLOv1's detection loss (yeahkun/caffe-yolo's ``DetectionLoss``), squared errors.
+
+    S = ``side``, K = S^2 cells (j), C = ``num_class``, B = ``num_object``. Bottom 0 per image
+    (count K (C + 5 B)): class scores p[c] at c K + j, confidences q[k] at (C + k) K + j, boxes
+    b[k][o] at (C + B + 4 k + o) K + j. Bottom 1 per image (count 7 K): objectness at K + j, class
+    at 2 K + j, the truth box (x, y, w, h) at 3 K + 4 j .. 3 K + 4 j + 3.
+    Every confidence: D = noobject_scale q. For a cell with an object: D(p[c]) = class_scale
+    (p[c] - [c = label]); among the B boxes (w, h squared when ``sqrt``; x, y made absolute,
+    (j mod S + x) / S, (j div S + y) / S, when ``constriant``) the one of largest IoU with the
+    truth (smallest RMSE while every IoU is 0) answers: D(q) = object_scale (q - IoU), D(b[o]) =
+    coord_scale (b[o] - t[o]) with t the truth (x, y relative to the cell when ``constriant``,
+    square roots of w, h when ``sqrt``).
+    loss = (class + coord + area + object losses) / objects + noobject loss / (N K B - objects),
+    each the sum of scale (value - target)^2 (the object term against 1, as the fork);
+    backward: top_diff D / N (darknet's convention; D is the gradient of scale/2 (v - t)^2 with
+    the targets held).
+
+    prototxt: ``detection_loss_param { side: 7 num_class: 20 num_object: 2 object_scale: 1
+    noobject_scale: 0.5 class_scale: 1 coord_scale: 5 sqrt: true constriant: false }``.
+    """
+    exact_num_bottom_blobs = 2
+    exact_num_top_blobs = 1
+    auto_top_blobs = True
+    is_loss = True
+
+    def layer_setup(self, bottom, top):
+        p = self.layer_param.detection_loss_param
+        self.p, self.S, self.C, self.B = p, int(p.side), int(p.num_class), int(p.num_object)
+
+    def reshape(self, bottom, top):
+        K, n = self.S * self.S, bottom[0].shape[0]
+        if bottom[0].count != n * K * (self.C + 5 * self.B) or bottom[1].count != n * 7 * K:
+            raise self.error("bottoms must hold %d predictions and %d label values per image "
+                             "(side %d, num_class %d, num_object %d); got %s and %s"
+                             % (K * (self.C + 5 * self.B), 7 * K, self.S, self.C, self.B,
+                                bottom[0].shape, bottom[1].shape))
+        top[0].reshape(())
+
+    def forward_cpu(self, bottom, top):
+        p, S, C, B = self.p, self.S, self.C, self.B
+        K, N = S * S, bottom[0].shape[0]
+        x = bottom[0].data.astype(np.float64).reshape(N, C + 5 * B, K)
+        lab = bottom[1].data.astype(np.float64).reshape(N, 7 * K)
+        D = np.zeros_like(x)
+        D[:, C:C + B] = p.noobject_scale * x[:, C:C + B]
+        parts = dict(cls=0.0, obj=0.0, coord=0.0, area=0.0)
+        noobj = p.noobject_scale * np.square(x[:, C:C + B]).sum()
+        objects = 0
+        for n in range(N):
+            for j in np.nonzero(lab[n, K:2 * K])[0]:
+                objects += 1
+                label = int(lab[n, 2 * K + j])
+                if not 0 <= label < C:
+                    raise self.error("class label %d out of [0, %d)" % (label, C))
+                target = np.eye(C)[label]
+                D[n, :C, j] = p.class_scale * (x[n, :C, j] - target)
+                parts["cls"] += p.class_scale * np.square(x[n, :C, j] - target).sum()
+                truth = lab[n, 3 * K + 4 * j:3 * K + 4 * j + 4].copy()
+                boxes = x[n, C + B:, j].reshape(B, 4).copy()
+                if p.constriant:
+                    boxes[:, 0] = (j % S + boxes[:, 0]) / S
+                    boxes[:, 1] = (j // S + boxes[:, 1]) / S
+                if p.sqrt:
+                    boxes[:, 2:] = np.square(boxes[:, 2:])
+                ious = _center_iou(boxes, truth)
+                if ious.max() > 0:
+                    k = int(np.argmax(ious))
+                else:
+                    rmse = np.sqrt(np.square(boxes - truth).sum(axis=1))   # the fork starts at 20
+                    k = int(np.argmin(np.where(rmse < 20, rmse, np.inf))) if (rmse < 20).any() else 0
+                q = x[n, C + k, j]
+                noobj -= p.noobject_scale * q * q
+                parts["obj"] += p.object_scale * (q - 1) ** 2
+                D[n, C + k, j] = p.object_scale * (q - ious[k])
+                if p.constriant:
+                    truth[0], truth[1] = truth[0] * S - j % S, truth[1] * S - j // S
+                if p.sqrt:
+                    truth[2:] = np.sqrt(truth[2:])
+                best = x[n, C + B + 4 * k:C + B + 4 * k + 4, j]
+                D[n, C + B + 4 * k:C + B + 4 * k + 4, j] = p.coord_scale * (best - truth)
+                parts["coord"] += p.coord_scale * np.square(best[:2] - truth[:2]).sum()
+                parts["area"] += p.coord_scale * np.square(best[2:] - truth[2:]).sum()
+        with np.errstate(divide="ignore", invalid="ignore"):   # the fork divides by 0 too
+            loss = sum(parts.values()) / objects + noobj / (N * K * B - objects)
+        self.delta = D
+        top[0].data[...] = loss
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        if propagate_down[1]:
+            raise self.error("cannot backpropagate to label inputs")
+        if propagate_down[0]:
+            alpha = float(top[0].diff) / bottom[0].shape[0]
+            bottom[0].diff[...] = (alpha * self.delta).reshape(bottom[0].shape)
+
+    def allow_force_backward(self, bottom_index):
+        return bottom_index == 0

@@ -1,0 +1,234 @@
+"""What to do with prototxt fields from forks caffepy does not know.
+
+Policy (issue 16), applied by :func:`caffepy.proto.io.parse_text` when a text file names a field
+its message lacks:
+
+* a field whose name is a memory, caching, precision or engine hint of a major fork
+  (:data:`NO_MATH_NAMES`: NVCaffe's ``forward_type`` / ``*_math`` / ``mem_param`` /
+  ``eltwise_mem_sharing``, ``cache`` in data parameters, Intel's ``engine`` ...) changes no math in
+  caffepy: it is dropped and named in one INFO line per file;
+* any other unknown field may change the math: strict reading (the default) stops with one line,
+  ``file:line:col: no field named "f" in Message (layer 'x') ...``; lenient reading
+  (``Net(..., strict=False)``, ``--ignore-unknown-fields`` on ``summary`` / ``train`` / ``test`` /
+  ``time``, or :func:`lenient`) drops it and names every dropped field in one WARNING.
+
+Fields the schema declares (proto/additions.d) parse normally; those of them that are such hints
+(:data:`DECLARED_HINTS`) are named in the same INFO line by :func:`declared_hints`.
+
+The scan (:func:`find_unknown`) walks the text format's tokens against the message descriptors; a
+dropped field's text (name, value or block) is blanked with spaces, newlines kept, so the line and
+column of any later parse error stay those of the file.
+"""
+import contextlib
+import contextvars
+import re
+
+#: Unknown field names, in any message, that are hints changing no math in caffepy.
+NO_MATH_NAMES = frozenset("""
+    forward_type backward_type forward_math backward_math default_forward_type
+    default_backward_type default_forward_math default_backward_math cudnn_math_override
+    default_cudnn_math_override conv_algos_override default_conv_algos_override
+    cudnn_convolution_algo_seeker reduce_buckets eltwise_mem_sharing mem_param global_grad_scale
+    global_grad_scale_adaptive solver_data_type store_blobs_in_old_format
+    cache precache threads parser_threads prefetch engine use_gpu_transform forward_packing
+    display debug show_data
+""".split())
+
+#: Declared fork fields (message -> names) that are such hints: named in the INFO line when set.
+DECLARED_HINTS = {
+    "NetParameter": ("default_forward_type", "default_backward_type", "default_forward_math",
+                     "default_backward_math", "global_grad_scale", "global_grad_scale_adaptive",
+                     "default_conv_algos_override", "reduce_buckets", "default_cudnn_math_override",
+                     "eltwise_mem_sharing", "engine"),
+    "LayerParameter": ("forward_type", "backward_type", "forward_math", "backward_math", "debug",
+                       "cudnn_math_override", "engine"),
+    "DataParameter": ("threads", "parser_threads", "cache", "precache"),
+    "ImageDataParameter": ("threads", "cache", "precache"),
+    "ConvolutionParameter": ("cudnn_convolution_algo_seeker", "conv_algos_override"),
+    "DropoutParameter": ("engine",),
+    "TransformationParameter": ("use_gpu_transform", "forward_packing", "display"),
+    "BatchNormParameter": ("engine",), "ConcatParameter": ("engine",),
+    "EltwiseParameter": ("engine",), "InnerProductParameter": ("engine",),
+    "SolverParameter": ("solver_data_type", "store_blobs_in_old_format"),
+}
+
+_STRICT = contextvars.ContextVar("caffepy_strict_fields", default=True)
+
+_TOK = re.compile(r"""
+    (?P<ws>\s+) | (?P<comment>\#[^\n]*) |
+    (?P<str>"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*') |
+    (?P<punct>[{}<>\[\]:,;]) |
+    (?P<word>[-+]?[\w.]+(?:[eE][-+]?\d+)?) | (?P<other>\S)""", re.X)
+
+
+def strict_default():
+    """Whether readers called with ``strict=None`` reject unknown fields (True unless lenient)."""
+    return _STRICT.get()
+
+
+@contextlib.contextmanager
+def lenient(enabled=True):
+    """Within the block, readers called with ``strict=None`` ignore unknown fields (with a WARNING)."""
+    token = _STRICT.set(not enabled)
+    try:
+        yield
+    finally:
+        _STRICT.reset(token)
+
+
+class Unknown:
+    """One unknown field: where it is, its message and name, and the text span it covers."""
+    __slots__ = ("name", "message", "line", "col", "start", "end", "layer")
+
+    def __init__(self, name, message, line, col, start, layer):
+        self.name, self.message, self.line, self.col = name, message, line, col
+        self.start, self.end, self.layer = start, start, layer
+
+    @property
+    def harmless(self):
+        return self.name in NO_MATH_NAMES
+
+    def where(self):
+        layer = " (layer '%s')" % self.layer[0] if self.layer and self.layer[0] else ""
+        return "%d:%d: %s.%s%s" % (self.line, self.col, self.message, self.name, layer)
+
+
+def _tokens(text):
+    line, line_start = 1, 0
+    for m in _TOK.finditer(text):
+        kind = m.lastgroup
+        if kind in ("ws", "comment"):
+            nl = m.group().count("\n")
+            if nl:
+                line += nl
+                line_start = m.start() + m.group().rindex("\n") + 1
+            continue
+        yield kind, m.group(), m.start(), m.end(), line, m.start() - line_start + 1
+
+
+class _Scanner:
+    def __init__(self, text):
+        self.toks = list(_tokens(text))
+        self.i = 0
+        self.found = []
+        self.duplicates = []   # a second value of a singular field (forks that made it repeated)
+
+    def peek(self):
+        return self.toks[self.i] if self.i < len(self.toks) else None
+
+    def take(self):
+        tok = self.peek()
+        self.i += 1
+        return tok
+
+    def skip_value(self):
+        """Skip one value: a block, a list or a scalar (adjacent strings concatenate)."""
+        tok = self.take()
+        if tok is None:
+            return
+        if tok[1] in "{<":
+            self.fields(None, "}" if tok[1] == "{" else ">", None)
+        elif tok[1] == "[":
+            while self.peek() and self.peek()[1] != "]":
+                if self.peek()[1] == ",":
+                    self.take()
+                else:
+                    self.skip_value()
+            self.take()
+        elif tok[0] == "str":
+            while self.peek() and self.peek()[0] == "str":
+                self.take()
+
+    def fields(self, desc, close, layer, top=False):
+        """Read fields until ``close``; ``desc`` None means inside an unknown field (not reported)."""
+        seen = set()
+        while True:
+            tok = self.peek()
+            if tok is None or tok[1] == close:
+                self.take()
+                return
+            kind, word, start, _, line, col = self.take()
+            if kind != "word":
+                continue                      # malformed: the protobuf parser will report it
+            fd = desc.fields_by_name.get(word) if desc is not None else None
+            unknown = desc is not None and fd is None and word.lower() not in [
+                g.name.lower() for g in desc.fields if g.type == g.TYPE_GROUP]
+            rec = Unknown(word, desc.name, line, col, start, layer) if unknown else None
+            if fd is not None and fd.label != fd.LABEL_REPEATED:
+                if word in seen:
+                    rec = Unknown(word, desc.name, line, col, start, layer)
+                    self.duplicates.append(rec)
+                seen.add(word)
+            if self.peek() and self.peek()[1] == ":":
+                self.take()
+            nxt = self.peek()
+            if nxt and nxt[1] in "{<" and fd is not None and fd.message_type is not None:
+                self.take()
+                sub_layer = [None] if top and word in ("layer", "layers") else layer
+                self.fields(fd.message_type, "}" if nxt[1] == "{" else ">", sub_layer)
+            elif nxt and nxt[1] == "[" and fd is not None and fd.message_type is not None:
+                self.take()
+                while self.peek() and self.peek()[1] != "]":
+                    t = self.take()
+                    if t[1] in "{<":
+                        self.fields(fd.message_type, "}" if t[1] == "{" else ">", layer)
+                self.take()
+            else:
+                value = self.peek()
+                self.skip_value()
+                if word == "name" and layer is not None and layer[0] is None and value \
+                        and value[0] == "str" and desc is not None and desc.name in (
+                            "LayerParameter", "V1LayerParameter", "V0LayerParameter"):
+                    layer[0] = value[1][1:-1]
+            if self.peek() and self.peek()[1] in ",;":
+                self.take()
+            if rec is not None:
+                rec.end = self.toks[min(self.i, len(self.toks)) - 1][3]
+                if unknown:
+                    self.found.append(rec)
+
+
+def find_unknown(text, descriptor):
+    """Every field in ``text`` that message ``descriptor`` (or a nested message) lacks."""
+    scan = _Scanner(text)
+    scan.fields(descriptor, None, None, top=True)
+    return scan.found
+
+
+def find_repeated_singular(text, descriptor):
+    """Every second (third ...) value of a singular field in ``text``."""
+    scan = _Scanner(text)
+    scan.fields(descriptor, None, None, top=True)
+    return scan.duplicates
+
+
+def blank(text, unknowns):
+    """``text`` with each unknown field's span replaced by spaces (newlines kept)."""
+    parts, pos = [], 0
+    for u in sorted(unknowns, key=lambda u: u.start):
+        parts.append(text[pos:u.start])
+        parts.append(re.sub(r"[^\n]", " ", text[u.start:u.end]))
+        pos = u.end
+    parts.append(text[pos:])
+    return "".join(parts)
+
+
+def summarize(names):
+    """``a, b (x3)`` for a list of field names in first-seen order."""
+    counts = {}
+    for n in names:
+        counts[n] = counts.get(n, 0) + 1
+    return ", ".join(n if c == 1 else "%s (x%d)" % (n, c) for n, c in counts.items())
+
+
+def declared_hints(msg):
+    """Names of the :data:`DECLARED_HINTS` fields set anywhere in ``msg`` (one per occurrence)."""
+    out = []
+    hints = DECLARED_HINTS.get(msg.DESCRIPTOR.name, ())
+    for fd, value in msg.ListFields():
+        if fd.name in hints:
+            out.append(fd.name)
+        if fd.message_type is not None and fd.message_type.name in DECLARED_HINTS:
+            for sub in (value if fd.label == fd.LABEL_REPEATED else [value]):
+                out.extend(declared_hints(sub))
+    return out

@@ -1,0 +1,119 @@
+"""SSD's MultiBoxLoss: a hand-computed case, the gradient checker, and matching rules."""
+import numpy as np
+
+from caffepy import zoo
+from caffepy.layers.fork_multibox import match
+from caffepy.net import Net
+from caffepy.proto import io
+from caffepy.testing import check_layer_gradient, make_blobs, make_layer, run_layer
+
+PRIORS = np.array([[0.0, 0.0, 0.5, 0.5], [0.5, 0.5, 1.0, 1.0], [0.0, 0.5, 0.5, 1.0]])
+VAR = np.tile([0.1, 0.1, 0.2, 0.2], (3, 1))
+LAYER = ('type: "MultiBoxLoss" loss_param { normalization: VALID } multibox_loss_param { '
+         'num_classes: 3 code_type: CENTER_SIZE %s }')
+
+
+def _bottoms(conf, loc=None):
+    loc = np.zeros((1, 12)) if loc is None else loc
+    priors = np.stack([PRIORS.reshape(-1), VAR.reshape(-1)])[None]
+    gt = np.array([[0, 1, 0, 0.0, 0.0, 0.4, 0.5, 0]])[None, None]
+    return make_blobs([loc, conf.reshape(1, 9), priors, gt])
+
+
+def _softmax(x):
+    e = np.exp(x - x.max())
+    return e / e.sum()
+
+
+def test_multibox_loss_hand_case():
+    conf = np.array([[0.0, 1.0, 0.0],      # prior A: matched to the gt (IoU 0.8), class 1
+                     [2.0, 0.0, 0.0],      # prior B: confident background: an easy negative
+                     [0.0, 1.0, 1.0]])     # prior C: the hard negative
+    loc = np.array([0.5, -0.2, 0.1, 2.0, 0, 0, 0, 0, 0, 0, 0, 0])[None]
+    layer = make_layer(LAYER % "neg_pos_ratio: 1")
+    (loss,) = run_layer(layer, _bottoms(conf, loc), make_blobs(1))
+    # encode gt [0, 0, 0.4, 0.5] against prior A (centre 0.25, 0.25, size 0.5)
+    t = np.array([(0.2 - 0.25) / 0.5 / 0.1, (0.25 - 0.25) / 0.5 / 0.1,
+                  np.log(0.4 / 0.5) / 0.2, np.log(0.5 / 0.5) / 0.2])
+    d = loc[0, :4] - t
+    smooth = np.where(np.abs(d) < 1, 0.5 * d * d, np.abs(d) - 0.5).sum()
+    ce = -np.log(_softmax(conf[0])[1]) - np.log(_softmax(conf[2])[0])
+    np.testing.assert_allclose(loss, smooth + ce, rtol=1e-12)      # VALID: 1 match
+
+
+def test_multibox_loss_logistic_hand_case():
+    conf = np.array([[0.0, 1.0, 0.0], [2.0, -3.0, -3.0], [-1.0, 1.0, 1.0]])
+    layer = make_layer(LAYER % "neg_pos_ratio: 1 conf_loss_type: LOGISTIC")
+    (loss,) = run_layer(layer, _bottoms(conf), make_blobs(1))
+
+    def bce(x, t):
+        s = 1 / (1 + np.exp(-x))
+        return -(t * np.log(s) + (1 - t) * np.log(1 - s)).sum()
+    t = np.array([(0.2 - 0.25) / 0.5 / 0.1, 0.0, np.log(0.4 / 0.5) / 0.2, 0.0])
+    smooth = np.where(np.abs(t) < 1, 0.5 * t * t, np.abs(t) - 0.5).sum()
+    # positive A (class 1); the hard negative is C (its background BCE sum beats B's)
+    want = smooth + bce(conf[0], np.eye(3)[1]) + bce(conf[2], np.eye(3)[0])
+    np.testing.assert_allclose(loss, want, rtol=1e-10)
+
+
+def test_multibox_loss_gradient():
+    rng = np.random.default_rng(0)
+    conf, loc = rng.standard_normal((3, 3)), 0.3 * rng.standard_normal((1, 12))
+    for extra in ("mining_type: NONE", "neg_pos_ratio: 3 loc_weight: 2",
+                  "conf_loss_type: LOGISTIC neg_pos_ratio: 3"):
+        layer = make_layer(LAYER % extra)
+        check_layer_gradient(layer, _bottoms(conf, loc), make_blobs(1), check_bottom=[0, 1])
+
+
+def test_match_bipartite_then_per_prediction():
+    priors = np.array([[0.0, 0.0, 1.0, 1.0], [0.0, 0.0, 0.9, 0.9], [0.5, 0.5, 1.0, 1.0]])
+    gt = np.array([[0.0, 0.0, 1.0, 1.0], [0.0, 0.0, 0.95, 0.95]])
+    idx, best = match(priors, gt, per_prediction=False, threshold=0.5)
+    # the global best pair (prior 0, gt 0) first, then the best left for gt 1: prior 1
+    assert idx.tolist() == [0, 1, -1]
+    idx, best = match(priors, gt, per_prediction=True, threshold=0.2)
+    assert idx.tolist() == [0, 1, 0] and np.isclose(best[2], 0.25)   # 0.25 vs 0.2025 / 0.95
+
+
+TINY_SSD = """name: "tiny_ssd_train"
+layer { name: "data" type: "AnnotatedData" top: "data" top: "label" include { phase: TRAIN }
+  transform_param { mirror: true mean_value: 104 mean_value: 117 mean_value: 123
+    resize_param { prob: 1 resize_mode: WARP height: 64 width: 64 interp_mode: LINEAR }
+    emit_constraint { emit_type: CENTER } }
+  data_param { source: "trainval_lmdb" batch_size: 32 backend: LMDB }
+  annotated_data_param { batch_sampler { max_sample: 1 max_trials: 1 } label_map_file: "labelmap.prototxt" } }
+layer { name: "conv1" type: "Convolution" bottom: "data" top: "conv1"
+  convolution_param { num_output: 8 kernel_size: 3 stride: 4 pad: 1 weight_filler { type: "xavier" } } }
+layer { name: "relu1" type: "ReLU" bottom: "conv1" top: "conv1" }
+layer { name: "loc" type: "Convolution" bottom: "conv1" top: "loc"
+  convolution_param { num_output: 8 kernel_size: 3 pad: 1 weight_filler { type: "xavier" } } }
+layer { name: "loc_perm" type: "Permute" bottom: "loc" top: "loc_perm" permute_param { order: 0 order: 2 order: 3 order: 1 } }
+layer { name: "loc_flat" type: "Flatten" bottom: "loc_perm" top: "loc_flat" flatten_param { axis: 1 } }
+layer { name: "conf" type: "Convolution" bottom: "conv1" top: "conf"
+  convolution_param { num_output: 6 kernel_size: 3 pad: 1 weight_filler { type: "xavier" } } }
+layer { name: "conf_perm" type: "Permute" bottom: "conf" top: "conf_perm" permute_param { order: 0 order: 2 order: 3 order: 1 } }
+layer { name: "conf_flat" type: "Flatten" bottom: "conf_perm" top: "conf_flat" flatten_param { axis: 1 } }
+layer { name: "priors" type: "PriorBox" bottom: "conv1" bottom: "data" top: "priors"
+  prior_box_param { min_size: 20 max_size: 40 clip: false variance: 0.1 variance: 0.1 variance: 0.2 variance: 0.2 step: 4 offset: 0.5 } }
+layer { name: "mbox_loss" type: "MultiBoxLoss" bottom: "loc_flat" bottom: "conf_flat" bottom: "priors" bottom: "label"
+  top: "mbox_loss" include { phase: TRAIN } propagate_down: true propagate_down: true propagate_down: false propagate_down: false
+  loss_param { normalization: VALID }
+  multibox_loss_param { loc_loss_type: SMOOTH_L1 conf_loss_type: SOFTMAX loc_weight: 1 num_classes: 3
+    share_location: true match_type: PER_PREDICTION overlap_threshold: 0.5 use_prior_for_matching: true
+    background_label_id: 0 use_difficult_gt: true neg_pos_ratio: 3 neg_overlap: 0.5 code_type: CENTER_SIZE
+    ignore_cross_boundary_bbox: false mining_type: MAX_NEGATIVE } }
+"""
+
+
+def test_tiny_ssd_train_net_one_step():
+    """An SSD train file (AnnotatedData swapped for Inputs as the zoo sweep does): forward at
+    batch 1 and one SGD step lowers the loss."""
+    param = zoo.replace_data_layers(io.read_net(TINY_SSD), batch_size=1)
+    net = Net(param, phase=0)
+    net.blobs["data"].data[...] = np.random.default_rng(0).standard_normal((1, 3, 64, 64))
+    net.blobs["label"].data[...] = zoo.input_values("label", net.blobs["label"].data.shape)
+    before = float(net.forward()["mbox_loss"])
+    net.backward()
+    for p in net.learnable_params:
+        p.data[...] -= 0.01 * p.diff
+    assert float(net.forward()["mbox_loss"]) < before

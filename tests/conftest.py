@@ -18,3 +18,22 @@ def shared_path(*parts):
 @pytest.fixture
 def shared():
     return shared_path
+
+
+@pytest.fixture(autouse=True)
+def _caffepy_logger_restored():
+    """Each test starts with the caffepy logger as the test session had it: a command run in
+    process (``log.setup``: own handlers, no propagation) must not hide later tests' records from
+    ``caplog``."""
+    import logging
+    logger = logging.getLogger("caffepy")
+    saved = (list(logger.handlers), logger.level, logger.propagate)
+    yield
+    for h in list(logger.handlers):
+        if h not in saved[0]:
+            logger.removeHandler(h)
+            if isinstance(h, logging.FileHandler):
+                h.close()
+    logger.handlers[:] = saved[0]
+    logger.setLevel(saved[1])
+    logger.propagate = saved[2]

@@ -98,7 +98,7 @@ class _Incoming(object):
 class MpiEngine(Engine):
     name = "mpi"
 
-    def __init__(self, topology, comm=None):
+    def __init__(self, topology, comm=None, setup=None):
         from mpi4py import MPI
         self.MPI = MPI
         self.comm = comm or MPI.COMM_WORLD
@@ -119,6 +119,8 @@ class MpiEngine(Engine):
         self._closed = threading.Event()
         self.error = None
         self.pool = _Pool()
+        if setup is not None:        # more collectives (the watchdog's address), before the thread
+            setup(self)
         self.thread = threading.Thread(target=self._loop, name="mpi-comm", daemon=True)
         self.thread.start()
 

@@ -31,6 +31,9 @@ class _Topo(object):
     class cluster(object):
         server_worker_separate = False
 
+    def set_hosts(self, hosts):
+        pass
+
     def endpoints_of_process(self, r):
         return [r]
 

@@ -238,16 +238,17 @@ class Cluster(object):
             raise
         return p
 
-    def mpiexec_argv(self, cmd, hosts=None, ppn=1, n=None):
+    def mpiexec_argv(self, cmd, hosts=None, ppn=1, n=None, auto_cleanup=True):
         hosts = list(hosts or self.hosts)
         n = n or ppn * len(hosts)
-        return ["mpiexec", "-launcher", "ssh", "-launcher-exec", self.launcher,
+        return ["mpiexec"] + ([] if auto_cleanup else ["-disable-auto-cleanup"]) + [
+                "-launcher", "ssh", "-launcher-exec", self.launcher,
                 "-hosts", ",".join("%s:%d" % (h, ppn) for h in hosts), "-n", str(n)] + list(cmd)
 
-    def mpiexec(self, cmd, hosts=None, ppn=1, n=None, env=None, **kw):
+    def mpiexec(self, cmd, hosts=None, ppn=1, n=None, env=None, auto_cleanup=True, **kw):
         """Start ``mpiexec`` in the first host with ranks placed ``ppn`` per host (block)."""
         hosts = list(hosts or self.hosts)
-        return self.popen(hosts[0], self.mpiexec_argv(cmd, hosts, ppn, n), env=env, **kw)
+        return self.popen(hosts[0], self.mpiexec_argv(cmd, hosts, ppn, n, auto_cleanup), env=env, **kw)
 
     def host_pids(self, host):
         """Pids (seen from here) of every process in ``host``'s PID namespace."""

@@ -9,7 +9,9 @@ communication thread (``mpi-comm``) drains that queue and sends what is queued f
 - every buffer of ``BIG`` bytes or more as its own ``Isend`` straight from its numpy memory
   (``TAG_DATA``, zero copy).
 
-It keeps one ``Irecv`` for headers posted into a preallocated buffer; when a batch's headers come,
+It takes headers with a matched probe (``Improbe`` + ``Recv``) into a preallocated buffer (a
+pre-posted ``ANY_SOURCE`` ``Irecv`` lost messages across hosts with UCX over TCP); once a batch's
+headers came,
 it posts ``Irecv`` s for its bucket and big buffers straight into the arrays the receivers get
 (bucket buffers are views of the one received bucket; arrays come from a pool that reuses an array
 once nobody but the pool refers to it), and hands the messages to the inboxes once
@@ -49,6 +51,18 @@ def mpi_world():
         raise CaffeError("the mpi engine needs mpi4py (pip install mpi4py mpich)")
     comm = MPI.COMM_WORLD
     return comm, comm.Get_rank(), comm.Get_size()
+
+
+def _warn_oversubscribed(hosts, rank):
+    """The first rank of a host warns when that host runs more ranks than it has cores."""
+    here = hosts[rank]
+    if hosts.index(here) != rank:
+        return
+    n, cores = hosts.count(here), os.cpu_count() or 1
+    if n > cores:
+        from ..log import warning
+        warning("mpi.py", "host %s runs %d ranks on %d cores: they will wait for each other "
+                "(fewer ranks per host, or server_worker_separate false)" % (here, n, cores))
 
 
 def _align(n):
@@ -113,6 +127,8 @@ class MpiEngine(Engine):
                                 else "", self.comm.Get_size()))
         # collectives before the communication thread starts: every rank's host
         self.hosts = self.comm.allgather(MPI.Get_processor_name() or socket.gethostname())
+        topology.set_hosts(self.hosts)
+        _warn_oversubscribed(self.hosts, self.rank)
         super(MpiEngine, self).__init__(topology, topology.endpoints_of_process(self.rank))
         self.outbox = collections.deque()
         self.wake = threading.Event()
@@ -153,7 +169,6 @@ class MpiEngine(Engine):
         MPI, comm = self.MPI, self.comm
         hbuf = np.empty(HEADER_MAX, np.uint8)
         status = MPI.Status()
-        hreq = comm.Irecv([hbuf, MPI.BYTE], source=MPI.ANY_SOURCE, tag=TAG_HEADER)
         sending = []                                  # (request, kept buffers)
         incoming = collections.defaultdict(collections.deque)   # source -> [_Incoming]
         last, idle = time.perf_counter(), 0.0
@@ -162,10 +177,13 @@ class MpiEngine(Engine):
             if self.outbox:
                 self._send_batches(sending)
                 active = True
-            while hreq.Test(status):
-                source = status.Get_source()
-                incoming[source].append(self._post_receives(hbuf[:status.Get_count(MPI.BYTE)], source))
-                hreq = comm.Irecv([hbuf, MPI.BYTE], source=MPI.ANY_SOURCE, tag=TAG_HEADER)
+            while True:     # (a pre-posted ANY_SOURCE Irecv lost messages across hosts: UCX/TCP)
+                msg = comm.Improbe(source=MPI.ANY_SOURCE, tag=TAG_HEADER, status=status)
+                if msg is None:
+                    break
+                source, n = status.Get_source(), status.Get_count(MPI.BYTE)
+                msg.Recv([hbuf[:n], MPI.BYTE])
+                incoming[source].append(self._post_receives(hbuf[:n], source))
                 active = True
             for queue_ in incoming.values():
                 while queue_ and MPI.Request.Testall(queue_[0].requests):
@@ -186,8 +204,6 @@ class MpiEngine(Engine):
                 idle = min(IDLE_MAX, idle * 2 or 0.00005)
                 self.wake.wait(idle)
                 self.wake.clear()
-        hreq.Cancel()
-        hreq.Wait()
 
     def _send_batches(self, sending):
         MPI, comm = self.MPI, self.comm

@@ -12,9 +12,11 @@ Endpoint ids: workers ``0 .. W-1`` (worker ``g * K + k`` is worker k of group g)
 j of server group sg), the coordinator ``W+G+S``. Worker group g talks to server group
 ``g % nserver_groups``.
 
-Processes (MPI ranks): one per worker; the stub of group g lives in the process of worker g.0; with
-server_worker_separate one more process per server, otherwise server s lives in the process of
-worker ``s % W``; the coordinator lives in process 0.
+Processes (MPI ranks): one per worker; the stub of group g lives in the process of worker g.0 (so a
+group whose workers share a host sums their gradients on that host); with server_worker_separate
+one more process per server, otherwise server s lives in worker rank ``spread[s % W]``, where
+``spread`` lists the worker ranks round the hosts (``set_hosts``: one server per host before a
+second on any; without hosts, rank order); the coordinator lives in process 0.
 
 Slices: every dense param of count n is cut into ``min(n, P)`` contiguous, balanced slices; slice
 k of param p sits on server ``(k + p) % P`` of each server group (so small params spread too).
@@ -90,6 +92,8 @@ class Topology(object):
         # slices[p] = [(offset, size, server_index_in_group)]
         self.slices = []
         self.routing = None     # a caffepy.dist.routing.Plan, set by the trainer
+        self.hosts = None       # host of each rank (set_hosts), for host-aware placement
+        self._spread = list(range(self.W))
         for p, n in enumerate(self.param_counts):
             if p in excluded:
                 self.slices.append([])
@@ -161,6 +165,20 @@ class Topology(object):
         return "coordinator"
 
     # -- processes --------------------------------------------------------------------------------
+    def set_hosts(self, hosts):
+        """Every rank's host (the same list on every rank): co-located servers then go round the
+        hosts, one per host before a second on any (ranks of each host in rank order)."""
+        self.hosts = list(hosts)
+        by_host = {}
+        for r in range(self.W):
+            by_host.setdefault(self.hosts[r], []).append(r)
+        columns = list(by_host.values())
+        self._spread = [col[i] for i in range(max(len(c) for c in columns)) for col in columns
+                        if i < len(col)]
+
+    def host_of(self, ep):
+        return self.hosts[self.process_of(ep)] if self.hosts else None
+
     @property
     def n_processes(self):
         return self.W + (self.S if self.cluster.server_worker_separate else 0)
@@ -172,7 +190,7 @@ class Topology(object):
             return self.worker(ep - self.W, 0)
         if ep < self.W + self.G + self.S:
             s = ep - self.W - self.G
-            return self.W + s if self.cluster.server_worker_separate else s % self.W
+            return self.W + s if self.cluster.server_worker_separate else self._spread[s % self.W]
         return 0
 
     def endpoints_of_process(self, rank):

@@ -242,6 +242,10 @@ def _run(proc, guard, rank, start_step, t0):
         info("trainer.py", "Training on %d worker groups x %d workers, %d server groups x %d servers "
              "(%s, %s engine) from step %d" % (topo.G, topo.K, topo.SG, topo.P, topo.consistency,
                                                eng.name, start_step))
+        if topo.hosts:
+            info("trainer.py", "Placement: %s" % ", ".join(
+                "%s on %s (rank %d)" % (topo.describe(ep), topo.host_of(ep), topo.process_of(ep))
+                for ep in topo.servers() + topo.stubs()))
         try:
             step = coord.run()
         except BaseException as e:

@@ -10,7 +10,10 @@ host, port chosen by the kernel). Each rank's :class:`MpiGuard` keeps one TCP co
 
 The watchdog decides that a rank is lost when its connection closes before BYE (the process died,
 or its host did) or when it sent nothing for ``timeout`` s (hung, or its host unreachable); it then
-prints ONE line naming the rank(s), their roles and host and the last complete checkpoint, sends
+prints ONE line naming the rank(s), their roles and host and the last complete checkpoint (also
+written to ``<workspace>/failure.txt``: Hydra's default clean-up kills every rank, and with it the
+output forwarding, as soon as one process dies; ``mpiexec -disable-auto-cleanup`` keeps the ranks
+alive until the watchdog has spoken), sends
 STOP to every rank still connected and exits. A rank that gets STOP, or stops hearing the watchdog
 for ``timeout`` s (rank 0's host is gone), calls ``MPI_Abort``, which ends the job on every host
 (and falls back to exiting after a few seconds). When rank 0's host is lost, the lowest rank on
@@ -233,9 +236,18 @@ class _Watch(object):
         from .checkpoint import describe_latest
         named = sorted(r for r, (t, _) in self.lost.items() if t - first <= GRACE)
         parts = ["%s %s" % (_describe(self.entries[r]), self.lost[r][1]) for r in named]
-        sys.stderr.write("caffepy dist: %s; the job stops; %s; continue with caffepy train --resume\n"
-                         % (" and ".join(parts), describe_latest(self.workspace)))
-        sys.stderr.flush()
+        line = ("caffepy dist: %s; the job stops; %s; continue with caffepy train --resume\n"
+                % (" and ".join(parts), describe_latest(self.workspace)))
+        try:
+            sys.stderr.write(line)
+            sys.stderr.flush()
+        except OSError:
+            pass            # the launcher's output forwarding is gone: the file below remains
+        try:
+            from ..proto.io import atomic_write
+            atomic_write(os.path.join(self.workspace, "failure.txt"), line.encode())
+        except (OSError, ImportError):
+            pass
         return self._finish(1)
 
     def _finish(self, code):

@@ -90,11 +90,13 @@ def cluster_box():
             c.close()
 
 
-def box_mpiexec(box, args, ppn, hosts=None, timeout=120, wait=True, script="mpi_run.py", **env):
+def box_mpiexec(box, args, ppn, hosts=None, timeout=120, wait=True, script="mpi_run.py",
+                auto_cleanup=True, **env):
     """``mpiexec`` of tests/dist/<script> across the box's hosts, ``ppn`` ranks per host."""
     environ = box.env(PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), **env)
     cmd = [sys.executable, os.path.join(HERE, script)] + list(args)
-    proc = box.mpiexec(cmd, hosts=hosts, ppn=ppn, env=environ, cwd=ROOT, stdout=subprocess.PIPE,
+    proc = box.mpiexec(cmd, hosts=hosts, ppn=ppn, env=environ, cwd=ROOT, auto_cleanup=auto_cleanup,
+                       stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, text=True)
     if not wait:
         return proc

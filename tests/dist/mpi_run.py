@@ -32,6 +32,8 @@ def main():
     ap.add_argument("--hidden", type=int, default=7)
     ap.add_argument("--solver_extra", default="", help="more SolverParameter text")
     a = ap.parse_args()
+    from caffepy import log
+    log.setup()
     W = a.groups * a.workers
     x, y = nets.data(10 * W * a.batch // a.workers)
     extra = "checkpoint_frequency: %d %s" % (a.checkpoint_frequency, a.solver_extra)

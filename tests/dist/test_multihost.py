@@ -1,0 +1,106 @@
+"""Across emulated hosts (tools/cluster.py): BSP equals the single process, servers spread one per
+host, and losing a worker, a server, the coordinator or a whole host stops the job quickly with one
+line naming it (mpiexec -disable-auto-cleanup, so Hydra leaves the watchdog's output path up); ``--resume`` then finishes and equals the single process (MemoryData feeds)."""
+import os
+import re
+import signal
+import time
+
+import numpy as np
+import pytest
+
+from conftest import box_mpiexec, needs_mpi, reference
+from caffepy.dist import checkpoint
+
+pytestmark = [pytest.mark.slow, needs_mpi]
+G, K, B = 2, 2, 4
+TIMEOUT = 20          # the cluster timeout mpi_run.py sets
+
+
+def _check_final(path, max_iter):
+    got = np.load(str(path), allow_pickle=False)
+    for i, want in enumerate(reference(G, K, B, max_iter=max_iter)):
+        np.testing.assert_allclose(got["arr_%d" % i], want, rtol=0, atol=1e-6)
+
+
+def test_bsp_two_hosts_matches_single_process(cluster_box, tmp_path):
+    box = cluster_box(2, rate="1gbit")
+    out = tmp_path / "final.npz"
+    p = box_mpiexec(box, ["--workspace", str(tmp_path / "ws"), "--out", str(out)], ppn=2)
+    assert p.returncode == 0, p.err[-3000:]
+    _check_final(out, 20)
+    placement = re.search(r"Placement: (.*)", p.out + p.err).group(1)
+    assert "server 0 (server group 0) on h1" in placement
+    assert "server 1 (server group 0) on h2" in placement
+    assert "stub 0 on h1" in placement and "stub 1 on h2" in placement
+
+
+def _rank_pid(box, host, rank, deadline):
+    while time.time() < deadline:
+        for pid in box.host_pids(host):
+            try:
+                with open("/proc/%d/environ" % pid, "rb") as f:
+                    env = f.read().split(b"\0")
+                with open("/proc/%d/cmdline" % pid, "rb") as f:
+                    cmd = f.read()
+            except OSError:
+                continue
+            if b"mpi_run.py" in cmd and b"PMI_RANK=%d" % rank in env:
+                return pid
+        time.sleep(0.1)
+    raise AssertionError("rank %d not found on %s" % (rank, host))
+
+
+# (what, ranks per host, extra mpi_run args, host of the victim, victim rank or None = whole host,
+#  what the line must name)
+CASES = {
+    "worker": (2, [], "h2", 3, r"rank 3 \(worker 3 \(group 1\)[^)]*\) on host h2 died"),
+    "server": (3, ["--separate"], "h2", 5, r"rank 5 \(server 1 \(server group 0\)\) on host h2 died"),
+    "coordinator": (2, [], "h1", 0, r"rank 0 \(worker 0 .*coordinator\) on host h1 died"),
+    "host": (2, [], "h2", None, r"rank 2 \(.*\) on host h2 died and rank 3 \(.*\) on host h2 died"),
+}
+
+
+@pytest.mark.parametrize("what", sorted(CASES))
+def test_lost_rank_stops_job_then_resume(cluster_box, tmp_path, what):
+    ppn, extra, host, victim, pattern = CASES[what]
+    box = cluster_box(2, rate="10gbit")
+    ws = str(tmp_path / "ws")
+    args = ["--workspace", ws, "--max_iter", "200", "--checkpoint_frequency", "10",
+            "--sleep", "0.02"] + extra
+    proc = box_mpiexec(box, args, ppn=ppn, wait=False, auto_cleanup=False)
+    deadline = time.time() + 90
+    while not os.path.exists(os.path.join(ws, "checkpoint", "step20.manifest")):
+        assert proc.poll() is None and time.time() < deadline, proc.communicate()[1][-3000:]
+        time.sleep(0.05)
+    if victim is None:
+        box.kill_host(host)
+    else:
+        os.kill(_rank_pid(box, host, victim, deadline), signal.SIGKILL)
+    t0 = time.time()
+    out, err = proc.communicate(timeout=4 * TIMEOUT)
+    assert time.time() - t0 < 2 * TIMEOUT
+    assert proc.returncode != 0
+    lines = [l for l in err.splitlines() if l.startswith("caffepy dist:")]
+    failure = os.path.join(ws, "failure.txt")
+    while not os.path.exists(failure) and time.time() - t0 < 2 * TIMEOUT:
+        time.sleep(0.05)
+    with open(failure) as f:
+        written = f.read().strip()
+    if what == "host":
+        # Hydra's mpiexec itself exits when a host's proxy vanishes (even with
+        # -disable-auto-cleanup), taking the output forwarding with it: the file has the line
+        assert len(lines) <= 1, err[-3000:]
+        lines = lines or [written]
+    assert len(lines) == 1, err[-3000:]
+    assert re.search(pattern, lines[0]), lines[0]
+    assert written == lines[0]
+    assert "last complete checkpoint: step" in lines[0]
+    assert checkpoint.latest_complete(ws)[0] >= 20
+    box.close()
+    box = cluster_box(2, rate="10gbit")
+    final = tmp_path / "final.npz"
+    done = box_mpiexec(box, args[:6] + ["--resume", "--out", str(final)] + extra, ppn=ppn)
+    assert done.returncode == 0, done.err[-3000:]
+    assert "RESULT step=200" in done.out
+    _check_final(final, 200)

@@ -1,8 +1,11 @@
-"""The MPI engine (mpi4py): one process per rank; one communication thread owns every MPI call.
+"""The MPI engine (mpi4py): one process per rank; MPI calls made one at a time under one lock.
 
-Role threads never call MPI: ``deliver`` puts a message for another rank on a queue. The
-communication thread (``mpi-comm``) drains that queue and sends what is queued for one rank as one
-*batch*: a header message (``TAG_HEADER``: each DistHeader prefixed by its length) plus
+Role threads put a message for another rank on a queue (``deliver``). Whoever holds the engine's
+lock runs a *progress round*: the communication thread (``mpi-comm``) whenever the lock is free, a
+role thread that just queued a message or is waiting for one (so the fast path needs no hand-over
+between threads). MPI_THREAD_MULTIPLE is checked at start (one-line error otherwise; the watchdog
+may call ``Abort`` from its own thread). A round sends what is queued for one rank as one *batch*:
+a header message (``TAG_HEADER``: each DistHeader prefixed by its length) plus
 
 - one flat *bucket* (``TAG_BUCKET``) with every buffer under ``BIG`` bytes, each at an 8-byte
   aligned offset (small tensors: one message, one copy);
@@ -11,19 +14,18 @@ communication thread (``mpi-comm``) drains that queue and sends what is queued f
 
 It takes headers with a matched probe (``Improbe`` + ``Recv``) into a preallocated buffer (a
 pre-posted ``ANY_SOURCE`` ``Irecv`` lost messages across hosts with UCX over TCP); once a batch's
-headers came,
-it posts ``Irecv`` s for its bucket and big buffers straight into the arrays the receivers get
-(bucket buffers are views of the one received bucket; arrays come from a pool that reuses an array
-once nobody but the pool refers to it), and hands the messages to the inboxes once
+headers came, it posts ``Irecv`` s for its bucket and big buffers straight into the arrays the
+receivers get (bucket buffers are views of the one received bucket; arrays come from a pool that
+reuses an array once nobody but the pool refers to it), and hands the messages to the inboxes once
 they are complete, in the order each source sent them (MPI keeps one source's messages of a tag in
-order). Sends and receives are non-blocking; while any is in flight, or for ``SPIN`` seconds after
-the last activity, the thread polls them (``Test``, yielding the GIL between polls); when idle it
-waits on the send queue's event for at most ``IDLE_MAX`` seconds before polling again.
-The thread level is checked at start (MPI_THREAD_SERIALIZED at least: ``Abort`` may come from
-another thread). mpi4py is imported here only.
+order). Sends and receives are non-blocking. The communication thread polls while anything is in
+flight or for ``SPIN`` s after the last activity (yielding the GIL between rounds); idle, it waits
+on the send queue's event for at most ``IDLE_MAX`` s between rounds. A waiting role thread polls
+for at most ``SPIN`` s itself, then blocks on its inbox. mpi4py is imported here only.
 """
 import collections
 import os
+import queue
 import socket
 import struct
 import threading
@@ -117,9 +119,10 @@ class MpiEngine(Engine):
         self.MPI = MPI
         self.comm = comm or MPI.COMM_WORLD
         self.rank = self.comm.Get_rank()
-        if MPI.Query_thread() < MPI.THREAD_SERIALIZED:
-            raise CaffeError("MPI gave thread level %d; the mpi engine needs MPI_THREAD_SERIALIZED or "
-                             "MPI_THREAD_MULTIPLE (mpi4py.rc.thread_level)" % MPI.Query_thread())
+        if MPI.Query_thread() < MPI.THREAD_MULTIPLE:
+            raise CaffeError("MPI gave thread level %d, the mpi engine needs MPI_THREAD_MULTIPLE (%d): "
+                             "leave mpi4py.rc.thread_level at 'multiple' and use a thread-safe MPI"
+                             % (MPI.Query_thread(), MPI.THREAD_MULTIPLE))
         if self.comm.Get_size() != topology.n_processes:
             raise CaffeError("the cluster needs %d MPI processes (%d workers%s), mpiexec started %d"
                              % (topology.n_processes, topology.W,
@@ -135,6 +138,11 @@ class MpiEngine(Engine):
         self._closed = threading.Event()
         self.error = None
         self.pool = _Pool()
+        self.lock = threading.Lock()        # held by whoever makes MPI calls (one at a time)
+        self.hbuf = np.empty(HEADER_MAX, np.uint8)
+        self.status = MPI.Status()
+        self.sending = []                    # (request, buffers it reads)
+        self.incoming = collections.defaultdict(collections.deque)   # source -> [_Incoming]
         if setup is not None:        # more collectives (the watchdog's address), before the thread
             setup(self)
         self.thread = threading.Thread(target=self._loop, name="mpi-comm", daemon=True)
@@ -153,7 +161,13 @@ class MpiEngine(Engine):
         if self.error is not None:
             raise CaffeError("mpi engine: %s" % self.error)
         self.outbox.append((self.topology.process_of(h.dst), h.SerializeToString(), buffers))
-        self.wake.set()
+        if self.lock.acquire(blocking=False):      # send now from this thread if MPI is free
+            try:
+                self._progress()
+            finally:
+                self.lock.release()
+        else:
+            self.wake.set()
 
     # -- the communication thread ---------------------------------------------------------------
     def _loop(self):
@@ -166,44 +180,69 @@ class MpiEngine(Engine):
                 inbox.put((T.header(T.ERROR, text=self.error), []))
 
     def _run(self):
-        MPI, comm = self.MPI, self.comm
-        hbuf = np.empty(HEADER_MAX, np.uint8)
-        status = MPI.Status()
-        sending = []                                  # (request, kept buffers)
-        incoming = collections.defaultdict(collections.deque)   # source -> [_Incoming]
         last, idle = time.perf_counter(), 0.0
-        while not (self._closed.is_set() and not self.outbox and not sending):
-            active = False
-            if self.outbox:
-                self._send_batches(sending)
-                active = True
-            while True:     # (a pre-posted ANY_SOURCE Irecv lost messages across hosts: UCX/TCP)
-                msg = comm.Improbe(source=MPI.ANY_SOURCE, tag=TAG_HEADER, status=status)
-                if msg is None:
-                    break
-                source, n = status.Get_source(), status.Get_count(MPI.BYTE)
-                msg.Recv([hbuf[:n], MPI.BYTE])
-                incoming[source].append(self._post_receives(hbuf[:n], source))
-                active = True
-            for queue_ in incoming.values():
-                while queue_ and MPI.Request.Testall(queue_[0].requests):
-                    for h, bufs in queue_.popleft().messages:
-                        inbox = self.inboxes.get(h.dst)
-                        if inbox is not None:
-                            inbox.put((h, bufs))
-                    active = True
-            if sending:
-                sending[:] = [(r, keep) for r, keep in sending if not r.Test()]
-            busy = bool(sending) or any(incoming.values())
+        while not (self._closed.is_set() and not self.outbox and not self.sending):
+            if not self.lock.acquire(timeout=IDLE_MAX):
+                continue
+            try:
+                active, busy = self._progress()
+            finally:
+                self.lock.release()
             now = time.perf_counter()
             if active or busy:
                 last, idle = now, 0.0
+                time.sleep(0)
             elif now - last < SPIN:
                 time.sleep(0)
             else:
                 idle = min(IDLE_MAX, idle * 2 or 0.00005)
                 self.wake.wait(idle)
                 self.wake.clear()
+
+    def _progress(self):
+        """One round (the caller holds ``lock``): send what is queued, take arrived headers, hand
+        over completed batches; returns (something happened, something is in flight)."""
+        MPI, comm, status = self.MPI, self.comm, self.status
+        active = False
+        if self.outbox:
+            self._send_batches(self.sending)
+            active = True
+        while True:         # (a pre-posted ANY_SOURCE Irecv lost messages across hosts: UCX/TCP)
+            msg = comm.Improbe(source=MPI.ANY_SOURCE, tag=TAG_HEADER, status=status)
+            if msg is None:
+                break
+            source, n = status.Get_source(), status.Get_count(MPI.BYTE)
+            msg.Recv([self.hbuf[:n], MPI.BYTE])
+            self.incoming[source].append(self._post_receives(self.hbuf[:n], source))
+            active = True
+        for queue_ in self.incoming.values():
+            while queue_ and MPI.Request.Testall(queue_[0].requests):
+                for h, bufs in queue_.popleft().messages:
+                    inbox = self.inboxes.get(h.dst)
+                    if inbox is not None:
+                        inbox.put((h, bufs))
+                active = True
+        if self.sending:
+            self.sending[:] = [(r, keep) for r, keep in self.sending if not r.Test()]
+        return active, bool(self.sending) or any(self.incoming.values())
+
+    def receive(self, inbox, timeout):
+        """A role thread waiting for a message drives progress itself while nobody else does (no
+        hand-over between threads on the fast path), for at most ``SPIN`` s, then blocks."""
+        end = time.perf_counter() + SPIN
+        while time.perf_counter() < end and self.error is None:
+            try:
+                return inbox.get_nowait()
+            except queue.Empty:
+                pass
+            if self.lock.acquire(blocking=False):
+                try:
+                    self._progress()
+                finally:
+                    self.lock.release()
+            else:
+                time.sleep(0)
+        return Engine.receive(self, inbox, timeout)
 
     def _send_batches(self, sending):
         MPI, comm = self.MPI, self.comm

@@ -18,8 +18,9 @@ one more process per server, otherwise server s lives in worker rank ``spread[s 
 ``spread`` lists the worker ranks round the hosts (``set_hosts``: one server per host before a
 second on any; without hosts, rank order); the coordinator lives in process 0.
 
-Slices: every dense param of count n is cut into ``min(n, P)`` contiguous, balanced slices; slice
-k of param p sits on server ``(k + p) % P`` of each server group (so small params spread too).
+Slices: a dense param of count n >= ``SLICE_MIN`` is cut into ``min(n, P)`` contiguous, balanced
+slices, a smaller one (biases, small kernels) stays whole (one message, not P); slice k of param p
+sits on server ``(k + p) % P`` of each server group (so small params spread too).
 Params in ``excluded`` (SFB weights, sharded tables: :mod:`.routing`) have no slices.
 """
 import os
@@ -28,6 +29,7 @@ from ..errors import CaffeError
 from ..proto import caffe_pb2, io as proto_io
 
 BSP, ASYNC, SSP = "BSP", "ASYNC", "SSP"
+SLICE_MIN = 1 << 16       # elements: params this large are cut across the servers of a group
 _BATCH_FIELDS = ("data_param", "memory_data_param", "image_data_param", "hdf5_data_param",
                  "window_data_param")
 
@@ -98,8 +100,9 @@ class Topology(object):
             if p in excluded:
                 self.slices.append([])
                 continue
+            parts = self.P if n >= SLICE_MIN else 1
             self.slices.append([(off, size, (k + p) % self.P)
-                                for k, (off, size) in enumerate(split_counts(n, self.P))])
+                                for k, (off, size) in enumerate(split_counts(n, parts))])
 
     # -- endpoint ids ---------------------------------------------------------------------------
     def worker(self, g, k):

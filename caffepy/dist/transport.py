@@ -87,6 +87,10 @@ class Engine(object):
     def deliver(self, h, buffers):
         raise NotImplementedError
 
+    def receive(self, inbox, timeout):
+        """The next message of a local inbox (``queue.Empty`` after ``timeout`` s)."""
+        return inbox.get(timeout=timeout)
+
     def host_compute_threads(self, local_workers):
         """Workers computing at once on this host (for :func:`caffepy.blas.budget`)."""
         return local_workers
@@ -114,7 +118,7 @@ class Endpoint(object):
 
     def recv(self, timeout=None, what="a message"):
         try:
-            return self.inbox.get(timeout=timeout)
+            return self.engine.receive(self.inbox, timeout)
         except queue.Empty:
             raise TransportTimeout("%s: no %s within %g s"
                                    % (self.engine.topology.describe(self.id), what, timeout))

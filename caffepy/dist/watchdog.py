@@ -30,7 +30,7 @@ import sys
 import threading
 import time
 
-GRACE = 0.3      # s: ranks that drop this soon after the first are named with it
+GRACE = 0.1      # s: ranks that drop this soon after the first are named with it
 
 
 def roster(topo, hosts):

@@ -276,7 +276,7 @@ class MpiEngine(Engine):
                     off = _align(off + b.nbytes)
         head = np.frombuffer(bytes(heads), np.uint8)
         sending.append((comm.Isend([head, MPI.BYTE], dest=rank, tag=TAG_HEADER), head))
-        if small:
+        if off:                     # (empty buffers take no bytes: no bucket when all are empty)
             bucket = np.empty(off, np.uint8)
             for o, b in small:
                 bucket[o:o + b.nbytes] = b.view(np.uint8)
@@ -304,7 +304,9 @@ class MpiEngine(Engine):
         for h, plan, base in heads:
             bufs = []
             for dtype, size, nbytes, off in plan:
-                if off is None:
+                if nbytes == 0:
+                    arr = np.empty(size, dtype)
+                elif off is None:
                     raw_arr = self.pool.take(nbytes)
                     inc.requests.append(comm.Irecv([raw_arr, MPI.BYTE], source=source, tag=TAG_DATA))
                     arr = raw_arr.view(dtype)

@@ -11,6 +11,7 @@ import nets  # noqa: E402
 
 from caffepy import dist  # noqa: E402
 from caffepy.errors import CaffeError  # noqa: E402
+from caffepy.proto import io as proto_io  # noqa: E402
 from caffepy.solvers import get_solver  # noqa: E402
 
 
@@ -31,14 +32,22 @@ def main():
     ap.add_argument("--engine", default="mpi")
     ap.add_argument("--hidden", type=int, default=7)
     ap.add_argument("--solver_extra", default="", help="more SolverParameter text")
+    ap.add_argument("--net", default="mlp", choices=["mlp", "embed"],
+                    help="embed: test_sparse's Embed net (sharded table, SFB on its InnerProduct)")
     a = ap.parse_args()
     from caffepy import log
     log.setup()
     W = a.groups * a.workers
-    x, y = nets.data(10 * W * a.batch // a.workers)
     extra = "checkpoint_frequency: %d %s" % (a.checkpoint_frequency, a.solver_extra)
-    param = nets.solver_param(a.batch, a.max_iter, extra=extra)
-    param.net_param.layer[1].inner_product_param.num_output = a.hidden
+    if a.net == "embed":
+        import test_sparse
+        x, y = test_sparse.embed_data(10 * W * a.batch // a.workers)
+        param = test_sparse.solver_param(test_sparse.EMBED_NET, a.batch, a.max_iter)
+        proto_io.parse_text(extra, param)
+    else:
+        x, y = nets.data(10 * W * a.batch // a.workers)
+        param = nets.solver_param(a.batch, a.max_iter, extra=extra)
+        param.net_param.layer[1].inner_product_param.num_output = a.hidden
     solver = get_solver(param, dtype=np.float64)
     cluster = nets.cluster(nworker_groups=a.groups, nworkers_per_group=a.workers,
                            nservers_per_group=a.servers, server_worker_separate=a.separate,

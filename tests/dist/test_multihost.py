@@ -23,12 +23,23 @@ def _check_final(path, max_iter):
         np.testing.assert_allclose(got["arr_%d" % i], want, rtol=0, atol=1e-6)
 
 
-def test_bsp_two_hosts_matches_single_process(cluster_box, tmp_path):
+@pytest.mark.parametrize("net", ["mlp", "embed"])
+def test_bsp_two_hosts_matches_single_process(cluster_box, tmp_path, net):
+    """Wait-free backprop (the default) on both; the Embed net also has its table sharded over the
+    servers and SFB on its InnerProduct (AUTO: batch 2 x (12 + 3) < 12 x 3)."""
     box = cluster_box(2, rate="1gbit")
     out = tmp_path / "final.npz"
-    p = box_mpiexec(box, ["--workspace", str(tmp_path / "ws"), "--out", str(out)], ppn=2)
+    p = box_mpiexec(box, ["--workspace", str(tmp_path / "ws"), "--out", str(out), "--net", net],
+                    ppn=2)
     assert p.returncode == 0, p.err[-3000:]
-    _check_final(out, 20)
+    if net == "mlp":
+        _check_final(out, 20)
+    else:
+        import test_sparse
+        x, y = test_sparse.embed_data(10 * G * B)
+        got = np.load(str(out), allow_pickle=False)
+        for i, want in enumerate(test_sparse.reference(test_sparse.EMBED_NET, x, y, G, B)):
+            np.testing.assert_allclose(got["arr_%d" % i], want, rtol=0, atol=1e-6)
     placement = re.search(r"Placement: (.*)", p.out + p.err).group(1)
     assert "server 0 (server group 0) on h1" in placement
     assert "server 1 (server group 0) on h2" in placement
@@ -87,12 +98,11 @@ def test_lost_rank_stops_job_then_resume(cluster_box, tmp_path, what):
         time.sleep(0.05)
     with open(failure) as f:
         written = f.read().strip()
-    if what == "host":
-        # Hydra's mpiexec itself exits when a host's proxy vanishes (even with
-        # -disable-auto-cleanup), taking the output forwarding with it: the file has the line
-        assert len(lines) <= 1, err[-3000:]
-        lines = lines or [written]
-    assert len(lines) == 1, err[-3000:]
+    # Hydra's mpiexec exits when a host's proxy vanishes, and a proxy may die forwarding to a dead
+    # rank (even with -disable-auto-cleanup), taking the output forwarding with it: then only the
+    # file has the line
+    assert len(lines) <= 1, err[-3000:]
+    lines = lines or [written]
     assert re.search(pattern, lines[0]), lines[0]
     assert written == lines[0]
     assert "last complete checkpoint: step" in lines[0]
@@ -104,3 +114,11 @@ def test_lost_rank_stops_job_then_resume(cluster_box, tmp_path, what):
     assert done.returncode == 0, done.err[-3000:]
     assert "RESULT step=200" in done.out
     _check_final(final, 200)
+    if what == "worker":      # BSP, MemoryData feeds: the resumed run is the uninterrupted one, bit for bit
+        whole = tmp_path / "whole.npz"
+        ref = box_mpiexec(box, ["--workspace", str(tmp_path / "ws2"), "--max_iter", "200",
+                                "--out", str(whole)] + extra, ppn=ppn)
+        assert ref.returncode == 0, ref.err[-3000:]
+        a, b = np.load(str(final)), np.load(str(whole))
+        for k in a.files:
+            np.testing.assert_array_equal(a[k], b[k])

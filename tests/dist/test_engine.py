@@ -7,6 +7,17 @@ import sys
 import pytest
 
 from conftest import HERE, ROOT, needs_mpi
+from caffepy.dist import transport as T
+from caffepy.errors import CaffeError
+
+
+def test_kind_registry_refuses_a_second_meaning():
+    assert T.register_kind("GRAD", T.GRAD) == T.GRAD          # the same entry again is fine
+    with pytest.raises(CaffeError, match="clashes"):
+        T.register_kind("OTHER", T.GRAD)
+    with pytest.raises(CaffeError, match="clashes"):
+        T.register_kind("GRAD", 999)
+    assert T.KIND_NAMES[T.GRAD] == "GRAD" and 999 not in T.KIND_NAMES
 
 
 @pytest.mark.slow

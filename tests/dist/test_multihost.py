@@ -107,6 +107,8 @@ def test_lost_rank_stops_job_then_resume(cluster_box, tmp_path, what):
     assert written == lines[0]
     assert "last complete checkpoint: step" in lines[0]
     assert checkpoint.latest_complete(ws)[0] >= 20
+    if (os.cpu_count() or 1) < ppn:          # more ranks on a host than cores: said at start
+        assert re.search(r"host h1 runs %d ranks on \d+ cores" % ppn, err), err[-3000:]
     box.close()
     box = cluster_box(2, rate="10gbit")
     final = tmp_path / "final.npz"

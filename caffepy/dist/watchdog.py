@@ -9,7 +9,8 @@ host, port chosen by the kernel). Each rank's :class:`MpiGuard` keeps one TCP co
     watchdog -> rank:  BEAT every heartbeat_interval s; STOP when the job must stop
 
 The watchdog decides that a rank is lost when its connection closes before BYE (the process died,
-or its host did) or when it sent nothing for ``timeout`` s (hung, or its host unreachable); it then
+or its host did) or when it sent nothing for ``timeout / 2`` s (hung, or its host unreachable: named before any
+role's own wait, ``timeout`` s, gives up on it); it then
 prints ONE line naming the rank(s), their roles and host and the last complete checkpoint (also
 written to ``<workspace>/failure.txt``: Hydra's default clean-up kills every rank, and with it the
 output forwarding, as soon as one process dies; ``mpiexec -disable-auto-cleanup`` keeps the ranks
@@ -208,7 +209,7 @@ class _Watch(object):
                 if rank not in self.bye:
                     self.lost.setdefault(rank, (now, "died"))
             for rank, seen in self.last.items():
-                if rank in self.conns and rank not in self.bye and now - seen > self.timeout:
+                if rank in self.conns and rank not in self.bye and now - seen > self.timeout / 2:
                     self.lost.setdefault(rank, (now, "sent no heartbeat for %.0f s" % (now - seen)))
             if now - start > self.timeout:
                 for rank in self.entries:

@@ -30,6 +30,7 @@ def main():
     ap.add_argument("--consistency", default="BSP")
     ap.add_argument("--resume", action="store_true")
     ap.add_argument("--engine", default="mpi")
+    ap.add_argument("--timeout", type=float, default=20)
     ap.add_argument("--hidden", type=int, default=7)
     ap.add_argument("--solver_extra", default="", help="more SolverParameter text")
     ap.add_argument("--net", default="mlp", choices=["mlp", "embed"],
@@ -52,7 +53,7 @@ def main():
     cluster = nets.cluster(nworker_groups=a.groups, nworkers_per_group=a.workers,
                            nservers_per_group=a.servers, server_worker_separate=a.separate,
                            workspace=a.workspace, consistency=a.consistency, engine=a.engine,
-                           timeout=20)
+                           timeout=a.timeout)
 
     def feed(w, nworkers, net):
         nets.feeder(x, y)(w, nworkers, net)

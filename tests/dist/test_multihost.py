@@ -124,3 +124,31 @@ def test_lost_rank_stops_job_then_resume(cluster_box, tmp_path, what):
         a, b = np.load(str(final)), np.load(str(whole))
         for k in a.files:
             np.testing.assert_array_equal(a[k], b[k])
+
+
+def test_hung_rank_is_named_after_timeout(cluster_box, tmp_path):
+    """A rank that stops answering without exiting (SIGSTOP: what a host that drops off the network
+    looks like) is named after ``timeout / 2`` s of silence, before the roles waiting on it give up
+(``timeout``), and the job ends."""
+    box = cluster_box(2, rate="10gbit")
+    ws = str(tmp_path / "ws")
+    timeout = 6
+    args = ["--workspace", ws, "--max_iter", "2000", "--checkpoint_frequency", "10", "--sleep",
+            "0.02", "--timeout", str(timeout)]
+    proc = box_mpiexec(box, args, ppn=2, wait=False, auto_cleanup=False)
+    deadline = time.time() + 90
+    while not os.path.exists(os.path.join(ws, "checkpoint", "step10.manifest")):
+        assert proc.poll() is None and time.time() < deadline, proc.communicate()[1][-3000:]
+        time.sleep(0.05)
+    pid = _rank_pid(box, "h2", 3, deadline)
+    os.kill(pid, signal.SIGSTOP)
+    t0 = time.time()
+    try:
+        out, err = proc.communicate(timeout=6 * timeout)
+    finally:
+        os.kill(pid, signal.SIGCONT) if os.path.exists("/proc/%d" % pid) else None
+    assert time.time() - t0 < 2 * timeout + 2            # + the abort's own seconds
+    with open(os.path.join(ws, "failure.txt")) as f:
+        line = f.read().strip()
+    assert re.search(r"rank 3 \(worker 3 .*\) on host h2 sent no heartbeat for \d+ s", line), line
+    assert "last complete checkpoint: step" in line

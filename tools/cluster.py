@@ -104,6 +104,7 @@ class Cluster(object):
         self.procs = []        # Popen of commands run in hosts (killed at close)
         self.launcher = None
         self.broker = None
+        self.hangup = True     # the broker ends a command whose launcher went away (as sshd does)
 
     # -- life cycle -------------------------------------------------------------------------------
     def __enter__(self):
@@ -251,20 +252,31 @@ class Cluster(object):
         return self.popen(hosts[0], self.mpiexec_argv(cmd, hosts, ppn, n, auto_cleanup), env=env, **kw)
 
     def host_pids(self, host):
-        """Pids (seen from here) of every process in ``host``'s PID namespace."""
+        """Pids (seen from here) of every live process in ``host``'s PID namespace (zombies left:
+        the namespace's PID 1 is a plain ``sleep`` that reaps nobody)."""
         want = os.readlink("/proc/%d/ns/pid" % self.pids[host])
         out = []
         for d in os.listdir("/proc"):
             if d.isdigit():
                 try:
-                    if os.readlink("/proc/%s/ns/pid" % d) == want:
-                        out.append(int(d))
-                except OSError:
-                    pass
+                    if os.readlink("/proc/%s/ns/pid" % d) != want:
+                        continue
+                    with open("/proc/%s/stat" % d) as f:
+                        state = f.read().rsplit(")", 1)[1].split()[0]
+                except (OSError, IndexError):
+                    continue
+                if state != "Z":
+                    out.append(int(d))
         return out
 
-    def kill_host(self, host):
-        """kill -9 every process of ``host`` (a machine that dies); the host stays down."""
+    def kill_host(self, host, cut=False):
+        """kill -9 every process of ``host`` (a machine that dies); the host stays down. ``cut``:
+        first take its link down, so its peers get no FIN or RST (a power cut, not a crash), and
+        stop the broker from ending the commands that host's launchers started (sshd would not
+        notice either)."""
+        if cut:
+            self.hangup = False
+            self._in("switch", "ip link set v%s down" % host, time.time() + 10)
         os.kill(self.pids[host], signal.SIGKILL)
 
 
@@ -340,12 +352,14 @@ class _Broker(object):
             for fd in fds:
                 os.close(fd)
         self.cluster.procs.append(p)
-        while p.poll() is None:
+        while p.poll() is None and not self.closed:
             ready, _, _ = select.select([conn], [], [], 0.2)
             if ready and not conn.recv(1):      # the launcher died: end its command (ssh does)
-                _kill_tree(p)
+                if self.cluster.hangup:
+                    _kill_tree(p)
+                break
         try:
-            conn.sendall(struct.pack("!i", p.returncode))
+            conn.sendall(struct.pack("!i", p.returncode if p.returncode is not None else 255))
         except OSError:
             pass
         conn.close()

@@ -16,21 +16,24 @@ written to ``<workspace>/failure.txt``: Hydra's default clean-up kills every ran
 output forwarding, as soon as one process dies; ``mpiexec -disable-auto-cleanup`` keeps the ranks
 alive until the watchdog has spoken), sends
 STOP to every rank still connected and exits. A rank that gets STOP, or stops hearing the watchdog
-for ``timeout`` s (rank 0's host is gone), calls ``MPI_Abort``, which ends the job on every host
-(and falls back to exiting after a few seconds). When rank 0's host is lost, the lowest rank on
+for ``timeout / 2`` s (rank 0's host is gone), calls ``MPI_Abort``, which ends the job on every
+host (and exits by itself ``ABORT_WAIT`` s later if the abort could not reach the launcher). When rank 0's host is lost, the lowest rank on
 another host prints the line.
 
 ``python -m caffepy.dist.watchdog WORKSPACE TIMEOUT INTERVAL RANK=HOST=ROLES ...``: prints its port
 on stdout, then watches.
 """
+import math
 import os
 import select
+import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
 
+ABORT_WAIT = 2.0  # s: then a rank whose MPI_Abort has not ended it exits by itself
 GRACE = 0.1      # s: ranks that drop this soon after the first are named with it
 
 
@@ -107,7 +110,7 @@ class MpiGuard(object):
                 if b"STOP" in buf:
                     self._stop(None)
                     return
-            elif now - last_heard > self.timeout:
+            elif now - last_heard > self.timeout / 2:
                 self._watchdog_lost("silent for %.0f s" % (now - last_heard))
                 return
             self._send(b"BEAT\n")
@@ -131,7 +134,9 @@ class MpiGuard(object):
         if message:
             sys.stderr.write("caffepy dist: %s\n" % message)
             sys.stderr.flush()
-        threading.Timer(5.0, os._exit, args=(1,)).start()
+        # MPI_Abort may hang (the launcher's host is gone) without releasing the GIL: SIGALRM's
+        # default action ends the process without Python's help
+        signal.alarm(int(math.ceil(ABORT_WAIT)))
         self.engine.comm.Abort(1)
 
     # -- used by the trainer ------------------------------------------------------------------------

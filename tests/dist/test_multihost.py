@@ -152,3 +152,36 @@ def test_hung_rank_is_named_after_timeout(cluster_box, tmp_path):
         line = f.read().strip()
     assert re.search(r"rank 3 \(worker 3 .*\) on host h2 sent no heartbeat for \d+ s", line), line
     assert "last complete checkpoint: step" in line
+
+
+def test_first_host_cut_leaves_no_rank_behind(cluster_box, tmp_path):
+    """The host of mpiexec, rank 0 and the watchdog loses power (its link goes down first: no FIN
+    reaches the other host): the ranks on the other host stop hearing the watchdog and end within
+    2 x timeout (Hydra's own proxy there may linger: it has no deadline)."""
+    box = cluster_box(2, rate="10gbit")
+    ws = str(tmp_path / "ws")
+    timeout = 6
+    args = ["--workspace", ws, "--max_iter", "2000", "--checkpoint_frequency", "10", "--sleep",
+            "0.02", "--timeout", str(timeout)]
+    proc = box_mpiexec(box, args, ppn=2, wait=False, auto_cleanup=False)
+    deadline = time.time() + 90
+    while not os.path.exists(os.path.join(ws, "checkpoint", "step10.manifest")):
+        assert proc.poll() is None and time.time() < deadline, proc.communicate()[1][-3000:]
+        time.sleep(0.05)
+    _rank_pid(box, "h2", 3, deadline)
+    box.kill_host("h1", cut=True)
+    t0 = time.time()
+
+    def ranks_left():
+        out = []
+        for pid in box.host_pids("h2"):
+            try:
+                with open("/proc/%d/cmdline" % pid, "rb") as f:
+                    if b"mpi_run.py" in f.read():
+                        out.append(pid)
+            except OSError:
+                pass
+        return out
+    while time.time() - t0 < 2 * timeout and ranks_left():
+        time.sleep(0.1)
+    assert not ranks_left(), "ranks left on h2 %.0f s after h1 was cut" % (time.time() - t0)

@@ -21,7 +21,9 @@ they are complete, in the order each source sent them (MPI keeps one source's me
 order). Sends and receives are non-blocking. The communication thread polls while anything is in
 flight or for ``SPIN`` s after the last activity (yielding the GIL between rounds); idle, it waits
 on the send queue's event for at most ``IDLE_MAX`` s between rounds. A waiting role thread polls
-for at most ``SPIN`` s itself, then blocks on its inbox. mpi4py is imported here only.
+for at most ``SPIN`` s itself, then blocks on its inbox. On a host with more ranks than cores
+nobody polls beyond one round (a spinning rank would take the core another one computes on).
+mpi4py is imported here only.
 """
 import collections
 import os
@@ -132,6 +134,9 @@ class MpiEngine(Engine):
         self.hosts = self.comm.allgather(MPI.Get_processor_name() or socket.gethostname())
         topology.set_hosts(self.hosts)
         _warn_oversubscribed(self.hosts, self.rank)
+        # polling only pays while a core is free for it: none on a host with more ranks than cores
+        here = self.hosts.count(self.hosts[self.rank])
+        self.spin = SPIN if here <= (os.cpu_count() or 1) else 0.0
         super(MpiEngine, self).__init__(topology, topology.endpoints_of_process(self.rank))
         self.outbox = collections.deque()
         self.wake = threading.Event()
@@ -192,7 +197,7 @@ class MpiEngine(Engine):
             if active or busy:
                 last, idle = now, 0.0
                 time.sleep(0)
-            elif now - last < SPIN:
+            elif now - last < self.spin:
                 time.sleep(0)
             else:
                 idle = min(IDLE_MAX, idle * 2 or 0.00005)
@@ -228,8 +233,8 @@ class MpiEngine(Engine):
 
     def receive(self, inbox, timeout):
         """A role thread waiting for a message drives progress itself while nobody else does (no
-        hand-over between threads on the fast path), for at most ``SPIN`` s, then blocks."""
-        end = time.perf_counter() + SPIN
+        hand-over between threads on the fast path), for at most ``spin`` s, then blocks."""
+        end = time.perf_counter() + self.spin
         while time.perf_counter() < end and self.error is None:
             try:
                 return inbox.get_nowait()

@@ -5,10 +5,12 @@ lock runs a *progress round*: the communication thread (``mpi-comm``) whenever t
 role thread that just queued a message or is waiting for one (so the fast path needs no hand-over
 between threads). MPI_THREAD_MULTIPLE is checked at start (one-line error otherwise; the watchdog
 may call ``Abort`` from its own thread). A round sends what is queued for one rank as one *batch*:
-a header message (``TAG_HEADER``: each DistHeader prefixed by its length) plus
+a header message (``TAG_HEADER``: the headers' byte count, each DistHeader prefixed by its length)
+plus
 
-- one flat *bucket* (``TAG_BUCKET``) with every buffer under ``BIG`` bytes, each at an 8-byte
-  aligned offset (small tensors: one message, one copy);
+- one flat *bucket* with every buffer under ``BIG`` bytes, each at an 8-byte aligned offset
+  (small tensors: one copy), at the end of the header message when both fit ``HEADER_MAX`` (a small
+  message is then one MPI message), else a message of its own (``TAG_BUCKET``);
 - every buffer of ``BIG`` bytes or more as its own ``Isend`` straight from its numpy memory
   (``TAG_DATA``, zero copy).
 
@@ -258,7 +260,7 @@ class MpiEngine(Engine):
         for rank, items in by_rank.items():
             start = 0
             while start < len(items):     # cut so that a batch's headers fit HEADER_MAX
-                end, total = start, 0
+                end, total = start, 4
                 while end < len(items) and (end == start or total + 4 + len(items[end][0]) <= HEADER_MAX):
                     total += 4 + len(items[end][0])
                     end += 1
@@ -270,7 +272,7 @@ class MpiEngine(Engine):
         heads = bytearray()
         small, big, off = [], [], 0
         for raw, buffers in items:
-            if 4 + len(raw) > HEADER_MAX:
+            if 8 + len(raw) > HEADER_MAX:
                 raise CaffeError("a message header of %d bytes exceeds %d" % (len(raw), HEADER_MAX))
             heads += _LEN.pack(len(raw)) + raw
             for b in buffers:
@@ -279,12 +281,15 @@ class MpiEngine(Engine):
                 else:
                     small.append((off, b))
                     off = _align(off + b.nbytes)
-        head = np.frombuffer(bytes(heads), np.uint8)
-        sending.append((comm.Isend([head, MPI.BYTE], dest=rank, tag=TAG_HEADER), head))
-        if off:                     # (empty buffers take no bytes: no bucket when all are empty)
-            bucket = np.empty(off, np.uint8)
-            for o, b in small:
-                bucket[o:o + b.nbytes] = b.view(np.uint8)
+        inline = 4 + len(heads) + off <= HEADER_MAX       # small data rides in the header message
+        frame = np.empty(4 + len(heads) + (off if inline else 0), np.uint8)
+        frame[:4] = np.frombuffer(_LEN.pack(len(heads)), np.uint8)
+        frame[4:4 + len(heads)] = np.frombuffer(bytes(heads), np.uint8)
+        bucket = frame[4 + len(heads):] if inline else np.empty(off, np.uint8)
+        for o, b in small:
+            bucket[o:o + b.nbytes] = b.view(np.uint8)
+        sending.append((comm.Isend([frame, MPI.BYTE], dest=rank, tag=TAG_HEADER), frame))
+        if off and not inline:      # (empty buffers take no bytes: no bucket when all are empty)
             sending.append((comm.Isend([bucket, MPI.BYTE], dest=rank, tag=TAG_BUCKET), bucket))
         for b in big:
             sending.append((comm.Isend([b.view(np.uint8), MPI.BYTE], dest=rank, tag=TAG_DATA), b))
@@ -293,8 +298,10 @@ class MpiEngine(Engine):
         MPI, comm = self.MPI, self.comm
         inc = _Incoming()
         inc.messages, inc.requests = [], []
-        heads, pos, bucket_size = [], 0, 0
-        raw = raw.tobytes()
+        heads, bucket_size = [], 0
+        nhead = _LEN.unpack_from(raw, 0)[0]
+        inline = raw[4 + nhead:]
+        raw, pos = raw[4:4 + nhead].tobytes(), 0
         while pos < len(raw):
             n = _LEN.unpack_from(raw, pos)[0]
             h = caffe_pb2.DistHeader()
@@ -304,7 +311,9 @@ class MpiEngine(Engine):
             heads.append((h, plan, bucket_size))
             bucket_size += size
         bucket = self.pool.take(bucket_size) if bucket_size else None
-        if bucket is not None:
+        if bucket is not None and inline.size:
+            bucket[...] = inline
+        elif bucket is not None:
             inc.requests.append(comm.Irecv([bucket, MPI.BYTE], source=source, tag=TAG_BUCKET))
         for h, plan, base in heads:
             bufs = []

@@ -1,5 +1,6 @@
 """Run under mpiexec -n 2 by test_engine.py: rank 0 sends messages of every buffer shape the engine
-frames differently (none, empty, small in one bucket, big alone, mixed dtypes, many at once) to
+frames differently (none, empty, small in one bucket inline or on its own, big alone, mixed
+dtypes, many at once) to
 rank 1, which checks every byte and echoes them back; prints ENGINE OK on rank 0."""
 import sys
 
@@ -33,6 +34,7 @@ def messages():
     out = [[], [np.zeros(0)], [np.arange(5, dtype=np.int64)], [np.zeros(0), np.ones(3, np.float32)],
            [rng.normal(size=BIG // 8 + 3)], [np.arange(7, dtype=np.int32), rng.normal(size=BIG),
                                              np.zeros(0, np.int64), np.ones(1, np.uint8)]]
+    out += [[rng.normal(size=BIG // 8 - 16) for _ in range(6)]]   # small, but too many to ride inline
     out += [[rng.normal(size=int(n))] for n in rng.integers(0, 3 * BIG // 8, size=40)]
     return out
 

@@ -125,7 +125,8 @@ def ranks_main(reps):
     rows = [(size, p, engine(comm, eng, size, reps)) for size, p in rows]
     eng.close()
     if comm.rank == 0:
-        print("| size | plain mpi4py one-way | engine one-way | ratio | plain MB/s | engine MB/s | engine / plain |")
+        print("| size | plain mpi4py one-way | engine one-way | ratio | plain MB/s | engine MB/s "
+              "| engine / plain |")
         print("|---|---|---|---|---|---|---|")
         for size, (pl, pb), (el, eb) in rows:
             name = "%d B" % size if size < 1024 else ("%d KiB" % (size >> 10) if size < 1 << 20

@@ -9,16 +9,16 @@ host, port chosen by the kernel). Each rank's :class:`MpiGuard` keeps one TCP co
     watchdog -> rank:  BEAT every heartbeat_interval s; STOP when the job must stop
 
 The watchdog decides that a rank is lost when its connection closes before BYE (the process died,
-or its host did) or when it sent nothing for ``timeout / 2`` s (hung, or its host unreachable: named before any
-role's own wait, ``timeout`` s, gives up on it); it then
-prints ONE line naming the rank(s), their roles and host and the last complete checkpoint (also
-written to ``<workspace>/failure.txt``: Hydra's default clean-up kills every rank, and with it the
-output forwarding, as soon as one process dies; ``mpiexec -disable-auto-cleanup`` keeps the ranks
-alive until the watchdog has spoken), sends
-STOP to every rank still connected and exits. A rank that gets STOP, or stops hearing the watchdog
-for ``timeout / 2`` s (rank 0's host is gone), calls ``MPI_Abort``, which ends the job on every
-host (and exits by itself ``ABORT_WAIT`` s later if the abort could not reach the launcher). When rank 0's host is lost, the lowest rank on
-another host prints the line.
+or its host did) or when it sent nothing for ``timeout / 2`` s (hung, or its host unreachable:
+named before any role's own wait, ``timeout`` s, gives up on it); it then prints ONE line naming
+the rank(s), their roles and host and the last complete checkpoint (also written to
+``<workspace>/failure.txt``: Hydra's default clean-up kills every rank, and with it the output
+forwarding, as soon as one process dies; ``mpiexec -disable-auto-cleanup`` keeps the ranks alive
+until the watchdog has spoken), sends STOP to every rank still connected and exits. A rank that
+gets STOP, or stops hearing the watchdog for ``timeout / 2`` s (rank 0's host is gone), calls
+``MPI_Abort``, which ends the job on every host (and exits by itself ``ABORT_WAIT`` s later if the
+abort could not reach the launcher). When rank 0's host is lost, the lowest rank on another host
+prints the line.
 
 ``python -m caffepy.dist.watchdog WORKSPACE TIMEOUT INTERVAL RANK=HOST=ROLES ...``: prints its port
 on stdout, then watches.

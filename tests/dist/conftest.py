@@ -52,7 +52,8 @@ def mpiexec(n, args, timeout=180, wait=True):
 
 def _cluster_module():
     import importlib.util
-    spec = importlib.util.spec_from_file_location("caffepy_cluster", os.path.join(ROOT, "tools", "cluster.py"))
+    spec = importlib.util.spec_from_file_location("caffepy_cluster",
+                                                  os.path.join(ROOT, "tools", "cluster.py"))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from conftest import box_mpiexec, needs_mpi
+from conftest import needs_mpi
 
 pytestmark = pytest.mark.slow
 

@@ -1,6 +1,7 @@
 """Across emulated hosts (tools/cluster.py): BSP equals the single process, servers spread one per
 host, and losing a worker, a server, the coordinator or a whole host stops the job quickly with one
-line naming it (mpiexec -disable-auto-cleanup, so Hydra leaves the watchdog's output path up); ``--resume`` then finishes and equals the single process (MemoryData feeds)."""
+line naming it (mpiexec -disable-auto-cleanup, so Hydra leaves the watchdog's output path up);
+``--resume`` then finishes and equals the single process (MemoryData feeds)."""
 import os
 import re
 import signal

@@ -107,6 +107,8 @@ class MpiGuard(object):
                         self._watchdog_lost("its connection closed")
                     return
                 last_heard, buf = now, buf + data
+                if self.finished.is_set():          # said BYE: the end of the job is no failure
+                    return
                 if b"STOP" in buf:
                     self._stop(None)
                     return
@@ -257,7 +259,9 @@ class _Watch(object):
         return self._finish(1)
 
     def _finish(self, code):
-        for c in self.conns.values():
+        for rank, c in self.conns.items():
+            if rank in self.bye:
+                continue
             try:
                 c.sendall(b"STOP\n")
             except OSError:

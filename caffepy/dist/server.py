@@ -107,9 +107,10 @@ class Server(object):
 
     def _answer(self, s, groups):
         low = s.clock.min_clock()
+        values = s.values.copy()     # one snapshot for every group answered (never written again)
         for g in groups:
             self.ep.send(self.stubs[g], T.header(T.PARAM, param=s.p, slice=s.k, offset=s.offset,
-                                                 version=s.version, step=low), [s.values.copy()])
+                                                 version=s.version, step=low), [values])
 
     def _on_init(self, h, bufs):
         s = self.slices[(h.param, h.slice)]

@@ -12,12 +12,15 @@ Endpoint ids: workers ``0 .. W-1`` (worker ``g * K + k`` is worker k of group g)
 j of server group sg), the coordinator ``W+G+S``. Worker group g talks to server group
 ``g % nserver_groups``.
 
-Processes (MPI ranks): one per worker; the stub of group g lives in the process of worker g.0; with
-server_worker_separate one more process per server, otherwise server s lives in the process of
-worker ``s % W``; the coordinator lives in process 0.
+Processes (MPI ranks): one per worker; the stub of group g lives in the process of worker g.0 (so a
+group whose workers share a host sums their gradients on that host); with server_worker_separate
+one more process per server, otherwise server s lives in worker rank ``spread[s % W]``, where
+``spread`` lists the worker ranks round the hosts (``set_hosts``: one server per host before a
+second on any; without hosts, rank order); the coordinator lives in process 0.
 
-Slices: every dense param of count n is cut into ``min(n, P)`` contiguous, balanced slices; slice
-k of param p sits on server ``(k + p) % P`` of each server group (so small params spread too).
+Slices: a dense param of count n >= ``SLICE_MIN`` is cut into ``min(n, P)`` contiguous, balanced
+slices, a smaller one (biases, small kernels) stays whole (one message, not P); slice k of param p
+sits on server ``(k + p) % P`` of each server group (so small params spread too).
 Params in ``excluded`` (SFB weights, sharded tables: :mod:`.routing`) have no slices.
 """
 import os
@@ -26,6 +29,7 @@ from ..errors import CaffeError
 from ..proto import caffe_pb2, io as proto_io
 
 BSP, ASYNC, SSP = "BSP", "ASYNC", "SSP"
+SLICE_MIN = 1 << 16       # elements: params this large are cut across the servers of a group
 _BATCH_FIELDS = ("data_param", "memory_data_param", "image_data_param", "hdf5_data_param",
                  "window_data_param")
 
@@ -90,12 +94,15 @@ class Topology(object):
         # slices[p] = [(offset, size, server_index_in_group)]
         self.slices = []
         self.routing = None     # a caffepy.dist.routing.Plan, set by the trainer
+        self.hosts = None       # host of each rank (set_hosts), for host-aware placement
+        self._spread = list(range(self.W))
         for p, n in enumerate(self.param_counts):
             if p in excluded:
                 self.slices.append([])
                 continue
+            parts = self.P if n >= SLICE_MIN else 1
             self.slices.append([(off, size, (k + p) % self.P)
-                                for k, (off, size) in enumerate(split_counts(n, self.P))])
+                                for k, (off, size) in enumerate(split_counts(n, parts))])
 
     # -- endpoint ids ---------------------------------------------------------------------------
     def worker(self, g, k):
@@ -161,6 +168,20 @@ class Topology(object):
         return "coordinator"
 
     # -- processes --------------------------------------------------------------------------------
+    def set_hosts(self, hosts):
+        """Every rank's host (the same list on every rank): co-located servers then go round the
+        hosts, one per host before a second on any (ranks of each host in rank order)."""
+        self.hosts = list(hosts)
+        by_host = {}
+        for r in range(self.W):
+            by_host.setdefault(self.hosts[r], []).append(r)
+        columns = list(by_host.values())
+        self._spread = [col[i] for i in range(max(len(c) for c in columns)) for col in columns
+                        if i < len(col)]
+
+    def host_of(self, ep):
+        return self.hosts[self.process_of(ep)] if self.hosts else None
+
     @property
     def n_processes(self):
         return self.W + (self.S if self.cluster.server_worker_separate else 0)
@@ -172,7 +193,7 @@ class Topology(object):
             return self.worker(ep - self.W, 0)
         if ep < self.W + self.G + self.S:
             s = ep - self.W - self.G
-            return self.W + s if self.cluster.server_worker_separate else s % self.W
+            return self.W + s if self.cluster.server_worker_separate else self._spread[s % self.W]
         return 0
 
     def endpoints_of_process(self, rank):

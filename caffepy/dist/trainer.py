@@ -190,10 +190,13 @@ def train(solver, cluster=None, cluster_file=None, resume=False, feeder=None, en
     topo.routing = plan
     workspace = cluster.workspace
     kind = engine or cluster.engine or ("mpi" if _under_mpi() else "inproc")
+    guard = None
     if kind == "mpi":
         from .mpi import MpiEngine
-        eng = MpiEngine(topo)
-        rank = eng.rank
+        from .watchdog import MpiGuard
+        guards = []
+        eng = MpiEngine(topo, setup=lambda e: guards.append(MpiGuard(e, topo, workspace)))
+        guard, rank = guards[0], eng.rank
     else:
         from .inproc import InprocEngine
         eng = InprocEngine(topo)
@@ -233,11 +236,6 @@ def train(solver, cluster=None, cluster_file=None, resume=False, feeder=None, en
     if resume:
         proc.worker_states = checkpoint.worker_states(workspace, manifest)
     proc.worker_cls = routing.worker_class(waitfree.worker_class(opts), plan)
-    if kind == "mpi":
-        from .watchdog import MpiGuard
-        guard = MpiGuard(eng, topo, workspace)
-    else:
-        guard = None
     t0 = time.time()
     # the process's workers compute at once: one BLAS pool per core, not per worker
     with blas.budget(eng.host_compute_threads(len(proc.worker_endpoints))):
@@ -253,12 +251,17 @@ def _run(proc, guard, rank, start_step, t0):
     try:
         if rank != 0:
             guard.serve(proc)
+            guard.done()
             return None
         coord = Coordinator(eng.endpoint(topo.coordinator), topo, solver, proc.workspace,
                             health=guard.health if guard else _inproc_health(proc))
         info("trainer.py", "Training on %d worker groups x %d workers, %d server groups x %d servers "
              "(%s, %s engine) from step %d" % (topo.G, topo.K, topo.SG, topo.P, topo.consistency,
                                                eng.name, start_step))
+        if topo.hosts:
+            info("trainer.py", "Placement: %s" % ", ".join(
+                "%s on %s (rank %d)" % (topo.describe(ep), topo.host_of(ep), topo.process_of(ep))
+                for ep in topo.servers() + topo.stubs()))
         try:
             step = coord.run()
         except BaseException as e:
@@ -266,10 +269,10 @@ def _run(proc, guard, rank, start_step, t0):
             if guard:
                 guard.abort(str(e))
             raise
-        if guard:
-            guard.done()
         coord.stop_all()
         proc.join()
+        if guard:
+            guard.done()
         result = Result(step, coord, eng, time.time() - t0)
         # {server index in group: {param: TableShard}} of the servers in this process
         result.table_shards = {s.j: dict(s.tables.shards) for s in proc.servers if s.tables}

@@ -18,13 +18,35 @@ import numpy as np
 from ..errors import CaffeError
 from ..proto import caffe_pb2
 
-# message kinds (DistHeader.kind)
-INIT, GRAD, PARAM, READY, GO, CKPT, WRITTEN, PULL, SLICE, DONE, STOP, ERROR, HEARTBEAT, SYNC, \
-    FLUSH, FLUSHED, PULLED, CLIPNORM = range(1, 19)
-KIND_NAMES = {v: k for k, v in dict(
-    INIT=INIT, GRAD=GRAD, PARAM=PARAM, READY=READY, GO=GO, CKPT=CKPT, WRITTEN=WRITTEN, PULL=PULL,
-    SLICE=SLICE, DONE=DONE, STOP=STOP, ERROR=ERROR, HEARTBEAT=HEARTBEAT, SYNC=SYNC, FLUSH=FLUSH,
-    FLUSHED=FLUSHED, PULLED=PULLED, CLIPNORM=CLIPNORM).items()}
+KIND_NAMES = {}        # DistHeader.kind -> name: the one registry of message kinds
+
+
+def register_kind(name, number):
+    """Register a message kind (``DistHeader.kind``); a number or a name taken twice is an error."""
+    taken = {v: k for k, v in KIND_NAMES.items()}
+    if KIND_NAMES.get(number, name) != name or taken.get(name, number) != number:
+        raise CaffeError("message kind %s = %d clashes with the registered %s = %d"
+                         % (name, number, KIND_NAMES.get(number, name), taken.get(name, number)))
+    KIND_NAMES[number] = name
+    return number
+
+
+# The core kinds. What each header field means per kind (fields not named are unset):
+#   INIT     param, slice, offset: first values of a slice (worker 0 -> servers; routed: replicas)
+#   GRAD     param, step[, slice, offset]: a gradient (worker -> stub: whole param; stub -> server)
+#   PARAM    param, slice, offset, version (stub -> worker: flag 1 = param complete, version = its
+#            new version), step = slowest group's clock
+#   READY    step, flag (1 = final barrier), text (file=..;compute=..;wait=..;steps=..;stale=..)
+#   GO       step;  CKPT step;  WRITTEN step, text = file, version = lr-policy current_step
+#   PULL     step;  SLICE param, slice, offset, version (flag 1: a table shard, slice = its index)
+#   PULLED   version = largest staleness seen, step = lr-policy current_step
+#   SYNC     param, slice (param -1: flush marker);  FLUSH / FLUSHED / STOP / DONE: none
+#   ERROR    text;  CLIPNORM  slice = update key's group, step, version = sender's server index
+#   HEARTBEAT (kept for numbering; liveness under MPI is the watchdog's, not a message kind)
+(INIT, GRAD, PARAM, READY, GO, CKPT, WRITTEN, PULL, SLICE, DONE, STOP, ERROR, HEARTBEAT, SYNC, FLUSH,
+ FLUSHED, PULLED, CLIPNORM) = [register_kind(n, i) for i, n in enumerate(
+    ("INIT GRAD PARAM READY GO CKPT WRITTEN PULL SLICE DONE STOP ERROR HEARTBEAT SYNC FLUSH "
+     "FLUSHED PULLED CLIPNORM").split(), 1)]
 
 
 class TransportTimeout(CaffeError):
@@ -87,6 +109,10 @@ class Engine(object):
     def deliver(self, h, buffers):
         raise NotImplementedError
 
+    def receive(self, inbox, timeout):
+        """The next message of a local inbox (``queue.Empty`` after ``timeout`` s)."""
+        return inbox.get(timeout=timeout)
+
     def host_compute_threads(self, local_workers):
         """Workers computing at once on this host (for :func:`caffepy.blas.budget`)."""
         return local_workers
@@ -114,7 +140,7 @@ class Endpoint(object):
 
     def recv(self, timeout=None, what="a message"):
         try:
-            return self.inbox.get(timeout=timeout)
+            return self.engine.receive(self.inbox, timeout)
         except queue.Empty:
             raise TransportTimeout("%s: no %s within %g s"
                                    % (self.engine.topology.describe(self.id), what, timeout))

@@ -48,3 +48,63 @@ def mpiexec(n, args, timeout=180, wait=True):
     out, err = proc.communicate(timeout=timeout)
     proc.out, proc.err = out, err
     return proc
+
+
+def _cluster_module():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("caffepy_cluster",
+                                                  os.path.join(ROOT, "tools", "cluster.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+_BOX = {}
+
+
+def cluster_box_reason():
+    """None when emulated hosts (tools/cluster.py) work here, else why not (checked once)."""
+    if "reason" not in _BOX:
+        _BOX["module"] = _cluster_module()
+        _BOX["reason"] = _BOX["module"].unavailable_reason()
+    return _BOX["reason"]
+
+
+@pytest.fixture
+def cluster_box():
+    """``make(n_hosts=2, rate="10gbit")`` -> a started tools/cluster.py Cluster, closed after the
+    test (also on failure); skips with the reason where namespaces are not permitted."""
+    reason = cluster_box_reason()
+    if reason:
+        pytest.skip(reason)
+    made = []
+
+    def make(n_hosts=2, rate="10gbit"):
+        c = _BOX["module"].Cluster(n_hosts, rate)
+        made.append(c)
+        c.start()
+        return c
+    try:
+        yield make
+    finally:
+        for c in made:
+            c.close()
+
+
+def box_mpiexec(box, args, ppn, hosts=None, timeout=120, wait=True, script="mpi_run.py",
+                auto_cleanup=True, **env):
+    """``mpiexec`` of tests/dist/<script> across the box's hosts, ``ppn`` ranks per host."""
+    environ = box.env(PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), **env)
+    cmd = [sys.executable, os.path.join(HERE, script)] + list(args)
+    proc = box.mpiexec(cmd, hosts=hosts, ppn=ppn, env=environ, cwd=ROOT, auto_cleanup=auto_cleanup,
+                       stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True)
+    if not wait:
+        return proc
+    try:
+        proc.out, proc.err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, 9)
+        proc.out, proc.err = proc.communicate()
+        proc.err += "\n(test harness: mpiexec killed after %d s)" % timeout
+    return proc

@@ -11,6 +11,7 @@ import nets  # noqa: E402
 
 from caffepy import dist  # noqa: E402
 from caffepy.errors import CaffeError  # noqa: E402
+from caffepy.proto import io as proto_io  # noqa: E402
 from caffepy.solvers import get_solver  # noqa: E402
 
 
@@ -35,19 +36,30 @@ def main():
     ap.add_argument("--wait_free", type=int, default=1)
     ap.add_argument("--resume", action="store_true")
     ap.add_argument("--engine", default="mpi")
+    ap.add_argument("--timeout", type=float, default=20)
     ap.add_argument("--hidden", type=int, default=7)
     ap.add_argument("--solver_extra", default="", help="more SolverParameter text")
+    ap.add_argument("--net", default="mlp", choices=["mlp", "embed"],
+                    help="embed: test_sparse's Embed net (sharded table, SFB on its InnerProduct)")
     a = ap.parse_args()
+    from caffepy import log
+    log.setup()
     W = a.groups * a.workers
-    x, y = nets.data(10 * W * a.batch // a.workers)
     extra = "checkpoint_frequency: %d %s" % (a.checkpoint_frequency, a.solver_extra)
-    param = nets.solver_param(a.batch, a.max_iter, extra=extra)
-    param.net_param.layer[1].inner_product_param.num_output = a.hidden
+    if a.net == "embed":
+        import test_sparse
+        x, y = test_sparse.embed_data(10 * W * a.batch // a.workers)
+        param = test_sparse.solver_param(test_sparse.EMBED_NET, a.batch, a.max_iter)
+        proto_io.parse_text(extra, param)
+    else:
+        x, y = nets.data(10 * W * a.batch // a.workers)
+        param = nets.solver_param(a.batch, a.max_iter, extra=extra)
+        param.net_param.layer[1].inner_product_param.num_output = a.hidden
     solver = get_solver(param, dtype=np.float64)
     cluster = nets.cluster(nworker_groups=a.groups, nworkers_per_group=a.workers,
                            nservers_per_group=a.servers, server_worker_separate=a.separate,
                            workspace=a.workspace, consistency=a.consistency, engine=a.engine,
-                           timeout=20, staleness=a.staleness, wait_free=bool(a.wait_free))
+                           timeout=a.timeout, staleness=a.staleness, wait_free=bool(a.wait_free))
 
     def feed(w, nworkers, net):
         nets.feeder(x, y)(w, nworkers, net)

@@ -107,12 +107,31 @@ def test_kill_stops_job_then_resume_finishes(tmp_path, role, nprocs, victim, ext
     assert "RESULT step=400" in done.out
 
 
+def _parent(pid):
+    try:
+        with open("/proc/%s/stat" % pid) as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def _descends_from(pid, ancestor):
+    for _ in range(64):
+        pid = _parent(pid)
+        if pid == ancestor:
+            return True
+        if pid <= 1:
+            return False
+    return False
+
+
 def _pid_of_rank(mpiexec_pid, rank):
-    """The pid of the python process with PMI_RANK=rank started under this mpiexec."""
+    """The pid of the python process with PMI_RANK=rank started under this mpiexec (not another
+    session's: the machine may be shared)."""
     deadline = time.time() + 30
     while time.time() < deadline:
         for pid in os.listdir("/proc"):
-            if not pid.isdigit():
+            if not pid.isdigit() or not _descends_from(pid, mpiexec_pid):
                 continue
             try:
                 with open("/proc/%s/environ" % pid, "rb") as f:

@@ -1,0 +1,188 @@
+"""Across emulated hosts (tools/cluster.py): BSP equals the single process, servers spread one per
+host, and losing a worker, a server, the coordinator or a whole host stops the job quickly with one
+line naming it (mpiexec -disable-auto-cleanup, so Hydra leaves the watchdog's output path up);
+``--resume`` then finishes and equals the single process (MemoryData feeds)."""
+import os
+import re
+import signal
+import time
+
+import numpy as np
+import pytest
+
+from conftest import box_mpiexec, needs_mpi, reference
+from caffepy.dist import checkpoint
+
+pytestmark = [pytest.mark.slow, needs_mpi]
+G, K, B = 2, 2, 4
+TIMEOUT = 20          # the cluster timeout mpi_run.py sets
+
+
+def _check_final(path, max_iter):
+    got = np.load(str(path), allow_pickle=False)
+    for i, want in enumerate(reference(G, K, B, max_iter=max_iter)):
+        np.testing.assert_allclose(got["arr_%d" % i], want, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("net", ["mlp", "embed"])
+def test_bsp_two_hosts_matches_single_process(cluster_box, tmp_path, net):
+    """Wait-free backprop (the default) on both; the Embed net also has its table sharded over the
+    servers and SFB on its InnerProduct (AUTO: batch 2 x (12 + 3) < 12 x 3)."""
+    box = cluster_box(2, rate="1gbit")
+    out = tmp_path / "final.npz"
+    p = box_mpiexec(box, ["--workspace", str(tmp_path / "ws"), "--out", str(out), "--net", net],
+                    ppn=2)
+    assert p.returncode == 0, p.err[-3000:]
+    if net == "mlp":
+        _check_final(out, 20)
+    else:
+        import test_sparse
+        x, y = test_sparse.embed_data(10 * G * B)
+        got = np.load(str(out), allow_pickle=False)
+        for i, want in enumerate(test_sparse.reference(test_sparse.EMBED_NET, x, y, G, B)):
+            np.testing.assert_allclose(got["arr_%d" % i], want, rtol=0, atol=1e-6)
+    placement = re.search(r"Placement: (.*)", p.out + p.err).group(1)
+    assert "server 0 (server group 0) on h1" in placement
+    assert "server 1 (server group 0) on h2" in placement
+    assert "stub 0 on h1" in placement and "stub 1 on h2" in placement
+
+
+def _rank_pid(box, host, rank, deadline):
+    while time.time() < deadline:
+        for pid in box.host_pids(host):
+            try:
+                with open("/proc/%d/environ" % pid, "rb") as f:
+                    env = f.read().split(b"\0")
+                with open("/proc/%d/cmdline" % pid, "rb") as f:
+                    cmd = f.read()
+            except OSError:
+                continue
+            if b"mpi_run.py" in cmd and b"PMI_RANK=%d" % rank in env:
+                return pid
+        time.sleep(0.1)
+    raise AssertionError("rank %d not found on %s" % (rank, host))
+
+
+# (what, ranks per host, extra mpi_run args, host of the victim, victim rank or None = whole host,
+#  what the line must name)
+CASES = {
+    "worker": (2, [], "h2", 3, r"rank 3 \(worker 3 \(group 1\)[^)]*\) on host h2 died"),
+    "server": (3, ["--separate"], "h2", 5, r"rank 5 \(server 1 \(server group 0\)\) on host h2 died"),
+    "coordinator": (2, [], "h1", 0, r"rank 0 \(worker 0 .*coordinator\) on host h1 died"),
+    "host": (2, [], "h2", None, r"rank 2 \(.*\) on host h2 died and rank 3 \(.*\) on host h2 died"),
+}
+
+
+@pytest.mark.parametrize("what", sorted(CASES))
+def test_lost_rank_stops_job_then_resume(cluster_box, tmp_path, what):
+    ppn, extra, host, victim, pattern = CASES[what]
+    box = cluster_box(2, rate="10gbit")
+    ws = str(tmp_path / "ws")
+    args = ["--workspace", ws, "--max_iter", "200", "--checkpoint_frequency", "10",
+            "--sleep", "0.02"] + extra
+    proc = box_mpiexec(box, args, ppn=ppn, wait=False, auto_cleanup=False)
+    deadline = time.time() + 90
+    while not os.path.exists(os.path.join(ws, "checkpoint", "step20.manifest")):
+        assert proc.poll() is None and time.time() < deadline, proc.communicate()[1][-3000:]
+        time.sleep(0.05)
+    if victim is None:
+        box.kill_host(host)
+    else:
+        os.kill(_rank_pid(box, host, victim, deadline), signal.SIGKILL)
+    t0 = time.time()
+    out, err = proc.communicate(timeout=4 * TIMEOUT)
+    assert time.time() - t0 < 2 * TIMEOUT
+    assert proc.returncode != 0
+    lines = [l for l in err.splitlines() if l.startswith("caffepy dist:")]
+    failure = os.path.join(ws, "failure.txt")
+    while not os.path.exists(failure) and time.time() - t0 < 2 * TIMEOUT:
+        time.sleep(0.05)
+    with open(failure) as f:
+        written = f.read().strip()
+    # Hydra's mpiexec exits when a host's proxy vanishes, and a proxy may die forwarding to a dead
+    # rank (even with -disable-auto-cleanup), taking the output forwarding with it: then only the
+    # file has the line
+    assert len(lines) <= 1, err[-3000:]
+    lines = lines or [written]
+    assert re.search(pattern, lines[0]), lines[0]
+    assert written == lines[0]
+    assert "last complete checkpoint: step" in lines[0]
+    assert checkpoint.latest_complete(ws)[0] >= 20
+    if (os.cpu_count() or 1) < ppn:          # more ranks on a host than cores: said at start
+        assert re.search(r"host h1 runs %d ranks on \d+ cores" % ppn, err), err[-3000:]
+    box.close()
+    box = cluster_box(2, rate="10gbit")
+    final = tmp_path / "final.npz"
+    done = box_mpiexec(box, args[:6] + ["--resume", "--out", str(final)] + extra, ppn=ppn)
+    assert done.returncode == 0, done.err[-3000:]
+    assert "RESULT step=200" in done.out
+    _check_final(final, 200)
+    if what == "worker":      # BSP, MemoryData feeds: the resumed run is the uninterrupted one, bit for bit
+        whole = tmp_path / "whole.npz"
+        ref = box_mpiexec(box, ["--workspace", str(tmp_path / "ws2"), "--max_iter", "200",
+                                "--out", str(whole)] + extra, ppn=ppn)
+        assert ref.returncode == 0, ref.err[-3000:]
+        a, b = np.load(str(final)), np.load(str(whole))
+        for k in a.files:
+            np.testing.assert_array_equal(a[k], b[k])
+
+
+def test_hung_rank_is_named_after_timeout(cluster_box, tmp_path):
+    """A rank that stops answering without exiting (SIGSTOP: what a host that drops off the network
+    looks like) is named after ``timeout / 2`` s of silence, before the roles waiting on it give up
+(``timeout``), and the job ends."""
+    box = cluster_box(2, rate="10gbit")
+    ws = str(tmp_path / "ws")
+    timeout = 6
+    args = ["--workspace", ws, "--max_iter", "2000", "--checkpoint_frequency", "10", "--sleep",
+            "0.02", "--timeout", str(timeout)]
+    proc = box_mpiexec(box, args, ppn=2, wait=False, auto_cleanup=False)
+    deadline = time.time() + 90
+    while not os.path.exists(os.path.join(ws, "checkpoint", "step10.manifest")):
+        assert proc.poll() is None and time.time() < deadline, proc.communicate()[1][-3000:]
+        time.sleep(0.05)
+    pid = _rank_pid(box, "h2", 3, deadline)
+    os.kill(pid, signal.SIGSTOP)
+    t0 = time.time()
+    try:
+        out, err = proc.communicate(timeout=6 * timeout)
+    finally:
+        os.kill(pid, signal.SIGCONT) if os.path.exists("/proc/%d" % pid) else None
+    assert time.time() - t0 < 2 * timeout + 2            # + the abort's own seconds
+    with open(os.path.join(ws, "failure.txt")) as f:
+        line = f.read().strip()
+    assert re.search(r"rank 3 \(worker 3 .*\) on host h2 sent no heartbeat for \d+ s", line), line
+    assert "last complete checkpoint: step" in line
+
+
+def test_first_host_cut_leaves_no_rank_behind(cluster_box, tmp_path):
+    """The host of mpiexec, rank 0 and the watchdog loses power (its link goes down first: no FIN
+    reaches the other host): the ranks on the other host stop hearing the watchdog and end within
+    2 x timeout (Hydra's own proxy there may linger: it has no deadline)."""
+    box = cluster_box(2, rate="10gbit")
+    ws = str(tmp_path / "ws")
+    timeout = 6
+    args = ["--workspace", ws, "--max_iter", "2000", "--checkpoint_frequency", "10", "--sleep",
+            "0.02", "--timeout", str(timeout)]
+    proc = box_mpiexec(box, args, ppn=2, wait=False, auto_cleanup=False)
+    deadline = time.time() + 90
+    while not os.path.exists(os.path.join(ws, "checkpoint", "step10.manifest")):
+        assert proc.poll() is None and time.time() < deadline, proc.communicate()[1][-3000:]
+        time.sleep(0.05)
+    _rank_pid(box, "h2", 3, deadline)
+    box.kill_host("h1", cut=True)
+    t0 = time.time()
+
+    def ranks_left():
+        out = []
+        for pid in box.host_pids("h2"):
+            try:
+                with open("/proc/%d/cmdline" % pid, "rb") as f:
+                    if b"mpi_run.py" in f.read():
+                        out.append(pid)
+            except OSError:
+                pass
+        return out
+    while time.time() - t0 < 2 * timeout and ranks_left():
+        time.sleep(0.1)
+    assert not ranks_left(), "ranks left on h2 %.0f s after h1 was cut" % (time.time() - t0)

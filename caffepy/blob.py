@@ -236,6 +236,9 @@ class Blob(object):
                     got = raw_blob_values(proto, diff)
                 except ValueError as e:
                     raise CaffeError(str(e))
+                if got is not None and got.size != target.size:
+                    raise CaffeError("blob raw %s holds %d values for shape %s"
+                                     % ("diff" if diff else "data", got.size, self._shape))
             if got is not None:
                 if got.size != target.size:
                     raise CaffeError("blob of shape %s: %d values stored for %d"

@@ -47,14 +47,15 @@ def test_one_compute_thread_changes_nothing(monkeypatch):
         assert _blas_threads() == before
 
 
-@pytest.mark.parametrize("env,want", [({"MPI_LOCALNRANKS": "4"}, 4),           # MPICH / Hydra
-                                      ({"OMPI_COMM_WORLD_LOCAL_SIZE": "3"}, 3),  # Open MPI
-                                      ({"SLURM_STEP_TASKS_PER_NODE": "8(x2)"}, 8),  # srun
-                                      ({}, 1)])
-def test_mpi_ranks_on_this_host_count_as_compute_threads(monkeypatch, env, want):
+@pytest.mark.parametrize("hosts,rank,workers,want", [(["a", "a", "b", "a"], 0, 1, 3),
+                                                      (["a", "a", "b", "a"], 2, 1, 1),
+                                                      (["a", "b"], 1, 2, 2),
+                                                      (["a"], 0, 1, 1)])
+def test_mpi_ranks_on_this_host_count_as_compute_threads(hosts, rank, workers, want):
+    """The MPI engine learns every rank's host at start (processor names, allgathered): the ranks
+    sharing this rank's host, each with its in-process workers, compute at once."""
+    from types import SimpleNamespace
+
     from caffepy.dist.mpi import MpiEngine
-    for var in ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_STEP_TASKS_PER_NODE"):
-        monkeypatch.delenv(var, raising=False)
-    for k, v in env.items():
-        monkeypatch.setenv(k, v)
-    assert MpiEngine.host_compute_threads(None, 1) == want
+    engine = SimpleNamespace(hosts=hosts, rank=rank)
+    assert MpiEngine.host_compute_threads(engine, workers) == want

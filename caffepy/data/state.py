@@ -136,3 +136,36 @@ def restore_net(net, states, source):
         if setter is None:
             raise CaffeError("%s: layer '%s' cannot take back its saved data state" % (source, st.layer))
         setter(decode(st))
+
+
+class ListLoaderState(object):
+    """``get_state`` / ``set_state`` for a loader that reads a list file into ``self.lines``,
+    shuffles it in place with ``self.rng`` (through :meth:`shuffle_lines`) and walks it with
+    ``self.pos`` (DenseImageData, ImageSegData). The state is ``pos``, ``order`` (each line's index
+    in the list as read) and the ``rng`` generator. Call :meth:`remember_lines` once the list is
+    read, before any shuffle."""
+
+    def remember_lines(self):
+        self._listed, self._order = list(self.lines), None
+
+    def shuffle_lines(self):
+        self.rng.shuffle(self.lines)
+        self._order = None
+
+    def get_state(self):
+        if self._order is None:          # lines equal as text are interchangeable
+            where = {}
+            for i, line in enumerate(self._listed):
+                where.setdefault(line, []).append(i)
+            self._order = np.asarray([where[line].pop(0) for line in self.lines], np.int64)
+        return {"pos": self.pos, "order": self._order, "rng": self.rng.bit_generator.state}
+
+    def set_state(self, state):
+        order = np.asarray(state["order"], np.int64)
+        if len(order) != len(self._listed):
+            raise CaffeError("%s: the saved state is of a list of %d lines, this one has %d"
+                             % (self.what, len(order), len(self._listed)))
+        self.lines = [self._listed[i] for i in order]
+        self._order = order
+        self.pos = int(state["pos"])
+        set_rng(self.rng, state["rng"])

@@ -5,6 +5,7 @@ import numpy as np
 
 from .. import common
 from ..data.image import read_image
+from ..data.state import ListLoaderState
 from ..errors import CaffeError
 from .base import register_layer
 from .data import BasePrefetchingDataLayer
@@ -16,7 +17,7 @@ def _ensure(buf, key, shape, dtype):
     return buf[key]
 
 
-class _SegLoader(object):
+class _SegLoader(ListLoaderState):
     """Image / segmentation pairs as DeepLab's ImageSegDataLayer + TransformImgAndSeg."""
 
     def __init__(self, layer):
@@ -43,8 +44,9 @@ class _SegLoader(object):
         if not self.lines:
             raise CaffeError("image list %s is empty" % p.source)
         self.rng = np.random.default_rng(int(common.rng().integers(0, 2 ** 63)))
+        self.remember_lines()
         if p.shuffle:
-            self.rng.shuffle(self.lines)
+            self.shuffle_lines()
         self.pos = int(self.rng.integers(0, p.rand_skip)) % len(self.lines) if p.rand_skip else 0
         self.shape = None
 
@@ -107,7 +109,7 @@ class _SegLoader(object):
             if self.pos >= len(self.lines):
                 self.pos = 0
                 if self.p.shuffle:
-                    self.rng.shuffle(self.lines)
+                    self.shuffle_lines()
 
 
 @register_layer("ImageSegData")
@@ -155,5 +157,6 @@ class ImageSegDataLayer(BasePrefetchingDataLayer):
             for blob, key in zip(top, ("data", "label", "dim")):
                 blob.reshape(buf[key].shape)
                 np.copyto(blob.data, buf[key])
+            self._data_state = buf["state"]
         finally:
             self.prefetcher.recycle(buf)

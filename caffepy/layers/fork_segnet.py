@@ -13,6 +13,7 @@ import numpy as np
 
 from .. import common, fillers
 from ..data.image import read_image
+from ..data.state import ListLoaderState
 from ..errors import CaffeError, ShapeError
 from .base import Layer, register_layer, register_variant
 from .data import BasePrefetchingDataLayer, _ensure
@@ -250,7 +251,7 @@ class ClassWeightedSoftmaxWithLossLayer(SoftmaxWithLossLayer):
         self.backward_cpu(top, propagate_down, bottom)
 
 
-class _DenseLoader(object):
+class _DenseLoader(ListLoaderState):
     """Image / label-image pairs for DenseImageData (runs on the prefetch thread after setup)."""
 
     def __init__(self, layer):
@@ -280,8 +281,9 @@ class _DenseLoader(object):
             raise CaffeError("%s: image list %s is empty" % (self.what, p.source))
         self.rng = np.random.default_rng(int(common.rng().integers(0, 2 ** 63)))
         self.pos = int(self.rng.integers(0, p.rand_skip)) % len(self.lines) if p.rand_skip else 0
+        self.remember_lines()
         if p.shuffle:
-            self.rng.shuffle(self.lines)
+            self.shuffle_lines()
 
     def _pair(self, i):
         p = self.p
@@ -324,7 +326,7 @@ class _DenseLoader(object):
             label[b, 0] = lab
             self.pos = (self.pos + 1) % len(self.lines)
             if self.pos == 0 and self.p.shuffle:
-                self.rng.shuffle(self.lines)
+                self.shuffle_lines()
 
 
 @register_layer("DenseImageData")

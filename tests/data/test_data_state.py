@@ -67,6 +67,36 @@ def test_image_data_shuffled(tmp_path):
                                 % (tmp_path / "list.txt", tmp_path)), k=4, m=5)
 
 
+def _write_pairs(tmp_path, n=5, size=(6, 8)):
+    """n image / label-image pairs (PNG) and their list file, ``<image> <label image>`` a line."""
+    lines = []
+    for i in range(n):
+        for kind, channels, top in (("img", 3, 256), ("lab", 1, 5)):
+            arr = RNG.integers(0, top, size + (channels,), dtype=np.uint8)
+            (tmp_path / ("%s%d.png" % (kind, i))).write_bytes(encode_image(arr, "png"))
+        lines.append("img%d.png lab%d.png" % (i, i))
+    (tmp_path / "pairs.txt").write_text("\n".join(lines) + "\n")
+    return tmp_path / "pairs.txt"
+
+
+def test_dense_image_data_shuffled(tmp_path):
+    """SegNet's DenseImageData: cursor, shuffled order and random crops / mirrors."""
+    source = _write_pairs(tmp_path)
+    _check_resume(lambda: setup('type: "DenseImageData" dense_image_data_param { source: "%s" '
+                                'root_folder: "%s/" batch_size: 2 shuffle: true crop_height: 4 '
+                                'crop_width: 5 } transform_param { mirror: true }'
+                                % (source, tmp_path)), k=4, m=5)
+
+
+def test_image_seg_data_shuffled(tmp_path):
+    """DeepLab's ImageSegData: cursor, shuffled order and random crops / mirrors."""
+    source = _write_pairs(tmp_path)
+    _check_resume(lambda: setup('type: "ImageSegData" image_data_param { source: "%s" '
+                                'root_folder: "%s/" batch_size: 2 shuffle: true label_type: PIXEL } '
+                                'transform_param { crop_size: 4 mirror: true }'
+                                % (source, tmp_path), ntop=3), k=4, m=5)
+
+
 def test_hdf5_data_shuffled(tmp_path):
     h5py = pytest.importorskip("h5py")
     files = []

@@ -33,7 +33,9 @@ def _run_logged(tmp_path, path):
     return path.read_text()
 
 
-def test_route_table_progress_plot_and_draw(tmp_path):
+def test_route_table_progress_plot_and_draw(tmp_path, monkeypatch):
+    from caffepy.dist import topology
+    monkeypatch.setattr(topology, "SLICE_MIN", 1)     # cut even these small params: two shards
     text = _run_logged(tmp_path, tmp_path / "train.log")
     assert "Parameter routes (2 worker groups x 1, 1 server groups x 2 shards):" in text
     for name in ("ip1:0", "ip1:1", "ip2:0", "ip2:1"):

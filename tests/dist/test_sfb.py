@@ -36,6 +36,14 @@ def wide_net(batch):
     return Net(proto_io.read_net(WIDE_NET % {"batch": batch}), phase=caffe_pb2.TRAIN, dtype=np.float64)
 
 
+@pytest.fixture
+def every_param_sliced(monkeypatch):
+    """The closed forms below assume every param is cut across the P servers of a group; the
+    topology cuts only params of SLICE_MIN elements or more (small ones go whole to one server)."""
+    from caffepy.dist import topology
+    monkeypatch.setattr(topology, "SLICE_MIN", 1)
+
+
 def _cost(groups, servers=1, separate=True, workers=1, counts=(100,)):
     from caffepy.dist.topology import Topology
     c = caffe_pb2.ClusterParameter(nworker_groups=groups, nworkers_per_group=workers,
@@ -49,7 +57,7 @@ class _Layer(object):
 
 
 @pytest.mark.parametrize("W,P,NK", [(2, 1, 6), (4, 1, 6), (4, 2, 6), (8, 1, 14), (8, 4, 14)])
-def test_cost_model_crossover_counts_the_workers(W, P, NK):
+def test_cost_model_crossover_counts_the_workers(W, P, NK, every_param_sliced):
     """One worker per group, P separate servers: per step a worker sends its r (N + K) factor
     numbers to W - 1 peers and receives as many; dense, a worker (its own stub) pushes and pulls
     N K and a server moves 2 N K per group for its 1/P slice. SFB exactly when
@@ -66,7 +74,7 @@ def test_cost_model_crossover_counts_the_workers(W, P, NK):
     assert "%d workers" % W in at.describe() and at.describe().endswith("-> dense")
 
 
-def test_cost_model_more_workers_turn_a_layer_dense():
+def test_cost_model_more_workers_turn_a_layer_dense(every_param_sliced):
     """Poseidon's setting, a worker and a server on every machine (P = W, servers on worker
     processes): dense moves 4 N K (W - 1) / W per process, SFB 2 r (N + K) (W - 1), so SFB only
     while W < 2 N K / (r (N + K)) = 8 here. The old rule (r (N + K) < N K, blind to W) kept
@@ -79,7 +87,7 @@ def test_cost_model_more_workers_turn_a_layer_dense():
     assert {W: c.use for W, c in got.items()} == {2: True, 4: True, 8: False, 16: False}
 
 
-def test_cost_model_free_exchanges_inside_a_process():
+def test_cost_model_free_exchanges_inside_a_process(every_param_sliced):
     """Roles sharing a process exchange for free: one group of K workers with its servers on
     worker processes; the stub's process carries the K - 1 peers' pushes and pulls."""
     n, k = 10, 10

@@ -213,9 +213,10 @@ class ConvolutionLayer(_ConvolutionBase):
             cpu.relu_inplace(out, self.fused_relu)
 
     def _depthwise(self):
-        """The direct depthwise kernel applies: 2-d, one input channel per group, numba on."""
-        return (self.num_spatial == 2 and self.channels == self.group
-                and kernels.get() is not None)
+        """The direct depthwise kernel applies: 2-d, one input channel per group (at most 4 outputs
+        each; a larger multiplier is better served by the GEMM), numba on."""
+        return (self.num_spatial == 2 and self.channels == self.group > 1
+                and self.num_output <= 4 * self.channels and kernels.get() is not None)
 
     def _dw_geometry(self):
         (kh, kw), (ph, pw), (sh, sw), (dh, dw) = self._geometry()

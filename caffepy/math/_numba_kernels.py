@@ -29,14 +29,16 @@ def im2col_last(xp, kh, kw, sh, sw, dh, dw, oh, ow, col):
         ci = r // (kh * kw)
         i = (r // kw) % kh
         j = r % kw
+        dst = col[r]
         for oy in range(oh):
-            y = oy * sh + i * dh
+            src = xp[ci, oy * sh + i * dh].reshape(-1)
             base = oy * ow * n
+            if sw == 1:
+                dst[base:base + ow * n] = src[j * dw * n:(j * dw + ow) * n]
+                continue
             for ox in range(ow):
-                xx = ox * sw + j * dw
-                dst = base + ox * n
-                for b in range(n):
-                    col[r, dst + b] = xp[ci, y, xx, b]
+                s0 = (ox * sw + j * dw) * n
+                dst[base + ox * n:base + ox * n + n] = src[s0:s0 + n]
 
 
 @njit(**_opts)
@@ -89,8 +91,17 @@ def image_to_rows(x, out):
 
 
 # -- depthwise convolution: weight (M, 1, kh, kw), output channel m reads input m // (M / C) -----
+@njit(cache=True, inline="always")
+def _span(o_count, stride, pad, off, size):
+    """[lo, hi): the outputs o whose input index o * stride - pad + off lies in [0, size)."""
+    lo = max(0, (pad - off + stride - 1) // stride)
+    hi = min(o_count, (size - 1 + pad - off) // stride + 1)
+    return lo, max(lo, hi)
+
+
 @njit(**_opts)
 def dw_forward(x, w, bias, kh, kw, ph, pw, sh, sw, dh, dw, slope, relu, y):
+    """y[n, m] = sum_ij w[m, 0, i, j] x[n, m // mult] shifted (+ bias, then the fused ReLU)."""
     n, c, h, wd = x.shape
     m, oh, ow = y.shape[1], y.shape[2], y.shape[3]
     mult = m // c
@@ -98,22 +109,24 @@ def dw_forward(x, w, bias, kh, kw, ph, pw, sh, sw, dh, dw, slope, relu, y):
     for t in prange(n * m):
         b, mi = t // m, t % m
         ci = mi // mult
-        bv = bias[mi] if has_bias else 0.0
-        for oy in range(oh):
-            for ox in range(ow):
-                acc = 0.0
-                for i in range(kh):
-                    yy = oy * sh - ph + i * dh
-                    if yy < 0 or yy >= h:
-                        continue
-                    for j in range(kw):
-                        xx = ox * sw - pw + j * dw
-                        if xx >= 0 and xx < wd:
-                            acc += w[mi, 0, i, j] * x[b, ci, yy, xx]
-                v = acc + bv
-                if relu and v <= 0:
-                    v = v * slope
-                y[b, mi, oy, ox] = v
+        out = y[b, mi]
+        src = x[b, ci]
+        out[:] = bias[mi] if has_bias else 0.0
+        for i in range(kh):
+            oy0, oy1 = _span(oh, sh, ph, i * dh, h)
+            for j in range(kw):
+                ox0, ox1 = _span(ow, sw, pw, j * dw, wd)
+                wv = w[mi, 0, i, j]
+                for oy in range(oy0, oy1):
+                    row = src[oy * sh - ph + i * dh]
+                    base = j * dw - pw
+                    for ox in range(ox0, ox1):
+                        out[oy, ox] += wv * row[ox * sw + base]
+        if relu:
+            for oy in range(oh):
+                for ox in range(ow):
+                    if out[oy, ox] <= 0:
+                        out[oy, ox] *= slope
 
 
 @njit(**_opts)
@@ -123,19 +136,20 @@ def dw_backward_data(dy, w, kh, kw, ph, pw, sh, sw, dh, dw, dx):
     mult = m // c
     for t in prange(n * c):
         b, ci = t // c, t % c
-        dx[b, ci] = 0
+        dst = dx[b, ci]
+        dst[:] = 0
         for mi in range(ci * mult, (ci + 1) * mult):
-            for oy in range(oh):
-                for ox in range(ow):
-                    g = dy[b, mi, oy, ox]
-                    for i in range(kh):
-                        yy = oy * sh - ph + i * dh
-                        if yy < 0 or yy >= h:
-                            continue
-                        for j in range(kw):
-                            xx = ox * sw - pw + j * dw
-                            if xx >= 0 and xx < wd:
-                                dx[b, ci, yy, xx] += w[mi, 0, i, j] * g
+            g = dy[b, mi]
+            for i in range(kh):
+                oy0, oy1 = _span(oh, sh, ph, i * dh, h)
+                for j in range(kw):
+                    ox0, ox1 = _span(ow, sw, pw, j * dw, wd)
+                    wv = w[mi, 0, i, j]
+                    base = j * dw - pw
+                    for oy in range(oy0, oy1):
+                        row = dst[oy * sh - ph + i * dh]
+                        for ox in range(ox0, ox1):
+                            row[ox * sw + base] += wv * g[oy, ox]
 
 
 @njit(**_opts)
@@ -147,17 +161,17 @@ def dw_backward_weight(dy, x, kh, kw, ph, pw, sh, sw, dh, dw, dwt):
     for mi in prange(m):
         ci = mi // mult
         for i in range(kh):
+            oy0, oy1 = _span(oh, sh, ph, i * dh, h)
             for j in range(kw):
+                ox0, ox1 = _span(ow, sw, pw, j * dw, wd)
+                base = j * dw - pw
                 acc = 0.0
                 for b in range(n):
-                    for oy in range(oh):
-                        yy = oy * sh - ph + i * dh
-                        if yy < 0 or yy >= h:
-                            continue
-                        for ox in range(ow):
-                            xx = ox * sw - pw + j * dw
-                            if xx >= 0 and xx < wd:
-                                acc += dy[b, mi, oy, ox] * x[b, ci, yy, xx]
+                    for oy in range(oy0, oy1):
+                        row = x[b, ci, oy * sh - ph + i * dh]
+                        g = dy[b, mi, oy]
+                        for ox in range(ox0, ox1):
+                            acc += g[ox] * row[ox * sw + base]
                 dwt[mi, 0, i, j] += acc
 
 

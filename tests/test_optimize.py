@@ -1,0 +1,168 @@
+"""Inference mode (caffepy.optimize) against the exact path: zoo nets with random weights and
+valid random BatchNorm statistics, and small nets for each rewrite."""
+import os
+
+import numpy as np
+import pytest
+from google.protobuf import text_format
+
+from caffepy.errors import NetError
+from caffepy.math import kernels
+from caffepy.net import Net
+from caffepy.proto import caffe_pb2
+
+MODELS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "models")
+CONV_TYPES = ("Convolution", "InnerProduct", "ConvolutionDepthwise", "DepthwiseConvolution")
+
+
+def randomize(net, seed=0):
+    """He-scaled weights, small biases, BatchNorm mean / variance random but valid, Scale and
+    Bias around 1 and 0."""
+    rng = np.random.default_rng(seed)
+    for layer in net.layers:
+        if layer.type in CONV_TYPES:
+            w = layer.blobs[0].data
+            w[...] = rng.standard_normal(w.shape) * np.sqrt(2.0 / (w.size // w.shape[0]))
+            for b in layer.blobs[1:]:
+                b.data[...] = rng.standard_normal(b.shape) * 0.1
+        elif layer.type == "BatchNorm":
+            c = layer.blobs[0].count
+            s = rng.uniform(0.5, 2.0)
+            layer.blobs[0].data[...] = s * rng.standard_normal(c) * 0.2
+            layer.blobs[1].data[...] = s * rng.uniform(0.5, 1.5, c)
+            layer.blobs[2].data[...] = s
+        elif layer.type in ("Scale", "Bias"):
+            for b in layer.blobs:
+                b.data[...] = rng.uniform(0.5, 1.5, b.shape) if b is layer.blobs[0] \
+                    and layer.type == "Scale" else rng.standard_normal(b.shape) * 0.1
+
+
+def _net(text_or_path, batch=None):
+    if os.path.exists(str(text_or_path)):
+        net = Net(text_or_path, caffe_pb2.TEST)
+    else:
+        param = caffe_pb2.NetParameter()
+        text_format.Parse(text_or_path, param)
+        net = Net(param, caffe_pb2.TEST)
+    if batch is not None:
+        name = net.inputs[0]
+        net.blobs[name].reshape((batch,) + net.blobs[name].shape[1:])
+        net.reshape()
+    return net
+
+
+def _compare(source, keep=(), batch=None, seed=0, tol=1e-5):
+    exact = _net(source, batch)
+    randomize(exact, seed)
+    _calibrate(exact, keep)
+    fast = _net(source, batch)
+    fast.copy_trained_layers_from(exact.to_proto())
+    fast.optimize(keep=keep)
+    name = exact.inputs[0]
+    x = np.random.default_rng(seed + 1).standard_normal(exact.blobs[name].shape)
+    want = exact.forward(blobs=list(keep), **{name: x})
+    got = fast.forward(blobs=list(keep), **{name: x})
+    for k in want:
+        scale = np.abs(want[k]).max()
+        assert scale > 0, k
+        assert np.abs(got[k] - want[k]).max() <= tol * scale, k
+    return exact, fast
+
+
+def _calibrate(net, logits):
+    """Scale the layers producing ``logits`` so that they come out with std ~2: a saturated
+    softmax would turn float32 rounding of large logits into large relative errors."""
+    name = net.inputs[0]
+    out = net.forward(blobs=list(logits), **{name: np.random.default_rng(9).standard_normal(
+        net.blobs[name].shape)})
+    for blob in logits:
+        layer = net.layers[[i for i, n in enumerate(net._layer_names)
+                            if blob in net.top_names[n]][0]]
+        if layer.type in CONV_TYPES:
+            for b in layer.blobs:
+                b.data[...] *= 2.0 / max(float(out[blob].std()), 1e-6)
+
+
+def _logits(path):
+    net = Net(path, caffe_pb2.TEST)
+    return [net.bottom_names[n][0] for n, l in zip(net._layer_names, net.layers)
+            if l.type == "Softmax"]
+
+
+@pytest.mark.parametrize("model", [
+    "mobilenet_v1", "squeezenet1_1",
+    pytest.param("resnet50", marks=pytest.mark.slow),
+    pytest.param("googlenet", marks=pytest.mark.slow),
+])
+def test_zoo_net_outputs_match_the_exact_path(model):
+    path = os.path.join(MODELS, model, "%s_deploy.prototxt" % model)
+    exact, fast = _compare(path, keep=_logits(path), batch=1)
+    steps = len(fast._plan.steps)
+    assert steps < len(exact.layers)
+    assert fast._plan.bytes < sum(b.data.nbytes + b.diff.nbytes for b in exact.blobs.values())
+
+
+SMALL = '''
+name: "small"
+layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 2 dim: 3 dim: 9 dim: 8 } } }
+layer { name: "conv1" type: "Convolution" bottom: "data" top: "conv1"
+  convolution_param { num_output: 4 kernel_size: 3 pad: 1 bias_term: false } }
+layer { name: "bn1" type: "BatchNorm" bottom: "conv1" top: "bn1" }
+layer { name: "sc1" type: "Scale" bottom: "bn1" top: "bn1" scale_param { bias_term: true } }
+layer { name: "relu1" type: "ReLU" bottom: "bn1" top: "r1" relu_param { negative_slope: 0.1 } }
+layer { name: "dw" type: "Convolution" bottom: "r1" top: "dw"
+  convolution_param { num_output: 4 group: 4 kernel_size: 3 stride: 2 pad: 1 } }
+layer { name: "bn2" type: "BatchNorm" bottom: "dw" top: "dw" }
+layer { name: "b2" type: "Bias" bottom: "dw" top: "dw" }
+layer { name: "relu2" type: "ReLU" bottom: "dw" top: "dw" }
+layer { name: "pool" type: "Pooling" bottom: "dw" top: "pool" pooling_param { pool: MAX kernel_size: 2 stride: 2 } }
+layer { name: "drop" type: "Dropout" bottom: "pool" top: "drop" dropout_param { dropout_ratio: 0.3 } }
+layer { name: "ip" type: "InnerProduct" bottom: "drop" top: "ip" inner_product_param { num_output: 5 } }
+layer { name: "relu3" type: "ReLU" bottom: "ip" top: "ip" }
+layer { name: "ip2" type: "InnerProduct" bottom: "ip" top: "ip2" inner_product_param { num_output: 3 } }
+layer { name: "prob" type: "Softmax" bottom: "ip2" top: "prob" }
+layer { name: "branch" type: "InnerProduct" bottom: "ip" top: "side" inner_product_param { num_output: 2 } }
+'''
+
+
+@pytest.mark.parametrize("fast_kernels", [True, False])
+def test_small_net_every_rewrite(fast_kernels):
+    if fast_kernels and not kernels.available():
+        pytest.skip("numba not installed")
+    if fast_kernels:
+        _, fast = _compare(SMALL, keep=["ip2"])
+    else:
+        with kernels.disabled():
+            _, fast = _compare(SMALL, keep=["ip2"])
+    names = [s.name for s in fast._plan.steps]
+    assert names == ["data", "conv1", "dw", "pool", "ip", "ip2", "prob", "branch"]
+    assert fast._plan.steps[1].layer.fused_relu == pytest.approx(0.1)
+    with pytest.raises(NetError, match="optimize mode.*folded into layer 'conv1'"):
+        fast.blobs["conv1"].data
+    with pytest.raises(NetError, match="not kept in optimize mode"):
+        fast.blobs["pool"].data
+    with pytest.raises(NetError, match="backward is not available in optimize mode"):
+        fast.backward()
+    assert fast.params["conv1"][0].data.shape == (4, 3, 3, 3)     # the net's own weights
+
+
+def test_optimize_reshape_to_a_new_batch_and_errors():
+    exact = _net(SMALL)
+    randomize(exact)
+    fast = _net(SMALL)
+    fast.copy_trained_layers_from(exact.to_proto())
+    fast.optimize()
+    for net in (exact, fast):
+        net.blobs["data"].reshape(5, 3, 9, 8)
+        net.reshape()
+    x = np.random.default_rng(3).standard_normal((5, 3, 9, 8))
+    want = exact.forward(data=x)
+    got = fast.forward(data=x)
+    for k in want:
+        np.testing.assert_allclose(got[k], want[k], rtol=1e-5, atol=1e-6)
+    with pytest.raises(NetError, match="unknown blob"):
+        _net(SMALL).optimize(keep=["nope"])
+    with pytest.raises(NetError, match="TEST-phase"):
+        param = caffe_pb2.NetParameter()
+        text_format.Parse(SMALL, param)
+        Net(param, caffe_pb2.TRAIN).optimize()

@@ -111,3 +111,37 @@ def test_depthwise_gradient_and_naive(fields, num_output):
                      layer.dilation, layer.group)
     np.testing.assert_allclose(y, ref, rtol=1e-10, atol=1e-10)
     check_layer_gradient(layer, make_blobs([x]), make_blobs(1))
+
+
+@needs_numba
+@pytest.mark.parametrize("text", [
+    'type: "BatchNorm" batch_norm_param { use_global_stats: true }',
+    'type: "Scale" scale_param { bias_term: true }',
+    'type: "Scale" scale_param { axis: 0 num_axes: 2 }',
+    'type: "Softmax"',
+    'type: "Softmax" softmax_param { axis: 2 }',
+])
+def test_channel_layers_numba_equal_numpy(text):
+    if "BatchNorm" in text:
+        layer_text = text
+
+        def prime(layer):
+            layer.blobs[1].data[...] = np.abs(layer.blobs[1].data) + 0.5
+            layer.blobs[2].data[...] = 2.0
+        x = np.random.default_rng(2).standard_normal((2, 3, 4, 5))
+        outs = []
+        for off in (False, True):
+            layer = make_layer(layer_text, dtype=np.float32)
+            bottom, top = make_blobs([x], np.float32), make_blobs(1, np.float32)
+            layer.setup(bottom, top)
+            layer.blobs[0].data[...] = [0.1, -0.2, 0.3]
+            prime(layer)
+            if off:
+                with kernels.disabled():
+                    layer.forward(bottom, top)
+            else:
+                layer.forward(bottom, top)
+            outs.append(top[0].data.copy())
+        np.testing.assert_allclose(outs[0], outs[1], rtol=1e-6, atol=1e-6)
+        return
+    _both_paths(text, (2, 3, 4, 5))

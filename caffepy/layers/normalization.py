@@ -7,6 +7,7 @@ import numpy as np
 
 from .. import fillers
 from ..errors import ShapeError
+from ..math import kernels
 from .base import Layer, fork_param, register_layer
 
 
@@ -98,8 +99,18 @@ class BatchNormLayer(Layer):
             sum_var *= self.maf
             sum_var += (m / (m - 1.0) if m > 1 else 1.0) * var
         self.std = np.sqrt(var + self.eps).astype(self.dtype)
+        y = _ncs(top[0].data, self.channels)
+        if self.use_global_stats:        # backward needs only std: no normalised copy kept
+            self.x_norm = None
+            k = kernels.get()
+            if k is not None and x.flags.c_contiguous and y.flags.c_contiguous:
+                k.channel_norm(x, np.asarray(mu, self.dtype), self.std, y)
+            else:
+                np.subtract(x, _bcast(np.asarray(mu, self.dtype)), out=y)
+                np.divide(y, _bcast(self.std), out=y)
+            return
         self.x_norm = (x - _bcast(mu)) / _bcast(self.std)
-        _ncs(top[0].data, self.channels)[...] = self.x_norm
+        y[...] = self.x_norm
 
     def backward_cpu(self, top, propagate_down, bottom):
         if not propagate_down[0]:

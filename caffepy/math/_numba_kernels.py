@@ -284,6 +284,17 @@ def channel_affine(x, scale, shift, y):
 
 
 @njit(**_opts)
+def channel_norm(x, mu, std, y):
+    """x, y (N, C, S): y = (x - mu[c]) / std[c] (BatchNorm with fixed statistics)."""
+    n, c, s = x.shape
+    for t in prange(n * c):
+        b, ci = t // c, t % c
+        m, d = mu[ci], std[ci]
+        for k in range(s):
+            y[b, ci, k] = (x[b, ci, k] - m) / d
+
+
+@njit(**_opts)
 def softmax(x, y):
     """x, y (outer, C, inner): softmax over axis 1 (exp(x - max) / sum)."""
     outer, c, inner = x.shape

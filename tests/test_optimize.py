@@ -1,6 +1,7 @@
 """Inference mode (caffepy.optimize) against the exact path: zoo nets with random weights and
 valid random BatchNorm statistics, and small nets for each rewrite."""
 import os
+import re
 
 import numpy as np
 import pytest
@@ -10,33 +11,9 @@ from caffepy.errors import NetError
 from caffepy.math import kernels
 from caffepy.net import Net
 from caffepy.proto import caffe_pb2
+from caffepy.testing.random_weights import calibrate, logit_blobs, randomize
 
 MODELS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "models")
-CONV_TYPES = ("Convolution", "InnerProduct", "ConvolutionDepthwise", "DepthwiseConvolution")
-
-
-def randomize(net, seed=0):
-    """He-scaled weights, small biases, BatchNorm mean / variance random but valid, Scale and
-    Bias around 1 and 0."""
-    rng = np.random.default_rng(seed)
-    for layer in net.layers:
-        if layer.type in CONV_TYPES:
-            w = layer.blobs[0].data
-            w[...] = rng.standard_normal(w.shape) * np.sqrt(2.0 / (w.size // w.shape[0]))
-            for b in layer.blobs[1:]:
-                b.data[...] = rng.standard_normal(b.shape) * 0.1
-        elif layer.type == "BatchNorm":
-            c = layer.blobs[0].count
-            s = rng.uniform(0.5, 2.0)
-            layer.blobs[0].data[...] = s * rng.standard_normal(c) * 0.2
-            layer.blobs[1].data[...] = s * rng.uniform(0.5, 1.5, c)
-            layer.blobs[2].data[...] = s
-        elif layer.type in ("Scale", "Bias"):
-            for b in layer.blobs:
-                b.data[...] = rng.uniform(0.5, 1.5, b.shape) if b is layer.blobs[0] \
-                    and layer.type == "Scale" else rng.standard_normal(b.shape) * 0.1
-
-
 def _net(text_or_path, batch=None):
     if os.path.exists(str(text_or_path)):
         net = Net(text_or_path, caffe_pb2.TEST)
@@ -54,7 +31,7 @@ def _net(text_or_path, batch=None):
 def _compare(source, keep=(), batch=None, seed=0, tol=1e-5):
     exact = _net(source, batch)
     randomize(exact, seed)
-    _calibrate(exact, keep)
+    calibrate(exact, keep)
     fast = _net(source, batch)
     fast.copy_trained_layers_from(exact.to_proto())
     fast.optimize(keep=keep)
@@ -69,26 +46,6 @@ def _compare(source, keep=(), batch=None, seed=0, tol=1e-5):
     return exact, fast
 
 
-def _calibrate(net, logits):
-    """Scale the layers producing ``logits`` so that they come out with std ~2: a saturated
-    softmax would turn float32 rounding of large logits into large relative errors."""
-    name = net.inputs[0]
-    out = net.forward(blobs=list(logits), **{name: np.random.default_rng(9).standard_normal(
-        net.blobs[name].shape)})
-    for blob in logits:
-        layer = net.layers[[i for i, n in enumerate(net._layer_names)
-                            if blob in net.top_names[n]][0]]
-        if layer.type in CONV_TYPES:
-            for b in layer.blobs:
-                b.data[...] *= 2.0 / max(float(out[blob].std()), 1e-6)
-
-
-def _logits(path):
-    net = Net(path, caffe_pb2.TEST)
-    return [net.bottom_names[n][0] for n, l in zip(net._layer_names, net.layers)
-            if l.type == "Softmax"]
-
-
 @pytest.mark.parametrize("model", [
     "mobilenet_v1", "squeezenet1_1",
     pytest.param("resnet50", marks=pytest.mark.slow),
@@ -96,7 +53,7 @@ def _logits(path):
 ])
 def test_zoo_net_outputs_match_the_exact_path(model):
     path = os.path.join(MODELS, model, "%s_deploy.prototxt" % model)
-    exact, fast = _compare(path, keep=_logits(path), batch=1)
+    exact, fast = _compare(path, keep=logit_blobs(Net(path, caffe_pb2.TEST)), batch=1)
     steps = len(fast._plan.steps)
     assert steps < len(exact.layers)
     assert fast._plan.bytes < sum(b.data.nbytes + b.diff.nbytes for b in exact.blobs.values())
@@ -166,3 +123,36 @@ def test_optimize_reshape_to_a_new_batch_and_errors():
         param = caffe_pb2.NetParameter()
         text_format.Parse(SMALL, param)
         Net(param, caffe_pb2.TRAIN).optimize()
+
+
+def test_time_and_test_commands_with_optimize(tmp_path, monkeypatch, capsys):
+    from caffepy import cli
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "net.prototxt").write_text(SMALL)
+    net = _net(SMALL)
+    randomize(net)
+    net.save("w.caffemodel")
+    capsys.readouterr()
+    assert cli.main(["time", "-model", "net.prototxt", "-iterations", "2", "--optimize",
+                     "--weights", "w.caffemodel"]) == 0
+    err = capsys.readouterr().err
+    assert re.search(r"optimize mode: 17 layers run as 8 steps", err)
+    assert re.search(r"\] +conv1\tforward: [\d.e+-]+ ms\.", err)
+    assert "bn1\tforward" not in err and "Average Forward pass" in err
+    assert cli.main(["time", "-model", "net.prototxt", "--optimize", "-phase", "TRAIN"]) == 1
+    assert cli.main(["test", "-model", "net.prototxt", "-weights", "w.caffemodel",
+                     "-iterations", "1", "--optimize"]) == 0
+    assert "prob = " in capsys.readouterr().err
+
+
+def test_classifier_optimize_matches_exact(tmp_path):
+    from caffepy.classifier import Classifier
+    (tmp_path / "net.prototxt").write_text(SMALL.replace("dim: 2 dim: 3", "dim: 1 dim: 3"))
+    net = _net(str(tmp_path / "net.prototxt"))
+    randomize(net)
+    net.save(str(tmp_path / "w.caffemodel"))
+    images = [np.random.default_rng(i).random((12, 10, 3)).astype(np.float32) for i in range(2)]
+    args = (str(tmp_path / "net.prototxt"), str(tmp_path / "w.caffemodel"))
+    want = Classifier(*args, image_dims=(12, 10)).predict(images)
+    got = Classifier(*args, image_dims=(12, 10), optimize=True).predict(images)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

@@ -313,8 +313,14 @@ class Net(PycaffeNet):
         for p in self.learnable_params:
             p.data[...] -= p.diff
 
+    def _refuse_in_optimize_mode(self, what):
+        if self._plan is not None:
+            raise NetError("net '%s': %s is not available in optimize mode (the weights are "
+                           "folded); build the net without optimize" % (self.name, what))
+
     def copy_from(self, path):
         """Copy weights from a .caffemodel (binary NetParameter) or .h5, matching layers by name."""
+        self._refuse_in_optimize_mode("loading weights")
         path = os.fspath(path)
         if path.endswith((".h5", ".hdf5")):
             from .weights import load_hdf5
@@ -327,6 +333,7 @@ class Net(PycaffeNet):
         copy_trained_layers(self, src, source_name=path)
 
     def copy_trained_layers_from(self, net_param):
+        self._refuse_in_optimize_mode("loading weights")
         copy_trained_layers(self, net_param)
 
     def share_trained_layers_with(self, other):
@@ -347,6 +354,7 @@ class Net(PycaffeNet):
     share_with = share_trained_layers_with
 
     def to_proto(self, write_diff=False):
+        self._refuse_in_optimize_mode("saving weights")
         return net_to_proto(self, write_diff)
 
     def save(self, path, write_diff=False):

@@ -8,8 +8,9 @@ they are, for introspection and saving) into fewer, larger passes:
    statistics, optionally followed by a Scale (learned, one bottom) and / or a Bias, becomes one
    layer with ``W' = a W`` and ``b' = a (b - mu) + beta`` per output channel, where
    ``a = gamma / sqrt(var + eps)`` (``mu = sum_mu / s``, ``var = sum_var / s``; gamma 1 and beta 0
-   when the Scale or Bias is absent). The folded weights are new arrays, computed in float64:
-   the net's own parameters are untouched.
+   when the Scale or Bias is absent), computed in float64. The weights are scaled in place (no
+   second copy of them: peak memory stays at the exact path's), so ``net.params`` then holds the
+   folded weights and saving or loading weights is refused in this mode.
 2. **Fused activations.** A ReLU (any negative slope) whose bottom is only read by it, right
    after a Convolution / InnerProduct, runs inside that layer's output pass.
 3. **Identity layers removed.** Split, and Dropout with ``scale_train: true`` (identity in
@@ -101,10 +102,12 @@ class Plan(object):
 
     # -- 1. BatchNorm / Scale / Bias folding ---------------------------------------------------
     def _fold_affine(self, net):
+        owners = collections.Counter(_address(b) for layer in net.layers for b in layer.blobs)
         i = 0
         while i < len(self.steps):
             st = self.steps[i]
-            if st.layer.type not in FOLDABLE or len(st.bottom) != 1 or len(st.top) != 1:
+            if st.layer.type not in FOLDABLE or len(st.bottom) != 1 or len(st.top) != 1 \
+                    or owners[_address(st.layer.blobs[0])] > 1:     # weights shared: keep
                 i += 1
                 continue
             a = c = None
@@ -228,6 +231,10 @@ class Plan(object):
         return loss
 
 
+def _address(blob):
+    return blob.data.__array_interface__["data"][0]
+
+
 def _original(net, name):
     return net.layers[net._layer_names.index(name)]
 
@@ -263,19 +270,18 @@ def _affine_of(layer, nbottom):
 
 
 def _folded_copy(layer, a, c):
-    """A copy of Convolution / InnerProduct ``layer`` computing a * (its output) + c."""
+    """A copy of Convolution / InnerProduct ``layer`` computing a * (its output) + c. The
+    weights are scaled in place (a second copy of a ResNet's weights would cost more memory than
+    the mode saves), row by row in float64; the bias is a new blob."""
     new = _shallow(layer)
-    w = layer.blobs[0].data.astype(np.float64)
-    if layer.type == "InnerProduct" and layer.transpose:
-        w = w * a[None, :]
-    else:
-        w = w * a.reshape((-1,) + (1,) * (w.ndim - 1))
+    w = layer.blobs[0].data
+    rows = w.T if layer.type == "InnerProduct" and layer.transpose else w
+    for m in range(rows.shape[0]):
+        rows[m] = rows[m].astype(np.float64) * a[m]
     b = layer.blobs[1].data.astype(np.float64).reshape(-1) if layer.bias_term else 0.0
-    dtype = layer.blobs[0].data.dtype
-    wb, bb = Blob(w.shape, dtype), Blob((a.size,), dtype)
-    wb.data[...] = w
+    bb = Blob((a.size,), w.dtype)
     bb.data[...] = a * b + c
-    new.blobs = [wb, bb]
+    new.blobs = [layer.blobs[0], bb]
     new.bias_term = True
     return new
 

@@ -100,7 +100,9 @@ def test_small_net_every_rewrite(fast_kernels):
         fast.blobs["pool"].data
     with pytest.raises(NetError, match="backward is not available in optimize mode"):
         fast.backward()
-    assert fast.params["conv1"][0].data.shape == (4, 3, 3, 3)     # the net's own weights
+    assert fast.params["conv1"][0].data.shape == (4, 3, 3, 3)
+    with pytest.raises(NetError, match="saving weights is not available in optimize mode"):
+        fast.save("never.caffemodel")
 
 
 def test_optimize_reshape_to_a_new_batch_and_errors():

@@ -4,7 +4,7 @@
                                      [--batches 1,8] [--threads 1,2] [--iters 3] [--profile NET]
 
 Each net (models/<net>/<net>_deploy.prototxt) gets random but valid weights
-(caffepy.testing.random_weights), saved as a .caffemodel that OpenCV's ``readNetFromCaffe`` reads
+(caffepy.testing.random_weights, logits scaled to std ~2), saved as a .caffemodel that OpenCV's ``readNetFromCaffe`` reads
 (opencv-python-headless < 5: OpenCV 5 dropped the Caffe importer; benchmark-only, not a caffepy
 dependency). For every thread count the three runners are timed back to back on the same input:
 median ms per forward over ``--iters`` after one warm-up. BLAS threads are set by threadpoolctl,
@@ -26,7 +26,7 @@ sys.path.insert(0, ROOT)
 from caffepy.math import kernels  # noqa: E402
 from caffepy.net import Net  # noqa: E402
 from caffepy.proto import caffe_pb2  # noqa: E402
-from caffepy.testing.random_weights import randomize  # noqa: E402
+from caffepy.testing.random_weights import calibrate, logit_blobs, randomize  # noqa: E402
 
 
 def _load(name):
@@ -78,6 +78,7 @@ def bench(name, batch, threads, iters, tmp, cv2):
     proto = _with_batch(_load(name), batch, os.path.join(tmp, "%s_%d.prototxt" % (name, batch)))
     exact = Net(proto, caffe_pb2.TEST)
     randomize(exact)
+    calibrate(exact, logit_blobs(exact))    # logits of std ~2: an unsaturated softmax
     weights = os.path.join(tmp, "%s.caffemodel" % name)
     exact.save(weights)
     fast = Net(proto, caffe_pb2.TEST, weights=weights, optimize=True)

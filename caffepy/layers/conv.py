@@ -259,11 +259,8 @@ class ConvolutionLayer(_ConvolutionBase):
 
     def _dy_rows(self, dy):
         """dy (N, M, P) -> (M, P * N), the column order of the forward GEMM."""
+        # numpy's cache-blocked copy: measured 1.3-2x faster than a numba loop on one thread
         out = np.empty((dy[0].size, self.outer), dy.dtype)
-        k = kernels.get()
-        if k is not None and dy.flags.c_contiguous:
-            k.image_to_rows(dy, out.reshape(dy.shape[1], -1))
-            return out
         return cpu.transpose_into(dy.reshape(self.outer, -1), out)
 
     def backward_cpu(self, top, propagate_down, bottom):

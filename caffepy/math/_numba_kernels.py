@@ -72,22 +72,16 @@ def rows_to_image(a, bias, slope, relu, out):
     has_bias = bias.shape[0] > 0
     for mi in prange(m):
         bv = bias[mi] if has_bias else 0.0
-        for b in range(n):
-            for q in range(p):
-                v = a[mi, q * n + b] + bv
-                if relu and v <= 0:
-                    v = v * slope
-                out[b, mi, q] = v
-
-
-@njit(**_opts)
-def image_to_rows(x, out):
-    """x (N, M, P) -> out (M, P * N) (the 'last' order of a top diff)."""
-    n, m, p = x.shape
-    for mi in prange(m):
-        for q in range(p):
+        src = a[mi]
+        for q0 in range(0, p, 64):
+            q1 = min(q0 + 64, p)
             for b in range(n):
-                out[mi, q * n + b] = x[b, mi, q]
+                dst = out[b, mi]
+                for q in range(q0, q1):
+                    v = src[q * n + b] + bv
+                    if relu and v <= 0:
+                        v = v * slope
+                    dst[q] = v
 
 
 # -- depthwise convolution: weight (M, 1, kh, kw), output channel m reads input m // (M / C) -----

@@ -2,7 +2,7 @@
 
 numpy runs every element-wise pass, strided copy and reduction on one core; the GEMMs already
 thread through BLAS. The kernels in :mod:`caffepy.math._numba_kernels` (im2col / col2im in the
-'last' layout, the GEMM-result transpose fused with the bias add and an optional ReLU, direct
+'last' layout, the GEMM result -> image copy fused with the bias add and an optional ReLU, direct
 depthwise convolution, max / average pooling, ReLU, per-channel affine, softmax) split their outer
 loop over cores with ``numba.prange``.
 

@@ -144,6 +144,27 @@ def profile_caffepy(net, iters):
                  1e3 * bwd[i] / iters))
 
 
+def ab_numba(args):
+    """Numba kernels on vs off, alternated in one process (the fairest comparison on a busy
+    machine: both see the same load)."""
+    from caffepy.math import kernels
+    for name in args.nets.split(","):
+        net = build_caffepy(NETS[name])
+        res = {True: [], False: []}
+        for flag in (True, False):
+            kernels.set_enabled(flag)
+            time_caffepy(net, 1, warmup=1)
+        for _ in range(args.ab):
+            for flag in (True, False):
+                kernels.set_enabled(flag)
+                res[flag].append(1e3 * time_caffepy(net, args.iters, warmup=0))
+        kernels.set_enabled(None)
+        print("%-14s numba min %8.1f median %8.1f | numpy min %8.1f median %8.1f ms  load %s"
+              % (name, min(res[True]), np.median(res[True]), min(res[False]),
+                 np.median(res[False]), " ".join(open("/proc/loadavg").read().split()[:3])),
+              flush=True)
+
+
 def build_torch(name):
     import torch.nn as nn
     if name == "lenet":
@@ -198,6 +219,9 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=0, help="BLAS / torch threads (0: default)")
     ap.add_argument("--numpy-too", action="store_true",
                     help="also time caffepy with the numba kernels off")
+    ap.add_argument("--ab", type=int, default=0, metavar="ROUNDS",
+                    help="only caffepy: ROUNDS alternations of numba on / off (--iters steps "
+                         "each); min and median ms per step of each")
     args = ap.parse_args(argv)
     from caffepy.math import kernels
     if args.threads:
@@ -211,6 +235,8 @@ def main(argv=None):
         torch = None
         torch_info = "torch not installed: skipped"
     print("numpy %s; %s; %d CPUs" % (np.__version__, torch_info, os.cpu_count()))
+    if args.ab:
+        return ab_numba(args)
     print("%-14s %14s %14s %8s %14s  %s" % ("net", "caffepy ms", "torch ms", "ratio",
                                             "numpy-path ms", "load average"))
     for name in args.nets.split(","):

@@ -6,8 +6,8 @@
 Each net (models/<net>/<net>_deploy.prototxt) gets random but valid weights
 (caffepy.testing.random_weights, logits scaled to std ~2), saved as a .caffemodel that OpenCV's ``readNetFromCaffe`` reads
 (opencv-python-headless < 5: OpenCV 5 dropped the Caffe importer; benchmark-only, not a caffepy
-dependency). For every thread count the three runners are timed back to back on the same input:
-median ms per forward over ``--iters`` after one warm-up. BLAS threads are set by threadpoolctl,
+dependency). For every thread count the three runners are timed round-robin on the same input
+(one forward of each in turn): median ms per forward over ``--iters`` after one warm-up. BLAS threads are set by threadpoolctl,
 numba's by numba.set_num_threads, OpenCV's by cv2.setNumThreads. The largest relative difference
 of the outputs from caffepy's exact path is printed too. ``--profile NET`` prints the per-layer
 forward times of NET (exact and optimize) at batch 1 with 2 threads.
@@ -51,14 +51,18 @@ def _with_batch(path, batch, out):
     return out
 
 
-def _median_ms(fn, iters):
-    fn()
-    times = []
-    for _ in range(iters):
-        t = time.perf_counter()
+def _interleaved_ms(fns, iters):
+    """Median ms of each of ``fns``, run round-robin (one warm-up each), so that all of them
+    see the same moments of a shared machine's load."""
+    for fn in fns:
         fn()
-        times.append(time.perf_counter() - t)
-    return 1e3 * float(np.median(times))
+    times = [[] for _ in fns]
+    for _ in range(iters):
+        for fn, acc in zip(fns, times):
+            t = time.perf_counter()
+            fn()
+            acc.append(time.perf_counter() - t)
+    return [1e3 * float(np.median(t)) for t in times]
 
 
 def _set_threads(n, cv2):
@@ -93,17 +97,17 @@ def bench(name, batch, threads, iters, tmp, cv2):
         dnn.setPreferableBackend(cv2.dnn.DNN_BACKEND_OPENCV)
         dnn.setInput(x)
         err_cv = _rel(dnn.forward().reshape(ref.shape), ref)
+    def run_cv():
+        dnn.setInput(x)
+        dnn.forward()
+    runners = [lambda: exact.forward(**{inp: x}), lambda: fast.forward(**{inp: x})]
+    runners += [run_cv] if dnn is not None else []
     rows = []
     for n in threads:
         limit = _set_threads(n, cv2)
-        t_exact = _median_ms(lambda: exact.forward(**{inp: x}), iters)
-        t_fast = _median_ms(lambda: fast.forward(**{inp: x}), iters)
-        t_cv = float("nan")
-        if dnn is not None:
-            def run_cv():
-                dnn.setInput(x)
-                dnn.forward()
-            t_cv = _median_ms(run_cv, iters)
+        times = _interleaved_ms(runners, iters)
+        t_exact, t_fast = times[:2]
+        t_cv = times[2] if dnn is not None else float("nan")
         limit.restore_original_limits()
         rows.append((name, batch, n, t_exact, t_fast, t_cv))
         print("%-14s b%-2d %dT  exact %8.1f  optimize %8.1f  opencv %8.1f  opt/cv %5.2f  "

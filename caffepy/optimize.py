@@ -12,7 +12,7 @@ they are, for introspection and saving) into fewer, larger passes:
    second copy of them: peak memory stays at the exact path's), so ``net.params`` then holds the
    folded weights and saving or loading weights is refused in this mode.
 2. **Fused activations.** A ReLU (any negative slope) whose bottom is only read by it, right
-   after a Convolution / InnerProduct, runs inside that layer's output pass.
+   after a Convolution / InnerProduct or an Eltwise SUM, runs inside that layer's output pass.
 3. **Identity layers removed.** Split, and Dropout with ``scale_train: true`` (identity in
    TEST): their tops become aliases of the bottom blob.
 4. **Buffers reused by liveness.** Every intermediate blob's data is a view into a pool of
@@ -145,7 +145,8 @@ class Plan(object):
         i = 0
         while i < len(self.steps):
             st = self.steps[i]
-            if st.layer.type in FOLDABLE and len(st.top) == 1 and len(st.bottom) == 1:
+            if len(st.top) == 1 and ((st.layer.type in FOLDABLE and len(st.bottom) == 1)
+                                     or _is_sum(st.layer)):
                 j = self._sole_reader(i, st.top[0], net)
                 if j is not None and self.steps[j].layer.type == "ReLU":
                     relu = self.steps[j]
@@ -229,6 +230,10 @@ class Plan(object):
         for st in self.steps:
             loss += st.layer.forward(st.bottom, st.top)
         return loss
+
+
+def _is_sum(layer):
+    return layer.type == "Eltwise" and layer.op == type(layer.layer_param.eltwise_param).SUM
 
 
 def _address(blob):

@@ -79,6 +79,9 @@ layer { name: "relu3" type: "ReLU" bottom: "ip" top: "ip" }
 layer { name: "ip2" type: "InnerProduct" bottom: "ip" top: "ip2" inner_product_param { num_output: 3 } }
 layer { name: "prob" type: "Softmax" bottom: "ip2" top: "prob" }
 layer { name: "branch" type: "InnerProduct" bottom: "ip" top: "side" inner_product_param { num_output: 2 } }
+layer { name: "branch2" type: "InnerProduct" bottom: "ip" top: "side2" inner_product_param { num_output: 2 } }
+layer { name: "sum" type: "Eltwise" bottom: "side" bottom: "side2" top: "sum" }
+layer { name: "relu4" type: "ReLU" bottom: "sum" top: "sum" }
 '''
 
 
@@ -92,8 +95,10 @@ def test_small_net_every_rewrite(fast_kernels):
         with kernels.disabled():
             _, fast = _compare(SMALL, keep=["ip2"])
     names = [s.name for s in fast._plan.steps]
-    assert names == ["data", "conv1", "dw", "pool", "ip", "ip2", "prob", "branch"]
+    assert names == ["data", "conv1", "dw", "pool", "ip", "ip2", "prob", "branch", "branch2",
+                     "sum"]
     assert fast._plan.steps[1].layer.fused_relu == pytest.approx(0.1)
+    assert fast._plan.steps[-1].layer.fused_relu == 0.0
     with pytest.raises(NetError, match="optimize mode.*folded into layer 'conv1'"):
         fast.blobs["conv1"].data
     with pytest.raises(NetError, match="not kept in optimize mode"):
@@ -138,7 +143,7 @@ def test_time_and_test_commands_with_optimize(tmp_path, monkeypatch, capsys):
     assert cli.main(["time", "-model", "net.prototxt", "-iterations", "2", "--optimize",
                      "--weights", "w.caffemodel"]) == 0
     err = capsys.readouterr().err
-    assert re.search(r"optimize mode: 17 layers run as 8 steps", err)
+    assert re.search(r"optimize mode: 20 layers run as 10 steps", err)
     assert re.search(r"\] +conv1\tforward: [\d.e+-]+ ms\.", err)
     assert "bn1\tforward" not in err and "Average Forward pass" in err
     assert cli.main(["time", "-model", "net.prototxt", "--optimize", "-phase", "TRAIN"]) == 1

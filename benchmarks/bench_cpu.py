@@ -1,11 +1,15 @@
-"""CPU training-step benchmark: caffepy vs PyTorch on LeNet and CIFAR10-quick.
+"""CPU training-step benchmark: caffepy vs PyTorch on LeNet, CIFAR10-quick and CaffeNet.
 
-    python benchmarks/bench_cpu.py [--iters 20] [--threads N] [--profile] [--nets lenet,cifar10_quick]
+    python benchmarks/bench_cpu.py [--iters 20] [--threads N] [--profile] [--numpy-too]
+                                   [--nets lenet,cifar10_quick,caffenet]
 
 Times one forward + backward pass (the solver's inner step) of Caffe's LeNet (MNIST, batch 64)
 and CIFAR10-quick (batch 100), both fed by DummyData (gaussian data, constant labels), in float32.
+CaffeNet (models/caffenet, batch 16, 227x227) gets a DummyData input and a SoftmaxWithLoss.
 The same nets are built with torch.nn and timed the same way when torch is installed (it is not a
 caffepy dependency). ``--profile`` prints caffepy's time per layer, forward and backward.
+``--numpy-too`` also times caffepy with its numba kernels switched off (the pure-numpy path),
+back to back in the same process.
 """
 import argparse
 import os
@@ -78,10 +82,32 @@ CIFAR10_QUICK = ('name: "CIFAR10_quick"\n' + _data(100, 3, 32, 32)
                  + _pool("pool3", "conv3", "AVE", 3, 2) + _ip("ip1", "pool3", 64, 0.1)
                  + _ip("ip2", "ip1", 10, 0.1) + LOSS)
 
-NETS = {"lenet": LENET, "cifar10_quick": CIFAR10_QUICK}
+def _caffenet(batch=16):
+    """models/caffenet's deploy net fed by DummyData, with a SoftmaxWithLoss on fc8."""
+    param = caffe_pb2.NetParameter()
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "models",
+                        "caffenet", "caffenet_deploy.prototxt")
+    with open(path) as f:
+        text_format.Parse(f.read(), param)
+    body = [l for l in param.layer if l.type != "Input"]
+    for layer in body:          # the deploy file has no fillers: gaussian weights, zero biases
+        if layer.type in ("Convolution", "InnerProduct"):
+            p = layer.convolution_param if layer.type == "Convolution" else \
+                layer.inner_product_param
+            p.weight_filler.type, p.weight_filler.std = "gaussian", 0.01
+    text = ('name: "CaffeNet"\n' + _data(batch, 3, 227, 227)
+            + "".join("layer { %s }\n" % text_format.MessageToString(l, as_one_line=True)
+                      for l in body)
+            + LOSS.replace('"ip2"', '"fc8"'))
+    return text
+
+
+NETS = {"lenet": LENET, "cifar10_quick": CIFAR10_QUICK, "caffenet": None}
 
 
 def build_caffepy(text):
+    if text is None:
+        text = _caffenet()
     param = caffe_pb2.NetParameter()
     text_format.Parse(text, param)
     return Net(param, caffe_pb2.TRAIN)
@@ -118,6 +144,27 @@ def profile_caffepy(net, iters):
                  1e3 * bwd[i] / iters))
 
 
+def ab_numba(args):
+    """Numba kernels on vs off, alternated in one process (the fairest comparison on a busy
+    machine: both see the same load)."""
+    from caffepy.math import kernels
+    for name in args.nets.split(","):
+        net = build_caffepy(NETS[name])
+        res = {True: [], False: []}
+        for flag in (True, False):
+            kernels.set_enabled(flag)
+            time_caffepy(net, 1, warmup=1)
+        for _ in range(args.ab):
+            for flag in (True, False):
+                kernels.set_enabled(flag)
+                res[flag].append(1e3 * time_caffepy(net, args.iters, warmup=0))
+        kernels.set_enabled(None)
+        print("%-14s numba min %8.1f median %8.1f | numpy min %8.1f median %8.1f ms  load %s"
+              % (name, min(res[True]), np.median(res[True]), min(res[False]),
+                 np.median(res[False]), " ".join(open("/proc/loadavg").read().split()[:3])),
+              flush=True)
+
+
 def build_torch(name):
     import torch.nn as nn
     if name == "lenet":
@@ -126,6 +173,19 @@ def build_torch(name):
             nn.MaxPool2d(2, 2, ceil_mode=True), nn.Flatten(), nn.Linear(800, 500), nn.ReLU(True),
             nn.Linear(500, 10))
         return model, (64, 1, 28, 28)
+    if name == "caffenet":
+        lrn = lambda: nn.LocalResponseNorm(5, 1e-4, 0.75)  # noqa: E731
+        model = nn.Sequential(
+            nn.Conv2d(3, 96, 11, 4), nn.ReLU(True), nn.MaxPool2d(3, 2, ceil_mode=True), lrn(),
+            nn.Conv2d(96, 256, 5, padding=2, groups=2), nn.ReLU(True),
+            nn.MaxPool2d(3, 2, ceil_mode=True), lrn(),
+            nn.Conv2d(256, 384, 3, padding=1), nn.ReLU(True),
+            nn.Conv2d(384, 384, 3, padding=1, groups=2), nn.ReLU(True),
+            nn.Conv2d(384, 256, 3, padding=1, groups=2), nn.ReLU(True),
+            nn.MaxPool2d(3, 2, ceil_mode=True), nn.Flatten(),
+            nn.Linear(9216, 4096), nn.ReLU(True), nn.Dropout(0.5),
+            nn.Linear(4096, 4096), nn.ReLU(True), nn.Dropout(0.5), nn.Linear(4096, 1000))
+        return model, (16, 3, 227, 227)
     model = nn.Sequential(
         nn.Conv2d(3, 32, 5, padding=2), nn.MaxPool2d(3, 2, ceil_mode=True), nn.ReLU(True),
         nn.Conv2d(32, 32, 5, padding=2), nn.ReLU(True), nn.AvgPool2d(3, 2, ceil_mode=True),
@@ -157,7 +217,15 @@ def main(argv=None):
     ap.add_argument("--nets", default="lenet,cifar10_quick")
     ap.add_argument("--profile", action="store_true", help="per-layer caffepy times")
     ap.add_argument("--threads", type=int, default=0, help="BLAS / torch threads (0: default)")
+    ap.add_argument("--numpy-too", action="store_true",
+                    help="also time caffepy with the numba kernels off")
+    ap.add_argument("--ab", type=int, default=0, metavar="ROUNDS",
+                    help="only caffepy: ROUNDS alternations of numba on / off (--iters steps "
+                         "each); min and median ms per step of each")
     args = ap.parse_args(argv)
+    from caffepy.math import kernels
+    if args.threads:
+        kernels.set_threads(args.threads)
     try:
         import torch
         if args.threads:
@@ -167,12 +235,22 @@ def main(argv=None):
         torch = None
         torch_info = "torch not installed: skipped"
     print("numpy %s; %s; %d CPUs" % (np.__version__, torch_info, os.cpu_count()))
-    print("%-14s %14s %14s %8s" % ("net", "caffepy ms", "torch ms", "ratio"))
+    if args.ab:
+        return ab_numba(args)
+    print("%-14s %14s %14s %8s %14s  %s" % ("net", "caffepy ms", "torch ms", "ratio",
+                                            "numpy-path ms", "load average"))
     for name in args.nets.split(","):
         net = build_caffepy(NETS[name])
+        kernels.set_enabled(None)
         ours = time_caffepy(net, args.iters)
         theirs = time_torch(name, args.iters) if torch is not None else float("nan")
-        print("%-14s %14.1f %14.1f %8.2f" % (name, 1e3 * ours, 1e3 * theirs, ours / theirs))
+        plain = float("nan")
+        if args.numpy_too:
+            with kernels.disabled():
+                plain = time_caffepy(net, args.iters)
+        print("%-14s %14.1f %14.1f %8.2f %14.1f  %s" % (
+            name, 1e3 * ours, 1e3 * theirs, ours / theirs, 1e3 * plain,
+            " ".join(open("/proc/loadavg").read().split()[:3])), flush=True)
         if args.profile:
             profile_caffepy(net, max(1, args.iters // 2))
 

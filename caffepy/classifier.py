@@ -38,8 +38,8 @@ def input_transformer(net, mean=None, input_scale=None, raw_scale=None, channel_
 
 class Classifier(Net):
     def __init__(self, model_file, pretrained_file, image_dims=None, mean=None, input_scale=None,
-                 raw_scale=None, channel_swap=None):
-        Net.__init__(self, model_file, pretrained_file, caffe_pb2.TEST)
+                 raw_scale=None, channel_swap=None, optimize=False):
+        Net.__init__(self, model_file, pretrained_file, caffe_pb2.TEST, optimize=optimize)
         in_ = self.inputs[0]
         self.transformer = input_transformer(self, mean, input_scale, raw_scale, channel_swap)
         self.crop_dims = np.array(self.blobs[in_].data.shape[2:])

@@ -21,8 +21,8 @@ from .proto import caffe_pb2
 
 class Detector(Net):
     def __init__(self, model_file, pretrained_file, mean=None, input_scale=None, raw_scale=None,
-                 channel_swap=None, context_pad=None):
-        Net.__init__(self, model_file, pretrained_file, caffe_pb2.TEST)
+                 channel_swap=None, context_pad=None, optimize=False):
+        Net.__init__(self, model_file, pretrained_file, caffe_pb2.TEST, optimize=optimize)
         self.transformer = input_transformer(self, mean, input_scale, raw_scale, channel_swap)
         self.configure_crop(context_pad)
 

@@ -29,8 +29,10 @@ from .weights import copy_trained_layers, net_to_proto
 class Net(PycaffeNet):
     """A built net; pycaffe's batching and MemoryData helpers come from PycaffeNet."""
 
+    _plan = None    # caffepy.optimize.Plan once in inference mode
+
     def __init__(self, source, *args, phase=None, weights=None, level=0, stages=(),
-                 dtype=np.float32, filename=None, strict=None, **kwargs):
+                 dtype=np.float32, filename=None, strict=None, optimize=False, **kwargs):
         if "stages" in kwargs:
             stages = kwargs.pop("stages")
         if kwargs:
@@ -57,6 +59,15 @@ class Net(PycaffeNet):
         if weights is not None:
             for w in (weights.split(",") if isinstance(weights, str) else weights):
                 self.copy_from(w)
+        if optimize:
+            self.optimize()
+
+    def optimize(self, keep=()):
+        """Inference mode (caffepy.optimize): BatchNorm/Scale folded, ReLUs fused, Split and
+        Dropout removed, activation buffers reused; forward only. Call after loading weights.
+        ``keep``: further blob names to keep readable."""
+        from .optimize import optimize
+        return optimize(self, keep)
 
     # -- building ------------------------------------------------------------------------------
     def _build(self):
@@ -211,12 +222,19 @@ class Net(PycaffeNet):
     def forward_from_to(self, start=0, end=None):
         """Run layers start..end (inclusive); returns the weighted loss."""
         end = len(self.layers) - 1 if end is None else end
+        if self._plan is not None:
+            if start != 0 or end != len(self.layers) - 1:
+                raise NetError("net '%s': forward from/to a layer is not available in optimize "
+                               "mode (layers are merged)" % self.name)
+            return self._plan.forward()
         loss = 0.0
         for i in range(start, end + 1):
             loss += self.layers[i].forward(self.bottom_vecs[i], self.top_vecs[i])
         return loss
 
     def backward_from_to(self, start=None, end=0):
+        if self._plan is not None:
+            raise NetError("net '%s': backward is not available in optimize mode" % self.name)
         start = len(self.layers) - 1 if start is None else start
         callbacks = self.on_backward_layer
         for i in range(start, end - 1, -1):
@@ -280,6 +298,8 @@ class Net(PycaffeNet):
         return {name: self.blobs[name].diff for name in outputs}
 
     def reshape(self):
+        if self._plan is not None:
+            return self._plan.assign_buffers(self)
         for layer, bottom, top in zip(self.layers, self.bottom_vecs, self.top_vecs):
             layer.reshape(bottom, top)
 
@@ -293,8 +313,14 @@ class Net(PycaffeNet):
         for p in self.learnable_params:
             p.data[...] -= p.diff
 
+    def _refuse_in_optimize_mode(self, what):
+        if self._plan is not None:
+            raise NetError("net '%s': %s is not available in optimize mode (the weights are "
+                           "folded); build the net without optimize" % (self.name, what))
+
     def copy_from(self, path):
         """Copy weights from a .caffemodel (binary NetParameter) or .h5, matching layers by name."""
+        self._refuse_in_optimize_mode("loading weights")
         path = os.fspath(path)
         if path.endswith((".h5", ".hdf5")):
             from .weights import load_hdf5
@@ -316,6 +342,7 @@ class Net(PycaffeNet):
         copy_trained_layers(self, src, source_name=path, values=values)
 
     def copy_trained_layers_from(self, net_param):
+        self._refuse_in_optimize_mode("loading weights")
         copy_trained_layers(self, net_param)
 
     def share_trained_layers_with(self, other):
@@ -336,18 +363,22 @@ class Net(PycaffeNet):
     share_with = share_trained_layers_with
 
     def to_proto(self, write_diff=False):
+        self._refuse_in_optimize_mode("saving weights")
         return net_to_proto(self, write_diff)
 
     def save(self, path, write_diff=False):
         """Write a .caffemodel (binary NetParameter, float data) that BVLC Caffe reads."""
+        self._refuse_in_optimize_mode("saving weights")
         from .weights import save_caffemodel
         save_caffemodel(self, path, write_diff)
 
     def save_hdf5(self, path, write_diff=False):
+        self._refuse_in_optimize_mode("saving weights")
         from .weights import save_hdf5
         save_hdf5(self, path, write_diff)
 
     def load_hdf5(self, path):
+        self._refuse_in_optimize_mode("loading weights")
         from .weights import load_hdf5
         load_hdf5(self, path)
 

@@ -35,6 +35,12 @@ def iterations(args):
     return 50 if args.iterations is None else args.iterations
 
 
+def add_optimize(parser):
+    parser.add_argument("--optimize", action="store_true",
+                        help="inference mode (caffepy.optimize): fold BatchNorm/Scale, fuse "
+                             "activations, reuse buffers; TEST phase, forward only")
+
+
 def load_net(args, phase):
     """The --model net in ``phase`` with the --level / --stage NetState."""
     from ..net import Net

@@ -21,6 +21,7 @@ def add_arguments(parser):
     _flags.add_net_state(parser)
     _flags.add_unknown_fields(parser)
     _flags.add_iterations(parser, "the number of batches to run")
+    _flags.add_optimize(parser)
     _flags.add_log(parser)
 
 
@@ -40,6 +41,8 @@ def _run(args):
     net = _flags.load_net(args, caffe_pb2.TEST)
     for w in args.weights.split(","):
         net.copy_from(w)
+    if args.optimize:
+        net.optimize()
     n = _flags.iterations(args)
     info("caffe.cpp:290", "Running for %d iterations." % n)
     sums, loss = None, 0.0

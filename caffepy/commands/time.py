@@ -1,10 +1,11 @@
-"""``caffepy time --model M [--iterations 50] [--phase TRAIN|TEST]``: benchmark a model, as ``caffe time``.
+"""``caffepy time --model M [--iterations 50] [--phase TRAIN|TEST] [--optimize]``: benchmark a model, as ``caffe time``.
 
 One warm-up forward and backward, then ``--iterations`` timed passes layer by layer; logs each
 iteration's forward-backward time, every layer's average forward and backward ms, and the
 ``Average Forward pass`` / ``Average Backward pass`` / ``Average Forward-Backward`` /
 ``Total Time`` lines. The net takes no input blobs beyond what its layers produce (Input layers
-keep zeros), as in Caffe.
+keep zeros), as in Caffe. ``--optimize`` times the TEST net in inference mode
+(caffepy.optimize), forward only, one line per executed step; ``--weights`` loads weights first.
 """
 import time as _time
 
@@ -24,6 +25,8 @@ def add_arguments(parser):
     _flags.add_net_state(parser)
     _flags.add_unknown_fields(parser)
     _flags.add_iterations(parser, "the number of timed iterations")
+    _flags.add_optimize(parser)
+    parser.add_argument("--weights", default="", help="weights to load first (',' for several)")
     _flags.add_log(parser)
 
 
@@ -57,12 +60,18 @@ def _run(args):
         raise CaffeError("Need a model definition to time (--model)")
     if args.phase not in ("", "TRAIN", "TEST"):
         raise CaffeError('phase must be "TRAIN" or "TEST" (got "%s")' % args.phase)
-    phase = caffe_pb2.TEST if args.phase == "TEST" else caffe_pb2.TRAIN
+    if args.optimize and args.phase == "TRAIN":
+        raise CaffeError("--optimize times the TEST phase (forward only); drop --phase TRAIN")
+    phase = caffe_pb2.TEST if args.phase == "TEST" or args.optimize else caffe_pb2.TRAIN
     _gpu.single_device(args)
     net = _flags.load_net(args, phase)
+    for w in filter(None, args.weights.split(",")):
+        net.copy_from(w)
     n = _flags.iterations(args)
     if n < 1:
         raise CaffeError("--iterations must be >= 1 (got %d)" % n)
+    if args.optimize:
+        return _time_optimized(net, n)
     info("caffe.cpp:365", "Performing Forward")
     info("caffe.cpp:367", "Initial loss: %s" % fmt(net.forward_prefilled()))
     info("caffe.cpp:368", "Performing Backward")
@@ -99,6 +108,37 @@ def _run(args):
     info("caffe.cpp:417", "Average Forward pass: %s ms." % fmt(forward_total * 1e3 / n))
     info("caffe.cpp:419", "Average Backward pass: %s ms." % fmt(backward_total * 1e3 / n))
     info("caffe.cpp:421", "Average Forward-Backward: %s ms." % fmt(total * 1e3 / n))
+    info("caffe.cpp:423", "Total Time: %s ms." % fmt(total * 1e3))
+    info("caffe.cpp:424", "*** Benchmark ends ***")
+    return 0
+
+
+def _time_optimized(net, n):
+    """Forward-only timing of the optimized plan: one line per step (a step is a layer with the
+    layers folded into it), in the same format as the exact table."""
+    plan = net.optimize()
+    info("caffe.cpp:365", "Performing Forward (optimize mode: %d layers run as %d steps)"
+         % (len(net.layers), len(plan.steps)))
+    info("caffe.cpp:367", "Initial loss: %s" % fmt(net.forward_prefilled()))
+    fwd = [0.0] * len(plan.steps)
+    forward_total = 0.0
+    info("caffe.cpp:378", "*** Benchmark begins ***")
+    info("caffe.cpp:379", "Testing for %d iterations." % n)
+    t_total = _now()
+    for j in range(n):
+        t_iter = _now()
+        for i, st in enumerate(plan.steps):
+            t = _now()
+            st.layer.forward(st.bottom, st.top)
+            fwd[i] += _now() - t
+        end = _now()
+        forward_total += end - t_iter
+        info("caffe.cpp:401", "Iteration: %d forward time: %s ms." % (j + 1, fmt((end - t_iter) * 1e3)))
+    total = _now() - t_total
+    info("caffe.cpp:406", "Average time per layer: ")
+    for i, st in enumerate(plan.steps):
+        info("caffe.cpp:409", "%10s\tforward: %s ms." % (st.name, fmt(fwd[i] * 1e3 / n)))
+    info("caffe.cpp:417", "Average Forward pass: %s ms." % fmt(forward_total * 1e3 / n))
     info("caffe.cpp:423", "Total Time: %s ms." % fmt(total * 1e3))
     info("caffe.cpp:424", "*** Benchmark ends ***")
     return 0

@@ -2,7 +2,7 @@
 import numpy as np
 
 from ..errors import ShapeError
-from ..math import cpu
+from ..math import cpu, kernels
 from .base import Layer, register_layer
 
 
@@ -194,11 +194,45 @@ class ConvolutionLayer(_ConvolutionBase):
         self._cols[key] = col
         return col
 
-    def _to_image(self, a, out):
-        """(G, A, P * N) GEMM result -> out (N, G * A, P)."""
+    # ``fused_relu``: None, or the negative slope of a ReLU applied in the same pass (set by
+    # caffepy.optimize when it fuses a following ReLU layer into this one).
+    fused_relu = None
+
+    def _to_image(self, a, out, bias=False):
+        """(G, A, P * N) GEMM result -> out (N, G * A, P) [+ bias, then the fused ReLU]."""
+        k = kernels.get()
+        if k is not None and out.flags.c_contiguous:
+            b = self.blobs[1].data if bias and self.bias_term else np.empty(0, out.dtype)
+            slope = self.fused_relu if bias and self.fused_relu is not None else 0.0
+            k.rows_to_image(a.reshape(out.shape[1], -1), b, slope,
+                            bias and self.fused_relu is not None, out)
+            return
         cpu.transpose_into(a.reshape(-1, self.outer), out.reshape(self.outer, -1))
+        if bias:
+            self._add_bias(out)
+            cpu.relu_inplace(out, self.fused_relu)
+
+    def _depthwise(self):
+        """The direct depthwise kernel applies: 2-d, one input channel per group (at most 4 outputs
+        each; a larger multiplier is better served by the GEMM), numba on."""
+        return (self.num_spatial == 2 and self.channels == self.group > 1
+                and self.num_output <= 4 * self.channels and kernels.get() is not None)
+
+    def _dw_geometry(self):
+        (kh, kw), (ph, pw), (sh, sw), (dh, dw) = self._geometry()
+        return kh, kw, ph, pw, sh, sw, dh, dw
 
     def forward_cpu(self, bottom, top):
+        if self._depthwise():
+            k = kernels.get()
+            bias = self.blobs[1].data if self.bias_term else np.empty(0, self.dtype)
+            slope = 0.0 if self.fused_relu is None else self.fused_relu
+            for b, t in zip(bottom, top):
+                x = b.data.reshape((self.outer, self.channels) + tuple(self.in_spatial))
+                y = t.data.reshape((self.outer, self.num_output) + tuple(self.out_spatial))
+                k.dw_forward(x, self.blobs[0].data, bias, *self._dw_geometry(), slope,
+                             self.fused_relu is not None, y)
+            return
         w = self._weight()
         g = self.group
         for i, (b, t) in enumerate(zip(bottom, top)):
@@ -206,18 +240,38 @@ class ConvolutionLayer(_ConvolutionBase):
             col = self._batch_cols(x, i)
             y = np.matmul(w, col.reshape(g, w.shape[2], -1))
             yt = t.data.reshape(self.outer, self.num_output, -1)
-            self._to_image(y, yt)
-            self._add_bias(yt)
+            self._to_image(y, yt, bias=True)
+
+    def _backward_depthwise(self, top, propagate_down, bottom):
+        k = kernels.get()
+        for b, t in zip(bottom, top):
+            dy = t.diff.reshape((self.outer, self.num_output) + tuple(self.out_spatial))
+            self._bias_grad(dy)
+            x = b.data.reshape((self.outer, self.channels) + tuple(self.in_spatial))
+            if self.param_propagate_down[0]:
+                k.dw_backward_weight(dy, x, *self._dw_geometry(), self.blobs[0].diff)
+        for b, t, down in zip(bottom, top, propagate_down):
+            if down:
+                dy = t.diff.reshape((self.outer, self.num_output) + tuple(self.out_spatial))
+                k.dw_backward_data(dy, self.blobs[0].data, *self._dw_geometry(),
+                                   b.diff.reshape((self.outer, self.channels)
+                                                  + tuple(self.in_spatial)))
+
+    def _dy_rows(self, dy):
+        """dy (N, M, P) -> (M, P * N), the column order of the forward GEMM."""
+        # numpy's cache-blocked copy: measured 1.3-2x faster than a numba loop on one thread
+        out = np.empty((dy[0].size, self.outer), dy.dtype)
+        return cpu.transpose_into(dy.reshape(self.outer, -1), out)
 
     def backward_cpu(self, top, propagate_down, bottom):
+        if self._depthwise():
+            return self._backward_depthwise(top, propagate_down, bottom)
         w = self._weight()
         g = self.group
         for i, (b, t) in enumerate(zip(bottom, top)):
             dy = t.diff.reshape(self.outer, self.num_output, -1)
             self._bias_grad(dy)
-            dyt = cpu.transpose_into(dy.reshape(self.outer, -1),
-                                     np.empty((dy[0].size, self.outer), dy.dtype))
-            dyt = dyt.reshape(g, w.shape[1], -1)
+            dyt = self._dy_rows(dy).reshape(g, w.shape[1], -1)
             if self.param_propagate_down[0]:
                 col = self._cols.get(i)
                 if col is None:

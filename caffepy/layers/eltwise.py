@@ -2,6 +2,7 @@
 import numpy as np
 
 from ..errors import ShapeError
+from ..math import cpu
 from ..proto import caffe_pb2
 from .base import Layer, register_layer
 
@@ -24,6 +25,7 @@ class EltwiseLayer(Layer):
     """
     min_bottom_blobs = 2
     exact_num_top_blobs = 1
+    fused_relu = None     # SUM only: a ReLU's negative slope fused in by caffepy.optimize
 
     def layer_setup(self, bottom, top):
         p = self.layer_param.eltwise_param
@@ -51,9 +53,20 @@ class EltwiseLayer(Layer):
             for x in xs[2:]:
                 y *= x
         elif self.op == _ELT.SUM:
+            if not any(top[0] is b for b in bottom[1:]):     # sum straight into the top
+                y = top[0].data
+                if self.coeffs[0] != 1:
+                    np.multiply(xs[0], self.coeffs[0], out=y)
+                elif top[0] is not bottom[0]:
+                    np.copyto(y, xs[0])
+                for c, x in zip(self.coeffs[1:], xs[1:]):
+                    y += x if c == 1 else c * x
+                cpu.relu_inplace(y, self.fused_relu)
+                return
             y = self.coeffs[0] * xs[0]
             for c, x in zip(self.coeffs[1:], xs[1:]):
                 y += c * x
+            cpu.relu_inplace(y, self.fused_relu)
         else:
             self.mask = np.where(xs[0] > xs[1], 0, 1).astype(np.int32)
             y = np.where(xs[0] > xs[1], xs[0], xs[1])

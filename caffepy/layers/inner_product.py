@@ -2,6 +2,7 @@
 import numpy as np
 
 from ..errors import ShapeError
+from ..math import cpu
 from .base import Layer, register_layer
 
 
@@ -20,6 +21,7 @@ class InnerProductLayer(Layer):
     """
     exact_num_bottom_blobs = 1
     exact_num_top_blobs = 1
+    fused_relu = None     # a ReLU's negative slope fused into the forward by caffepy.optimize
 
     def layer_setup(self, bottom, top):
         p = self.layer_param.inner_product_param
@@ -52,6 +54,7 @@ class InnerProductLayer(Layer):
         np.matmul(x, w if self.transpose else w.T, out=y)
         if self.bias_term:
             y += self.blobs[1].data
+        cpu.relu_inplace(y, self.fused_relu)
 
     def backward_cpu(self, top, propagate_down, bottom):
         dy = top[0].diff.reshape(self.m, self.num_output)

@@ -6,6 +6,7 @@ exponentials (Exp, Log, Power) live in ``layers/power.py``.
 import numpy as np
 
 from ..fillers import get_filler
+from ..math import kernels
 from .base import NeuronLayer, register_layer
 
 
@@ -54,7 +55,10 @@ class ReLULayer(NeuronLayer):
 
     def forward_cpu(self, bottom, top):
         x = bottom[0].data
-        if self.negative_slope:
+        k = kernels.get()
+        if k is not None:
+            k.relu(x.reshape(-1), self.negative_slope, top[0].data.reshape(-1))
+        elif self.negative_slope:
             np.copyto(top[0].data, np.where(x > 0, x, x * self.negative_slope))
         else:
             np.maximum(x, 0, out=top[0].data)
@@ -65,7 +69,11 @@ class ReLULayer(NeuronLayer):
         # In place, bottom data already holds y; sign(y) == sign(x) for slope >= 0.
         x = bottom[0].data
         dy = top[0].diff
-        if self.negative_slope:
+        k = kernels.get()
+        if k is not None:
+            k.relu_backward(x.reshape(-1), dy.reshape(-1), self.negative_slope,
+                            bottom[0].diff.reshape(-1))
+        elif self.negative_slope:
             np.copyto(bottom[0].diff, np.where(x > 0, dy, dy * self.negative_slope))
         else:
             np.multiply(dy, x > 0, out=bottom[0].diff)

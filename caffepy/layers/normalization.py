@@ -7,6 +7,7 @@ import numpy as np
 
 from .. import fillers
 from ..errors import ShapeError
+from ..math import kernels
 from . import fork_nvcaffe as nvcaffe
 from .base import Layer, fork_param, register_layer
 
@@ -104,8 +105,17 @@ class BatchNormLayer(Layer):
             sum_var *= self.maf
             sum_var += (m / (m - 1.0) if m > 1 else 1.0) * var
         self.std = np.sqrt(var + self.eps).astype(self.dtype)
-        self.x_norm = (x - _bcast(mu)) / _bcast(self.std)
         y = _ncs(top[0].data, self.channels)
+        if self.use_global_stats and not self.scale_bias:   # backward needs only std: no copy
+            self.x_norm = None
+            k = kernels.get()
+            if k is not None and x.flags.c_contiguous and y.flags.c_contiguous:
+                k.channel_norm(x, np.asarray(mu, self.dtype), self.std, y)
+            else:
+                np.subtract(x, _bcast(np.asarray(mu, self.dtype)), out=y)
+                np.divide(y, _bcast(self.std), out=y)
+            return
+        self.x_norm = (x - _bcast(mu)) / _bcast(self.std)
         y[...] = self.x_norm
         if self.scale_bias:
             nvcaffe.forward_scale_bias(self, y)

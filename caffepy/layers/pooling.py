@@ -6,6 +6,7 @@ step reads one strided slab of the padded input that holds that offset of every 
 import numpy as np
 
 from ..errors import ShapeError
+from ..math import kernels
 from ..math.cpu import pad_spatial
 from .base import Layer, register_layer
 
@@ -248,10 +249,44 @@ class PoolingLayer(Layer):
         for t in top:
             t.reshape(b.shape[:2] + self.geom.out_hw)
 
+    def _planes(self, a):
+        return a.reshape((-1,) + a.shape[2:])
+
+    def _forward_kernel(self, k, bottom, top):
+        """MAX / AVE by the numba kernels, written straight into the top."""
+        P = type(self.layer_param.pooling_param)
+        g = self.geom
+        geo = g.kernel + g.stride + g.pad
+        x, y = self._planes(bottom[0].data), self._planes(top[0].data)
+        if self.method == P.AVE:
+            k.ave_pool(x, *geo, y)
+            return
+        n = g.kernel[0] * g.kernel[1]
+        self.arg = np.empty(top[0].shape, np.uint8 if n <= 256 else np.int32)
+        k.max_pool(x, *geo, -np.finfo(x.dtype).max, y, self._planes(self.arg))
+        if len(top) > 1:
+            top[1].data[...] = max_pool_mask(self.arg, g)
+
+    def _backward_kernel(self, k, top, bottom):
+        P = type(self.layer_param.pooling_param)
+        g = self.geom
+        dy, dx = self._planes(top[0].diff), self._planes(bottom[0].diff)
+        if self.method == P.AVE:
+            k.ave_pool_backward(dy, *(g.kernel + g.stride + g.pad), dx)
+        else:
+            k.max_pool_backward(dy, self._planes(self.arg), g.kernel[1], *(g.stride + g.pad), dx)
+
+    def _kernel(self):
+        P = type(self.layer_param.pooling_param)
+        return kernels.get() if self.method in (P.MAX, P.AVE) else None
+
     def forward_cpu(self, bottom, top):
         P = type(self.layer_param.pooling_param)
         x = bottom[0].data
         self.arg = None
+        k = self._kernel()
+        if k is not None:
+            return self._forward_kernel(k, bottom, top)
         if self.method == P.MAX:
             y, self.arg = max_pool(x, self.geom)
             if len(top) > 1:
@@ -270,6 +305,9 @@ class PoolingLayer(Layer):
         if not propagate_down[0]:
             return
         P = type(self.layer_param.pooling_param)
+        k = self._kernel()
+        if k is not None and (self.method == P.AVE or self.arg is not None):
+            return self._backward_kernel(k, top, bottom)
         dy = top[0].diff
         if self.method == P.MAX:
             dx = max_pool_backward(dy, self.arg, self.geom)

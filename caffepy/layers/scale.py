@@ -8,6 +8,7 @@ import numpy as np
 
 from .. import fillers
 from ..errors import CaffeError, ShapeError
+from ..math import kernels
 from .base import Layer, register_layer
 
 
@@ -99,10 +100,17 @@ class ScaleLayer(Layer):
     def forward_cpu(self, bottom, top):
         x = bottom[0].data.reshape(self.dims)
         self.saved_x = x.copy() if top[0] is bottom[0] else None
-        y = x * self._scale(bottom)
+        y = top[0].data.reshape(self.dims)
+        s = self._scale(bottom)
+        k = kernels.get()
+        if k is not None and x.flags.c_contiguous and y.flags.c_contiguous:
+            b = (self.blobs[self.bias_index].data.reshape(-1) if self.bias_index is not None
+                 else np.zeros(s.size, s.dtype))
+            k.channel_affine(x, np.ascontiguousarray(s.reshape(-1)), b, y)
+            return
+        np.multiply(x, s, out=y)
         if self.bias_index is not None:
             y += self.blobs[self.bias_index].data.reshape(1, -1, 1)
-        top[0].data.reshape(self.dims)[...] = y
 
     def backward_cpu(self, top, propagate_down, bottom):
         dy = top[0].diff.reshape(self.dims)

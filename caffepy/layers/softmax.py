@@ -2,6 +2,7 @@
 import numpy as np
 
 from ..errors import ShapeError
+from ..math import kernels
 from .base import Layer, register_layer
 
 
@@ -53,7 +54,12 @@ class SoftmaxLayer(Layer):
         return arr.reshape(as_outer_channel_inner(arr.shape, self.axis))
 
     def forward_cpu(self, bottom, top):
-        self._view(top[0].data)[...] = softmax(self._view(bottom[0].data), axis=1)
+        x, y = self._view(bottom[0].data), self._view(top[0].data)
+        k = kernels.get()
+        if k is not None and x.flags.c_contiguous and y.flags.c_contiguous:
+            k.softmax(x, y)
+        else:
+            y[...] = softmax(x, axis=1)
 
     def backward_cpu(self, top, propagate_down, bottom):
         if not propagate_down[0]:

@@ -21,6 +21,8 @@ import itertools
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from . import kernels
+
 
 def conv_out_shape(spatial, kernel, pad, stride, dilation):
     """Output spatial shape of a convolution (Caffe's rule, floor division)."""
@@ -81,6 +83,19 @@ def _last_padded(x, pad, out=None):
 def _im2col_last(x, kernel, pad, stride, dilation, out=None, pad_buffer=None):
     n, c = x.shape[:2]
     out_shape = conv_out_shape(x.shape[2:], kernel, pad, stride, dilation)
+    k = kernels.get() if len(kernel) == 2 else None
+    if k is not None:
+        shape = (c * kernel[0] * kernel[1], out_shape[0] * out_shape[1] * n)
+        if out is None or out.shape != shape or out.dtype != x.dtype:
+            out = np.empty(shape, dtype=x.dtype)
+        pshape = (c, x.shape[2] + 2 * pad[0], x.shape[3] + 2 * pad[1], n)
+        xp = pad_buffer
+        if xp is None or xp.shape != pshape or xp.dtype != x.dtype:
+            xp = np.empty(pshape, dtype=x.dtype)
+        k.pad_last(np.ascontiguousarray(x), pad[0], pad[1], xp)
+        k.im2col_last(xp, kernel[0], kernel[1], stride[0], stride[1], dilation[0], dilation[1],
+                      out_shape[0], out_shape[1], out)
+        return out
     xp = _last_padded(x, pad, pad_buffer)              # (C, *Sp, N)
     view = np.moveaxis(_window_view(np.moveaxis(xp, -1, 0), kernel, out_shape, stride, dilation),
                        0, -1)                          # (C, *K, *O, N)
@@ -95,6 +110,15 @@ def _col2im_last(col, x_shape, kernel, pad, stride, dilation, out=None):
     n, c = x_shape[:2]
     spatial = tuple(x_shape[2:])
     out_shape = conv_out_shape(spatial, kernel, pad, stride, dilation)
+    k = kernels.get() if len(kernel) == 2 and col.flags.c_contiguous else None
+    if k is not None and (out is None or out.flags.c_contiguous):
+        if out is None:
+            out = np.empty(x_shape, dtype=col.dtype)
+        dx = out.reshape(x_shape)
+        k.col2im_last(col.reshape(col.shape[0], -1) if col.ndim != 2 else col,
+                      kernel[0], kernel[1], pad[0], pad[1], stride[0], stride[1],
+                      dilation[0], dilation[1], out_shape[0], out_shape[1], dx)
+        return dx
     colv = col.reshape((c,) + tuple(kernel) + tuple(out_shape) + (n,))
     xp = np.zeros((c,) + tuple(s + 2 * p for s, p in zip(spatial, pad)) + (n,), dtype=col.dtype)
     for offs, slab in _kernel_offsets(kernel, dilation, stride, out_shape):
@@ -175,6 +199,20 @@ def col2im(col, x_shape, kernel, pad, stride, dilation, layout="image", out=None
             return xp[inner].copy()
         out.reshape(x_shape)[...] = xp[inner]
     return out.reshape(x_shape)
+
+
+def relu_inplace(y, slope):
+    """y = max(y, 0) + slope * min(y, 0) in place (a fused activation); nothing if slope is None."""
+    if slope is None:
+        return
+    k = kernels.get()
+    if k is not None and y.flags.c_contiguous:
+        flat = y.reshape(-1)
+        k.relu(flat, slope, flat)
+    elif slope:
+        np.copyto(y, np.where(y > 0, y, y * slope))
+    else:
+        np.maximum(y, 0, out=y)
 
 
 def transpose_into(a, out):

@@ -1,0 +1,181 @@
+"""CPU inference benchmark: caffepy (exact and optimize mode) vs OpenCV dnn on the zoo deploy nets.
+
+    python benchmarks/bench_infer.py [--nets googlenet,resnet50,mobilenet_v1,squeezenet1_1]
+                                     [--batches 1,8] [--threads 1,2] [--iters 3] [--profile NET]
+
+Each net (models/<net>/<net>_deploy.prototxt) gets random but valid weights
+(caffepy.testing.random_weights, logits scaled to std ~2), saved as a .caffemodel that OpenCV's ``readNetFromCaffe`` reads
+(opencv-python-headless < 5: OpenCV 5 dropped the Caffe importer; benchmark-only, not a caffepy
+dependency). For every thread count the three runners are timed round-robin on the same input
+(one forward of each in turn): median ms per forward over ``--iters`` after one warm-up. BLAS threads are set by threadpoolctl,
+numba's by numba.set_num_threads, OpenCV's by cv2.setNumThreads. The largest relative difference
+of the outputs from caffepy's exact path is printed too. ``--profile NET`` prints the per-layer
+forward times of NET (exact and optimize) at batch 1 with 2 threads.
+"""
+import argparse
+import os
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from caffepy.math import kernels  # noqa: E402
+from caffepy.net import Net  # noqa: E402
+from caffepy.proto import caffe_pb2  # noqa: E402
+from caffepy.testing.random_weights import calibrate, logit_blobs, randomize  # noqa: E402
+
+
+def _load(name):
+    return os.path.join(ROOT, "models", name, "%s_deploy.prototxt" % name)
+
+
+def _with_batch(path, batch, out):
+    """A copy of the deploy prototxt whose input has batch ``batch``."""
+    param = caffe_pb2.NetParameter()
+    from google.protobuf import text_format
+    with open(path) as f:
+        text_format.Parse(f.read(), param)
+    for layer in param.layer:
+        if layer.type == "Input":
+            layer.input_param.shape[0].dim[0] = batch
+    if len(param.input_shape):
+        param.input_shape[0].dim[0] = batch
+    elif len(param.input_dim):
+        param.input_dim[0] = batch
+    with open(out, "w") as f:
+        f.write(text_format.MessageToString(param))
+    return out
+
+
+def _interleaved_ms(fns, iters):
+    """Median ms of each of ``fns``, run round-robin (one warm-up each), so that all of them
+    see the same moments of a shared machine's load."""
+    for fn in fns:
+        fn()
+    times = [[] for _ in fns]
+    for _ in range(iters):
+        for fn, acc in zip(fns, times):
+            t = time.perf_counter()
+            fn()
+            acc.append(time.perf_counter() - t)
+    return [1e3 * float(np.median(t)) for t in times]
+
+
+def _set_threads(n, cv2):
+    from threadpoolctl import threadpool_limits
+    limit = threadpool_limits(n, user_api="blas")
+    kernels.set_threads(n)
+    if cv2 is not None:
+        cv2.setNumThreads(n)
+    return limit
+
+
+def _rel(a, b):
+    return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-30))
+
+
+def bench(name, batch, threads, iters, tmp, cv2):
+    proto = _with_batch(_load(name), batch, os.path.join(tmp, "%s_%d.prototxt" % (name, batch)))
+    exact = Net(proto, caffe_pb2.TEST)
+    randomize(exact)
+    calibrate(exact, logit_blobs(exact))    # logits of std ~2: an unsaturated softmax
+    weights = os.path.join(tmp, "%s.caffemodel" % name)
+    exact.save(weights)
+    fast = Net(proto, caffe_pb2.TEST, weights=weights, optimize=True)
+    inp = exact.inputs[0]
+    x = np.random.default_rng(1).standard_normal(exact.blobs[inp].shape).astype(np.float32)
+    out = exact.outputs[0]
+    ref = exact.forward(**{inp: x})[out].copy()
+    err_opt = _rel(fast.forward(**{inp: x})[out], ref)
+    dnn = None
+    if cv2 is not None:
+        dnn = cv2.dnn.readNetFromCaffe(proto, weights)
+        dnn.setPreferableBackend(cv2.dnn.DNN_BACKEND_OPENCV)
+        dnn.setInput(x)
+        err_cv = _rel(dnn.forward().reshape(ref.shape), ref)
+    def run_cv():
+        dnn.setInput(x)
+        dnn.forward()
+    runners = [lambda: exact.forward(**{inp: x}), lambda: fast.forward(**{inp: x})]
+    runners += [run_cv] if dnn is not None else []
+    rows = []
+    for n in threads:
+        limit = _set_threads(n, cv2)
+        times = _interleaved_ms(runners, iters)
+        t_exact, t_fast = times[:2]
+        t_cv = times[2] if dnn is not None else float("nan")
+        limit.restore_original_limits()
+        rows.append((name, batch, n, t_exact, t_fast, t_cv))
+        print("%-14s b%-2d %dT  exact %8.1f  optimize %8.1f  opencv %8.1f  opt/cv %5.2f  "
+              "load %s" % (name, batch, n, t_exact, t_fast, t_cv, t_fast / t_cv,
+                           " ".join(open("/proc/loadavg").read().split()[:3])), flush=True)
+    print("%-14s b%-2d    max rel diff vs exact: optimize %.1e  opencv %s" % (
+        name, batch, err_opt, "%.1e" % err_cv if dnn is not None else "-"), flush=True)
+    return rows
+
+
+def profile(name, iters, tmp):
+    proto = _with_batch(_load(name), 1, os.path.join(tmp, "%s_p.prototxt" % name))
+    exact = Net(proto, caffe_pb2.TEST)
+    randomize(exact)
+    weights = os.path.join(tmp, "%s_p.caffemodel" % name)
+    exact.save(weights)
+    fast = Net(proto, caffe_pb2.TEST, weights=weights, optimize=True)
+    for label, steps in (("exact", list(zip(exact._layer_names, exact.layers, exact.bottom_vecs,
+                                             exact.top_vecs))),
+                         ("optimize", [(s.name, s.layer, s.bottom, s.top)
+                                       for s in fast._plan.steps])):
+        total = {}
+        for _ in range(iters + 1):
+            for lname, layer, b, t in steps:
+                s = time.perf_counter()
+                layer.forward(b, t)
+                total[lname] = total.get(lname, 0.0) + time.perf_counter() - s
+        by_type = {}
+        for lname, layer, _, _ in steps:
+            by_type[layer.type] = by_type.get(layer.type, 0.0) + total[lname]
+        whole = sum(by_type.values())
+        print("%s %s b1 per layer type (ms per forward, share):" % (name, label))
+        for typ, sec in sorted(by_type.items(), key=lambda kv: -kv[1]):
+            print("    %-22s %8.2f  %5.1f%%" % (typ, 1e3 * sec / (iters + 1), 100 * sec / whole))
+        top = sorted(total.items(), key=lambda kv: -kv[1])[:8]
+        print("  slowest layers: " + ", ".join("%s %.1f" % (k, 1e3 * v / (iters + 1))
+                                              for k, v in top))
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--nets", default="googlenet,resnet50,mobilenet_v1,squeezenet1_1")
+    ap.add_argument("--batches", default="1,8")
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--iters", type=int, default=3)
+    ap.add_argument("--profile", default="", help="per-layer profile of this net")
+    args = ap.parse_args(argv)
+    try:
+        import cv2
+        if not hasattr(cv2.dnn, "readNetFromCaffe"):
+            print("OpenCV %s has no Caffe importer (use opencv-python-headless<5): skipped"
+                  % cv2.__version__)
+            cv2 = None
+    except ImportError:
+        cv2 = None
+    print("numpy %s, numba kernels %s, OpenCV %s, %d CPUs" % (
+        np.__version__, "on" if kernels.available() else "off",
+        cv2.__version__ if cv2 is not None else "not installed", os.cpu_count()))
+    threads = [int(t) for t in args.threads.split(",")]
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.profile:
+            _set_threads(max(threads), cv2)
+            profile(args.profile, args.iters, tmp)
+            return
+        for name in args.nets.split(","):
+            for batch in [int(b) for b in args.batches.split(",")]:
+                bench(name, batch, threads, args.iters, tmp, cv2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,147 @@
+"""The numba kernels (caffepy.math.kernels) against the pure-numpy path, and the direct depthwise
+convolution against the naive formula and the gradient checker. Without numba the comparisons
+skip; the numpy path is what the rest of the suite then runs."""
+import numpy as np
+import pytest
+
+from caffepy.math import cpu, kernels
+from caffepy.testing import check_layer_gradient, make_blobs, make_layer, run_layer
+from tests.layers.test_conv import CONV, naive_conv
+
+needs_numba = pytest.mark.skipif(not kernels.available(), reason="numba not installed or off")
+
+
+def _forward_backward(text, x, dtype, seed=0):
+    """(top data, bottom diff, param diffs) of one forward + backward with a fixed top diff."""
+    layer = make_layer(text, dtype=dtype)
+    bottom, top = make_blobs([x], dtype), make_blobs(1, dtype)
+    run_layer(layer, bottom, top)
+    for i, b in enumerate(layer.blobs):
+        b.data[...] = np.random.default_rng(seed + i).standard_normal(b.shape)
+    layer.forward(bottom, top)
+    top[0].diff[...] = np.random.default_rng(seed + 9).standard_normal(top[0].shape)
+    for b in layer.blobs:
+        b.diff[...] = 0
+    layer.backward(top, [True], bottom)
+    return [top[0].data.copy(), bottom[0].diff.copy()] + [b.diff.copy() for b in layer.blobs]
+
+
+def _both_paths(text, shape, dtype=np.float32):
+    x = np.random.default_rng(7).standard_normal(shape)
+    fast = _forward_backward(text, x, dtype)
+    with kernels.disabled():
+        assert not kernels.available()
+        slow = _forward_backward(text, x, dtype)
+    tol = 1e-4 if dtype == np.float32 else 1e-10
+    for a, b in zip(fast, slow):
+        np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
+
+
+@needs_numba
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape,fields,num_output", [
+    ((3, 4, 9, 8), "kernel_size: 3 pad: 1", 5),
+    ((2, 4, 9, 8), "kernel_size: 3 dilation: 2 pad: 2 stride: 2 group: 2", 4),
+    ((1, 3, 7, 6), "kernel_h: 3 kernel_w: 2 stride_h: 2 stride_w: 1 pad_h: 1 pad_w: 0", 2),
+    ((2, 4, 6, 6), "kernel_size: 1", 3),
+    ((2, 4, 8, 7), "kernel_size: 3 pad: 1 stride: 2 group: 4", 8),     # depthwise, x2
+    ((2, 3, 7, 7), "kernel_size: 3 pad: 2 dilation: 2 group: 3", 3),   # depthwise
+])
+def test_convolution_numba_equals_numpy(dtype, shape, fields, num_output):
+    _both_paths(CONV % (num_output, fields), shape, dtype)
+
+
+@needs_numba
+@pytest.mark.parametrize("fields", [
+    "pool: MAX kernel_size: 3 stride: 2",
+    "pool: MAX kernel_size: 2 stride: 2 pad: 1",
+    "pool: AVE kernel_size: 3 stride: 2 pad: 1",
+    "pool: AVE kernel_h: 2 kernel_w: 3 stride: 1",
+    "pool: MAX global_pooling: true",
+    "pool: AVE global_pooling: true",
+])
+def test_pooling_numba_equals_numpy(fields):
+    _both_paths('type: "Pooling" pooling_param { %s }' % fields, (2, 3, 9, 8))
+
+
+@needs_numba
+def test_max_pooling_ties_pick_the_first_maximum_like_numpy():
+    x = np.zeros((1, 2, 6, 6))
+    x[0, 0, 1:3, 1:3] = 1.0
+    _both_paths('type: "Pooling" pooling_param { pool: MAX kernel_size: 3 stride: 2 }',
+                x.shape)
+    layer = make_layer('type: "Pooling" pooling_param { pool: MAX kernel_size: 3 stride: 2 }')
+    run_layer(layer, make_blobs([x]), make_blobs(1))
+    fast = layer.arg.copy()
+    with kernels.disabled():
+        run_layer(layer, make_blobs([x]), make_blobs(1))
+    np.testing.assert_array_equal(fast, layer.arg)
+
+
+@needs_numba
+@pytest.mark.parametrize("slope", [0.0, 0.1])
+def test_relu_numba_equals_numpy(slope):
+    _both_paths('type: "ReLU" relu_param { negative_slope: %g }' % slope, (2, 3, 5, 4))
+
+
+@needs_numba
+def test_last_layout_kernels_equal_numpy():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((3, 2, 7, 6)).astype(np.float32)
+    geo = ((3, 2), (1, 2), (2, 1), (1, 2))
+    col = cpu.im2col(x, *geo, layout="last")
+    r = rng.standard_normal(col.shape).astype(np.float32)
+    back = cpu.col2im(r, x.shape, *geo, layout="last")
+    with kernels.disabled():
+        np.testing.assert_array_equal(col, cpu.im2col(x, *geo, layout="last"))
+        np.testing.assert_allclose(back, cpu.col2im(r, x.shape, *geo, layout="last"),
+                                   rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("fields,num_output", [
+    ("kernel_size: 3 pad: 1 stride: 2 group: 4", 8),
+    ("kernel_size: 3 pad: 2 dilation: 2 group: 4", 4),
+])
+def test_depthwise_gradient_and_naive(fields, num_output):
+    """Runs the direct kernel when numba is on, the grouped GEMM otherwise."""
+    x = np.random.default_rng(5).standard_normal((2, 4, 6, 5))
+    layer = make_layer(CONV % (num_output, fields))
+    (y,) = run_layer(layer, make_blobs([x]), make_blobs(1))
+    ref = naive_conv(x, layer.blobs[0].data, layer.blobs[1].data, layer.stride, layer.pad,
+                     layer.dilation, layer.group)
+    np.testing.assert_allclose(y, ref, rtol=1e-10, atol=1e-10)
+    check_layer_gradient(layer, make_blobs([x]), make_blobs(1))
+
+
+@needs_numba
+@pytest.mark.parametrize("text", [
+    'type: "BatchNorm" batch_norm_param { use_global_stats: true }',
+    'type: "Scale" scale_param { bias_term: true }',
+    'type: "Scale" scale_param { axis: 0 num_axes: 2 }',
+    'type: "Softmax"',
+    'type: "Softmax" softmax_param { axis: 2 }',
+])
+def test_channel_layers_numba_equal_numpy(text):
+    if "BatchNorm" in text:
+        layer_text = text
+
+        def prime(layer):
+            layer.blobs[1].data[...] = np.abs(layer.blobs[1].data) + 0.5
+            layer.blobs[2].data[...] = 2.0
+        x = np.random.default_rng(2).standard_normal((2, 3, 4, 5))
+        outs = []
+        for off in (False, True):
+            layer = make_layer(layer_text, dtype=np.float32)
+            bottom, top = make_blobs([x], np.float32), make_blobs(1, np.float32)
+            layer.setup(bottom, top)
+            layer.blobs[0].data[...] = [0.1, -0.2, 0.3]
+            prime(layer)
+            if off:
+                with kernels.disabled():
+                    layer.forward(bottom, top)
+            else:
+                layer.forward(bottom, top)
+            outs.append(top[0].data.copy())
+        np.testing.assert_allclose(outs[0], outs[1], rtol=1e-6, atol=1e-6)
+        return
+    _both_paths(text, (2, 3, 4, 5))

@@ -1,0 +1,177 @@
+"""Inference mode (caffepy.optimize) against the exact path: zoo nets with random weights and
+valid random BatchNorm statistics, and small nets for each rewrite."""
+import os
+import re
+
+import numpy as np
+import pytest
+from google.protobuf import text_format
+
+from caffepy.errors import NetError
+from caffepy.math import kernels
+from caffepy.net import Net
+from caffepy.proto import caffe_pb2
+from caffepy.testing.random_weights import calibrate, logit_blobs, randomize
+
+MODELS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "models")
+def _net(text_or_path, batch=None):
+    if os.path.exists(str(text_or_path)):
+        net = Net(text_or_path, caffe_pb2.TEST)
+    else:
+        param = caffe_pb2.NetParameter()
+        text_format.Parse(text_or_path, param)
+        net = Net(param, caffe_pb2.TEST)
+    if batch is not None:
+        name = net.inputs[0]
+        net.blobs[name].reshape((batch,) + net.blobs[name].shape[1:])
+        net.reshape()
+    return net
+
+
+def _compare(source, keep=(), batch=None, seed=0, tol=1e-5):
+    exact = _net(source, batch)
+    randomize(exact, seed)
+    calibrate(exact, keep)
+    fast = _net(source, batch)
+    fast.copy_trained_layers_from(exact.to_proto())
+    fast.optimize(keep=keep)
+    name = exact.inputs[0]
+    x = np.random.default_rng(seed + 1).standard_normal(exact.blobs[name].shape)
+    want = exact.forward(blobs=list(keep), **{name: x})
+    got = fast.forward(blobs=list(keep), **{name: x})
+    for k in want:
+        scale = np.abs(want[k]).max()
+        assert scale > 0, k
+        assert np.abs(got[k] - want[k]).max() <= tol * scale, k
+    return exact, fast
+
+
+@pytest.mark.parametrize("model", [
+    "mobilenet_v1", "squeezenet1_1",
+    pytest.param("resnet50", marks=pytest.mark.slow),
+    pytest.param("googlenet", marks=pytest.mark.slow),
+])
+def test_zoo_net_outputs_match_the_exact_path(model):
+    path = os.path.join(MODELS, model, "%s_deploy.prototxt" % model)
+    exact, fast = _compare(path, keep=logit_blobs(Net(path, caffe_pb2.TEST)), batch=1)
+    steps = len(fast._plan.steps)
+    assert steps < len(exact.layers)
+    assert fast._plan.bytes < sum(b.data.nbytes + b.diff.nbytes for b in exact.blobs.values())
+
+
+SMALL = '''
+name: "small"
+layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 2 dim: 3 dim: 9 dim: 8 } } }
+layer { name: "conv1" type: "Convolution" bottom: "data" top: "conv1"
+  convolution_param { num_output: 4 kernel_size: 3 pad: 1 bias_term: false } }
+layer { name: "bn1" type: "BatchNorm" bottom: "conv1" top: "bn1" }
+layer { name: "sc1" type: "Scale" bottom: "bn1" top: "bn1" scale_param { bias_term: true } }
+layer { name: "relu1" type: "ReLU" bottom: "bn1" top: "r1" relu_param { negative_slope: 0.1 } }
+layer { name: "dw" type: "Convolution" bottom: "r1" top: "dw"
+  convolution_param { num_output: 4 group: 4 kernel_size: 3 stride: 2 pad: 1 } }
+layer { name: "bn2" type: "BatchNorm" bottom: "dw" top: "dw" }
+layer { name: "b2" type: "Bias" bottom: "dw" top: "dw" }
+layer { name: "relu2" type: "ReLU" bottom: "dw" top: "dw" }
+layer { name: "pool" type: "Pooling" bottom: "dw" top: "pool" pooling_param { pool: MAX kernel_size: 2 stride: 2 } }
+layer { name: "drop" type: "Dropout" bottom: "pool" top: "drop" dropout_param { dropout_ratio: 0.3 } }
+layer { name: "ip" type: "InnerProduct" bottom: "drop" top: "ip" inner_product_param { num_output: 5 } }
+layer { name: "relu3" type: "ReLU" bottom: "ip" top: "ip" }
+layer { name: "ip2" type: "InnerProduct" bottom: "ip" top: "ip2" inner_product_param { num_output: 3 } }
+layer { name: "prob" type: "Softmax" bottom: "ip2" top: "prob" }
+layer { name: "branch" type: "InnerProduct" bottom: "ip" top: "side" inner_product_param { num_output: 2 } }
+layer { name: "branch2" type: "InnerProduct" bottom: "ip" top: "side2" inner_product_param { num_output: 2 } }
+layer { name: "sum" type: "Eltwise" bottom: "side" bottom: "side2" top: "sum" }
+layer { name: "relu4" type: "ReLU" bottom: "sum" top: "sum" }
+'''
+
+
+@pytest.mark.parametrize("fast_kernels", [True, False])
+def test_small_net_every_rewrite(fast_kernels):
+    if fast_kernels and not kernels.available():
+        pytest.skip("numba not installed")
+    if fast_kernels:
+        _, fast = _compare(SMALL, keep=["ip2"])
+    else:
+        with kernels.disabled():
+            _, fast = _compare(SMALL, keep=["ip2"])
+    names = [s.name for s in fast._plan.steps]
+    assert names == ["data", "conv1", "dw", "pool", "ip", "ip2", "prob", "branch", "branch2",
+                     "sum"]
+    assert fast._plan.steps[1].layer.fused_relu == pytest.approx(0.1)
+    assert fast._plan.steps[-1].layer.fused_relu == 0.0
+    with pytest.raises(NetError, match="optimize mode.*folded into layer 'conv1'"):
+        fast.blobs["conv1"].data
+    with pytest.raises(NetError, match="not kept in optimize mode"):
+        fast.blobs["pool"].data
+    with pytest.raises(NetError, match="backward is not available in optimize mode"):
+        fast.backward()
+    assert fast.params["conv1"][0].data.shape == (4, 3, 3, 3)
+    with pytest.raises(NetError, match="saving weights is not available in optimize mode"):
+        fast.save("never.caffemodel")
+
+
+def test_optimize_reshape_to_a_new_batch_and_errors():
+    exact = _net(SMALL)
+    randomize(exact)
+    fast = _net(SMALL)
+    fast.copy_trained_layers_from(exact.to_proto())
+    fast.optimize()
+    for net in (exact, fast):
+        net.blobs["data"].reshape(5, 3, 9, 8)
+        net.reshape()
+    x = np.random.default_rng(3).standard_normal((5, 3, 9, 8))
+    want = exact.forward(data=x)
+    got = fast.forward(data=x)
+    for k in want:
+        np.testing.assert_allclose(got[k], want[k], rtol=1e-5, atol=1e-6)
+    with pytest.raises(NetError, match="unknown blob"):
+        _net(SMALL).optimize(keep=["nope"])
+    with pytest.raises(NetError, match="TEST-phase"):
+        param = caffe_pb2.NetParameter()
+        text_format.Parse(SMALL, param)
+        Net(param, caffe_pb2.TRAIN).optimize()
+
+
+def test_time_and_test_commands_with_optimize(tmp_path, monkeypatch, capsys):
+    from caffepy import cli
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "net.prototxt").write_text(SMALL)
+    net = _net(SMALL)
+    randomize(net)
+    net.save("w.caffemodel")
+    capsys.readouterr()
+    assert cli.main(["time", "-model", "net.prototxt", "-iterations", "2", "--optimize",
+                     "--weights", "w.caffemodel"]) == 0
+    err = capsys.readouterr().err
+    assert re.search(r"optimize mode: 20 layers run as 10 steps", err)
+    assert re.search(r"\] +conv1\tforward: [\d.e+-]+ ms\.", err)
+    assert "bn1\tforward" not in err and "Average Forward pass" in err
+    assert cli.main(["time", "-model", "net.prototxt", "--optimize", "-phase", "TRAIN"]) == 1
+    assert cli.main(["test", "-model", "net.prototxt", "-weights", "w.caffemodel",
+                     "-iterations", "1", "--optimize"]) == 0
+    assert "prob = " in capsys.readouterr().err
+
+
+def test_classifier_optimize_matches_exact(tmp_path):
+    from caffepy.classifier import Classifier
+    (tmp_path / "net.prototxt").write_text(SMALL.replace("dim: 2 dim: 3", "dim: 1 dim: 3"))
+    net = _net(str(tmp_path / "net.prototxt"))
+    randomize(net)
+    net.save(str(tmp_path / "w.caffemodel"))
+    images = [np.random.default_rng(i).random((12, 10, 3)).astype(np.float32) for i in range(2)]
+    args = (str(tmp_path / "net.prototxt"), str(tmp_path / "w.caffemodel"))
+    want = Classifier(*args, image_dims=(12, 10)).predict(images)
+    got = Classifier(*args, image_dims=(12, 10), optimize=True).predict(images)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_nvcaffe_batchnorm_with_scale_bias_folds():
+    """NVCaffe's BatchNorm with built-in scale / bias (``scale_bias: true``) folds as
+    ``scale * (x - mean) / std + bias`` into the convolution before it."""
+    _compare('''name: "nv"
+        layer { name: "in" type: "Input" top: "data" input_param { shape { dim: 2 dim: 3 dim: 6 dim: 6 } } }
+        layer { name: "c" type: "Convolution" bottom: "data" top: "c"
+                convolution_param { num_output: 4 kernel_size: 3 } }
+        layer { name: "bn" type: "BatchNorm" bottom: "c" top: "c"
+                batch_norm_param { use_global_stats: true scale_bias: true } }
+        layer { name: "r" type: "ReLU" bottom: "c" top: "c" }''')

@@ -33,16 +33,16 @@ def relative_error(got, want):
 def compare(net, model, seed=0, forward=None):
     """{output name: relative error} for one random input batch. ``forward(net)`` runs caffepy
     (default ``net.forward()``)."""
-    from .export import random_inputs
+    from .export import output_blobs, random_inputs
     feeds = random_inputs(net, seed)
     for name, value in feeds.items():
         net.blobs[name].data[...] = value
     (forward or (lambda n: n.forward()))(net)
     sess = session(model)
     names = [o.name for o in sess.get_outputs()]
-    want = {name: np.array(net.blobs[name].data) for name in names}
+    blobs = output_blobs(model) if not isinstance(model, (str, bytes)) else names
     got = sess.run(names, {i.name: feeds[i.name] for i in sess.get_inputs()})
-    return {name: relative_error(g, want[name]) for name, g in zip(names, got)}
+    return {b: relative_error(g, net.blobs[b].data) for b, g in zip(blobs, got)}
 
 
 def check(net, model, rtol=DEFAULT_RTOL, seed=0, forward=None):

@@ -6,12 +6,15 @@ named after the blob (what ``net.blobs[name]`` holds after a forward), earlier v
 ``<blob>/<layer>``. Node names are the layer names (a layer's helper nodes
 ``<layer>/<op>``). Input layers become graph inputs, the net's outputs graph outputs.
 """
+import json
+
 import numpy as np
 
 from .builder import CONVERTERS, ExportError, Graph, LayerContext
 
 MIN_OPSET = 13
 DEFAULT_OPSET = 13
+OUTPUT_BLOBS = "caffepy.output_blobs"   # model metadata: JSON list, one blob per graph output
 
 
 def _load_converters():
@@ -36,7 +39,8 @@ def _value_names(net, graph):
     for i, lname in enumerate(names):
         row = []
         for t in net.top_names[lname]:
-            final = last[t] == i and (t not in inputs or net.net_param.layer[i].type == "Input")
+            is_input = net.net_param.layer[i].type == "Input"
+            final = is_input or (last[t] == i and t not in inputs)
             row.append(t if final else graph.unique("%s/%s" % (t, lname)))
         out.append(row)
     return out
@@ -82,10 +86,22 @@ def to_model(net, opset=DEFAULT_OPSET, dynamic_batch=False, extra_outputs=()):
     g = build_graph(net, opset, dynamic_batch, extra_outputs)
     import onnx
     try:
-        return g.to_model(net.name, __version__)
+        model = g.to_model(net.name, __version__)
     except (ValueError, onnx.checker.ValidationError) as e:   # the 2 GiB limit, checker
         raise ExportError("net '%s': the ONNX model cannot be written: %s"
                           % (net.name, " ".join(str(e).split())[:300]))
+    blobs = list(net.outputs) + [b for b in extra_outputs if b not in net.outputs]
+    onnx.helper.set_model_props(model, {OUTPUT_BLOBS: json.dumps(blobs)})
+    return model
+
+
+def output_blobs(model):
+    """The caffepy blob behind each graph output (its value name differs when the blob is an
+    input rewritten in place)."""
+    props = {p.key: p.value for p in model.metadata_props}
+    if OUTPUT_BLOBS in props:
+        return json.loads(props[OUTPUT_BLOBS])
+    return [o.name for o in model.graph.output]
 
 
 def load_net(prototxt, weights=None, inputs=None, phase="TEST"):

@@ -6,7 +6,7 @@ Reshape-like layers (Flatten, Reshape, the rearrangements) use the top shape caf
 (Caffe's 0 and -1 already resolved); with a dynamic batch axis 0 is written as 0 (copied).
     Crop        Slice from ``offset`` on every axis >= ``axis``, sizes of bottom[1].
     Filter      Compress(x, selector != 0, axis 0) (output size known only at run time).
-    ArgMax      TopK: no axis: over each item's flattened values -> (N, 1 | 2, k) (indices,
+    ArgMax      TopK: no axis: over each item's flattened values -> (N, 1 | 2, k [, 1..]) (indices,
                 then values with out_max_val); with axis: indices, or values (out_max_val).
     Reduction   c * ReduceSum / ReduceL1 / ReduceSumSquare / ReduceMean over the axes >= axis.
     Embed       Gather(W, ids) + b.
@@ -55,8 +55,8 @@ def reshape(ctx):
 
 @converter("Crop")
 def crop(ctx):
-    starts = [int(s.start) for s in ctx.layer.index]
-    ends = [int(s.stop) for s in ctx.layer.index]
+    spans = [s.indices(d)[:2] for s, d in zip(ctx.layer.index, ctx.bshapes[0])]
+    starts, ends = [b for b, _ in spans], [e for _, e in spans]
     axes = [a for a, (b, e) in enumerate(zip(starts, ends)) if (b, e) != (0, ctx.bshapes[0][a])]
     if not axes:
         return ctx.node("Identity", [ctx.bottoms[0]], ctx.tops[0])
@@ -128,9 +128,9 @@ def argmax(ctx):
     flat = ctx.node("Flatten", [ctx.bottoms[0]], axis=1)
     vals, idx = ctx.node("TopK", [flat, k], n_out=2, axis=1)
     idx = ctx.node("Cast", [idx], to=1)
-    if not L.out_max_val:
-        return ctx.unsqueeze(idx, [1], ctx.tops[0])
-    ctx.node("Concat", [ctx.unsqueeze(idx, [1]), ctx.unsqueeze(vals, [1])], ctx.tops[0], axis=1)
+    y = ctx.unsqueeze(idx, [1]) if not L.out_max_val else \
+        ctx.node("Concat", [ctx.unsqueeze(idx, [1]), ctx.unsqueeze(vals, [1])], axis=1)
+    ctx.reshape(y, ctx.tshapes[0], ctx.bshapes[0], ctx.tops[0])   # (N, 1 | 2, k, 1...)
 
 
 @converter("Reduction")

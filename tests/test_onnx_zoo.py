@@ -1,0 +1,189 @@
+"""ONNX coverage sweep over ../shared/modelzoo: every deploy net caffepy runs, exported and
+checked against onnxruntime (<= 1e-4 relative on every output and on the blob feeding each
+output Softmax, whose saturation would hide differences under random weights).
+
+A deploy net: a net file whose layer types (CATALOG.json) include no data layer and no loss or
+accuracy layer. Each is prepared as in test_modelzoo (batch 1, constant fillers then cheap random
+weights, inputs shrunk to <= ONNX_SIDE pixels when larger; the declared size when the shrunk one
+does not build). Outcomes: ``ok``, ``refused: <the one-line reason>``, ``mismatch``,
+``caffepy`` (caffepy itself does not run it: left out of the figures), ``skipped`` (over the
+CPU budget). ``python3 -m tests.test_onnx_zoo`` prints the table used in docs/onnx_coverage.md.
+"""
+import collections
+import json
+import os
+import signal
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from tests.test_modelzoo import BVLC_TYPES, _ONE_THREAD, _stages, prepare, shrunk
+
+ONNX_SIDE = 128
+CPU_LIMIT = 20
+DATA_TYPES = frozenset(["Data", "ImageData", "HDF5Data", "WindowData", "MemoryData",
+                        "AnnotatedData", "VideoData", "ImageSegData", "ImageLabelmapData",
+                        "DenseImageData", "DummyData"])
+
+
+def deploy_files(root):
+    with open(os.path.join(root, "CATALOG.json")) as f:
+        catalog = json.load(f)
+    return [(e["path"], frozenset(e["types"])) for e in catalog if e["kind"] == "net" and not any(
+        "Loss" in t or "Accuracy" in t or t in DATA_TYPES for t in e["types"])]
+
+
+def softmax_inputs(net):
+    """Bottoms of the Softmax layers that produce net outputs."""
+    outs = set(net.outputs)
+    return [lp.bottom[0] for lp in net.net_param.layer
+            if lp.type == "Softmax" and lp.top[0] in outs and lp.bottom[0] != lp.top[0]]
+
+
+def export_and_check(net_param, seed=0):
+    """('ok' | 'refused' | 'mismatch', detail); raises what caffepy raises building the net."""
+    import caffepy
+    from caffepy import onnx as caffe_onnx, zoo
+    from caffepy.net import Net
+    from caffepy.proto import caffe_pb2
+    caffepy.set_random_seed(seed)
+    net = Net(net_param, caffe_pb2.TEST, stages=_stages(net_param, caffe_pb2.TEST))
+    zoo.randomize_params(net, seed)
+    try:
+        model = caffe_onnx.to_model(net, extra_outputs=softmax_inputs(net))
+    except caffe_onnx.ExportError as e:
+        return "refused", str(e)
+    errors = caffe_onnx.compare(net, model, seed)
+    worst = max(errors, key=errors.get)
+    if errors[worst] <= 1e-4:
+        return "ok", "%.1e" % errors[worst]
+    return "mismatch", "%s: %.3g" % (worst, errors[worst])
+
+
+def _on_limit(signum, frame):
+    raise TimeoutError("over the CPU-time limit")
+
+
+def run_file(path, limit=CPU_LIMIT):
+    """(outcome, detail) for one net file (see module doc)."""
+    try:
+        param, _ = prepare(path)
+    except Exception as e:  # a file caffepy cannot read is caffepy's failure, not the export's
+        return "caffepy", " ".join(str(e).split())[:200]
+    attempts = [p for p in (shrunk(param, ONNX_SIDE), param) if p is not None]
+    if limit:
+        signal.signal(signal.SIGPROF, _on_limit)
+        signal.setitimer(signal.ITIMER_PROF, limit)
+    try:
+        reason = None
+        for p in attempts:
+            try:
+                return export_and_check(p)
+            except TimeoutError:
+                return "skipped", "over the %d CPU-second budget" % limit
+            except Exception as e:
+                reason = "%s: %s" % (type(e).__name__, " ".join(str(e).split())[:200])
+        return "caffepy", reason
+    finally:
+        if limit:
+            signal.setitimer(signal.ITIMER_PROF, 0)
+
+
+def _work(task):
+    path, limit = task
+    t0 = time.time()
+    outcome, detail = run_file(path, limit)
+    return path, outcome, detail, time.time() - t0
+
+
+def sweep(root, only=None, jobs=2, limit=CPU_LIMIT, progress=None):
+    files = [(p, t) for p, t in deploy_files(root) if not only or only in p]
+    tasks = [(os.path.join(root, p), limit) for p, _ in files]
+    done = {}
+    if jobs > 1:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+        saved = {k: os.environ.get(k) for k in _ONE_THREAD}
+        os.environ.update(_ONE_THREAD)
+        try:
+            ctx = multiprocessing.get_context("spawn")
+            with ProcessPoolExecutor(jobs, mp_context=ctx) as pool:
+                for out in pool.map(_work, tasks):
+                    done[out[0]] = out
+                    _progress(progress, out)
+        finally:
+            for k, v in saved.items():
+                os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
+    else:
+        for task in tasks:
+            done[task[0]] = out = _work(task)
+            _progress(progress, out)
+    return [(p, types) + done[os.path.join(root, p)][1:] for p, types in files]
+
+
+def _progress(stream, out):
+    if stream:
+        stream.write("%5.1fs %-9s %s  %s\n" % (out[3], out[1], out[0], out[2] or ""))
+        stream.flush()
+
+
+def summarize(results, out=sys.stdout):
+    """Print the refusals / mismatches grouped, and the two figures; returns them."""
+    ran = [r for r in results if r[2] not in ("caffepy",)]
+    bvlc = [r for r in ran if r[1] <= BVLC_TYPES]
+    groups = collections.Counter()
+    for p, types, outcome, detail, _ in results:
+        if outcome != "ok":
+            out.write("%-8s %s: %s\n" % (outcome, p, detail))
+            key = detail.split("): ", 1)[-1] if outcome == "refused" else detail
+            groups["%s: %s" % (outcome, key[:110])] += 1
+    for reason, n in groups.most_common():
+        out.write("%4d x %s\n" % (n, reason))
+    ok_all = sum(r[2] == "ok" for r in ran)
+    ok_bvlc = sum(r[2] == "ok" for r in bvlc)
+    frac_all, frac_bvlc = ok_all / max(len(ran), 1.0), ok_bvlc / max(len(bvlc), 1.0)
+    out.write("onnx: %d/%d deploy nets that caffepy runs export and match (%.1f%%); BVLC-only: "
+              "%d/%d (%.1f%%); caffepy does not run %d of %d\n"
+              % (ok_all, len(ran), 100 * frac_all, ok_bvlc, len(bvlc), 100 * frac_bvlc,
+                 len(results) - len(ran), len(results)))
+    return frac_all, frac_bvlc
+
+
+@pytest.mark.slow
+def test_onnx_zoo_sweep(capsys):
+    pytest.importorskip("onnxruntime")
+    from tests.conftest import shared_path
+    root = shared_path("modelzoo")
+    results = sweep(root, jobs=min(2, os.cpu_count() or 1))
+    with capsys.disabled():
+        sys.stdout.write("\n")
+        frac_all, frac_bvlc = summarize(results)
+    assert not [r for r in results if r[2] == "mismatch"]
+    assert frac_bvlc >= 0.95
+
+
+def main(argv=None):
+    import argparse
+    ap = argparse.ArgumentParser(description="caffepy ONNX export sweep over the model zoo")
+    ap.add_argument("-j", "--jobs", type=int, default=min(2, os.cpu_count() or 1))
+    ap.add_argument("-t", "--limit", type=int, default=CPU_LIMIT)
+    ap.add_argument("--json")
+    ap.add_argument("only", nargs="?")
+    a = ap.parse_args(argv)
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    t0 = time.time()
+    res = sweep(os.environ.get("CAFFEPY_ZOO", os.path.join(here, "..", "shared", "modelzoo")),
+                a.only, a.jobs, a.limit, progress=sys.stdout)
+    summarize(res)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump([dict(path=p, bvlc_only=t <= BVLC_TYPES, outcome=o, detail=d,
+                            wall_s=round(w, 2)) for p, t, o, d, w in res], f, indent=1)
+    sys.stdout.write("wall %.0f s\n" % (time.time() - t0))
+
+
+if __name__ == "__main__":
+    np.seterr(all="ignore")
+    main()

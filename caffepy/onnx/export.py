@@ -157,12 +157,14 @@ def save(model, path):
     atomic_write(path, model.SerializeToString())
 
 
-def export(net, path, opset=DEFAULT_OPSET, dynamic_batch=False, weights=None, inputs=None):
-    """Export ``net`` (a caffepy Net, or a .prototxt path with ``weights``) to ONNX at ``path``;
-    returns the ``onnx.ModelProto``."""
+def export(net, path, opset=DEFAULT_OPSET, dynamic_batch=False, weights=None, inputs=None,
+           extra_outputs=()):
+    """Export ``net`` (a caffepy Net, or a .prototxt path with ``weights`` and ``inputs``
+    shapes) to ONNX at ``path``; returns the ``onnx.ModelProto``. ``extra_outputs``: blobs
+    exposed as graph outputs besides the net's outputs."""
     if isinstance(net, (str, bytes)) or hasattr(net, "__fspath__"):
         net = load_net(net, weights, inputs)
-    model = to_model(net, opset, dynamic_batch)
+    model = to_model(net, opset, dynamic_batch, extra_outputs)
     save(model, path)
     return model
 

@@ -34,6 +34,9 @@ class Graph(object):
     def __init__(self, opset, dynamic_batch=False):
         self.opset = int(opset)
         self.dynamic_batch = bool(dynamic_batch)
+        # axis 0 symbolic in the shapes written into the graph: with a dynamic batch, and after
+        # a layer whose output count is known only at run time (RPN proposals)
+        self.symbolic_axis0 = self.dynamic_batch
         self.nodes, self.initializers = [], []
         self.inputs, self.outputs = [], []
         self._names = set()
@@ -100,7 +103,7 @@ class LayerContext(object):
 
     @property
     def dynamic(self):
-        return self.g.dynamic_batch
+        return self.g.symbolic_axis0
 
     @property
     def opset(self):
@@ -138,8 +141,9 @@ class LayerContext(object):
         dims = [int(d) for d in out_shape]
         if self.dynamic and dims:
             if not in_shape or int(in_shape[0]) != dims[0]:
-                raise self.refuse("reshapes the batch axis (%s -> %s); export without "
-                                  "--dynamic-batch" % (tuple(in_shape), tuple(out_shape)))
+                raise self.refuse("reshapes axis 0 (%s -> %s), which is symbolic here (--dynamic-"
+                              "batch, or a count known at run time)"
+                              % (tuple(in_shape), tuple(out_shape)))
             dims[0] = 0
         return dims
 

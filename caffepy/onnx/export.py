@@ -18,7 +18,7 @@ OUTPUT_BLOBS = "caffepy.output_blobs"   # model metadata: JSON list, one blob pe
 
 
 def _load_converters():
-    from . import ops_conv, ops_fork, ops_neuron, ops_norm, ops_shape  # noqa: F401 (register)
+    from . import ops_conv, ops_fork, ops_neuron, ops_norm, ops_proposal, ops_shape  # noqa: F401
 
 
 def supported_opsets():
@@ -55,6 +55,10 @@ def build_graph(net, opset=DEFAULT_OPSET, dynamic_batch=False, extra_outputs=())
         raise ExportError("--opset %d is not supported: caffepy exports opsets %d to %d (the "
                           "installed onnx's newest)" % (opset, opsets[0], opsets[-1]))
     g = Graph(opset, dynamic_batch)
+    from .ops_proposal import proposal_impl
+    g.symbolic_axis0 = dynamic_batch or any(
+        proposal_impl(layer, lp) is not None for layer, lp in zip(net.layers, net.net_param.layer)
+        if lp.type in ("Python", "Proposal"))
     tops_of = _value_names(net, g)
     current = {}
     for i, layer in enumerate(net.layers):

@@ -10,7 +10,8 @@ Refused (no faithful ONNX form): DetectionOutput (SSD's per-class NMS with confi
 threshold, top_k, adaptive eta and keep_top_k across classes, and a data-dependent output
 (1, 1, K, 7): ONNX's NonMaxSuppression has no eta, no keep_top_k across classes and a
 different output layout, so any mapping changes which boxes survive), PSROIPooling (no ONNX
-op), Python layers (arbitrary Python code), recurrent layers (LSTM / RNN: Caffe's sequence
+op), Python layers (arbitrary Python code; py-faster-rcnn's proposal layer excepted, see
+``ops_proposal``), recurrent layers (LSTM / RNN: Caffe's sequence
 continuation input has no ONNX equivalent), the loss and accuracy layers (need labels).
 """
 import numpy as np
@@ -69,9 +70,6 @@ converter("DetectionOutput")(_refuse(
 converter("PSROIPooling")(_refuse("position-sensitive RoI pooling has no ONNX operator"))
 converter("LSTM", "RNN", "LSTMUnit")(_refuse(
     "Caffe's recurrent layers take a sequence-continuation input that ONNX's LSTM / RNN lack"))
-converter("Proposal")(_refuse(
-    "the RPN proposal layer (anchor decoding, min-size filter, NMS with +1 box areas, top-N) "
-    "has no faithful ONNX form"))
 converter("Im2col")(_refuse("im2col has no ONNX operator"))
 converter("HDF5Output")(_refuse("writes files as a side effect"))
 for _t in ("Accuracy", "SegAccuracy", "SoftmaxWithLoss", "SigmoidCrossEntropyLoss",
@@ -86,6 +84,10 @@ for _t in ("Data", "ImageData", "HDF5Data", "WindowData", "MemoryData", "Annotat
 
 @converter("Python")
 def python(ctx):
+    from . import ops_proposal
+    impl = ops_proposal.proposal_impl(ctx.layer, ctx.lp)
+    if impl is not None:
+        return ops_proposal.convert(ctx, impl)
     p = ctx.lp.python_param
     raise ctx.refuse("Python layer %s.%s: arbitrary Python code has no ONNX form"
                      % (p.module, p.layer))

@@ -288,3 +288,28 @@ def test_export_command_bad_input_is_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "layer 'py' (Python)" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "m.onnx").exists()
+
+
+def test_rpn_proposal_layer():
+    """py-faster-rcnn's proposal layer (caffepy's built-in stand-in) with TEST's settings
+    (6000 pre-NMS, 300 post-NMS, NMS 0.7, min size 16); the roi count is found at run time."""
+    body = ('layer { name: "proposal" type: "Python" bottom: "rpn_cls_prob" bottom: "rpn_bbox" '
+            'bottom: "im_info" top: "rois" top: "scores" python_param { module: '
+            '"rpn.proposal_layer" layer: "ProposalLayer" param_str: "\'feat_stride\': 16" } } '
+            'layer { name: "pool" type: "ROIPooling" bottom: "feat" bottom: "rois" top: "pool" '
+            'roi_pooling_param { pooled_w: 2 pooled_h: 2 spatial_scale: 0.0625 } } '
+            'layer { name: "fc" type: "InnerProduct" bottom: "pool" top: "fc" '
+            'inner_product_param { num_output: 3 } }')
+    net = make_net(body, [("rpn_cls_prob", (1, 18, 12, 14)), ("rpn_bbox", (1, 36, 12, 14)),
+                          ("im_info", (1, 3)), ("feat", (1, 4, 12, 14))])
+    model = caffe_onnx.to_model(net, extra_outputs=["rois", "scores"])
+    from caffepy.onnx.export import random_inputs
+    feeds = random_inputs(net, 3)
+    feeds["rpn_cls_prob"] = np.abs(feeds["rpn_cls_prob"])
+    feeds["rpn_bbox"] *= np.float32(0.2)
+    feeds["im_info"] = np.array([[192, 224, 1.0]], np.float32)
+    net.forward(**feeds)
+    got = session(model).run(["rois", "scores", "fc"], feeds)
+    assert got[0].shape[0] > 8
+    for name, g in zip(["rois", "scores", "fc"], got):
+        np.testing.assert_allclose(g, net.blobs[name].data, rtol=1e-4, atol=1e-3)

@@ -59,14 +59,16 @@ def export_and_check(net_param, seed=0, max_gflops=None):
     from caffepy.proto import caffe_pb2
     caffepy.set_random_seed(seed)
     net = Net(net_param, caffe_pb2.TEST, stages=_stages(net_param, caffe_pb2.TEST))
-    zoo.randomize_params(net, seed)
+    from caffepy.onnx.export import build_graph
     try:
-        model = caffe_onnx.to_model(net, extra_outputs=softmax_inputs(net))
+        build_graph(net, extra_outputs=softmax_inputs(net))     # refusals, before any cost
     except caffe_onnx.ExportError as e:
         return "refused", str(e)
     gflops = net_gflops(net)
     if max_gflops and gflops > max_gflops:
         return "skipped", "%.1f GFLOP forward (over %.1f)" % (gflops, max_gflops)
+    zoo.randomize_params(net, seed)
+    model = caffe_onnx.to_model(net, extra_outputs=softmax_inputs(net))
     errors = caffe_onnx.compare(net, model, seed)
     worst = max(errors, key=errors.get)
     if errors[worst] <= 1e-4:

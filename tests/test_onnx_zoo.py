@@ -8,7 +8,8 @@ weights, inputs shrunk to <= ONNX_SIDE pixels when larger; the declared size whe
 does not build). Outcomes: ``ok``, ``refused: <the one-line reason>``, ``mismatch``,
 ``caffepy`` (caffepy itself does not run it: left out of the figures), ``skipped`` (forward over
 the GFLOP cap or the CPU budget: left out too, and listed). Faster R-CNN nets keep 8 proposals
-(test_modelzoo's ``_sweep_cfg``). ``python3 -m tests.test_onnx_zoo`` prints the table used in docs/onnx_coverage.md.
+(test_modelzoo's ``_sweep_cfg``). ``python3 -m tests.test_onnx_zoo`` prints the report behind
+docs/onnx_coverage.md.
 """
 import collections
 import json

@@ -117,7 +117,6 @@ def pooling(ctx):
 
 @converter("SPP")
 def spp(ctx):
-    L = ctx.layer
     n, c, h, w = ctx.bshapes[0]
     height = ctx.lp.spp_param.pyramid_height
     method = ctx.lp.spp_param.pool
@@ -132,7 +131,6 @@ def spp(ctx):
         g = PoolGeometry((h, w), (kh, kw), (kh, kw), (ph, pw))
         y = pool(ctx, ctx.bottoms[0], method, g, [ctx.tmp("level%d" % level)])
         parts.append(ctx.node("Flatten", [y], axis=1))
-    del L
     ctx.node("Concat", parts, ctx.tops[0], axis=1)
 
 

@@ -12,8 +12,6 @@ Each keeps Caffe's formula (see the layer classes in ``caffepy/layers/neuron.py`
     Log       y = log_base(shift + scale x)      -> Log(shift + scale x) / ln(base)
     Dropout   TEST: y = x (scale_train) or x (1 - ratio)
 """
-import numpy as np
-
 from .builder import converter, param_blob
 
 
@@ -151,7 +149,3 @@ def log(ctx):
     if L.base_scale != 1.0:
         y = ctx.mul_const(y, L.base_scale, "base_scale")
     ctx.finish(y)
-
-
-def fill_value(shape, value):
-    return np.full(shape, value, dtype=np.float32)

@@ -73,7 +73,7 @@ def export_and_check(net_param, seed=0, max_gflops=None):
     errors = caffe_onnx.compare(net, model, seed)
     worst = max(errors, key=errors.get)
     if errors[worst] <= 1e-4:
-        return "ok", "%.1e" % errors[worst]
+        return "ok", "%.1e (%.2f GFLOP)" % (errors[worst], gflops)
     return "mismatch", "%s: %.3g" % (worst, errors[worst])
 
 
@@ -142,7 +142,8 @@ def _tasks(paths, limit, max_gflops):
 
 
 def sweep(root, only=None, jobs=2, limit=CPU_LIMIT, progress=None, max_gflops=None):
-    files = [(p, t) for p, t in deploy_files(root) if not only or only in p]
+    files = [(p, t) for p, t in deploy_files(root)
+             if not only or (only in p if isinstance(only, str) else p in only)]
     tasks, same_as = _tasks([os.path.join(root, p) for p, _ in files], limit, max_gflops)
     done = {}
     if jobs > 1:

@@ -220,8 +220,6 @@ def test_dynamic_batch():
 
 
 @pytest.mark.parametrize("body,words", [
-    ('layer { name: "py" type: "Python" bottom: "data" top: "o" python_param { module: "m" '
-     'layer: "L" } }', "'py' (Python)"),
     ('layer { name: "ps" type: "PSROIPooling" bottom: "data" bottom: "rois" top: "o" '
      'psroi_pooling_param { spatial_scale: 1 output_dim: 1 group_size: 1 } }', "(PSROIPooling)"),
 ])

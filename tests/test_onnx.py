@@ -239,6 +239,8 @@ def test_opset_range():
     with pytest.raises(caffe_onnx.ExportError, match="opset"):
         caffe_onnx.to_model(net, opset=9)
     roundtrip(net, opset=17)
+    for body in (CASES["reduction"], CASES["tile_mvn"]):   # opset 18: Reduce* take axes as input
+        roundtrip(make_net(body), opset=18)
 
 
 def test_package_does_not_shadow_onnx():

@@ -1,7 +1,8 @@
 """Across emulated hosts (tools/cluster.py): BSP equals the single process, servers spread one per
 host, and losing a worker, a server, the coordinator or a whole host stops the job quickly with one
 line naming it (mpiexec -disable-auto-cleanup, so Hydra leaves the watchdog's output path up);
-``--resume`` then finishes and equals the single process (MemoryData feeds)."""
+``--resume`` then finishes, equals the single process and, bit for bit, the uninterrupted run
+(MemoryData feeds)."""
 import os
 import re
 import signal
@@ -74,7 +75,7 @@ CASES = {
 
 
 @pytest.mark.parametrize("what", sorted(CASES))
-def test_lost_rank_stops_job_then_resume(cluster_box, tmp_path, what):
+def test_lost_rank_stops_job_then_resume(cluster_box, tmp_path, tmp_path_factory, what):
     ppn, extra, host, victim, pattern = CASES[what]
     box = cluster_box(2, rate="10gbit")
     ws = str(tmp_path / "ws")
@@ -117,14 +118,25 @@ def test_lost_rank_stops_job_then_resume(cluster_box, tmp_path, what):
     assert done.returncode == 0, done.err[-3000:]
     assert "RESULT step=200" in done.out
     _check_final(final, 200)
-    if what == "worker":      # BSP, MemoryData feeds: the resumed run is the uninterrupted one, bit for bit
-        whole = tmp_path / "whole.npz"
-        ref = box_mpiexec(box, ["--workspace", str(tmp_path / "ws2"), "--max_iter", "200",
-                                "--out", str(whole)] + extra, ppn=ppn)
+    # BSP with MemoryData feeds: the resumed run is the uninterrupted one, bit for bit
+    a, b = np.load(str(final)), np.load(_uninterrupted(box, ppn, extra, tmp_path_factory))
+    for k in a.files:
+        np.testing.assert_array_equal(a[k], b[k])
+
+
+_WHOLE = {}
+
+
+def _uninterrupted(box, ppn, extra, tmp_path_factory):
+    """The final params of the same 200-step run, never interrupted (one run per rank layout)."""
+    key = (ppn, tuple(extra))
+    if key not in _WHOLE:
+        d = tmp_path_factory.mktemp("whole")
+        ref = box_mpiexec(box, ["--workspace", str(d / "ws"), "--max_iter", "200", "--out",
+                                str(d / "whole.npz")] + extra, ppn=ppn)
         assert ref.returncode == 0, ref.err[-3000:]
-        a, b = np.load(str(final)), np.load(str(whole))
-        for k in a.files:
-            np.testing.assert_array_equal(a[k], b[k])
+        _WHOLE[key] = str(d / "whole.npz")
+    return _WHOLE[key]
 
 
 def test_hung_rank_is_named_after_timeout(cluster_box, tmp_path):

@@ -12,7 +12,7 @@ import argparse
 from google.protobuf import descriptor
 
 from ..errors import SolverError
-from ..proto import caffe_pb2
+from ..proto import caffe_pb2, field_label
 
 _DEST = "solver_override_"
 _T = descriptor.FieldDescriptor
@@ -22,7 +22,7 @@ _LEGACY = frozenset(["solver_type"])      # upgraded away when the file is read
 def _scalar_fields(parser):
     taken = {a.dest for a in parser._actions}
     for f in caffe_pb2.SolverParameter.DESCRIPTOR.fields:
-        if f.label == _T.LABEL_REPEATED or f.type == _T.TYPE_MESSAGE or f.name in _LEGACY:
+        if field_label(f) == "repeated" or f.type == _T.TYPE_MESSAGE or f.name in _LEGACY:
             continue
         if f.name in taken:
             continue

@@ -23,6 +23,8 @@ import contextlib
 import contextvars
 import re
 
+from . import field_label
+
 #: Unknown field names, in any message, that are hints changing no math in caffepy.
 NO_MATH_NAMES = frozenset("""
     forward_type backward_type forward_math backward_math default_forward_type
@@ -154,7 +156,7 @@ class _Scanner:
             unknown = desc is not None and fd is None and word.lower() not in [
                 g.name.lower() for g in desc.fields if g.type == g.TYPE_GROUP]
             rec = Unknown(word, desc.name, line, col, start, layer) if unknown else None
-            if fd is not None and fd.label != fd.LABEL_REPEATED:
+            if fd is not None and field_label(fd) != "repeated":
                 if word in seen:
                     rec = Unknown(word, desc.name, line, col, start, layer)
                     self.duplicates.append(rec)
@@ -229,6 +231,6 @@ def declared_hints(msg):
         if fd.name in hints:
             out.append(fd.name)
         if fd.message_type is not None and fd.message_type.name in DECLARED_HINTS:
-            for sub in (value if fd.label == fd.LABEL_REPEATED else [value]):
+            for sub in (value if field_label(fd) == "repeated" else [value]):
                 out.extend(declared_hints(sub))
     return out

@@ -1,0 +1,252 @@
+"""BSP scaling across two emulated hosts, and the communication wait-free backprop hides (BENCHMARKS.md).
+
+    python benchmarks/bench_scaling.py [--net cifar10_quick|lenet] [--batch 100] [--steps 30]
+                                       [--warmup 5] [--repeats 2] [--rates 10gbit 1gbit]
+
+(a) 1 host x 1 worker: the TRAIN net of models/<net> (its Data layer replaced by MemoryData with
+    random data), one plain process, ``solver.step`` at global batch B, pinned to one core
+    (sched_setaffinity, OMP/OPENBLAS/MKL_NUM_THREADS=1). No communication at all.
+(b) 2 hosts x 1 worker: ``mpiexec -hosts h1,h2`` in a tools/cluster.py box (tbf links at each
+    rate), 2 worker groups of 1 worker at batch B/2 each (the same global batch), servers
+    co-located (1 per group), BSP, one core per rank (rank r pinned to core r), wait_free on/off.
+samples/s = global batch x steps / time of the timed steps (the steps after --warmup).
+efficiency = 2-host samples/s / (2 x 1-host samples/s).
+2-host window: from the start of step --warmup's forward to the start of step --warmup+--steps'
+forward, per worker (the slower worker's window gives samples/s). compute = the time inside the
+net's forward/backward in that window; exposed = (window - compute) / steps, the time per step a
+worker is not computing: waiting for parameters, pushing, applying them (communication not hidden).
+hidden share (wait-free, at a rate) = 1 - exposed(wait_free on) / exposed(wait_free off): with
+wait_free off every byte of a step's push/pull is waited for after backward, so exposed(off) is the
+step's communication time; what wait-free removes from it is the share it hides. Configurations alternate, --repeats times; medians are printed with the 1-min load.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ONE = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+       "NUMBA_NUM_THREADS": "1"}
+
+
+def load():
+    with open("/proc/loadavg") as f:
+        return f.read().split()[0]
+
+
+def build(net, batch, steps):
+    """A SolverParameter whose net is the TRAIN net of models/<net> fed by MemoryData."""
+    from caffepy.proto import caffe_pb2, io as proto_io
+    path = {"cifar10_quick": "models/cifar10_quick/cifar10_quick_train_test.prototxt",
+            "lenet": "models/lenet/lenet_train_test.prototxt"}[net]
+    shape = {"cifar10_quick": (3, 32, 32), "lenet": (1, 28, 28)}[net]
+    src = proto_io.read_net(os.path.join(ROOT, path))
+    out = caffe_pb2.NetParameter()
+    out.name = src.name
+    first = True
+    for layer in src.layer:
+        phases = [r.phase for r in layer.include]
+        if phases and caffe_pb2.TRAIN not in phases:
+            continue
+        if layer.type in ("Data", "ImageData", "HDF5Data"):
+            if not first:
+                continue
+            first = False
+            new = out.layer.add()
+            new.name, new.type = "data", "MemoryData"
+            new.top.extend(["data", "label"])
+            m = new.memory_data_param
+            m.batch_size, (m.channels, m.height, m.width) = batch, shape
+            continue
+        if layer.type == "Accuracy":
+            continue
+        out.layer.add().CopyFrom(layer)
+    param = caffe_pb2.SolverParameter()
+    proto_io.parse_text('base_lr: 0.001 momentum: 0.9 weight_decay: 0.004 lr_policy: "fixed" '
+                        'max_iter: %d random_seed: 1 display: 0 snapshot_after_train: false' % steps,
+                        param)
+    param.net_param.CopyFrom(out)
+    return param, shape
+
+
+def data(n, shape, seed):
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    return (rng.normal(size=(n,) + shape).astype(np.float32),
+            rng.integers(0, 10, size=n).astype(np.float32))
+
+
+def rank_main(a):
+    """One process: --mode single (plain solver) or dist (under mpiexec, one rank per host)."""
+    rank = int(os.environ.get("PMI_RANK", "0"))
+    os.sched_setaffinity(0, {rank % os.cpu_count()})
+    sys.path.insert(0, ROOT)
+    import numpy as np
+    from caffepy.solvers import get_solver
+    # dist: one more step, whose forward start closes the timed window
+    param, shape = build(a.net, a.batch, a.warmup + a.steps + (a.mode == "dist"))
+    solver = get_solver(param)
+    x, y = data(8 * a.batch * max(1, a.groups), shape, 0)
+    if a.mode == "single":
+        solver.net.layers[0].reset(x, y)
+        solver.step(a.warmup)
+        t0 = time.time()
+        solver.step(a.steps)
+        dt = time.time() - t0
+        print("JSON " + json.dumps({"seconds": dt}))
+        return 0
+    from caffepy import dist
+    from caffepy.proto import caffe_pb2
+    c = caffe_pb2.ClusterParameter()
+    c.nworker_groups, c.nworkers_per_group, c.nservers_per_group = a.groups, 1, 1
+    c.workspace = "/tmp/caffepy-bench-scaling"
+    c.consistency = caffe_pb2.ClusterParameter.Consistency.Value("BSP")
+    c.engine, c.timeout, c.wait_free = "mpi", 120, bool(a.wait_free)
+    marks = {}
+
+    def feed(w, nworkers, net):
+        net.layers[0].reset(x[w::nworkers], y[w::nworkers])
+        st = {"step": -1, "compute": 0.0}
+
+        def timed(fn, first):
+            def run(*args, **kw):
+                i = args[0] if args else kw.get("start", 0)
+                if first and (i or 0) == 0:     # a step's forward starts
+                    st["step"] += 1
+                    if st["step"] == a.warmup:
+                        st["t0"] = time.time()
+                    elif st["step"] == a.warmup + a.steps:
+                        st["t1"] = time.time()
+                t = time.time()
+                r = fn(*args, **kw)
+                if a.warmup <= st["step"] < a.warmup + a.steps:
+                    st["compute"] += time.time() - t
+                return r
+            return run
+        net.forward_from_to = timed(net.forward_from_to, True)
+        net.backward_from_to = timed(net.backward_from_to, False)
+        marks[w] = st
+    result = dist.train(solver, cluster=c, feeder=feed, overwrite=True)
+    if result is not None:
+        print("JSON " + json.dumps({"seconds": result.seconds, "reports": {
+            str(k): v for k, v in result.reports.items()}}))
+    for w, st in marks.items():
+        print("WINDOW " + json.dumps({"worker": w, "seconds": st["t1"] - st["t0"],
+                                      "compute": st["compute"]}))
+    return 0
+
+
+def parse(out, err):
+    res = {"windows": []}
+    for line in out.splitlines():
+        if line.startswith("JSON "):
+            res.update(json.loads(line[5:]))
+        elif line.startswith("WINDOW "):
+            res["windows"].append(json.loads(line[7:]))
+    if "seconds" not in res:
+        raise SystemExit("run failed:\n%s" % (err or out)[-3000:])
+    return res
+
+
+def single(a):
+    cmd = [sys.executable, os.path.abspath(__file__), "--rank", "--mode", "single", "--net", a.net,
+           "--batch", str(a.batch), "--steps", str(a.steps), "--warmup", str(a.warmup)]
+    before = load()
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=600,
+                          env=dict(os.environ, PYTHONPATH=ROOT, **ONE))
+    r = parse(done.stdout, done.stderr)
+    return {"rate": a.batch * a.steps / r["seconds"], "load": before}
+
+
+def two(a, box, wait_free):
+    cmd = [sys.executable, os.path.abspath(__file__), "--rank", "--mode", "dist", "--net", a.net,
+           "--batch", str(a.batch // 2), "--steps", str(a.steps), "--warmup", str(a.warmup),
+           "--groups", "2", "--wait_free", str(int(wait_free))]
+    before = load()
+    proc = box.mpiexec(cmd, hosts=box.hosts, ppn=1, env=box.env(PYTHONPATH=ROOT, **ONE), cwd=ROOT,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = proc.communicate(timeout=600)
+    r = parse(out, err)
+    ws = r["windows"]
+    if len(ws) != 2:
+        raise SystemExit("expected 2 worker windows:\n%s" % (err or out)[-3000:])
+    seconds = max(w["seconds"] for w in ws)
+    exposed = statistics.mean((w["seconds"] - w["compute"]) / a.steps for w in ws)
+    compute = statistics.mean(w["compute"] / a.steps for w in ws)
+    return {"rate": a.batch * a.steps / seconds, "exposed": exposed, "compute": compute,
+            "load": before, "reports": r.get("reports")}
+
+
+def med(rows, key):
+    return statistics.median(r[key] for r in rows)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--net", default="cifar10_quick", choices=["cifar10_quick", "lenet"])
+    ap.add_argument("--batch", type=int, default=100, help="global batch B")
+    ap.add_argument("--steps", type=int, default=30, help="timed steps")
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--rates", nargs="+", default=["10gbit", "1gbit"])
+    ap.add_argument("--rank", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--mode", default="single")
+    ap.add_argument("--groups", type=int, default=1)
+    ap.add_argument("--wait_free", type=int, default=1)
+    a = ap.parse_args()
+    if a.rank:
+        return rank_main(a)
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    from cluster import Cluster
+    print("net %s, global batch %d, %d timed steps after %d warm-up, %d repeats, %d cores, "
+          "loadavg %s" % (a.net, a.batch, a.steps, a.warmup, a.repeats, os.cpu_count(),
+                          open("/proc/loadavg").read().strip()), flush=True)
+    one, runs = [], {}
+    boxes = {}
+    try:
+        for rate in a.rates:
+            boxes[rate] = Cluster(2, rate)
+            boxes[rate].start()
+        for rep in range(a.repeats):
+            r = single(a)
+            one.append(r)
+            print("rep %d 1 host: %.1f samples/s (load %s)" % (rep, r["rate"], r["load"]), flush=True)
+            for rate in a.rates:
+                for wf in (True, False):
+                    r = two(a, boxes[rate], wf)
+                    runs.setdefault((rate, wf), []).append(r)
+                    print("rep %d 2 hosts %s wait_free=%d: %.1f samples/s, compute %.1f ms/step, "
+                          "exposed %.1f ms/step (load %s) reports %s" % (
+                              rep, rate, wf, r["rate"], 1e3 * r["compute"], 1e3 * r["exposed"],
+                              r["load"], r["reports"]), flush=True)
+    finally:
+        for box in boxes.values():
+            box.close()
+    base = med(one, "rate")
+    print()
+    print("| config | rate | wait-free | samples/s (median) | steps/s | efficiency | compute ms/step "
+          "| exposed comm ms/step | load before |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    print("| 1 host x 1 worker, batch %d | - | - | %.1f | %.2f | - | - | - | %s |" % (
+        a.batch, base, base / a.batch, ",".join(r["load"] for r in one)))
+    for rate in a.rates:
+        for wf in (True, False):
+            rows = runs[(rate, wf)]
+            s = med(rows, "rate")
+            print("| 2 hosts x 1 worker, batch %d each | %s | %s | %.1f | %.2f | %.0f%% | %.1f | %.1f | %s |" % (
+                a.batch // 2, rate, "on" if wf else "off", s, s / a.batch, 100 * s / (2 * base),
+                1e3 * med(rows, "compute"), 1e3 * med(rows, "exposed"),
+                ",".join(r["load"] for r in rows)))
+    for rate in a.rates:
+        on, off = med(runs[(rate, True)], "exposed"), med(runs[(rate, False)], "exposed")
+        print("hidden share at %s: 1 - %.1f / %.1f = %.0f%%" % (rate, 1e3 * on, 1e3 * off,
+                                                                100 * (1 - on / off) if off > 0 else 0))
+    print("loadavg after: %s" % open("/proc/loadavg").read().strip())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

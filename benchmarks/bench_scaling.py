@@ -17,7 +17,8 @@ net's forward/backward in that window; exposed = (window - compute) / steps, the
 worker is not computing: waiting for parameters, pushing, applying them (communication not hidden).
 hidden share (wait-free, at a rate) = 1 - exposed(wait_free on) / exposed(wait_free off): with
 wait_free off every byte of a step's push/pull is waited for after backward, so exposed(off) is the
-step's communication time; what wait-free removes from it is the share it hides. Configurations alternate, --repeats times; medians are printed with the 1-min load.
+step's communication time; what wait-free removes from it is the share it hides.
+Configurations alternate, --repeats times; medians are printed with the 1-min load. Run as root.
 """
 import argparse
 import json

@@ -145,6 +145,26 @@ class ListLoaderState(object):
     in the list as read) and the ``rng`` generator. Call :meth:`remember_lines` once the list is
     read, before any shuffle."""
 
+    def read_lines(self, source, want, usage, exact=True):
+        """The non-empty lines of the list file ``source``, each a tuple of ``want`` names
+        (``exact=False``: at least ``want``; missing names become ""), then :meth:`remember_lines`.
+        Errors name the file, the line and ``usage`` (the layer wraps them with its name)."""
+        self.lines = []
+        try:
+            with open(source) as f:
+                for lineno, line in enumerate(f, 1):
+                    parts = line.split()
+                    if not parts:
+                        continue
+                    if len(parts) < want or (exact and len(parts) != want):
+                        raise CaffeError("%s:%d: expected %s" % (source, lineno, usage))
+                    self.lines.append(tuple(parts[:want]) if want > 1 else (parts[0], ""))
+        except OSError as e:
+            raise CaffeError("cannot open image list %s: %s" % (source, e))
+        if not self.lines:
+            raise CaffeError("image list %s is empty" % source)
+        self.remember_lines()
+
     def remember_lines(self):
         self._listed, self._order = list(self.lines), None
 

@@ -28,23 +28,9 @@ class _SegLoader(ListLoaderState):
         self.crop, self.scale, self.mirror = int(tp.crop_size), tp.scale, tp.mirror
         self.mean = np.asarray(tp.mean_value, dtype=np.float64)
         self.kind = p.label_type
-        self.lines = []
-        try:
-            with open(p.source) as f:
-                for lineno, line in enumerate(f, 1):
-                    parts = line.split()
-                    if not parts:
-                        continue
-                    want = 1 if self.kind == p.NONE else 2
-                    if len(parts) < want:
-                        raise CaffeError("%s:%d: expected %d names" % (p.source, lineno, want))
-                    self.lines.append((parts[0], parts[1] if want == 2 else ""))
-        except OSError as e:
-            raise CaffeError("cannot open image list %s: %s" % (p.source, e))
-        if not self.lines:
-            raise CaffeError("image list %s is empty" % p.source)
+        self.read_lines(p.source, 1 if self.kind == p.NONE else 2,
+                        "'<image>'" if self.kind == p.NONE else "'<image> <label>'", exact=False)
         self.rng = np.random.default_rng(int(common.rng().integers(0, 2 ** 63)))
-        self.remember_lines()
         if p.shuffle:
             self.shuffle_lines()
         self.pos = int(self.rng.integers(0, p.rand_skip)) % len(self.lines) if p.rand_skip else 0

@@ -264,24 +264,9 @@ class _DenseLoader(ListLoaderState):
         self.mean = np.asarray(tp.mean_value, dtype=np.float64)
         crop = int(tp.crop_size)
         self.crop = (crop, crop) if crop else (int(p.crop_height), int(p.crop_width))
-        self.lines = []
-        try:
-            with open(p.source) as f:
-                for lineno, line in enumerate(f, 1):
-                    parts = line.split()
-                    if not parts:
-                        continue
-                    if len(parts) != 2:
-                        raise CaffeError("%s:%d: expected '<image> <label image>'"
-                                         % (p.source, lineno))
-                    self.lines.append(tuple(parts))
-        except OSError as e:
-            raise CaffeError("%s: cannot open image list %s: %s" % (self.what, p.source, e))
-        if not self.lines:
-            raise CaffeError("%s: image list %s is empty" % (self.what, p.source))
+        self.read_lines(p.source, 2, "'<image> <label image>'")
         self.rng = np.random.default_rng(int(common.rng().integers(0, 2 ** 63)))
         self.pos = int(self.rng.integers(0, p.rand_skip)) % len(self.lines) if p.rand_skip else 0
-        self.remember_lines()
         if p.shuffle:
             self.shuffle_lines()
 

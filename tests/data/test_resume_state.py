@@ -10,35 +10,9 @@ from caffepy.data import state as data_state
 from caffepy.proto import caffe_pb2, io as proto_io
 from caffepy.solvers import get_solver
 
-LENET = """name: "LeNet"
-layer { name: "mnist" type: "Data" top: "data" top: "label" include { phase: TRAIN }
-  transform_param { scale: 0.00390625 mirror: true crop_size: 24 }
-  data_param { source: "%(db)s" batch_size: 4 backend: LMDB } }
-layer { name: "conv1" type: "Convolution" bottom: "data" top: "conv1"
-  convolution_param { num_output: 4 kernel_size: 5 weight_filler { type: "xavier" } } }
-layer { name: "pool1" type: "Pooling" bottom: "conv1" top: "pool1"
-  pooling_param { pool: MAX kernel_size: 2 stride: 2 } }
-layer { name: "ip1" type: "InnerProduct" bottom: "pool1" top: "ip1"
-  inner_product_param { num_output: 16 weight_filler { type: "xavier" } } }
-layer { name: "relu1" type: "ReLU" bottom: "ip1" top: "ip1" }
-layer { name: "drop1" type: "Dropout" bottom: "ip1" top: "ip1" dropout_param { dropout_ratio: 0.3 } }
-layer { name: "ip2" type: "InnerProduct" bottom: "ip1" top: "ip2"
-  inner_product_param { num_output: 10 weight_filler { type: "xavier" } } }
-layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip2" bottom: "label" top: "loss" }
-"""
-
-
-def make_lmdb(path, n=22, seed=0):
-    """An LMDB of ``n`` random 1 x 28 x 28 uint8 Datums with labels 0..9 (LeNet's input)."""
-    pytest.importorskip("lmdb")
-    from caffepy.data import db as dbmod
-    from caffepy.data.datum import array_to_datum
-    rng = np.random.RandomState(seed)
-    with dbmod.open_db(str(path), "lmdb", "w") as db:
-        for i in range(n):
-            d = array_to_datum(rng.randint(0, 256, (1, 28, 28)).astype(np.uint8), label=i % 10)
-            db.put(b"%08d" % i, d.SerializeToString())
-    return str(path)
+pytest.importorskip("lmdb")
+# the small LMDB-fed LeNet of the distributed exact-resume tests (one definition for both)
+from tests.dist.lenet_lmdb import LENET, make_lmdb  # noqa: E402
 
 
 def lenet_solver(db, prefix, max_iter=10, fmt="BINARYPROTO"):

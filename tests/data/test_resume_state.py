@@ -1,8 +1,6 @@
 """Exact resume: data layers save where they stand (cursor, shuffle and transform random state) and
 the solver its random generator, so a run resumed from a snapshot equals the uninterrupted one."""
-import os
 
-import numpy as np
 import pytest
 
 from caffepy import common

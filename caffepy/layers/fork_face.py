@@ -4,7 +4,6 @@ MarginInnerProduct (wy1iu/sphereface) and L-Softmax's LargeMarginInnerProduct
 """
 import numpy as np
 
-from .. import fillers
 from ..errors import ShapeError
 from .base import Layer, LossLayer, register_layer
 
@@ -38,12 +37,7 @@ class CenterLossLayer(LossLayer):
             raise self.error("center_loss_param.num_output is required")
         self.axis = bottom[0].canonical_axis_index(p.axis)
         self.k = bottom[0].count_range(self.axis)
-        if not self.blobs:
-            self.blobs = [self.new_blob((p.num_output, self.k))]
-            fillers.fill(self.blobs[0], p.center_filler)
-        if self.blobs[0].shape != (p.num_output, self.k):
-            raise self.error("centres have shape %s, expected %s"
-                             % (self.blobs[0].shape, (p.num_output, self.k)), ShapeError)
+        self.init_param_blobs([(p.num_output, self.k)], p.center_filler)
         self.param_propagate_down = [True]
 
     def reshape(self, bottom, top):
@@ -120,12 +114,7 @@ class MarginInnerProductLayer(Layer):
         self.lam = 0.0
         self.axis = bottom[0].canonical_axis_index(p.axis)
         self.k = bottom[0].count_range(self.axis)
-        if not self.blobs:
-            self.blobs = [self.new_blob((p.num_output, self.k))]
-            fillers.fill(self.blobs[0], p.weight_filler)
-        if self.blobs[0].shape != (p.num_output, self.k):
-            raise self.error("weight has shape %s, expected %s"
-                             % (self.blobs[0].shape, (p.num_output, self.k)), ShapeError)
+        self.init_param_blobs([(p.num_output, self.k)], p.weight_filler)
         self.param_propagate_down = [True]
 
     def reshape(self, bottom, top):

@@ -28,8 +28,26 @@ def _center_iou(a, b):
         return np.where(union > 0, inter / union, 0.0)
 
 
+class _DeltaLossLayer(Layer):
+    """darknet-style losses: forward leaves the delta D in ``self.delta`` (bottom 0's shape);
+    backward gives bottom 0 top_diff * :meth:`backward_delta` / N (labels get no gradient)."""
+
+    def backward_delta(self):
+        return self.delta
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        if propagate_down[1]:
+            raise self.error("cannot backpropagate to label inputs")
+        if propagate_down[0]:
+            alpha = float(top[0].diff) / bottom[0].shape[0]
+            bottom[0].diff[...] = (alpha * self.backward_delta()).reshape(bottom[0].shape)
+
+    def allow_force_backward(self, bottom_index):
+        return bottom_index == 0
+
+
 @register_layer("Yolov3")
-class Yolov3LossLayer(Layer):
+class Yolov3LossLayer(_DeltaLossLayer):
     """YOLOv3's training loss on one output scale (MobileNet-YOLO's ``Yolov3``, darknet's deltas).
 
     Bottom 0: N x B*L x H x W (L = 5 + num_class, B = ``num``), box n at cell (j, i) read as
@@ -149,15 +167,8 @@ class Yolov3LossLayer(Layer):
             self.delta_back = self.delta
         top[0].data[...] = np.square(self.delta).sum() / N
 
-    def backward_cpu(self, top, propagate_down, bottom):
-        if propagate_down[1]:
-            raise self.error("cannot backpropagate to label inputs")
-        if propagate_down[0]:
-            alpha = float(top[0].diff) / bottom[0].shape[0]
-            bottom[0].diff[...] = (alpha * self.delta_back).reshape(bottom[0].shape)
-
-    def allow_force_backward(self, bottom_index):
-        return bottom_index == 0
+    def backward_delta(self):
+        return self.delta_back
 
 
 def _softmax(x, axis):
@@ -166,7 +177,7 @@ def _softmax(x, axis):
 
 
 @register_layer("RegionLoss")
-class RegionLossLayer(Layer):
+class RegionLossLayer(_DeltaLossLayer):
     """YOLOv2's region loss (MobileNet-YOLO's ``RegionLoss``, darknet's deltas).
 
     Box n of cell (j, i), v = bottom[b, n L : (n+1) L, j, i] (S = the map's width, used for both
@@ -254,19 +265,9 @@ class RegionLossLayer(Layer):
             self._deltas(v[b], labels[b], self.delta[b])
         top[0].data[...] = np.square(self.delta).sum() / N
 
-    def backward_cpu(self, top, propagate_down, bottom):
-        if propagate_down[1]:
-            raise self.error("cannot backpropagate to label inputs")
-        if propagate_down[0]:
-            alpha = float(top[0].diff) / bottom[0].shape[0]
-            bottom[0].diff[...] = (alpha * self.delta).reshape(bottom[0].shape)
-
-    def allow_force_backward(self, bottom_index):
-        return bottom_index == 0
-
 
 @register_layer("DetectionLoss")
-class DetectionLossLayer(Layer):
+class DetectionLossLayer(_DeltaLossLayer):
     """YOLOv1's detection loss (yeahkun/caffe-yolo's ``DetectionLoss``), squared errors.
 
     S = ``side``, K = S^2 cells (j), C = ``num_class``, B = ``num_object``. Bottom 0 per image
@@ -353,13 +354,3 @@ class DetectionLossLayer(Layer):
             loss = sum(parts.values()) / objects + noobj / (N * K * B - objects)
         self.delta = D
         top[0].data[...] = loss
-
-    def backward_cpu(self, top, propagate_down, bottom):
-        if propagate_down[1]:
-            raise self.error("cannot backpropagate to label inputs")
-        if propagate_down[0]:
-            alpha = float(top[0].diff) / bottom[0].shape[0]
-            bottom[0].diff[...] = (alpha * self.delta).reshape(bottom[0].shape)
-
-    def allow_force_backward(self, bottom_index):
-        return bottom_index == 0

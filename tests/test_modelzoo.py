@@ -282,14 +282,16 @@ def _work(task):
     return path, reason, time.process_time() - c0, time.time() - t0, peak
 
 
-def _tasks(paths, limit, shrink):
-    """One task per distinct prepared net; {path: path of the identical net that runs}."""
+def distinct_tasks(paths, prepare_fn, reason_fn, *extra):
+    """One task ``(path, serialised prepared nets, *extra)`` per distinct prepared net, or
+    ``(path, reason_fn(error), *extra)`` for a file that cannot be prepared; and
+    {path: path of the identical net that runs}."""
     tasks, first, same_as = [], {}, {}
     for path in paths:
         try:
-            nets = prepare(path)
+            nets = prepare_fn(path)
         except Exception as e:
-            tasks.append((path, _reason(e), limit, shrink))
+            tasks.append((path, reason_fn(e)) + extra)
             continue
         blobs = tuple(n.SerializeToString(deterministic=True) for n in nets)
         digest = hashlib.sha1(b"".join(blobs)).hexdigest()
@@ -297,8 +299,12 @@ def _tasks(paths, limit, shrink):
             same_as[path] = first[digest]
             continue
         first[digest] = path
-        tasks.append((path, blobs, limit, shrink))
+        tasks.append((path, blobs) + extra)
     return tasks, same_as
+
+
+def _tasks(paths, limit, shrink):
+    return distinct_tasks(paths, prepare, _reason, limit, shrink)
 
 
 def sweep(root, only=None, jobs=1, limit=CPU_LIMIT, progress=None, shrink=True):

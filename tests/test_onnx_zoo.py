@@ -21,7 +21,8 @@ import time
 import numpy as np
 import pytest
 
-from tests.test_modelzoo import BVLC_TYPES, _ONE_THREAD, _stages, _sweep_cfg, prepare, shrunk
+from tests.test_modelzoo import (BVLC_TYPES, _ONE_THREAD, _stages, _sweep_cfg, distinct_tasks,
+                                 prepare, shrunk)
 
 ONNX_SIDE = 128
 CPU_LIMIT = 60
@@ -123,22 +124,9 @@ def _work(task):
 
 
 def _tasks(paths, limit, max_gflops):
-    """One task per distinct prepared net; {path: path of the identical net that runs}."""
-    import hashlib
-    tasks, first, same_as = [], {}, {}
-    for path in paths:
-        try:
-            blobs = tuple(p.SerializeToString(deterministic=True) for p in prepared(path))
-        except Exception as e:  # a file caffepy cannot read is caffepy's failure
-            tasks.append((path, " ".join(str(e).split())[:200], limit, max_gflops))
-            continue
-        digest = hashlib.sha1(b"".join(blobs)).hexdigest()
-        if digest in first:
-            same_as[path] = first[digest]
-            continue
-        first[digest] = path
-        tasks.append((path, blobs, limit, max_gflops))
-    return tasks, same_as
+    """One task per distinct prepared net (a file caffepy cannot read is caffepy's failure)."""
+    return distinct_tasks(paths, prepared, lambda e: " ".join(str(e).split())[:200], limit,
+                          max_gflops)
 
 
 def sweep(root, only=None, jobs=2, limit=CPU_LIMIT, progress=None, max_gflops=None):

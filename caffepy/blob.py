@@ -19,6 +19,18 @@ from .errors import CaffeError
 MAX_BLOB_AXES = 32
 
 
+def _checked_shape(shape):
+    """``reshape``'s arguments (dims, or one sequence of dims) as a tuple of ints, checked."""
+    if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
+        shape = shape[0]
+    shape = tuple(int(d) for d in shape)
+    if len(shape) > MAX_BLOB_AXES:
+        raise CaffeError("blob shape has %d axes; at most %d allowed" % (len(shape), MAX_BLOB_AXES))
+    if any(d < 0 for d in shape):
+        raise CaffeError("blob shape %s has a negative dimension" % (shape,))
+    return shape
+
+
 class Blob(object):
     """n-d data + diff arrays.
 
@@ -40,13 +52,7 @@ class Blob(object):
     # -- shape ---------------------------------------------------------------------------------
     def reshape(self, *shape):
         """Change the shape; keeps the arrays (as views) when the count is unchanged."""
-        if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
-            shape = shape[0]
-        shape = tuple(int(d) for d in shape)
-        if len(shape) > MAX_BLOB_AXES:
-            raise CaffeError("blob shape has %d axes; at most %d allowed" % (len(shape), MAX_BLOB_AXES))
-        if any(d < 0 for d in shape):
-            raise CaffeError("blob shape %s has a negative dimension" % (shape,))
+        shape = _checked_shape(shape)
         if shape == self._shape:
             return
         count = int(np.prod(shape, dtype=np.int64)) if shape else 1
@@ -257,13 +263,7 @@ class ShapeBlob(Blob):
     __slots__ = ()
 
     def reshape(self, *shape):
-        if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
-            shape = shape[0]
-        shape = tuple(int(d) for d in shape)
-        if len(shape) > MAX_BLOB_AXES:
-            raise CaffeError("blob shape has %d axes; at most %d allowed" % (len(shape), MAX_BLOB_AXES))
-        if any(d < 0 for d in shape):
-            raise CaffeError("blob shape %s has a negative dimension" % (shape,))
+        shape = _checked_shape(shape)
         if shape == self._shape:
             return
         if self._data is not None:

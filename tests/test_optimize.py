@@ -86,7 +86,7 @@ layer { name: "relu4" type: "ReLU" bottom: "sum" top: "sum" }
 
 
 @pytest.mark.parametrize("fast_kernels", [True, False])
-def test_small_net_every_rewrite(fast_kernels):
+def test_small_net_every_rewrite(fast_kernels, tmp_path):
     if fast_kernels and not kernels.available():
         pytest.skip("numba not installed")
     if fast_kernels:
@@ -107,7 +107,7 @@ def test_small_net_every_rewrite(fast_kernels):
         fast.backward()
     assert fast.params["conv1"][0].data.shape == (4, 3, 3, 3)
     with pytest.raises(NetError, match="saving weights is not available in optimize mode"):
-        fast.save("never.caffemodel")
+        fast.save(str(tmp_path / "never.caffemodel"))
 
 
 def test_optimize_reshape_to_a_new_batch_and_errors():

@@ -3,6 +3,7 @@ one stub per host of a worker group, per-host gradient sums that equal the flat 
 hosts once per host and slice (in process, with a host per emulated rank)."""
 import collections
 import io
+import json
 import re
 
 import numpy as np
@@ -12,6 +13,7 @@ import nets
 from conftest import reference
 from caffepy import dist, log
 from caffepy.dist import inproc, topology, transport as T
+from caffepy.draw import render
 from caffepy.errors import CaffeError
 from caffepy.proto import caffe_pb2
 from caffepy.solvers import get_solver
@@ -111,6 +113,11 @@ def test_group_over_two_hosts_sums_per_host_equals_single_process(tmp_path, monk
     assert sum(answers.values()) == n_slices * (max_iter + 1)
     assert "Per-host sums" in text
     assert re.search(r"group 0: stub 0 @a:0 sums workers 0,1; stub 0\.1 @b:2 sums workers 2,3", text)
+    doc = json.loads((tmp_path / "ws" / "visualization" / "net.json").read_text())
+    stubs = doc["cluster"]["worker_groups"][0]["stubs"]
+    assert [(st["stub"], st["host"], st["rank"], st["workers"]) for st in stubs] == [
+        ("stub 0", "a", 0, [0, 1]), ("stub 0.1", "b", 2, [2, 3])]
+    assert "stub 0.1 @b:2 sums 2,3" in render.to_dot(doc)
 
 
 def test_hosts_must_name_every_rank(tmp_path):

@@ -318,13 +318,17 @@ def learn_hosts(comm):
     names = [bytes(row).rstrip(b"\0").decode("utf-8", "replace") for row in table]
     leaders = None
     if hasattr(comm, "Split_type") and hasattr(MPI, "COMM_TYPE_SHARED"):
-        node = comm.Split_type(MPI.COMM_TYPE_SHARED, key=rank)
-        leader = np.array([rank], np.int64)
-        node.Bcast(leader, root=0)          # key = world rank: the node's rank 0 is its lowest
-        node.Free()
-        every = np.zeros(size, np.int64)
-        comm.Allgather(leader, every)
-        leaders = [int(x) for x in every]
+        try:
+            node = comm.Split_type(MPI.COMM_TYPE_SHARED, key=rank)
+        except (NotImplementedError, MPI.Exception):      # an MPI before 3.0: names decide
+            node = None
+        if node is not None:
+            leader = np.array([rank], np.int64)
+            node.Bcast(leader, root=0)      # key = world rank: the node's rank 0 is its lowest
+            node.Free()
+            every = np.zeros(size, np.int64)
+            comm.Allgather(leader, every)
+            leaders = [int(x) for x in every]
     hosts, notes = host_labels(names, leaders)
     if rank == 0:
         from ..log import info, warning

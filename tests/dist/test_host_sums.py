@@ -35,6 +35,31 @@ def test_split_decides_names_label_and_fallback():
     assert topology.host_labels(["x", "y", "x"]) == (["x", "y", "x"], [])
 
 
+def test_learn_hosts_falls_back_to_processor_names_without_the_split():
+    """An MPI without MPI_Comm_split_type (a communicator lacking Split_type): the processor names
+    decide, and rank 0 says so."""
+    MPI = pytest.importorskip("mpi4py.MPI")
+
+    class OldComm(object):          # one rank; Allgather as MPI's, on numpy buffers
+        def Get_rank(self):
+            return 0
+
+        def Get_size(self):
+            return 1
+
+        def Allgather(self, send, recv):
+            recv[0] = send
+    stream = io.StringIO()
+    log.setup(stream=stream)
+    try:
+        hosts = topology.learn_hosts(OldComm())
+    finally:
+        log.teardown()
+    assert hosts == [MPI.Get_processor_name()]
+    assert "Hosts from processor names (no MPI_Comm_split_type): %s (ranks 0)" % hosts[0] \
+        in stream.getvalue()
+
+
 def _cluster(**fields):
     fields.setdefault("sfb_mode", caffe_pb2.ClusterParameter.NEVER)   # every param dense
     return nets.cluster(**fields)
@@ -123,3 +148,18 @@ def test_group_over_two_hosts_sums_per_host_equals_single_process(tmp_path, monk
 def test_hosts_must_name_every_rank(tmp_path):
     with pytest.raises(CaffeError, match="hosts: 3 names for 4 ranks"):
         _run(tmp_path, ["a", "a", "b"], 2)
+
+
+@pytest.mark.parametrize("consistency", ["SSP", "ASYNC"])
+def test_groups_over_hosts_under_ssp_and_async(tmp_path, consistency):
+    """Two groups, each with one worker on host a and one on b (two stubs each): several steps of
+    a group may be in flight (SSP), a server gathers the hosts' shares per step; the bound holds."""
+    x, y = nets.data(80)
+    solver = get_solver(nets.solver_param(4, 12), dtype=np.float64)
+    c = _cluster(nworker_groups=2, nworkers_per_group=2, nservers_per_group=2, staleness=1,
+                 consistency=consistency, workspace=str(tmp_path / "ws"))
+    result = dist.train(solver, cluster=c, feeder=nets.feeder(x, y), hosts=["a", "b", "a", "b"])
+    assert result.step == 12
+    assert all(np.isfinite(p.data).all() for p in solver.net.learnable_params)
+    if consistency == "SSP":
+        assert result.max_staleness <= 1

@@ -8,9 +8,9 @@ syncs), engine ("" = mpi under mpiexec with several ranks, else inproc), heartbe
 timeout (60 s without a message from a peer one waits on).
 
 Endpoint ids: workers ``0 .. W-1`` (worker ``g * K + k`` is worker k of group g), stubs
-``W .. W+G-1`` (one per worker group), servers ``W+G .. W+G+S-1`` (server ``sg * P + j`` is server
-j of server group sg), the coordinator ``W+G+S``. Worker group g talks to server group
-``g % nserver_groups``.
+``W .. W+G-1`` (stub g of each worker group), servers ``W+G .. W+G+S-1`` (server ``sg * P + j`` is
+server j of server group sg), the coordinator ``C = W+G+S``, then the stubs of groups that span
+hosts (per-host sums, below). Worker group g talks to server group ``g % nserver_groups``.
 
 Processes (MPI ranks): one per worker; with server_worker_separate one more process per server,
 otherwise server s lives in worker rank ``spread[s % W]``, where ``spread`` lists the worker ranks
@@ -30,7 +30,8 @@ Hosts (:func:`learn_hosts`, under MPI): the ranks that share a node are those of
 shared-memory split (``Split_type(COMM_TYPE_SHARED)``, the MPI library's own view of which
 processes share memory: what its shared-memory transport uses); processor names only label the
 nodes, are the fallback where the split is missing (an MPI before 3.0), and are cross-checked
-against it (names are free text: containers all called ``localhost``, one node under two names).
+against it (names are free text: containers all called ``localhost``, one node under two names). (mpi4py is imported inside
+:func:`learn_hosts` only.)
 
 Slices: a dense param of count n >= ``SLICE_MIN`` is cut into ``min(n, P)`` contiguous, balanced
 slices, a smaller one (biases, small kernels) stays whole (one message, not P); slice k of param p

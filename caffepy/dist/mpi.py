@@ -30,7 +30,6 @@ mpi4py is imported here only.
 import collections
 import os
 import queue
-import socket
 import struct
 import threading
 import time
@@ -133,7 +132,8 @@ class MpiEngine(Engine):
                                 " + %d servers" % topology.S if topology.cluster.server_worker_separate
                                 else "", self.comm.Get_size()))
         # collectives before the communication thread starts: every rank's host
-        self.hosts = self.comm.allgather(MPI.Get_processor_name() or socket.gethostname())
+        from .topology import learn_hosts      # (hostsum: shared-memory split, names as fallback)
+        self.hosts = learn_hosts(self.comm)
         topology.set_hosts(self.hosts)
         _warn_oversubscribed(self.hosts, self.rank)
         # polling only pays while a core is free for it: none on a host with more ranks than cores

@@ -7,7 +7,9 @@
   stepped by every worker; ``table``: a sharded embedding table, rows over all shards), and each
   server shard holding it with its range and host. The same facts go to
   ``visualization/net.json`` as the optional ``cluster`` object (docs/netjson.md), which
-  ``caffepy draw`` draws as worker groups and server shards.
+  ``caffepy draw`` draws as worker groups and server shards. Where ranks sit on hosts (MPI, or
+  ``dist.train(hosts=...)``), a line per worker group names its per-host sums: which stub sums
+  which workers on which host (one push per host and slice to the servers).
 - **Progress** (:class:`GroupProgress`): the first worker of each group logs, every ``display``
   steps, ``Iteration N (group g of G): loss = L, lr = R, S steps/s, ETA h:mm:ss``.
 - :func:`parse_group_log` reads those lines back (``caffepy plot`` draws one curve per group).
@@ -28,11 +30,14 @@ _RE_GROUP = re.compile(r"Iteration (\d+) \(group (\d+) of (\d+)\): loss = (\S+),
 def cluster_summary(topo, plan, names, counts, hosts, engine):
     """The cluster and every param's route, as net.json's ``cluster`` object."""
     def host(ep):
-        r = topo.process_of(ep) if engine == "mpi" else 0     # in process: all in this one
+        # in process: all in this one, unless given a host per (emulated) rank
+        r = topo.process_of(ep) if engine == "mpi" or topo.hosts else 0
         return {"rank": r, "host": hosts[r] if r < len(hosts) else hosts[0]}
 
     groups = [{"group": g, "workers": [dict(host(w), id=w) for w in topo.workers_of_group(g)],
-               "server_group": topo.server_group_of(g)} for g in range(topo.G)]
+               "server_group": topo.server_group_of(g),
+               "stubs": [dict(host(st), stub=topo.describe(st), workers=topo.workers_of_stub(st))
+                         for st in topo.stubs_of_group(g)]} for g in range(topo.G)]
     servers = []
     for sg in range(topo.SG):
         for j in range(topo.P):
@@ -53,7 +58,7 @@ def cluster_summary(topo, plan, names, counts, hosts, engine):
         routes.append({"param": name, "count": int(counts[p]), "route": route, "shards": shards})
     return {"engine": engine, "consistency": topo.consistency, "worker_groups": groups,
             "workers_per_group": topo.K, "server_groups": topo.SG, "servers_per_group": topo.P,
-            "servers": servers, "routes": routes}
+            "servers": servers, "routes": routes, "hosts": bool(topo.hosts)}
 
 
 def route_lines(summary):
@@ -75,6 +80,14 @@ def route_lines(summary):
             shards = ", ".join("%d [%d:%d) @%s" % (s["shard"], s["offset"], s["offset"] + s["count"],
                                                    where[s["shard"]]) for s in r["shards"])
         out.append("  %-*s %10d  %-5s  %s" % (width, r["param"], r["count"], r["route"], shards))
+    if summary.get("hosts"):
+        out.append("Per-host sums (each stub sums its host's workers of the group; one push per "
+                   "host and slice to the servers):")
+        for g in summary["worker_groups"]:
+            out.append("  group %d: %s" % (g["group"], "; ".join(
+                "%s @%s:%d sums workers %s" % (st["stub"], st["host"], st["rank"],
+                                               ",".join(str(w) for w in st["workers"]))
+                for st in g["stubs"])))
     return out
 
 

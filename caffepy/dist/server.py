@@ -48,7 +48,8 @@ class Server(object):
         self.start = start_step
         self.sg, self.j = topo.server_index(endpoint.id)
         groups = topo.groups_of_server_group(self.sg)
-        self.stubs = {g: topo.stub(g) for g in groups}
+        self.stubs = {g: topo.stubs_of_group(g) for g in groups}     # per host of the group
+        self.shares = {}         # (param, slice, group, step) -> {stub: its host's share}
         self.replicas = [topo.server(sg, self.j) for sg in range(topo.SG) if sg != self.sg]
         self.lr_state = lr_policies.LrState(current_step)
         self._lr_it, self._lr = None, None
@@ -109,18 +110,38 @@ class Server(object):
         low = s.clock.min_clock()
         values = s.values.copy()     # one snapshot for every group answered (never written again)
         for g in groups:
-            self.ep.send(self.stubs[g], T.header(T.PARAM, param=s.p, slice=s.k, offset=s.offset,
-                                                 version=s.version, step=low), [values])
+            for stub in self.stubs[g]:
+                self.ep.send(stub, T.header(T.PARAM, param=s.p, slice=s.k, offset=s.offset,
+                                            version=s.version, step=low), [values])
 
     def _on_init(self, h, bufs):
         s = self.slices[(h.param, h.slice)]
         s.values = bufs[0].astype(self.dtype, copy=True)
         self._answer(s, list(self.stubs))
 
+    def _group_gradient(self, g, h, buf):
+        """Group g's gradient of a slice once each of its stubs (one per host) sent its share:
+        their sum in stub order (the same bits whatever the arrival order); None until then."""
+        stubs = self.stubs[g]
+        if len(stubs) == 1:
+            return buf
+        got = self.shares.setdefault((h.param, h.slice, g, h.step), {})
+        got[h.src] = buf
+        if len(got) < len(stubs):
+            return None
+        del self.shares[(h.param, h.slice, g, h.step)]
+        total = got[stubs[0]].copy()
+        for stub in stubs[1:]:
+            total += got[stub]
+        return total
+
     def _on_grad(self, h, bufs):
         s = self.slices[(h.param, h.slice)]
-        g = h.src - self.topo.W
-        grad, answer = s.clock.on_gradient(g, h.step, bufs[0])
+        g = self.topo.group_of_stub(h.src)
+        grad = self._group_gradient(g, h, bufs[0])
+        if grad is None:
+            return
+        grad, answer = s.clock.on_gradient(g, h.step, grad)
         self.max_staleness = max(self.max_staleness, s.clock.max_staleness)
         if grad is not None and self.clip is not None:     # applied once the update's norm is known
             key = (BSP_KEY if self.topo.consistency == BSP else g, h.step)

@@ -106,7 +106,8 @@ class CostModel(object):
         return max(load.values()) if load else 0
 
     def dense_numbers(self, p):
-        """Param p's push and pull: workers to their stub, stubs to the servers of the slices."""
+        """Param p's push and pull: workers to their stub, stubs (one per host of a group) to the
+        servers of the slices."""
         t = self.topo
         n = t.param_counts[p]
         load = {}
@@ -116,11 +117,12 @@ class CostModel(object):
                 load[a] = load.get(a, 0) + 2 * count
                 load[b] = load.get(b, 0) + 2 * count
         for g in range(t.G):
-            stub = t.process_of(t.stub(g))
-            for w in t.workers_of_group(g):
-                move(t.process_of(w), stub, n)
-            for off, size, j in t.slices[p]:
-                move(stub, t.process_of(t.server(t.server_group_of(g), j)), size)
+            for ep in t.stubs_of_group(g):
+                stub = t.process_of(ep)
+                for w in t.workers_of_stub(ep):
+                    move(t.process_of(w), stub, n)
+                for off, size, j in t.slices[p]:
+                    move(stub, t.process_of(t.server(t.server_group_of(g), j)), size)
         return max(load.values()) if load else 0
 
     def choice(self, name, p, layer, shape):

@@ -1,13 +1,15 @@
-"""A stub: one per worker group, between the group's workers and the servers.
+"""A stub: one per worker group and host of its workers, between those workers and the servers.
 
-``GRAD`` from a worker (param p, step t): held per (param, step) until all K workers of the group
-have sent theirs (under SSP a worker may push step t + 1 before a peer pushed step t), then
-summed in worker order (the same bits whatever the arrival order); the mean is cut into the
-param's slices and each slice goes to its server in the group's server group (``GRAD``, one
-message per slice).
+``GRAD`` from a worker (param p, step t): held per (param, step) until every worker of this stub
+(the group's workers on its host: all K when the group sits on one host) has sent its own (under
+SSP a worker may push step t + 1 before a peer pushed step t), then summed in worker order (the same
+bits whatever the arrival order) and scaled by ``1/K``: the group's mean, or this host's share of
+it. It is cut into the param's slices and each slice goes to its server in the group's server group
+(``GRAD``, one message per slice: per host, not per worker); the server adds the shares of the
+group's stubs (:mod:`.topology`, per-host sums).
 
 ``PARAM`` from a server (a slice's new values): forwarded to every worker of the group as it comes
-(the same buffer: no copy in process). The stub counts the answers per slice; param p's version is
+(the same buffer: no copy in process); every stub of the group gets every answer. The stub counts the answers per slice; param p's version is
 the number of rounds every one of its slices has had (minus one: 0 for the first values), and the
 forward that completes a version is marked ``flag = 1`` with ``version`` = that version, so a worker
 knows p is complete. A server answers in order, so counting per slice stays right when several
@@ -22,7 +24,8 @@ from . import transport as T
 class Stub(object):
     def __init__(self, endpoint, topo, group):
         self.ep, self.topo, self.g = endpoint, topo, group
-        self.workers = topo.workers_of_group(group)
+        self.workers = topo.workers_of_stub(endpoint.id)
+        self.K = topo.K
         self.sg = topo.server_group_of(group)
         self.acc = {}             # (param, step) -> {worker: gradient} being gathered
         self.answers = [[0] * len(sl) for sl in topo.slices]   # per param, per slice
@@ -55,8 +58,8 @@ class Stub(object):
         acc = parts[self.workers[0]].copy()
         for w in self.workers[1:]:
             acc += parts[w]
-        if len(self.workers) > 1:
-            acc *= acc.dtype.type(1.0) / acc.dtype.type(len(self.workers))
+        if self.K > 1:
+            acc *= acc.dtype.type(1.0) / acc.dtype.type(self.K)
         for k, (off, size, j) in enumerate(self.topo.slices[p]):
             self.ep.send(self.topo.server(self.sg, j),
                          T.header(T.GRAD, param=p, slice=k, step=h.step, offset=off),

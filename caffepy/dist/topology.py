@@ -8,15 +8,30 @@ syncs), engine ("" = mpi under mpiexec with several ranks, else inproc), heartbe
 timeout (60 s without a message from a peer one waits on).
 
 Endpoint ids: workers ``0 .. W-1`` (worker ``g * K + k`` is worker k of group g), stubs
-``W .. W+G-1`` (one per worker group), servers ``W+G .. W+G+S-1`` (server ``sg * P + j`` is server
-j of server group sg), the coordinator ``W+G+S``. Worker group g talks to server group
-``g % nserver_groups``.
+``W .. W+G-1`` (stub g of each worker group), servers ``W+G .. W+G+S-1`` (server ``sg * P + j`` is
+server j of server group sg), the coordinator ``C = W+G+S``, then the stubs of groups that span
+hosts (per-host sums, below). Worker group g talks to server group ``g % nserver_groups``.
 
-Processes (MPI ranks): one per worker; the stub of group g lives in the process of worker g.0 (so a
-group whose workers share a host sums their gradients on that host); with server_worker_separate
-one more process per server, otherwise server s lives in worker rank ``spread[s % W]``, where
-``spread`` lists the worker ranks round the hosts (``set_hosts``: one server per host before a
-second on any; without hosts, rank order); the coordinator lives in process 0.
+Processes (MPI ranks): one per worker; with server_worker_separate one more process per server,
+otherwise server s lives in worker rank ``spread[s % W]``, where ``spread`` lists the worker ranks
+round the hosts (``set_hosts``: one server per host before a second on any; without hosts, rank
+order); the coordinator lives in process 0.
+
+Per-host sums: a group has one stub per host its workers sit on (``set_hosts``; without hosts, or
+for a group on one host, just stub g). Stub g lives with worker g.0; the group's stub on another
+host (endpoint ids after the coordinator, ``C+1 ..``, described as ``stub g.i``) lives with the
+group's first worker on that host. Each stub sums the gradients of its host's workers and sends
+that partial sum (times ``1/K``) to the servers, one message per param slice; a server adds the
+partials of a group's stubs in stub order before it applies the group's update, and answers every
+stub of the group, which forwards to its own workers. So worker gradients and param copies never
+cross hosts: per slice and step one message per host goes each way.
+
+Hosts (:func:`learn_hosts`, under MPI): the ranks that share a node are those of MPI's
+shared-memory split (``Split_type(COMM_TYPE_SHARED)``, the MPI library's own view of which
+processes share memory: what its shared-memory transport uses); processor names only label the
+nodes, are the fallback where the split is missing (an MPI before 3.0), and are cross-checked
+against it (names are free text: containers all called ``localhost``, one node under two names). (mpi4py is imported inside
+:func:`learn_hosts` only.)
 
 Slices: a dense param of count n >= ``SLICE_MIN`` is cut into ``min(n, P)`` contiguous, balanced
 slices, a smaller one (biases, small kernels) stays whole (one message, not P); slice k of param p
@@ -24,6 +39,9 @@ sits on server ``(k + p) % P`` of each server group (so small params spread too)
 Params in ``excluded`` (SFB weights, sharded tables: :mod:`.routing`) have no slices.
 """
 import os
+import socket
+
+import numpy as np
 
 from ..errors import CaffeError
 from ..proto import caffe_pb2, io as proto_io
@@ -96,6 +114,7 @@ class Topology(object):
         self.routing = None     # a caffepy.dist.routing.Plan, set by the trainer
         self.hosts = None       # host of each rank (set_hosts), for host-aware placement
         self._spread = list(range(self.W))
+        self._stubs_at(None)
         for p, n in enumerate(self.param_counts):
             if p in excluded:
                 self.slices.append([])
@@ -120,7 +139,24 @@ class Topology(object):
 
     @property
     def n_endpoints(self):
-        return self.W + self.G + self.S + 1
+        return self.W + self.G + self.S + 1 + len(self._host_stubs)
+
+    def is_stub(self, ep):
+        return self.W <= ep < self.W + self.G or ep > self.coordinator
+
+    def stubs_of_group(self, g):
+        """Group g's stubs, one per host of its workers (stub g first, on worker g.0's host)."""
+        return self._group_stubs[g]
+
+    def group_of_stub(self, ep):
+        return ep - self.W if ep < self.coordinator else self._host_stubs[ep - self.coordinator - 1]
+
+    def stub_of_worker(self, w):
+        return self._worker_stub[w]
+
+    def workers_of_stub(self, ep):
+        """The workers whose gradients stub ``ep`` sums (those of its group on its host)."""
+        return self._stub_workers[ep]
 
     def group_of_worker(self, w):
         return w // self.K
@@ -141,7 +177,7 @@ class Topology(object):
         return list(range(self.W))
 
     def stubs(self):
-        return [self.stub(g) for g in range(self.G)]
+        return [ep for g in range(self.G) for ep in self._group_stubs[g]]
 
     def server_index(self, ep):
         """(server group, index in group) of server endpoint ``ep``."""
@@ -160,8 +196,10 @@ class Topology(object):
     def describe(self, ep):
         if ep < self.W:
             return "worker %d (group %d)" % (ep, self.group_of_worker(ep))
-        if ep < self.W + self.G:
-            return "stub %d" % (ep - self.W)
+        if self.is_stub(ep):
+            g = self.group_of_stub(ep)
+            i = self._group_stubs[g].index(ep)
+            return "stub %d" % g + (".%d" % i if i else "")
         if ep < self.W + self.G + self.S:
             sg, j = self.server_index(ep)
             return "server %d (server group %d)" % (ep - self.W - self.G, sg)
@@ -178,6 +216,27 @@ class Topology(object):
         columns = list(by_host.values())
         self._spread = [col[i] for i in range(max(len(c) for c in columns)) for col in columns
                         if i < len(col)]
+        self._stubs_at(self.hosts)
+
+    def _stubs_at(self, hosts):
+        """One stub per (group, host of its workers): stub g where worker g.0 is, the others after
+        the coordinator (without hosts: one per group)."""
+        self._group_stubs, self._stub_workers, self._worker_stub = {}, {}, {}
+        self._host_stubs = []        # group of stub ``coordinator + 1 + i``
+        for g in range(self.G):
+            on = {}
+            for w in self.workers_of_group(g):
+                on.setdefault(hosts[w] if hosts else None, []).append(w)
+            eps = []
+            for i, workers in enumerate(on.values()):
+                ep = self.stub(g) if i == 0 else self.coordinator + 1 + len(self._host_stubs)
+                if i:
+                    self._host_stubs.append(g)
+                eps.append(ep)
+                self._stub_workers[ep] = workers
+                for w in workers:
+                    self._worker_stub[w] = ep
+            self._group_stubs[g] = eps
 
     def host_of(self, ep):
         return self.hosts[self.process_of(ep)] if self.hosts else None
@@ -189,8 +248,8 @@ class Topology(object):
     def process_of(self, ep):
         if ep < self.W:
             return ep
-        if ep < self.W + self.G:
-            return self.worker(ep - self.W, 0)
+        if self.is_stub(ep):
+            return self._stub_workers[ep][0]
         if ep < self.W + self.G + self.S:
             s = ep - self.W - self.G
             return self.W + s if self.cluster.server_worker_separate else self._spread[s % self.W]
@@ -210,6 +269,77 @@ class Topology(object):
             shard = self.slices[p][0][2] if self.slices[p] else None
             out[key] = {"server_shard": shard, "worker": self.owner_worker(p)}
         return out
+
+
+_NAME_BYTES = 256      # MPI_MAX_PROCESSOR_NAME of MPICH and Open MPI
+
+
+def host_labels(names, leaders=None):
+    """Every rank's host label and the cross-check's notes, from the ranks' processor ``names`` and,
+    when MPI's shared-memory split ran, each rank's node ``leaders`` (the lowest world rank of its
+    node). The split decides which ranks share a host; a node is labelled with its leader's name,
+    made unique (``name#leader``) when two nodes report the same one. Without the split the names
+    decide alone."""
+    if leaders is None:
+        return list(names), []
+    notes = []
+    nodes = sorted(set(leaders))
+    taken = {}
+    for n in nodes:
+        taken.setdefault(names[n], []).append(n)
+    label = {}
+    for name, same in taken.items():
+        for n in same:
+            label[n] = name if len(same) == 1 else "%s#%d" % (name, n)
+        if len(same) > 1:
+            notes.append("ranks %s sit on %d different nodes (MPI's shared-memory split) but all "
+                         "report processor name %s: told apart as %s"
+                         % (", ".join(str(r) for r in range(len(names)) if names[r] == name),
+                            len(same), name, ", ".join(label[n] for n in same)))
+    for n in nodes:
+        own = sorted({names[r] for r in range(len(names)) if leaders[r] == n})
+        if len(own) > 1:
+            notes.append("ranks %s share memory (one node for MPI) but report processor names %s: "
+                         "placed as one host, %s" % (", ".join(str(r) for r in range(len(names))
+                                                           if leaders[r] == n), ", ".join(own), label[n]))
+    return [label[l] for l in leaders], notes
+
+
+def learn_hosts(comm):
+    """The host label of every rank (the same list on every rank; raw buffers, no pickle): MPI's
+    shared-memory split groups the ranks by node, processor names label the nodes and are the
+    fallback where ``Split_type`` is missing. Rank 0 logs what the cross-check found."""
+    from mpi4py import MPI
+    rank, size = comm.Get_rank(), comm.Get_size()
+    mine = np.zeros(_NAME_BYTES, np.uint8)
+    raw = (MPI.Get_processor_name() or socket.gethostname()).encode("utf-8")[:_NAME_BYTES]
+    mine[:len(raw)] = np.frombuffer(raw, np.uint8)
+    table = np.zeros((size, _NAME_BYTES), np.uint8)
+    comm.Allgather(mine, table)
+    names = [bytes(row).rstrip(b"\0").decode("utf-8", "replace") for row in table]
+    leaders = None
+    if hasattr(comm, "Split_type") and hasattr(MPI, "COMM_TYPE_SHARED"):
+        try:
+            node = comm.Split_type(MPI.COMM_TYPE_SHARED, key=rank)
+        except (NotImplementedError, MPI.Exception):      # an MPI before 3.0: names decide
+            node = None
+        if node is not None:
+            leader = np.array([rank], np.int64)
+            node.Bcast(leader, root=0)      # key = world rank: the node's rank 0 is its lowest
+            node.Free()
+            every = np.zeros(size, np.int64)
+            comm.Allgather(leader, every)
+            leaders = [int(x) for x in every]
+    hosts, notes = host_labels(names, leaders)
+    if rank == 0:
+        from ..log import info, warning
+        info("topology.py", "Hosts from %s: %s" % (
+            "MPI's shared-memory split" if leaders is not None else "processor names (no "
+            "MPI_Comm_split_type)", ", ".join("%s (ranks %s)" % (h, ",".join(
+                str(r) for r in range(size) if hosts[r] == h)) for h in sorted(set(hosts), key=hosts.index))))
+        for note in notes:
+            warning("topology.py", note)
+    return hosts
 
 
 class ParamMeta(object):

@@ -89,8 +89,8 @@ class _Process(object):
             endpoint = engine.endpoint(ep)
             if ep < topo.W:
                 self._spawn(ep, self._worker_body(endpoint, start_step, restored is None, feeder))
-            elif ep < topo.W + topo.G:
-                self._spawn(ep, Stub(endpoint, topo, ep - topo.W).run)
+            elif topo.is_stub(ep):
+                self._spawn(ep, Stub(endpoint, topo, topo.group_of_stub(ep)).run)
             else:
                 server = Server(endpoint, topo, meta, solver.param, cls, solver.dtype, workspace,
                                 start_step, current_step, restored)
@@ -175,12 +175,14 @@ def _error_message(src, dst, text):
 
 
 def train(solver, cluster=None, cluster_file=None, resume=False, feeder=None, engine=None,
-          comm=None, overwrite=False):
+          comm=None, overwrite=False, hosts=None):
     """Train ``solver`` on the cluster; returns a :class:`Result` in process 0 (None elsewhere).
 
     A workspace holding checkpoints needs ``resume`` or ``overwrite`` (caffepy.dist.workspace).
 
-    ``comm``: a :class:`caffepy.dist.waitfree.CommOptions` (wait-free backprop on by default)."""
+    ``comm``: a :class:`caffepy.dist.waitfree.CommOptions` (wait-free backprop on by default).
+    ``hosts`` (in process only): a host name per rank, to place servers and per-host sums as if
+    the ranks sat on those hosts (MPI learns them: :func:`caffepy.dist.topology.learn_hosts`)."""
     cluster = cluster if cluster is not None else load_cluster(solver.param, cluster_file)
     p = solver.param
     meta = ParamMeta(solver.net)
@@ -199,10 +201,14 @@ def train(solver, cluster=None, cluster_file=None, resume=False, feeder=None, en
         guard, rank = guards[0], eng.rank
     else:
         from .inproc import InprocEngine
+        if hosts is not None:
+            if len(hosts) != topo.n_processes:
+                raise CaffeError("hosts: %d names for %d ranks" % (len(hosts), topo.n_processes))
+            topo.set_hosts(hosts)
         eng = InprocEngine(topo)
         rank = 0
     from .workspace import preflight
-    hosts = preflight(workspace, resume, overwrite, eng.comm if kind == "mpi" else None)
+    host_names = preflight(workspace, resume, overwrite, eng.comm if kind == "mpi" else None)
     start_step, restored = 0, None
     if resume:
         start_step, manifest = checkpoint.latest_complete(workspace, verify=True)
@@ -227,7 +233,7 @@ def train(solver, cluster=None, cluster_file=None, resume=False, feeder=None, en
     if rank == 0:
         from ..draw import write_net_json
         from .report import cluster_summary, route_lines
-        summary = cluster_summary(topo, plan, meta.names, meta.counts, hosts, kind)
+        summary = cluster_summary(topo, plan, meta.names, meta.counts, topo.hosts or host_names, kind)
         for line in route_lines(summary):
             info("trainer.py", line)
         write_net_json(solver.net, os.path.join(workspace, "visualization", "net.json"),

@@ -51,7 +51,7 @@ class Worker(object):
         self.param, self.workspace = solver_param, workspace
         self.start, self.send_init = start_step, send_init
         self.g = topo.group_of_worker(endpoint.id)
-        self.stub = topo.stub(self.g)
+        self.stub = topo.stub_of_worker(endpoint.id)     # this group's stub on this host
         self.version = [-1] * len(net.learnable_params)
         self.flat = [b.data.reshape(-1) for b in net.learnable_params]
         self.timeout = topo.cluster.timeout

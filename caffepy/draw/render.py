@@ -194,6 +194,10 @@ def cluster_lines(cluster):
     for g in cluster.get("worker_groups", ()):
         label = ["worker group %d" % g["group"]]
         label += ["worker %d @%s:%d" % (w["id"], w["host"], w["rank"]) for w in g["workers"]]
+        if len(g.get("stubs", ())) > 1:         # per-host sums
+            label += ["%s @%s:%d sums %s" % (st["stub"], st["host"], st["rank"],
+                                             ",".join(str(w) for w in st["workers"]))
+                      for st in g["stubs"]]
         if sfb:
             label.append("SFB: " + ", ".join(sfb))
         out.append("    %s [%s];" % (dot_quote("wg%d" % g["group"]),

@@ -11,8 +11,24 @@ import nets  # noqa: E402
 
 from caffepy import dist  # noqa: E402
 from caffepy.errors import CaffeError  # noqa: E402
+from caffepy.proto import caffe_pb2  # noqa: E402
 from caffepy.proto import io as proto_io  # noqa: E402
 from caffepy.solvers import get_solver  # noqa: E402
+
+
+def _count_crossing():
+    """Count the GRAD / PARAM messages this rank sends to a rank on another host."""
+    from caffepy.dist import mpi, transport as T
+    counts = {"grad": 0, "param": 0}
+    deliver = mpi.MpiEngine.deliver
+
+    def counting(self, h, buffers):
+        t = self.topology
+        if h.kind in (T.GRAD, T.PARAM) and t.host_of(h.src) != t.host_of(h.dst):
+            counts["grad" if h.kind == T.GRAD else "param"] += 1
+        deliver(self, h, buffers)
+    mpi.MpiEngine.deliver = counting
+    return counts
 
 
 def main():
@@ -41,6 +57,9 @@ def main():
     ap.add_argument("--solver_extra", default="", help="more SolverParameter text")
     ap.add_argument("--net", default="mlp", choices=["mlp", "embed"],
                     help="embed: test_sparse's Embed net (sharded table, SFB on its InnerProduct)")
+    ap.add_argument("--sfb_mode", default="AUTO", choices=["AUTO", "ALWAYS", "NEVER"])
+    ap.add_argument("--count_crossing", action="store_true",
+                    help="every rank prints CROSSING: the GRAD / PARAM messages it sent to other hosts")
     a = ap.parse_args()
     from caffepy import log
     log.setup()
@@ -59,7 +78,9 @@ def main():
     cluster = nets.cluster(nworker_groups=a.groups, nworkers_per_group=a.workers,
                            nservers_per_group=a.servers, server_worker_separate=a.separate,
                            workspace=a.workspace, consistency=a.consistency, engine=a.engine,
-                           timeout=a.timeout, staleness=a.staleness, wait_free=bool(a.wait_free))
+                           timeout=a.timeout, staleness=a.staleness, wait_free=bool(a.wait_free),
+                           sfb_mode=caffe_pb2.ClusterParameter.SFBMode.Value(a.sfb_mode))
+    crossing = _count_crossing() if a.count_crossing else None
 
     def feed(w, nworkers, net):
         nets.feeder(x, y)(w, nworkers, net)
@@ -76,6 +97,8 @@ def main():
     except CaffeError as e:
         print("ERROR: %s" % e, file=sys.stderr)
         return 1
+    if crossing is not None:
+        print("CROSSING grad=%d param=%d" % (crossing["grad"], crossing["param"]), flush=True)
     if result is not None:
         if a.out:
             np.savez(a.out, *[p.data for p in solver.net.learnable_params])

@@ -137,6 +137,8 @@ def test_stub_versions_count_rounds_per_slice():
     from caffepy.dist.stub import Stub
 
     class Endpoint(object):
+        id = 2
+
         def __init__(self):
             self.sent = []
 
@@ -145,8 +147,9 @@ def test_stub_versions_count_rounds_per_slice():
 
     class Topo(object):
         slices = [[(0, 2, 0), (2, 2, 1)]]
+        K = 1
 
-        def workers_of_group(self, g):
+        def workers_of_stub(self, ep):
             return [0]
 
         def server_group_of(self, g):

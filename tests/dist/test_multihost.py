@@ -48,6 +48,32 @@ def test_bsp_two_hosts_matches_single_process(cluster_box, tmp_path, net):
     assert "stub 0 on h1" in placement and "stub 1 on h2" in placement
 
 
+def test_group_over_two_hosts_sums_per_host(cluster_box, tmp_path):
+    """One group of 4 workers, 2 per host, 2 servers (one per host): hosts come from MPI's
+    shared-memory split, each host sums its 2 workers (stub 0 on h1, stub 0.1 on h2), the weights
+    equal the single process (1e-6), and per step each param's gradient and values cross the hosts
+    once (its slice's server is on one host, the other host's stub sends its share / gets the
+    values): no worker gradient crosses."""
+    box = cluster_box(2, rate="1gbit")
+    out = tmp_path / "final.npz"
+    steps = 10
+    p = box_mpiexec(box, ["--workspace", str(tmp_path / "ws"), "--out", str(out), "--groups", "1",
+                          "--workers", "4", "--max_iter", str(steps), "--sfb_mode", "NEVER",
+                          "--count_crossing"], ppn=2, timeout=60)
+    assert p.returncode == 0, p.err[-3000:]
+    got = np.load(str(out), allow_pickle=False)
+    for i, want in enumerate(reference(1, 4, B, max_iter=steps)):
+        np.testing.assert_allclose(got["arr_%d" % i], want, rtol=0, atol=1e-6)
+    text = p.out + p.err
+    assert "Hosts from MPI's shared-memory split: h1 (ranks 0,1), h2 (ranks 2,3)" in text
+    assert re.search(r"group 0: stub 0 @h1:0 sums workers 0,1; stub 0\.1 @h2:2 sums workers 2,3", text)
+    crossing = [tuple(int(v) for v in m) for m in re.findall(r"CROSSING grad=(\d+) param=(\d+)", text)]
+    assert len(crossing) == 4                      # every rank reported
+    params = 4                                     # ip1, ip2: weight and bias, one slice each
+    assert sum(g for g, _ in crossing) == params * steps
+    assert sum(q for _, q in crossing) == params * (steps + 1)     # + the first values
+
+
 def _rank_pid(box, host, rank, deadline):
     while time.time() < deadline:
         for pid in box.host_pids(host):

@@ -19,7 +19,7 @@ Layout (nothing is created outside namespaces this module made):
   process in one host's PID namespace cannot enter a sibling's, so (as ssh asks sshd) it hands
   HOST, CMD and its stdin/stdout/stderr over a unix socket to a broker thread of this harness,
   which runs ``nsenter`` into HOST's namespaces and ``sh -c CMD`` there, returns the exit status
-  and kills CMD if the launcher goes away.
+  and kills CMD if the launcher goes away (tools/cluster_launch.py).
 
 Teardown (``close``, also at exit and on failure): every holder is killed, which kills every
 process of its PID namespace and frees its network namespace with its veth; nothing is left on
@@ -41,6 +41,10 @@ import subprocess
 import sys
 import tempfile
 import time
+
+if os.path.dirname(os.path.abspath(__file__)) not in sys.path:     # loaded by path (tests, benchmarks)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cluster_launch import LAUNCHER, Broker, kill_tree  # noqa: E402
 
 SUBNET = "10.213.%d"
 UCX_ENV = {"UCX_TLS": "tcp", "UCX_NET_DEVICES": "eth0"}
@@ -149,10 +153,10 @@ class Cluster(object):
             self._in(h, "ip addr add %s/24 dev eth0 && ip link set eth0 up && "
                      "tc qdisc add dev eth0 root tbf rate %s burst %d latency 50ms"
                      % (self.address(h), self.rate, burst), deadline)
-        self.broker = _Broker(self, os.path.join(self.dir, "launch.sock"))
+        self.broker = Broker(self, os.path.join(self.dir, "launch.sock"))
         self.launcher = os.path.join(self.dir, "launch")
         with open(self.launcher, "w") as f:
-            f.write(_LAUNCHER % {"python": sys.executable, "socket": self.broker.path})
+            f.write(LAUNCHER % {"python": sys.executable, "socket": self.broker.path})
         os.chmod(self.launcher, 0o755)
 
     def _burst(self):
@@ -189,7 +193,7 @@ class Cluster(object):
             self.broker.close()
             self.broker = None
         for p in self.procs:
-            _kill_tree(p)
+            kill_tree(p)
         for name in list(self.holders):
             p = self.holders.pop(name)
             pid = self.pids.get(name)
@@ -234,7 +238,7 @@ class Cluster(object):
         try:
             p.out, p.err = p.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
-            _kill_tree(p)
+            kill_tree(p)
             p.out, p.err = p.communicate()
             raise
         return p
@@ -278,107 +282,6 @@ class Cluster(object):
             self.hangup = False
             self._in("switch", "ip link set v%s down" % host, time.time() + 10)
         os.kill(self.pids[host], signal.SIGKILL)
-
-
-_LAUNCHER = """#!%(python)s
-# Hydra's ssh launcher for the emulated hosts: launch -x HOST CMD...  (asks the harness's broker,
-# which lives outside every host's PID namespace, to start CMD there with our stdin/out/err)
-import array, json, os, socket, struct, sys
-args = sys.argv[1:]
-if args and args[0] == "-x":
-    args = args[1:]
-s = socket.socket(socket.AF_UNIX)
-s.connect("%(socket)s")
-msg = json.dumps({"host": args[0], "cmd": " ".join(args[1:]), "cwd": os.getcwd(),
-                  "env": dict(os.environ)}).encode()
-s.sendmsg([struct.pack("!I", len(msg)) + msg],
-          [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [0, 1, 2]))])
-rc = s.recv(4)
-sys.exit(struct.unpack("!i", rc)[0] if len(rc) == 4 else 255)
-"""
-
-
-class _Broker(object):
-    """What sshd is to ssh: starts a launcher's command inside the named host's namespaces with the
-    launcher's stdio, answers its exit status, kills it when the launcher goes away."""
-
-    def __init__(self, cluster, path):
-        import socket
-        import threading
-        self.cluster, self.path = cluster, path
-        self.sock = socket.socket(socket.AF_UNIX)
-        self.sock.bind(path)
-        self.sock.listen(64)
-        self.closed = False
-        threading.Thread(target=self._accept, name="cluster-broker", daemon=True).start()
-
-    def _accept(self):
-        import threading
-        while not self.closed:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
-
-    def _serve(self, conn):
-        import array
-        import json
-        import select
-        import socket
-        import struct
-        fds = array.array("i")
-        try:
-            data, anc, _, _ = conn.recvmsg(1 << 20, socket.CMSG_LEN(3 * fds.itemsize))
-            for level, kind, payload in anc:
-                if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-                    fds.frombytes(payload[:len(payload) - len(payload) % fds.itemsize])
-            n = struct.unpack("!I", data[:4])[0]
-            while len(data) < 4 + n:
-                more = conn.recv(4 + n - len(data))
-                if not more:
-                    raise OSError("launcher went away")
-                data += more
-            req = json.loads(data[4:4 + n].decode())
-            pid = self.cluster.pids[req["host"]]
-            argv = ["nsenter", "-t", str(pid), "-m", "-u", "-n", "-p", "--wd=%s" % req["cwd"],
-                    "--", "sh", "-c", req["cmd"]]
-            p = subprocess.Popen(argv, stdin=fds[0], stdout=fds[1], stderr=fds[2], env=req["env"],
-                                 start_new_session=True)
-        except (OSError, ValueError, KeyError, IndexError):
-            conn.close()
-            return
-        finally:
-            for fd in fds:
-                os.close(fd)
-        self.cluster.procs.append(p)
-        while p.poll() is None and not self.closed:
-            ready, _, _ = select.select([conn], [], [], 0.2)
-            if ready and not conn.recv(1):      # the launcher died: end its command (ssh does)
-                if self.cluster.hangup:
-                    _kill_tree(p)
-                break
-        try:
-            conn.sendall(struct.pack("!i", p.returncode if p.returncode is not None else 255))
-        except OSError:
-            pass
-        conn.close()
-
-    def close(self):
-        self.closed = True
-        self.sock.close()
-
-
-def _kill_tree(p):
-    if p.poll() is None:
-        try:
-            os.killpg(p.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            p.kill()
-    try:
-        p.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        pass
 
 
 @atexit.register

@@ -5,9 +5,31 @@ Boxes are ``[xmin, ymin, xmax, ymax]`` normalised to the image, as in fork_detec
 import numpy as np
 
 from .base import Layer, register_layer
+from .fork_detection import decode_boxes, jaccard
 from .loss import normalization_mode, normalizer
 
 _FLT_MIN = np.finfo(np.float32).tiny
+
+
+def _smooth_l1(d):
+    return np.where(np.abs(d) < 1, 0.5 * d * d, np.abs(d) - 0.5)
+
+
+def _nms(boxes, order, threshold, top_k):
+    """SSD's ApplyNMS over ``boxes`` visited in ``order`` (descending score): positions kept."""
+    if top_k > -1:
+        order = order[:top_k]
+    size = np.clip(boxes[:, 2] - boxes[:, 0], 0, None) * np.clip(boxes[:, 3] - boxes[:, 1], 0, None)
+    left, kept = [int(i) for i in order if size[i] >= 1e-5], []
+    while left:
+        best = left.pop(0)
+        kept.append(best)
+        if top_k > -1 and len(kept) >= top_k:
+            break
+        if left:
+            ov = jaccard(boxes[best], boxes[left])
+            left = [i for i, o in zip(left, ov) if o <= threshold]
+    return np.array(kept, int)
 
 
 def overlaps(a, b):
@@ -92,11 +114,23 @@ class MultiBoxLossLayer(Layer):
     overlap_threshold: 0.5 use_prior_for_matching: true background_label_id: 0
     use_difficult_gt: true neg_pos_ratio: 3 neg_overlap: 0.5 code_type: CORNER
     encode_variance_in_target: false mining_type: MAX_NEGATIVE (do_neg_mining: legacy) }``,
-    ``loss_param { normalization: VALID }``. Supported: SMOOTH_L1, SOFTMAX or LOGISTIC, share_location,
-    use_prior_for_matching, mining MAX_NEGATIVE or NONE (NONE: every prior counts), no nms_param
-    in mining, no bp_inside / ignore_cross_boundary_bbox / map_object_to_agnostic.
-    Bottoms: loc (N x P*4), conf (N x P*C), priors (1 x 2 x P*4), ground truth (1 x 1 x G x 8,
-    rows [image, label, instance, xmin, ymin, xmax, ymax, difficult]). Top: the scalar loss.
+    ``loss_param { normalization: VALID }``.
+    HARD_EXAMPLE mining (:meth:`_mine`): every prior of an image with ground truth is a candidate,
+    scored by its softmax (logistic) loss against its label (the matched truth's, else the
+    background) plus, when matched, its smooth-L1 loss; the min(``sample_size``, P) highest are
+    kept: a matched prior not kept stops being a positive (M shrinks), an unmatched one kept is a
+    negative. With ``nms_param { nms_threshold > 0 top_k }`` (either mining) the candidates are
+    first put through SSD's ApplyNMS by that score (boxes: the priors with
+    ``use_prior_for_nms``, else the decoded predictions; boxes under 1e-5 in size dropped;
+    ``top_k`` unset is 0 as in the fork, which keeps nothing) and taken in NMS order. Ties in
+    the loss keep prior order (the fork's std::sort leaves them unspecified).
+    ``share_location: false`` (with mining NONE, as the fork requires): loc holds C boxes per
+    prior (N x P*C*4, class c at offset 4 c); a positive's offsets are those of its truth's class.
+    Supported: SMOOTH_L1, SOFTMAX or LOGISTIC, use_prior_for_matching; not: L2, bp_inside,
+    ignore_cross_boundary_bbox, map_object_to_agnostic, use_prior_for_matching: false.
+    Bottoms: loc (N x P*4, or P*C*4), conf (N x P*C), priors (1 x 2 x P*4), ground truth
+    (1 x 1 x G x 8, rows [image, label, instance, xmin, ymin, xmax, ymax, difficult]).
+    Top: the scalar loss.
     """
     exact_num_bottom_blobs = 4
     exact_num_top_blobs = 1
@@ -109,10 +143,7 @@ class MultiBoxLossLayer(Layer):
             raise self.error("multibox_loss_param.num_classes is required")
         unsupported = [name for name, bad in (
             ("loc_loss_type L2", p.loc_loss_type != p.SMOOTH_L1),
-            ("share_location: false", not p.share_location),
             ("use_prior_for_matching: false", not p.use_prior_for_matching),
-            ("mining_type HARD_EXAMPLE", p.mining_type == p.HARD_EXAMPLE),
-            ("nms_param in mining", p.HasField("nms_param") and p.nms_param.nms_threshold > 0),
             ("bp_inside", p.bp_inside), ("ignore_cross_boundary_bbox", p.ignore_cross_boundary_bbox),
             ("map_object_to_agnostic", p.map_object_to_agnostic)) if bad]
         if unsupported:
@@ -123,13 +154,19 @@ class MultiBoxLossLayer(Layer):
         self.mining = p.mining_type != p.NONE
         if p.HasField("do_neg_mining") and not p.HasField("mining_type"):
             self.mining = bool(p.do_neg_mining)
+        self.hard = self.mining and p.mining_type == p.HARD_EXAMPLE
+        if self.hard and p.sample_size <= 0:
+            raise self.error("HARD_EXAMPLE mining needs sample_size > 0, got %d" % p.sample_size)
+        if self.mining and not p.share_location:
+            raise self.error("negative mining needs share_location: true (as in SSD)")
+        self.Lc = 1 if p.share_location else self.C
         lp = self.layer_param.loss_param
         self.norm_mode = normalization_mode(lp, legacy_default=type(lp).VALID)
 
     def reshape(self, bottom, top):
         loc, conf, priors, gt = bottom
-        P = loc.count // max(loc.shape[0], 1) // 4
-        if loc.count != loc.shape[0] * P * 4 or priors.count != 2 * P * 4:
+        P = loc.count // max(loc.shape[0], 1) // (4 * self.Lc)
+        if loc.count != loc.shape[0] * P * 4 * self.Lc or priors.count != 2 * P * 4:
             raise self.error("loc %s and priors %s disagree on the number of priors"
                              % (loc.shape, priors.shape))
         if conf.count != conf.shape[0] * P * self.C or conf.shape[0] != loc.shape[0]:
@@ -153,7 +190,7 @@ class MultiBoxLossLayer(Layer):
 
     def forward_cpu(self, bottom, top):
         p, N, P, C = self.p, bottom[0].shape[0], self.P, self.C
-        loc = bottom[0].data.reshape(N, P, 4).astype(np.float64)
+        loc = bottom[0].data.reshape(N, P, self.Lc, 4).astype(np.float64)
         conf = bottom[1].data.reshape(N, P, C).astype(np.float64)
         pri = bottom[2].data.reshape(2, P, 4).astype(np.float64)
         priors, variances = pri[0], pri[1]
@@ -164,6 +201,10 @@ class MultiBoxLossLayer(Layer):
         else:
             z = conf - conf.max(axis=2, keepdims=True)
             self.prob = np.exp(z) / np.exp(z).sum(axis=2, keepdims=True)
+        if self.logistic:      # each prior's loss against class c's one-hot target
+            self.prior_loss = lambda b, m, c: bce[b, m].sum(axis=-1) - conf[b, m, c]
+        else:
+            self.prior_loss = lambda b, m, c: -np.log(np.maximum(self.prob[b, m, c], _FLT_MIN))
         labels = np.full((N, P), -1)            # -1: not selected; else the class to learn
         self.pos, self.loc_target = [], []
         for b in range(N):
@@ -175,34 +216,53 @@ class MultiBoxLossLayer(Layer):
             idx, best = match(priors, g[:, 3:7], p.match_type == p.PER_PREDICTION,
                               p.overlap_threshold)
             pos = np.nonzero(idx >= 0)[0]
-            labels[b, pos] = g[idx[pos], 1].astype(int)
-            if len(pos):
-                self.pos.append((b, pos))
-                self.loc_target.append(encode(priors[pos], variances[pos], g[idx[pos], 3:7],
-                                              p.code_type, p.encode_variance_in_target))
-            neg = np.nonzero((idx == -1) & (best < p.neg_overlap))[0]
+            target = encode(priors[pos], variances[pos], g[idx[pos], 3:7], p.code_type,
+                            p.encode_variance_in_target)
+            slot = np.zeros(len(pos), int) if p.share_location else g[idx[pos], 1].astype(int)
             if self.mining:
-                k = min(int(len(pos) * p.neg_pos_ratio), len(neg))
-                if self.logistic:      # every class against the background's one-hot target
-                    loss = bce[b, neg].sum(axis=1) - conf[b, neg, self.bg]
-                else:
-                    loss = -np.log(np.maximum(self.prob[b, neg, self.bg], _FLT_MIN))
-                neg = neg[np.argsort(-loss, kind="stable")[:k]]
+                keep, neg = self._mine(b, loc[b], idx, best, g, pos, target, priors, variances)
+                pos, target, slot = pos[keep], target[keep], slot[keep]
             else:
                 neg = np.nonzero(idx == -1)[0]
+            labels[b, pos] = g[idx[pos], 1].astype(int)
             labels[b, neg] = self.bg
+            if len(pos):
+                self.pos.append((b, pos, slot))
+                self.loc_target.append(target)
         self.labels = labels
-        matches = sum(len(pos) for _, pos in self.pos)
+        matches = sum(len(pos) for _, pos, _ in self.pos)
         self.norm = normalizer(self.norm_mode, self.layer_param.loss_param, N, P, matches)
-        self.loc_diff = [loc[b, pos] - t for (b, pos), t in zip(self.pos, self.loc_target)]
-        loc_loss = sum(np.where(np.abs(d) < 1, 0.5 * d * d, np.abs(d) - 0.5).sum()
-                       for d in self.loc_diff)
+        self.loc_diff = [loc[b, pos, slot] - t for (b, pos, slot), t in zip(self.pos, self.loc_target)]
+        loc_loss = sum(_smooth_l1(d).sum() for d in self.loc_diff)
         sel = labels >= 0
-        if self.logistic:
-            conf_loss = bce[sel].sum() - conf[sel, labels[sel]].sum()
-        else:
-            conf_loss = -np.log(np.maximum(self.prob[sel, labels[sel]], _FLT_MIN)).sum()
+        b, i = np.nonzero(sel)
+        conf_loss = self.prior_loss(b, i, labels[sel]).sum()
         top[0].data[...] = (p.loc_weight * loc_loss + conf_loss) / self.norm
+
+    def _mine(self, b, loc, idx, best, g, pos, target, priors, variances):
+        """SSD's MineHardExamples for image b: (which of ``pos`` stay positives, negatives)."""
+        p = self.p
+        label = np.where(idx >= 0, g[np.maximum(idx, 0), 1], self.bg).astype(int)
+        loss = self.prior_loss(b, np.arange(len(idx)), label)
+        if self.hard:
+            loss[pos] += _smooth_l1(loc[pos, 0] - target).sum(axis=1)
+            candidates = np.arange(len(idx))
+            k = min(int(p.sample_size), len(candidates))
+        else:
+            candidates = np.nonzero((idx == -1) & (best < p.neg_overlap))[0]
+            k = min(int(len(pos) * p.neg_pos_ratio), len(candidates))
+        order = np.argsort(-loss[candidates], kind="stable")
+        if p.HasField("nms_param") and p.nms_param.nms_threshold > 0:
+            boxes = priors if p.use_prior_for_nms else decode_boxes(
+                priors, variances, loc[:, 0], p.code_type, p.encode_variance_in_target)
+            order = _nms(boxes[candidates], order, p.nms_param.nms_threshold,
+                         int(p.nms_param.top_k))
+        chosen = candidates[order[:k]]
+        if not self.hard:
+            return np.arange(len(pos)), chosen
+        picked = np.zeros(len(idx), bool)
+        picked[chosen] = True
+        return np.nonzero(picked[pos])[0], np.nonzero(picked & (idx == -1))[0]
 
     def backward_cpu(self, top, propagate_down, bottom):
         if propagate_down[2] or propagate_down[3]:
@@ -210,9 +270,9 @@ class MultiBoxLossLayer(Layer):
         scale = float(top[0].diff) / self.norm
         N, P, C = bottom[0].shape[0], self.P, self.C
         if propagate_down[0]:
-            g = np.zeros((N, P, 4))
-            for (b, pos), d in zip(self.pos, self.loc_diff):
-                g[b, pos] = np.where(np.abs(d) < 1, d, np.sign(d))
+            g = np.zeros((N, P, self.Lc, 4))
+            for (b, pos, slot), d in zip(self.pos, self.loc_diff):
+                g[b, pos, slot] = np.where(np.abs(d) < 1, d, np.sign(d))
             bottom[0].diff[...] = (self.p.loc_weight * scale * g).reshape(bottom[0].shape)
         if propagate_down[1]:
             g = np.zeros((N, P, C))

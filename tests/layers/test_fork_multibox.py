@@ -1,5 +1,6 @@
 """SSD's MultiBoxLoss: a hand-computed case, the gradient checker, and matching rules."""
 import numpy as np
+import pytest
 
 from caffepy import zoo
 from caffepy.layers.fork_multibox import match
@@ -117,3 +118,102 @@ def test_tiny_ssd_train_net_one_step():
     for p in net.learnable_params:
         p.data[...] -= 0.01 * p.diff
     assert float(net.forward()["mbox_loss"]) < before
+
+
+def _ce(x, label):
+    return -np.log(_softmax(x)[label])
+
+
+def _target_a():
+    """gt [0, 0, 0.4, 0.5] encoded against prior A (centre 0.25, size 0.5), CENTER_SIZE."""
+    return np.array([(0.2 - 0.25) / 0.5 / 0.1, 0.0, np.log(0.4 / 0.5) / 0.2, 0.0])
+
+
+def _smooth(d):
+    return np.where(np.abs(d) < 1, 0.5 * d * d, np.abs(d) - 0.5).sum()
+
+
+def test_hard_example_mining_hand_case():
+    conf = np.array([[0.0, 5.0, 0.0], [2.0, 0.0, 0.0], [0.0, 1.0, 1.0]])
+    # per-prior scores: A = CE(A, 1) + smoothL1(0 - t) = 0.013 + 1.116; B = CE(B, bg) = 0.24;
+    # C = CE(C, bg) = 1.86. sample_size 2 keeps C (a negative) and A (still a positive)
+    layer = make_layer(LAYER % "mining_type: HARD_EXAMPLE sample_size: 2")
+    (loss,) = run_layer(layer, _bottoms(conf), make_blobs(1))
+    np.testing.assert_allclose(loss, _smooth(-_target_a()) + _ce(conf[0], 1) + _ce(conf[2], 0),
+                               rtol=1e-12)
+    # sample_size 1 keeps only C: A is no longer a positive, M = 0 and the normaliser is 1
+    layer = make_layer(LAYER % "mining_type: HARD_EXAMPLE sample_size: 1")
+    (loss,) = run_layer(layer, _bottoms(conf), make_blobs(1))
+    np.testing.assert_allclose(loss, _ce(conf[2], 0), rtol=1e-12)
+    assert not layer.pos
+
+
+NMS_PRIORS = np.array([[0.0, 0.0, 0.5, 0.5], [0.5, 0.5, 1.0, 1.0], [0.52, 0.5, 1.0, 1.0]])
+
+
+def _nms_bottoms(conf):
+    priors = np.stack([NMS_PRIORS.reshape(-1), VAR.reshape(-1)])[None]
+    gt = np.array([[0, 1, 0, 0.0, 0.0, 0.4, 0.5, 0]])[None, None]
+    return make_blobs([np.zeros((1, 12)), conf.reshape(1, 9), priors, gt])
+
+
+def test_mining_with_nms_hand_cases():
+    # prior 2 overlaps prior 1 (IoU 0.96); scores: prior 1 > prior 2 > prior 0
+    conf = np.array([[0.0, 5.0, 0.0], [0.0, 3.0, 3.0], [0.0, 2.0, 2.0]])
+    t = _smooth(-_target_a())
+    nms = " nms_param { nms_threshold: 0.5 top_k: 10 } use_prior_for_nms: true"
+    # HARD_EXAMPLE, sample_size 2: without NMS priors 1 and 2 (prior 0 stops being positive) ...
+    layer = make_layer(LAYER % "mining_type: HARD_EXAMPLE sample_size: 2")
+    (loss,) = run_layer(layer, _nms_bottoms(conf), make_blobs(1))
+    np.testing.assert_allclose(loss, _ce(conf[1], 0) + _ce(conf[2], 0), rtol=1e-12)
+    # ... with NMS prior 2 is suppressed by prior 1 and prior 0 comes next
+    layer = make_layer(LAYER % ("mining_type: HARD_EXAMPLE sample_size: 2" + nms))
+    (loss,) = run_layer(layer, _nms_bottoms(conf), make_blobs(1))
+    np.testing.assert_allclose(loss, t + _ce(conf[0], 1) + _ce(conf[1], 0), rtol=1e-12)
+    # MAX_NEGATIVE, neg_pos_ratio 2: negatives 1 and 2, or only 1 after NMS
+    layer = make_layer(LAYER % "neg_pos_ratio: 2")
+    (loss,) = run_layer(layer, _nms_bottoms(conf), make_blobs(1))
+    np.testing.assert_allclose(loss, t + _ce(conf[0], 1) + _ce(conf[1], 0) + _ce(conf[2], 0),
+                               rtol=1e-12)
+    layer = make_layer(LAYER % ("neg_pos_ratio: 2" + nms))
+    (loss,) = run_layer(layer, _nms_bottoms(conf), make_blobs(1))
+    np.testing.assert_allclose(loss, t + _ce(conf[0], 1) + _ce(conf[1], 0), rtol=1e-12)
+    # NMS over the decoded predictions (zero offsets decode to the priors themselves: the same)
+    layer = make_layer(LAYER % ("neg_pos_ratio: 2 nms_param { nms_threshold: 0.5 top_k: 10 }"))
+    (loss2,) = run_layer(layer, _nms_bottoms(conf), make_blobs(1))
+    np.testing.assert_allclose(loss2, loss, rtol=1e-12)
+    # nms_param without top_k: the fork's top_k 0 keeps no candidate
+    layer = make_layer(LAYER % "neg_pos_ratio: 2 nms_param { nms_threshold: 0.5 }")
+    (loss,) = run_layer(layer, _nms_bottoms(conf), make_blobs(1))
+    np.testing.assert_allclose(loss, t + _ce(conf[0], 1), rtol=1e-12)
+
+
+def _unshared_bottoms(conf, loc):
+    priors = np.stack([PRIORS.reshape(-1), VAR.reshape(-1)])[None]
+    gt = np.array([[0, 2, 0, 0.0, 0.0, 0.4, 0.5, 0]])[None, None]       # class 2
+    return make_blobs([loc.reshape(1, 36), conf.reshape(1, 9), priors, gt])
+
+
+def test_share_location_false_hand_case_and_gradient():
+    rng = np.random.default_rng(5)
+    conf, loc = rng.standard_normal((3, 3)), 0.3 * rng.standard_normal((3, 3, 4))
+    layer = make_layer(LAYER % "share_location: false mining_type: NONE")
+    (loss,) = run_layer(layer, _unshared_bottoms(conf, loc), make_blobs(1))
+    # prior A's class-2 offsets against the truth; every other prior is background
+    want = (_smooth(loc[0, 2] - _target_a()) + _ce(conf[0], 2) + _ce(conf[1], 0)
+            + _ce(conf[2], 0))
+    np.testing.assert_allclose(loss, want, rtol=1e-12)
+    check_layer_gradient(make_layer(LAYER % "share_location: false mining_type: NONE"),
+                         _unshared_bottoms(conf, loc), make_blobs(1), check_bottom=[0, 1])
+
+
+def test_hard_example_gradient_and_refusals():
+    rng = np.random.default_rng(6)
+    conf, loc = rng.standard_normal((3, 3)), 0.3 * rng.standard_normal((1, 12))
+    check_layer_gradient(make_layer(LAYER % "mining_type: HARD_EXAMPLE sample_size: 2"),
+                         _bottoms(conf, loc), make_blobs(1), check_bottom=[0, 1])
+    for bad, says in (("share_location: false", "share_location: true"),
+                      ("mining_type: HARD_EXAMPLE sample_size: 0", "sample_size > 0")):
+        layer = make_layer(LAYER % bad)
+        with pytest.raises(Exception, match=says):
+            layer.setup(_bottoms(conf, loc), make_blobs(1))

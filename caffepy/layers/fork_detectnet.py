@@ -8,6 +8,7 @@ import math
 import numpy as np
 
 from ..data import cvops
+from ..data.datum import read_mean
 from .base import Layer, register_layer
 
 LABEL_ROW = 16          # BboxLabel: x, y, w, h, alpha, class, scenario, roty, truncated, ...
@@ -120,7 +121,8 @@ class DetectNetTransformationLayer(Layer):
     ``detectnet_augmentation_param { crop_prob: 1 shift_x: 0 shift_y: 0 scale_prob: 0.33
     scale_min: 0.7 scale_max: 1 flip_prob: 0.33 rotation_prob: 0.33 max_rotate_degree: 1
     hue_rotation_prob: 0.33 hue_rotation: 15 desaturation_prob: 0.33 desaturation_max: 0.5 }``,
-    ``transform_param { mean_value }`` (a mean_file is refused).
+    ``transform_param { mean_value | mean_file }`` (the mean image is resized bicubically to the
+    input images' size, as NVCaffe does, and subtracted per pixel before any flip or scaling).
     """
     exact_num_bottom_blobs = 2
     exact_num_top_blobs = 2
@@ -129,9 +131,13 @@ class DetectNetTransformationLayer(Layer):
         self.g = self.layer_param.detectnet_groundtruth_param
         self.a = self.layer_param.detectnet_augmentation_param
         t = self.layer_param.transform_param
+        self.mean_image, self._mean_sized = None, {}
         if t.HasField("mean_file"):
-            raise self.error("transform_param.mean_file is not supported; give mean_value")
-        if len(t.mean_value) not in (0, 1, 3):
+            self.mean_image = read_mean(t.mean_file).astype(np.float64).transpose(1, 2, 0)
+            if self.mean_image.shape[2] != 3:
+                raise self.error("mean_file %s has %d channels; DetectNet needs 3"
+                                 % (t.mean_file, self.mean_image.shape[2]))
+        elif len(t.mean_value) not in (0, 1, 3):
             raise self.error("transform_param.mean_value needs 1 or 3 values, got %d"
                              % len(t.mean_value))
         self.mean = (np.resize(np.asarray(t.mean_value, np.float64), 3) / 255.0
@@ -195,7 +201,9 @@ class DetectNetTransformationLayer(Layer):
             if sat < 1.0 - 1.0 / 255:
                 hsv[..., 1] *= sat
             img = cvops.hsv_to_bgr(hsv)
-        if self.mean is not None:
+        if self.mean_image is not None:
+            img = img - self._mean_for(img.shape[1], img.shape[0])
+        elif self.mean is not None:
             img = img - self.mean
         if flip:
             img = img[:, ::-1]
@@ -212,6 +220,13 @@ class DetectNetTransformationLayer(Layer):
         if ye > ys and xe > xs:
             out[ys - cy:ye - cy, xs - cx:xe - cx] = img[ys:ye, xs:xe]
         return out * 255.0
+
+    def _mean_for(self, width, height):
+        """The mean image resized (bicubic) to the input image's size, / 255."""
+        if (width, height) not in self._mean_sized:
+            self._mean_sized[(width, height)] = cvops.resize_cubic(
+                self.mean_image, width, height) / 255.0
+        return self._mean_sized[(width, height)]
 
     def transform_boxes(self, boxes, aug, width, height):
         """Rows (x, y, w, h, class) of the input image moved as the image is."""

@@ -56,6 +56,21 @@ def test_transformation_test_phase_resizes_and_subtracts_the_mean():
     np.testing.assert_allclose(grid[0], coverage_label([(2, 1, 8, 6, 1)], _gt_param()))
 
 
+def test_transformation_mean_file_resized_to_the_images(tmp_path):
+    from caffepy.proto import io
+    mean = np.random.default_rng(8).uniform(0, 255, (1, 3, 4, 8))
+    bp = caffe_pb2.BlobProto()
+    bp.shape.dim.extend(mean.shape)
+    bp.data.extend(mean.ravel())
+    io.write_binary(bp, tmp_path / "mean.binaryproto")
+    img = np.random.default_rng(9).uniform(0, 255, (1, 3, 8, 16))
+    layer = make_layer('type: "DetectNetTransformation" transform_param { mean_file: "%s" } %s'
+                       % (tmp_path / "mean.binaryproto", GT))
+    (image, _) = run_layer(layer, make_blobs([img, _labels([])]), make_blobs(2))
+    sized = cvops.resize_cubic(mean[0].transpose(1, 2, 0), 16, 8).transpose(2, 0, 1)
+    np.testing.assert_allclose(image[0], img[0] - sized, atol=1e-4)     # the mean is float32
+
+
 AUG = ('detectnet_augmentation_param { crop_prob: 0 flip_prob: 1 scale_prob: 0 rotation_prob: 0 '
        'hue_rotation_prob: 0 desaturation_prob: 0 }')
 

@@ -126,7 +126,9 @@ class MultiBoxLossLayer(Layer):
     the loss keep prior order (the fork's std::sort leaves them unspecified).
     ``share_location: false`` (with mining NONE, as the fork requires): loc holds C boxes per
     prior (N x P*C*4, class c at offset 4 c); a positive's offsets are those of its truth's class.
-    Supported: SMOOTH_L1, SOFTMAX or LOGISTIC, use_prior_for_matching; not: L2, bp_inside,
+    ``loc_loss_type: L2``: 0.5 x^2 per offset instead of smoothL1 (gradient x), as SSD's
+    EuclideanLoss over the matched offsets.
+    Supported: SMOOTH_L1 or L2, SOFTMAX or LOGISTIC, use_prior_for_matching; not: bp_inside,
     ignore_cross_boundary_bbox, map_object_to_agnostic, use_prior_for_matching: false.
     Bottoms: loc (N x P*4, or P*C*4), conf (N x P*C), priors (1 x 2 x P*4), ground truth
     (1 x 1 x G x 8, rows [image, label, instance, xmin, ymin, xmax, ymax, difficult]).
@@ -142,7 +144,6 @@ class MultiBoxLossLayer(Layer):
         if not p.HasField("num_classes") or p.num_classes < 1:
             raise self.error("multibox_loss_param.num_classes is required")
         unsupported = [name for name, bad in (
-            ("loc_loss_type L2", p.loc_loss_type != p.SMOOTH_L1),
             ("use_prior_for_matching: false", not p.use_prior_for_matching),
             ("bp_inside", p.bp_inside), ("ignore_cross_boundary_bbox", p.ignore_cross_boundary_bbox),
             ("map_object_to_agnostic", p.map_object_to_agnostic)) if bad]
@@ -160,6 +161,7 @@ class MultiBoxLossLayer(Layer):
         if self.mining and not p.share_location:
             raise self.error("negative mining needs share_location: true (as in SSD)")
         self.Lc = 1 if p.share_location else self.C
+        self.l2 = p.loc_loss_type == p.L2
         lp = self.layer_param.loss_param
         self.norm_mode = normalization_mode(lp, legacy_default=type(lp).VALID)
 
@@ -233,11 +235,14 @@ class MultiBoxLossLayer(Layer):
         matches = sum(len(pos) for _, pos, _ in self.pos)
         self.norm = normalizer(self.norm_mode, self.layer_param.loss_param, N, P, matches)
         self.loc_diff = [loc[b, pos, slot] - t for (b, pos, slot), t in zip(self.pos, self.loc_target)]
-        loc_loss = sum(_smooth_l1(d).sum() for d in self.loc_diff)
+        loc_loss = sum(self._loc_loss(d).sum() for d in self.loc_diff)
         sel = labels >= 0
         b, i = np.nonzero(sel)
         conf_loss = self.prior_loss(b, i, labels[sel]).sum()
         top[0].data[...] = (p.loc_weight * loc_loss + conf_loss) / self.norm
+
+    def _loc_loss(self, d):
+        return 0.5 * d * d if self.l2 else _smooth_l1(d)
 
     def _mine(self, b, loc, idx, best, g, pos, target, priors, variances):
         """SSD's MineHardExamples for image b: (which of ``pos`` stay positives, negatives)."""
@@ -245,7 +250,7 @@ class MultiBoxLossLayer(Layer):
         label = np.where(idx >= 0, g[np.maximum(idx, 0), 1], self.bg).astype(int)
         loss = self.prior_loss(b, np.arange(len(idx)), label)
         if self.hard:
-            loss[pos] += _smooth_l1(loc[pos, 0] - target).sum(axis=1)
+            loss[pos] += self._loc_loss(loc[pos, 0] - target).sum(axis=1)
             candidates = np.arange(len(idx))
             k = min(int(p.sample_size), len(candidates))
         else:
@@ -272,7 +277,7 @@ class MultiBoxLossLayer(Layer):
         if propagate_down[0]:
             g = np.zeros((N, P, self.Lc, 4))
             for (b, pos, slot), d in zip(self.pos, self.loc_diff):
-                g[b, pos, slot] = np.where(np.abs(d) < 1, d, np.sign(d))
+                g[b, pos, slot] = d if self.l2 else np.where(np.abs(d) < 1, d, np.sign(d))
             bottom[0].diff[...] = (self.p.loc_weight * scale * g).reshape(bottom[0].shape)
         if propagate_down[1]:
             g = np.zeros((N, P, C))

@@ -217,3 +217,16 @@ def test_hard_example_gradient_and_refusals():
         layer = make_layer(LAYER % bad)
         with pytest.raises(Exception, match=says):
             layer.setup(_bottoms(conf, loc), make_blobs(1))
+
+
+def test_l2_loc_loss_hand_case_and_gradient():
+    conf = np.array([[0.0, 1.0, 0.0], [2.0, 0.0, 0.0], [0.0, 1.0, 1.0]])
+    loc = np.array([0.5, -0.2, 0.1, 2.0, 0, 0, 0, 0, 0, 0, 0, 0])[None]
+    layer = make_layer(LAYER % "neg_pos_ratio: 1 loc_loss_type: L2")
+    (loss,) = run_layer(layer, _bottoms(conf, loc), make_blobs(1))
+    d = loc[0, :4] - _target_a()
+    np.testing.assert_allclose(loss, 0.5 * (d * d).sum() + _ce(conf[0], 1) + _ce(conf[2], 0),
+                               rtol=1e-12)
+    check_layer_gradient(make_layer(LAYER % "loc_loss_type: L2 mining_type: HARD_EXAMPLE "
+                                    "sample_size: 2"), _bottoms(conf, loc), make_blobs(1),
+                         check_bottom=[0, 1])

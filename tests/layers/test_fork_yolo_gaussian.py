@@ -78,3 +78,26 @@ def test_gaussian_detection_output_hand_case():
     w, h = 2 * 8 / 16.0, 8 / 16.0
     np.testing.assert_allclose(out[0, 0], [[0, 2, 1.5 / 4, 0.5 - w / 2, 0.5 - h / 2,
                                             0.5 + w / 2, 0.5 + h / 2]], rtol=1e-9, atol=1e-12)
+
+
+def test_tiny_gaussian_yolov3_one_training_step():
+    from caffepy.net import Net
+    net = Net('''name: "tiny_gaussian_yolov3"
+    layer { name: "data" type: "Input" top: "data" top: "label"
+      input_param { shape { dim: 1 dim: 3 dim: 16 dim: 16 } shape { dim: 1 dim: 1 dim: 4 dim: 5 } } }
+    layer { name: "conv" type: "Convolution" bottom: "data" top: "conv"
+      convolution_param { num_output: 8 kernel_size: 3 stride: 2 pad: 1 weight_filler { type: "msra" } } }
+    layer { name: "relu" type: "ReLU" bottom: "conv" top: "conv" relu_param { negative_slope: 0.1 } }
+    layer { name: "head" type: "Convolution" bottom: "conv" top: "head"
+      convolution_param { num_output: 22 kernel_size: 1 weight_filler { type: "gaussian" std: 0.01 } } }
+    layer { name: "loss" type: "GaussianYolov3" bottom: "head" bottom: "label" top: "loss"
+      yolov3_param { num_class: 2 num: 2 anchors_scale: 2 mask: [0, 1] biases: [4, 4, 10, 12] } }''',
+              phase=0)
+    net.blobs["data"].data[...] = np.random.default_rng(2).standard_normal((1, 3, 16, 16))
+    net.blobs["label"].data[...] = 0
+    net.blobs["label"].data[0, 0, 0] = [1, 0.4, 0.6, 0.5, 0.5]
+    before = float(net.forward()["loss"])
+    net.backward()
+    for p in net.learnable_params:
+        p.data[...] -= 1e-3 * p.diff
+    assert float(net.forward()["loss"]) < before

@@ -118,3 +118,22 @@ def test_focal_class_delta_hand_case():
     layer = make_layer(LOSS % "use_focal_loss: true")
     run_layer(layer, _case(), make_blobs(1))
     np.testing.assert_allclose(layer.delta[0, 0, 5:, 1, 0], [0.5 * g, -0.45], rtol=1e-7)
+
+
+@pytest.mark.parametrize("extra", ["iou_loss: CIOU use_focal_loss: true", "iou_loss: GIOU"])
+def test_tiny_yolov3_variants_one_training_step(extra):
+    from caffepy.net import Net
+    from tests.layers.test_fork_yolo import TINY_YOLOV3
+    net = Net(TINY_YOLOV3.replace("yolov3_param {", "yolov3_param { %s" % extra), phase=0)
+    net.blobs["data"].data[...] = np.random.default_rng(1).standard_normal((1, 3, 32, 32))
+    net.blobs["label"].data[...] = 0
+    net.blobs["label"].data[0, 0, :2] = [[0, 0.3, 0.4, 0.5, 0.6], [1, 0.7, 0.7, 0.2, 0.3]]
+
+    def total():
+        out = net.forward()
+        return float(out["loss_small"] + out["loss_big"])
+    before = total()
+    net.backward()
+    for p in net.learnable_params:
+        p.data[...] -= 1e-3 * p.diff
+    assert total() < before

@@ -47,15 +47,19 @@ def overlaps(a, b):
         return np.where(meet, inter / (size(a) + size(b) - inter), 0.0)
 
 
-def match(priors, gt, per_prediction, threshold):
+def match(priors, gt, per_prediction, threshold, ignore_cross_boundary=False):
     """SSD's MatchBBox (label -1): (gt index per prior or -1, max overlap per prior).
 
     Bipartite first: repeatedly the largest overlap (> 1e-6) between an unmatched prior and a
     ground truth not yet taken; then, PER_PREDICTION, every unmatched prior takes its best ground
-    truth when that overlap is >= ``threshold``.
+    truth when that overlap is >= ``threshold``. With ``ignore_cross_boundary`` a prior with a
+    coordinate outside [0, 1] is never matched: index -2, overlap 0.
     """
     ov = overlaps(priors, gt)
     ov = np.where(ov > 1e-6, ov, 0.0)
+    crossing = ((priors < 0) | (priors > 1)).any(axis=1) if ignore_cross_boundary else None
+    if crossing is not None:
+        ov[crossing] = 0.0
     best = ov.max(axis=1) if len(gt) else np.zeros(len(priors))
     idx = np.full(len(priors), -1)
     work = ov.copy()
@@ -71,6 +75,8 @@ def match(priors, gt, per_prediction, threshold):
         free = (idx == -1) & (ov.max(axis=1, initial=0) >= threshold)
         free &= ov.max(axis=1, initial=0) > 0
         idx[free] = ov[free].argmax(axis=1)
+    if crossing is not None:
+        idx[crossing] = -2
     return idx, best
 
 
@@ -128,8 +134,10 @@ class MultiBoxLossLayer(Layer):
     prior (N x P*C*4, class c at offset 4 c); a positive's offsets are those of its truth's class.
     ``loc_loss_type: L2``: 0.5 x^2 per offset instead of smoothL1 (gradient x), as SSD's
     EuclideanLoss over the matched offsets.
+    ``ignore_cross_boundary_bbox``: priors reaching outside [0, 1] are never matched nor mined as
+    negatives (SSD's -2); without mining they count as background like every unmatched prior.
     Supported: SMOOTH_L1 or L2, SOFTMAX or LOGISTIC, use_prior_for_matching; not: bp_inside,
-    ignore_cross_boundary_bbox, map_object_to_agnostic, use_prior_for_matching: false.
+    map_object_to_agnostic, use_prior_for_matching: false.
     Bottoms: loc (N x P*4, or P*C*4), conf (N x P*C), priors (1 x 2 x P*4), ground truth
     (1 x 1 x G x 8, rows [image, label, instance, xmin, ymin, xmax, ymax, difficult]).
     Top: the scalar loss.
@@ -145,7 +153,7 @@ class MultiBoxLossLayer(Layer):
             raise self.error("multibox_loss_param.num_classes is required")
         unsupported = [name for name, bad in (
             ("use_prior_for_matching: false", not p.use_prior_for_matching),
-            ("bp_inside", p.bp_inside), ("ignore_cross_boundary_bbox", p.ignore_cross_boundary_bbox),
+            ("bp_inside", p.bp_inside),
             ("map_object_to_agnostic", p.map_object_to_agnostic)) if bad]
         if unsupported:
             raise self.error("not supported: %s" % ", ".join(unsupported))
@@ -216,7 +224,7 @@ class MultiBoxLossLayer(Layer):
                 continue
             g = gts[b]
             idx, best = match(priors, g[:, 3:7], p.match_type == p.PER_PREDICTION,
-                              p.overlap_threshold)
+                              p.overlap_threshold, p.ignore_cross_boundary_bbox)
             pos = np.nonzero(idx >= 0)[0]
             target = encode(priors[pos], variances[pos], g[idx[pos], 3:7], p.code_type,
                             p.encode_variance_in_target)
@@ -225,7 +233,7 @@ class MultiBoxLossLayer(Layer):
                 keep, neg = self._mine(b, loc[b], idx, best, g, pos, target, priors, variances)
                 pos, target, slot = pos[keep], target[keep], slot[keep]
             else:
-                neg = np.nonzero(idx == -1)[0]
+                neg = np.nonzero(idx < 0)[0]
             labels[b, pos] = g[idx[pos], 1].astype(int)
             labels[b, neg] = self.bg
             if len(pos):

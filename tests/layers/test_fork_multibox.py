@@ -230,3 +230,21 @@ def test_l2_loc_loss_hand_case_and_gradient():
     check_layer_gradient(make_layer(LAYER % "loc_loss_type: L2 mining_type: HARD_EXAMPLE "
                                     "sample_size: 2"), _bottoms(conf, loc), make_blobs(1),
                          check_bottom=[0, 1])
+
+
+def test_ignore_cross_boundary_bbox():
+    crossing = np.array([[-0.1, 0.0, 0.5, 0.5], [0.5, 0.5, 1.0, 1.0], [0.0, 0.5, 0.5, 1.0]])
+    idx, best = match(crossing, np.array([[0.0, 0.0, 0.4, 0.5]]), True, 0.5, True)
+    assert idx.tolist() == [-2, -1, -1] and best[0] == 0
+    priors = np.stack([crossing.reshape(-1), VAR.reshape(-1)])[None]
+    gt = np.array([[0, 1, 0, 0.0, 0.0, 0.4, 0.5, 0]])[None, None]
+    conf = np.array([[0.0, 1.0, 0.0], [2.0, 0.0, 0.0], [0.0, 1.0, 1.0]])
+    bottoms = lambda: make_blobs([np.zeros((1, 12)), conf.reshape(1, 9), priors, gt])  # noqa: E731
+    # no positive: MAX_NEGATIVE mines nothing (0 x neg_pos_ratio), the loss is 0
+    (loss,) = run_layer(make_layer(LAYER % "ignore_cross_boundary_bbox: true"), bottoms(),
+                        make_blobs(1))
+    assert loss == 0
+    # without mining every prior that is not a positive is background, the ignored one too
+    (loss,) = run_layer(make_layer(LAYER % "ignore_cross_boundary_bbox: true mining_type: NONE"),
+                        bottoms(), make_blobs(1))
+    np.testing.assert_allclose(loss, sum(_ce(c, 0) for c in conf), rtol=1e-12)

@@ -136,8 +136,11 @@ class MultiBoxLossLayer(Layer):
     EuclideanLoss over the matched offsets.
     ``ignore_cross_boundary_bbox``: priors reaching outside [0, 1] are never matched nor mined as
     negatives (SSD's -2); without mining they count as background like every unmatched prior.
-    Supported: SMOOTH_L1 or L2, SOFTMAX or LOGISTIC, use_prior_for_matching; not: bp_inside,
-    map_object_to_agnostic, use_prior_for_matching: false.
+    ``use_prior_for_matching: false``: the decoded predictions (not clipped) are matched
+    instead of the priors; with per-class locations each class's predictions against that
+    class's truths, so a prior can be a positive of several classes (each counts in M; its
+    confidence target is the last such class).
+    Supported: SMOOTH_L1 or L2, SOFTMAX or LOGISTIC; not: bp_inside, map_object_to_agnostic.
     Bottoms: loc (N x P*4, or P*C*4), conf (N x P*C), priors (1 x 2 x P*4), ground truth
     (1 x 1 x G x 8, rows [image, label, instance, xmin, ymin, xmax, ymax, difficult]).
     Top: the scalar loss.
@@ -152,7 +155,6 @@ class MultiBoxLossLayer(Layer):
         if not p.HasField("num_classes") or p.num_classes < 1:
             raise self.error("multibox_loss_param.num_classes is required")
         unsupported = [name for name, bad in (
-            ("use_prior_for_matching: false", not p.use_prior_for_matching),
             ("bp_inside", p.bp_inside),
             ("map_object_to_agnostic", p.map_object_to_agnostic)) if bad]
         if unsupported:
@@ -223,18 +225,16 @@ class MultiBoxLossLayer(Layer):
                     labels[b] = self.bg
                 continue
             g = gts[b]
-            idx, best = match(priors, g[:, 3:7], p.match_type == p.PER_PREDICTION,
-                              p.overlap_threshold, p.ignore_cross_boundary_bbox)
-            pos = np.nonzero(idx >= 0)[0]
-            target = encode(priors[pos], variances[pos], g[idx[pos], 3:7], p.code_type,
+            idx, best, pos, gi, slot = self._match(g, loc[b], priors, variances)
+            target = encode(priors[pos], variances[pos], g[gi, 3:7], p.code_type,
                             p.encode_variance_in_target)
-            slot = np.zeros(len(pos), int) if p.share_location else g[idx[pos], 1].astype(int)
             if self.mining:
                 keep, neg = self._mine(b, loc[b], idx, best, g, pos, target, priors, variances)
-                pos, target, slot = pos[keep], target[keep], slot[keep]
+                pos, gi, target, slot = pos[keep], gi[keep], target[keep], slot[keep]
             else:
                 neg = np.nonzero(idx < 0)[0]
-            labels[b, pos] = g[idx[pos], 1].astype(int)
+            last = len(pos) - 1 - np.unique(pos[::-1], return_index=True)[1]
+            labels[b, pos[last]] = g[gi[last], 1].astype(int)   # the last class wins, as SSD
             labels[b, neg] = self.bg
             if len(pos):
                 self.pos.append((b, pos, slot))
@@ -248,6 +248,35 @@ class MultiBoxLossLayer(Layer):
         b, i = np.nonzero(sel)
         conf_loss = self.prior_loss(b, i, labels[sel]).sum()
         top[0].data[...] = (p.loc_weight * loc_loss + conf_loss) / self.norm
+
+    def _match(self, g, loc, priors, variances):
+        """SSD's FindMatches for one image: (idx, best) per prior as :func:`match` gives them,
+        and the positives as (prior, truth row, loc slot) arrays; a prior may be a positive of
+        several classes when locations are per class and matched on the predictions."""
+        p = self.p
+        args = (p.match_type == p.PER_PREDICTION, p.overlap_threshold, p.ignore_cross_boundary_bbox)
+
+        def boxes(slot):
+            return priors if p.use_prior_for_matching else decode_boxes(
+                priors, variances, loc[:, slot], p.code_type, p.encode_variance_in_target)
+        if p.use_prior_for_matching or p.share_location:
+            idx, best = match(boxes(0), g[:, 3:7], *args)
+            pos = np.nonzero(idx >= 0)[0]
+            slot = np.zeros(len(pos), int) if p.share_location else g[idx[pos], 1].astype(int)
+            return idx, best, pos, idx[pos], slot
+        found = []
+        for c in range(self.C):
+            rows = np.nonzero(g[:, 1] == c)[0]
+            if c == self.bg or not len(rows):
+                continue
+            ic, _ = match(boxes(c), g[rows, 3:7], *args)
+            hit = np.nonzero(ic >= 0)[0]
+            found.append((hit, rows[ic[hit]], np.full(len(hit), c)))
+        pos, gi, slot = (np.concatenate([f[i] for f in found]).astype(int) if found
+                         else np.zeros(0, int) for i in range(3))
+        idx = np.full(len(priors), -1)
+        idx[pos] = gi
+        return idx, None, pos, gi, slot
 
     def _loc_loss(self, d):
         return 0.5 * d * d if self.l2 else _smooth_l1(d)

@@ -248,3 +248,30 @@ def test_ignore_cross_boundary_bbox():
     (loss,) = run_layer(make_layer(LAYER % "ignore_cross_boundary_bbox: true mining_type: NONE"),
                         bottoms(), make_blobs(1))
     np.testing.assert_allclose(loss, sum(_ce(c, 0) for c in conf), rtol=1e-12)
+
+
+def _loc_onto_gt_from_b():
+    """CENTER_SIZE offsets that decode prior B ([0.5, 0.5, 1, 1]) onto the truth [0, 0, 0.4, 0.5]."""
+    return np.array([(0.2 - 0.75) / 0.05, (0.25 - 0.75) / 0.05, np.log(0.8) / 0.2, 0.0])
+
+
+def test_matching_on_decoded_predictions():
+    conf = np.array([[0.0, 1.0, 0.0], [2.0, 0.0, 0.0], [0.0, 1.0, 1.0]])
+    loc = np.zeros((3, 4))
+    loc[1] = _loc_onto_gt_from_b()
+    # on the priors only A matches; on the predictions B's (IoU 1) is taken first, then A's (0.8)
+    layer = make_layer(LAYER % "neg_pos_ratio: 1 use_prior_for_matching: false")
+    (loss,) = run_layer(layer, _bottoms(conf, loc.reshape(1, 12)), make_blobs(1))
+    want = (_smooth(-_target_a()) + _ce(conf[0], 1) + _ce(conf[1], 1) + _ce(conf[2], 0)) / 2
+    np.testing.assert_allclose(loss, want, rtol=1e-9)        # B's offsets are its target: 0
+    check_layer_gradient(make_layer(LAYER % "neg_pos_ratio: 1 use_prior_for_matching: false"),
+                         _bottoms(conf, loc.reshape(1, 12) + 0.01), make_blobs(1),
+                         check_bottom=[0, 1])
+    # per-class locations: class 2's predictions against the class-2 truth
+    unshared = np.zeros((3, 3, 4))
+    unshared[1, 1] = unshared[1, 2] = _loc_onto_gt_from_b()
+    layer = make_layer(LAYER % "share_location: false mining_type: NONE "
+                       "use_prior_for_matching: false")
+    (loss,) = run_layer(layer, _unshared_bottoms(conf, unshared), make_blobs(1))
+    want = (_smooth(-_target_a()) + _ce(conf[0], 2) + _ce(conf[1], 2) + _ce(conf[2], 0)) / 2
+    np.testing.assert_allclose(loss, want, rtol=1e-9)

@@ -140,7 +140,14 @@ class MultiBoxLossLayer(Layer):
     instead of the priors; with per-class locations each class's predictions against that
     class's truths, so a prior can be a positive of several classes (each counts in M; its
     confidence target is the last such class).
-    Supported: SMOOTH_L1 or L2, SOFTMAX or LOGISTIC; not: bp_inside, map_object_to_agnostic.
+    The offsets' difference is (prediction - encoded truth) / variance with
+    ``encode_variance_in_target`` (SSD divides both); ``bp_inside`` zeroes it (no loss, no
+    gradient) on each coordinate whose matched box (the prior, or the decoded prediction without
+    use_prior_for_matching) lies outside [0, 1].
+    ``map_object_to_agnostic`` (num_classes 2, or 1 without a background): every positive's
+    confidence target is background_label_id + 1 (mining still scores the truth's own label, as
+    SSD does, so a label >= num_classes is an error there).
+    Supported: SMOOTH_L1 or L2, SOFTMAX or LOGISTIC.
     Bottoms: loc (N x P*4, or P*C*4), conf (N x P*C), priors (1 x 2 x P*4), ground truth
     (1 x 1 x G x 8, rows [image, label, instance, xmin, ymin, xmax, ymax, difficult]).
     Top: the scalar loss.
@@ -154,13 +161,11 @@ class MultiBoxLossLayer(Layer):
         p = self.layer_param.multibox_loss_param
         if not p.HasField("num_classes") or p.num_classes < 1:
             raise self.error("multibox_loss_param.num_classes is required")
-        unsupported = [name for name, bad in (
-            ("bp_inside", p.bp_inside),
-            ("map_object_to_agnostic", p.map_object_to_agnostic)) if bad]
-        if unsupported:
-            raise self.error("not supported: %s" % ", ".join(unsupported))
         self.p = p
         self.C, self.bg = int(p.num_classes), int(p.background_label_id)
+        if p.map_object_to_agnostic and self.C != (2 if self.bg >= 0 else 1):
+            raise self.error("map_object_to_agnostic needs num_classes %d (background_label_id "
+                             "%d), got %d" % (2 if self.bg >= 0 else 1, self.bg, self.C))
         self.logistic = p.conf_loss_type == p.LOGISTIC
         self.mining = p.mining_type != p.NONE
         if p.HasField("do_neg_mining") and not p.HasField("mining_type"):
@@ -195,6 +200,9 @@ class MultiBoxLossLayer(Layer):
                 continue
             if int(row[1]) == self.bg:
                 raise self.error("found the background label %d in the ground truth" % self.bg)
+            if not self.p.map_object_to_agnostic and not 0 <= int(row[1]) < self.C:
+                raise self.error("ground-truth label %d is outside [0, num_classes %d)"
+                                 % (int(row[1]), self.C))
             if row[7] and not self.p.use_difficult_gt:
                 continue
             out.setdefault(int(row[0]), []).append(row)
@@ -218,7 +226,7 @@ class MultiBoxLossLayer(Layer):
         else:
             self.prior_loss = lambda b, m, c: -np.log(np.maximum(self.prob[b, m, c], _FLT_MIN))
         labels = np.full((N, P), -1)            # -1: not selected; else the class to learn
-        self.pos, self.loc_target = [], []
+        self.pos, self.loc_target = [], []      # loc_target: (scaled diff, scale) per image
         for b in range(N):
             if b not in gts:
                 if not self.mining:
@@ -226,23 +234,23 @@ class MultiBoxLossLayer(Layer):
                 continue
             g = gts[b]
             idx, best, pos, gi, slot = self._match(g, loc[b], priors, variances)
-            target = encode(priors[pos], variances[pos], g[gi, 3:7], p.code_type,
-                            p.encode_variance_in_target)
+            diff, factor = self._loc_diff(loc[b], pos, gi, slot, g, priors, variances)
             if self.mining:
-                keep, neg = self._mine(b, loc[b], idx, best, g, pos, target, priors, variances)
-                pos, gi, target, slot = pos[keep], gi[keep], target[keep], slot[keep]
+                keep, neg = self._mine(b, loc[b], idx, best, g, pos, diff, priors, variances)
+                pos, gi, diff, factor, slot = pos[keep], gi[keep], diff[keep], factor[keep], slot[keep]
             else:
                 neg = np.nonzero(idx < 0)[0]
             last = len(pos) - 1 - np.unique(pos[::-1], return_index=True)[1]
-            labels[b, pos[last]] = g[gi[last], 1].astype(int)   # the last class wins, as SSD
+            labels[b, pos[last]] = (self.bg + 1 if p.map_object_to_agnostic    # objectness
+                                    else g[gi[last], 1].astype(int))   # the last class wins
             labels[b, neg] = self.bg
             if len(pos):
                 self.pos.append((b, pos, slot))
-                self.loc_target.append(target)
+                self.loc_target.append((diff, factor))
         self.labels = labels
         matches = sum(len(pos) for _, pos, _ in self.pos)
         self.norm = normalizer(self.norm_mode, self.layer_param.loss_param, N, P, matches)
-        self.loc_diff = [loc[b, pos, slot] - t for (b, pos, slot), t in zip(self.pos, self.loc_target)]
+        self.loc_diff = [d for d, _ in self.loc_target]
         loc_loss = sum(self._loc_loss(d).sum() for d in self.loc_diff)
         sel = labels >= 0
         b, i = np.nonzero(sel)
@@ -281,13 +289,32 @@ class MultiBoxLossLayer(Layer):
     def _loc_loss(self, d):
         return 0.5 * d * d if self.l2 else _smooth_l1(d)
 
-    def _mine(self, b, loc, idx, best, g, pos, target, priors, variances):
+    def _loc_diff(self, loc, pos, gi, slot, g, priors, variances):
+        """SSD's EncodeLocPrediction for one image's positives: ((prediction - encoded truth) f,
+        f), f = 1 / variance with ``encode_variance_in_target`` (else 1), times 0 on the
+        coordinates whose matched box (prior, or decoded prediction) lies outside [0, 1] with
+        ``bp_inside``."""
+        p = self.p
+        pred = loc[pos, slot]
+        target = encode(priors[pos], variances[pos], g[gi, 3:7], p.code_type,
+                        p.encode_variance_in_target)
+        factor = 1.0 / variances[pos] if p.encode_variance_in_target else np.ones_like(pred)
+        if p.bp_inside:
+            box = priors[pos] if p.use_prior_for_matching else decode_boxes(
+                priors[pos], variances[pos], pred, p.code_type, p.encode_variance_in_target)
+            factor = factor * ((box >= 0) & (box <= 1))
+        return (pred - target) * factor, factor
+
+    def _mine(self, b, loc, idx, best, g, pos, diff, priors, variances):
         """SSD's MineHardExamples for image b: (which of ``pos`` stay positives, negatives)."""
         p = self.p
         label = np.where(idx >= 0, g[np.maximum(idx, 0), 1], self.bg).astype(int)
+        if label.max(initial=0) >= self.C:
+            raise self.error("ground-truth label %d is not below num_classes %d"
+                             % (label.max(), self.C))
         loss = self.prior_loss(b, np.arange(len(idx)), label)
         if self.hard:
-            loss[pos] += self._loc_loss(loc[pos, 0] - target).sum(axis=1)
+            loss[pos] += self._loc_loss(diff).sum(axis=1)
             candidates = np.arange(len(idx))
             k = min(int(p.sample_size), len(candidates))
         else:
@@ -313,8 +340,8 @@ class MultiBoxLossLayer(Layer):
         N, P, C = bottom[0].shape[0], self.P, self.C
         if propagate_down[0]:
             g = np.zeros((N, P, self.Lc, 4))
-            for (b, pos, slot), d in zip(self.pos, self.loc_diff):
-                g[b, pos, slot] = d if self.l2 else np.where(np.abs(d) < 1, d, np.sign(d))
+            for (b, pos, slot), (d, f) in zip(self.pos, self.loc_target):
+                g[b, pos, slot] = (d if self.l2 else np.where(np.abs(d) < 1, d, np.sign(d))) * f
             bottom[0].diff[...] = (self.p.loc_weight * scale * g).reshape(bottom[0].shape)
         if propagate_down[1]:
             g = np.zeros((N, P, C))

@@ -275,3 +275,50 @@ def test_matching_on_decoded_predictions():
     (loss,) = run_layer(layer, _unshared_bottoms(conf, unshared), make_blobs(1))
     want = (_smooth(-_target_a()) + _ce(conf[0], 2) + _ce(conf[1], 2) + _ce(conf[2], 0)) / 2
     np.testing.assert_allclose(loss, want, rtol=1e-9)
+
+
+def test_encode_variance_in_target_divides_both_by_the_variance():
+    conf = np.array([[0.0, 1.0, 0.0], [2.0, 0.0, 0.0], [0.0, 1.0, 1.0]])
+    loc = np.array([0.5, -0.2, 0.1, 2.0, 0, 0, 0, 0, 0, 0, 0, 0])[None]
+    text = LAYER % "neg_pos_ratio: 1 encode_variance_in_target: true"
+    (loss,) = run_layer(make_layer(text), _bottoms(conf, loc), make_blobs(1))
+    raw = np.array([(0.2 - 0.25) / 0.5, 0.0, np.log(0.8), 0.0])       # truth against prior A
+    d = (loc[0, :4] - raw) / np.array([0.1, 0.1, 0.2, 0.2])
+    np.testing.assert_allclose(loss, _smooth(d) + _ce(conf[0], 1) + _ce(conf[2], 0), rtol=1e-12)
+    check_layer_gradient(make_layer(text), _bottoms(conf, 0.13 * loc), make_blobs(1),
+                         check_bottom=[0, 1])
+
+
+def test_bp_inside_drops_coordinates_outside_the_image():
+    priors = PRIORS.copy()
+    priors[0, 0] = -0.1                     # prior A reaches left of the image; IoU 0.2 / 0.3
+    pri = np.stack([priors.reshape(-1), VAR.reshape(-1)])[None]
+    gt = np.array([[0, 1, 0, 0.0, 0.0, 0.4, 0.5, 0]])[None, None]
+    conf = np.array([[0.0, 1.0, 0.0], [2.0, 0.0, 0.0], [0.0, 1.0, 1.0]])
+    text = LAYER.replace("CENTER_SIZE", "CORNER") % "neg_pos_ratio: 1 bp_inside: true"
+    bottoms = make_blobs([np.zeros((1, 12)), conf.reshape(1, 9), pri, gt])
+    (loss,) = run_layer(make_layer(text), bottoms, make_blobs(1))
+    # CORNER target (truth - prior) / variance = [1, 0, -0.5, 0]; xmin is outside: dropped
+    np.testing.assert_allclose(loss, _smooth(np.array([0.0, 0.0, 0.5, 0.0])) + _ce(conf[0], 1)
+                               + _ce(conf[2], 0), rtol=1e-12)
+    layer = make_layer(text)
+    bottoms = make_blobs([0.1 * np.ones((1, 12)), conf.reshape(1, 9), pri, gt])
+    check_layer_gradient(layer, bottoms, make_blobs(1), check_bottom=[0, 1])
+    assert bottoms[0].diff[0, 0] == 0 and bottoms[0].diff[0, 2] != 0
+
+
+def test_map_object_to_agnostic():
+    conf = np.array([[0.0, 1.0], [2.0, 0.0], [0.5, 1.0]])
+    priors = np.stack([PRIORS.reshape(-1), VAR.reshape(-1)])[None]
+    gt = np.array([[0, 5, 0, 0.0, 0.0, 0.4, 0.5, 0]])[None, None]          # class 5: objectness
+    text = ('type: "MultiBoxLoss" loss_param { normalization: VALID } multibox_loss_param { '
+            'num_classes: 2 code_type: CENTER_SIZE map_object_to_agnostic: true %s }')
+    bottoms = lambda: make_blobs([np.zeros((1, 12)), conf.reshape(1, 6), priors, gt])  # noqa: E731
+    (loss,) = run_layer(make_layer(text % "mining_type: NONE"), bottoms(), make_blobs(1))
+    np.testing.assert_allclose(loss, _smooth(-_target_a()) + _ce(conf[0], 1) + _ce(conf[1], 0)
+                               + _ce(conf[2], 0), rtol=1e-12)
+    with pytest.raises(Exception, match="not below num_classes 2"):      # mining scores label 5
+        run_layer(make_layer(text % ""), bottoms(), make_blobs(1))
+    with pytest.raises(Exception, match="needs num_classes 2"):
+        make_layer(text.replace("num_classes: 2", "num_classes: 3") % "").setup(
+            bottoms(), make_blobs(1))

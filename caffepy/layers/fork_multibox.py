@@ -144,7 +144,7 @@ class MultiBoxLossLayer(Layer):
     ``encode_variance_in_target`` (SSD divides both); ``bp_inside`` zeroes it (no loss, no
     gradient) on each coordinate whose matched box (the prior, or the decoded prediction without
     use_prior_for_matching) lies outside [0, 1].
-    ``map_object_to_agnostic`` (num_classes 2, or 1 without a background): every positive's
+    ``map_object_to_agnostic`` (num_classes 2): every positive's
     confidence target is background_label_id + 1 (mining still scores the truth's own label, as
     SSD does, so a label >= num_classes is an error there).
     Supported: SMOOTH_L1 or L2, SOFTMAX or LOGISTIC.
@@ -167,6 +167,9 @@ class MultiBoxLossLayer(Layer):
             raise self.error("map_object_to_agnostic needs num_classes %d (background_label_id "
                              "%d), got %d" % (2 if self.bg >= 0 else 1, self.bg, self.C))
         self.logistic = p.conf_loss_type == p.LOGISTIC
+        if not self.logistic and not 0 <= self.bg < self.C:
+            raise self.error("background_label_id %d must be in [0, num_classes %d) for SOFTMAX"
+                             % (self.bg, self.C))
         self.mining = p.mining_type != p.NONE
         if p.HasField("do_neg_mining") and not p.HasField("mining_type"):
             self.mining = bool(p.do_neg_mining)
@@ -222,15 +225,17 @@ class MultiBoxLossLayer(Layer):
             z = conf - conf.max(axis=2, keepdims=True)
             self.prob = np.exp(z) / np.exp(z).sum(axis=2, keepdims=True)
         if self.logistic:      # each prior's loss against class c's one-hot target
-            self.prior_loss = lambda b, m, c: bce[b, m].sum(axis=-1) - conf[b, m, c]
+            self.prior_loss = lambda b, m, c: bce[b, m].sum(axis=-1) - np.where(
+                c >= 0, conf[b, m, np.maximum(c, 0)], 0.0)   # label -1: all-zero target
         else:
             self.prior_loss = lambda b, m, c: -np.log(np.maximum(self.prob[b, m, c], _FLT_MIN))
-        labels = np.full((N, P), -1)            # -1: not selected; else the class to learn
+        labels = np.full((N, P), -1)            # the class to learn where ``chosen``
+        chosen = np.zeros((N, P), bool)
         self.pos, self.loc_target = [], []      # loc_target: (scaled diff, scale) per image
         for b in range(N):
             if b not in gts:
                 if not self.mining:
-                    labels[b] = self.bg
+                    labels[b], chosen[b] = self.bg, True
                 continue
             g = gts[b]
             idx, best, pos, gi, slot = self._match(g, loc[b], priors, variances)
@@ -244,17 +249,17 @@ class MultiBoxLossLayer(Layer):
             labels[b, pos[last]] = (self.bg + 1 if p.map_object_to_agnostic    # objectness
                                     else g[gi[last], 1].astype(int))   # the last class wins
             labels[b, neg] = self.bg
+            chosen[b, pos] = chosen[b, neg] = True
             if len(pos):
                 self.pos.append((b, pos, slot))
                 self.loc_target.append((diff, factor))
-        self.labels = labels
+        self.labels, self.chosen = labels, chosen
         matches = sum(len(pos) for _, pos, _ in self.pos)
         self.norm = normalizer(self.norm_mode, self.layer_param.loss_param, N, P, matches)
         self.loc_diff = [d for d, _ in self.loc_target]
         loc_loss = sum(self._loc_loss(d).sum() for d in self.loc_diff)
-        sel = labels >= 0
-        b, i = np.nonzero(sel)
-        conf_loss = self.prior_loss(b, i, labels[sel]).sum()
+        b, i = np.nonzero(chosen)
+        conf_loss = self.prior_loss(b, i, labels[chosen]).sum()
         top[0].data[...] = (p.loc_weight * loc_loss + conf_loss) / self.norm
 
     def _match(self, g, loc, priors, variances):
@@ -345,10 +350,11 @@ class MultiBoxLossLayer(Layer):
             bottom[0].diff[...] = (self.p.loc_weight * scale * g).reshape(bottom[0].shape)
         if propagate_down[1]:
             g = np.zeros((N, P, C))
-            sel = self.labels >= 0
+            sel = self.chosen
             g[sel] = self.prob[sel]
             b, i = np.nonzero(sel)
-            g[b, i, self.labels[sel]] -= 1
+            lab = self.labels[sel]
+            g[b[lab >= 0], i[lab >= 0], lab[lab >= 0]] -= 1
             bottom[1].diff[...] = (scale * g).reshape(bottom[1].shape)
 
     def allow_force_backward(self, bottom_index):

@@ -322,3 +322,9 @@ def test_map_object_to_agnostic():
     with pytest.raises(Exception, match="needs num_classes 2"):
         make_layer(text.replace("num_classes: 2", "num_classes: 3") % "").setup(
             bottoms(), make_blobs(1))
+
+
+def test_background_label_outside_the_classes_is_refused():
+    conf = np.zeros((3, 3))
+    with pytest.raises(Exception, match="for SOFTMAX"):
+        make_layer(LAYER % "background_label_id: 3").setup(_bottoms(conf), make_blobs(1))

@@ -18,7 +18,8 @@ would produce:
   Python layer's ``param_str``), AnnotatedData labels ``(1, 1, 1, 8)`` (MobileNet-YOLO's
   ``yolo_data_type: 1``: ``(N, 1, 300, 5)``), caffe-yolo's BoxData
   labels ``(N, 7 side^2)`` (``data_param.side``, default 7); a top that a
-  ``DetectNetTransformation`` reads as its labels ``(N, 1, 2, 16)`` (DIGITS' header row and one box).
+  ``DetectNetTransformation`` reads as its labels ``(N, 1, 2, 16)`` (DIGITS' header row and one
+  box).
 
 ``input_values(name, shape, rng)`` gives sensible values for such an input (image-sized
 ``im_info``, valid ``rois`` and ``gt_boxes``, zero labels, one ground-truth box of class 1 in SSD

@@ -93,7 +93,7 @@ def rotated_bounds(cx, cy, w, h, angle):
 
 
 def affine_from_points(src, dst):
-    """``cv::getAffineTransform``: the 2 x 3 matrix mapping the first 3 ``src`` points to ``dst``."""
+    """``cv::getAffineTransform``: the 2 x 3 matrix taking the first 3 ``src`` points to ``dst``."""
     a = np.concatenate([np.asarray(src[:3], np.float64), np.ones((3, 1))], 1)
     return np.linalg.solve(a, np.asarray(dst[:3], np.float64)).T
 

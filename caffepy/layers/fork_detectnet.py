@@ -60,7 +60,8 @@ def coverage_label(boxes, g):
         cover = (x + w / 2 - sw / 2, y + h / 2 - sh / 2, sw, sh)
         area = sw * sh
         norm = max(min_norm, stride * stride / area) if area > 0 else np.inf
-        x0, y0 = max(int(math.floor(cover[0] / stride)), 0), max(int(math.floor(cover[1] / stride)), 0)
+        x0 = max(int(math.floor(cover[0] / stride)), 0)
+        y0 = max(int(math.floor(cover[1] / stride)), 0)
         x1 = min(int(math.ceil((cover[0] + sw) / stride)), gx)
         y1 = min(int(math.ceil((cover[1] + sh) / stride)), gy)
         for cy in range(y0, y1):
@@ -161,7 +162,8 @@ class DetectNetTransformationLayer(Layer):
         count, length = int(rows[0, 0]), int(rows[0, 1])
         if length != LABEL_ROW or not 0 <= count < len(rows):
             raise self.error("label header of image %d says %d boxes of %d values; expected "
-                             "at most %d boxes of %d" % (b, count, length, len(rows) - 1, LABEL_ROW))
+                             "at most %d boxes of %d"
+                             % (b, count, length, len(rows) - 1, LABEL_ROW))
         return rows[1:1 + count][:, [0, 1, 2, 3, 5]].astype(np.float64)
 
     def augmentations(self, width, height):

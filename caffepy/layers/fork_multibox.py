@@ -242,7 +242,8 @@ class MultiBoxLossLayer(Layer):
             diff, factor = self._loc_diff(loc[b], pos, gi, slot, g, priors, variances)
             if self.mining:
                 keep, neg = self._mine(b, loc[b], idx, best, g, pos, diff, priors, variances)
-                pos, gi, diff, factor, slot = pos[keep], gi[keep], diff[keep], factor[keep], slot[keep]
+                pos, gi, slot = pos[keep], gi[keep], slot[keep]
+                diff, factor = diff[keep], factor[keep]
             else:
                 neg = np.nonzero(idx < 0)[0]
             last = len(pos) - 1 - np.unique(pos[::-1], return_index=True)[1]

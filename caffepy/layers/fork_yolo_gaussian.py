@@ -21,7 +21,8 @@ class GaussianYolov3LossLayer(_DeltaLossLayer):
     with channels mu_x, sigma_x, mu_y, sigma_y, mu_w, sigma_w, mu_h, sigma_h, objectness,
     classes; s = sigmoid(v) except mu_w, mu_h (raw). Anchor a = mask[n]; predicted box
     x = (i + s0) / W, y = (j + s2) / H, w = exp(v4) biases[2a] / (W k), h = exp(v6)
-    biases[2a+1] / (H k) (k = ``anchors_scale``). Bottom 1: as ``Yolov3`` (rows [class, x, y, w, h]).
+    biases[2a+1] / (H k) (k = ``anchors_scale``). Bottom 1: as ``Yolov3`` (rows
+    [class, x, y, w, h]).
     Delta D (plain IoU everywhere, ``iou_loss`` is not read):
       * every box: D8 = s8, 0 when its best IoU with a truth exceeds ``thresh``;
       * every truth, at cell (int(x W), int(y H)), the best-matching anchor of ``biases`` when it

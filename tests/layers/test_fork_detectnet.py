@@ -103,7 +103,8 @@ def test_transformation_train_draws_in_the_fork_order():
     angle = (u[8] - 0.5) * 10
     from caffepy.layers.fork_detectnet import rotated_size
     w, h = rotated_size(size[0], size[1], angle)
-    crop = (int(np.floor(u[10] * (w - 16 + 4) - 2 + 0.5)), int(np.floor(u[11] * (h - 8 + 2) - 1 + 0.5)))
+    crop = (int(np.floor(u[10] * (w - 16 + 4) - 2 + 0.5)),
+            int(np.floor(u[11] * (h - 8 + 2) - 1 + 0.5)))
     assert aug[:2] == pytest.approx((hue, sat)) and aug[2] == (u[4] <= 0.5)
     assert aug[3] == size and aug[4] == pytest.approx(angle) and aug[5] == crop
     rng = np.random.default_rng(2)

@@ -251,7 +251,7 @@ def test_ignore_cross_boundary_bbox():
 
 
 def _loc_onto_gt_from_b():
-    """CENTER_SIZE offsets that decode prior B ([0.5, 0.5, 1, 1]) onto the truth [0, 0, 0.4, 0.5]."""
+    """CENTER_SIZE offsets decoding prior B ([0.5, 0.5, 1, 1]) onto the truth [0, 0, 0.4, 0.5]."""
     return np.array([(0.2 - 0.75) / 0.05, (0.25 - 0.75) / 0.05, np.log(0.8) / 0.2, 0.0])
 
 

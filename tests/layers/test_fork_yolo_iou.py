@@ -67,7 +67,7 @@ LOSS = ('type: "Yolov3" yolov3_param { num_class: 2 num: 1 biases: [8, 8, 16, 16
 def _case():
     v = np.zeros((1, 7, 2, 2))
     labels = np.zeros((1, 1, 2, 5))
-    labels[0, 0, 0] = [1, 0.3, 0.7, 0.9, 0.9]      # cell (j, i) = (1, 0), prediction (0.25, 0.75) 1 x 1
+    labels[0, 0, 0] = [1, 0.3, 0.7, 0.9, 0.9]   # cell (j, i) (1, 0); prediction (0.25, 0.75) 1 x 1
     return make_blobs([v, labels])
 
 
@@ -107,7 +107,7 @@ def test_diou_ciou_iou_loss_terms(kind, r):
 def test_focal_class_delta_hand_case():
     layer = make_layer((LOSS % "use_focal_loss: true").replace("[8, 8, 16, 16]", "[4, 4, 16, 16]"))
     bottom = _case()
-    bottom[1].data[0, 0, 0] = [1, 0.5, 0.9, 0.9, 0.5]   # cell (1, 1); matched once (anchor IoU 0.45)
+    bottom[1].data[0, 0, 0] = [1, 0.5, 0.9, 0.9, 0.5]   # cell (1, 1); matched once (IoU 0.45)
     run_layer(layer, bottom, make_blobs(1))
     p = 0.5 + 1e-15
     g = 0.5 * -(1 - p) * (2 * p * math.log(p) + p - 1)           # 0.5 x 0.5966

@@ -119,7 +119,9 @@ class MultiBoxLossLayer(Layer):
     conf_loss_type: SOFTMAX loc_weight: 1 share_location: true match_type: PER_PREDICTION
     overlap_threshold: 0.5 use_prior_for_matching: true background_label_id: 0
     use_difficult_gt: true neg_pos_ratio: 3 neg_overlap: 0.5 code_type: CORNER
-    encode_variance_in_target: false mining_type: MAX_NEGATIVE (do_neg_mining: legacy) }``,
+    encode_variance_in_target: false mining_type: MAX_NEGATIVE (do_neg_mining: legacy)
+    nms_param { nms_threshold: 0.3 top_k } sample_size: 64 use_prior_for_nms: false
+    ignore_cross_boundary_bbox: false bp_inside: false map_object_to_agnostic: false }``,
     ``loss_param { normalization: VALID }``.
     HARD_EXAMPLE mining (:meth:`_mine`): every prior of an image with ground truth is a candidate,
     scored by its softmax (logistic) loss against its label (the matched truth's, else the
@@ -134,8 +136,9 @@ class MultiBoxLossLayer(Layer):
     prior (N x P*C*4, class c at offset 4 c); a positive's offsets are those of its truth's class.
     ``loc_loss_type: L2``: 0.5 x^2 per offset instead of smoothL1 (gradient x), as SSD's
     EuclideanLoss over the matched offsets.
-    ``ignore_cross_boundary_bbox``: priors reaching outside [0, 1] are never matched nor mined as
-    negatives (SSD's -2); without mining they count as background like every unmatched prior.
+    ``ignore_cross_boundary_bbox``: matched boxes (priors, or decoded predictions) reaching
+    outside [0, 1] are never matched nor mined as negatives (SSD's -2); without mining they count
+    as background like every unmatched prior.
     ``use_prior_for_matching: false``: the decoded predictions (not clipped) are matched
     instead of the priors; with per-class locations each class's predictions against that
     class's truths, so a prior can be a positive of several classes (each counts in M; its

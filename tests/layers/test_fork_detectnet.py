@@ -265,3 +265,39 @@ def test_detectnet_net_train_step_and_val_stage(caplog):
     labelled = val.blobs["bbox-list-label"].data[0]
     np.testing.assert_allclose(labelled[:2, :4], [[2, 2, 12, 14], [20, 8, 44, 24]])   # cell order
     assert 0 <= float(out["recall"][0]) <= 100 and out["mAP"].shape == (1,)
+
+
+def test_transform_image_matches_the_fork_steps_in_opencv():
+    """NVCaffe's transform_image_cpu written with OpenCV's own calls (HSV, flip, bicubic resize,
+    warpAffine onto the turned canvas, crop) against caffepy's for one set of augmentations."""
+    cv2 = pytest.importorskip("cv2")
+    layer = make_layer('type: "DetectNetTransformation" transform_param { mean_value: 127 } ' + GT,
+                       phase=caffe_pb2.TRAIN)
+    layer.setup(make_blobs([np.zeros((1, 3, 20, 40)), _labels([])]), make_blobs(2))
+    hue, sat, size, angle, (cx, cy) = 12.0, 0.7, (46, 23), 3.0, (7, -2)
+    img = np.random.default_rng(10).uniform(0, 255, (20, 40, 3)).astype(np.float32)
+    ours = layer.transform_image(img.astype(np.float64), (hue, sat, True, size, angle, (cx, cy)))
+    x = img / 255.0
+    hsv = cv2.cvtColor(x, cv2.COLOR_BGR2HSV)
+    hsv[..., 0] += hue
+    hsv[..., 1] *= sat
+    x = cv2.cvtColor(hsv, cv2.COLOR_HSV2BGR) - np.float32(127 / 255.0)
+    x = cv2.resize(cv2.flip(x, 1), size, interpolation=cv2.INTER_CUBIC)
+    h, w = x.shape[:2]
+    src = cv2.boxPoints(((w / 2, h / 2), (w, h), 0.0))
+    turned = cv2.boxPoints(((w / 2, h / 2), (w, h), angle))
+    x0, y0 = np.floor(turned.min(0))
+    dst = cv2.boxPoints(((w / 2 - x0, h / 2 - y0), (w, h), angle))
+    (cw, ch) = rotated_canvas = tuple(int(v) for v in np.ceil(
+        cv2.boxPoints(((w // 2, h // 2), (w, h), angle)).max(0))
+        - np.floor(cv2.boxPoints(((w // 2, h // 2), (w, h), angle)).min(0)) + 1)
+    x = cv2.warpAffine(x, cv2.getAffineTransform(src[:3], dst[:3]), rotated_canvas,
+                       np.zeros((ch, cw, 3), np.float32), cv2.INTER_LINEAR, cv2.BORDER_TRANSPARENT)
+    out = np.zeros((8, 16, 3), np.float32)
+    ys, xs = max(cy, 0), max(cx, 0)
+    out[ys - cy:min(cy + 8, ch) - cy, xs - cx:min(cx + 16, cw) - cx] = \
+        x[ys:min(cy + 8, ch), xs:min(cx + 16, cw)]
+    # warpAffine's fixed-point coordinates: a few pixels differ by up to a 1/32 pixel step of
+    # this noise image's slope (< 255 / 32); the rest agree to float rounding
+    np.testing.assert_allclose(ours, out * 255, atol=255 / 32)
+    assert np.abs(ours - out * 255).mean() < 0.1

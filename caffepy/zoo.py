@@ -17,11 +17,14 @@ would produce:
   ``(N, 3)``, ``gt_boxes`` / ``rois`` ``(1, 5)``, ``bbox_*`` ``(1, 4 * num_classes)`` (from the
   Python layer's ``param_str``), AnnotatedData labels ``(1, 1, 1, 8)`` (MobileNet-YOLO's
   ``yolo_data_type: 1``: ``(N, 1, 300, 5)``), caffe-yolo's BoxData
-  labels ``(N, 7 side^2)`` (``data_param.side``, default 7).
+  labels ``(N, 7 side^2)`` (``data_param.side``, default 7); a top that a
+  ``DetectNetTransformation`` reads as its labels ``(N, 1, 2, 16)`` (DIGITS' header row and one
+  box).
 
 ``input_values(name, shape, rng)`` gives sensible values for such an input (image-sized
 ``im_info``, valid ``rois`` and ``gt_boxes``, zero labels, one ground-truth box of class 1 in SSD
-label rows ``(..., 8)`` and of class 0 in MobileNet-YOLO's ``(N, 1, 300, 5)``, gaussian images). Only a NetParameter is
+label rows ``(..., 8)`` and of class 0 in MobileNet-YOLO's ``(N, 1, 300, 5)``, one box of class 1
+in DetectNet's ``(N, 1, R, 16)``, gaussian images). Only a NetParameter is
 produced: building and running it is the Net's business.
 
 ``fill_unset_num_output(net_param, 10)`` gives InnerProduct layers without ``num_output`` that
@@ -65,6 +68,8 @@ def replace_data_layers(net_param, default_shape=(3, 224, 224), batch_size=None)
     out = caffe_pb2.NetParameter()
     out.CopyFrom(net_param)
     del out.layer[:]
+    detectnet_labels = {lp.bottom[1] for lp in net_param.layer
+                        if lp.type == "DetectNetTransformation" and len(lp.bottom) > 1}
     for lp in net_param.layer:
         if not is_data_layer(lp):
             out.layer.add().CopyFrom(lp)
@@ -77,7 +82,9 @@ def replace_data_layers(net_param, default_shape=(3, 224, 224), batch_size=None)
         new.exclude.extend(lp.exclude)
         if lp.HasField("phase"):
             new.phase = lp.phase
-        for shape in _top_shapes(lp, default_shape, batch_size):
+        for top, shape in zip(lp.top, _top_shapes(lp, default_shape, batch_size)):
+            if top in detectnet_labels:      # DIGITS' DetectNet label: header row + one box row
+                shape = (shape[0], 1, 2, 16)
             new.input_param.shape.add().dim.extend(shape)
     return out
 
@@ -231,6 +238,12 @@ def input_values(name, shape, rng=None, image_hw=None):
     if "label" in name and len(shape) == 4 and shape[-2:] == (300, 5):   # MobileNet-YOLO truths
         v = np.zeros(shape)
         v[..., 0, :] = [0, 0.5, 0.5, 0.3, 0.4]                    # one box of class 0
+        return v
+    if "label" in name and len(shape) == 4 and shape[-1] == 16 and shape[-2] >= 2:  # DetectNet
+        H, W = image_hw or (224, 224)
+        v = np.zeros(shape)
+        v[..., 0, :2] = [1, 16]                                  # header: one box of 16 values
+        v[..., 1, :6] = [W * 0.1, H * 0.1, W * 0.5, H * 0.6, 0, 1]   # x, y, w, h, alpha, class 1
         return v
     if "label" in name or "marker" in name or name.startswith("bbox_"):
         return np.zeros(shape) if "marker" not in name else np.ones(shape)

@@ -68,3 +68,17 @@ def test_forward_releasing_matches_forward_and_frees():
     np.testing.assert_allclose(net.blobs["y"].data, expected, rtol=1e-6)
     assert net.blobs["c"].data.shape == (0,) and net.blobs["s"].data.shape == (0,)
     assert net.blobs["y"].data.shape == (2, 5)
+
+
+def test_detectnet_label_input_shape_and_values():
+    from caffepy import zoo as _zoo
+    from caffepy.proto import io as _io
+    text = '''layer { name: "d" type: "Data" top: "data" data_param { source: "x" batch_size: 4 } }
+    layer { name: "l" type: "Data" top: "label" data_param { source: "y" batch_size: 4 } }
+    layer { name: "t" type: "DetectNetTransformation" bottom: "data" bottom: "label"
+      top: "td" top: "tl" }'''
+    param = _zoo.replace_data_layers(_io.read_net(text), batch_size=1)
+    assert list(param.layer[1].input_param.shape[0].dim) == [1, 1, 2, 16]
+    v = _zoo.input_values("label", (1, 1, 2, 16), image_hw=(100, 200))
+    assert v[0, 0, 0, :2].tolist() == [1, 16] and v[0, 0, 1, [0, 1, 2, 3, 5]].tolist() == [
+        20, 10, 100, 60, 1]

@@ -90,10 +90,13 @@ def _field_line(messages, msg, field, note=""):
 def _enum_lines(enum, indent="  ", extra=None):
     lines = ["%senum %s {%s" % (indent, enum["name"],
                                 "  // %s" % enum["source"] if enum.get("source") else "")]
-    values = [(name, number, "") for name, number in enum["values"].items()]
-    for name, number in (extra or {}).items():
+    extra = extra or {}
+    values = [(name, number, "") for name, number in enum["values"].items()
+              if name not in extra]
+    for name, number in extra.items():       # a name already there: its number is corrected
         if not name.startswith("_"):
-            values.append((name, number, "  // added: %s" % extra.get("_source", "caffepy")))
+            verb = "corrected" if name in enum["values"] else "added"
+            values.append((name, number, "  // %s: %s" % (verb, extra.get("_source", "caffepy"))))
     for name, number, tail in sorted(values, key=lambda v: (v[1], v[0])):
         lines.append("%s  %s = %d;%s" % (indent, name, number, tail))
     lines.append("%s}" % indent)
@@ -105,7 +108,8 @@ def load_additions(path=ADDITIONS, fragments_dir=ADDITIONS_DIR):
 
     A fragment has the same keys as additions.json (one fork family or feature per file, so that
     independent schema additions do not edit one file): ``fields`` and ``message_enums`` lists are
-    extended per message, ``enum_values`` merged per enum, ``messages`` and ``enums`` appended.
+    extended per message, ``enum_values`` merged per enum (a value named there that the enum already has takes the
+    fragment's number), ``messages`` and ``enums`` appended.
     """
     with open(path) as f:
         merged = json.load(f)

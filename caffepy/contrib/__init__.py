@@ -8,7 +8,8 @@ of the user's on ``sys.path`` always wins.
   ``rpn.anchor_target_layer.AnchorTargetLayer``, ``rpn.proposal_target_layer.ProposalTargetLayer``).
 * ``caffepy.contrib.pyloss``: Caffe's example ``pyloss.EuclideanLossLayer``.
 * ``caffepy.contrib.detectnet``: NVCaffe DetectNet's ``caffe.layers.detectnet.clustering``
-  ``ClusterDetections`` and ``ClusterGroundtruth``.
+  ``ClusterDetections`` and ``ClusterGroundtruth``, and ``caffe.layers.detectnet.mean_ap``
+  ``ScoreDetections`` and ``mAP``.
 """
 import importlib
 
@@ -21,6 +22,8 @@ KNOWN_PYTHON_LAYERS = {
     ("caffe.layers.detectnet.clustering", "ClusterDetections"): ("detectnet", "ClusterDetections"),
     ("caffe.layers.detectnet.clustering", "ClusterGroundtruth"):
         ("detectnet", "ClusterGroundtruth"),
+    ("caffe.layers.detectnet.mean_ap", "ScoreDetections"): ("detectnet", "ScoreDetections"),
+    ("caffe.layers.detectnet.mean_ap", "mAP"): ("detectnet", "mAP"),
 }
 
 

@@ -1,5 +1,6 @@
-"""NVCaffe DetectNet's Python layers ``caffe.layers.detectnet.clustering``: ClusterDetections and
-ClusterGroundtruth (grid outputs to box lists), with OpenCV's ``groupRectangles`` in numpy.
+"""NVCaffe DetectNet's Python layers: ``caffe.layers.detectnet.clustering`` ClusterDetections and
+ClusterGroundtruth (grid outputs to box lists, with OpenCV's ``groupRectangles`` in numpy) and
+``caffe.layers.detectnet.mean_ap`` ScoreDetections and mAP (box lists to precision / recall).
 
 Grid: the image is ``image_size_x`` x ``image_size_y`` pixels in cells of ``stride``; a cell (y, x)
 whose coverage passes the threshold proposes the box of its bbox channels (xl, yt, xr, yb), offset
@@ -13,6 +14,15 @@ ClusterGroundtruth (``param_str: 'img_x, img_y, stride[, num_classes]'``): every
 coverage > 0 gives its box, duplicates removed, confidence 0.
 Bottoms: coverage N x C x Gy x Gx, boxes N x 4 x Gy x Gx. Tops: one per class, N x 50 x 5 (zeros
 after the boxes; values rounded to float16 as DetectNet stores them). Forward only.
+
+ScoreDetections (no param_str): bottoms ground-truth and detected lists N x 50 x 5; rows whose
+4 corners are all 0 are padding. Per image, each ground truth in order takes the first detection
+not yet taken whose IoU with it is >= 0.7. Top N x 50 x 5: the taken detections [xl, yt, xr,
+yb, 1], then the others [.., 2], then the ground truths nobody took [.., 3] (true positives, false
+positives, misses), zeros after; rows past 50 are dropped (DetectNet's layer fails there).
+mAP (param_str ignored): from those rows, tp, fp, misses counted over the batch; precision =
+100 tp / (tp + fp), recall = 100 tp / (tp + misses) (0 for 0 / 0), mAP = precision recall / 100.
+Tops: mAP, precision, recall, each of shape (1,).
 """
 import math
 
@@ -118,8 +128,9 @@ class _Cluster(Layer):
             out = np.zeros((bottom[0].data.shape[0], MAX_BOXES, 5))
             for i in range(out.shape[0]):
                 found = self._boxes(self._proposals(bottom[0].data[i, c], bottom[1].data[i]))
-                found = np.asarray(found, np.float16).reshape(len(found), -1)
-                out[i, :len(found), :found.shape[1]] = found[:MAX_BOXES]
+                if len(found):          # none found: the rows stay zero
+                    found = np.asarray(found, np.float16).reshape(len(found), -1)[:MAX_BOXES]
+                    out[i, :len(found), :found.shape[1]] = found
             t.data[...] = out
 
     def backward(self, top, propagate_down, bottom):
@@ -155,3 +166,58 @@ class ClusterDetections(_Cluster):
         rects, weights = group_rectangles(xywh, self.rect_threshold, self.rect_eps)
         return [[r[0], r[1], r[0] + r[2], r[1] + r[3], math.log(wt)]
                 for r, wt in zip(rects.tolist(), weights.tolist()) if r[3] >= self.min_height]
+
+
+def box_iou(a, b):
+    """mean_ap's iou of [xl, yt, xr, yb] boxes (0 when they do not overlap)."""
+    ix = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
+    iy = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+    if ix * iy == 0:
+        return 0.0
+    return ix * iy / ((a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - ix * iy)
+
+
+class ScoreDetections(Layer):
+    """See module doc."""
+    threshold = 0.7
+
+    def reshape(self, bottom, top):
+        if len(bottom) != 2 or bottom[0].data.shape[0] != bottom[1].data.shape[0]:
+            raise ValueError("ScoreDetections needs two box lists of the same batch, got %s"
+                             % [b.data.shape for b in bottom])
+        top[0].reshape(bottom[0].data.shape[0], MAX_BOXES, 5)
+
+    def forward(self, bottom, top):
+        out = np.zeros((bottom[0].data.shape[0], MAX_BOXES, 5))
+        for k in range(out.shape[0]):
+            gts = [r for r in bottom[0].data[k, :, :4].tolist() if any(r)]
+            dets = [r for r in bottom[1].data[k, :, :4].tolist() if any(r)]
+            gt_hit, det_hit = [False] * len(gts), [False] * len(dets)
+            for i, g in enumerate(gts):
+                for j, d in enumerate(dets):
+                    if not det_hit[j] and box_iou(d, g) >= self.threshold:
+                        gt_hit[i] = det_hit[j] = True
+                        break
+            rows = ([d + [1] for d, hit in zip(dets, det_hit) if hit]
+                    + [d + [2] for d, hit in zip(dets, det_hit) if not hit]
+                    + [g + [3] for g, hit in zip(gts, gt_hit) if not hit])[:MAX_BOXES]
+            out[k, :len(rows)] = np.array(rows).reshape(-1, 5)
+        top[0].data[...] = out
+
+
+class mAP(Layer):  # noqa: N801 (DetectNet's class name)
+    """See module doc."""
+
+    def reshape(self, bottom, top):
+        if len(top) != 3:
+            raise ValueError("mAP has three tops (mAP, precision, recall), got %d" % len(top))
+        for t in top:
+            t.reshape(1)
+
+    def forward(self, bottom, top):
+        kind = bottom[0].data[:, :, 4]
+        tp, fp, miss = ((kind == c).sum() for c in (1, 2, 3))
+        precision = 100.0 * tp / (tp + fp) if tp + fp else 0.0
+        recall = 100.0 * tp / (tp + miss) if tp + miss else 0.0
+        for t, v in zip(top, (precision * recall / 100.0, precision, recall)):
+            t.data[...] = v

@@ -156,7 +156,12 @@ class Yolov3DetectionOutputLayer(Layer):
         score_c = sigmoid(v4) sigmoid(v(5+c));
     every (box, class) with score_c > ``confidence_threshold`` is a candidate (the fork's
     correct_yolo_boxes is applied, the identity for these sizes), then NMS over all classes.
-    ``gaussian_box`` (Gaussian YOLOv3's 8 box values) is not supported.
+    ``gaussian_box`` (Gaussian YOLOv3, L = 9 + num_classes: mean / sigma pairs for x, y, w, h,
+    then objectness and classes): x = (i + sigmoid(v0)) / W, y = (j + sigmoid(v2)) / H,
+    w = exp(v4) ..., h = exp(v6) ...; score_c = sigmoid(v8) u / 4 sigmoid(v(9+c)) with
+    u = 4 - 2 sigmoid(v1) - sigmoid(v3) - sigmoid(v5) - sigmoid(v7), as the fork's GPU code
+    (sigma_x counted twice; its CPU code reads the classes one channel early and never sets
+    the objectness, which is undefined, so the GPU path is followed).
 
     prototxt: ``yolov3_detection_output_param { num_classes: 20 (required) num_box: 3
     confidence_threshold: 0.01 nms_threshold: 0.45 biases: [] anchors_scale: [] mask_group_num: 2
@@ -169,8 +174,7 @@ class Yolov3DetectionOutputLayer(Layer):
         p = self.layer_param.yolov3_detection_output_param
         if not p.HasField("num_classes"):
             raise self.error("yolov3_detection_output_param.num_classes is required")
-        if p.gaussian_box:
-            raise self.error("gaussian_box (Gaussian YOLOv3) is not supported")
+        self.gaussian = bool(p.gaussian_box)
         self.num_classes, self.num_box = int(p.num_classes), int(p.num_box)
         self.conf, self.nms = float(p.confidence_threshold), float(p.nms_threshold)
         self.mask = [int(m) for m in p.mask]
@@ -186,7 +190,7 @@ class Yolov3DetectionOutputLayer(Layer):
         self.biases = _biases(self, p.biases, max(self.mask) + 1)
 
     def reshape(self, bottom, top):
-        length = 5 + self.num_classes
+        length = (9 if self.gaussian else 5) + self.num_classes
         for i, b in enumerate(bottom):
             if b.num_axes != 4 or b.shape[1] != self.num_box * length:
                 raise self.error("bottom[%d] must be N x %d x H x W, got %s"
@@ -201,12 +205,17 @@ class Yolov3DetectionOutputLayer(Layer):
             anchors = np.array(self.mask[t * self.group_size:t * self.group_size + self.num_box])
             nw, nh = w * self.scales[t], h * self.scales[t]
             jj, ii = np.meshgrid(np.arange(h), np.arange(w), indexing="ij")
-            x = (ii + _sigmoid(v[:, :, 0])) / w
-            y = (jj + _sigmoid(v[:, :, 1])) / h
-            bw = np.exp(v[:, :, 2]) * self.biases[2 * anchors][:, None, None] / nw
-            bh = np.exp(v[:, :, 3]) * self.biases[2 * anchors + 1][:, None, None] / nh
+            cx, cy, cw, ch, co = (0, 2, 4, 6, 8) if self.gaussian else (0, 1, 2, 3, 4)
+            x = (ii + _sigmoid(v[:, :, cx])) / w
+            y = (jj + _sigmoid(v[:, :, cy])) / h
+            bw = np.exp(v[:, :, cw]) * self.biases[2 * anchors][:, None, None] / nw
+            bh = np.exp(v[:, :, ch]) * self.biases[2 * anchors + 1][:, None, None] / nh
             x, y, bw, bh = _correct_box(x, y, bw, bh, w, h, nw, nh)
-            score = _sigmoid(v[:, :, 4])[:, :, None] * _sigmoid(v[:, :, 5:5 + self.num_classes])
+            obj = _sigmoid(v[:, :, co])
+            if self.gaussian:
+                sig = _sigmoid(v[:, :, [1, 1, 3, 5, 7]]).sum(axis=2)
+                obj = obj * (4.0 - sig) / 4.0
+            score = obj[:, :, None] * _sigmoid(v[:, :, co + 1:co + 1 + self.num_classes])
             # candidates in the fork's order: image, cell, box, class
             score = score.transpose(0, 3, 4, 1, 2)              # N, H, W, B, C
             sel = np.nonzero(score > self.conf)

@@ -14,6 +14,7 @@ import numpy as np
 
 from .base import Layer, register_layer
 from .fork_yolo import _biases, _sigmoid
+from .fork_yolo_iou import CIOU, DIOU, GIOU, MSE, iou_gradient, variant_iou
 
 
 def _center_iou(a, b):
@@ -66,7 +67,18 @@ class Yolov3LossLayer(_DeltaLossLayer):
         entry when the cell already holds a class delta); other anchors of ``mask`` whose IoU
         with the truth exceeds ``iou_thresh`` get the same (the fork compares the anchor index
         with the best anchor's mask position there; caffepy keeps that);
-    loss = sum(D^2) / N. Backward (darknet's convention, not the derivative of that sum):
+    loss = sum(D^2) / N.
+    ``iou_loss`` IOU / GIOU / DIOU / CIOU (:mod:`.fork_yolo_iou`): matching (the no-object
+    threshold and the anchor choice) compares that kind's value instead of IoU, and a matched
+    box's coords get D -= n clip(g (1, 1, e^v2, e^v3)) (n = ``iou_normalizer``, clipped to
+    +-``max_delta``, NaN / inf -> 0; without ``accumulate`` the coords are reset first) with g
+    the fork's ``dx_box_iou`` of the predicted box and the truth; r = the box's GIoU (GIOU),
+    CIoU (CIOU) or DIoU (IOU, DIOU: the fork's choice) is kept, and
+    loss = (sum of D^2 over objectness and classes + n sum(1 - r) / #matched) / N.
+    ``use_focal_loss``: a class delta not already set is
+    D_c = -class_scale ([c = label] - s_c) 0.5 g with p = s_label + 1e-15,
+    g = -(1 - p) (2 p log p + p - 1) (no label smoothing).
+    Backward (darknet's convention, not the derivative of that sum):
     d bottom0 = top_diff D / N, with D times s (1 - s) on the sigmoid entries when
     ``use_logic_gradient``. The gradient of each entry is the derivative of
     c/2 (v - t)^2 (raw) or c * BCE(t, sigmoid(v)) (others), so a central difference of that
@@ -74,8 +86,9 @@ class Yolov3LossLayer(_DeltaLossLayer):
 
     prototxt: ``yolov3_param { num_class: 20 num: 5 object_scale: 1 class_scale: 1
     noobject_scale: 0.5 (unused by the fork) coord_scale: 5 thresh: 0.2 anchors_scale: 32
-    biases: [] mask: [] use_logic_gradient: false use_focal_loss: false (not supported)
-    iou_loss: MSE (only MSE) iou_thresh: 0.5 label_smooth_eps: 0.1 }``. Top: the scalar loss.
+    biases: [] mask: [] use_logic_gradient: false use_focal_loss: false iou_loss: MSE
+    iou_normalizer: 0.25 iou_thresh: 0.5 max_delta: 10 accumulate: true label_smooth_eps: 0.1
+    }``. Top: the scalar loss.
     """
     exact_num_bottom_blobs = 2
     exact_num_top_blobs = 1
@@ -84,9 +97,7 @@ class Yolov3LossLayer(_DeltaLossLayer):
 
     def layer_setup(self, bottom, top):
         p = self.layer_param.yolov3_param
-        if p.use_focal_loss or p.iou_loss != p.MSE:
-            raise self.error("only iou_loss: MSE without use_focal_loss is supported")
-        self.p = p
+        self.p, self.kind = p, int(p.iou_loss)
         self.num_class, self.num = int(p.num_class), int(p.num)
         self.mask = [int(m) for m in p.mask][:self.num]
         if len(self.mask) < self.num:
@@ -113,7 +124,8 @@ class Yolov3LossLayer(_DeltaLossLayer):
         upto = next((t for t, r in enumerate(truths) if not r[1]), len(truths))
         D[:, 4] = s[:, 4]
         if upto:
-            best = _center_iou(pred[:, :, :, None], truths[None, None, None, :upto, 1:]).max(-1)
+            best = variant_iou(pred[:, :, :, None], truths[None, None, None, :upto, 1:],
+                               self.kind).max(-1)
             D[:, 4][best > p.thresh] = 0
         eps = p.label_smooth_eps
         anchors = np.stack([np.zeros(len(self.biases) // 2)] * 2 + [
@@ -122,7 +134,7 @@ class Yolov3LossLayer(_DeltaLossLayer):
             if not w:
                 break
             i, j = int(x * W), int(y * H)
-            ious = _center_iou(anchors, np.array([0.0, 0.0, w, h]))
+            ious = variant_iou(anchors, np.array([0.0, 0.0, w, h]), self.kind)
             best_n = int(np.argmax(ious)) if ious.max() > 0 else -1
             chosen = []
             if best_n in self.mask:
@@ -133,23 +145,46 @@ class Yolov3LossLayer(_DeltaLossLayer):
                     chosen.append(self.mask.index(n))
             for m in chosen:
                 a = self.mask[m]
-                c = p.coord_scale * (2 - w * h)
-                t = (x * W - i, y * H - j, np.log(w * W * k / self.biases[2 * a]),
-                     np.log(h * H * k / self.biases[2 * a + 1]))
-                for q in range(4):
-                    D[m, q, j, i] = -c * (t[q] - (s if q < 2 else v)[m, q, j, i])
+                if self.kind == MSE:
+                    c = p.coord_scale * (2 - w * h)
+                    t = (x * W - i, y * H - j, np.log(w * W * k / self.biases[2 * a]),
+                         np.log(h * H * k / self.biases[2 * a + 1]))
+                    for q in range(4):
+                        D[m, q, j, i] = -c * (t[q] - (s if q < 2 else v)[m, q, j, i])
+                else:
+                    self._iou_delta(pred[m, j, i], (x, y, w, h), v[m, :, j, i], D[m, :4, j, i])
                 scale = p.object_scale if p.use_logic_gradient else 1.0
                 D[m, 4, j, i] = -(1 - s[m, 4, j, i]) * scale
                 cls = int(cls)
                 if D[m, 5 + cls, j, i]:
                     yt = 1 - eps / 2 if eps else 1.0
                     D[m, 5 + cls, j, i] = -p.class_scale * (yt - s[m, 5 + cls, j, i])
+                elif p.use_focal_loss:
+                    pt = s[m, 5 + cls, j, i] + 1e-15
+                    g = -(1 - pt) * (2 * pt * np.log(pt) + pt - 1)
+                    yt = np.eye(self.num_class)[cls]
+                    D[m, 5:, j, i] = -p.class_scale * (yt - s[m, 5:, j, i]) * 0.5 * g
                 else:
                     yt = np.zeros(self.num_class)
                     yt[cls] = 1
                     if eps:
                         yt = yt * (1 - eps) + 0.5 * eps
                     D[m, 5:, j, i] = -p.class_scale * (yt - s[m, 5:, j, i])
+
+    def _iou_delta(self, pred, truth, v, D):
+        """Coords delta of the IoU family for one matched box (see class doc)."""
+        p = self.p
+        g = np.array(iou_gradient(pred, truth, self.kind), np.float64)
+        g[2:] *= np.exp(v[2:4])
+        g *= p.iou_normalizer
+        g = np.where(np.isfinite(g), g, 0.0)
+        if p.max_delta != np.finfo(np.float32).max:
+            g = np.clip(g, -p.max_delta, p.max_delta)
+        if not p.accumulate:
+            D[:] = 0
+        D -= g
+        kind = self.kind if self.kind in (GIOU, CIOU) else DIOU
+        self.iou_terms.append(1 - float(variant_iou(np.asarray(pred), np.asarray(truth), kind)))
 
     def forward_cpu(self, bottom, top):
         N, _, H, W = bottom[0].shape
@@ -158,6 +193,7 @@ class Yolov3LossLayer(_DeltaLossLayer):
         s[:, :, 2:4] = v[:, :, 2:4]
         labels = bottom[1].data.astype(np.float64).reshape(N, -1, 5)[:, :300]
         self.delta = np.zeros_like(v)
+        self.iou_terms = []
         for b in range(N):
             self._deltas(v[b], s[b], labels[b], self.delta[b])
         if self.p.use_logic_gradient:
@@ -165,7 +201,13 @@ class Yolov3LossLayer(_DeltaLossLayer):
             self.delta_back[:, :, 2:4] = self.delta[:, :, 2:4]
         else:
             self.delta_back = self.delta
-        top[0].data[...] = np.square(self.delta).sum() / N
+        if self.kind == MSE:
+            top[0].data[...] = np.square(self.delta).sum() / N
+        else:
+            loss = np.square(self.delta[:, :, 4:]).sum()
+            if self.iou_terms:
+                loss += self.p.iou_normalizer * sum(self.iou_terms) / len(self.iou_terms)
+            top[0].data[...] = loss / N
 
     def backward_delta(self):
         return self.delta_back

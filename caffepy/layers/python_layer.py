@@ -18,7 +18,9 @@ package is found; a module that is found but fails while importing is the user's
 is reported) and (module, layer) is one of
 py-faster-rcnn's RPN layers (``rpn.proposal_layer.ProposalLayer``,
 ``rpn.anchor_target_layer.AnchorTargetLayer``, ``rpn.proposal_target_layer.ProposalTargetLayer``),
-or Caffe's example ``pyloss.EuclideanLossLayer``, caffepy's own implementation (``caffepy.contrib``)
+Caffe's example ``pyloss.EuclideanLossLayer``, or NVCaffe DetectNet's
+``caffe.layers.detectnet.clustering`` / ``mean_ap`` layers, caffepy's own implementation
+(``caffepy.contrib``)
 stands in and one WARNING line (on the ``caffepy`` logger, so also from the Python API and
 ``caffepy summary``) names it and why the module did not import; a module of that name on
 ``sys.path`` always wins. User modules may ``import caffe`` (the ``caffe`` package is caffepy).

@@ -185,3 +185,63 @@ def test_combined_margin():
     (y,) = run_layer(make_layer('type: "CombinedMargin" combined_margin_param { m2: 0.5 }'),
                      make_blobs([X, LAB]), make_blobs(1))     # ArcFace: cos(theta + 0.5)
     np.testing.assert_allclose(y[R, LAB], np.cos(np.arccos(X[R, LAB]) + 0.5))
+
+
+# Face nets shrunk from the forks' published train files: xialuxi/arcface-caffe's (PReLU residual
+# 20-layer SphereFace trunk, Normalize, normalized InnerProduct without bias, the margin layer on
+# the cosines, a fixed Scale of 64, softmax) with CombinedMargin in place of its CosinAddm, and
+# happynear's angular-margin variant (LabelSpecificMargin in degrees, Noise on the features).
+TRUNK = """
+layer { name: "data" type: "Data" top: "data" top: "label" include { phase: TRAIN }
+  transform_param { mirror: true mean_value: 127.5 scale: 0.0078125 }
+  data_param { source: "train_lmdb" batch_size: 4 backend: LMDB } }
+layer { name: "conv1_1" type: "Convolution" bottom: "data" top: "conv1_1"
+  param { lr_mult: 1 decay_mult: 1 } param { lr_mult: 2 decay_mult: 0 }
+  convolution_param { num_output: 4 kernel_size: 3 stride: 2 pad: 1
+    weight_filler { type: "xavier" } bias_filler { type: "constant" value: 0 } } }
+layer { name: "relu1_1" type: "PReLU" bottom: "conv1_1" top: "conv1_1" }
+layer { name: "conv1_2" type: "Convolution" bottom: "conv1_1" top: "conv1_2"
+  param { lr_mult: 1 decay_mult: 1 } param { lr_mult: 0 decay_mult: 0 }
+  convolution_param { num_output: 4 kernel_size: 3 stride: 1 pad: 1
+    weight_filler { type: "gaussian" std: 0.01 } bias_filler { type: "constant" value: 0 } } }
+layer { name: "relu1_2" type: "PReLU" bottom: "conv1_2" top: "conv1_2" }
+layer { name: "res1_2" type: "Eltwise" bottom: "conv1_1" bottom: "conv1_2" top: "res1_2"
+  eltwise_param { operation: 1 } }
+layer { name: "fc5" type: "InnerProduct" bottom: "res1_2" top: "fc5"
+  param { lr_mult: 1 decay_mult: 1 } param { lr_mult: 2 decay_mult: 0 }
+  inner_product_param { num_output: 8 weight_filler { type: "xavier" }
+    bias_filler { type: "constant" value: 0 } } }
+"""
+COSINES = """
+layer { name: "norm_fc5" type: "Normalize" bottom: "%s" top: "norm_fc5" }
+layer { name: "fc6" type: "InnerProduct" bottom: "norm_fc5" top: "fc6" param { lr_mult: 1 }
+  inner_product_param { num_output: 6 normalize: true weight_filler { type: "xavier" }
+    bias_term: false } }
+"""
+SCALED_SOFTMAX = """
+layer { name: "fc6_margin_scale" type: "Scale" bottom: "fc6_margin" top: "fc6_margin_scale"
+  param { lr_mult: 0 decay_mult: 0 } scale_param { filler { type: "constant" value: %d } } }
+layer { name: "softmax_loss" type: "SoftmaxWithLoss" bottom: "fc6_margin_scale" bottom: "label"
+  top: "softmax_loss" }
+layer { name: "accuracy" type: "Accuracy" bottom: "fc6_margin_scale" bottom: "label"
+  top: "accuracy" include { phase: TRAIN } }
+"""
+ARCFACE = TRUNK + COSINES % "fc5" + """
+layer { name: "combined_margin" type: "CombinedMargin" bottom: "fc6" bottom: "label"
+  top: "fc6_margin" combined_margin_param { m1: 1 m2: 0.3 m3: 0.2 } }
+""" + SCALED_SOFTMAX % 64
+ANGULAR = TRUNK + """
+layer { name: "noise" type: "Noise" bottom: "fc5" top: "fc5_noise" noise_param { gaussian_std: 0.1 } }
+""" + COSINES % "fc5_noise" + """
+layer { name: "label_specific_margin" type: "LabelSpecificMargin" bottom: "fc6" bottom: "label"
+  top: "fc6_margin" top: "margin" label_specific_margin_param { margin_base: 20 gamma: 0 } }
+""" + SCALED_SOFTMAX % 30
+
+
+@pytest.mark.parametrize("text", [ARCFACE, ANGULAR], ids=["combined_margin", "angular_margin"])
+def test_margin_face_nets_forward_and_train_step(text):
+    from .fork_nets import forward, train_step
+    net = forward(text, phase=TRAIN, labels=6)          # the fork's file has a TRAIN data layer only
+    assert net.blobs["fc6_margin_scale"].shape == (1, 6)
+    assert np.isfinite(float(net.blobs["softmax_loss"].data))
+    train_step(text, labels=6, batch=4)

@@ -43,7 +43,7 @@ def test_label_specific_margin_schedule_soft_bound_and_pass_bp():
     th = np.arccos(X[R, LAB])
     th = np.where(2 * th > np.pi - 1e-4, np.pi - 1e-4, th)
     np.testing.assert_allclose(y[R, LAB], np.cos(2 * th))
-    x = np.array([[0.3, 0.1], [0.4, -0.3]])   # gradients 2 sin(2 theta) / sin(theta) = 4 x in [0, 2]
+    x = np.array([[0.3, 0.1], [0.4, -0.3]])   # gradient 2 sin(2 theta) / sin(theta) = 4x in [0, 2]
     check_layer_gradient(soft, make_blobs([x, np.array([0, 0])]), make_blobs(1), check_bottom=[0])
     hard = make_layer('type: "LabelSpecificMargin" label_specific_margin_param { margin_base: 60 '
                       'gamma: 0 pass_bp: true }', phase=TRAIN)
@@ -134,7 +134,8 @@ def test_label_specific_rescale():
 
 
 def test_label_specific_hard_margin():
-    text = 'type: "LabelSpecificHardMargin" label_specific_hard_margin_param { positive_weight: 0.25 }'
+    text = ('type: "LabelSpecificHardMargin" '
+            'label_specific_hard_margin_param { positive_weight: 0.25 }')
     layer = make_layer(text, phase=TRAIN)
     bottom, top = make_blobs([X, LAB]), make_blobs(2)
     y, m = run_layer(layer, bottom, top)
@@ -231,7 +232,8 @@ layer { name: "combined_margin" type: "CombinedMargin" bottom: "fc6" bottom: "la
   top: "fc6_margin" combined_margin_param { m1: 1 m2: 0.3 m3: 0.2 } }
 """ + SCALED_SOFTMAX % 64
 ANGULAR = TRUNK + """
-layer { name: "noise" type: "Noise" bottom: "fc5" top: "fc5_noise" noise_param { gaussian_std: 0.1 } }
+layer { name: "noise" type: "Noise" bottom: "fc5" top: "fc5_noise"
+  noise_param { gaussian_std: 0.1 } }
 """ + COSINES % "fc5_noise" + """
 layer { name: "label_specific_margin" type: "LabelSpecificMargin" bottom: "fc6" bottom: "label"
   top: "fc6_margin" top: "margin" label_specific_margin_param { margin_base: 20 gamma: 0 } }
@@ -241,7 +243,7 @@ layer { name: "label_specific_margin" type: "LabelSpecificMargin" bottom: "fc6" 
 @pytest.mark.parametrize("text", [ARCFACE, ANGULAR], ids=["combined_margin", "angular_margin"])
 def test_margin_face_nets_forward_and_train_step(text):
     from .fork_nets import forward, train_step
-    net = forward(text, phase=TRAIN, labels=6)          # the fork's file has a TRAIN data layer only
+    net = forward(text, phase=TRAIN, labels=6)   # the fork's file has a TRAIN data layer only
     assert net.blobs["fc6_margin_scale"].shape == (1, 6)
     assert np.isfinite(float(net.blobs["softmax_loss"].data))
     train_step(text, labels=6, batch=4)

@@ -1,6 +1,6 @@
 """Angular-margin layers of the face-recognition forks: happynear/caffe-windows' experiment branch
 (LabelSpecificMargin, LabelSpecificAffine, LabelSpecificRescale, LabelSpecificHardMargin, Arccos,
-Noise). LabelSpecificAdd, CosinAddm, Flip and the feature Normalize are in ``fork_amsoftmax.py``,
+Noise, Accuracy's min_is_better). LabelSpecificAdd, CosinAddm, Flip and the feature Normalize are in ``fork_amsoftmax.py``,
 xialuxi/arcface-caffe's CombinedMargin in ``fork_arcface.py``.
 
 Every layer takes scores (M, D) (cosines, or angles for LabelSpecificAffine) and the labels (M)
@@ -9,7 +9,8 @@ and changes the label column only; the others pass through.
 import numpy as np
 
 from ..errors import ShapeError
-from .base import Layer, NeuronLayer, register_layer
+from .accuracy import AccuracyLayer
+from .base import Layer, NeuronLayer, register_layer, register_variant
 from .fork_face import _labels
 from .normalization import _freeze_param_specs
 
@@ -384,3 +385,18 @@ class NoiseLayer(NeuronLayer):
     def backward_cpu(self, top, propagate_down, bottom):
         if propagate_down[0] and top[0] is not bottom[0]:
             bottom[0].diff[...] = top[0].diff
+
+
+class _Negated(object):
+    def __init__(self, blob):
+        self.data = -blob.data
+
+
+@register_variant("Accuracy", lambda lp: lp.accuracy_param.min_is_better)
+class MinIsBetterAccuracyLayer(AccuracyLayer):
+    """happynear's Accuracy with ``accuracy_param { min_is_better: true }`` (distances, angles):
+    the top_k *smallest* scores are the predictions, i.e. Accuracy on -x (ties against the true
+    class, as caffepy's Accuracy). ``min_is_better: false`` is BVLC's Accuracy."""
+
+    def forward_cpu(self, bottom, top):
+        super(MinIsBetterAccuracyLayer, self).forward_cpu([_Negated(bottom[0]), bottom[1]], top)

@@ -1,5 +1,6 @@
-"""InsightFace's combined margin on Caffe (xialuxi/arcface-caffe's CombinedMargin). The same
-fork's CosinAddm is in ``fork_amsoftmax.py``; happynear's angular margins in ``fork_margin.py``.
+"""InsightFace-style margins on Caffe: xialuxi/arcface-caffe's CombinedMargin and AdaCosAddmScale.
+The same fork's CosinAddm is in ``fork_amsoftmax.py``; happynear's angular margins in
+``fork_margin.py``.
 """
 import numpy as np
 
@@ -47,3 +48,68 @@ class CombinedMarginLayer(_LabelColumn):
         c = x[self.rows, self.lab]
         with np.errstate(divide="ignore", invalid="ignore"):
             dx[self.rows, self.lab] *= m1 * np.sin(self.arg) / np.sqrt(1 - c * c)
+
+
+@register_layer("AdaCosAddmScale")
+class AdaCosAddmScaleLayer(_LabelColumn):
+    """AdaCos with ArcFace's margin (xialuxi/arcface-caffe's AdaCosAddmScale), in every phase.
+
+    Margin (label column of rows with a label >= 0, c = min(x, 1)): cos(theta + m) = c cos m -
+    sin(theta) sin m, or c - m sin(pi - m) where c <= cos(pi - m) (CosinAddm's rule). Scale: the
+    layer keeps s (first s = sqrt(2) log(num_classes - 1)); each forward, with
+        B = sum_{i, j} exp(s x_ij [j != label_i]) / M     (label entries count exp(0) = 1)
+        theta_med = min(mean of arccos over every entry, pi / 4)
+    s <- log(B) / cos(theta_med), then y = s * (margin output). Backward is the fork's, s held:
+    dx = s dy, times cos m + sin m c / sin(theta) on the label column (1 on the linear branch or
+    where sin(theta) = 0).
+
+    prototxt: ``adacos_add_m_scale_param { m: 0.5 num_classes: 8750 transform_test: false }``
+    (transform_test is read and unused, as the fork; field number 10754, the fork's 211 being
+    taken). Bottoms: cosines (M, D), labels (M). Top: (M, D).
+    """
+    exact_num_bottom_blobs = 2
+    max_top_blobs = 1
+
+    def layer_setup(self, bottom, top):
+        p = self.layer_param.adacos_add_m_scale_param
+        if p.num_classes <= 2:
+            raise self.error("adacos_add_m_scale_param.num_classes must be > 2")
+        self.s = np.sqrt(2) * np.log(p.num_classes - 1)
+
+    def _update_scale(self, x, rows, lab):
+        keep = np.ones(x.shape)
+        keep[rows, lab] = 0
+        b = np.exp(self.s * x * keep).sum() / x.shape[0]
+        with np.errstate(invalid="ignore"):
+            med = min(float(np.arccos(x).mean()), np.pi / 4)
+        self.s = np.log(b) / np.cos(med)
+
+    def forward_cpu(self, bottom, top):
+        m = self.layer_param.adacos_add_m_scale_param.m
+        x = bottom[0].data.reshape(bottom[0].shape[0], -1)
+        lab = bottom[1].data.reshape(-1).astype(np.int64)
+        if lab.size and lab.max() >= x.shape[1]:
+            raise self.error("label %d outside [0, %d)" % (lab.max(), x.shape[1]))
+        self.rows = np.flatnonzero(lab >= 0)
+        self.lab = lab[self.rows]
+        c = np.minimum(x[self.rows, self.lab], 1.0)
+        self.c, self.far = c, c <= np.cos(np.pi - m)
+        y = top[0].data.reshape(x.shape)
+        y[...] = x
+        y[self.rows, self.lab] = np.where(self.far, c - np.sin(np.pi - m) * m,
+                                          c * np.cos(m) - np.sqrt(1 - c * c) * np.sin(m))
+        self._update_scale(x, self.rows, self.lab)
+        y *= self.s
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        if not propagate_down[0]:
+            return
+        m = self.layer_param.adacos_add_m_scale_param.m
+        dy = top[0].diff.reshape(bottom[0].shape[0], -1)
+        dx = bottom[0].diff.reshape(dy.shape)
+        dx[...] = self.s * dy
+        sin = np.sqrt(1 - self.c * self.c)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            coef = np.where((sin == 0) | self.far, 1.0,
+                            np.cos(m) + np.sin(m) * self.c / np.where(sin == 0, 1, sin))
+        dx[self.rows, self.lab] *= coef

@@ -1,10 +1,12 @@
-"""FocalLoss of the face-recognition forks: happynear/caffe-windows' softmax focal loss, whose
-schema (``focal_loss_param { type gamma alpha beta }``) xialuxi/arcface-caffe's nets also use.
-Detection forks publish other layers under the same type name; they are not this one.
+"""Loss and metric of the face-recognition forks: happynear/caffe-windows' softmax FocalLoss, whose
+schema (``focal_loss_param { type gamma alpha beta }``) xialuxi/arcface-caffe's nets also use
+(detection forks publish other layers under the same type name; they are not this one), and
+happynear's Accuracy ``min_is_better``.
 """
 import numpy as np
 
-from .base import register_layer
+from .accuracy import AccuracyLayer
+from .base import register_layer, register_variant
 from .loss import FLT_MIN, SoftmaxWithLossLayer, reject_label_gradient
 
 
@@ -59,3 +61,18 @@ class FocalLossLayer(SoftmaxWithLossLayer):
                           np.take_along_axis(d, self.labels[:, None, :], axis=1) - 1, axis=1)
         d *= (g * self.valid)[:, None, :] * (float(top[0].diff) / self.norm)
         bottom[0].diff[...] = d.reshape(bottom[0].shape)
+
+
+class _Negated(object):
+    def __init__(self, blob):
+        self.data = -blob.data
+
+
+@register_variant("Accuracy", lambda lp: lp.accuracy_param.min_is_better)
+class MinIsBetterAccuracyLayer(AccuracyLayer):
+    """happynear's Accuracy with ``accuracy_param { min_is_better: true }`` (distances, angles):
+    the top_k *smallest* scores are the predictions, i.e. Accuracy on -x (ties against the true
+    class, as caffepy's Accuracy). ``min_is_better: false`` is BVLC's Accuracy."""
+
+    def forward_cpu(self, bottom, top):
+        super(MinIsBetterAccuracyLayer, self).forward_cpu([_Negated(bottom[0]), bottom[1]], top)

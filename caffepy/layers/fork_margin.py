@@ -1,7 +1,8 @@
 """Angular-margin layers of the face-recognition forks: happynear/caffe-windows' experiment branch
 (LabelSpecificMargin, LabelSpecificAffine, LabelSpecificRescale, LabelSpecificHardMargin, Arccos,
-Noise, Accuracy's min_is_better). LabelSpecificAdd, CosinAddm, Flip and the feature Normalize are in ``fork_amsoftmax.py``,
-xialuxi/arcface-caffe's CombinedMargin in ``fork_arcface.py``.
+Noise). LabelSpecificAdd, CosinAddm, Flip and the feature Normalize are
+in ``fork_amsoftmax.py``, xialuxi/arcface-caffe's CombinedMargin / AdaCos in ``fork_arcface.py``,
+FocalLoss and Accuracy's min_is_better in ``fork_focal.py``.
 
 Every layer takes scores (M, D) (cosines, or angles for LabelSpecificAffine) and the labels (M)
 and changes the label column only; the others pass through.
@@ -9,8 +10,7 @@ and changes the label column only; the others pass through.
 import numpy as np
 
 from ..errors import ShapeError
-from .accuracy import AccuracyLayer
-from .base import Layer, NeuronLayer, register_layer, register_variant
+from .base import Layer, NeuronLayer, register_layer
 from .fork_face import _labels
 from .normalization import _freeze_param_specs
 
@@ -386,17 +386,3 @@ class NoiseLayer(NeuronLayer):
         if propagate_down[0] and top[0] is not bottom[0]:
             bottom[0].diff[...] = top[0].diff
 
-
-class _Negated(object):
-    def __init__(self, blob):
-        self.data = -blob.data
-
-
-@register_variant("Accuracy", lambda lp: lp.accuracy_param.min_is_better)
-class MinIsBetterAccuracyLayer(AccuracyLayer):
-    """happynear's Accuracy with ``accuracy_param { min_is_better: true }`` (distances, angles):
-    the top_k *smallest* scores are the predictions, i.e. Accuracy on -x (ties against the true
-    class, as caffepy's Accuracy). ``min_is_better: false`` is BVLC's Accuracy."""
-
-    def forward_cpu(self, bottom, top):
-        super(MinIsBetterAccuracyLayer, self).forward_cpu([_Negated(bottom[0]), bottom[1]], top)

@@ -238,12 +238,45 @@ layer { name: "noise" type: "Noise" bottom: "fc5" top: "fc5_noise"
 layer { name: "label_specific_margin" type: "LabelSpecificMargin" bottom: "fc6" bottom: "label"
   top: "fc6_margin" top: "margin" label_specific_margin_param { margin_base: 20 gamma: 0 } }
 """ + SCALED_SOFTMAX % 30
+FOCAL = TRUNK + COSINES % "fc5" + """
+layer { name: "cosin_add_m" type: "CosinAddm" bottom: "fc6" bottom: "label" top: "fc6_margin"
+  cosin_add_m_param { m: 0.5 } }
+layer { name: "fc6_margin_scale" type: "Scale" bottom: "fc6_margin" top: "fc6_margin_scale"
+  param { lr_mult: 0 decay_mult: 0 } scale_param { filler { type: "constant" value: 64 } } }
+layer { name: "focal_loss" type: "FocalLoss" bottom: "fc6_margin_scale" bottom: "label"
+  top: "softmax_loss" focal_loss_param { type: ORIGIN gamma: 2 alpha: 0.25 beta: 1 }
+  loss_weight: 1 }
+"""
 
 
-@pytest.mark.parametrize("text", [ARCFACE, ANGULAR], ids=["combined_margin", "angular_margin"])
+@pytest.mark.parametrize("text", [ARCFACE, ANGULAR, FOCAL],
+                         ids=["combined_margin", "angular_margin", "cosin_add_m_focal"])
 def test_margin_face_nets_forward_and_train_step(text):
     from .fork_nets import forward, train_step
     net = forward(text, phase=TRAIN, labels=6)   # the fork's file has a TRAIN data layer only
     assert net.blobs["fc6_margin_scale"].shape == (1, 6)
     assert np.isfinite(float(net.blobs["softmax_loss"].data))
     train_step(text, labels=6, batch=4)
+
+
+def test_adacos_add_m_scale():
+    from caffepy.layers.fork_arcface import AdaCosAddmScaleLayer
+    lab = np.array([0, 1, 2])
+    layer = make_layer('type: "AdaCosAddmScale" '
+                       'adacos_add_m_scale_param { m: 0.5 num_classes: 10 }')
+    (y,) = run_layer(layer, make_blobs([X, lab]), make_blobs(1))
+    s0 = np.sqrt(2) * np.log(9)
+    keep = np.ones((3, 3))
+    keep[R, lab] = 0
+    s1 = np.log(np.exp(s0 * X * keep).sum() / 3) / np.cos(min(np.arccos(X).mean(), np.pi / 4))
+    want = X.copy()
+    want[R, lab] = np.cos(np.arccos(X[R, lab]) + 0.5)
+    np.testing.assert_allclose(y, s1 * want)
+    assert np.isclose(layer.s, s1)
+
+    class HeldScale(AdaCosAddmScaleLayer):     # the fork does not differentiate s: hold it
+        def _update_scale(self, x, rows, lab):
+            self.s = 3.0
+
+    held = HeldScale(make_layer('type: "AdaCosAddmScale"').layer_param, dtype=np.float64)
+    check_layer_gradient(held, make_blobs([X, lab]), make_blobs(1), check_bottom=[0])

@@ -84,8 +84,9 @@ class WarpCTCLossLayer(_WarpCTC):
 
         loss = sum_n cost_n / #{n: cost_n finite};   dx = (y - posterior) dL (not divided by N)
     (the forks leave warp-ctc's gradient unscaled: equal at loss weight 1, the default.)
-    The blank is class ``blank_index``, which must be in [0, C) (ChWick's default -1 hands an
-    invalid class to warp-ctc and is refused). Bottoms, by count:
+    The blank is class ``blank_index``, which must be in [0, C); unset, it is 0 (caffe_ocr's
+    default; ChWick's default -1 hands an invalid class to warp-ctc, and an explicit -1 is
+    refused). Bottoms, by count:
       2 (caffe_ocr): scores (T, N, C), labels (N, L); entries equal to the blank are padding and
         skipped; every sequence lasts T.
       3: scores, indicators (T, N) (0 starts a sequence, as CTCLoss), labels (T, N) ending at the
@@ -93,7 +94,7 @@ class WarpCTCLossLayer(_WarpCTC):
         for 0-based labels; ChWick shifts for blank_index -1 instead); an empty labelling skips
         its sequence (cost 0).
       4: scores, sequence lengths (N), label lengths (N), labels (L, N) read as [t, n].
-    prototxt: ``ctc_loss_param { blank_index: 0 }``. Top: the loss ().
+    prototxt: ``ctc_loss_param { blank_index }``. Top: the loss ().
     """
     exact_num_bottom_blobs = None
     min_bottom_blobs = 2
@@ -102,7 +103,8 @@ class WarpCTCLossLayer(_WarpCTC):
     def reshape(self, bottom, top):
         super(WarpCTCLossLayer, self).reshape(bottom, top)
         T, N, C = self.T, self.N, self.C
-        self.blank = self.layer_param.ctc_loss_param.blank_index
+        p = self.layer_param.ctc_loss_param
+        self.blank = p.blank_index if p.HasField("blank_index") else 0
         if not 0 <= self.blank < C:
             raise self.error("ctc_loss_param.blank_index %d is not a class of the %d scores (the "
                              "forks pass it to warp-ctc as the blank)" % (self.blank, C))

@@ -81,8 +81,14 @@ def test_warp_ctc_loss_infeasible_and_bad_input():
     layer.backward(top, [True, False], bottom)
     assert np.all(bottom[0].diff[:, 0] == 0)
     with pytest.raises(NetError, match="blank_index -1"):
-        run_layer(make_layer('type: "WarpCTCLoss"'), make_blobs([x, np.array([[1], [0]])]),
-                  make_blobs(1))
+        run_layer(make_layer('type: "WarpCTCLoss" ctc_loss_param { blank_index: -1 }'),
+                  make_blobs([x, np.array([[1], [0]])]), make_blobs(1))
+    # unset: blank 0 (caffe_ocr's default), so label 0 is padding
+    (a,) = run_layer(make_layer('type: "WarpCTCLoss"'), make_blobs([x, np.array([[1, 0], [2, 0]])]),
+                     make_blobs(1))
+    (b,) = run_layer(make_layer('type: "WarpCTCLoss" ctc_loss_param { blank_index: 0 }'),
+                     make_blobs([x, np.array([[1], [2]])]), make_blobs(1))
+    assert np.isclose(a, b)
     with pytest.raises(NetError, match="labels for"):
         run_layer(make_layer('type: "WarpCTCLoss" ctc_loss_param { blank_index: 0 }'),
                   make_blobs([x, _indicators([1, 2], 2), _time_major([[0, 1], [0]], 2)]),

@@ -1,10 +1,10 @@
-"""InsightFace-style margins on Caffe: xialuxi/arcface-caffe's CombinedMargin and AdaCosAddmScale.
-The same fork's CosinAddm is in ``fork_amsoftmax.py``; happynear's angular margins in
+"""InsightFace-style margins on Caffe: xialuxi/arcface-caffe's CombinedMargin, AdaCosAddmScale and
+NormL2. The same fork's CosinAddm is in ``fork_amsoftmax.py``; happynear's angular margins in
 ``fork_margin.py``.
 """
 import numpy as np
 
-from .base import register_layer
+from .base import NeuronLayer, register_layer
 from .fork_margin import _LabelColumn
 
 
@@ -113,3 +113,23 @@ class AdaCosAddmScaleLayer(_LabelColumn):
             coef = np.where((sin == 0) | self.far, 1.0,
                             np.cos(m) + np.sin(m) * self.c / np.where(sin == 0, 1, sin))
         dx[self.rows, self.lab] *= coef
+
+
+@register_layer("NormL2")
+class NormL2Layer(NeuronLayer):
+    """xialuxi's NormL2 (AdaCos nets): each example (all its N-th values) scaled to unit L2 norm,
+        n = sqrt(sum x^2 + 1e-7), y = x / n;   dx = (dy - y sum(y dy)) / n
+    No parameters. Bottom (N, ...); top the same shape.
+    """
+
+    def forward_cpu(self, bottom, top):
+        x = bottom[0].data.reshape(bottom[0].shape[0], -1)
+        self.n = np.sqrt(np.square(x).sum(axis=1, keepdims=True) + 1e-7)
+        top[0].data.reshape(x.shape)[...] = x / self.n
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        if propagate_down[0]:
+            shape = (bottom[0].shape[0], -1)
+            y, dy = top[0].data.reshape(shape), top[0].diff.reshape(shape)
+            dx = (dy - y * (y * dy).sum(axis=1, keepdims=True)) / self.n
+            bottom[0].diff.reshape(shape)[...] = dx

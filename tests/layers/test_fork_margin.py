@@ -280,3 +280,17 @@ def test_adacos_add_m_scale():
 
     held = HeldScale(make_layer('type: "AdaCosAddmScale"').layer_param, dtype=np.float64)
     check_layer_gradient(held, make_blobs([X, lab]), make_blobs(1), check_bottom=[0])
+
+
+def test_norm_l2_and_normalize_bp_norm_without_its_top():
+    x = np.arange(12.0).reshape(2, 3, 2) - 5
+    layer = make_layer('type: "NormL2"')
+    (y,) = run_layer(layer, make_blobs([x]), make_blobs(1))
+    n = np.sqrt((x.reshape(2, -1) ** 2).sum(1) + 1e-7)
+    np.testing.assert_allclose(y, x / n[:, None, None])
+    check_layer_gradient(layer, make_blobs([x]), make_blobs(1))
+    # happynear's Normalize ignores bp_norm without the norm top (xialuxi's and AMSoftmax's nets)
+    norm = make_layer('type: "Normalize" normalize_param { bp_norm: true }')
+    (y,) = run_layer(norm, make_blobs([X]), make_blobs(1))
+    np.testing.assert_allclose(y, X / np.sqrt((X ** 2).sum(1, keepdims=True) + 1e-6))
+    check_layer_gradient(norm, make_blobs([X]), make_blobs(1))

@@ -279,31 +279,40 @@ class CTCBeamSearchDecoderLayer(CTCGreedyDecoderLayer):
             top[self.score_top].reshape(N, self.paths, 1, 1)
 
     def _search(self, logy):
+        """The ``top_paths`` best (labelling, -log p) of one sequence; each step scores every
+        extension of every kept prefix at once (a W x C array), then keeps the best W."""
         width = self.layer_param.ctc_decoder_param.beam_width
-        beams = {(): (0.0, -np.inf)}
-        for t in range(logy.shape[0]):
-            lp = logy[t]
-            nxt = {}
-
-            def add(prefix, b, nb):
-                ob, onb = nxt.get(prefix, (-np.inf, -np.inf))
-                nxt[prefix] = (np.logaddexp(ob, b), np.logaddexp(onb, nb))
-
-            for prefix, (b, nb) in beams.items():
-                total = np.logaddexp(b, nb)
-                add(prefix, total + lp[self.blank], -np.inf)
-                last = prefix[-1] if prefix else None
-                if last is not None:
-                    add(prefix, -np.inf, nb + lp[last])
-                for c in range(lp.size):
-                    if c == self.blank:
-                        continue
-                    src = b if c == last else total
-                    add(prefix + (c,), -np.inf, src + lp[c])
-            ranked = sorted(nxt.items(), key=lambda kv: -np.logaddexp(*kv[1]))
-            beams = dict(ranked[:width])
-        ranked = sorted(beams.items(), key=lambda kv: -np.logaddexp(*kv[1]))
-        return [(list(k), -float(np.logaddexp(*v))) for k, v in ranked[:self.paths]]
+        prefixes, lb, lnb = [()], np.zeros(1), np.full(1, -np.inf)
+        for lp in logy:
+            total = np.logaddexp(lb, lnb)
+            last = np.array([q[-1] if q else -1 for q in prefixes])
+            stay_b = total + lp[self.blank]
+            stay_nb = np.where(last >= 0, lnb + lp[np.maximum(last, 0)], -np.inf)
+            ext = total[:, None] + lp[None, :]
+            rows = np.flatnonzero(last >= 0)
+            ext[rows, last[rows]] = lb[rows] + lp[last[rows]]   # a repeat needs a blank between
+            ext[:, self.blank] = -np.inf
+            index = {q: k for k, q in enumerate(prefixes)}
+            for j, q in enumerate(prefixes):                   # q also reached from its parent
+                k = index.get(q[:-1]) if q else None
+                if k is not None:
+                    stay_nb[j] = np.logaddexp(stay_nb[j], ext[k, q[-1]])
+                    ext[k, q[-1]] = -np.inf
+            flat = ext.reshape(-1)
+            take = (np.argpartition(-flat, width - 1)[:width] if flat.size > width
+                    else np.arange(flat.size))
+            take = take[np.isfinite(flat[take])]
+            cand = ([(q, stay_b[k], stay_nb[k]) for k, q in enumerate(prefixes)]
+                    + [(prefixes[c // lp.size] + (int(c % lp.size),), -np.inf, flat[c])
+                       for c in np.sort(take)])
+            cand.sort(key=lambda e: -np.logaddexp(e[1], e[2]))
+            cand = cand[:width]
+            prefixes = [e[0] for e in cand]
+            lb = np.array([e[1] for e in cand])
+            lnb = np.array([e[2] for e in cand])
+        score = np.logaddexp(lb, lnb)
+        order = np.argsort(-score, kind="stable")[:self.paths]
+        return [(list(prefixes[k]), -float(score[k])) for k in order]
 
     def forward_cpu(self, bottom, top):
         x = bottom[0].data.astype(np.float64)

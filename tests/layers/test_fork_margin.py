@@ -191,7 +191,8 @@ def test_combined_margin():
 # Face nets shrunk from the forks' published train files: xialuxi/arcface-caffe's (PReLU residual
 # 20-layer SphereFace trunk, Normalize, normalized InnerProduct without bias, the margin layer on
 # the cosines, a fixed Scale of 64, softmax) with CombinedMargin in place of its CosinAddm, and
-# happynear's angular-margin variant (LabelSpecificMargin in degrees, Noise on the features).
+# happynear's angular-margin variant (LabelSpecificMargin in degrees, Noise on the features) and
+# its AM-Softmax "auto" net (GlobalLSEMargin with its learned scale).
 TRUNK = """
 layer { name: "data" type: "Data" top: "data" top: "label" include { phase: TRAIN }
   transform_param { mirror: true mean_value: 127.5 scale: 0.0078125 }
@@ -249,8 +250,24 @@ layer { name: "focal_loss" type: "FocalLoss" bottom: "fc6_margin_scale" bottom: 
 """
 
 
-@pytest.mark.parametrize("text", [ARCFACE, ANGULAR, FOCAL],
-                         ids=["combined_margin", "angular_margin", "cosin_add_m_focal"])
+AUTO = TRUNK + """
+layer { name: "norm1" type: "Normalize" bottom: "fc5" top: "norm1"
+  normalize_param { bp_norm: true } }
+layer { name: "fc6" type: "InnerProduct" bottom: "norm1" top: "fc6" param { lr_mult: 1 }
+  inner_product_param { num_output: 6 normalize: true weight_filler { type: "xavier" }
+    bias_term: false } }
+layer { name: "margin" type: "GlobalLSEMargin" bottom: "fc6" bottom: "label" top: "fc6_margin_scale"
+  top: "statistics" }
+layer { name: "softmax_loss" type: "SoftmaxWithLoss" bottom: "fc6_margin_scale" bottom: "label"
+  top: "softmax_loss" loss_weight: 1 softmax_param { normalize_type: "Softmax" } }
+layer { name: "Accuracy" type: "Accuracy" bottom: "fc6" bottom: "label" top: "accuracy"
+  accuracy_param { min_is_better: false } }
+"""
+
+
+@pytest.mark.parametrize("text", [ARCFACE, ANGULAR, FOCAL, AUTO],
+                         ids=["combined_margin", "angular_margin", "cosin_add_m_focal",
+                              "global_lse_margin"])
 def test_margin_face_nets_forward_and_train_step(text):
     from .fork_nets import forward, train_step
     net = forward(text, phase=TRAIN, labels=6)   # the fork's file has a TRAIN data layer only

@@ -96,7 +96,8 @@ class FeatureNormalizeLayer(Layer):
     ``norm_param``: per example and position, over the channels,
         L2: n = sqrt(sum_c x^2 + 1e-6), y = x / n;   dx = (dy - y sum_c(y dy)) / n
         L1: n = sum_c |x| + 1e-6,       y = x / n;   dx = (dy - sign(x) sum_c(y dy)) / n
-    with ``bp_norm`` the norm top's gradient is added: dx += dn y (L2) or dn sign(x) (L1).
+    with ``bp_norm`` and the norm top, its gradient is added: dx += dn y (L2) or dn sign(x) (L1)
+    (without the second top the fork ignores bp_norm).
     No parameters. prototxt: ``normalize_param { normalize_type: "L2" fix_gradient: false
     bp_norm: false }`` (fix_gradient is read but unused by the fork). Bottom x (N, C, ...);
     tops: y (same shape) [, n (N, 1, ...)].
@@ -110,9 +111,7 @@ class FeatureNormalizeLayer(Layer):
         self.kind = p.normalize_type
         if self.kind not in ("L1", "L2"):
             raise self.error("normalize_type must be L1 or L2, got %r" % self.kind)
-        self.bp_norm = p.bp_norm
-        if self.bp_norm and len(top) < 2:
-            raise self.error("bp_norm needs the norm top")
+        self.bp_norm = p.bp_norm and len(top) == 2   # the fork ignores bp_norm without the top
 
     def reshape(self, bottom, top):
         shape = bottom[0].shape

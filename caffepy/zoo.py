@@ -49,6 +49,7 @@ from .proto import is_repeated
 DATA_LAYER_TYPES = frozenset([
     "Data", "ImageData", "HDF5Data", "AnnotatedData", "WindowData", "MemoryData", "VideoData",
     "ImageSegData", "ImageLabelmapData", "DenseImageData", "MultiLabelData", "BoxData",
+    "CustomData",
 ])
 SEGMENTATION_TYPES = frozenset(["ImageSegData", "ImageLabelmapData", "DenseImageData"])
 
@@ -77,7 +78,9 @@ def replace_data_layers(net_param, default_shape=(3, 224, 224), batch_size=None)
         new.exclude.extend(lp.exclude)
         if lp.HasField("phase"):
             new.phase = lp.phase
-        for shape in _top_shapes(lp, default_shape, batch_size):
+        shapes = (_custom_data_shapes(lp, _batch(lp, batch_size), _flow_size(net_param))
+                   if lp.type == "CustomData" else _top_shapes(lp, default_shape, batch_size))
+        for shape in shapes:
             new.input_param.shape.add().dim.extend(shape)
     return out
 
@@ -172,6 +175,29 @@ def _video_shape(lp, n, c, h, w):
 
 def _has(msg, name):
     return name in msg.DESCRIPTOR.fields_by_name and msg.HasField(name)
+
+
+def _flow_size(net_param):
+    """FlowNet 2 nets read LMDBs whose image size only the data knows: FlyingChairs' 384 x 512, or
+    larger when the net's augmentation layers crop more (FlyingThings3D's 540 x 960 crops)."""
+    h, w = 384, 512
+    for lp in net_param.layer:
+        if lp.type in ("DataAugmentation", "FlowAugmentation", "GenerateAugmentationParameters"):
+            aug = lp.augmentation_param
+            h, w = max(h, aug.crop_height), max(w, aug.crop_width)
+    return h, w
+
+
+def _custom_data_shapes(lp, n, size):
+    """FlowNet 2's CustomData: a top per slice of the LMDB's channels (+ the label); the last
+    slice's channels follow its encoding (BOOL1: 1, UINT16FLOW: 2, else 3); images of ``size``."""
+    p = lp.data_param
+    points = list(p.slice_point)
+    enc = list(p.encoding)
+    last = {p.BOOL1: 1, p.UINT16FLOW: 2}.get(enc[len(points)] if len(enc) > len(points) else -1, 3)
+    chans = [b - a for a, b in zip([0] + points, points)] + [last]
+    shapes = [(n, c) + tuple(size) for c in chans]
+    return (shapes + [(n, 1, 1, 1)])[:len(lp.top)]
 
 
 def _top_shapes(lp, default_shape, batch_size):

@@ -246,3 +246,23 @@ def test_flownet2_front_forward_and_train_step():
                                crop - crop.mean(axis=(2, 3), keepdims=True), rtol=1e-4, atol=1e-6)
     loss, change = train_step(FLOWNET2_FRONT, batch=1)
     assert loss >= 0 and change > 0
+
+
+@pytest.mark.parametrize("param,shapes,out", [
+    ("", [(1, 2, 3, 4), (1, 1, 5, 7)], (1, 3, 5, 7)),
+    ("have_reference: true", [(1, 2, 3, 4), (1, 1, 6, 5)], (1, 2, 6, 5)),
+    ("size_divisible_by: 4", [(1, 1, 3, 5)], (1, 1, 4, 8))])
+def test_accum_numbers_and_gradient(param, shapes, out):
+    xs = [RNG.standard_normal(s) for s in shapes]
+    text = 'type: "Accum" accum_param { %s }' % param
+    (y,) = run_layer(make_layer(text), make_blobs(xs), make_blobs(1))
+    assert y.shape == out
+    # corners aligned: output o at input o (n - 1) / (n' - 1), bilinear
+    def interp(n_out, n_in):
+        t = np.arange(n_out) * (n_in - 1) / max(n_out - 1, 1)
+        return np.maximum(0, 1 - np.abs(t[:, None] - np.arange(n_in)[None]))
+    a = xs[0][0]
+    want = interp(out[2], a.shape[1]) @ a @ interp(out[3], a.shape[2]).T
+    np.testing.assert_allclose(y[0, :a.shape[0]], want, rtol=1e-5, atol=1e-6)   # float32 positions
+    check_layer_gradient(make_layer(text), make_blobs(xs), make_blobs(1),
+                         check_bottom=[0] if "reference" in param else None)

@@ -1,8 +1,9 @@
-"""FlowNet 2's Correlation1D (lmb-freiburg/flownet2; the DispNet-style horizontal correlation)."""
+"""More layers of lmb-freiburg/flownet2: Correlation1D (DispNet-style horizontal correlation) and
+Accum (resize and stack several blobs)."""
 import numpy as np
 
 from ..errors import ShapeError
-from .base import register_layer
+from .base import Layer, register_layer
 from .fork_flow import CorrelationLayer
 
 
@@ -85,3 +86,70 @@ class Correlation1DLayer(CorrelationLayer):
         for i, g in enumerate((g1, g2)):
             if propagate_down[i]:
                 bottom[i].diff[...] = g[:, :, :, p:p + W]
+
+
+def _align_corners_matrix(n_out, n_in):
+    """Rows: bilinear weights of output o at input position o (n_in - 1) / (n_out - 1)."""
+    A = np.zeros((n_out, n_in))
+    t = (np.arange(n_out, dtype=np.float32) / np.float32(max(n_out - 1, 1))
+         * np.float32(n_in - 1)).astype(np.float64)
+    lo = np.minimum(np.floor(t).astype(np.int64), n_in - 1)
+    frac = t - lo
+    A[np.arange(n_out), lo] += 1 - frac
+    hi = np.minimum(lo + 1, n_in - 1)
+    A[np.arange(n_out), hi] += np.where(lo + 1 < n_in, frac, 0.0)
+    return A
+
+
+@register_layer("Accum")
+class AccumLayer(Layer):
+    """FlowNet 2's Accum: each bottom resized bilinearly (corners aligned: output o reads input
+    o (n - 1) / (n' - 1)) to one size, then stacked in the channels.
+
+    Size: with ``have_reference`` the last bottom's H x W (it gives only the size); otherwise the
+    largest bottom height and width, or ``top_height`` x ``top_width`` (or the largest sizes
+    rounded up to ``size_divisible_by``) when both are larger. Backward: the transposed
+    interpolation.
+
+    prototxt: ``accum_param { top_height: 0 top_width: 0 size_divisible_by: 0
+    have_reference: false }``. Bottoms (N, C_i, H_i, W_i) [, reference]. Top (N, sum C_i, H, W).
+    """
+    min_bottom_blobs = 1
+    exact_num_top_blobs = 1
+
+    def reshape(self, bottom, top):
+        p = self.layer_param.accum_param
+        data = bottom[:-1] if p.have_reference else bottom
+        if not data:
+            raise self.error("have_reference needs a data bottom and the reference")
+        n = data[0].shape[0]
+        if any(b.num_axes != 4 or b.shape[0] != n for b in bottom):
+            raise self.error("bottoms must be N x C x H x W with one N", ShapeError)
+        if p.have_reference:
+            h, w = bottom[-1].shape[2:]
+        else:
+            mh, mw = max(b.shape[2] for b in data), max(b.shape[3] for b in data)
+            if p.HasField("size_divisible_by") and p.size_divisible_by:
+                d = float(p.size_divisible_by)
+                th, tw = int(np.ceil(mh / d) * d), int(np.ceil(mw / d) * d)
+            else:
+                th, tw = p.top_height, p.top_width
+            h, w = (th, tw) if th > mh and tw > mw else (mh, mw)
+        self.mats = [(_align_corners_matrix(h, b.shape[2]), _align_corners_matrix(w, b.shape[3]))
+                     for b in data]
+        top[0].reshape(n, sum(b.shape[1] for b in data), h, w)
+
+    def forward_cpu(self, bottom, top):
+        c = 0
+        for b, (ay, ax) in zip(bottom, self.mats):
+            k = b.shape[1]
+            top[0].data[:, c:c + k] = ay @ b.data @ ax.T
+            c += k
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        c = 0
+        for i, (b, (ay, ax)) in enumerate(zip(bottom, self.mats)):
+            k = b.shape[1]
+            if propagate_down[i]:
+                b.diff[...] = ay.T @ top[0].diff[:, c:c + k] @ ax
+            c += k

@@ -266,3 +266,14 @@ def test_accum_numbers_and_gradient(param, shapes, out):
     np.testing.assert_allclose(y[0, :a.shape[0]], want, rtol=1e-5, atol=1e-6)   # float32 positions
     check_layer_gradient(make_layer(text), make_blobs(xs), make_blobs(1),
                          check_bottom=[0] if "reference" in param else None)
+
+
+def test_diagonal_filler():
+    from caffepy.blob import Blob
+    from caffepy.fillers import fill
+    fp = caffe_pb2.FillerParameter(type="diagonal", diag_val=[1.0, 0.75])
+    b = Blob((3, 3, 2, 2), dtype=np.float64)
+    fill(b, fp)
+    want = np.zeros((3, 3, 2, 2))
+    want[0, 0], want[1, 1], want[2, 2] = 1.0 / 4, 0.75 / 4, 1.0 / 4   # 1 past diag_val's end
+    np.testing.assert_array_equal(b.data, want)

@@ -49,7 +49,7 @@ from .proto import is_repeated
 DATA_LAYER_TYPES = frozenset([
     "Data", "ImageData", "HDF5Data", "AnnotatedData", "WindowData", "MemoryData", "VideoData",
     "ImageSegData", "ImageLabelmapData", "DenseImageData", "MultiLabelData", "BoxData",
-    "CustomData",
+    "CustomData", "VolumeData", "VideoSegmentationData", "VideoWithVoxelTruthData",
 ])
 SEGMENTATION_TYPES = frozenset(["ImageSegData", "ImageLabelmapData", "DenseImageData"])
 
@@ -200,8 +200,20 @@ def _custom_data_shapes(lp, n, size):
     return (shapes + [(n, 1, 1, 1)])[:len(lp.top)]
 
 
+def _voxel_shapes(lp, n, c, h, w):
+    """C3D v1.0's video-to-video readers: a clip (N, 3, L, h, w) and its voxel truth (N, T, L, h,
+    w), T = num_truth_channels (1 for segmentation); L = new_length or C3D's 16 frames."""
+    p = lp.image_data_param
+    length = int(p.new_length) if _has(p, "new_length") else 16
+    truth = int(p.num_truth_channels) if _has(p, "num_truth_channels") else 1
+    return [(n, c, length, h, w), (n, truth, length, h, w)][:len(lp.top)]
+
+
 def _top_shapes(lp, default_shape, batch_size):
     n = _batch(lp, batch_size)
+    if lp.type in ("VideoSegmentationData", "VideoWithVoxelTruthData"):
+        c, h, w = _image_shape(lp, default_shape)
+        return _voxel_shapes(lp, n, c, h, w)
     c, h, w = _image_shape(lp, default_shape)
     seg = lp.type in SEGMENTATION_TYPES or (
         lp.type == "Python" and "seg" in (lp.python_param.module + lp.python_param.layer).lower())

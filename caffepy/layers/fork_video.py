@@ -1,5 +1,5 @@
-"""Video layers of facebook/C3D: Convolution3D, Pooling3D and Deconvolution3D over N x C x L x H x W
-blobs.
+"""Video layers of facebook/C3D: Convolution3D, Pooling3D, Deconvolution3D and the voxel-wise
+softmax (loss) over N x C x L x H x W blobs.
 
 C3D v1.1 files use ``convolution3d_param`` / ``pooling3d_param``; C3D v1.0 files are V1 files
 (``layers { type: CONVOLUTION3D ... }``) whose 3-D fields sit in ``convolution_param`` /
@@ -12,7 +12,7 @@ import numpy as np
 from .. import fillers
 from ..errors import ShapeError
 from ..math import cpu as cm
-from .base import Layer, register_layer
+from .base import Layer, LossLayer, register_layer
 
 
 def _first(v, default):
@@ -287,3 +287,68 @@ class Deconvolution3DLayer(Layer):
             self.blobs[1].diff.reshape(-1)[...] += top[0].diff.sum(axis=(0, 2, 3, 4))
         if propagate_down[0]:
             bottom[0].diff[...] = np.matmul(self._w(), dcol).reshape(bottom[0].shape)
+
+
+@register_layer("VoxelWiseSoftmax")
+class VoxelWiseSoftmaxLayer(Layer):
+    """C3D v1.0's VOXEL_SOFTMAX: a softmax over the channels of every voxel.
+
+        y[n, c, l, h, w] = exp(x[n, c, l, h, w]) / sum_k exp(x[n, k, l, h, w])
+    Backward: dx = y (dy - sum_k dy_k y_k). Bottom / top (N, C, L, H, W). No fields.
+    """
+    exact_num_bottom_blobs = 1
+    exact_num_top_blobs = 1
+
+    def reshape(self, bottom, top):
+        if bottom[0].num_axes < 2:
+            raise self.error("bottom must have a channel axis", ShapeError)
+        top[0].reshape(bottom[0].shape)
+
+    def forward_cpu(self, bottom, top):
+        x = bottom[0].data
+        e = np.exp(x - x.max(axis=1, keepdims=True))
+        top[0].data[...] = e / e.sum(axis=1, keepdims=True)
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        if propagate_down[0]:
+            y, dy = top[0].data, top[0].diff
+            bottom[0].diff[...] = y * (dy - (dy * y).sum(axis=1, keepdims=True))
+
+
+@register_layer("VoxelWiseSoftmaxWithLoss")
+class VoxelWiseSoftmaxWithLossLayer(LossLayer):
+    """C3D v1.0's VOXEL_SOFTMAX_LOSS: the softmax loss of every voxel.
+
+    p = softmax over the channels; with V = N L H W (all voxels),
+        L = -sum_{voxels with label < C} log(max(p[label], FLT_MIN)) / V
+        dx = (p - onehot(label)) / V   (voxels with label >= C keep p / V, as the fork)
+    Bottoms: scores (N, C, L, H, W), labels (N, 1, L, H, W). Top: the loss ().
+    """
+
+    def reshape(self, bottom, top):
+        x, t = bottom[0].shape, bottom[1].shape
+        if len(x) != 5 or len(t) != 5 or t[1] != 1 or x[0] != t[0] or x[2:] != t[2:]:
+            raise self.error("scores %s and labels %s must be N x C x L x H x W and N x 1 x L x "
+                             "H x W" % (x, t), ShapeError)
+        top[0].reshape(())
+
+    def forward_cpu(self, bottom, top):
+        x = bottom[0].data
+        e = np.exp(x - x.max(axis=1, keepdims=True))
+        self.prob = e / e.sum(axis=1, keepdims=True)
+        lab = bottom[1].data[:, 0].astype(np.int64)
+        C = x.shape[1]
+        self.valid = (lab < C) & (lab >= 0)
+        self.lab = np.where(self.valid, lab, 0)
+        p = np.take_along_axis(self.prob, self.lab[:, None], axis=1)[:, 0]
+        tiny = np.finfo(np.float32).tiny
+        self.voxels = self.lab.size
+        top[0].data[...] = -np.log(np.maximum(p, tiny))[self.valid].sum() / self.voxels
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        if propagate_down[0]:
+            g = self.prob.copy()
+            np.put_along_axis(g, self.lab[:, None],
+                              np.take_along_axis(g, self.lab[:, None], axis=1)
+                              - self.valid[:, None], axis=1)
+            bottom[0].diff[...] = g * (float(top[0].diff) / self.voxels)

@@ -1,5 +1,5 @@
-"""More layers of lmb-freiburg/flownet2: Correlation1D (DispNet-style horizontal correlation) and
-Accum (resize and stack several blobs)."""
+"""More layers of lmb-freiburg/flownet2: Correlation1D (DispNet-style horizontal correlation),
+Accum (resize and stack several blobs), NegReLU and Mean."""
 import numpy as np
 
 from ..errors import ShapeError
@@ -153,3 +153,78 @@ class AccumLayer(Layer):
             if propagate_down[i]:
                 b.diff[...] = ay.T @ top[0].diff[:, c:c + k] @ ax
             c += k
+
+
+@register_layer("NegReLU")
+class NegReLULayer(Layer):
+    """FlowNet 2's NegReLU: ReLU mirrored, y = min(x, 0) + s max(x, 0) (s =
+    ``relu_param.negative_slope``, default 0); dx = dy (x < 0 ? 1 : s). Bottom / top any shape."""
+    exact_num_bottom_blobs = 1
+    exact_num_top_blobs = 1
+
+    def reshape(self, bottom, top):
+        if top[0] is not bottom[0]:
+            top[0].reshape(bottom[0].shape)
+
+    def forward_cpu(self, bottom, top):
+        x, s = bottom[0].data, self.layer_param.relu_param.negative_slope
+        self.neg = x < 0
+        top[0].data[...] = np.where(self.neg, x, s * x)
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        if propagate_down[0]:
+            s = self.layer_param.relu_param.negative_slope
+            bottom[0].diff[...] = top[0].diff * np.where(self.neg, 1.0, s)
+
+
+@register_layer("Mean")
+class MeanLayer(Layer):
+    """FlowNet 2's Mean: y = output_scale (input_scale x + mean_scale m) per bottom, with
+    m = +mean (``operation: ADD``) or -mean (SUBTRACT); mean from ``file`` (a BlobProto, repeated
+    over the channels when it has fewer) or ``value`` (value[c % len]). No backward (as the fork).
+
+    prototxt: ``mean_param { operation file value mean_scale: 1 input_scale: 1
+    output_scale: 1 }``. Bottoms / tops: k blobs (N, C, H, W) each.
+    """
+    min_bottom_blobs = 1
+    equal_num_bottom_top_blobs = True
+
+    def layer_setup(self, bottom, top):
+        p = self.layer_param.mean_param
+        if not p.HasField("operation") or p.operation not in (p.ADD, p.SUBTRACT):
+            raise self.error("mean_param.operation (ADD or SUBTRACT) is required")
+        self.mean = None
+        if p.file:
+            from .fork_video_data import _load_mean
+            try:
+                self.mean = _load_mean(p.file)
+            except Exception as e:
+                raise self.error("cannot read mean file %s: %s" % (p.file, e))
+        elif not p.value:
+            raise self.error("mean_param needs a file or values")
+
+    def reshape(self, bottom, top):
+        p = self.layer_param.mean_param
+        for b, t in zip(bottom, top):
+            if b.num_axes != 4:
+                raise self.error("bottoms must be N x C x H x W", ShapeError)
+            m = self.mean
+            if m is not None and (m.ndim < 2 or m.shape[-2:] != b.shape[2:]
+                                  or b.shape[1] % int(np.prod(m.shape[:-2]) or 1)):
+                raise self.error("mean %s does not fit bottom %s" % (m.shape, b.shape), ShapeError)
+            if m is None and b.shape[1] % len(p.value):
+                raise self.error("%d values do not divide %d channels" % (len(p.value), b.shape[1]),
+                                 ShapeError)
+            t.reshape(b.shape)
+
+    def forward_cpu(self, bottom, top):
+        p = self.layer_param.mean_param
+        sign = -1.0 if p.operation == p.SUBTRACT else 1.0
+        for b, t in zip(bottom, top):
+            C = b.shape[1]
+            if self.mean is not None:
+                plane = self.mean.reshape(-1, *b.shape[2:])
+                m = np.resize(plane, (C,) + tuple(b.shape[2:]))     # mean[j % count]
+            else:
+                m = np.resize(np.asarray(p.value, dtype=np.float64), C).reshape(C, 1, 1)
+            t.data[...] = p.output_scale * (p.input_scale * b.data + p.mean_scale * sign * m)

@@ -277,3 +277,24 @@ def test_diagonal_filler():
     want = np.zeros((3, 3, 2, 2))
     want[0, 0], want[1, 1], want[2, 2] = 1.0 / 4, 0.75 / 4, 1.0 / 4   # 1 past diag_val's end
     np.testing.assert_array_equal(b.data, want)
+
+
+def test_neg_relu_and_mean(tmp_path):
+    x = RNG.standard_normal((2, 3, 2, 2))
+    text = 'type: "NegReLU" relu_param { negative_slope: 0.1 }'
+    (y,) = run_layer(make_layer(text), make_blobs([x]), make_blobs(1))
+    np.testing.assert_allclose(y, np.minimum(x, 0) + 0.1 * np.maximum(x, 0))
+    check_layer_gradient(make_layer(text), make_blobs([x]), make_blobs(1), kink=0.0,
+                         kink_range=1e-3)
+    text = ('type: "Mean" mean_param { operation: SUBTRACT value: 1 value: 2 value: 3 '
+            'input_scale: 2 mean_scale: 0.5 output_scale: 3 }')
+    (m,) = run_layer(make_layer(text), make_blobs([x]), make_blobs(1))
+    np.testing.assert_allclose(m, 3 * (2 * x - 0.5 * np.array([1, 2, 3.]).reshape(1, 3, 1, 1)))
+    plane = RNG.standard_normal((1, 1, 2, 2))
+    bp = caffe_pb2.BlobProto()
+    bp.shape.dim.extend(plane.shape)
+    bp.data.extend(plane.ravel())
+    (tmp_path / "mean.binaryproto").write_bytes(bp.SerializeToString())
+    text = 'type: "Mean" mean_param { operation: ADD file: "%s" }' % (tmp_path / "mean.binaryproto")
+    (m,) = run_layer(make_layer(text), make_blobs([x]), make_blobs(1))
+    np.testing.assert_allclose(m, x + plane, rtol=1e-6)     # the one plane for every channel

@@ -7,7 +7,8 @@ import numpy as np
 
 from ..proto import caffe_pb2
 
-COEFF_FIELDS = [(f.name, float(f.default_value)) for f in caffe_pb2.AugmentationCoeff.DESCRIPTOR.fields]
+COEFF_FIELDS = [(f.name, float(f.default_value))
+                for f in caffe_pb2.AugmentationCoeff.DESCRIPTOR.fields]
 NUM_PARAMS = len(COEFF_FIELDS)
 _SPATIAL = ("mirror", "translate", "rotate", "zoom", "squeeze", "translate_x", "translate_y")
 _CHROMATIC = ("brightness", "gamma", "contrast", "color")
@@ -77,7 +78,7 @@ def rng_generate(p, discount, rng, prob0=float("nan")):
 
 
 def generate(aug, c, discount, rng, sizes, kinds):
-    """Draw the coefficients of ``kinds`` (subset of spatial, chromatic, eigen, effect) into ``c``."""
+    """Draw the coefficients of ``kinds`` (of spatial, chromatic, eigen, effect) into ``c``."""
     g = lambda name, prob0=float("nan"): rng_generate(getattr(aug, name), discount, rng, prob0)
     if "spatial" in kinds:
         bw, bh, cw, ch = sizes
@@ -134,7 +135,8 @@ def generate(aug, c, discount, rng, sizes, kinds):
 
 
 def discount(schedule, num_iter):
-    """The fork's coefficient schedule: initial -> final along 2 / (1 + e^(-1.0986 t / half_life)) - 1."""
+    """The fork's coefficient schedule: initial -> final along
+    2 / (1 + e^(-1.0986 t / half_life)) - 1."""
     return schedule.initial_coeff + (schedule.final_coeff - schedule.initial_coeff) * (
         2.0 / (1.0 + math.exp(-1.0986 * num_iter / schedule.half_life)) - 1.0)
 

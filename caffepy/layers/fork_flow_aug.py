@@ -1,5 +1,6 @@
 """FlowNet 2's augmentation layers (lmb-freiburg/flownet2): DataAugmentation,
-GenerateAugmentationParameters and FlowAugmentation, CPU versions of the fork's CUDA kernels.
+GenerateAugmentationParameters, FlowAugmentation and BlackAugmentation, CPU versions of the
+fork's CUDA kernels.
 
 An item's augmentation is an ``AugmentationCoeff`` (42 floats in the fork's field order; a field
 whose default is not 0 is stored as its log, so that 0 means "no change" and coefficients add).
@@ -22,9 +23,10 @@ DataAugmentation without a coefficient bottom is a centre crop followed by the m
 import numpy as np
 
 from ..errors import ShapeError
-from ._flow_augment import (NUM_PARAMS, steps_needed, array_to_coeffs, chromatic, chromatic_eigen,
+from ._flow_augment import (NUM_PARAMS, array_to_coeffs, chromatic, chromatic_eigen,
                             coeffs_to_array, discount, effects, eigen_space, generate,
-                            kinds_to_generate, spatial_sample, transform_matrix)
+                            kinds_to_generate, rng_generate, spatial_sample, steps_needed,
+                            transform_matrix)
 from .base import Layer, register_layer
 
 __all__ = ["NUM_PARAMS", "array_to_coeffs", "coeffs_to_array", "transform_matrix"]
@@ -104,7 +106,8 @@ class DataAugmentationLayer(Layer):
         if len(bottom) > 1:
             return [array_to_coeffs(bottom[1].data[i].ravel()) for i in range(N)]
         out = []
-        schedule = discount(self.layer_param.coeff_schedule_param, float(self.blobs[0].data.flat[0]))
+        schedule = discount(self.layer_param.coeff_schedule_param,
+                            float(self.blobs[0].data.flat[0]))
         for _ in range(N):
             c = array_to_coeffs(np.zeros(NUM_PARAMS))
             out.append(generate(self.aug, c, schedule, self.rng(), sizes, self.kinds)
@@ -276,3 +279,51 @@ class FlowAugmentationLayer(Layer):
             x2, y2 = x1 + flow[i, 0, yi, xi], y1 + flow[i, 1, yi, xi]
             top[0].data[i, 0] = x2 * m2[0, 0] + y2 * m2[0, 1] + m2[0, 2] - x
             top[0].data[i, 1] = x2 * m2[1, 0] + y2 * m2[1, 1] + m2[1, 2] - y
+
+
+@register_layer("BlackAugmentation")
+class BlackAugmentationLayer(Layer):
+    """FlowNet 2's BlackAugmentation: random black frames and black borders (in every phase, as
+    the fork; ``rng_generate`` of the module doc, discount 1).
+
+    Per item: if ``black`` draws true, every 3-channel top becomes the last 3-channel bottom's
+    image and every 2-channel (flow) top 0; else if ``border`` draws b != 0, a random one of
+    (left / right, top / bottom, both) borders of int(b W) columns / int(b H) rows is zeroed in
+    every top; else a copy. (Where the fork leaves the chosen image's own top unwritten in the
+    black case, this copies it.) No backward.
+
+    prototxt: ``black_augmentation_param { black { RandomGeneratorParameter } border { ... } }``.
+    Bottoms / tops: k blobs (N, 2 or 3, H, W) of one N, H, W.
+    """
+    min_bottom_blobs = 1
+    equal_num_bottom_top_blobs = True
+
+    def reshape(self, bottom, top):
+        n, h, w = bottom[0].shape[0], bottom[0].shape[2], bottom[0].shape[3]
+        for b, t in zip(bottom, top):
+            if b.num_axes != 4 or b.shape[1] not in (2, 3) or (b.shape[0], b.shape[2],
+                                                             b.shape[3]) != (n, h, w):
+                raise self.error("bottoms must be N x 2 or 3 x H x W of one N, H, W", ShapeError)
+            t.reshape(b.shape)
+
+    def forward_cpu(self, bottom, top):
+        p = self.layer_param.black_augmentation_param
+        rng = self.rng()
+        N, _, H, W = bottom[0].shape
+        imgs = [b for b in bottom if b.shape[1] == 3]
+        for n in range(N):
+            xs = [b.data[n].copy() for b in bottom]
+            if p.HasField("black") and rng_generate(p.black, 1.0, rng, 0.0):
+                for t, b in zip(top, bottom):
+                    t.data[n] = imgs[-1].data[n] if b.shape[1] == 3 and imgs else 0.0
+                continue
+            border = rng_generate(p.border, 1.0, rng, 0.0) if p.HasField("border") else 0.0
+            if border != 0.0:
+                kind = int(rng.integers(0, 3))
+                bw = int(border * W) if kind in (0, 2) else 0
+                bh = int(border * H) if kind in (1, 2) else 0
+                keep = np.zeros((H, W), dtype=bool)
+                keep[bh:max(H - bh, bh), bw:max(W - bw, bw)] = True
+                xs = [np.where(keep, x, 0.0) for x in xs]
+            for t, x in zip(top, xs):
+                t.data[n] = x

@@ -1,6 +1,7 @@
-"""The video readers of C3D (facebook/C3D) and TSN (yjxiong/caffe, action_recog branch): ``VideoData``
-(C3D v1.0 files: V1 ``VIDEO_DATA``, upgraded to ``VideoData``) reading frame images, decoded like
-ImageData's (``caffepy.data.image.read_image``: BGR uint8, OpenCV's bilinear resize).
+"""The video readers of C3D (facebook/C3D) and TSN (yjxiong/caffe, action_recog branch):
+``VideoData`` (C3D v1.0 files: V1 ``VIDEO_DATA``, upgraded to ``VideoData``) reading frame
+images, decoded like ImageData's (``caffepy.data.image.read_image``: BGR uint8, OpenCV's
+bilinear resize).
 
 Which fork's reader a ``VideoData`` layer is: TSN's when ``video_data_param`` sets ``num_segments``,
 ``modality`` or ``name_pattern``; SSD's webcam / video-file reader when it sets ``video_type``,
@@ -277,8 +278,9 @@ class VideoDataLayer(BasePrefetchingDataLayer):
     with ``transform_param { crop_size mirror mean_file mean_value scale }`` (v1.1) or those fields
     in image_data_param (v1.0: one ``mean_value``; the mean is always subtracted)):
     clip = frames start, start + r, ... (``%06d.jpg``), (x - mean) * scale, crop (random in TRAIN,
-    centred otherwise), mirror (random, in every phase as the fork). With v1.0's ``use_temporal_jitter`` the list's second
-    column is the folder's frame count and the start is random in TRAIN, 0 otherwise.
+    centred otherwise), mirror (random, in every phase as the fork). With v1.0's
+    ``use_temporal_jitter`` the list's second column is the folder's frame count and the start is
+    random in TRAIN, 0 otherwise.
     Tops: data (N, C, L, h, w), label (N,) (v1.1) or (N, 1, 1, 1, 1) (v1.0).
 
     TSN (``video_data_param { source batch_size new_length: 1 num_segments: 1 modality: FLOW

@@ -298,3 +298,27 @@ def test_neg_relu_and_mean(tmp_path):
     text = 'type: "Mean" mean_param { operation: ADD file: "%s" }' % (tmp_path / "mean.binaryproto")
     (m,) = run_layer(make_layer(text), make_blobs([x]), make_blobs(1))
     np.testing.assert_allclose(m, x + plane, rtol=1e-6)     # the one plane for every channel
+
+
+def test_black_augmentation():
+    img0, img1 = RNG.uniform(0, 1, (2, 3, 4, 6)), RNG.uniform(0, 1, (2, 3, 4, 6))
+    flow = RNG.standard_normal((2, 2, 4, 6))
+    black = ('type: "BlackAugmentation" black_augmentation_param { black { rand_type: "bernoulli" '
+             'prob: 1 } }')
+    a, b, f = run_layer(make_layer(black), make_blobs([img0, img1, flow]), make_blobs(3))
+    np.testing.assert_array_equal(a, img1)          # both images become the last image
+    np.testing.assert_array_equal(b, img1)
+    np.testing.assert_array_equal(f, 0)             # and the flow 0
+    border = ('type: "BlackAugmentation" black_augmentation_param { border { rand_type: '
+              '"uniform" mean: 0.25 } }')
+    caffepy.set_random_seed(2)
+    a, f = run_layer(make_layer(border), make_blobs([img0, flow]), make_blobs(2))
+    for n in range(2):
+        kept = a[n, 0] != 0
+        rows, cols = np.where(kept.any(1))[0], np.where(kept.any(0))[0]
+        # int(0.25 W) = 1 column and / or int(0.25 H) = 1 row zeroed on both sides
+        assert (rows.min(), rows.max()) in ((0, 3), (1, 2)) and (cols.min(), cols.max()) in (
+            (0, 5), (1, 4))
+        assert (rows.min(), cols.min()) != (0, 0)
+        np.testing.assert_array_equal(a[n][:, kept], img0[n][:, kept])
+        np.testing.assert_array_equal(f[n][:, ~kept], 0)

@@ -1,9 +1,9 @@
 """More layers of lmb-freiburg/flownet2: Correlation1D (DispNet-style horizontal correlation),
-Accum (resize and stack several blobs), NegReLU and Mean."""
+Accum (resize and stack several blobs), NegReLU, Mean and LpqLoss."""
 import numpy as np
 
 from ..errors import ShapeError
-from .base import Layer, register_layer
+from .base import Layer, LossLayer, register_layer
 from .fork_flow import CorrelationLayer
 
 
@@ -228,3 +228,72 @@ class MeanLayer(Layer):
             else:
                 m = np.resize(np.asarray(p.value, dtype=np.float64), C).reshape(C, 1, 1)
             t.data[...] = p.output_scale * (p.input_scale * b.data + p.mean_scale * sign * m)
+
+
+@register_layer("LpqLoss")
+class LpqLossLayer(LossLayer):
+    """FlowNet 2's LpqLoss: a robust per-location loss.
+
+    d = x - y (or x); NaN entries masked to 0; a = |d|;
+        L = sum_{n, h, w} (w sum_c (a + e_p)^p + e_q)^q / normalizer
+    with w = 1 / C (``l2_prescale_by_channels``) or 1, normalizer = N or (non-NaN entries / C)
+    (``normalize_by_num_entries``). dx = sign(d) (sign(0) = -1, as the fork) q S^(q-1) w p
+    (a + e_p)^(p-1) / normalizer (0 where masked), S = w sum_c (a + e_p)^p + e_q; y gets -dx.
+    p, q change at the iterations of ``pq_episode_starts_at_iter`` (counted as this layer's
+    TRAIN forwards: the solver's iteration when iter_size is 1).
+
+    prototxt: ``lpq_loss_param { p q pq_episode_starts_at_iter p_epsilon: 0 q_epsilon: 0.01
+    l2_prescale_by_channels: false normalize_by_num_entries: false }``. Bottoms x [, y]
+    (N, C, H, W). Top: the loss ().
+    """
+    exact_num_bottom_blobs = None
+    min_bottom_blobs = 1
+    max_bottom_blobs = 2
+
+    def layer_setup(self, bottom, top):
+        p = self.layer_param.lpq_loss_param
+        starts, ps, qs = list(p.pq_episode_starts_at_iter), list(p.p), list(p.q)
+        if not starts and len(ps) == 1 and len(qs) == 1:
+            starts = [0]
+        if not (len(starts) == len(ps) == len(qs)) or not starts:
+            raise self.error("pq_episode_starts_at_iter, p and q need one entry each per episode "
+                             "(got %d, %d, %d)" % (len(starts), len(ps), len(qs)))
+        if starts[0] != 0 or any(b <= a for a, b in zip(starts, starts[1:])):
+            raise self.error("pq_episode_starts_at_iter must start at 0 and increase")
+        self.schedule = list(zip(starts, ps, qs))
+        self.forwards = 0
+
+    def reshape(self, bottom, top):
+        if bottom[0].num_axes != 4 or (len(bottom) == 2 and bottom[0].shape != bottom[1].shape):
+            raise self.error("bottoms must be N x C x H x W of equal shapes", ShapeError)
+        top[0].reshape(())
+
+    def forward_cpu(self, bottom, top):
+        prm = self.layer_param.lpq_loss_param
+        it = self.forwards
+        if self.phase == self._caffe_pb2.TRAIN:
+            self.forwards += 1
+        self.p, self.q = [(p, q) for s, p, q in self.schedule if s <= it][-1]
+        d = bottom[0].data - bottom[1].data if len(bottom) == 2 else bottom[0].data
+        self.mask = ~np.isnan(d)
+        d = np.where(self.mask, d, 0.0)
+        C = d.shape[1]
+        self.sign = np.where(d > 0, 1.0, -1.0)
+        self.a = np.abs(d) + prm.p_epsilon
+        self.w = 1.0 / C if prm.l2_prescale_by_channels else 1.0
+        self.S = self.w * (self.a ** self.p).sum(axis=1, keepdims=True) + prm.q_epsilon
+        self.norm = self.mask.sum() / C if prm.normalize_by_num_entries else d.shape[0]
+        top[0].data[...] = (self.S ** self.q).sum() / self.norm
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        alpha = float(top[0].diff) / self.norm
+        g = (alpha * self.q * self.S ** (self.q - 1) * self.w * self.p * self.a ** (self.p - 1)
+             * self.sign)
+        g = np.where(self.mask, g, 0.0)
+        if propagate_down[0]:
+            bottom[0].diff[...] = g
+        if len(bottom) == 2 and propagate_down[1]:
+            bottom[1].diff[...] = -g
+
+    def allow_force_backward(self, bottom_index):
+        return True

@@ -322,3 +322,35 @@ def test_black_augmentation():
         assert (rows.min(), cols.min()) != (0, 0)
         np.testing.assert_array_equal(a[n][:, kept], img0[n][:, kept])
         np.testing.assert_array_equal(f[n][:, ~kept], 0)
+
+
+@pytest.mark.parametrize("param", ["p: 1 q: 0.4", "p: 2 q: 0.5 l2_prescale_by_channels: true "
+                                   "normalize_by_num_entries: true p_epsilon: 0.1"])
+def test_lpq_loss(param):
+    x, y = RNG.standard_normal((2, 2, 3, 3)), RNG.standard_normal((2, 2, 3, 3))
+    y[1, 0, 2, 2] = np.nan
+    text = 'type: "LpqLoss" lpq_loss_param { %s }' % param
+    (loss,) = run_layer(make_layer(text), make_blobs([x, y]), make_blobs(1))
+    d = np.nan_to_num(x - y, nan=0.0)
+    if param.startswith("p: 1"):
+        want = ((np.abs(d).sum(1) + 0.01) ** 0.4).sum() / 2
+    else:
+        valid = (~np.isnan(x - y)).sum() / 2
+        want = ((((np.abs(d) + 0.1) ** 2).sum(1) / 2 + 0.01) ** 0.5).sum() / valid
+    assert np.isclose(loss, want)
+    clean = make_blobs([x, np.nan_to_num(y, nan=0.5)])
+    check_layer_gradient(make_layer(text), clean, make_blobs(1), kink=0.0, kink_range=0.02)
+
+
+def test_lpq_loss_schedule():
+    layer = make_layer('type: "LpqLoss" lpq_loss_param { pq_episode_starts_at_iter: 0 '
+                       'pq_episode_starts_at_iter: 2 p: 1 p: 2 q: 1 q: 1 q_epsilon: 0 }',
+                       phase=caffe_pb2.TRAIN)
+    x = np.full((1, 1, 1, 2), 3.0)
+    bottom, top = make_blobs([x]), make_blobs(1)
+    layer.setup(bottom, top)
+    losses = []
+    for _ in range(3):
+        layer.forward(bottom, top)
+        losses.append(float(top[0].data))
+    assert losses == [6.0, 6.0, 18.0]         # p = 1 for iterations 0, 1; p = 2 from 2

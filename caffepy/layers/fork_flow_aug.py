@@ -102,6 +102,24 @@ class DataAugmentationLayer(Layer):
                 per_channel.reshape(1, C, 1, 1)
                 per_channel.data[...] = chan.reshape(1, C, 1, 1)
 
+    def adopt_source_blob(self, j, bp):
+        """Weights of another crop size (the fork's adjust_blobs): a per-pixel mean becomes its
+        per-channel average over the crop (with ``mean_per_pixel``; else the per-channel blob,
+        copied next, is used). True when ``bp`` was taken."""
+        from ..blob import Blob
+        if j != 1 or len(self.blobs) != 3:
+            return False
+        src = Blob((), dtype=np.float64)
+        src.from_proto(bp)
+        C = self.blobs[1].shape[1]
+        if src.count % C:
+            return False
+        if self.layer_param.augmentation_param.mean_per_pixel:
+            chan = src.data.reshape(C, -1).mean(axis=1)
+            self.blobs[1].data[...] = chan.reshape(1, C, 1, 1)
+            self.blobs[2].data[...] = chan.reshape(1, C, 1, 1)
+        return True
+
     def _coefficients(self, bottom, N, sizes):
         if len(bottom) > 1:
             return [array_to_coeffs(bottom[1].data[i].ravel()) for i in range(N)]

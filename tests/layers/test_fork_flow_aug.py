@@ -354,3 +354,27 @@ def test_lpq_loss_schedule():
         layer.forward(bottom, top)
         losses.append(float(top[0].data))
     assert losses == [6.0, 6.0, 18.0]         # p = 1 for iterations 0, 1; p = 2 from 2
+
+
+def test_data_augmentation_adopts_a_mean_of_another_size():
+    from caffepy.weights import copy_trained_layers
+    text = ('name: "n" layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 1 '
+            'dim: 3 dim: 6 dim: 6 } } } layer { name: "aug" type: "DataAugmentation" bottom: "x" '
+            'top: "y" augmentation_param { crop_width: 4 crop_height: 4 recompute_mean: 5 } }')
+    from caffepy.net import Net
+    net = Net(text, caffe_pb2.TEST)
+    src = caffe_pb2.NetParameter()
+    layer = src.layer.add(name="aug", type="DataAugmentation")
+    trained = RNG.uniform(0, 1, (1, 3, 8, 8))
+    for arr in (np.array([[[[100.0]]]]), trained, trained.mean(axis=(2, 3), keepdims=True)):
+        bp = layer.blobs.add()
+        bp.shape.dim.extend(arr.shape)
+        bp.data.extend(arr.ravel())
+    copy_trained_layers(net, src)
+    aug = net.layers[1]
+    assert aug.blobs[0].data.flat[0] == 100
+    np.testing.assert_allclose(aug.blobs[1].data, np.broadcast_to(
+        trained.mean(axis=(2, 3), keepdims=True), (1, 3, 4, 4)), rtol=1e-6)
+    net.blobs["x"].data[...] = 1.0
+    net.forward()                  # iteration 101 > recompute_mean: the adopted mean is used
+    np.testing.assert_allclose(net.blobs["y"].data, 1.0 - aug.blobs[1].data, rtol=1e-6)

@@ -1,5 +1,5 @@
 """FlowNet 2's file layers (lmb-freiburg/flownet2): FLOWriter (Middlebury ``.flo``), FloatWriter and
-FloatReader (the fork's ``.float3``), with the format functions.
+FloatReader (the fork's ``.float3``) with the format functions, and ImgReader.
 
 ``.flo``: ``PIEH``, int32 width, int32 height, then per pixel (row-major) float32 u, v.
 ``.float3``: the text lines ``float``, the dimension count (2 or 3), X, Y[, Z], then X Y Z
@@ -159,6 +159,40 @@ class FloatReaderLayer(Layer):
             self.values = read_float3(p.file)
         except OSError as e:
             raise self.error("cannot read %s: %s" % (p.file, e.strerror or e))
+
+    def reshape(self, bottom, top):
+        top[0].reshape((self.layer_param.reader_param.num,) + self.values.shape)
+
+    def forward_cpu(self, bottom, top):
+        top[0].data[...] = self.values
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        """Data: no gradient."""
+
+
+@register_layer("ImgReader")
+class ImgReaderLayer(Layer):
+    """FlowNet 2's ImgReader: one image file (colour, BGR, as ``cv::imread``) through the layer's
+    ``transform_param`` (as Caffe's DataTransformer), repeated ``num`` times.
+
+    prototxt: ``reader_param { file num: 1 }`` + ``transform_param``. Top (num, C, h, w).
+    """
+    exact_num_bottom_blobs = 0
+    exact_num_top_blobs = 1
+
+    def layer_setup(self, bottom, top):
+        from ..data.image import read_image
+        from ..data.transformer import DataTransformer
+        p = self.layer_param.reader_param
+        if not p.file:
+            raise self.error("reader_param.file is required")
+        try:
+            img = read_image(p.file).transpose(2, 0, 1)
+            tf = DataTransformer(self.layer_param.transform_param, self.phase, np.float64,
+                                 what="layer '%s'" % self.name)
+            self.values = tf.transform(img[None].astype(np.float64))[0]
+        except CaffeError as e:
+            raise self.error(str(e))
 
     def reshape(self, bottom, top):
         top[0].reshape((self.layer_param.reader_param.num,) + self.values.shape)

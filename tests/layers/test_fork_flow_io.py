@@ -52,3 +52,14 @@ def test_writer_layers_name_files_by_iteration_and_item(tmp_path):
     w.setup(make_blobs([flow[:1]]), [])
     w.forward(make_blobs([flow[:1]]), [])
     np.testing.assert_allclose(read_float3(tmp_path / "one.float3"), flow[0], rtol=1e-6)
+
+
+def test_img_reader(tmp_path):
+    from caffepy.data.image import encode_image
+    img = RNG.integers(0, 256, (4, 5, 3), dtype=np.uint8)
+    (tmp_path / "a.png").write_bytes(encode_image(img, "png"))
+    (y,) = run_layer(make_layer('type: "ImgReader" reader_param { file: "%s" num: 2 } '
+                                'transform_param { scale: 0.5 mean_value: 10 }'
+                                % (tmp_path / "a.png")), [], make_blobs(1))
+    assert y.shape == (2, 3, 4, 5)
+    np.testing.assert_allclose(y[1], (img.transpose(2, 0, 1) - 10.0) * 0.5)

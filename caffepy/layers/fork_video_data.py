@@ -81,9 +81,7 @@ class _C3DLoader(_VideoLoader):
         p = lp.image_data_param if v10 else lp.video_data_param
         tp = lp.transform_param
         self.v10 = v10
-        if not p.use_image:
-            raise CaffeError("%s: reading video files (use_image: false) needs a video decoder; "
-                             "C3D's frame folders (use_image: true) are supported" % self.what)
+        self.video = not p.use_image
         if getattr(p, "use_multiple_label", False):
             raise CaffeError("%s: use_multiple_label is not supported" % self.what)
         if not p.new_length:
@@ -104,14 +102,61 @@ class _C3DLoader(_VideoLoader):
         if self.mean is not None and self.mean_values.size:
             raise CaffeError("%s: mean_file and mean_value cannot both be set" % self.what)
         self.label_shape = (self.batch, 1, 1, 1, 1) if v10 else (self.batch,)
-        self.read_lines(p.source, 3, "'<frame folder> <start frame> <label>'")
+        if self.video and self.jitter and not v10:     # v1.1: '<video> <label>', random start
+            self.read_lines(p.source, 2, "'<video file> <label>'")
+            self.lines = [(name, "-1", label) for name, label in self.lines]
+            self.remember_lines()
+        else:
+            self.read_lines(p.source, 3, "'<%s> <start frame> <label>'"
+                            % ("video file" if self.video else "frame folder"))
         if self.shuffle:
             self.shuffle_lines()
         self.pos = int(self.rng.integers(0, p.rand_skip)) % len(self.lines) if p.rand_skip else 0
 
+    def _video_frames(self, path, start):
+        """C3D's ReadVideoToVolumeDatum with OpenCV's decoder: ``length`` frames from ``start``
+        (-1: a random start, as use_temporal_jitter), every ``sampling_rate``-th."""
+        try:
+            import cv2
+        except ImportError:
+            raise CaffeError("%s: reading video files needs OpenCV: pip install caffepy[video]"
+                             % self.what)
+        cap = cv2.VideoCapture(path)
+        try:
+            if not cap.isOpened():
+                raise CaffeError("%s: cannot open video %s" % (self.what, path))
+            frames = int(cap.get(cv2.CAP_PROP_FRAME_COUNT))
+            span = self.length * self.rate
+            if frames < span:
+                raise CaffeError("%s: %s has %d frames, fewer than new_length x sampling_rate"
+                                 % (self.what, path, frames))
+            if start < 0:
+                start = int(self.rng.integers(0, frames - span + 1))
+            if start + span > frames:
+                raise CaffeError("%s: %s has %d frames; frames %d..%d were asked for"
+                                 % (self.what, path, frames, start, start + span - 1))
+            if start:
+                cap.set(cv2.CAP_PROP_POS_FRAMES, start)
+            out = []
+            for f in range(start, start + span, self.rate):
+                if self.rate > 1:
+                    cap.set(cv2.CAP_PROP_POS_FRAMES, f)
+                ok, img = cap.read()
+                if not ok or img is None:
+                    raise CaffeError("%s: %s has no data at frame %d" % (self.what, path, f))
+                if self.new_h and self.new_w:
+                    img = resize_bilinear(img, self.new_h, self.new_w)
+                out.append(img)
+            return out
+        finally:
+            cap.release()
+
     def _item(self, i, probe=False):
         folder, start, _ = self.lines[i]
         start = int(start)
+        if self.video:
+            frames = self._video_frames(self.root + folder, -1 if self.jitter else start)
+            return self._transform(frames, probe)
         if self.v10 and self.jitter:     # v1.0: the second column counts the folder's frames
             span = self.length * self.rate
             if start < span:
@@ -120,6 +165,9 @@ class _C3DLoader(_VideoLoader):
             start = int(self.rng.integers(0, start - span + 1)) + 1 if self.train else 0
         frames = [self._frame("%s%s/%06d.jpg" % (self.root, folder, f), True)
                   for f in range(start, start + self.length * self.rate, self.rate)]
+        return self._transform(frames, probe)
+
+    def _transform(self, frames, probe):
         clip = np.stack(frames).transpose(3, 0, 1, 2).astype(np.float64)    # C, L, H, W
         C, L, H, W = clip.shape
         mean = np.zeros_like(clip)
@@ -274,13 +322,15 @@ class VideoDataLayer(BasePrefetchingDataLayer):
     """C3D's and TSN's video readers (see the module doc for which one a layer is).
 
     C3D (``video_data_param`` v1.1 / ``image_data_param`` v1.0 { source batch_size new_length
-    new_height new_width use_image: true sampling_rate: 1 shuffle rand_skip root_folder (v1.1) }
+    new_height new_width use_image sampling_rate: 1 shuffle rand_skip root_folder (v1.1) }
     with ``transform_param { crop_size mirror mean_file mean_value scale }`` (v1.1) or those fields
     in image_data_param (v1.0: one ``mean_value``; the mean is always subtracted)):
     clip = frames start, start + r, ... (``%06d.jpg``), (x - mean) * scale, crop (random in TRAIN,
     centred otherwise), mirror (random, in every phase as the fork). With v1.0's
     ``use_temporal_jitter`` the list's second column is the folder's frame count and the start is
-    random in TRAIN, 0 otherwise.
+    random in TRAIN, 0 otherwise. ``use_image: false``: list lines ``<video> <start frame>
+    <label>`` (v1.1 with ``use_temporal_jitter``: ``<video> <label>``; with the jitter the start
+    is random, in any phase, as the fork's -1), frames decoded by OpenCV (the ``video`` extra).
     Tops: data (N, C, L, h, w), label (N,) (v1.1) or (N, 1, 1, 1, 1) (v1.0).
 
     TSN (``video_data_param { source batch_size new_length: 1 num_segments: 1 modality: FLOW

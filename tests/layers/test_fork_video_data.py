@@ -117,7 +117,7 @@ def test_tsn_rgb_and_flow_segments(tmp_path):
 
 def test_video_data_errors(tmp_path):
     (tmp_path / "list.txt").write_text("missing 1 0\n")
-    with pytest.raises(CaffeError, match="video decoder"):
+    with pytest.raises(CaffeError, match="cannot open video missing|needs OpenCV"):
         make_layer('type: "VideoData" video_data_param { source: "%s" new_length: 2 }'
                    % (tmp_path / "list.txt")).setup([], make_blobs(2))
     with pytest.raises(CaffeError, match="missing/000001.jpg"):
@@ -126,3 +126,27 @@ def test_video_data_errors(tmp_path):
     with pytest.raises(CaffeError, match="webcam"):
         make_layer('type: "VideoData" video_data_param { video_type: WEBCAM }').setup(
             [], make_blobs(1))
+
+
+def test_c3d_video_files(tmp_path):
+    cv2 = pytest.importorskip("cv2")
+    frames = RNG.integers(0, 256, (6, 6, 8, 3), dtype=np.uint8)
+    writer = cv2.VideoWriter(str(tmp_path / "v.avi"), cv2.VideoWriter_fourcc(*"FFV1"), 5, (8, 6))
+    if not writer.isOpened():
+        pytest.skip("this OpenCV cannot write FFV1 (lossless) videos")
+    for f in frames:
+        writer.write(f)
+    writer.release()
+    (tmp_path / "list.txt").write_text("v.avi 2 4\n")
+    text = ('type: "VideoData" video_data_param { source: "%s" root_folder: "%s/" batch_size: 1 '
+            'new_length: 2 sampling_rate: 2 %s }')
+    data, label = run_data_layer(text % (tmp_path / "list.txt", tmp_path, ""))
+    # frames 2 and 4 (0-based, from the start column, every 2nd); C x L x H x W
+    np.testing.assert_array_equal(data[0], frames[[2, 4]].transpose(3, 0, 1, 2))
+    assert label[0] == 4
+    (tmp_path / "jitter.txt").write_text("v.avi 1\n")          # v1.1 jitter: '<video> <label>'
+    (d,) = run_data_layer(text % (tmp_path / "jitter.txt", tmp_path,
+                                  "use_temporal_jitter: true"), tops=1)
+    starts = [s for s in range(3) if np.array_equal(
+        d[0], frames[[s, s + 2]].transpose(3, 0, 1, 2))]
+    assert len(starts) == 1                                     # one valid window, drawn at random

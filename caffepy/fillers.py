@@ -15,6 +15,8 @@ are drawn in float64 and stored in the blob's dtype.
 | ``xavier`` | U(-a, a), a = sqrt(3 / n) | variance_norm (FAN_IN) |
 | ``msra`` | N(0, 2 / n) | variance_norm (FAN_IN) |
 | ``bilinear`` | the bilinear-upsampling kernel on each (K, K) slice of a 4-d blob | |
+| ``diagonal`` | FlowNet 2's: w[n, n] = diag_val[n] (1 past its end) / kernel area, else 0 | diag_val |
+| ``diagonal`` | FlowNet 2's: w[n, n] = diag_val[n] (1 past its end) / kernel area, else 0 | diag_val |
 
 ``n`` is ``fan_in = count / shape[0]`` (FAN_IN), ``fan_out = count / shape[1]`` (FAN_OUT; ``count``
 for a 1-d blob) or their mean (AVERAGE). ``sparse = s >= 0`` keeps each gaussian value with
@@ -128,6 +130,34 @@ class BilinearFiller(Filler):
         return np.broadcast_to(np.outer(w, w), shape)
 
 
+class DiagonalFiller(Filler):
+    """lmb-freiburg/flownet2's: an identity-like (O, C, kh, kw) kernel scaled per output."""
+
+    def values(self, shape):
+        if len(shape) < 2:
+            raise CaffeError("filler 'diagonal': blob must have 2+ axes, got shape %s" % (shape,))
+        out = np.zeros(shape)
+        area = int(np.prod(shape[2:])) if len(shape) > 2 else 1
+        vals = list(self.param.diag_val)
+        for n in range(min(shape[0], shape[1])):
+            out[n, n] = (vals[n] if n < len(vals) else 1.0) / area
+        return out
+
+
+class DiagonalFiller(Filler):
+    """lmb-freiburg/flownet2's: an identity-like (O, C, kh, kw) kernel scaled per output."""
+
+    def values(self, shape):
+        if len(shape) < 2:
+            raise CaffeError("filler 'diagonal': blob must have 2+ axes, got shape %s" % (shape,))
+        out = np.zeros(shape)
+        area = int(np.prod(shape[2:])) if len(shape) > 2 else 1
+        vals = list(self.param.diag_val)
+        for n in range(min(shape[0], shape[1])):
+            out[n, n] = (vals[n] if n < len(vals) else 1.0) / area
+        return out
+
+
 FILLERS = {
     "constant": ConstantFiller,
     "uniform": UniformFiller,
@@ -136,6 +166,7 @@ FILLERS = {
     "xavier": XavierFiller,
     "msra": MSRAFiller,
     "bilinear": BilinearFiller,
+    "diagonal": DiagonalFiller,
 }
 
 

@@ -52,7 +52,10 @@ def copy_trained_layers(net, src_param, source_name="<NetParameter>", values=Non
         if len(src.blobs) != len(target.blobs):
             raise NetError("%s: incompatible number of blobs for layer %s (source %d, target %d)"
                            % (source_name, src.name, len(src.blobs), len(target.blobs)))
+        adopt = getattr(target, "adopt_source_blob", None)   # a layer that resizes its own blobs
         for j, (bp, blob) in enumerate(zip(src.blobs, target.blobs)):
+            if not _proto_matches(blob, bp) and adopt is not None and adopt(j, bp):
+                continue
             if not _proto_matches(blob, bp):
                 raise ShapeError(
                     "Cannot copy param %d weights from layer '%s'; shape mismatch.  Source param "

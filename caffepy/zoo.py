@@ -52,6 +52,7 @@ from .proto import is_repeated
 DATA_LAYER_TYPES = frozenset([
     "Data", "ImageData", "HDF5Data", "AnnotatedData", "WindowData", "MemoryData", "VideoData",
     "ImageSegData", "ImageLabelmapData", "DenseImageData", "MultiLabelData", "BoxData",
+    "CustomData", "VolumeData", "VideoSegmentationData", "VideoWithVoxelTruthData",
 ])
 SEGMENTATION_TYPES = frozenset(["ImageSegData", "ImageLabelmapData", "DenseImageData"])
 
@@ -82,7 +83,9 @@ def replace_data_layers(net_param, default_shape=(3, 224, 224), batch_size=None)
         new.exclude.extend(lp.exclude)
         if lp.HasField("phase"):
             new.phase = lp.phase
-        for top, shape in zip(lp.top, _top_shapes(lp, default_shape, batch_size)):
+        shapes = (_custom_data_shapes(lp, _batch(lp, batch_size), _flow_size(net_param))
+                  if lp.type == "CustomData" else _top_shapes(lp, default_shape, batch_size))
+        for top, shape in zip(lp.top, shapes):
             if top in detectnet_labels:      # DIGITS' DetectNet label: header row + one box row
                 shape = (shape[0], 1, 2, 16)
             new.input_param.shape.add().dim.extend(shape)
@@ -181,8 +184,43 @@ def _has(msg, name):
     return name in msg.DESCRIPTOR.fields_by_name and msg.HasField(name)
 
 
+def _flow_size(net_param):
+    """FlowNet 2 nets read LMDBs whose image size only the data knows: FlyingChairs' 384 x 512, or
+    larger when the net's augmentation layers crop more (FlyingThings3D's 540 x 960 crops)."""
+    h, w = 384, 512
+    for lp in net_param.layer:
+        if lp.type in ("DataAugmentation", "FlowAugmentation", "GenerateAugmentationParameters"):
+            aug = lp.augmentation_param
+            h, w = max(h, aug.crop_height), max(w, aug.crop_width)
+    return h, w
+
+
+def _custom_data_shapes(lp, n, size):
+    """FlowNet 2's CustomData: a top per slice of the LMDB's channels (+ the label); the last
+    slice's channels follow its encoding (BOOL1: 1, UINT16FLOW: 2, else 3); images of ``size``."""
+    p = lp.data_param
+    points = list(p.slice_point)
+    enc = list(p.encoding)
+    last = {p.BOOL1: 1, p.UINT16FLOW: 2}.get(enc[len(points)] if len(enc) > len(points) else -1, 3)
+    chans = [b - a for a, b in zip([0] + points, points)] + [last]
+    shapes = [(n, c) + tuple(size) for c in chans]
+    return (shapes + [(n, 1, 1, 1)])[:len(lp.top)]
+
+
+def _voxel_shapes(lp, n, c, h, w):
+    """C3D v1.0's video-to-video readers: a clip (N, 3, L, h, w) and its voxel truth (N, T, L, h,
+    w), T = num_truth_channels (1 for segmentation); L = new_length or C3D's 16 frames."""
+    p = lp.image_data_param
+    length = int(p.new_length) if _has(p, "new_length") else 16
+    truth = int(p.num_truth_channels) if _has(p, "num_truth_channels") else 1
+    return [(n, c, length, h, w), (n, truth, length, h, w)][:len(lp.top)]
+
+
 def _top_shapes(lp, default_shape, batch_size):
     n = _batch(lp, batch_size)
+    if lp.type in ("VideoSegmentationData", "VideoWithVoxelTruthData"):
+        c, h, w = _image_shape(lp, default_shape)
+        return _voxel_shapes(lp, n, c, h, w)
     c, h, w = _image_shape(lp, default_shape)
     seg = lp.type in SEGMENTATION_TYPES or (
         lp.type == "Python" and "seg" in (lp.python_param.module + lp.python_param.layer).lower())

@@ -12,7 +12,8 @@ _RED = caffe_pb2.ReductionParameter
 
 @register_layer("Eltwise")
 class EltwiseLayer(Layer):
-    """Element-wise combination of k >= 2 bottoms of the same shape.
+    """Element-wise combination of k bottoms of the same shape (BVLC needs k >= 2; one bottom is
+    accepted, as in lmb-freiburg/flownet2, whose files scale an image with a 1-bottom SUM).
 
     PROD: y = prod_i x_i;  dL/dx_i = dL/dy * prod_{j != i} x_j  (stable_prod_grad true), or
           dL/dy * y / x_i (stable_prod_grad false).
@@ -23,7 +24,7 @@ class EltwiseLayer(Layer):
     prototxt: ``eltwise_param { operation: SUM coeff: ... stable_prod_grad: true }`` with coeff
     given 0 times or once per bottom (not with PROD). Top: the bottoms' shape.
     """
-    min_bottom_blobs = 2
+    min_bottom_blobs = 1
     exact_num_top_blobs = 1
     fused_relu = None     # SUM only: a ReLU's negative slope fused in by caffepy.optimize
 

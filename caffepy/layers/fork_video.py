@@ -1,17 +1,18 @@
-"""Video layers of facebook/C3D: Convolution3D and Pooling3D over N x C x L x H x W blobs.
+"""Video layers of facebook/C3D: Convolution3D, Pooling3D, Deconvolution3D and the voxel-wise
+softmax (loss) over N x C x L x H x W blobs.
 
 C3D v1.1 files use ``convolution3d_param`` / ``pooling3d_param``; C3D v1.0 files are V1 files
 (``layers { type: CONVOLUTION3D ... }``) whose 3-D fields sit in ``convolution_param`` /
 ``pooling_param`` (``kernel_depth``, ``temporal_stride``, ``temporal_pad``): both are read here.
 TSN's BN-Inception nets need no layer of their own (their ``BN`` is PSPNet's, in
-``normalization.py``); the video data layers are swapped for inputs by ``caffepy.zoo``.
+``normalization.py``); the VideoData readers are in ``fork_video_data.py``.
 """
 import numpy as np
 
 from .. import fillers
 from ..errors import ShapeError
 from ..math import cpu as cm
-from .base import Layer, register_layer
+from .base import Layer, LossLayer, register_layer
 
 
 def _first(v, default):
@@ -208,3 +209,146 @@ class Pooling3DLayer(Layer):
         L, H, W = x.shape[2:]
         p = self.pad
         bottom[0].diff[...] = gp[:, :, p[0]:p[0] + L, p[1]:p[1] + H, p[2]:p[2] + W]
+
+
+@register_layer("Deconvolution3D")
+class Deconvolution3DLayer(Layer):
+    """C3D v1.0's 3-D deconvolution (the transpose of Convolution3D; V1 ``DECONVOLUTION3D``):
+
+        y = col2vol(W^T x) + b,   L' = (L - 1) ts - 2 tp + kd,  H' = (H - 1) s - 2 p + k (same W')
+    i.e. each input voxel x[n, c, l, h, w] adds x W[c, o, i, j, k] at output
+    (l ts - tp + i, h s - p + j, w s - p + k) (cropped to the output). Backward: dx = W vol2col(dy),
+    dW = x vol2col(dy)^T, db = sum dy.
+
+    prototxt: ``convolution_param { num_output bias_term: true pad: 0 kernel_size kernel_depth
+    stride: 1 temporal_stride: 1 temporal_pad: 0 weight_filler bias_filler }`` (or
+    ``convolution3d_param``). Bottom (N, C, L, H, W); top (N, O, L', H', W').
+    Params: weight (C, O, kd, k, k), bias (1, 1, 1, 1, O).
+    """
+    exact_num_bottom_blobs = 1
+    exact_num_top_blobs = 1
+
+    def layer_setup(self, bottom, top):
+        p = _param(self.layer_param, "convolution3d_param", "convolution_param")
+        ks, pad, stride = _first(p.kernel_size, 0), _first(p.pad, 0), _first(p.stride, 1)
+        if not p.num_output or not ks or not p.kernel_depth:
+            raise self.error("num_output, kernel_size and kernel_depth are required")
+        if bottom[0].num_axes != 5:
+            raise self.error("bottom must be N x C x L x H x W, got %s" % (bottom[0].shape,),
+                             ShapeError)
+        self.kernel = (int(p.kernel_depth), int(ks), int(ks))
+        self.pad = (int(p.temporal_pad), int(pad), int(pad))
+        self.stride = (int(p.temporal_stride), int(stride), int(stride))
+        if min(self.stride) < 1:
+            raise self.error("strides must be >= 1")
+        self.channels, o = bottom[0].shape[1], int(p.num_output)
+        if not self.blobs:
+            self.blobs = [self.new_blob((self.channels, o) + self.kernel)]
+            fillers.fill(self.blobs[0], p.weight_filler)
+            if p.bias_term:
+                self.blobs.append(self.new_blob((1, 1, 1, 1, o)))
+                fillers.fill(self.blobs[1], p.bias_filler)
+        if self.blobs[0].count != o * self.channels * int(np.prod(self.kernel)):
+            raise self.error("weight has shape %s, expected %s" % (
+                self.blobs[0].shape, (self.channels, o) + self.kernel), ShapeError)
+        self.num_output = o
+        self.param_propagate_down = [True] * len(self.blobs)
+
+    def reshape(self, bottom, top):
+        if bottom[0].num_axes != 5 or bottom[0].shape[1] != self.channels:
+            raise self.error("bottom %s does not fit %d channels" % (bottom[0].shape,
+                                                                     self.channels), ShapeError)
+        out = tuple((n - 1) * s - 2 * p + k for n, s, p, k in
+                    zip(bottom[0].shape[2:], self.stride, self.pad, self.kernel))
+        if min(out) < 1:
+            raise self.error("the output of %s would be empty" % (bottom[0].shape,), ShapeError)
+        self.out_shape = (bottom[0].shape[0], self.num_output) + out
+        top[0].reshape(self.out_shape)
+
+    def _w(self):
+        return self.blobs[0].data.reshape(self.channels, -1)
+
+    def forward_cpu(self, bottom, top):
+        n = bottom[0].shape[0]
+        x = bottom[0].data.reshape(n, self.channels, -1)
+        col = np.matmul(self._w().T, x)
+        top[0].data[...] = cm.col2im(col, self.out_shape, self.kernel, self.pad, self.stride,
+                                     (1, 1, 1))
+        if len(self.blobs) > 1:
+            top[0].data[...] += self.blobs[1].data.reshape(1, -1, 1, 1, 1)
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        n = bottom[0].shape[0]
+        dcol = cm.im2col(top[0].diff, self.kernel, self.pad, self.stride, (1, 1, 1))
+        x = bottom[0].data.reshape(n, self.channels, -1)
+        if self.param_propagate_down[0]:
+            self.blobs[0].diff.reshape(self.channels, -1)[...] += np.einsum("ncp,nkp->ck", x, dcol)
+        if len(self.blobs) > 1 and self.param_propagate_down[1]:
+            self.blobs[1].diff.reshape(-1)[...] += top[0].diff.sum(axis=(0, 2, 3, 4))
+        if propagate_down[0]:
+            bottom[0].diff[...] = np.matmul(self._w(), dcol).reshape(bottom[0].shape)
+
+
+@register_layer("VoxelWiseSoftmax")
+class VoxelWiseSoftmaxLayer(Layer):
+    """C3D v1.0's VOXEL_SOFTMAX: a softmax over the channels of every voxel.
+
+        y[n, c, l, h, w] = exp(x[n, c, l, h, w]) / sum_k exp(x[n, k, l, h, w])
+    Backward: dx = y (dy - sum_k dy_k y_k). Bottom / top (N, C, L, H, W). No fields.
+    """
+    exact_num_bottom_blobs = 1
+    exact_num_top_blobs = 1
+
+    def reshape(self, bottom, top):
+        if bottom[0].num_axes < 2:
+            raise self.error("bottom must have a channel axis", ShapeError)
+        top[0].reshape(bottom[0].shape)
+
+    def forward_cpu(self, bottom, top):
+        x = bottom[0].data
+        e = np.exp(x - x.max(axis=1, keepdims=True))
+        top[0].data[...] = e / e.sum(axis=1, keepdims=True)
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        if propagate_down[0]:
+            y, dy = top[0].data, top[0].diff
+            bottom[0].diff[...] = y * (dy - (dy * y).sum(axis=1, keepdims=True))
+
+
+@register_layer("VoxelWiseSoftmaxWithLoss")
+class VoxelWiseSoftmaxWithLossLayer(LossLayer):
+    """C3D v1.0's VOXEL_SOFTMAX_LOSS: the softmax loss of every voxel.
+
+    p = softmax over the channels; with V = N L H W (all voxels),
+        L = -sum_{voxels with label < C} log(max(p[label], FLT_MIN)) / V
+        dx = (p - onehot(label)) / V   (voxels with label >= C keep p / V, as the fork)
+    Bottoms: scores (N, C, L, H, W), labels (N, 1, L, H, W). Top: the loss ().
+    """
+
+    def reshape(self, bottom, top):
+        x, t = bottom[0].shape, bottom[1].shape
+        if len(x) != 5 or len(t) != 5 or t[1] != 1 or x[0] != t[0] or x[2:] != t[2:]:
+            raise self.error("scores %s and labels %s must be N x C x L x H x W and N x 1 x L x "
+                             "H x W" % (x, t), ShapeError)
+        top[0].reshape(())
+
+    def forward_cpu(self, bottom, top):
+        x = bottom[0].data
+        e = np.exp(x - x.max(axis=1, keepdims=True))
+        self.prob = e / e.sum(axis=1, keepdims=True)
+        lab = bottom[1].data[:, 0].astype(np.int64)
+        C = x.shape[1]
+        self.valid = (lab < C) & (lab >= 0)
+        self.lab = np.where(self.valid, lab, 0)
+        p = np.take_along_axis(self.prob, self.lab[:, None], axis=1)[:, 0]
+        tiny = np.finfo(np.float32).tiny
+        self.voxels = self.lab.size
+        top[0].data[...] = -np.log(np.maximum(p, tiny))[self.valid].sum() / self.voxels
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        if propagate_down[0]:
+            g = self.prob.copy()
+            np.put_along_axis(g, self.lab[:, None],
+                              np.take_along_axis(g, self.lab[:, None], axis=1)
+                              - self.valid[:, None], axis=1)
+            bottom[0].diff[...] = g * (float(top[0].diff) / self.voxels)

@@ -124,7 +124,9 @@ def parse_text(text, msg, filename="<string>", strict=None, hints=None):
     Fields ``msg``'s schema lacks follow :mod:`caffepy.proto.unknown_fields`: hints that change no
     math are dropped (named in one INFO line, or appended to the list ``hints`` when given); any
     other is an error unless ``strict`` is false (``None``: :func:`unknown_fields.strict_default`),
-    in which case it is dropped and named in one WARNING.
+    in which case it is dropped and named in one WARNING. A value an enum field's enum lacks (a
+    fork's value) is an error naming the field and value; when not strict, one in a field that
+    changes no math (a hint) is dropped with a WARNING, and any other stays an error saying so.
     """
     try:
         return _parse_located(text, msg, filename)
@@ -136,24 +138,29 @@ def parse_text(text, msg, filename="<string>", strict=None, hints=None):
                 raise
             msg.Clear()
             return parse_text(collapsed, msg, filename, strict=strict, hints=hints)
-        if "no field named" not in str(error):
+        if "no field named" not in str(error) and "no value named" not in str(error):
             raise
         first_error = error
     try:
         unknown = _unknown.find_unknown(text, msg.DESCRIPTOR)
+        values = _unknown.find_unknown_values(text, msg.DESCRIPTOR)
     except (IndexError, ValueError):      # text too malformed to scan: report the parser's error
-        unknown = []
-    if not unknown:
+        unknown, values = [], []
+    if not unknown and not values:
         raise first_error
     strict = _unknown.strict_default() if strict is None else strict
     risky = [u for u in unknown if not u.harmless]
-    if risky and strict:
-        u = risky[0]
+    first_bad = sorted(risky + [v for v in values if strict or not v.harmless],
+                       key=lambda u: u.start)
+    if first_bad and (strict or isinstance(first_bad[0], _unknown.UnknownValue)):
+        u = first_bad[0]
+        if isinstance(u, _unknown.UnknownValue):
+            raise ProtoError(u.describe(filename, lenient=not strict))
         layer = " (layer '%s')" % u.layer[0] if u.layer and u.layer[0] else ""
         raise ProtoError('%s:%d:%d: no field named "%s" in %s%s'
                          % (filename, u.line, u.col, u.name, u.message, layer))
     msg.Clear()
-    _parse_located(_unknown.blank(text, unknown), msg, filename)
+    _parse_located(_unknown.blank(text, unknown + values), msg, filename)
     harmless = [u.name for u in unknown if u.harmless]
     if hints is not None:
         hints.extend(harmless)
@@ -163,6 +170,27 @@ def parse_text(text, msg, filename="<string>", strict=None, hints=None):
     if risky:
         _log.warning("%s: ignored %d unknown field(s) (--ignore-unknown-fields): %s", filename,
                      len(risky), "; ".join(u.where() for u in risky))
+    if values:
+        _log.warning("%s: ignored %d unknown enum value(s) of fields that change no math "
+                     "(--ignore-unknown-fields): %s", filename, len(values),
+                     "; ".join(v.where() for v in values))
+    return msg
+
+
+def check_binary_values(msg, filename, strict=None):
+    """Enum numbers in a binary ``msg`` that the schema's enums lack (protobuf keeps them as
+    unknown fields and leaves the field at its default): an error naming the field, the number
+    and the layer; when not strict, those in fields that change no math get a WARNING."""
+    values = _unknown.binary_unknown_values(msg)
+    if not values:
+        return msg
+    strict = _unknown.strict_default() if strict is None else strict
+    for v in values:
+        if strict or not v.harmless:
+            raise ProtoError(v.describe(filename, lenient=not strict))
+    _log.warning("%s: ignored %d unknown enum value(s) of fields that change no math "
+                 "(--ignore-unknown-fields): %s", filename, len(values),
+                 "; ".join(v.where() for v in values))
     return msg
 
 
@@ -219,7 +247,7 @@ def parse_any(data, msg, filename, strict=None, hints=None):
     yields fields and no unknown ones, otherwise the text error is raised.
     """
     if looks_binary(data):
-        return parse_binary(data, msg, filename)
+        return check_binary_values(parse_binary(data, msg, filename), filename, strict)
     text = _decode_text(data, filename)
     try:
         return parse_text(text, msg, filename, strict=strict, hints=hints)

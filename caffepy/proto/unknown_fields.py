@@ -12,6 +12,11 @@ its message lacks:
   (``Net(..., strict=False)``, ``--ignore-unknown-fields`` on ``summary`` / ``train`` / ``test`` /
   ``time``, or :func:`lenient`) drops it and names every dropped field in one WARNING.
 
+A value that a known enum field's enum lacks (a fork's enum value, in text or as a number in a
+binary file) is an error naming the file, line, field and value by default; lenient reading drops
+it with a WARNING only where the field changes no math (the hints above and ``solver_mode``):
+anything else stays an error that says it may change the math (:class:`UnknownValue`).
+
 Fields the schema declares (proto/additions.d) parse normally; those of them that are such hints
 (:data:`DECLARED_HINTS`) are named in the same INFO line by :func:`declared_hints`.
 
@@ -114,6 +119,7 @@ class _Scanner:
         self.i = 0
         self.found = []
         self.duplicates = []   # a second value of a singular field (forks that made it repeated)
+        self.bad_values = []   # enum fields whose value the schema's enum lacks (a fork's value)
 
     def peek(self):
         return self.toks[self.i] if self.i < len(self.toks) else None
@@ -177,7 +183,10 @@ class _Scanner:
                 self.take()
             else:
                 value = self.peek()
+                first = self.i
                 self.skip_value()
+                if fd is not None and fd.enum_type is not None:
+                    self._check_enum(desc, fd, word, start, first, layer)
                 if word == "name" and layer is not None and layer[0] is None and value \
                         and value[0] == "str" and desc is not None and desc.name in (
                             "LayerParameter", "V1LayerParameter", "V0LayerParameter"):
@@ -188,6 +197,109 @@ class _Scanner:
                 rec.end = self.toks[min(self.i, len(self.toks)) - 1][3]
                 if unknown:
                     self.found.append(rec)
+
+
+    def _check_enum(self, desc, fd, word, start, first, layer):
+        """Record ``fd``'s value tokens (from ``first`` on) that its enum does not have."""
+        for tok in self.toks[first:self.i]:
+            if tok[0] == "word" and not _enum_has(fd.enum_type, tok[1]):
+                rec = UnknownValue(word, desc.name, tok[4], tok[5], start, layer, tok[1])
+                rec.end = self.toks[self.i - 1][3]
+                self.bad_values.append(rec)
+                return
+
+
+def _enum_has(enum, token):
+    if token in enum.values_by_name:
+        return True
+    try:
+        return int(token, 0) in enum.values_by_number
+    except ValueError:
+        return False
+
+
+class UnknownValue(Unknown):
+    """A known enum field holding a value its enum lacks (``value``: the token or number)."""
+    __slots__ = ("value", "enum_name")
+
+    def __init__(self, name, message, line, col, start, layer, value):
+        Unknown.__init__(self, name, message, line, col, start, layer)
+        self.value, self.enum_name = value, ""
+
+    @property
+    def harmless(self):
+        """Ignoring it changes no math: the field is a memory / precision / engine hint."""
+        return self.name in NO_MATH_NAMES or self.name in DECLARED_HINTS.get(self.message, ()) \
+            or self.name in SAFE_ENUM_FIELDS
+
+    def where(self):
+        return "%s = %s" % (Unknown.where(self), self.value)
+
+    def describe(self, filename, lenient):
+        layer = " (layer '%s')" % self.layer[0] if self.layer and self.layer[0] else ""
+        loc = "%s:%d:%d" % (filename, self.line, self.col) if self.line else filename
+        why = ("; it may change the math, so it is an error even with --ignore-unknown-fields"
+               if lenient else "; a fork's value caffepy does not know (the field changes no "
+               "math: --ignore-unknown-fields ignores it)" if self.harmless else
+               "; a fork's value caffepy does not know, which may change the math")
+        what = ("numbered %d" % self.value if isinstance(self.value, int)
+                else "named %s" % self.value)
+        return "%s: no value %s in enum %s of field %s.%s%s%s" % (
+            loc, what, self.enum_name, self.message, self.name, layer, why)
+
+
+#: Enum fields, beyond the hints above, whose value picks no math (device choice).
+SAFE_ENUM_FIELDS = frozenset(["solver_mode"])
+
+
+def find_unknown_values(text, descriptor):
+    """Every enum field in ``text`` whose value its enum lacks (:class:`UnknownValue` records)."""
+    scan = _Scanner(text)
+    scan.fields(descriptor, None, None, top=True)
+    for rec in scan.bad_values:
+        rec.enum_name = _enum_of(descriptor, rec.message, rec.name)
+    return scan.bad_values
+
+
+def _enum_of(root, message, field):
+    """The full name of the enum of ``message.field`` (searched from ``root``)."""
+    seen, todo = set(), [root]
+    while todo:
+        d = todo.pop()
+        if d.full_name in seen:
+            continue
+        seen.add(d.full_name)
+        if d.name == message and field in d.fields_by_name:
+            e = d.fields_by_name[field].enum_type
+            return e.full_name.replace("caffe.", "") if e is not None else ""
+        todo.extend(f.message_type for f in d.fields if f.message_type is not None)
+    return ""
+
+
+def binary_unknown_values(msg, _path=None):
+    """UnknownValue records for enum numbers a binary message holds that the schema's enums lack
+    (protobuf keeps them as unknown fields with the enum field's number)."""
+    try:
+        from google.protobuf import unknown_fields as pb_unknown
+    except ImportError:          # protobuf < 4.24: cannot look; nothing reported
+        return []
+    out = []
+    desc = msg.DESCRIPTOR
+    name = getattr(msg, "name", None) if desc.name in (
+        "LayerParameter", "V1LayerParameter", "V0LayerParameter") else None
+    layer = _path if name is None else [name]
+    by_number = {f.number: f for f in desc.fields}
+    for uf in pb_unknown.UnknownFieldSet(msg):
+        fd = by_number.get(uf.field_number)
+        if fd is not None and fd.enum_type is not None and uf.wire_type == 0:
+            rec = UnknownValue(fd.name, desc.name, 0, 0, 0, layer, uf.data)
+            rec.enum_name = fd.enum_type.full_name.replace("caffe.", "")
+            out.append(rec)
+    for fd, value in msg.ListFields():
+        if fd.message_type is not None:
+            for sub in (value if field_label(fd) == "repeated" else [value]):
+                out.extend(binary_unknown_values(sub, layer))
+    return out
 
 
 def find_unknown(text, descriptor):

@@ -64,7 +64,12 @@ V1_TYPES = {
 V1_TYPES.update((getattr(V1, name), new) for name, new in (
     ("CONVOLUTION3D", "Convolution3D"), ("POOLING3D", "Pooling3D"), ("VIDEO_DATA", "VideoData"),
     ("VOLUME_DATA", "VolumeData"), ("DECONVOLUTION3D", "Deconvolution3D"),
-    ("ELTWISE_PRODUCT", "Eltwise")) if hasattr(V1, name))
+    ("ELTWISE_PRODUCT", "Eltwise"),
+    # C3D v1.0's video-to-video layers (its class names)
+    ("VIDEO_SEGMENTATION_DATA", "VideoSegmentationData"),
+    ("VIDEO_WITH_VOXEL_TRUTH_DATA", "VideoWithVoxelTruthData"),
+    ("VOXEL_SOFTMAX", "VoxelWiseSoftmax"), ("VOXEL_SOFTMAX_LOSS", "VoxelWiseSoftmaxWithLoss"),
+    ("VOXEL_CUSTOM_LOSS", "VoxelCustomLoss")) if hasattr(V1, name))
 
 #: The deprecated ``solver_type`` enum → the ``type`` string.
 SOLVER_TYPES = {

@@ -129,7 +129,8 @@ def test_unknown_field_error_names_file_line_column_and_layer(tmp_path):
                             "(layer 'conv1')" % path)
     path.write_text(NET.replace("pool: MAX", "pool: MAXIMUM"))
     with pytest.raises(ProtoError, match=r"net.prototxt:\d+:\d+: no value named MAXIMUM in enum "
-                                         r"PoolingParameter.PoolMethod \(layer 'pool1'\)$"):
+                                         r"PoolingParameter.PoolMethod of field "
+                                         r"PoolingParameter.pool \(layer 'pool1'\); "):
         io.read_net(path)
     with pytest.raises(ProtoError, match=r"^<string>:1:1: no field named \"bogus\" in NetParameter$"):
         io.read_net("bogus: 1\n" + NET)

@@ -125,18 +125,19 @@ def profile(name, iters, tmp):
     weights = os.path.join(tmp, "%s_p.caffemodel" % name)
     exact.save(weights)
     fast = Net(proto, caffe_pb2.TEST, weights=weights, optimize=True)
-    for label, steps in (("exact", list(zip(exact._layer_names, exact.layers, exact.bottom_vecs,
-                                             exact.top_vecs))),
-                         ("optimize", [(s.name, s.layer, s.bottom, s.top)
-                                       for s in fast._plan.steps])):
+    exact_steps = [(n, l, (lambda l=l, b=b, t=t: l.forward(b, t)))
+                   for n, l, b, t in zip(exact._layer_names, exact.layers, exact.bottom_vecs,
+                                         exact.top_vecs)]
+    for label, steps in (("exact", exact_steps),
+                         ("optimize", [(s.name, s.layer, s.run) for s in fast._plan.steps])):
         total = {}
         for _ in range(iters + 1):
-            for lname, layer, b, t in steps:
+            for lname, layer, run in steps:
                 s = time.perf_counter()
-                layer.forward(b, t)
+                run()
                 total[lname] = total.get(lname, 0.0) + time.perf_counter() - s
         by_type = {}
-        for lname, layer, _, _ in steps:
+        for lname, layer, _ in steps:
             by_type[layer.type] = by_type.get(layer.type, 0.0) + total[lname]
         whole = sum(by_type.values())
         print("%s %s b1 per layer type (ms per forward, share):" % (name, label))

@@ -31,6 +31,7 @@ import copy
 
 import numpy as np
 
+from . import optimize_steps as steps_mod
 from .blob import Blob
 from .errors import NetError
 
@@ -50,10 +51,13 @@ class FoldedBlob(object):
 
 
 class Step(object):
-    __slots__ = ("layer", "name", "bottom", "top")
+    """One executed step: ``layer`` (possibly a folded copy) from ``bottom`` to ``top``;
+    ``run()`` is its compiled closure (caffepy.optimize_steps), rebuilt with the buffers."""
+    __slots__ = ("layer", "name", "bottom", "top", "run")
 
     def __init__(self, layer, name, bottom, top):
         self.layer, self.name, self.bottom, self.top = layer, name, list(bottom), list(top)
+        self.run = None
 
 
 class Plan(object):
@@ -70,7 +74,13 @@ class Plan(object):
         self._fold_affine(net)
         self._fuse_relu(net)
         self._drop_identities(net)
+        self.into = {}           # id(conv top) -> (Concat top blob, channel offset)
+        self.compiled = steps_mod.available()
+        if self.compiled:
+            self._eliminate_concat(net)
         self.pool = []
+        self.scratch = steps_mod.Scratch(net.dtype)
+        self.net = net
         self.assign_buffers(net)
 
     # -- helpers -------------------------------------------------------------------------------
@@ -177,7 +187,47 @@ class Plan(object):
             if id(b) in alias:
                 net.blobs[name] = alias[id(b)]     # same values as the exact path
 
-    # -- 4. buffers by liveness ----------------------------------------------------------------
+    # -- 4. Concat elimination ------------------------------------------------------------------
+    def _eliminate_concat(self, net):
+        """Convolutions whose top is read only by a Concat over channels write straight into
+        their slice of its top; a Concat left with nothing to copy is dropped."""
+        producer = {}
+        for k, st in enumerate(self.steps):
+            for t in st.top:
+                producer.setdefault(id(t), []).append(k)
+        keep = []
+        for k, st in enumerate(self.steps):
+            if st.layer.type != "Concat" or len(st.top) != 1 or st.top[0].num_axes != 4 \
+                    or getattr(st.layer, "axis", None) != 1:
+                keep.append(st)
+                continue
+            top, off, rest, done = st.top[0], 0, [], []
+            for b in st.bottom:
+                src = producer.get(id(b), [])
+                name = self._name_of(net, b)
+                ok = (len(src) == 1 and src[0] < k and self._readers(b, src[0]) == [k]
+                      and sum(x is b for x in st.bottom) == 1 and name not in self.keep
+                      and b is not top)
+                if ok:
+                    pst = self.steps[src[0]]
+                    ok = (len(pst.top) == 1 and len(pst.bottom) == 1
+                          and steps_mod.conv_eligible(pst.layer, 1))
+                if ok:
+                    self.into[id(b)] = (top, off)
+                    done.append(self.steps[src[0]].name)
+                    if name is not None:
+                        self.gone[name] = ("written straight into its channels of Concat '%s''s "
+                                           "top" % st.name)
+                else:
+                    rest.append(b)
+                off += b.shape[1]
+            if rest or not done:
+                keep.append(st)
+            else:
+                self.folded.append((done[-1], [st.name]))
+        self.steps = keep
+
+    # -- 5. buffers by liveness ----------------------------------------------------------------
     def assign_buffers(self, net):
         """(Re)build the pool: run every step's reshape, then hand out views by liveness."""
         for st in self.steps:
@@ -191,9 +241,14 @@ class Plan(object):
                 first.setdefault(id(b), k)
                 last.setdefault(id(b), k)
                 blobs[id(b)] = b
+        for bid, (top, _) in self.into.items():     # a Concat's top is written from its
+            first[id(top)] = min(first.get(id(top), first[bid]), first[bid])   # first producer
+            last.setdefault(id(top), first[id(top)])
+            blobs.setdefault(id(top), top)
         dtype = net.dtype
-        order = sorted((bid for bid in blobs if bid not in keep_ids), key=lambda b: first[b])
-        scratch = np.empty(max([blobs[b].count for b in order] + [1]), dtype)
+        order = sorted((bid for bid in blobs if bid not in keep_ids and bid not in self.into),
+                       key=lambda b: first[b])
+        scratch = np.empty(max([blobs[b].count for b in blobs] + [1]), dtype)
         free, pool, owner = [], [], {}
         ends = collections.defaultdict(list)
         for bid in order:
@@ -214,8 +269,14 @@ class Plan(object):
             data[...] = blob.data
             blob.set_arrays(data, scratch[:size].reshape(blob.shape))
             ends[last[bid]].append(p)
+        for bid in self.into:                       # never read: no memory of their own
+            blob = blobs[bid]
+            view = scratch[:blob.count].reshape(blob.shape)
+            blob.set_arrays(view, view)
         self.pool = pool
-        self.bytes = sum(p.nbytes for p in pool) + scratch.nbytes
+        self._compile(net)
+        self.bytes = (sum(p.nbytes for p in pool) + scratch.nbytes + self.scratch.col.nbytes
+                      + self.scratch.res.nbytes)
         shared = {bid for ids in owner.values() if len(ids) > 1 for bid in ids}
         for name, b in list(net.blobs.items()):
             if isinstance(b, Blob) and id(b) in shared and name not in self.keep:
@@ -224,11 +285,66 @@ class Plan(object):
             if name not in self.keep:
                 net.blobs[name] = FoldedBlob(name, why)
 
+    # -- compiled closures ---------------------------------------------------------------------
+    def _compile(self, net):
+        scratch = self.scratch
+        for st in self.steps:
+            if self.compiled and steps_mod.conv_eligible(st.layer, len(st.bottom)):
+                steps_mod.conv_buffers(st.layer, st.bottom[0].data, scratch)
+        self._arrays = [(b, b.data) for b in self._kept(net)]
+        for st in self.steps:
+            st.run = self._closure(st)
+
+    def _kept(self, net):
+        return [b for n in sorted(self.keep) for b in [net.blobs.get(n)] if isinstance(b, Blob)]
+
+    def _out_view(self, top, m):
+        """(N, M, P) array a convolution writes: its top, or its slice of a Concat's top."""
+        into = self.into.get(id(top))
+        if into is None:
+            return top.data.reshape(top.shape[0], m, -1)
+        cat, off = into
+        return cat.data.reshape(cat.shape[0], cat.shape[1], -1)[:, off:off + m]
+
+    def _closure(self, st):
+        layer = st.layer
+        if self.compiled:
+            if steps_mod.conv_eligible(layer, len(st.bottom)):
+                out = self._out_view(st.top[0], layer.num_output)
+                return steps_mod.conv_step(layer, st.bottom[0].data, out, self.scratch)
+            if layer.type == "Pooling" and len(st.top) == 1 and not any(layer.loss_weights):
+                fn = steps_mod.pool_step(layer, st.bottom[0].data, st.top[0].data)
+                if fn is not None:
+                    return fn
+            if layer.type == "Concat" and any(id(b) in self.into for b in st.bottom):
+                top = st.top[0]
+                t3 = top.data.reshape(top.shape[0], top.shape[1], -1)
+                pairs, off = [], 0
+                for b in st.bottom:
+                    c = b.shape[1]
+                    if id(b) not in self.into:
+                        pairs.append((b.data.reshape(b.shape[0], c, -1), t3[:, off:off + c]))
+                    off += c
+                return steps_mod.copy_step(pairs)
+        return steps_mod.layer_step(layer, st.bottom, st.top)
+
     # -- running -------------------------------------------------------------------------------
     def forward(self):
+        from . import common
+        for b, arr in self._arrays:
+            if b.data is not arr:              # a kept blob got new memory: rebuild the views
+                self.assign_buffers(self.net)
+                break
+        if common.mode() == common.GPU:
+            if self.into:
+                raise NetError("net '%s': %s runs on the CPU (its convolutions write into "
+                               "Concat tops); call caffepy.set_mode_cpu()" % (self.net.name, MODE))
+            return sum(st.layer.forward(st.bottom, st.top) for st in self.steps)
         loss = 0.0
         for st in self.steps:
-            loss += st.layer.forward(st.bottom, st.top)
+            r = st.run()
+            if r:
+                loss += r
         return loss
 
 

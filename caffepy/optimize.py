@@ -32,6 +32,7 @@ import copy
 import numpy as np
 
 from . import optimize_steps as steps_mod
+from .optimize_threads import ThreadChoice
 from .blob import Blob
 from .errors import NetError
 
@@ -63,7 +64,7 @@ class Step(object):
 class Plan(object):
     """The rewritten layer sequence of an optimized net and its buffer pool."""
 
-    def __init__(self, net, keep=()):
+    def __init__(self, net, keep=(), threads=None):
         if not net.layers:
             raise NetError("net '%s' has no layers to optimize" % net.name)
         self.steps = [Step(l, n, b, t) for l, n, b, t in
@@ -76,11 +77,13 @@ class Plan(object):
         self._drop_identities(net)
         self.into = {}           # id(conv top) -> (Concat top blob, channel offset)
         self.compiled = steps_mod.available()
+        self.shape_steps = self.steps      # reshaped in order, run or not (eliminated Concats)
         if self.compiled:
             self._eliminate_concat(net)
         self.pool = []
         self.scratch = steps_mod.Scratch(net.dtype)
         self.net = net
+        self.threads = ThreadChoice(threads)
         self.assign_buffers(net)
 
     # -- helpers -------------------------------------------------------------------------------
@@ -225,12 +228,12 @@ class Plan(object):
                 keep.append(st)
             else:
                 self.folded.append((done[-1], [st.name]))
-        self.steps = keep
+        self.shape_steps, self.steps = self.steps, keep
 
     # -- 5. buffers by liveness ----------------------------------------------------------------
     def assign_buffers(self, net):
         """(Re)build the pool: run every step's reshape, then hand out views by liveness."""
-        for st in self.steps:
+        for st in self.shape_steps:
             st.layer.reshape(st.bottom, st.top)
         keep_ids = {id(net.blobs[n]) for n in self.keep if isinstance(net.blobs.get(n), Blob)}
         first, last, blobs = {}, {}, {}
@@ -340,6 +343,9 @@ class Plan(object):
                 raise NetError("net '%s': %s runs on the CPU (its convolutions write into "
                                "Concat tops); call caffepy.set_mode_cpu()" % (self.net.name, MODE))
             return sum(st.layer.forward(st.bottom, st.top) for st in self.steps)
+        return self.threads.run(self._run_steps)
+
+    def _run_steps(self):
         loss = 0.0
         for st in self.steps:
             r = st.run()
@@ -411,9 +417,12 @@ def _folded_copy(layer, a, c):
     return new
 
 
-def optimize(net, keep=()):
+def optimize(net, keep=(), threads=None):
     """Switch ``net`` (built, weights loaded) to inference mode; returns the Plan. ``keep``:
-    names of further blobs to keep readable (never folded away, memory of their own)."""
+    names of further blobs to keep readable (never folded away, memory of their own).
+    ``threads``: "auto" (default, or ``CAFFEPY_THREADS``) runs each forward pass with the BLAS
+    thread limit or one thread, whichever has been faster (caffepy.optimize_threads); "fixed"
+    always uses the limit."""
     from .proto import caffe_pb2
     if net.phase != caffe_pb2.TEST:
         raise NetError("net '%s': %s needs a TEST-phase net" % (net.name, MODE))
@@ -421,6 +430,9 @@ def optimize(net, keep=()):
     if unknown:
         raise NetError("net '%s': cannot keep unknown blob(s) %s in %s"
                        % (net.name, ", ".join(unknown), MODE))
-    plan = Plan(net, keep)
+    if threads not in (None, "auto", "fixed"):
+        raise NetError("net '%s': threads must be 'auto' or 'fixed' in %s, got %r"
+                       % (net.name, MODE, threads))
+    plan = Plan(net, keep, threads)
     net._plan = plan
     return plan

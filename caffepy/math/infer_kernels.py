@@ -105,14 +105,13 @@ def max_pool(x, kh, kw, sh, sw, ph, pw, lowest, y):
             for yy in range(ya, yb):
                 src = x[k, yy]
                 for q in range(w):
-                    v = src[q]
-                    if v > row[q]:
-                        row[q] = v
+                    v, r = src[q], row[q]
+                    row[q] = v if v > r else r
             for ox in range(ow):
                 x0 = ox * sw - pw
                 xa, xb = max(x0, 0), min(x0 + kw, w)
                 best = lowest
                 for q in range(xa, xb):
-                    if row[q] > best:
-                        best = row[q]
+                    v = row[q]
+                    best = v if v > best else best
                 y[k, oy, ox] = best

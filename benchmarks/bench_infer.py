@@ -11,6 +11,10 @@ dependency). For every thread count the three runners are timed round-robin on t
 numba's by numba.set_num_threads, OpenCV's by cv2.setNumThreads. The largest relative difference
 of the outputs from caffepy's exact path is printed too. ``--profile NET`` prints the per-layer
 forward times of NET (exact and optimize) at batch 1 with 2 threads.
+
+Optimize mode picks, per forward, the thread limit or one thread, whichever has been faster
+(caffepy.optimize_threads; the row prints the moving average of each count it ran);
+``CAFFEPY_THREADS=fixed`` in the environment makes it always use the limit.
 """
 import argparse
 import os
@@ -110,9 +114,14 @@ def bench(name, batch, threads, iters, tmp, cv2):
         t_cv = times[2] if dnn is not None else float("nan")
         limit.restore_original_limits()
         rows.append((name, batch, n, t_exact, t_fast, t_cv))
+        choice = fast._plan.threads
         print("%-14s b%-2d %dT  exact %8.1f  optimize %8.1f  opencv %8.1f  opt/cv %5.2f  "
-              "load %s" % (name, batch, n, t_exact, t_fast, t_cv, t_fast / t_cv,
-                           " ".join(open("/proc/loadavg").read().split()[:3])), flush=True)
+              "load %s  (optimize threads %s: %s)" % (
+                  name, batch, n, t_exact, t_fast, t_cv, t_fast / t_cv,
+                  " ".join(open("/proc/loadavg").read().split()[:3]), choice.mode,
+                  " ".join("blas %d numba %d: %.1f ms" % (k + (1e3 * v,))
+                           for k, v in sorted(choice.avg.items()))
+                  or "limit"), flush=True)
     print("%-14s b%-2d    max rel diff vs exact: optimize %.1e  opencv %s" % (
         name, batch, err_opt, "%.1e" % err_cv if dnn is not None else "-"), flush=True)
     return rows

@@ -229,15 +229,19 @@ def test_compiled_steps_and_concat_elimination(batch, batch_gemm_below, monkeypa
 
 def test_thread_choice_prefers_the_faster_count_and_restores_the_limit():
     from threadpoolctl import threadpool_info, threadpool_limits
+    if kernels.available():
+        kernels.set_threads(2)
     from caffepy.optimize_threads import EXPLORE, ThreadChoice
     fixed = ThreadChoice("fixed")
-    assert [fixed.pick(2) for _ in range(10)] == [2] * 10
+    assert [fixed.pick(2, 2) for _ in range(10)] == [(2, 2)] * 10
     auto = ThreadChoice("auto")
-    assert auto.pick(1) == 1
-    assert auto.pick(2) == 2                    # first pass: not timed
-    auto.avg = {2: 0.5, 1: 0.1}                 # one thread has been 5x faster
-    picks = [auto.pick(2) for _ in range(2 * EXPLORE)]
-    assert picks.count(2) == 2 and picks.count(1) == 2 * EXPLORE - 2
+    assert auto.pick(1, 1) == (1, 1)
+    assert auto.pick(2, 2) == (2, 2)            # first pass: not timed
+    assert auto.pick(2, 2) == (2, 2)            # then each setting once
+    auto.avg = {(2, 2): 0.5, (1, 1): 0.1, (2, 1): 0.3}     # one thread has been fastest
+    picks = [auto.pick(2, 2) for _ in range(2 * EXPLORE)]
+    assert picks.count((2, 1)) == 1 and picks.count((2, 2)) == 1    # explored in turn
+    assert picks.count((1, 1)) == 2 * EXPLORE - 2
     with pytest.raises(ValueError, match="auto.*fixed"):
         ThreadChoice("many")
 
@@ -245,8 +249,7 @@ def test_thread_choice_prefers_the_faster_count_and_restores_the_limit():
         return [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
     with threadpool_limits(2, user_api="blas"):
         auto = ThreadChoice("auto")
-        auto.passes, auto.avg = 5, {2: 0.5, 1: 0.1}
+        auto.passes, auto.avg = 5, {(2, 2): 0.5, (1, 1): 0.1, (2, 1): 0.3}
         seen = auto.run(blas_threads)
-        assert set(seen) == {1} and auto.last == 1
+        assert set(seen) == {1} and auto.last == (1, 1)
         assert set(blas_threads()) == {2}       # the limit is back after the pass
-        assert set(auto.avg) == {1, 2}

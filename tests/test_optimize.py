@@ -253,3 +253,19 @@ def test_thread_choice_prefers_the_faster_count_and_restores_the_limit():
         seen = auto.run(blas_threads)
         assert set(seen) == {1} and auto.last == (1, 1)
         assert set(blas_threads()) == {2}       # the limit is back after the pass
+
+
+def test_max_pool_without_argmax_matches_the_exact_path_on_clipped_windows():
+    """MAX pooling in optimize mode (no argmax kept) on windows clipped by padding and by the
+    image's end (ceil rounding), rectangular kernels and strides."""
+    net = '''name: "p"
+        layer { name: "in" type: "Input" top: "data" input_param { shape { dim: 2 dim: 3 dim: 4 dim: 5 } } }
+        layer { name: "p1" type: "Pooling" bottom: "data" top: "p1" pooling_param { pool: MAX kernel_size: 3 stride: 3 pad: 2 } }
+        layer { name: "p2" type: "Pooling" bottom: "data" top: "p2" pooling_param { pool: MAX kernel_h: 2 kernel_w: 3 stride_h: 1 stride_w: 2 pad_h: 0 pad_w: 1 } }'''
+    exact, fast = _net(net), _net(net)
+    fast.optimize()
+    x = np.random.default_rng(5).standard_normal((2, 3, 4, 5)).astype(np.float32)
+    want, got = exact.forward(data=x), fast.forward(data=x)
+    assert want["p1"].shape == (2, 3, 2, 3) and want["p2"].shape[2:] == (3, 3)
+    for k in ("p1", "p2"):
+        np.testing.assert_array_equal(got[k], want[k])

@@ -100,18 +100,28 @@ def max_pool(x, kh, kw, sh, sw, ph, pw, lowest, y):
         for oy in range(oh):
             y0 = oy * sh - ph
             ya, yb = max(y0, 0), min(y0 + kh, h)
+            yr = y[k, oy]
+            if ya >= yb:
+                for ox in range(ow):
+                    yr[ox] = lowest
+                continue
+            src = x[k, ya]
             for q in range(w):
-                row[q] = lowest
-            for yy in range(ya, yb):
+                row[q] = src[q]
+            for yy in range(ya + 1, yb):
                 src = x[k, yy]
                 for q in range(w):
-                    v, r = src[q], row[q]
+                    v = src[q]
+                    r = row[q]
                     row[q] = v if v > r else r
             for ox in range(ow):
                 x0 = ox * sw - pw
                 xa, xb = max(x0, 0), min(x0 + kw, w)
-                best = lowest
-                for q in range(xa, xb):
+                if xa >= xb:
+                    yr[ox] = lowest
+                    continue
+                best = row[xa]
+                for q in range(xa + 1, xb):
                     v = row[q]
                     best = v if v > best else best
-                y[k, oy, ox] = best
+                yr[ox] = best

@@ -15,10 +15,17 @@ they are, for introspection and saving) into fewer, larger passes:
    after a Convolution / InnerProduct or an Eltwise SUM, runs inside that layer's output pass.
 3. **Identity layers removed.** Split, and Dropout with ``scale_train: true`` (identity in
    TEST): their tops become aliases of the bottom blob.
-4. **Buffers reused by liveness.** Every intermediate blob's data is a view into a pool of
+4. **Concat elimination.** Convolutions whose top is read only by a Concat over channels write
+   straight into their slice of its top (caffepy.optimize_steps); a Concat with nothing left to
+   copy is dropped (numba on only).
+5. **Buffers reused by liveness.** Every intermediate blob's data is a view into a pool of
    buffers; a buffer is handed to a later blob once the last layer reading its previous owner
    has run (greedy, first fit by size). All activation diffs share one scratch buffer (inference
    never reads them).
+6. **Compiled steps.** Each step becomes a closure over its arrays (caffepy.optimize_steps:
+   convolutions as GEMMs straight into their output, pooling without argmax), rebuilt whenever
+   the buffers are; each forward pass runs them with the thread setting that has been fastest
+   (caffepy.optimize_threads).
 
 The net's inputs and outputs keep their own memory and stay readable. A blob that was folded
 away, or whose memory now also holds another blob, raises :class:`caffepy.errors.NetError` naming
@@ -277,7 +284,7 @@ class Plan(object):
             view = scratch[:blob.count].reshape(blob.shape)
             blob.set_arrays(view, view)
         self.pool = pool
-        self._compile(net)
+        steps_mod.compile_plan(self, net)
         self.bytes = (sum(p.nbytes for p in pool) + scratch.nbytes + self.scratch.col.nbytes
                       + self.scratch.res.nbytes)
         shared = {bid for ids in owner.values() if len(ids) > 1 for bid in ids}
@@ -287,49 +294,6 @@ class Plan(object):
         for name, why in self.gone.items():
             if name not in self.keep:
                 net.blobs[name] = FoldedBlob(name, why)
-
-    # -- compiled closures ---------------------------------------------------------------------
-    def _compile(self, net):
-        scratch = self.scratch
-        for st in self.steps:
-            if self.compiled and steps_mod.conv_eligible(st.layer, len(st.bottom)):
-                steps_mod.conv_buffers(st.layer, st.bottom[0].data, scratch)
-        self._arrays = [(b, b.data) for b in self._kept(net)]
-        for st in self.steps:
-            st.run = self._closure(st)
-
-    def _kept(self, net):
-        return [b for n in sorted(self.keep) for b in [net.blobs.get(n)] if isinstance(b, Blob)]
-
-    def _out_view(self, top, m):
-        """(N, M, P) array a convolution writes: its top, or its slice of a Concat's top."""
-        into = self.into.get(id(top))
-        if into is None:
-            return top.data.reshape(top.shape[0], m, -1)
-        cat, off = into
-        return cat.data.reshape(cat.shape[0], cat.shape[1], -1)[:, off:off + m]
-
-    def _closure(self, st):
-        layer = st.layer
-        if self.compiled:
-            if steps_mod.conv_eligible(layer, len(st.bottom)):
-                out = self._out_view(st.top[0], layer.num_output)
-                return steps_mod.conv_step(layer, st.bottom[0].data, out, self.scratch)
-            if layer.type == "Pooling" and len(st.top) == 1 and not any(layer.loss_weights):
-                fn = steps_mod.pool_step(layer, st.bottom[0].data, st.top[0].data)
-                if fn is not None:
-                    return fn
-            if layer.type == "Concat" and any(id(b) in self.into for b in st.bottom):
-                top = st.top[0]
-                t3 = top.data.reshape(top.shape[0], top.shape[1], -1)
-                pairs, off = [], 0
-                for b in st.bottom:
-                    c = b.shape[1]
-                    if id(b) not in self.into:
-                        pairs.append((b.data.reshape(b.shape[0], c, -1), t3[:, off:off + c]))
-                    off += c
-                return steps_mod.copy_step(pairs)
-        return steps_mod.layer_step(layer, st.bottom, st.top)
 
     # -- running -------------------------------------------------------------------------------
     def forward(self):

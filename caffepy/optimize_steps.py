@@ -23,6 +23,7 @@ Without numba every step runs its layer's own forward pass (same results, no spe
 """
 import numpy as np
 
+from .blob import Blob
 from .layers.conv import ConvolutionLayer
 from .math import kernels
 
@@ -168,3 +169,47 @@ def layer_step(layer, bottom, top):
         return lambda: layer.forward(bottom, top)
     fwd = layer.forward_cpu
     return lambda: fwd(bottom, top)
+
+
+def compile_plan(plan, net):
+    """Give every step of ``plan`` its closure (after the buffers were assigned) and note the
+    arrays of the kept blobs (a kept blob that gets new memory makes the plan rebuild)."""
+    for st in plan.steps:
+        if plan.compiled and conv_eligible(st.layer, len(st.bottom)):
+            conv_buffers(st.layer, st.bottom[0].data, plan.scratch)
+    kept = [net.blobs.get(n) for n in sorted(plan.keep)]
+    plan._arrays = [(b, b.data) for b in kept if isinstance(b, Blob)]
+    for st in plan.steps:
+        st.run = _closure(plan, st)
+
+
+def _out_view(plan, top, m):
+    """(N, M, P) array a convolution writes: its top, or its slice of a Concat's top."""
+    into = plan.into.get(id(top))
+    if into is None:
+        return top.data.reshape(top.shape[0], m, -1)
+    cat, off = into
+    return cat.data.reshape(cat.shape[0], cat.shape[1], -1)[:, off:off + m]
+
+
+def _closure(plan, st):
+    layer = st.layer
+    if plan.compiled:
+        if conv_eligible(layer, len(st.bottom)):
+            out = _out_view(plan, st.top[0], layer.num_output)
+            return conv_step(layer, st.bottom[0].data, out, plan.scratch)
+        if layer.type == "Pooling" and len(st.top) == 1 and not any(layer.loss_weights):
+            fn = pool_step(layer, st.bottom[0].data, st.top[0].data)
+            if fn is not None:
+                return fn
+        if layer.type == "Concat" and any(id(b) in plan.into for b in st.bottom):
+            top = st.top[0]
+            t3 = top.data.reshape(top.shape[0], top.shape[1], -1)
+            pairs, off = [], 0
+            for b in st.bottom:
+                c = b.shape[1]
+                if id(b) not in plan.into:
+                    pairs.append((b.data.reshape(b.shape[0], c, -1), t3[:, off:off + c]))
+                off += c
+            return copy_step(pairs)
+    return layer_step(layer, st.bottom, st.top)

@@ -6,8 +6,11 @@
 Each net (models/<net>/<net>_deploy.prototxt) gets random but valid weights
 (caffepy.testing.random_weights, logits scaled to std ~2), saved as a .caffemodel that OpenCV's ``readNetFromCaffe`` reads
 (opencv-python-headless < 5: OpenCV 5 dropped the Caffe importer; benchmark-only, not a caffepy
-dependency). For every thread count the three runners are timed round-robin on the same input
-(one forward of each in turn): median ms per forward over ``--iters`` after one warm-up. BLAS threads are set by threadpoolctl,
+dependency). For every thread count the exact path is timed first, then optimize mode and
+OpenCV round-robin on the same input (one forward of each in turn, so that both see the same
+moments of a shared machine's load): median ms per forward over ``--iters`` after one warm-up.
+(The exact path runs on its own: with 2 threads on a busy machine its forward takes several
+times longer and its BLAS threads keep spinning into whichever runner follows it.) BLAS threads are set by threadpoolctl,
 numba's by numba.set_num_threads, OpenCV's by cv2.setNumThreads. The largest relative difference
 of the outputs from caffepy's exact path is printed too. ``--profile NET`` prints the per-layer
 forward times of NET (exact and optimize) at batch 1 with 2 threads.
@@ -104,14 +107,15 @@ def bench(name, batch, threads, iters, tmp, cv2):
     def run_cv():
         dnn.setInput(x)
         dnn.forward()
-    runners = [lambda: exact.forward(**{inp: x}), lambda: fast.forward(**{inp: x})]
+    runners = [lambda: fast.forward(**{inp: x})]
     runners += [run_cv] if dnn is not None else []
     rows = []
     for n in threads:
         limit = _set_threads(n, cv2)
+        t_exact = _interleaved_ms([lambda: exact.forward(**{inp: x})], iters)[0]
         times = _interleaved_ms(runners, iters)
-        t_exact, t_fast = times[:2]
-        t_cv = times[2] if dnn is not None else float("nan")
+        t_fast = times[0]
+        t_cv = times[1] if dnn is not None else float("nan")
         limit.restore_original_limits()
         rows.append((name, batch, n, t_exact, t_fast, t_cv))
         choice = fast._plan.threads

@@ -183,7 +183,10 @@ layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 2 dim:
 layer { name: "conv0" type: "Convolution" bottom: "data" top: "c0"
   convolution_param { num_output: 8 kernel_size: 3 stride: 2 pad: 1 } }
 layer { name: "relu0" type: "ReLU" bottom: "c0" top: "c0" }
-layer { name: "sq" type: "Convolution" bottom: "c0" top: "sq" convolution_param { num_output: 4 kernel_size: 1 } }
+layer { name: "dw0" type: "Convolution" bottom: "c0" top: "dw0"
+  convolution_param { num_output: 16 group: 8 kernel_size: 3 stride: 2 pad: 1 } }
+layer { name: "relu_dw0" type: "ReLU" bottom: "dw0" top: "dw0" relu_param { negative_slope: 0.1 } }
+layer { name: "sq" type: "Convolution" bottom: "dw0" top: "sq" convolution_param { num_output: 4 kernel_size: 1 } }
 layer { name: "relu_sq" type: "ReLU" bottom: "sq" top: "sq" relu_param { negative_slope: 0.2 } }
 layer { name: "e1" type: "Convolution" bottom: "sq" top: "e1" convolution_param { num_output: 6 kernel_size: 1 } }
 layer { name: "relu_e1" type: "ReLU" bottom: "e1" top: "e1" }
@@ -203,8 +206,9 @@ layer { name: "prob" type: "Softmax" bottom: "ip" top: "prob" }
 
 @pytest.mark.parametrize("batch,batch_gemm_below", [(1, 1024), (3, 1024), (3, 0)])
 def test_compiled_steps_and_concat_elimination(batch, batch_gemm_below, monkeypatch):
-    """Convolutions (1x1 without im2col, strided, dilated, padded; per image or one GEMM over the
-    batch) write straight into their Concat's top; a Concat left with a pooled bottom still
+    """Convolutions (1x1 without im2col, strided, dilated, padded; per image or one GEMM over
+    the batch) write straight into their Concat's top (a depthwise one with a multiplier runs
+    its layer's kernel); a Concat left with a pooled bottom still
     copies that one; the outputs match the exact path."""
     if not kernels.available():
         pytest.skip("numba not installed")
@@ -212,7 +216,7 @@ def test_compiled_steps_and_concat_elimination(batch, batch_gemm_below, monkeypa
     monkeypatch.setattr(optimize_steps, "BATCH_GEMM_BELOW", batch_gemm_below)
     exact, fast = _compare(FIRE, keep=["ip"], batch=batch)
     names = [s.name for s in fast._plan.steps]
-    assert names == ["data", "conv0", "sq", "e1", "e3", "pb", "cat", "e1b", "e3b", "pool",
+    assert names == ["data", "conv0", "dw0", "sq", "e1", "e3", "pb", "cat", "e1b", "e3b", "pool",
                      "ave", "ip", "prob"]             # cat2 is gone, cat copies only "pb"
     for blob in ("e1", "e3", "e1b", "e3b"):
         with pytest.raises(NetError, match="optimize mode.*into its channels of Concat"):

@@ -144,7 +144,9 @@ def profile(name, iters, tmp):
     for label, steps in (("exact", exact_steps),
                          ("optimize", [(s.name, s.layer, s.run) for s in fast._plan.steps])):
         total = {}
-        for _ in range(iters + 1):
+        for _, _, run in steps:              # warm-up, untimed (first-call costs)
+            run()
+        for _ in range(iters):
             for lname, layer, run in steps:
                 s = time.perf_counter()
                 run()
@@ -155,9 +157,9 @@ def profile(name, iters, tmp):
         whole = sum(by_type.values())
         print("%s %s b1 per layer type (ms per forward, share):" % (name, label))
         for typ, sec in sorted(by_type.items(), key=lambda kv: -kv[1]):
-            print("    %-22s %8.2f  %5.1f%%" % (typ, 1e3 * sec / (iters + 1), 100 * sec / whole))
+            print("    %-22s %8.2f  %5.1f%%" % (typ, 1e3 * sec / iters, 100 * sec / whole))
         top = sorted(total.items(), key=lambda kv: -kv[1])[:8]
-        print("  slowest layers: " + ", ".join("%s %.1f" % (k, 1e3 * v / (iters + 1))
+        print("  slowest layers: " + ", ".join("%s %.1f" % (k, 1e3 * v / iters)
                                               for k, v in top))
 
 

@@ -15,9 +15,11 @@ numba's by numba.set_num_threads, OpenCV's by cv2.setNumThreads. The largest rel
 of the outputs from caffepy's exact path is printed too. ``--profile NET`` prints the per-layer
 forward times of NET (exact and optimize) at batch 1 with 2 threads.
 
-Optimize mode picks, per forward, the thread limit or one thread, whichever has been faster
-(caffepy.optimize_threads; the row prints the moving average of each count it ran);
-``CAFFEPY_THREADS=fixed`` in the environment makes it always use the limit.
+Optimize mode picks, per forward, the (BLAS, numba) thread setting that has been fastest
+(caffepy.optimize_threads; the row prints the moving average of each setting it ran); its
+first passes try each setting once, so optimize mode gets ``EXPLORE_PASSES`` extra warm-up
+passes before the timed ones (every 8th timed pass still tries another setting, as in use).
+``CAFFEPY_THREADS=fixed`` in the environment makes it always use the limits.
 """
 import argparse
 import os
@@ -34,6 +36,9 @@ from caffepy.math import kernels  # noqa: E402
 from caffepy.net import Net  # noqa: E402
 from caffepy.proto import caffe_pb2  # noqa: E402
 from caffepy.testing.random_weights import calibrate, logit_blobs, randomize  # noqa: E402
+
+
+EXPLORE_PASSES = 4      # optimize mode: the untimed first pass + one pass per thread setting
 
 
 def _load(name):
@@ -113,6 +118,8 @@ def bench(name, batch, threads, iters, tmp, cv2):
     for n in threads:
         limit = _set_threads(n, cv2)
         t_exact = _interleaved_ms([lambda: exact.forward(**{inp: x})], iters)[0]
+        for _ in range(EXPLORE_PASSES):     # the thread choice's first passes (see above)
+            fast.forward(**{inp: x})
         times = _interleaved_ms(runners, iters)
         t_fast = times[0]
         t_cv = times[1] if dnn is not None else float("nan")

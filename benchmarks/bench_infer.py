@@ -6,11 +6,20 @@
 Each net (models/<net>/<net>_deploy.prototxt) gets random but valid weights
 (caffepy.testing.random_weights, logits scaled to std ~2), saved as a .caffemodel that OpenCV's ``readNetFromCaffe`` reads
 (opencv-python-headless < 5: OpenCV 5 dropped the Caffe importer; benchmark-only, not a caffepy
-dependency). For every thread count the three runners are timed round-robin on the same input
-(one forward of each in turn): median ms per forward over ``--iters`` after one warm-up. BLAS threads are set by threadpoolctl,
+dependency). For every thread count the exact path is timed first, then optimize mode and
+OpenCV round-robin on the same input (one forward of each in turn, so that both see the same
+moments of a shared machine's load): median ms per forward over ``--iters`` after one warm-up.
+(The exact path runs on its own: with 2 threads on a busy machine its forward takes several
+times longer and its BLAS threads keep spinning into whichever runner follows it.) BLAS threads are set by threadpoolctl,
 numba's by numba.set_num_threads, OpenCV's by cv2.setNumThreads. The largest relative difference
 of the outputs from caffepy's exact path is printed too. ``--profile NET`` prints the per-layer
 forward times of NET (exact and optimize) at batch 1 with 2 threads.
+
+Optimize mode picks, per forward, the (BLAS, numba) thread setting that has been fastest
+(caffepy.optimize_threads; the row prints the moving average of each setting it ran); its
+first passes try each setting once, so optimize mode gets ``EXPLORE_PASSES`` extra warm-up
+passes before the timed ones (every 8th timed pass still tries another setting, as in use).
+``CAFFEPY_THREADS=fixed`` in the environment makes it always use the limits.
 """
 import argparse
 import os
@@ -27,6 +36,9 @@ from caffepy.math import kernels  # noqa: E402
 from caffepy.net import Net  # noqa: E402
 from caffepy.proto import caffe_pb2  # noqa: E402
 from caffepy.testing.random_weights import calibrate, logit_blobs, randomize  # noqa: E402
+
+
+EXPLORE_PASSES = 4      # optimize mode: the untimed first pass + one pass per thread setting
 
 
 def _load(name):
@@ -100,19 +112,27 @@ def bench(name, batch, threads, iters, tmp, cv2):
     def run_cv():
         dnn.setInput(x)
         dnn.forward()
-    runners = [lambda: exact.forward(**{inp: x}), lambda: fast.forward(**{inp: x})]
+    runners = [lambda: fast.forward(**{inp: x})]
     runners += [run_cv] if dnn is not None else []
     rows = []
     for n in threads:
         limit = _set_threads(n, cv2)
+        t_exact = _interleaved_ms([lambda: exact.forward(**{inp: x})], iters)[0]
+        for _ in range(EXPLORE_PASSES):     # the thread choice's first passes (see above)
+            fast.forward(**{inp: x})
         times = _interleaved_ms(runners, iters)
-        t_exact, t_fast = times[:2]
-        t_cv = times[2] if dnn is not None else float("nan")
+        t_fast = times[0]
+        t_cv = times[1] if dnn is not None else float("nan")
         limit.restore_original_limits()
         rows.append((name, batch, n, t_exact, t_fast, t_cv))
+        choice = fast._plan.threads
         print("%-14s b%-2d %dT  exact %8.1f  optimize %8.1f  opencv %8.1f  opt/cv %5.2f  "
-              "load %s" % (name, batch, n, t_exact, t_fast, t_cv, t_fast / t_cv,
-                           " ".join(open("/proc/loadavg").read().split()[:3])), flush=True)
+              "load %s  (optimize threads %s: %s)" % (
+                  name, batch, n, t_exact, t_fast, t_cv, t_fast / t_cv,
+                  " ".join(open("/proc/loadavg").read().split()[:3]), choice.mode,
+                  " ".join("blas %d numba %d: %.1f ms" % (k + (1e3 * v,))
+                           for k, v in sorted(choice.avg.items()))
+                  or "limit"), flush=True)
     print("%-14s b%-2d    max rel diff vs exact: optimize %.1e  opencv %s" % (
         name, batch, err_opt, "%.1e" % err_cv if dnn is not None else "-"), flush=True)
     return rows
@@ -125,25 +145,28 @@ def profile(name, iters, tmp):
     weights = os.path.join(tmp, "%s_p.caffemodel" % name)
     exact.save(weights)
     fast = Net(proto, caffe_pb2.TEST, weights=weights, optimize=True)
-    for label, steps in (("exact", list(zip(exact._layer_names, exact.layers, exact.bottom_vecs,
-                                             exact.top_vecs))),
-                         ("optimize", [(s.name, s.layer, s.bottom, s.top)
-                                       for s in fast._plan.steps])):
+    exact_steps = [(n, l, (lambda l=l, b=b, t=t: l.forward(b, t)))
+                   for n, l, b, t in zip(exact._layer_names, exact.layers, exact.bottom_vecs,
+                                         exact.top_vecs)]
+    for label, steps in (("exact", exact_steps),
+                         ("optimize", [(s.name, s.layer, s.run) for s in fast._plan.steps])):
         total = {}
-        for _ in range(iters + 1):
-            for lname, layer, b, t in steps:
+        for _, _, run in steps:              # warm-up, untimed (first-call costs)
+            run()
+        for _ in range(iters):
+            for lname, layer, run in steps:
                 s = time.perf_counter()
-                layer.forward(b, t)
+                run()
                 total[lname] = total.get(lname, 0.0) + time.perf_counter() - s
         by_type = {}
-        for lname, layer, _, _ in steps:
+        for lname, layer, _ in steps:
             by_type[layer.type] = by_type.get(layer.type, 0.0) + total[lname]
         whole = sum(by_type.values())
         print("%s %s b1 per layer type (ms per forward, share):" % (name, label))
         for typ, sec in sorted(by_type.items(), key=lambda kv: -kv[1]):
-            print("    %-22s %8.2f  %5.1f%%" % (typ, 1e3 * sec / (iters + 1), 100 * sec / whole))
+            print("    %-22s %8.2f  %5.1f%%" % (typ, 1e3 * sec / iters, 100 * sec / whole))
         top = sorted(total.items(), key=lambda kv: -kv[1])[:8]
-        print("  slowest layers: " + ", ".join("%s %.1f" % (k, 1e3 * v / (iters + 1))
+        print("  slowest layers: " + ", ".join("%s %.1f" % (k, 1e3 * v / iters)
                                               for k, v in top))
 
 

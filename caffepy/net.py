@@ -62,12 +62,13 @@ class Net(PycaffeNet):
         if optimize:
             self.optimize()
 
-    def optimize(self, keep=()):
+    def optimize(self, keep=(), threads=None):
         """Inference mode (caffepy.optimize): BatchNorm/Scale folded, ReLUs fused, Split and
         Dropout removed, activation buffers reused; forward only. Call after loading weights.
-        ``keep``: further blob names to keep readable."""
+        ``keep``: further blob names to keep readable; ``threads``: "auto" / "fixed"
+        (caffepy.optimize_threads)."""
         from .optimize import optimize
-        return optimize(self, keep)
+        return optimize(self, keep, threads)
 
     # -- building ------------------------------------------------------------------------------
     def _build(self):

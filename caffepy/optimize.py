@@ -15,10 +15,17 @@ they are, for introspection and saving) into fewer, larger passes:
    after a Convolution / InnerProduct or an Eltwise SUM, runs inside that layer's output pass.
 3. **Identity layers removed.** Split, and Dropout with ``scale_train: true`` (identity in
    TEST): their tops become aliases of the bottom blob.
-4. **Buffers reused by liveness.** Every intermediate blob's data is a view into a pool of
+4. **Concat elimination.** Convolutions whose top is read only by a Concat over channels write
+   straight into their slice of its top (caffepy.optimize_steps); a Concat with nothing left to
+   copy is dropped (numba on only).
+5. **Buffers reused by liveness.** Every intermediate blob's data is a view into a pool of
    buffers; a buffer is handed to a later blob once the last layer reading its previous owner
    has run (greedy, first fit by size). All activation diffs share one scratch buffer (inference
    never reads them).
+6. **Compiled steps.** Each step becomes a closure over its arrays (caffepy.optimize_steps:
+   convolutions as GEMMs straight into their output, pooling without argmax), rebuilt whenever
+   the buffers are; each forward pass runs them with the thread setting that has been fastest
+   (caffepy.optimize_threads).
 
 The net's inputs and outputs keep their own memory and stay readable. A blob that was folded
 away, or whose memory now also holds another blob, raises :class:`caffepy.errors.NetError` naming
@@ -31,6 +38,8 @@ import copy
 
 import numpy as np
 
+from . import optimize_steps as steps_mod
+from .optimize_threads import ThreadChoice
 from .blob import Blob
 from .errors import NetError
 
@@ -50,16 +59,19 @@ class FoldedBlob(object):
 
 
 class Step(object):
-    __slots__ = ("layer", "name", "bottom", "top")
+    """One executed step: ``layer`` (possibly a folded copy) from ``bottom`` to ``top``;
+    ``run()`` is its compiled closure (caffepy.optimize_steps), rebuilt with the buffers."""
+    __slots__ = ("layer", "name", "bottom", "top", "run")
 
     def __init__(self, layer, name, bottom, top):
         self.layer, self.name, self.bottom, self.top = layer, name, list(bottom), list(top)
+        self.run = None
 
 
 class Plan(object):
     """The rewritten layer sequence of an optimized net and its buffer pool."""
 
-    def __init__(self, net, keep=()):
+    def __init__(self, net, keep=(), threads=None):
         if not net.layers:
             raise NetError("net '%s' has no layers to optimize" % net.name)
         self.steps = [Step(l, n, b, t) for l, n, b, t in
@@ -70,7 +82,15 @@ class Plan(object):
         self._fold_affine(net)
         self._fuse_relu(net)
         self._drop_identities(net)
+        self.into = {}           # id(conv top) -> (Concat top blob, channel offset)
+        self.compiled = steps_mod.available()
+        self.shape_steps = self.steps      # reshaped in order, run or not (eliminated Concats)
+        if self.compiled:
+            self._eliminate_concat(net)
         self.pool = []
+        self.scratch = steps_mod.Scratch(net.dtype)
+        self.net = net
+        self.threads = ThreadChoice(threads)
         self.assign_buffers(net)
 
     # -- helpers -------------------------------------------------------------------------------
@@ -177,10 +197,50 @@ class Plan(object):
             if id(b) in alias:
                 net.blobs[name] = alias[id(b)]     # same values as the exact path
 
-    # -- 4. buffers by liveness ----------------------------------------------------------------
+    # -- 4. Concat elimination ------------------------------------------------------------------
+    def _eliminate_concat(self, net):
+        """Convolutions whose top is read only by a Concat over channels write straight into
+        their slice of its top; a Concat left with nothing to copy is dropped."""
+        producer = {}
+        for k, st in enumerate(self.steps):
+            for t in st.top:
+                producer.setdefault(id(t), []).append(k)
+        keep = []
+        for k, st in enumerate(self.steps):
+            if st.layer.type != "Concat" or len(st.top) != 1 or st.top[0].num_axes != 4 \
+                    or getattr(st.layer, "axis", None) != 1:
+                keep.append(st)
+                continue
+            top, off, rest, done = st.top[0], 0, [], []
+            for b in st.bottom:
+                src = producer.get(id(b), [])
+                name = self._name_of(net, b)
+                ok = (len(src) == 1 and src[0] < k and self._readers(b, src[0]) == [k]
+                      and sum(x is b for x in st.bottom) == 1 and name not in self.keep
+                      and b is not top)
+                if ok:
+                    pst = self.steps[src[0]]
+                    ok = (len(pst.top) == 1 and len(pst.bottom) == 1
+                          and steps_mod.conv_eligible(pst.layer, 1))
+                if ok:
+                    self.into[id(b)] = (top, off)
+                    done.append(self.steps[src[0]].name)
+                    if name is not None:
+                        self.gone[name] = ("written straight into its channels of Concat '%s''s "
+                                           "top" % st.name)
+                else:
+                    rest.append(b)
+                off += b.shape[1]
+            if rest or not done:
+                keep.append(st)
+            else:
+                self.folded.append((done[-1], [st.name]))
+        self.shape_steps, self.steps = self.steps, keep
+
+    # -- 5. buffers by liveness ----------------------------------------------------------------
     def assign_buffers(self, net):
         """(Re)build the pool: run every step's reshape, then hand out views by liveness."""
-        for st in self.steps:
+        for st in self.shape_steps:
             st.layer.reshape(st.bottom, st.top)
         keep_ids = {id(net.blobs[n]) for n in self.keep if isinstance(net.blobs.get(n), Blob)}
         first, last, blobs = {}, {}, {}
@@ -191,9 +251,14 @@ class Plan(object):
                 first.setdefault(id(b), k)
                 last.setdefault(id(b), k)
                 blobs[id(b)] = b
+        for bid, (top, _) in self.into.items():     # a Concat's top is written from its
+            first[id(top)] = min(first.get(id(top), first[bid]), first[bid])   # first producer
+            last.setdefault(id(top), first[id(top)])
+            blobs.setdefault(id(top), top)
         dtype = net.dtype
-        order = sorted((bid for bid in blobs if bid not in keep_ids), key=lambda b: first[b])
-        scratch = np.empty(max([blobs[b].count for b in order] + [1]), dtype)
+        order = sorted((bid for bid in blobs if bid not in keep_ids and bid not in self.into),
+                       key=lambda b: first[b])
+        scratch = np.empty(max([blobs[b].count for b in blobs] + [1]), dtype)
         free, pool, owner = [], [], {}
         ends = collections.defaultdict(list)
         for bid in order:
@@ -214,8 +279,14 @@ class Plan(object):
             data[...] = blob.data
             blob.set_arrays(data, scratch[:size].reshape(blob.shape))
             ends[last[bid]].append(p)
+        for bid in self.into:                       # never read: no memory of their own
+            blob = blobs[bid]
+            view = scratch[:blob.count].reshape(blob.shape)
+            blob.set_arrays(view, view)
         self.pool = pool
-        self.bytes = sum(p.nbytes for p in pool) + scratch.nbytes
+        steps_mod.compile_plan(self, net)
+        self.bytes = (sum(p.nbytes for p in pool) + scratch.nbytes + self.scratch.col.nbytes
+                      + self.scratch.res.nbytes)
         shared = {bid for ids in owner.values() if len(ids) > 1 for bid in ids}
         for name, b in list(net.blobs.items()):
             if isinstance(b, Blob) and id(b) in shared and name not in self.keep:
@@ -226,9 +297,24 @@ class Plan(object):
 
     # -- running -------------------------------------------------------------------------------
     def forward(self):
+        from . import common
+        for b, arr in self._arrays:
+            if b.data is not arr:              # a kept blob got new memory: rebuild the views
+                self.assign_buffers(self.net)
+                break
+        if common.mode() == common.GPU:
+            if self.into:
+                raise NetError("net '%s': %s runs on the CPU (its convolutions write into "
+                               "Concat tops); call caffepy.set_mode_cpu()" % (self.net.name, MODE))
+            return sum(st.layer.forward(st.bottom, st.top) for st in self.steps)
+        return self.threads.run(self._run_steps)
+
+    def _run_steps(self):
         loss = 0.0
         for st in self.steps:
-            loss += st.layer.forward(st.bottom, st.top)
+            r = st.run()
+            if r:
+                loss += r
         return loss
 
 
@@ -295,9 +381,12 @@ def _folded_copy(layer, a, c):
     return new
 
 
-def optimize(net, keep=()):
+def optimize(net, keep=(), threads=None):
     """Switch ``net`` (built, weights loaded) to inference mode; returns the Plan. ``keep``:
-    names of further blobs to keep readable (never folded away, memory of their own)."""
+    names of further blobs to keep readable (never folded away, memory of their own).
+    ``threads``: "auto" (default, or ``CAFFEPY_THREADS``) runs each forward pass with the BLAS
+    thread limit or one thread, whichever has been faster (caffepy.optimize_threads); "fixed"
+    always uses the limit."""
     from .proto import caffe_pb2
     if net.phase != caffe_pb2.TEST:
         raise NetError("net '%s': %s needs a TEST-phase net" % (net.name, MODE))
@@ -305,6 +394,9 @@ def optimize(net, keep=()):
     if unknown:
         raise NetError("net '%s': cannot keep unknown blob(s) %s in %s"
                        % (net.name, ", ".join(unknown), MODE))
-    plan = Plan(net, keep)
+    if threads not in (None, "auto", "fixed"):
+        raise NetError("net '%s': threads must be 'auto' or 'fixed' in %s, got %r"
+                       % (net.name, MODE, threads))
+    plan = Plan(net, keep, threads)
     net._plan = plan
     return plan

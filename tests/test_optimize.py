@@ -175,3 +175,101 @@ def test_nvcaffe_batchnorm_with_scale_bias_folds():
         layer { name: "bn" type: "BatchNorm" bottom: "c" top: "c"
                 batch_norm_param { use_global_stats: true scale_bias: true } }
         layer { name: "r" type: "ReLU" bottom: "c" top: "c" }''')
+
+
+FIRE = '''
+name: "fire"
+layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 2 dim: 3 dim: 13 dim: 11 } } }
+layer { name: "conv0" type: "Convolution" bottom: "data" top: "c0"
+  convolution_param { num_output: 8 kernel_size: 3 stride: 2 pad: 1 } }
+layer { name: "relu0" type: "ReLU" bottom: "c0" top: "c0" }
+layer { name: "dw0" type: "Convolution" bottom: "c0" top: "dw0"
+  convolution_param { num_output: 16 group: 8 kernel_size: 3 stride: 2 pad: 1 } }
+layer { name: "relu_dw0" type: "ReLU" bottom: "dw0" top: "dw0" relu_param { negative_slope: 0.1 } }
+layer { name: "sq" type: "Convolution" bottom: "dw0" top: "sq" convolution_param { num_output: 4 kernel_size: 1 } }
+layer { name: "relu_sq" type: "ReLU" bottom: "sq" top: "sq" relu_param { negative_slope: 0.2 } }
+layer { name: "e1" type: "Convolution" bottom: "sq" top: "e1" convolution_param { num_output: 6 kernel_size: 1 } }
+layer { name: "relu_e1" type: "ReLU" bottom: "e1" top: "e1" }
+layer { name: "e3" type: "Convolution" bottom: "sq" top: "e3"
+  convolution_param { num_output: 5 kernel_size: 3 pad: 2 dilation: 2 bias_term: false } }
+layer { name: "pb" type: "Pooling" bottom: "sq" top: "pb" pooling_param { pool: MAX kernel_size: 3 stride: 1 pad: 1 } }
+layer { name: "cat" type: "Concat" bottom: "e1" bottom: "e3" bottom: "pb" top: "cat" }
+layer { name: "e1b" type: "Convolution" bottom: "cat" top: "e1b" convolution_param { num_output: 3 kernel_size: 1 } }
+layer { name: "e3b" type: "Convolution" bottom: "cat" top: "e3b" convolution_param { num_output: 4 kernel_size: 3 pad: 1 } }
+layer { name: "cat2" type: "Concat" bottom: "e1b" bottom: "e3b" top: "cat2" }
+layer { name: "pool" type: "Pooling" bottom: "cat2" top: "pool" pooling_param { pool: MAX kernel_size: 3 stride: 2 } }
+layer { name: "ave" type: "Pooling" bottom: "pool" top: "ave" pooling_param { pool: AVE kernel_size: 2 stride: 1 pad: 1 } }
+layer { name: "ip" type: "InnerProduct" bottom: "ave" top: "ip" inner_product_param { num_output: 5 } }
+layer { name: "prob" type: "Softmax" bottom: "ip" top: "prob" }
+'''
+
+
+@pytest.mark.parametrize("batch,batch_gemm_below", [(1, 1024), (3, 1024), (3, 0)])
+def test_compiled_steps_and_concat_elimination(batch, batch_gemm_below, monkeypatch):
+    """Convolutions (1x1 without im2col, strided, dilated, padded; per image or one GEMM over
+    the batch) write straight into their Concat's top (a depthwise one with a multiplier runs
+    its layer's kernel); a Concat left with a pooled bottom still
+    copies that one; the outputs match the exact path."""
+    if not kernels.available():
+        pytest.skip("numba not installed")
+    from caffepy import optimize_steps
+    monkeypatch.setattr(optimize_steps, "BATCH_GEMM_BELOW", batch_gemm_below)
+    exact, fast = _compare(FIRE, keep=["ip"], batch=batch)
+    names = [s.name for s in fast._plan.steps]
+    assert names == ["data", "conv0", "dw0", "sq", "e1", "e3", "pb", "cat", "e1b", "e3b", "pool",
+                     "ave", "ip", "prob"]             # cat2 is gone, cat copies only "pb"
+    for blob in ("e1", "e3", "e1b", "e3b"):
+        with pytest.raises(NetError, match="optimize mode.*into its channels of Concat"):
+            fast.blobs[blob].data
+    assert ("e3b", ["cat2"]) in fast._plan.folded
+    # a new input shape through the blob alone (no net.reshape()) rebuilds the compiled steps
+    x = np.random.default_rng(7).standard_normal((batch + 1, 3, 13, 11)).astype(np.float32)
+    for net in (exact, fast):
+        net.blobs["data"].reshape(x.shape)
+    want, got = exact.forward(data=x)["prob"], fast.forward(data=x)["prob"]
+    assert got.shape == (batch + 1, 5)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
+
+
+def test_thread_choice_prefers_the_faster_count_and_restores_the_limit():
+    from threadpoolctl import threadpool_info, threadpool_limits
+    if kernels.available():
+        kernels.set_threads(2)
+    from caffepy.optimize_threads import EXPLORE, ThreadChoice
+    fixed = ThreadChoice("fixed")
+    assert [fixed.pick(2, 2) for _ in range(10)] == [(2, 2)] * 10
+    auto = ThreadChoice("auto")
+    assert auto.pick(1, 1) == (1, 1)
+    assert auto.pick(2, 2) == (2, 2)            # first pass: not timed
+    assert auto.pick(2, 2) == (2, 2)            # then each setting once
+    auto.avg = {(2, 2): 0.5, (1, 1): 0.1, (2, 1): 0.3}     # one thread has been fastest
+    picks = [auto.pick(2, 2) for _ in range(2 * EXPLORE)]
+    assert picks.count((2, 1)) == 1 and picks.count((2, 2)) == 1    # explored in turn
+    assert picks.count((1, 1)) == 2 * EXPLORE - 2
+    with pytest.raises(ValueError, match="auto.*fixed"):
+        ThreadChoice("many")
+
+    def blas_threads():
+        return [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+    with threadpool_limits(2, user_api="blas"):
+        auto = ThreadChoice("auto")
+        auto.passes, auto.avg = 5, {(2, 2): 0.5, (1, 1): 0.1, (2, 1): 0.3}
+        seen = auto.run(blas_threads)
+        assert set(seen) == {1} and auto.last == (1, 1)
+        assert set(blas_threads()) == {2}       # the limit is back after the pass
+
+
+def test_max_pool_without_argmax_matches_the_exact_path_on_clipped_windows():
+    """MAX pooling in optimize mode (no argmax kept) on windows clipped by padding and by the
+    image's end (ceil rounding), rectangular kernels and strides."""
+    net = '''name: "p"
+        layer { name: "in" type: "Input" top: "data" input_param { shape { dim: 2 dim: 3 dim: 4 dim: 5 } } }
+        layer { name: "p1" type: "Pooling" bottom: "data" top: "p1" pooling_param { pool: MAX kernel_size: 3 stride: 3 pad: 2 } }
+        layer { name: "p2" type: "Pooling" bottom: "data" top: "p2" pooling_param { pool: MAX kernel_h: 2 kernel_w: 3 stride_h: 1 stride_w: 2 pad_h: 0 pad_w: 1 } }'''
+    exact, fast = _net(net), _net(net)
+    fast.optimize()
+    x = np.random.default_rng(5).standard_normal((2, 3, 4, 5)).astype(np.float32)
+    want, got = exact.forward(data=x), fast.forward(data=x)
+    assert want["p1"].shape == (2, 3, 2, 3) and want["p2"].shape[2:] == (3, 3)
+    for k in ("p1", "p2"):
+        np.testing.assert_array_equal(got[k], want[k])

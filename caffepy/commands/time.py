@@ -129,7 +129,7 @@ def _time_optimized(net, n):
         t_iter = _now()
         for i, st in enumerate(plan.steps):
             t = _now()
-            st.layer.forward(st.bottom, st.top)
+            st.run()
             fwd[i] += _now() - t
         end = _now()
         forward_total += end - t_iter

@@ -1,0 +1,215 @@
+"""Compiled steps of inference mode (caffepy.optimize): one closure per step of a Plan.
+
+After the Plan has rewritten the layer sequence and handed out buffers, :func:`compile_steps`
+turns every step into a closure over the arrays it reads and writes, so a forward pass is a loop
+of plain calls: no reshape, no shape checks, no allocation, no loss-weight sum per layer.
+
+* **Convolution** (2-d, one group, one bottom, numba on): per image, ``Y_n = W col(x_n)`` by one
+  GEMM written straight into the top (or into its channel slice of a Concat's top, see below),
+  then one pass adding the bias and applying the fused ReLU in place. ``col(x_n)`` is ``x_n``
+  itself for a 1x1 / stride 1 / pad 0 convolution (no im2col), otherwise an im2col into one
+  column buffer that all convolutions share. For a batch whose output planes are small
+  (``OH * OW < BATCH_GEMM_BELOW``) one GEMM over the whole batch's columns is faster than N
+  thin ones: the columns of all images go side by side, and the result is scattered to the
+  images with the bias and ReLU in the same pass.
+* **Concat elimination**: a Concat (axis 1) whose bottoms are such convolutions' tops, each read
+  by nothing else, is not run: each convolution writes its channels of the Concat's top.
+  Bottoms of other kinds are still copied into their slice by the remaining Concat step.
+* **Pooling** MAX / AVE (2-d, one top, numba on): straight into the top; MAX keeps no argmax.
+* Every other step calls its layer's ``forward_cpu`` (its reshape already ran when the buffers
+  were assigned); a layer with a loss weight, or any layer in GPU mode, runs ``forward``.
+
+Without numba every step runs its layer's own forward pass (same results, no speed-up here).
+"""
+import numpy as np
+
+from .blob import Blob
+from .layers.conv import ConvolutionLayer
+from .math import kernels
+
+# OH * OW below which a batch of images is convolved by one GEMM instead of one per image
+BATCH_GEMM_BELOW = 1024
+
+
+def available():
+    """Whether the compiled steps can be used now (numba installed and switched on); a Plan
+    decides this once, when it is built."""
+    return kernels.get() is not None
+
+
+def _ik():
+    from .math import infer_kernels
+    return infer_kernels
+
+
+def conv_eligible(layer, nbottom):
+    """Whether a step's layer is a convolution the compiled GEMM step runs."""
+    return (isinstance(layer, ConvolutionLayer) and nbottom == 1 and layer.num_spatial == 2
+            and layer.axis == 1 and layer.group == 1)
+
+
+class Scratch(object):
+    """Column and GEMM-result buffers shared by all steps (they run one after another)."""
+
+    def __init__(self, dtype):
+        self.dtype = dtype
+        self.col = np.empty(0, dtype)
+        self.res = np.empty(0, dtype)
+
+    def need(self, col, res):
+        if col > self.col.size:
+            self.col = np.empty(col, self.dtype)
+        if res > self.res.size:
+            self.res = np.empty(res, self.dtype)
+
+
+def conv_buffers(layer, x, scratch):
+    """Sizes of the buffers a compiled convolution needs: (col elements, result elements)."""
+    n, c, h, w = x.shape
+    oh, ow = layer.out_spatial
+    p = oh * ow
+    k = c * layer.kernel[0] * layer.kernel[1]
+    one = _is_1x1(layer)
+    batched = n > 1 and p < BATCH_GEMM_BELOW
+    col = (k * p * n if batched else (0 if one else k * p))
+    res = layer.num_output * p * n if batched else 0
+    scratch.need(col, res)
+
+
+def _is_1x1(layer):
+    return (layer.kernel == (1, 1) and layer.stride == (1, 1) and layer.pad == (0, 0))
+
+
+def conv_step(layer, x, out, scratch):
+    """The closure of a convolution from x (N, C, H, W) into out (N, M, OH * OW) (a view: the
+    top, or a channel slice of a Concat's top)."""
+    ik = _ik()
+    n, c, h, w = x.shape
+    oh, ow = layer.out_spatial
+    p = oh * ow
+    m = layer.num_output
+    (kh, kw), (ph, pw), (sh, sw), (dh, dw) = (layer.kernel, layer.pad, layer.stride,
+                                              layer.dilation)
+    k = c * kh * kw
+    wmat = layer.blobs[0].data.reshape(m, k)
+    bias = layer.blobs[1].data.reshape(-1) if layer.bias_term else np.empty(0, x.dtype)
+    relu = layer.fused_relu is not None
+    slope = float(layer.fused_relu) if relu else 0.0
+    one = _is_1x1(layer)
+    geo = (kh, kw, ph, pw, sh, sw, dh, dw, oh, ow)
+    xs = x.reshape(n, c, h * w)
+    matmul = np.matmul
+    if n > 1 and p < BATCH_GEMM_BELOW:
+        col = scratch.col[:k * n * p].reshape(k, n * p)
+        res = scratch.res[:m * n * p].reshape(m, n * p)
+        gather, im2col, scatter = ik.gather, ik.im2col, ik.scatter_bias_act
+        if one:
+            def run():
+                gather(xs, col)
+                matmul(wmat, col, out=res)
+                scatter(res, bias, slope, relu, out)
+        else:
+            cols = [col[:, i * p:(i + 1) * p] for i in range(n)]
+
+            def run():
+                for i in range(n):
+                    im2col(x[i], *geo, cols[i])
+                matmul(wmat, col, out=res)
+                scatter(res, bias, slope, relu, out)
+        return run
+    bias_act = ik.bias_act
+    outs = [out[i] for i in range(n)]
+    if one:
+        ins = [xs[i] for i in range(n)]
+
+        def run():
+            for i in range(n):
+                matmul(wmat, ins[i], out=outs[i])
+                bias_act(outs[i], bias, slope, relu)
+        return run
+    col = scratch.col[:k * p].reshape(k, p)
+    im2col = ik.im2col
+
+    def run():
+        for i in range(n):
+            im2col(x[i], *geo, col)
+            matmul(wmat, col, out=outs[i])
+            bias_act(outs[i], bias, slope, relu)
+    return run
+
+
+def pool_step(layer, x, y):
+    """The closure of a MAX / AVE Pooling layer, or None when it is of another kind."""
+    ik = _ik()
+    P = type(layer.layer_param.pooling_param)
+    if layer.method not in (P.MAX, P.AVE) or x.ndim != 4:
+        return None
+    g = layer.geom
+    geo = g.kernel + g.stride + g.pad
+    xp = x.reshape((-1,) + x.shape[2:])
+    yp = y.reshape((-1,) + y.shape[2:])
+    if layer.method == P.AVE:
+        from .math._numba_kernels import ave_pool as ave
+        return lambda: ave(xp, *geo, yp)
+    mp = ik.max_pool
+    lowest = -np.finfo(x.dtype).max
+    return lambda: mp(xp, *geo, lowest, yp)
+
+
+def copy_step(pairs):
+    """Copies (src, dst) array pairs: the bottoms a Concat still has to copy."""
+    def run():
+        for src, dst in pairs:
+            np.copyto(dst, src)
+    return run
+
+
+def layer_step(layer, bottom, top):
+    if any(layer.loss_weights):
+        return lambda: layer.forward(bottom, top)
+    fwd = layer.forward_cpu
+    return lambda: fwd(bottom, top)
+
+
+def compile_plan(plan, net):
+    """Give every step of ``plan`` its closure (after the buffers were assigned) and note the
+    arrays of the kept blobs (a kept blob that gets new memory makes the plan rebuild)."""
+    for st in plan.steps:
+        if plan.compiled and conv_eligible(st.layer, len(st.bottom)):
+            conv_buffers(st.layer, st.bottom[0].data, plan.scratch)
+    kept = [net.blobs.get(n) for n in sorted(plan.keep)]
+    plan._arrays = [(b, b.data) for b in kept if isinstance(b, Blob)]
+    for st in plan.steps:
+        st.run = _closure(plan, st)
+
+
+def _out_view(plan, top, m):
+    """(N, M, P) array a convolution writes: its top, or its slice of a Concat's top."""
+    into = plan.into.get(id(top))
+    if into is None:
+        return top.data.reshape(top.shape[0], m, -1)
+    cat, off = into
+    return cat.data.reshape(cat.shape[0], cat.shape[1], -1)[:, off:off + m]
+
+
+def _closure(plan, st):
+    layer = st.layer
+    if plan.compiled:
+        if conv_eligible(layer, len(st.bottom)):
+            out = _out_view(plan, st.top[0], layer.num_output)
+            return conv_step(layer, st.bottom[0].data, out, plan.scratch)
+        if layer.type == "Pooling" and len(st.top) == 1 and not any(layer.loss_weights):
+            fn = pool_step(layer, st.bottom[0].data, st.top[0].data)
+            if fn is not None:
+                return fn
+        if layer.type == "Concat" and any(id(b) in plan.into for b in st.bottom):
+            top = st.top[0]
+            t3 = top.data.reshape(top.shape[0], top.shape[1], -1)
+            pairs, off = [], 0
+            for b in st.bottom:
+                c = b.shape[1]
+                if id(b) not in plan.into:
+                    pairs.append((b.data.reshape(b.shape[0], c, -1), t3[:, off:off + c]))
+                off += c
+            return copy_step(pairs)
+    return layer_step(layer, st.bottom, st.top)

@@ -217,13 +217,15 @@ class Net(PycaffeNet):
     def _share_workspace(self):
         """One scratch Workspace for every layer that declares one (the convolutions: column
         buffers, transposes, GEMM results), and column buffers kept from forward to backward only
-        by layers that run backward (the others recompute them if a backward is asked for)."""
+        by layers that run backward with a weight gradient (the others recompute them if a
+        weight gradient is asked for)."""
         shared = Workspace()
         for i, layer in enumerate(self.layers):
             if hasattr(type(layer), "workspace"):
                 layer.workspace = shared
-            if hasattr(type(layer), "keep_columns"):
-                layer.keep_columns = bool(self.layer_need_backward[i])
+            if hasattr(type(layer), "keep_columns"):     # only the weight gradient reads them
+                layer.keep_columns = bool(self.layer_need_backward[i]
+                                          and layer.param_propagate_down[:1] == [True])
 
     # -- running -------------------------------------------------------------------------------
     def _index(self, layer_name):

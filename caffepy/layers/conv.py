@@ -220,6 +220,8 @@ class ConvolutionLayer(_ConvolutionBase):
         return cpu.im2col(x, *geometry, layout="last", out=buf,
                           pad_buffer=self._scratch("pad", pshape) if any(pad) else None)
 
+    dy_columns_max_bytes = 64 << 20     # see _data_grad_by_conv
+
     # ``fused_relu``: None, or the negative slope of a ReLU applied in the same pass (set by
     # caffepy.optimize when it fuses a following ReLU layer into this one).
     fused_relu = None
@@ -335,7 +337,8 @@ class ConvolutionLayer(_ConvolutionBase):
         return (all(s == 1 for s in self.stride)
                 and all(p <= d * (k - 1) for p, d, k in zip(self.pad, self.dilation, self.kernel))
                 and np.prod(self.in_spatial) <= 1.25 * np.prod(self.out_spatial)
-                and (self.num_output <= self.channels or dy_col_bytes <= 64 << 20))
+                and (self.num_output <= self.channels
+                     or dy_col_bytes <= self.dy_columns_max_bytes))
 
     def _data_grad_conv(self, dy, out):
         """out (N, C, prod(S)) = correlation of dy with W flipped and transposed per group."""

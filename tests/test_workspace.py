@@ -140,3 +140,20 @@ def test_net_shares_one_workspace_and_keeps_columns_only_for_weight_gradients():
     net.forward_backward()
     for a, p in zip(grads, net.learnable_params):
         np.testing.assert_allclose(p.diff, a, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("scipy_blas", [True, False])
+def test_gemm_accumulate_sums_into_out_for_every_operand_layout(dtype, scipy_blas, monkeypatch):
+    from caffepy.math import cpu
+    if not scipy_blas:
+        monkeypatch.setitem(cpu._BLAS, np.dtype(dtype), None)
+    rng = np.random.default_rng(5)
+    for m, k, n in ((3, 4, 5), (7, 1, 2)):
+        a0, b0 = rng.standard_normal((m, k)).astype(dtype), rng.standard_normal((k, n)).astype(dtype)
+        for a in (a0, np.asfortranarray(a0), a0.T.copy().T):
+            for b in (b0, np.asfortranarray(b0), np.repeat(b0, 2, axis=1)[:, ::2]):
+                out = rng.standard_normal((m, n)).astype(dtype)
+                ref = out + a0.astype(np.float64) @ b0
+                assert cpu.gemm_accumulate(a, b, out) is out
+                np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)

@@ -181,8 +181,9 @@ class ConvolutionLayer(_ConvolutionBase):
     Output size per spatial axis: O = (S + 2 pad - (dilation (kernel - 1) + 1)) // stride + 1.
     Computed as im2col of the whole batch into one (C * prod(K), prod(O) * N) buffer, then one
     GEMM per group for all images (large GEMMs thread well). Backward: dW += dY col^T, db += sum dY,
-    dx = col2im(W^T dY) (for stride 1: the equivalent correlation of dY with the flipped kernel).
-    The column buffer of the last forward is kept for backward.
+    dx = col2im(W^T dY) (numpy path, stride 1: the equivalent correlation of dY with the flipped
+    kernel). The column buffer of the last forward is kept for backward when the net runs one
+    (``keep_columns``); the temporaries live in the net's shared workspace.
 
     Blobs: bottom (*B, C, *S) -> top (*B, num_output, *O), B = axes before ``axis``.
     """
@@ -329,9 +330,13 @@ class ConvolutionLayer(_ConvolutionBase):
         """Stride 1 and pad <= dilation (kernel - 1): dx is a 'full' correlation of dy with the
         flipped kernel (im2col of dy + one GEMM). Its GEMM scales with the input size, that of
         W^T dy + col2im with the output size, so it is used for ('same'-like) convolutions whose
-        output is nearly as large as the input, where it avoids the slow col2im; not when dy has
-        more channels than x and its column buffer would exceed 64 MB (it is num_output / channels
-        times the size of W^T dy's: CaffeNet's conv2 would take 298 MB instead of 112 MB)."""
+        output is nearly as large as the input, where it avoids numpy's slow col2im; not when dy
+        has more channels than x and its column buffer would exceed 64 MB (it is num_output /
+        channels times the size of W^T dy's: CaffeNet's conv2 would take 298 MB, not 112 MB).
+        Never with the numba kernels (2-d): their col2im is as fast (measured on CIFAR10-quick's
+        conv2 / conv3 and CaffeNet's conv2 / conv3 / conv4, one thread) and W^T dy no larger."""
+        if self.num_spatial == 2 and kernels.get() is not None:
+            return False
         dy_col_bytes = (self.num_output * np.prod(self.kernel) * np.prod(self.in_spatial)
                         * self.outer * self.dtype.itemsize)
         return (all(s == 1 for s in self.stride)

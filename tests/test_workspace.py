@@ -125,7 +125,7 @@ def test_net_shares_one_workspace_and_keeps_columns_only_for_weight_gradients():
     assert c1.workspace is c2.workspace is not None
     assert c1.keep_columns and not c2.keep_columns          # c2's weights do not learn
     net.forward_backward()
-    assert c1._kept and not c2._kept
+    assert c1._cols and not c2._cols
     grads = [p.diff.copy() for p in net.learnable_params]
     deploy = caffe_pb2.NetParameter()
     deploy.CopyFrom(param)
@@ -133,7 +133,7 @@ def test_net_shares_one_workspace_and_keeps_columns_only_for_weight_gradients():
     test = Net(deploy, caffe_pb2.TEST)
     assert not test.layer_dict["c1"].keep_columns
     test.forward()
-    assert not test.layer_dict["c1"]._kept
+    assert not test.layer_dict["c1"]._cols
     # a second step gives the same gradients (nothing stale in the shared scratch)
     net.clear_param_diffs()
     net.layer_dict["data"].forward = lambda bottom, top: 0.0      # the same batch again

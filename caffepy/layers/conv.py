@@ -113,8 +113,7 @@ class _ConvolutionBase(Layer):
             shapes.append((self.num_output,))
         self.init_param_blobs(shapes, p.weight_filler, p.bias_filler)
         self.param_propagate_down = [True] * len(self.blobs)
-        self._cols = {}     # bottom index -> the column buffer of the last forward
-        self._kept = {}     # bottom index -> the array kept for it (reused between steps)
+        self._cols = {}     # bottom index -> the column buffer kept from the last forward
 
     def reshape(self, bottom, top):
         b0 = bottom[0]
@@ -202,17 +201,17 @@ class ConvolutionLayer(_ConvolutionBase):
         kernel, pad, stride = geometry[:3]
         n, c = x.shape[:2]
         one = all(k == 1 for k in kernel) and all(s == 1 for s in stride) and not any(pad)
-        self._cols.pop(key, None)
-        if one and n == 1:
-            return x.reshape(c, -1)
         out_shape = cpu.conv_out_shape(x.shape[2:], *geometry)
         shape = (c * int(np.prod(kernel)), int(np.prod(out_shape)) * n)
-        if key != "dy" and self.keep_columns:
-            buf = self._kept.get(key)
+        if key != "dy" and self.keep_columns and not (one and n == 1):
+            buf = self._cols.get(key)
             if buf is None or buf.shape != shape or buf.dtype != x.dtype:
                 buf = np.empty(shape, dtype=x.dtype)
-            self._kept[key] = self._cols[key] = buf
+            self._cols[key] = buf
         else:
+            self._cols.pop(key, None)
+            if one and n == 1:
+                return x.reshape(c, -1)
             buf = self._scratch("col", shape)
         if one:
             np.copyto(buf.reshape(c, -1, n), x.reshape(n, c, -1).transpose(1, 2, 0))

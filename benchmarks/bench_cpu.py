@@ -9,7 +9,8 @@ CaffeNet (models/caffenet, batch 16, 227x227) gets a DummyData input and a Softm
 The same nets are built with torch.nn and timed the same way when torch is installed (it is not a
 caffepy dependency). ``--profile`` prints caffepy's time per layer, forward and backward.
 ``--numpy-too`` also times caffepy with its numba kernels switched off (the pure-numpy path),
-back to back in the same process.
+back to back in the same process. ``--rounds R`` alternates caffepy and torch R times and prints
+the medians (on a shared machine both then see the same bursts of load).
 """
 import argparse
 import os
@@ -24,6 +25,8 @@ def _set_threads(argv):
             n = a.split("=", 1)[1] if "=" in a else argv[i + 1]
             for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
                 os.environ[var] = n
+    # what ``import caffepy`` sets when it is imported before numpy (numpy comes first here)
+    os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 
 
 _set_threads(sys.argv)
@@ -219,6 +222,9 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=0, help="BLAS / torch threads (0: default)")
     ap.add_argument("--numpy-too", action="store_true",
                     help="also time caffepy with the numba kernels off")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="alternate caffepy and torch ROUNDS times (--iters steps each) and print "
+                         "the median of each (for a loaded machine)")
     ap.add_argument("--ab", type=int, default=0, metavar="ROUNDS",
                     help="only caffepy: ROUNDS alternations of numba on / off (--iters steps "
                          "each); min and median ms per step of each")
@@ -242,8 +248,13 @@ def main(argv=None):
     for name in args.nets.split(","):
         net = build_caffepy(NETS[name])
         kernels.set_enabled(None)
-        ours = time_caffepy(net, args.iters)
-        theirs = time_torch(name, args.iters) if torch is not None else float("nan")
+        ours, theirs = [], []
+        for r in range(args.rounds):        # alternated, so that both share the load's bursts
+            ours.append(time_caffepy(net, args.iters, warmup=3 if r == 0 else 0))
+            if torch is not None:
+                theirs.append(time_torch(name, args.iters, warmup=3 if r == 0 else 1))
+        ours = float(np.median(ours))
+        theirs = float(np.median(theirs)) if theirs else float("nan")
         plain = float("nan")
         if args.numpy_too:
             with kernels.disabled():

@@ -5,6 +5,12 @@
 Heavy optional pieces (solvers, data, draw) are imported lazily on first attribute access.
 """
 import importlib as _importlib
+import os as _os
+
+# OpenBLAS's idle threads spin for 2^28 cycles (about 0.1 s) after every GEMM, on the cores that
+# the numba kernels between the GEMMs need (measured: CIFAR10-quick 2-thread steps 2x slower);
+# 2^4 lets them sleep at once. Read when numpy loads OpenBLAS: effective when caffepy comes first.
+_os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 
 __version__ = "0.1.0"
 

@@ -15,6 +15,7 @@ caffepy.gpu, and a plain Blob's accessors are unchanged.
 import numpy as np
 
 from .errors import CaffeError
+from .math.workspace import lazy_zeros
 
 MAX_BLOB_AXES = 32
 
@@ -60,8 +61,8 @@ class Blob(object):
             self._data = self._data.reshape(shape)
             self._diff = self._diff.reshape(shape)
         else:
-            self._data = np.zeros(shape, dtype=self.dtype)
-            self._diff = np.zeros(shape, dtype=self.dtype)
+            self._data = lazy_zeros(shape, self.dtype)     # pages resident once written
+            self._diff = lazy_zeros(shape, self.dtype)
         self._shape = shape
 
     def reshape_like(self, other):

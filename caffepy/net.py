@@ -21,6 +21,7 @@ import numpy as np
 from . import net_passes
 from .errors import CaffeError, NetError, ShapeError, locate_layer_error
 from .layers.base import create_layer, new_top_blob
+from .math.workspace import Workspace
 from .proto import caffe_pb2, io as proto_io
 from .pycaffe import PycaffeNet
 from .weights import copy_trained_layers, net_to_proto
@@ -54,6 +55,7 @@ class Net(PycaffeNet):
             self.net_param = net_passes.insert_splits(filtered)
             self._build()
             self._analyze_backward()
+            self._share_workspace()
         except CaffeError as e:
             raise locate_layer_error(e, self.source)
         if weights is not None:
@@ -212,6 +214,19 @@ class Net(PycaffeNet):
                 self.bottom_need_backward[i] = [
                     nb or layer.allow_force_backward(j) for j, nb in enumerate(self.bottom_need_backward[i])]
                 layer.param_propagate_down = [True] * len(layer.blobs)
+
+    def _share_workspace(self):
+        """One scratch Workspace for every layer that declares one (the convolutions: column
+        buffers, transposes, GEMM results), and column buffers kept from forward to backward only
+        by layers that run backward with a weight gradient (the others recompute them if a
+        weight gradient is asked for)."""
+        shared = Workspace()
+        for i, layer in enumerate(self.layers):
+            if hasattr(type(layer), "workspace"):
+                layer.workspace = shared
+            if hasattr(type(layer), "keep_columns"):     # only the weight gradient reads them
+                layer.keep_columns = bool(self.layer_need_backward[i]
+                                          and layer.param_propagate_down[:1] == [True])
 
     # -- running -------------------------------------------------------------------------------
     def _index(self, layer_name):

@@ -1,20 +1,11 @@
-"""Convolution and Deconvolution (n-d, grouped, dilated), via batched im2col + GEMM."""
+"""Convolution (n-d, grouped, dilated) via batched im2col + GEMM, and the base it shares with
+Deconvolution (deconv.py)."""
 import numpy as np
 
 from ..errors import ShapeError
 from ..math import cpu, kernels
+from ..math.workspace import Workspace
 from .base import Layer, register_layer
-
-
-def _weight_grad(dy, col):
-    """sum_n dy[n, g] @ col[n, g].T for dy (N, G, A, O), col (N, G, B, O) -> (G, A, B)."""
-    n, g = dy.shape[:2]
-    if g == 1:
-        a, b = dy.shape[2], col.shape[2]
-        if n == 1:
-            return np.matmul(dy[0], col[0].transpose(0, 2, 1))
-        return np.matmul(dy[:, 0], col[:, 0].transpose(0, 2, 1)).sum(axis=0).reshape(1, a, b)
-    return np.einsum("ngao,ngbo->gab", dy, col, optimize=True)
 
 
 class _ConvolutionBase(Layer):
@@ -36,6 +27,18 @@ class _ConvolutionBase(Layer):
     min_top_blobs = 1
     equal_num_bottom_top_blobs = True
     reverse = False
+    # ``keep_columns``: keep each forward column buffer for the weight gradient of the next
+    # backward; False (set by the Net for a layer that runs no backward) puts it in the shared
+    # workspace, and a backward then recomputes it (as BVLC Caffe always does).
+    keep_columns = True
+    # ``workspace``: the net's shared scratch arrays (caffepy.math.workspace); a private one when
+    # the layer is used on its own.
+    workspace = None
+
+    def _scratch(self, slot, shape):
+        if self.workspace is None:
+            self.workspace = Workspace()
+        return self.workspace.get(slot, shape, self.dtype)
 
     # -- setup ---------------------------------------------------------------------------------
     def _spatial_field(self, p, name, n, default):
@@ -100,7 +103,7 @@ class _ConvolutionBase(Layer):
             shapes.append((self.num_output,))
         self.init_param_blobs(shapes, p.weight_filler, p.bias_filler)
         self.param_propagate_down = [True] * len(self.blobs)
-        self._cols = {}
+        self._cols = {}     # bottom index -> the column buffer kept from the last forward
 
     def reshape(self, bottom, top):
         b0 = bottom[0]
@@ -135,14 +138,14 @@ class _ConvolutionBase(Layer):
     def _geometry(self):
         return self.kernel, self.pad, self.stride, self.dilation
 
-    def _im2col(self, x, key):
-        """Column buffer (N, C * prod(K), prod(O)) of x (N, C, *S) (a view for 1x1)."""
+    def _im2col(self, x):
+        """Column buffer (N, C * prod(K), prod(O)) of x (N, C, *S) (a view for 1x1), in the
+        workspace: valid until the next use of its 'col' slot."""
         if self._is_1x1():
             return x.reshape(x.shape[0], x.shape[1], -1)
-        buf = self._cols.get(key)
-        col = cpu.im2col(x, *self._geometry(), out=buf)
-        self._cols[key] = col
-        return col
+        shape = (x.shape[0], x.shape[1] * int(np.prod(self.kernel)),
+                 int(np.prod(cpu.conv_out_shape(x.shape[2:], *self._geometry()))))
+        return cpu.im2col(x, *self._geometry(), out=self._scratch("col", shape))
 
     def _col2im(self, col, x_shape, out):
         """Adjoint of _im2col written into ``out`` (N, C, *S)."""
@@ -167,8 +170,9 @@ class ConvolutionLayer(_ConvolutionBase):
     Output size per spatial axis: O = (S + 2 pad - (dilation (kernel - 1) + 1)) // stride + 1.
     Computed as im2col of the whole batch into one (C * prod(K), prod(O) * N) buffer, then one
     GEMM per group for all images (large GEMMs thread well). Backward: dW += dY col^T, db += sum dY,
-    dx = col2im(W^T dY) (for stride 1: the equivalent correlation of dY with the flipped kernel).
-    The column buffer of the last forward is kept for backward.
+    dx = col2im(W^T dY) (stride 1: the equivalent correlation of dY with the flipped kernel, see
+    _data_grad_by_conv). The column buffer of the last forward is kept for backward when the net runs one
+    (``keep_columns``); the temporaries live in the net's shared workspace.
 
     Blobs: bottom (*B, C, *S) -> top (*B, num_output, *O), B = axes before ``axis``.
     """
@@ -178,21 +182,35 @@ class ConvolutionLayer(_ConvolutionBase):
 
     def _batch_cols(self, x, key, geometry=None):
         """im2col of x (N, C, *S) in the 'last' layout (C * prod(K), prod(O) * N): columns ordered
-        (output position, image), so the copies and col2im's adds run over long contiguous spans."""
+        (output position, image), so the copies and col2im's adds run over long contiguous spans.
+
+        ``key``: the bottom index for a forward column buffer (kept in ``self._cols`` for the
+        backward when ``keep_columns``, else in the workspace), "dy" for the data gradient's (in
+        the workspace). A 1x1 convolution of one image reads x itself (no copy)."""
         geometry = geometry or self._geometry()
-        buf = self._cols.get(key)
-        if all(k == 1 for k in geometry[0]) and all(s == 1 for s in geometry[2]) \
-                and not any(geometry[1]):
-            shape = (x.shape[1], x.shape[0] * int(np.prod(x.shape[2:])))
+        kernel, pad, stride = geometry[:3]
+        n, c = x.shape[:2]
+        one = all(k == 1 for k in kernel) and all(s == 1 for s in stride) and not any(pad)
+        out_shape = cpu.conv_out_shape(x.shape[2:], *geometry)
+        shape = (c * int(np.prod(kernel)), int(np.prod(out_shape)) * n)
+        if key != "dy" and self.keep_columns and not (one and n == 1):
+            buf = self._cols.get(key)
             if buf is None or buf.shape != shape or buf.dtype != x.dtype:
                 buf = np.empty(shape, dtype=x.dtype)
-            np.copyto(buf.reshape(x.shape[1], -1, x.shape[0]),
-                      x.reshape(x.shape[0], x.shape[1], -1).transpose(1, 2, 0))
-            col = buf
+            self._cols[key] = buf
         else:
-            col = cpu.im2col(x, *geometry, layout="last", out=buf)
-        self._cols[key] = col
-        return col
+            self._cols.pop(key, None)
+            if one and n == 1:
+                return x.reshape(c, -1)
+            buf = self._scratch("col", shape)
+        if one:
+            np.copyto(buf.reshape(c, -1, n), x.reshape(n, c, -1).transpose(1, 2, 0))
+            return buf
+        pshape = (c,) + tuple(s + 2 * p for s, p in zip(x.shape[2:], pad)) + (n,)
+        return cpu.im2col(x, *geometry, layout="last", out=buf,
+                          pad_buffer=self._scratch("pad", pshape) if any(pad) else None)
+
+    dy_columns_max_bytes = 64 << 20     # see _data_grad_by_conv
 
     # ``fused_relu``: None, or the negative slope of a ReLU applied in the same pass (set by
     # caffepy.optimize when it fuses a following ReLU layer into this one).
@@ -238,7 +256,8 @@ class ConvolutionLayer(_ConvolutionBase):
         for i, (b, t) in enumerate(zip(bottom, top)):
             x = b.data.reshape((self.outer, self.channels) + tuple(self.in_spatial))
             col = self._batch_cols(x, i)
-            y = np.matmul(w, col.reshape(g, w.shape[2], -1))
+            y = np.matmul(w, col.reshape(g, w.shape[2], -1),
+                          out=self._scratch("gemm", (g, w.shape[1], col.shape[-1])))
             yt = t.data.reshape(self.outer, self.num_output, -1)
             self._to_image(y, yt, bias=True)
 
@@ -260,7 +279,7 @@ class ConvolutionLayer(_ConvolutionBase):
     def _dy_rows(self, dy):
         """dy (N, M, P) -> (M, P * N), the column order of the forward GEMM."""
         # numpy's cache-blocked copy: measured 1.3-2x faster than a numba loop on one thread
-        out = np.empty((dy[0].size, self.outer), dy.dtype)
+        out = self._scratch("rows", (dy[0].size, self.outer))
         return cpu.transpose_into(dy.reshape(self.outer, -1), out)
 
     def backward_cpu(self, top, propagate_down, bottom):
@@ -285,12 +304,14 @@ class ConvolutionLayer(_ConvolutionBase):
                 continue
             xshape = (self.outer, self.channels) + tuple(self.in_spatial)
             dx = b.diff.reshape(self.outer, self.channels, -1)
+            dcol_shape = (g, w.shape[2], dyt.shape[-1])
             if self._is_1x1():
-                self._to_image(np.matmul(w.transpose(0, 2, 1), dyt), dx)
+                self._to_image(np.matmul(w.transpose(0, 2, 1), dyt,
+                                         out=self._scratch("gemm", dcol_shape)), dx)
             elif self._data_grad_by_conv():
                 self._data_grad_conv(dy, dx)
             else:
-                dcol = np.matmul(w.transpose(0, 2, 1), dyt)
+                dcol = np.matmul(w.transpose(0, 2, 1), dyt, out=self._scratch("gemm", dcol_shape))
                 cpu.col2im(dcol.reshape(-1, dcol.shape[-1]), xshape, *self._geometry(),
                            layout="last", out=dx.reshape(xshape))
 
@@ -298,10 +319,18 @@ class ConvolutionLayer(_ConvolutionBase):
         """Stride 1 and pad <= dilation (kernel - 1): dx is a 'full' correlation of dy with the
         flipped kernel (im2col of dy + one GEMM). Its GEMM scales with the input size, that of
         W^T dy + col2im with the output size, so it is used for ('same'-like) convolutions whose
-        output is nearly as large as the input, where it avoids the slow col2im."""
+        output is nearly as large as the input, where it avoids numpy's slow col2im; not when dy
+        has more channels than x and its column buffer would exceed 64 MB (it is num_output /
+        channels times the size of W^T dy's: CaffeNet's conv2 would take 298 MB, not 112 MB).
+        (With the numba kernels col2im is nearly as fast: CIFAR10-quick's step is 4% slower
+        with col2im everywhere, CaffeNet's conv2-conv5 backward the same, one thread.)"""
+        dy_col_bytes = (self.num_output * np.prod(self.kernel) * np.prod(self.in_spatial)
+                        * self.outer * self.dtype.itemsize)
         return (all(s == 1 for s in self.stride)
                 and all(p <= d * (k - 1) for p, d, k in zip(self.pad, self.dilation, self.kernel))
-                and np.prod(self.in_spatial) <= 1.25 * np.prod(self.out_spatial))
+                and np.prod(self.in_spatial) <= 1.25 * np.prod(self.out_spatial)
+                and (self.num_output <= self.channels
+                     or dy_col_bytes <= self.dy_columns_max_bytes))
 
     def _data_grad_conv(self, dy, out):
         """out (N, C, prod(S)) = correlation of dy with W flipped and transposed per group."""
@@ -312,52 +341,8 @@ class ConvolutionLayer(_ConvolutionBase):
         pad = tuple(d * (k - 1) - p for p, d, k in zip(self.pad, self.dilation, self.kernel))
         dy = dy.reshape((self.outer, self.num_output) + tuple(self.out_spatial))
         col = self._batch_cols(dy, "dy", (self.kernel, pad, self.stride, self.dilation))
-        self._to_image(np.matmul(w, col.reshape(g, w.shape[2], -1)), out)
-
-
-@register_layer("Deconvolution")
-class DeconvolutionLayer(_ConvolutionBase):
-    """Deconvolution (transposed convolution): the adjoint of Convolution's data path.
-
-    forward = Convolution's backward-data pass: col = W^T x per group, then col2im + bias;
-    backward: dx = W im2col(dY), dW += x im2col(dY)^T, db += sum dY.
-    Output size per spatial axis (Caffe's rule):
-    O = stride (S - 1) + dilation (kernel - 1) + 1 - 2 pad.
-
-    Fields as Convolution. Weight blob: (channels, num_output / group, *kernel).
-    Blobs: bottom (*B, C, *S) -> top (*B, num_output, *O).
-    """
-    reverse = True
-
-    def compute_output_shape(self, spatial):
-        return tuple(st * (s - 1) + d * (k - 1) + 1 - 2 * p for s, k, p, st, d in
-                     zip(spatial, self.kernel, self.pad, self.stride, self.dilation))
-
-    def forward_cpu(self, bottom, top):
-        w = self._weight()
-        g = self.group
-        oshape = (self.outer, self.num_output) + tuple(self.out_spatial)
-        for b, t in zip(bottom, top):
-            x = b.data.reshape(self.outer, g, self.channels // g, -1)
-            col = np.matmul(w.transpose(0, 2, 1), x)
-            y = t.data.reshape(oshape)
-            self._col2im(col.reshape(self.outer, -1, col.shape[-1]), oshape, y)
-            self._add_bias(y.reshape(self.outer, self.num_output, -1))
-
-    def backward_cpu(self, top, propagate_down, bottom):
-        w = self._weight()
-        g = self.group
-        oshape = (self.outer, self.num_output) + tuple(self.out_spatial)
-        for i, (b, t) in enumerate(zip(bottom, top)):
-            dy = t.diff.reshape(oshape)
-            self._bias_grad(dy)
-            dcol = self._im2col(dy, i).reshape(self.outer, g, w.shape[2], -1)
-            if self.param_propagate_down[0]:
-                x = b.data.reshape(self.outer, g, self.channels // g, -1)
-                self.blobs[0].diff += _weight_grad(x, dcol).reshape(self.blobs[0].shape)
-            if propagate_down[i]:
-                dx = b.diff.reshape(self.outer, g, self.channels // g, -1)
-                np.matmul(w, dcol, out=dx)
+        self._to_image(np.matmul(w, col.reshape(g, w.shape[2], -1),
+                                 out=self._scratch("gemm", (g, cg, col.shape[-1]))), out)
 
 
 @register_layer("DepthwiseConvolution", "ConvolutionDepthwise")

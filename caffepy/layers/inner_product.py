@@ -61,7 +61,8 @@ class InnerProductLayer(Layer):
         x = bottom[0].data.reshape(self.m, self.k)
         w = self.blobs[0]
         if self.param_propagate_down[0]:
-            w.diff += np.matmul(x.T, dy) if self.transpose else np.matmul(dy.T, x)
+            # summed straight into the diff (no temporary of the weight's size)
+            cpu.gemm_accumulate(*((x.T, dy) if self.transpose else (dy.T, x)), w.diff)
         if self.bias_term and self.param_propagate_down[1]:
             self.blobs[1].diff += dy.sum(axis=0)
         if propagate_down[0]:

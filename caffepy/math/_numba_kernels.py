@@ -8,6 +8,14 @@ from numba import njit, prange
 _opts = dict(parallel=True, cache=True, nogil=True, fastmath=False)
 
 
+@njit(cache=True, inline="always")
+def _span(o_count, stride, pad, off, size):
+    """[lo, hi): the outputs o whose input index o * stride - pad + off lies in [0, size)."""
+    lo = max(0, (pad - off + stride - 1) // stride)
+    hi = min(o_count, (size - 1 + pad - off) // stride + 1)
+    return lo, max(lo, hi)
+
+
 # -- im2col / col2im, 'last' layout: col (C * kh * kw, OH * OW * N) --------------------------------
 @njit(**_opts)
 def pad_last(x, ph, pw, out):
@@ -85,14 +93,6 @@ def rows_to_image(a, bias, slope, relu, out):
 
 
 # -- depthwise convolution: weight (M, 1, kh, kw), output channel m reads input m // (M / C) -----
-@njit(cache=True, inline="always")
-def _span(o_count, stride, pad, off, size):
-    """[lo, hi): the outputs o whose input index o * stride - pad + off lies in [0, size)."""
-    lo = max(0, (pad - off + stride - 1) // stride)
-    hi = min(o_count, (size - 1 + pad - off) // stride + 1)
-    return lo, max(lo, hi)
-
-
 @njit(**_opts)
 def dw_forward(x, w, bias, kh, kw, ph, pw, sh, sw, dh, dw, slope, relu, y):
     """y[n, m] = sum_ij w[m, 0, i, j] x[n, m // mult] shifted (+ bias, then the fused ReLU)."""

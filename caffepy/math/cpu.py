@@ -252,6 +252,46 @@ def gemm(a, b, trans_a=False, trans_b=False, alpha=1.0, beta=0.0, out=None):
     return out
 
 
+_BLAS = {}
+
+
+def _scipy_gemm(dtype):
+    """scipy's BLAS gemm for float32 / float64 (None without scipy): it accumulates in place
+    (beta = 1), which numpy's matmul cannot."""
+    if dtype not in _BLAS:
+        try:
+            from scipy.linalg import blas
+            _BLAS[dtype] = {np.dtype(np.float32): blas.sgemm,
+                            np.dtype(np.float64): blas.dgemm}.get(dtype)
+        except ImportError:
+            _BLAS[dtype] = None
+    return _BLAS[dtype]
+
+
+def _fortran_operand(m):
+    """(array, trans) giving the matrix ``m`` to a Fortran BLAS without a copy, or None."""
+    if m.flags.f_contiguous:
+        return m, 0
+    if m.flags.c_contiguous:
+        return m.T, 1
+    return None
+
+
+def gemm_accumulate(a, b, out):
+    """``out += a @ b`` (2-d, ``out`` C-contiguous) without a temporary of out's size when scipy
+    is installed: a Fortran gemm with beta = 1 on out^T += b^T a^T (a weight gradient summed into
+    the diff, as Caffe's caffe_cpu_gemm with beta 1 does). numpy's matmul + add otherwise."""
+    gemm_fn = _scipy_gemm(out.dtype) if out.flags.c_contiguous and out.ndim == 2 else None
+    if gemm_fn is not None and a.dtype == b.dtype == out.dtype and out.size:
+        x, y = _fortran_operand(b.T), _fortran_operand(a.T)
+        if x is not None and y is not None:
+            gemm_fn(1.0, x[0], y[0], beta=1.0, c=out.T, trans_a=x[1], trans_b=y[1],
+                    overwrite_c=1)
+            return out
+    out += np.matmul(a, b)
+    return out
+
+
 def gemv(a, x, trans_a=False, alpha=1.0, beta=0.0, out=None):
     return gemm(a, x, trans_a=trans_a, alpha=alpha, beta=beta, out=out)
 

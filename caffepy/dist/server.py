@@ -127,7 +127,7 @@ class Server(object):
             own = self.clip.hold(key, (s.p, s.k), (s, grad, h.step, answer))
             if own is not None:
                 for peer in self.clip.peers.values():
-                    self.ep.send(peer, T.header(T.CLIPNORM, slice=key[0], step=key[1], version=self.j),
+                    self.ep.send(peer, T.header(T.CLIPNORM, group=key[0], step=key[1], server=self.j),
                                  [np.array([own])])
             self._release_clipped(key)
             return
@@ -137,8 +137,8 @@ class Server(object):
             self._answer(s, answer)
 
     def _on_clipnorm(self, h, bufs):
-        key = (h.slice, h.step)
-        self.clip.add_partial(key, h.version, bufs[0][0])
+        key = (h.group, h.step)
+        self.clip.add_partial(key, h.server, bufs[0][0])
         self._release_clipped(key)
 
     def _release_clipped(self, key):
@@ -210,7 +210,7 @@ class Server(object):
         name = checkpoint.write_file(self.workspace, h.step, "server", self.ep.id - self.topo.W - self.topo.G,
                                      slices, self.lr_state.current_step, self.solver_type)
         self.ep.send(h.src, T.header(T.WRITTEN, step=h.step, text=name,
-                                              version=self.lr_state.current_step))
+                                     lr_step=self.lr_state.current_step))
 
     def _on_pull(self, h, bufs):
         for s in self._ordered():
@@ -218,8 +218,8 @@ class Server(object):
                                          version=s.version), [s.values.copy()] + [x.copy() for x in s.history])
         for th, tbufs in (self.tables.pull_messages() if self.tables is not None else ()):
             self.ep.send(h.src, th, tbufs)
-        self.ep.send(h.src, T.header(T.PULLED, version=self.max_staleness,
-                                     step=self.lr_state.current_step))
+        self.ep.send(h.src, T.header(T.PULLED, staleness=self.max_staleness,
+                                     lr_step=self.lr_state.current_step))
 
     def _ordered(self):
         return [self.slices[key] for key in sorted(self.slices)]

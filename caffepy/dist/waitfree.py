@@ -151,9 +151,11 @@ class WaitFreeWorker(Worker):
         self.sender = GradientSender(lambda pc: self.push(*pc),
                                      "gradient-sender %d" % self.ep.id)
         self.net.on_backward_layer.append(self._on_backward_layer)
+        self.receive_in_place(True)
         try:
             self._run()
         finally:
+            self.receive_in_place(False)
             self.net.on_backward_layer.remove(self._on_backward_layer)
             self.sender.close()
 

@@ -26,13 +26,16 @@ targeted buffer inside the header message is copied once, from the message into 
 hands the messages to the inboxes once they are complete, in the order each source sent them (MPI
 keeps one source's messages of a tag in order). Sends and receives are non-blocking.
 
-Who polls: a role thread waiting for a message holds the lock and polls for at most ``SPIN`` s
-(the communication thread sleeps on the lock meanwhile: one poller per rank, no hand-over), then
-blocks on its inbox. The communication thread polls while anything is in flight or for ``SPIN`` s
-after the last activity (yielding the GIL between rounds); idle, it waits on the send queue's event
-for at most ``IDLE_MAX`` s between rounds. On a host with more ranks than cores nobody polls beyond
-one round (a spinning rank would take the core another one computes on). mpi4py is imported here
-only.
+Who polls, where a rank has a core to spare (its affinity holds more cores than its host has
+ranks): a role thread waiting for a message holds the lock and polls for at most ``SPIN`` s (the
+communication thread sleeps on the lock meanwhile: one poller per rank, no hand-over), then blocks
+on its inbox; the communication thread polls while anything is in flight or for ``SPIN`` s after
+the last activity (yielding the GIL between rounds). Where no core is spare (e.g. one rank pinned
+to one core, or more ranks than cores), nobody spins: a waiting role thread blocks at once, and the
+communication thread polls every ``NAP`` s while anything is in flight (MPI moves data only inside
+its calls), so polling never takes the core the worker computes on. Idle, the communication
+thread waits on the send queue's event for ``NAP`` up to ``IDLE_MAX`` s between rounds. mpi4py is
+imported here only.
 """
 import collections
 import os
@@ -51,6 +54,7 @@ TAG_HEADER, TAG_BUCKET, TAG_DATA = 11, 12, 13
 BIG = 64 * 1024               # bytes: buffers this large travel alone, zero copy
 HEADER_MAX = 256 * 1024       # bytes of one batch of headers (a batch is cut before that)
 SPIN = 0.0005
+NAP = 0.00005
 IDLE_MAX = 0.001
 _LEN = struct.Struct("<I")
 
@@ -75,6 +79,14 @@ def _warn_oversubscribed(hosts, rank):
         from ..log import warning
         warning("mpi.py", "host %s runs %d ranks on %d cores: they will wait for each other "
                 "(fewer ranks per host, or server_worker_separate false)" % (here, n, cores))
+
+
+def _cores():
+    """Cores this process may run on (its affinity; the machine's where that is unknown)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def _align(n):
@@ -173,7 +185,7 @@ class MpiEngine(Engine):
         _warn_oversubscribed(self.hosts, self.rank)
         # polling only pays while a core is free for it: none on a host with more ranks than cores
         here = self.hosts.count(self.hosts[self.rank])
-        self.spin = SPIN if here <= (os.cpu_count() or 1) else 0.0
+        self.spin = SPIN if here < _cores() else 0.0
         super(MpiEngine, self).__init__(topology, topology.endpoints_of_process(self.rank))
         self.outbox = collections.deque()
         self.wake = threading.Event()
@@ -224,6 +236,7 @@ class MpiEngine(Engine):
     def _run(self):
         last, idle = time.perf_counter(), 0.0
         while not (self._closed.is_set() and not self.outbox and not self.sending):
+            self.wake.clear()           # (a deliver after this wakes the wait below)
             if not self.lock.acquire(timeout=IDLE_MAX):
                 continue
             try:
@@ -231,15 +244,17 @@ class MpiEngine(Engine):
             finally:
                 self.lock.release()
             now = time.perf_counter()
-            if active or busy:
+            if active or (busy and self.spin):
                 last, idle = now, 0.0
                 time.sleep(0)
+            elif busy:                  # in flight, no core to spare: poll every NAP s
+                last, idle = now, 0.0
+                self.wake.wait(NAP)
             elif now - last < self.spin:
                 time.sleep(0)
             else:
-                idle = min(IDLE_MAX, idle * 2 or 0.00005)
+                idle = min(IDLE_MAX, idle * 2 or NAP)
                 self.wake.wait(idle)
-                self.wake.clear()
 
     def _progress(self):
         """One round (the caller holds ``lock``): send what is queued, take arrived headers, hand
@@ -291,7 +306,7 @@ class MpiEngine(Engine):
         items = inbox.items
         if items:
             return items.popleft()
-        if self.spin and self.lock.acquire(False):
+        if self.lock.acquire(False):        # (no core to spare: one round, then block)
             try:
                 progress, clock = self._progress, time.perf_counter
                 end = clock() + self.spin

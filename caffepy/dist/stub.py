@@ -4,7 +4,9 @@
 have sent theirs (under SSP a worker may push step t + 1 before a peer pushed step t), then
 summed in worker order (the same bits whatever the arrival order); the mean is cut into the
 param's slices and each slice goes to its server in the group's server group (``GRAD``, one
-message per slice).
+message per slice). A group of one worker sends that worker's buffer as it is, no copy: a worker
+does not write a pushed diff before the step's answer (the servers may use it as scratch: the
+update rules work in place), and under SSP it pushes a copy.
 
 ``PARAM`` from a server (a slice's new values): forwarded to every worker of the group as it comes
 (the same buffer: no copy in process). The stub counts the answers per slice; param p's version is
@@ -51,11 +53,12 @@ class Stub(object):
         if len(parts) < len(self.workers):
             return
         del self.acc[(p, h.step)]
-        # summed in worker order, not arrival order: the same bits whichever worker was first
-        acc = parts[self.workers[0]].copy()
-        for w in self.workers[1:]:
-            acc += parts[w]
-        if len(self.workers) > 1:
+        if len(self.workers) == 1:      # the one worker's buffer as it is: no copy
+            acc = parts[self.workers[0]]
+        else:   # summed in worker order, not arrival order: the same bits whichever came first
+            acc = parts[self.workers[0]].copy()
+            for w in self.workers[1:]:
+                acc += parts[w]
             acc *= acc.dtype.type(1.0) / acc.dtype.type(len(self.workers))
         for k, (off, size, j) in enumerate(self.topo.slices[p]):
             self.ep.send(self.topo.server(self.sg, j),

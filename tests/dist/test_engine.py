@@ -92,3 +92,42 @@ def test_inbox_hands_over_in_order_and_times_out():
         box.get(timeout=0.01)
     threading.Timer(0.05, lambda: [box.put(i) for i in range(3)]).start()
     assert [box.get(timeout=5) for _ in range(3)] == [0, 1, 2] and box.empty()
+
+
+def test_stub_of_one_worker_sends_its_diff_without_a_copy_and_sums_several_in_order():
+    import numpy as np
+    from caffepy.dist.stub import Stub
+
+    class Endpoint(object):
+        def __init__(self):
+            self.sent = []
+
+        def send(self, dst, h, bufs=()):
+            self.sent.append((dst, h.slice, h.offset, bufs[0]))
+
+    class Topo(object):
+        W = 3
+        slices = [[(0, 2, 0), (2, 2, 1)]]
+
+        def __init__(self, workers):
+            self.workers = workers
+
+        def workers_of_group(self, g):
+            return self.workers
+
+        def server_group_of(self, g):
+            return 0
+
+        def server(self, sg, j):
+            return 10 + j
+    diff = np.arange(4.0)
+    one = Stub(Endpoint(), Topo([0]), 0)
+    one._on_grad(T.header(T.GRAD, param=0, step=0, src=0), [diff])
+    assert [(d, k, o) for d, k, o, _ in one.ep.sent] == [(10, 0, 0), (11, 1, 2)]
+    assert all(np.shares_memory(b, diff) for _, _, _, b in one.ep.sent)
+    two = Stub(Endpoint(), Topo([0, 1]), 0)
+    two._on_grad(T.header(T.GRAD, param=0, step=0, src=1), [np.full(4, 3.0)])
+    assert two.ep.sent == []                               # waits for worker 0
+    two._on_grad(T.header(T.GRAD, param=0, step=0, src=0), [diff])
+    got = np.concatenate([b for _, _, _, b in two.ep.sent])
+    assert got.tolist() == [1.5, 2.0, 2.5, 3.0] and diff.tolist() == [0, 1, 2, 3]

@@ -26,14 +26,14 @@ targeted buffer inside the header message is copied once, from the message into 
 hands the messages to the inboxes once they are complete, in the order each source sent them (MPI
 keeps one source's messages of a tag in order). Sends and receives are non-blocking.
 
-Who polls, where a rank has a core to spare (its affinity holds more cores than its host has
-ranks): a role thread waiting for a message holds the lock and polls for at most ``SPIN`` s (the
+Who polls, where each rank of the host can have a core (its affinity holds at least as many cores as
+its host has ranks): a role thread waiting for a message holds the lock and polls for at most ``SPIN`` s (the
 communication thread sleeps on the lock meanwhile: one poller per rank, no hand-over), then blocks
 on its inbox; the communication thread polls while anything is in flight or for ``SPIN`` s after
-the last activity (yielding the GIL between rounds). Where no core is spare (e.g. one rank pinned
-to one core, or more ranks than cores), nobody spins: a waiting role thread blocks at once, and the
-communication thread polls every ``NAP`` s while anything is in flight (MPI moves data only inside
-its calls), so polling never takes the core the worker computes on. Idle, the communication
+the last activity (yielding the GIL between rounds). Where ranks outnumber cores nobody spins: a
+waiting role thread makes one round and blocks, and the communication thread polls every ``NAP`` s
+while anything is in flight (MPI moves data only inside its calls), so polling never takes the core
+another rank computes on. Idle, the communication
 thread waits on the send queue's event for ``NAP`` up to ``IDLE_MAX`` s between rounds. mpi4py is
 imported here only.
 """
@@ -137,7 +137,7 @@ class _Pool(object):
     """Receive buffers kept for reuse: an array whose only reference is the pool's (the receiver
     dropped every message and view of it) is handed out again for the same byte count."""
 
-    def __init__(self, per_size=4, total=512 << 20):
+    def __init__(self, per_size=8, total=512 << 20):
         self.free = {}
         self.per_size, self.total, self.held = per_size, total, 0
 
@@ -185,7 +185,7 @@ class MpiEngine(Engine):
         _warn_oversubscribed(self.hosts, self.rank)
         # polling only pays while a core is free for it: none on a host with more ranks than cores
         here = self.hosts.count(self.hosts[self.rank])
-        self.spin = SPIN if here < _cores() else 0.0
+        self.spin = SPIN if here <= _cores() else 0.0
         super(MpiEngine, self).__init__(topology, topology.endpoints_of_process(self.rank))
         self.outbox = collections.deque()
         self.wake = threading.Event()

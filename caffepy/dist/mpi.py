@@ -5,7 +5,7 @@ lock runs a *progress round*: the communication thread (``mpi-comm``) whenever t
 role thread that just queued a message or is waiting for one (so the fast path needs no hand-over
 between threads). MPI_THREAD_MULTIPLE is checked at start (one-line error otherwise; the watchdog
 may call ``Abort`` from its own thread). A round sends what is queued for one rank as one *batch*,
-a header message (``TAG_HEADER``)::
+a header message (``TAG_HEADER``; entries of fixed structs, :mod:`caffepy.dist.frames`)::
 
     u32 n = bytes of the message entries; then per message:
         u32 header bytes, u16 buffer count, per buffer (4s dtype.str, i64 size), the DistHeader
@@ -40,14 +40,13 @@ imported here only.
 import collections
 import os
 import socket
-import struct
 import threading
 import time
 
 import numpy as np
 
 from ..errors import CaffeError
-from ..proto import caffe_pb2
+from .frames import LEN as _LEN, PAD as _PAD, Pool as _Pool, align as _align, decode, encode
 from .transport import Engine
 
 TAG_HEADER, TAG_BUCKET, TAG_DATA = 11, 12, 13
@@ -56,7 +55,6 @@ HEADER_MAX = 256 * 1024       # bytes of one batch of headers (a batch is cut be
 SPIN = 0.0005
 NAP = 0.00005
 IDLE_MAX = 0.001
-_LEN = struct.Struct("<I")
 
 
 def mpi_world():
@@ -87,71 +85,6 @@ def _cores():
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return os.cpu_count() or 1
-
-
-def _align(n):
-    return (n + 7) & ~7
-
-
-_MSG = struct.Struct("<IH")          # header bytes, buffer count
-_BUF = struct.Struct("<4sq")         # dtype.str, size
-_DTYPES = {}                         # dtype.str as bytes -> np.dtype
-_CODES = {}                          # np.dtype -> dtype.str as bytes
-_PAD = [b"\0" * i for i in range(8)]
-
-
-def _dtype(code):
-    dt = _DTYPES.get(code)
-    if dt is None:
-        dt = _DTYPES[code] = np.dtype(code.rstrip(b"\0").decode("ascii"))
-    return dt
-
-
-def encode(raw, buffers):
-    """One message entry of a header message: sizes, buffer descriptions, the DistHeader bytes."""
-    out = [_MSG.pack(len(raw), len(buffers))]
-    for b in buffers:
-        code = _CODES.get(b.dtype)
-        if code is None:
-            code = _CODES[b.dtype] = b.dtype.str.encode("ascii")
-        out.append(_BUF.pack(code, b.size))
-    out.append(raw)
-    return b"".join(out)
-
-
-def decode(view, pos):
-    """(DistHeader, [(dtype, size)], next position) of the entry at ``pos`` of a header message."""
-    n, nbuf = _MSG.unpack_from(view, pos)
-    pos += _MSG.size
-    descr = []
-    for _ in range(nbuf):
-        code, size = _BUF.unpack_from(view, pos)
-        descr.append((_dtype(code), size))
-        pos += _BUF.size
-    h = caffe_pb2.DistHeader()
-    h.ParseFromString(view[pos:pos + n])
-    return h, descr, pos + n
-
-
-class _Pool(object):
-    """Receive buffers kept for reuse: an array whose only reference is the pool's (the receiver
-    dropped every message and view of it) is handed out again for the same byte count."""
-
-    def __init__(self, per_size=8, total=512 << 20):
-        self.free = {}
-        self.per_size, self.total, self.held = per_size, total, 0
-
-    def take(self, nbytes):
-        import sys
-        arrays = self.free.setdefault(nbytes, [])
-        for a in arrays:
-            if sys.getrefcount(a) <= 3:         # the list, the loop variable, the argument
-                return a
-        a = np.empty(nbytes, np.uint8)
-        if len(arrays) < self.per_size and self.held + nbytes <= self.total:
-            arrays.append(a)
-            self.held += nbytes
-        return a
 
 
 class _Incoming(object):
@@ -191,6 +124,7 @@ class MpiEngine(Engine):
         self.wake = threading.Event()
         self._closed = threading.Event()
         self.error = None
+        self.last_active = time.perf_counter()      # of the last round that moved something
         self.pool = _Pool()
         self.lock = threading.Lock()        # held by whoever makes MPI calls (one at a time)
         self.status = MPI.Status()
@@ -234,7 +168,7 @@ class MpiEngine(Engine):
                 inbox.put((T.header(T.ERROR, text=self.error), []))
 
     def _run(self):
-        last, idle = time.perf_counter(), 0.0
+        idle = 0.0
         while not (self._closed.is_set() and not self.outbox and not self.sending):
             self.wake.clear()           # (a deliver after this wakes the wait below)
             if not self.lock.acquire(timeout=IDLE_MAX):
@@ -245,12 +179,13 @@ class MpiEngine(Engine):
                 self.lock.release()
             now = time.perf_counter()
             if active or (busy and self.spin):
-                last, idle = now, 0.0
+                self.last_active, idle = now, 0.0
                 time.sleep(0)
             elif busy:                  # in flight, no core to spare: poll every NAP s
-                last, idle = now, 0.0
+                idle = 0.0
                 self.wake.wait(NAP)
-            elif now - last < self.spin:
+            elif now - self.last_active < self.spin:
+                idle = 0.0
                 time.sleep(0)
             else:
                 idle = min(IDLE_MAX, idle * 2 or NAP)
@@ -318,6 +253,9 @@ class MpiEngine(Engine):
                         break
             finally:
                 self.lock.release()
+            if self.spin:       # the communication thread polls on for SPIN s while this blocks
+                self.last_active = time.perf_counter()
+                self.wake.set()
         return Engine.receive(self, inbox, timeout)
 
     def _send_batches(self):

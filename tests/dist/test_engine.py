@@ -131,3 +131,23 @@ def test_stub_of_one_worker_sends_its_diff_without_a_copy_and_sums_several_in_or
     two._on_grad(T.header(T.GRAD, param=0, step=0, src=0), [diff])
     got = np.concatenate([b for _, _, _, b in two.ep.sent])
     assert got.tolist() == [1.5, 2.0, 2.5, 3.0] and diff.tolist() == [0, 1, 2, 3]
+
+
+def test_header_entries_round_trip_with_every_field():
+    """frames.encode / decode: the buffer descriptions and a DistHeader with every field set,
+    CLIPNORM's, WRITTEN's and PULLED's own fields included (one meaning per field)."""
+    import numpy as np
+    from caffepy.dist import frames
+    fields = dict(src=1, dst=2, param=3, slice=4, step=1 << 40, version=-5, flag=1, offset=6,
+                  text="file=x.bin", group=-1, server=7, lr_step=8, staleness=9)
+    bufs = [np.zeros(3, np.float32), np.zeros(0, np.int64), np.zeros(5, np.complex128),
+            np.zeros(2, np.uint8)]
+    entries = [frames.encode(T.header(T.CLIPNORM, **fields).SerializeToString(), bufs),
+               frames.encode(T.header(T.STOP).SerializeToString(), [])]
+    view = memoryview(b"".join(entries))
+    h, descr, pos = frames.decode(view, 0)
+    assert {k: getattr(h, k) for k in fields} == fields and h.kind == T.CLIPNORM
+    assert descr == [(b.dtype, b.size) for b in bufs] and pos == len(entries[0])
+    h, descr, pos = frames.decode(view, pos)
+    assert h.kind == T.STOP and descr == [] and pos == len(view)
+    assert frames.align(9) == 16 and frames.align(16) == 16

@@ -6,7 +6,9 @@ turned into a step exactly as ``SGDSolver.apply_update`` does for a whole param 
 the slice's values, then the solver class's static ``update_rule(g, hist, local_rate, param,
 t + 1)`` with the lr policy's rate for iteration t; one implementation), then ``w -= g`` and the
 slice's version goes up by one. Answers carry the new values (``PARAM``; ``step`` = the slowest
-group's clock).
+group's clock): under BSP without replicas the slice's own array, no copy (it is not written again
+before every group answered pushed its next gradient, so has read it), else one snapshot shared by
+the groups answered.
 
 Server groups hold replicas: each sends the sum of its own steps to the other replicas every
 ``sync_frequency`` updates of a slice (``SYNC``), and on ``FLUSH`` (before checkpoints and
@@ -50,6 +52,7 @@ class Server(object):
         groups = topo.groups_of_server_group(self.sg)
         self.stubs = {g: topo.stub(g) for g in groups}
         self.replicas = [topo.server(sg, self.j) for sg in range(topo.SG) if sg != self.sg]
+        self.stable_answers = topo.consistency == BSP and not self.replicas
         self.lr_state = lr_policies.LrState(current_step)
         self._lr_it, self._lr = None, None
         self.slices = {}
@@ -107,7 +110,9 @@ class Server(object):
 
     def _answer(self, s, groups):
         low = s.clock.min_clock()
-        values = s.values.copy()     # one snapshot for every group answered (never written again)
+        # BSP without replicas: the values stay as they are until every group answered here has
+        # pushed its next gradient, i.e. has read them; else one snapshot for every group answered
+        values = s.values if self.stable_answers else s.values.copy()
         for g in groups:
             self.ep.send(self.stubs[g], T.header(T.PARAM, param=s.p, slice=s.k, offset=s.offset,
                                                  version=s.version, step=low), [values])

@@ -2,8 +2,9 @@
 
 Role threads put a message for another rank on a queue (``deliver``). Whoever holds the engine's
 lock runs a *progress round*: the communication thread (``mpi-comm``) whenever the lock is free, a
-role thread that just queued a message or is waiting for one (so the fast path needs no hand-over
-between threads). MPI_THREAD_MULTIPLE is checked at start (one-line error otherwise; the watchdog
+role thread that is waiting for a message (so the fast path needs no hand-over between threads); a
+role thread that just queued a message sends it itself when the lock is free (no probe), and wakes
+the communication thread only while something it sent is still in flight. MPI_THREAD_MULTIPLE is checked at start (one-line error otherwise; the watchdog
 may call ``Abort`` from its own thread). A round sends what is queued for one rank as one *batch*,
 a header message (``TAG_HEADER``; entries of fixed structs, :mod:`caffepy.dist.frames`)::
 
@@ -149,9 +150,14 @@ class MpiEngine(Engine):
         if self.error is not None:
             raise CaffeError("mpi engine: %s" % self.error)
         self.outbox.append((self.topology.process_of(h.dst), h.SerializeToString(), buffers))
-        if self.lock.acquire(False):      # send now from this thread if MPI is free
-            try:
-                self._progress()
+        if self.lock.acquire(False):      # send now from this thread if MPI is free (only send:
+            try:                          # receiving is for the waiting threads and the comm thread)
+                if self.outbox:
+                    self._send_batches()
+                sending = self.sending
+                sending[:] = [(r, keep) for r, keep in sending if not r.Test()]
+                if sending:               # (still in flight: the comm thread drives it)
+                    self.wake.set()
             finally:
                 self.lock.release()
         else:

@@ -1,9 +1,11 @@
 """Transport latency and bandwidth: caffepy's MPI engine vs plain mpi4py, across two emulated hosts.
 
-    python3 benchmarks/bench_transport.py [--rate 10gbit] [--reps 200]
+    python3 benchmarks/bench_transport.py [--rate 10gbit] [--reps 200] [--local]
 
 starts a cluster in one box (tools/cluster.py: hosts h1, h2, links capped with tc tbf at --rate),
-runs this file under ``mpiexec -hosts h1:1,h2:1`` and prints a markdown table. Per size:
+runs this file under ``mpiexec -hosts h1:1,h2:1`` and prints a markdown table (``--local``: plain
+``mpiexec -n 2`` on this host, no namespaces and no root: the per-message Python work without the
+network). Per size:
 
 - latency: one-way time = half the round trip of a ping-pong (median over reps);
 - bandwidth: rank 0 sends ``n`` messages back to back, rank 1 answers one small message after the
@@ -120,11 +122,15 @@ def ranks_main(reps):
     from mpi4py import MPI
     from caffepy.dist.mpi import MpiEngine
     comm = MPI.COMM_WORLD.Dup()
-    rows = [(size, plain(comm, size, reps)) for size in SIZES]
+    load = open("/proc/loadavg").read().split()[:3]
     eng = MpiEngine(_Topo(), comm=MPI.COMM_WORLD)   # Barrier on the Dup, messages on WORLD
-    rows = [(size, p, engine(comm, eng, size, reps)) for size, p in rows]
+    # per size, plain then engine back to back (the machine's load changes between sizes)
+    rows = [(size, plain(comm, size, reps), engine(comm, eng, size, reps)) for size in SIZES]
     eng.close()
     if comm.rank == 0:
+        print("loadavg before %s, after %s; engine polls: %s"
+              % (" ".join(load), " ".join(open("/proc/loadavg").read().split()[:3]),
+                 "yes" if eng.spin else "no (no core to spare)"))
         print("| size | plain mpi4py one-way | engine one-way | ratio | plain MB/s | engine MB/s "
               "| engine / plain |")
         print("|---|---|---|---|---|---|---|")
@@ -139,15 +145,19 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rate", default="10gbit")
     ap.add_argument("--reps", type=int, default=200)
+    ap.add_argument("--local", action="store_true", help="mpiexec -n 2 on this host")
     ap.add_argument("--ranks", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.ranks:
         return ranks_main(a.reps)
+    cmd = [sys.executable, os.path.abspath(__file__), "--ranks", "--reps", str(a.reps)]
+    if a.local:
+        env = dict(os.environ, PYTHONPATH=ROOT)
+        return subprocess.call(["mpiexec", "-n", "2"] + cmd, env=env, cwd=ROOT, timeout=600)
     sys.path.insert(0, os.path.join(ROOT, "tools"))
     from cluster import Cluster
     with Cluster(2, a.rate) as box:
         env = box.env(PYTHONPATH=ROOT)
-        cmd = [sys.executable, os.path.abspath(__file__), "--ranks", "--reps", str(a.reps)]
         p = box.mpiexec(cmd, ppn=1, env=env, cwd=ROOT)
         try:
             return p.wait(timeout=600)

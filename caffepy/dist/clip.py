@@ -8,7 +8,7 @@ the servers of a server group agree on the norm of each update first:
 1. a server holds the gradient slices of one update (and the answers they would release) until it
    has all of its slices of that update;
 2. it sends the sum of their squares (summed in slice order) to the other servers of its group that
-   own slices (``CLIPNORM``: ``slice`` = the key's group, ``step``, ``version`` = its index ``j``);
+   own slices (``CLIPNORM``: ``group`` = the key's group, ``step``, ``server`` = its index ``j``);
 3. once it has every such server's sum, it adds them in server order, scales its held slices by
    ``clip / (iter_size * sqrt(sum))`` when that norm is over ``clip``, then applies and answers them.
 

@@ -46,7 +46,7 @@ class SliceClock(object):
             grads = [got[h] for h in self.groups]
             if len(grads) == 1:
                 return grads[0], self._answer(self.groups)
-            total = grads[0].copy()
+            total = grads[0]        # (a pushed gradient is not read again by its sender: no copy)
             for other in grads[1:]:
                 total += other
             total *= total.dtype.type(1.0) / total.dtype.type(len(grads))

@@ -104,7 +104,7 @@ class Coordinator(object):
                 self.ep.send(s, T.header(T.CKPT, step=step))
             written = self.collect({T.WRITTEN: self.topo.S})[T.WRITTEN]
             files += [w.text for w in written]
-            current_step = max(int(w.version) for w in written)
+            current_step = max(int(w.lr_step) for w in written)
             checkpoint.write_manifest(self.workspace, step, [f for f in files if f],
                                       current_step, self.solver.type, self.topo.S, self.topo.W,
                                       keep=self.topo.cluster.checkpoint_keep)
@@ -162,9 +162,9 @@ class Coordinator(object):
                 if history is not None and len(history) == n * (per - 1):
                     for k, hb in enumerate(bufs[1:]):
                         history[k * n + p].reshape(-1)[...] = hb
-        self.max_staleness = max([self.max_staleness] + [int(p.version) for p in pulled])
+        self.max_staleness = max([self.max_staleness] + [int(p.staleness) for p in pulled])
         self.solver.iter = step
-        self.solver.current_step = max(int(p.step) for p in pulled)
+        self.solver.current_step = max(int(p.lr_step) for p in pulled)
         info("coordinator.py", "Downloaded parameters of step %d from %d servers" % (step, len(servers)))
 
     def stop_all(self):

@@ -2,50 +2,59 @@
 
 Role threads put a message for another rank on a queue (``deliver``). Whoever holds the engine's
 lock runs a *progress round*: the communication thread (``mpi-comm``) whenever the lock is free, a
-role thread that just queued a message or is waiting for one (so the fast path needs no hand-over
-between threads). MPI_THREAD_MULTIPLE is checked at start (one-line error otherwise; the watchdog
-may call ``Abort`` from its own thread). A round sends what is queued for one rank as one *batch*:
-a header message (``TAG_HEADER``: the headers' byte count, each DistHeader prefixed by its length)
-plus
+role thread that is waiting for a message (so the fast path needs no hand-over between threads); a
+role thread that just queued a message sends it itself when the lock is free (no probe), and wakes
+the communication thread only while something it sent is still in flight. MPI_THREAD_MULTIPLE is checked at start (one-line error otherwise; the watchdog
+may call ``Abort`` from its own thread). A round sends what is queued for one rank as one *batch*,
+a header message (``TAG_HEADER``; entries of fixed structs, :mod:`caffepy.dist.frames`)::
 
-- one flat *bucket* with every buffer under ``BIG`` bytes, each at an 8-byte aligned offset
-  (small tensors: one copy), at the end of the header message when both fit ``HEADER_MAX`` (a small
-  message is then one MPI message), else a message of its own (``TAG_BUCKET``);
+    u32 n = bytes of the message entries; then per message:
+        u32 header bytes, u16 buffer count, per buffer (4s dtype.str, i64 size), the DistHeader
+    [zero padding to 8 bytes; the bucket, when it fits HEADER_MAX]
+
+- the *bucket*: every buffer under ``BIG`` bytes, each at an 8-byte aligned offset (small tensors:
+  one copy), at the end of the header message when it fits (a small message is one MPI message
+  and its buffers are views of that message's bytes), else a message of its own (``TAG_BUCKET``);
 - every buffer of ``BIG`` bytes or more as its own ``Isend`` straight from its numpy memory
   (``TAG_DATA``, zero copy).
 
-It takes headers with a matched probe (``Improbe`` + ``Recv``) into a preallocated buffer (a
-pre-posted ``ANY_SOURCE`` ``Irecv`` lost messages across hosts with UCX over TCP); once a batch's
-headers came, it posts ``Irecv`` s for its bucket and big buffers straight into the arrays the
-receivers get (bucket buffers are views of the one received bucket; arrays come from a pool that
-reuses an array once nobody but the pool refers to it), and hands the messages to the inboxes once
-they are complete, in the order each source sent them (MPI keeps one source's messages of a tag in
-order). Sends and receives are non-blocking. The communication thread polls while anything is in
-flight or for ``SPIN`` s after the last activity (yielding the GIL between rounds); idle, it waits
-on the send queue's event for at most ``IDLE_MAX`` s between rounds. A waiting role thread polls
-for at most ``SPIN`` s itself, then blocks on its inbox. On a host with more ranks than cores
-nobody polls beyond one round (a spinning rank would take the core another one computes on).
-mpi4py is imported here only.
+It takes headers with a matched probe (``Improbe`` + ``Recv``) into a fresh byte array of the
+probed size (a pre-posted ``ANY_SOURCE`` ``Irecv`` lost messages across hosts with UCX over TCP);
+then it posts ``Irecv`` s for the batch's bucket and big buffers straight into the arrays the
+receivers get: a target the receiving endpoint named (:meth:`Engine.set_target`: a worker's
+weights), else arrays from a pool that reuses an array once nobody but the pool refers to it. A
+targeted buffer inside the header message is copied once, from the message into the target. It
+hands the messages to the inboxes once they are complete, in the order each source sent them (MPI
+keeps one source's messages of a tag in order). Sends and receives are non-blocking.
+
+Who polls, where each rank of the host can have a core (its affinity holds at least as many cores as
+its host has ranks): a role thread waiting for a message holds the lock and polls for at most ``SPIN`` s (the
+communication thread sleeps on the lock meanwhile: one poller per rank, no hand-over), then blocks
+on its inbox; the communication thread polls while anything is in flight or for ``SPIN`` s after
+the last activity (yielding the GIL between rounds). Where ranks outnumber cores nobody spins: a
+waiting role thread makes one round and blocks, and the communication thread polls every ``NAP`` s
+while anything is in flight (MPI moves data only inside its calls), so polling never takes the core
+another rank computes on. Idle, the communication
+thread waits on the send queue's event for ``NAP`` up to ``IDLE_MAX`` s between rounds. mpi4py is
+imported here and in ``topology.learn_hosts`` only, inside functions.
 """
 import collections
 import os
-import queue
-import struct
 import threading
 import time
 
 import numpy as np
 
 from ..errors import CaffeError
-from ..proto import caffe_pb2
+from .frames import LEN as _LEN, PAD as _PAD, Pool as _Pool, align as _align, decode, encode
 from .transport import Engine
 
 TAG_HEADER, TAG_BUCKET, TAG_DATA = 11, 12, 13
 BIG = 64 * 1024               # bytes: buffers this large travel alone, zero copy
 HEADER_MAX = 256 * 1024       # bytes of one batch of headers (a batch is cut before that)
 SPIN = 0.0005
+NAP = 0.00005
 IDLE_MAX = 0.001
-_LEN = struct.Struct("<I")
 
 
 def mpi_world():
@@ -70,48 +79,20 @@ def _warn_oversubscribed(hosts, rank):
                 "(fewer ranks per host, or server_worker_separate false)" % (here, n, cores))
 
 
-def _align(n):
-    return (n + 7) & ~7
-
-
-def layout(h):
-    """[(dtype, size, nbytes, bucket offset or None)] of a header's buffers, and the bucket size."""
-    out, off = [], 0
-    for dt, size in zip(h.dtype, h.size):
-        dtype = np.dtype(dt)
-        nbytes = int(size) * dtype.itemsize
-        if nbytes >= BIG:
-            out.append((dtype, int(size), nbytes, None))
-        else:
-            out.append((dtype, int(size), nbytes, off))
-            off = _align(off + nbytes)
-    return out, off
-
-
-class _Pool(object):
-    """Receive buffers kept for reuse: an array whose only reference is the pool's (the receiver
-    dropped every message and view of it) is handed out again for the same byte count."""
-
-    def __init__(self, per_size=4, total=512 << 20):
-        self.free = {}
-        self.per_size, self.total, self.held = per_size, total, 0
-
-    def take(self, nbytes):
-        import sys
-        arrays = self.free.setdefault(nbytes, [])
-        for a in arrays:
-            if sys.getrefcount(a) <= 3:         # the list, the loop variable, the argument
-                return a
-        a = np.empty(nbytes, np.uint8)
-        if len(arrays) < self.per_size and self.held + nbytes <= self.total:
-            arrays.append(a)
-            self.held += nbytes
-        return a
+def _cores():
+    """Cores this process may run on (its affinity; the machine's where that is unknown)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 class _Incoming(object):
     """One received batch: its messages and the receives still in flight."""
     __slots__ = ("messages", "requests")
+
+    def __init__(self):
+        self.messages, self.requests = [], []
 
 
 class MpiEngine(Engine):
@@ -138,18 +119,18 @@ class MpiEngine(Engine):
         _warn_oversubscribed(self.hosts, self.rank)
         # polling only pays while a core is free for it: none on a host with more ranks than cores
         here = self.hosts.count(self.hosts[self.rank])
-        self.spin = SPIN if here <= (os.cpu_count() or 1) else 0.0
+        self.spin = SPIN if here <= _cores() else 0.0
         super(MpiEngine, self).__init__(topology, topology.endpoints_of_process(self.rank))
         self.outbox = collections.deque()
         self.wake = threading.Event()
         self._closed = threading.Event()
         self.error = None
+        self.last_active = time.perf_counter()      # of the last round that moved something
         self.pool = _Pool()
         self.lock = threading.Lock()        # held by whoever makes MPI calls (one at a time)
-        self.hbuf = np.empty(HEADER_MAX, np.uint8)
         self.status = MPI.Status()
         self.sending = []                    # (request, buffers it reads)
-        self.incoming = collections.defaultdict(collections.deque)   # source -> [_Incoming]
+        self.incoming = {}                   # source -> deque of _Incoming not complete yet
         if setup is not None:        # more collectives (the watchdog's address), before the thread
             setup(self)
         self.thread = threading.Thread(target=self._loop, name="mpi-comm", daemon=True)
@@ -162,15 +143,21 @@ class MpiEngine(Engine):
         return sum(1 for h in self.hosts if h == here) * max(1, local_workers)
 
     def deliver(self, h, buffers):
-        if h.dst in self.inboxes:
-            self.inboxes[h.dst].put((h, buffers))
+        inbox = self.inboxes.get(h.dst)
+        if inbox is not None:
+            inbox.put((h, buffers))
             return
         if self.error is not None:
             raise CaffeError("mpi engine: %s" % self.error)
         self.outbox.append((self.topology.process_of(h.dst), h.SerializeToString(), buffers))
-        if self.lock.acquire(blocking=False):      # send now from this thread if MPI is free
-            try:
-                self._progress()
+        if self.lock.acquire(False):      # send now from this thread if MPI is free (only send:
+            try:                          # receiving is for the waiting threads and the comm thread)
+                if self.outbox:
+                    self._send_batches()
+                sending = self.sending
+                sending[:] = [(r, keep) for r, keep in sending if not r.Test()]
+                if sending:               # (still in flight: the comm thread drives it)
+                    self.wake.set()
             finally:
                 self.lock.release()
         else:
@@ -187,8 +174,9 @@ class MpiEngine(Engine):
                 inbox.put((T.header(T.ERROR, text=self.error), []))
 
     def _run(self):
-        last, idle = time.perf_counter(), 0.0
+        idle = 0.0
         while not (self._closed.is_set() and not self.outbox and not self.sending):
+            self.wake.clear()           # (a deliver after this wakes the wait below)
             if not self.lock.acquire(timeout=IDLE_MAX):
                 continue
             try:
@@ -196,136 +184,187 @@ class MpiEngine(Engine):
             finally:
                 self.lock.release()
             now = time.perf_counter()
-            if active or busy:
-                last, idle = now, 0.0
+            if active or (busy and self.spin):
+                self.last_active, idle = now, 0.0
                 time.sleep(0)
-            elif now - last < self.spin:
+            elif busy:                  # in flight, no core to spare: poll every NAP s
+                idle = 0.0
+                self.wake.wait(NAP)
+            elif now - self.last_active < self.spin:
+                idle = 0.0
                 time.sleep(0)
             else:
-                idle = min(IDLE_MAX, idle * 2 or 0.00005)
+                idle = min(IDLE_MAX, idle * 2 or NAP)
                 self.wake.wait(idle)
-                self.wake.clear()
 
     def _progress(self):
         """One round (the caller holds ``lock``): send what is queued, take arrived headers, hand
         over completed batches; returns (something happened, something is in flight)."""
-        MPI, comm, status = self.MPI, self.comm, self.status
+        MPI, status = self.MPI, self.status
         active = False
         if self.outbox:
-            self._send_batches(self.sending)
+            self._send_batches()
             active = True
+        improbe = self.comm.Improbe
         while True:         # (a pre-posted ANY_SOURCE Irecv lost messages across hosts: UCX/TCP)
-            msg = comm.Improbe(source=MPI.ANY_SOURCE, tag=TAG_HEADER, status=status)
+            msg = improbe(MPI.ANY_SOURCE, TAG_HEADER, status)
             if msg is None:
                 break
-            source, n = status.Get_source(), status.Get_count(MPI.BYTE)
-            msg.Recv([self.hbuf[:n], MPI.BYTE])
-            self.incoming[source].append(self._post_receives(self.hbuf[:n], source))
+            source = status.Get_source()
+            raw = bytearray(status.Get_count(MPI.BYTE))
+            msg.Recv([raw, MPI.BYTE])
+            inc = self._post_receives(raw, source)
+            pending = self.incoming.get(source)
+            if inc.requests or pending:
+                if pending is None:
+                    pending = self.incoming[source] = collections.deque()
+                pending.append(inc)
+            else:
+                self._hand_over(inc)
             active = True
-        for queue_ in self.incoming.values():
-            while queue_ and MPI.Request.Testall(queue_[0].requests):
-                for h, bufs in queue_.popleft().messages:
-                    inbox = self.inboxes.get(h.dst)
-                    if inbox is not None:
-                        inbox.put((h, bufs))
-                active = True
+        if self.incoming:
+            for source in list(self.incoming):
+                pending = self.incoming[source]
+                while pending and MPI.Request.Testall(pending[0].requests):
+                    self._hand_over(pending.popleft())
+                    active = True
+                if not pending:
+                    del self.incoming[source]
         if self.sending:
             self.sending[:] = [(r, keep) for r, keep in self.sending if not r.Test()]
-        return active, bool(self.sending) or any(self.incoming.values())
+        return active, bool(self.sending) or bool(self.incoming)
+
+    def _hand_over(self, inc):
+        for h, bufs in inc.messages:
+            inbox = self.inboxes.get(h.dst)
+            if inbox is not None:
+                inbox.put((h, bufs))
 
     def receive(self, inbox, timeout):
         """A role thread waiting for a message drives progress itself while nobody else does (no
-        hand-over between threads on the fast path), for at most ``spin`` s, then blocks."""
-        end = time.perf_counter() + self.spin
-        while time.perf_counter() < end and self.error is None:
+        hand-over between threads on the fast path): it holds the lock for at most ``spin`` s,
+        so the communication thread sleeps meanwhile, then blocks on its inbox."""
+        items = inbox.items
+        if items:
+            return items.popleft()
+        if self.lock.acquire(False):        # (no core to spare: one round, then block)
             try:
-                return inbox.get_nowait()
-            except queue.Empty:
-                pass
-            if self.lock.acquire(blocking=False):
-                try:
-                    self._progress()
-                finally:
-                    self.lock.release()
-            else:
-                time.sleep(0)
+                progress, clock = self._progress, time.perf_counter
+                end = clock() + self.spin
+                while self.error is None:
+                    progress()
+                    if items:
+                        return items.popleft()
+                    if clock() > end:
+                        break
+            finally:
+                self.lock.release()
+            if self.spin:       # the communication thread polls on for SPIN s while this blocks
+                self.last_active = time.perf_counter()
+                self.wake.set()
         return Engine.receive(self, inbox, timeout)
 
-    def _send_batches(self, sending):
-        MPI, comm = self.MPI, self.comm
-        by_rank = collections.OrderedDict()
-        while self.outbox:
-            rank, raw, buffers = self.outbox.popleft()
-            by_rank.setdefault(rank, []).append((raw, buffers))
-        for rank, items in by_rank.items():
+    def _send_batches(self):
+        outbox = self.outbox
+        if len(outbox) == 1:
+            rank, raw, buffers = outbox.popleft()
+            self._send_batch(rank, [encode(raw, buffers)], [buffers])
+            return
+        by_rank = {}
+        while outbox:
+            rank, raw, buffers = outbox.popleft()
+            entries, bufs = by_rank.setdefault(rank, ([], []))
+            entries.append(encode(raw, buffers))
+            bufs.append(buffers)
+        for rank, (entries, bufs) in by_rank.items():
             start = 0
-            while start < len(items):     # cut so that a batch's headers fit HEADER_MAX
-                end, total = start, 4
-                while end < len(items) and (end == start or total + 4 + len(items[end][0]) <= HEADER_MAX):
-                    total += 4 + len(items[end][0])
+            while start < len(entries):     # cut so that a batch's entries fit HEADER_MAX
+                end, total = start, 8
+                while end < len(entries) and (end == start or total + len(entries[end]) <= HEADER_MAX):
+                    total += len(entries[end])
                     end += 1
-                self._send_batch(rank, items[start:end], sending)
+                self._send_batch(rank, entries[start:end], bufs[start:end])
                 start = end
 
-    def _send_batch(self, rank, items, sending):
-        MPI, comm = self.MPI, self.comm
-        heads = bytearray()
+    def _send_batch(self, rank, entries, buffer_lists):
+        MPI, comm, sending = self.MPI, self.comm, self.sending
+        heads = b"".join(entries)
+        if 8 + len(heads) > HEADER_MAX:
+            raise CaffeError("a message header of %d bytes exceeds %d" % (len(heads), HEADER_MAX))
+        start = _align(4 + len(heads))
         small, big, off = [], [], 0
-        for raw, buffers in items:
-            if 8 + len(raw) > HEADER_MAX:
-                raise CaffeError("a message header of %d bytes exceeds %d" % (len(raw), HEADER_MAX))
-            heads += _LEN.pack(len(raw)) + raw
+        for buffers in buffer_lists:
             for b in buffers:
-                if b.nbytes >= BIG:
+                n = b.nbytes
+                if n >= BIG:
                     big.append(b)
-                else:
-                    small.append((off, b))
-                    off = _align(off + b.nbytes)
-        inline = 4 + len(heads) + off <= HEADER_MAX       # small data rides in the header message
-        frame = np.empty(4 + len(heads) + (off if inline else 0), np.uint8)
-        frame[:4] = np.frombuffer(_LEN.pack(len(heads)), np.uint8)
-        frame[4:4 + len(heads)] = np.frombuffer(bytes(heads), np.uint8)
-        bucket = frame[4 + len(heads):] if inline else np.empty(off, np.uint8)
-        for o, b in small:
-            bucket[o:o + b.nbytes] = b.view(np.uint8)
-        sending.append((comm.Isend([frame, MPI.BYTE], dest=rank, tag=TAG_HEADER), frame))
-        if off and not inline:      # (empty buffers take no bytes: no bucket when all are empty)
-            sending.append((comm.Isend([bucket, MPI.BYTE], dest=rank, tag=TAG_BUCKET), bucket))
+                elif n:             # (empty buffers take no bytes: no bucket when all are empty)
+                    pad = _align(n) - n
+                    small.append(b.data)
+                    if pad:
+                        small.append(_PAD[pad])
+                    off += n + pad
+        frame = [_LEN.pack(len(heads)), heads]
+        if small and start + off <= HEADER_MAX:       # small data rides in the header message
+            frame.append(_PAD[start - 4 - len(heads)])
+            frame += small
+            small = None
+        frame = b"".join(frame)             # (one copy of each small buffer)
+        sending.append((comm.Isend([frame, MPI.BYTE], rank, TAG_HEADER), frame))
+        if small:
+            bucket = b"".join(small)
+            sending.append((comm.Isend([bucket, MPI.BYTE], rank, TAG_BUCKET), bucket))
         for b in big:
-            sending.append((comm.Isend([b.view(np.uint8), MPI.BYTE], dest=rank, tag=TAG_DATA), b))
+            sending.append((comm.Isend([b.view(np.uint8), MPI.BYTE], rank, TAG_DATA), b))
 
     def _post_receives(self, raw, source):
         MPI, comm = self.MPI, self.comm
         inc = _Incoming()
-        inc.messages, inc.requests = [], []
-        heads, bucket_size = [], 0
+        view = memoryview(raw)
         nhead = _LEN.unpack_from(raw, 0)[0]
-        inline = raw[4 + nhead:]
-        raw, pos = raw[4:4 + nhead].tobytes(), 0
-        while pos < len(raw):
-            n = _LEN.unpack_from(raw, pos)[0]
-            h = caffe_pb2.DistHeader()
-            h.ParseFromString(raw[pos + 4:pos + 4 + n])
-            pos += 4 + n
-            plan, size = layout(h)
-            heads.append((h, plan, bucket_size))
-            bucket_size += size
-        bucket = self.pool.take(bucket_size) if bucket_size else None
-        if bucket is not None and inline.size:
-            bucket[...] = inline
-        elif bucket is not None:
-            inc.requests.append(comm.Irecv([bucket, MPI.BYTE], source=source, tag=TAG_BUCKET))
-        for h, plan, base in heads:
+        pos, end = 4, 4 + nhead
+        heads, bucket_size = [], 0
+        while pos < end:
+            h, descr, pos = decode(view, pos)
+            plan = []
+            for dtype, size in descr:
+                nbytes = size * dtype.itemsize
+                if nbytes >= BIG or nbytes == 0:
+                    plan.append((dtype, size, nbytes, None))
+                else:
+                    plan.append((dtype, size, nbytes, bucket_size))
+                    bucket_size = _align(bucket_size + nbytes)
+            heads.append((h, plan))
+        start = _align(end)
+        inline = bucket_size and len(raw) > start
+        bucket = None
+        if inline:
+            bucket = np.frombuffer(raw, np.uint8, bucket_size, start)
+        elif bucket_size:
+            bucket = self.pool.take(bucket_size)
+            inc.requests.append(comm.Irecv([bucket, MPI.BYTE], source, TAG_BUCKET))
+        targets = self.targets
+        for h, plan in heads:
             bufs = []
+            target = targets.get(h.dst) if targets else None
             for dtype, size, nbytes, off in plan:
+                dst = None
+                if target is not None and not bufs:
+                    dst = target(h, dtype, size)
+                    if dst is not None and off is not None and not inline:
+                        dst = None            # (a bucket of its own: not read yet, no target)
                 if nbytes == 0:
                     arr = np.empty(size, dtype)
                 elif off is None:
-                    raw_arr = self.pool.take(nbytes)
-                    inc.requests.append(comm.Irecv([raw_arr, MPI.BYTE], source=source, tag=TAG_DATA))
-                    arr = raw_arr.view(dtype)
+                    if dst is None:
+                        dst = self.pool.take(nbytes).view(dtype)
+                    inc.requests.append(comm.Irecv([dst.view(np.uint8), MPI.BYTE], source, TAG_DATA))
+                    arr = dst
                 else:
-                    arr = bucket[base + off:base + off + nbytes].view(dtype)
+                    arr = bucket[off:off + nbytes].view(dtype)
+                    if dst is not None:
+                        dst[...] = arr
+                        arr = dst
                 bufs.append(arr)
             inc.messages.append((h, bufs))
         return inc

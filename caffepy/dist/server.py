@@ -6,7 +6,9 @@ turned into a step exactly as ``SGDSolver.apply_update`` does for a whole param 
 the slice's values, then the solver class's static ``update_rule(g, hist, local_rate, param,
 t + 1)`` with the lr policy's rate for iteration t; one implementation), then ``w -= g`` and the
 slice's version goes up by one. Answers carry the new values (``PARAM``; ``step`` = the slowest
-group's clock).
+group's clock): under BSP without replicas the slice's own array, no copy (it is not written again
+before every group answered pushed its next gradient, so has read it), else one snapshot shared by
+the groups answered.
 
 Server groups hold replicas: each sends the sum of its own steps to the other replicas every
 ``sync_frequency`` updates of a slice (``SYNC``), and on ``FLUSH`` (before checkpoints and
@@ -51,6 +53,7 @@ class Server(object):
         self.stubs = {g: topo.stubs_of_group(g) for g in groups}     # per host of the group
         self.shares = {}         # (param, slice, group, step) -> {stub: its host's share}
         self.replicas = [topo.server(sg, self.j) for sg in range(topo.SG) if sg != self.sg]
+        self.stable_answers = topo.consistency == BSP and not self.replicas
         self.lr_state = lr_policies.LrState(current_step)
         self._lr_it, self._lr = None, None
         self.slices = {}
@@ -108,7 +111,9 @@ class Server(object):
 
     def _answer(self, s, groups):
         low = s.clock.min_clock()
-        values = s.values.copy()     # one snapshot for every group answered (never written again)
+        # BSP without replicas: the values stay as they are until every group answered here has
+        # pushed its next gradient, i.e. has read them; else one snapshot for every group answered
+        values = s.values if self.stable_answers else s.values.copy()
         for g in groups:
             for stub in self.stubs[g]:
                 self.ep.send(stub, T.header(T.PARAM, param=s.p, slice=s.k, offset=s.offset,
@@ -148,7 +153,7 @@ class Server(object):
             own = self.clip.hold(key, (s.p, s.k), (s, grad, h.step, answer))
             if own is not None:
                 for peer in self.clip.peers.values():
-                    self.ep.send(peer, T.header(T.CLIPNORM, slice=key[0], step=key[1], version=self.j),
+                    self.ep.send(peer, T.header(T.CLIPNORM, group=key[0], step=key[1], server=self.j),
                                  [np.array([own])])
             self._release_clipped(key)
             return
@@ -158,8 +163,8 @@ class Server(object):
             self._answer(s, answer)
 
     def _on_clipnorm(self, h, bufs):
-        key = (h.slice, h.step)
-        self.clip.add_partial(key, h.version, bufs[0][0])
+        key = (h.group, h.step)
+        self.clip.add_partial(key, h.server, bufs[0][0])
         self._release_clipped(key)
 
     def _release_clipped(self, key):
@@ -231,7 +236,7 @@ class Server(object):
         name = checkpoint.write_file(self.workspace, h.step, "server", self.ep.id - self.topo.W - self.topo.G,
                                      slices, self.lr_state.current_step, self.solver_type)
         self.ep.send(h.src, T.header(T.WRITTEN, step=h.step, text=name,
-                                              version=self.lr_state.current_step))
+                                     lr_step=self.lr_state.current_step))
 
     def _on_pull(self, h, bufs):
         for s in self._ordered():
@@ -239,8 +244,8 @@ class Server(object):
                                          version=s.version), [s.values.copy()] + [x.copy() for x in s.history])
         for th, tbufs in (self.tables.pull_messages() if self.tables is not None else ()):
             self.ep.send(h.src, th, tbufs)
-        self.ep.send(h.src, T.header(T.PULLED, version=self.max_staleness,
-                                     step=self.lr_state.current_step))
+        self.ep.send(h.src, T.header(T.PULLED, staleness=self.max_staleness,
+                                     lr_step=self.lr_state.current_step))
 
     def _ordered(self):
         return [self.slices[key] for key in sorted(self.slices)]

@@ -6,7 +6,9 @@ SSP a worker may push step t + 1 before a peer pushed step t), then summed in wo
 bits whatever the arrival order) and scaled by ``1/K``: the group's mean, or this host's share of
 it. It is cut into the param's slices and each slice goes to its server in the group's server group
 (``GRAD``, one message per slice: per host, not per worker); the server adds the shares of the
-group's stubs (:mod:`.topology`, per-host sums).
+group's stubs (:mod:`.topology`, per-host sums). A group of one worker sends that worker's buffer
+as it is, no copy: a worker does not write a pushed diff before the step's answer (the servers may
+use it as scratch: the update rules work in place), and under SSP it pushes a copy.
 
 ``PARAM`` from a server (a slice's new values): forwarded to every worker of the group as it comes
 (the same buffer: no copy in process); every stub of the group gets every answer. The stub counts the answers per slice; param p's version is
@@ -54,12 +56,14 @@ class Stub(object):
         if len(parts) < len(self.workers):
             return
         del self.acc[(p, h.step)]
-        # summed in worker order, not arrival order: the same bits whichever worker was first
-        acc = parts[self.workers[0]].copy()
-        for w in self.workers[1:]:
-            acc += parts[w]
-        if self.K > 1:
-            acc *= acc.dtype.type(1.0) / acc.dtype.type(self.K)
+        if len(self.workers) == 1 and self.K == 1:      # the one worker's buffer as it is: no copy
+            acc = parts[self.workers[0]]
+        else:   # summed in worker order, not arrival order: the same bits whichever came first
+            acc = parts[self.workers[0]].copy()
+            for w in self.workers[1:]:
+                acc += parts[w]
+            if self.K > 1:
+                acc *= acc.dtype.type(1.0) / acc.dtype.type(self.K)
         for k, (off, size, j) in enumerate(self.topo.slices[p]):
             self.ep.send(self.topo.server(self.sg, j),
                          T.header(T.GRAD, param=p, slice=k, step=h.step, offset=off),

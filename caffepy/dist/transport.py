@@ -1,17 +1,21 @@
 """One transport interface: send / receive / probe a DistHeader (protobuf) plus numpy buffers.
 
-A message is ``(header, buffers)``: ``header`` a ``caffe_pb2.DistHeader`` (kind, src, dst, param,
-slice, step, version, flag, offset, text; ``dtype`` / ``size`` describe the buffers, filled in by
-the engine), ``buffers`` a list of 1-d numpy arrays. Nothing is pickled. Each role holds an
-:class:`Endpoint` (its id from :mod:`topology`): ``send(dst, header, buffers)``,
-``recv(timeout)`` (raises :class:`TransportTimeout`), ``probe()``. A sender must not write to a
-buffer after sending it (the in-process engine hands the same array over: zero copy).
+A message is ``(header, buffers)``: ``header`` a ``caffe_pb2.DistHeader`` (kind, src, dst and the
+fields its kind uses, below: one meaning per field), ``buffers`` a list of 1-d numpy arrays. The
+engines describe the buffers (dtype, size) in their own frame, outside the header. Nothing is
+pickled. Each role holds an :class:`Endpoint` (its id from :mod:`topology`): ``send(dst, header,
+buffers)``, ``recv(timeout)`` (raises :class:`TransportTimeout`), ``probe()``. A sender must not
+write to a buffer after sending it (the in-process engine hands the same array over: zero copy).
 
-Engines (:class:`Engine` subclasses) own the inboxes of the endpoints that live in their process
-and deliver to the others: ``inproc`` (threads and queues), ``mpi`` (mpi4py; one process per rank).
+Engines (:class:`Engine` subclasses) own the inboxes (:class:`Inbox`) of the endpoints that live in
+their process and deliver to the others: ``inproc`` (threads and queues), ``mpi`` (mpi4py; one
+process per rank). A receiver may name where a message's first buffer should land
+(:meth:`Engine.set_target`): an engine that receives from the wire writes it there directly.
 """
+import collections
 import queue
 import threading
+import time
 
 import numpy as np
 
@@ -31,18 +35,20 @@ def register_kind(name, number):
     return number
 
 
-# The core kinds. What each header field means per kind (fields not named are unset):
+# The core kinds. What each header field means per kind (fields not named are unset; a field has one
+# meaning for every kind that sets it):
 #   INIT     param, slice, offset: first values of a slice (worker 0 -> servers; routed: replicas)
 #   GRAD     param, step[, slice, offset]: a gradient (worker -> stub: whole param; stub -> server)
 #   PARAM    param, slice, offset, version (stub -> worker: flag 1 = param complete, version = its
 #            new version), step = slowest group's clock
 #   READY    step, flag (1 = final barrier), text (file=..;compute=..;wait=..;steps=..;stale=..)
-#   GO       step;  CKPT step;  WRITTEN step, text = file, version = lr-policy current_step
+#   GO       step;  CKPT step;  WRITTEN step, text = file, lr_step
 #   PULL     step;  SLICE param, slice, offset, version (flag 1: a table shard, slice = its index)
-#   PULLED   version = largest staleness seen, step = lr-policy current_step
+#   PULLED   staleness (the largest the server answered with), lr_step
 #   SYNC     param, slice (param -1: flush marker);  FLUSH / FLUSHED / STOP / DONE: none
-#   ERROR    text;  CLIPNORM  slice = update key's group, step, version = sender's server index
+#   ERROR    text;  CLIPNORM  group (the update key's group, -1: BSP), step, server (sender's index)
 #   HEARTBEAT (kept for numbering; liveness under MPI is the watchdog's, not a message kind)
+# (lr_step = the server's lr-policy current_step. Headers are never written to disk.)
 (INIT, GRAD, PARAM, READY, GO, CKPT, WRITTEN, PULL, SLICE, DONE, STOP, ERROR, HEARTBEAT, SYNC, FLUSH,
  FLUSHED, PULLED, CLIPNORM) = [register_kind(n, i) for i, n in enumerate(
     ("INIT GRAD PARAM READY GO CKPT WRITTEN PULL SLICE DONE STOP ERROR HEARTBEAT SYNC FLUSH "
@@ -54,25 +60,61 @@ class TransportTimeout(CaffeError):
 
 
 def header(kind, **fields):
-    h = caffe_pb2.DistHeader()
-    h.kind = kind
-    for k, v in fields.items():
-        setattr(h, k, v)
-    return h
+    return caffe_pb2.DistHeader(kind=kind, **fields)
 
 
-def _copy(h):
-    out = caffe_pb2.DistHeader()
-    out.CopyFrom(h)
-    return out
+_new_header = caffe_pb2.DistHeader
 
 
-def describe_buffers(h, buffers):
-    del h.dtype[:]
-    del h.size[:]
-    h.dtype.extend(b.dtype.str for b in buffers)
-    h.size.extend(int(b.size) for b in buffers)
-    return h
+def _flat(b):
+    if type(b) is np.ndarray and b.ndim == 1 and b.flags.c_contiguous:
+        return b
+    return np.ascontiguousarray(b).reshape(-1)
+
+
+class Inbox(object):
+    """One consumer's message queue: ``put`` from any thread is an append (a waiting consumer is
+    woken); ``get(timeout)`` raises ``queue.Empty`` after ``timeout`` s (None: no limit)."""
+
+    def __init__(self):
+        self.items = collections.deque()
+        self.cond = threading.Condition(threading.Lock())
+        self.waiting = False
+
+    def put(self, item):
+        self.items.append(item)
+        if self.waiting:
+            with self.cond:
+                self.cond.notify()
+
+    def get_nowait(self):
+        try:
+            return self.items.popleft()
+        except IndexError:
+            raise queue.Empty
+
+    def get(self, timeout=None):
+        items = self.items
+        if items:
+            return items.popleft()
+        end = None if timeout is None else time.monotonic() + timeout
+        with self.cond:
+            self.waiting = True        # a put after this sees it; one before it left an item
+            try:
+                while not items:
+                    left = None if end is None else end - time.monotonic()
+                    if left is not None and left <= 0:
+                        raise queue.Empty
+                    self.cond.wait(left)
+                return items.popleft()
+            finally:
+                self.waiting = False
+
+    def empty(self):
+        return not self.items
+
+    def qsize(self):
+        return len(self.items)
 
 
 class Stats(object):
@@ -84,7 +126,9 @@ class Stats(object):
         self.messages = 0
 
     def add(self, h, buffers):
-        n = h.ByteSize() + sum(int(b.nbytes) for b in buffers)
+        n = h.ByteSize()
+        for b in buffers:
+            n += b.nbytes
         with self.lock:
             self.bytes += n
             self.messages += 1
@@ -97,8 +141,9 @@ class Engine(object):
 
     def __init__(self, topology, local_endpoints):
         self.topology = topology
-        self.inboxes = {ep: queue.Queue() for ep in local_endpoints}
+        self.inboxes = {ep: Inbox() for ep in local_endpoints}
         self.stats = Stats()
+        self.targets = {}
 
     def endpoint(self, ep):
         if ep not in self.inboxes:
@@ -108,6 +153,16 @@ class Engine(object):
 
     def deliver(self, h, buffers):
         raise NotImplementedError
+
+    def set_target(self, ep, target):
+        """``target(header, dtype, size)`` -> a writable contiguous 1-d array of that dtype and size
+        to receive the first buffer of a message for local endpoint ``ep`` into, or None. An engine
+        that receives from the wire writes there directly and hands that array over as the buffer
+        (called from whichever thread makes the engine's receive calls; None removes it)."""
+        if target is None:
+            self.targets.pop(ep, None)
+        else:
+            self.targets[ep] = target
 
     def receive(self, inbox, timeout):
         """The next message of a local inbox (``queue.Empty`` after ``timeout`` s)."""
@@ -130,13 +185,13 @@ class Endpoint(object):
         self.inbox = engine.inboxes[ep]
 
     def send(self, dst, h, buffers=()):
-        h = _copy(h)
-        h.src = self.id
-        h.dst = dst
-        buffers = [np.ascontiguousarray(b).reshape(-1) for b in buffers]
-        describe_buffers(h, buffers)
-        self.engine.stats.add(h, buffers)
-        self.engine.deliver(h, buffers)
+        out = _new_header()
+        out.CopyFrom(h)
+        out.src = self.id
+        out.dst = dst
+        buffers = [_flat(b) for b in buffers]
+        self.engine.stats.add(out, buffers)
+        self.engine.deliver(out, buffers)
 
     def recv(self, timeout=None, what="a message"):
         try:

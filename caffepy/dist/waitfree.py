@@ -7,7 +7,10 @@ backward ran: the first layer, in net order, that computes a gradient for it; sh
 for their last user in backward). Params no backward touches are pushed when backward ends.
 
 :class:`GradientSender` is a thread per worker fed from ``net.on_backward_layer``: it sends
-while the worker thread goes on with the layers below, so communication overlaps backward.
+while the worker thread goes on with the layers below, so communication overlaps backward. A dense
+push under BSP / ASYNC is only a header and a hand-over of the diff (no copy; the engine sends
+without blocking), so the worker thread makes it itself, without the thread hop; the sender takes
+the pushes that copy or compute (SSP's copies, SFB factors, table rows).
 
 :class:`WaitFreeWorker` is :class:`caffepy.dist.worker.Worker` with that step::
 
@@ -146,14 +149,18 @@ class WaitFreeWorker(Worker):
         self.clock = 0
         self._last_pass = False
         self.sender = None
+        # dense pushes of the plain worker: made inline (see the module's doc)
+        self.inline_push = not self.ssp and type(self).push is Worker.push
 
     def run(self, stopping):
         self.sender = GradientSender(lambda pc: self.push(*pc),
                                      "gradient-sender %d" % self.ep.id)
         self.net.on_backward_layer.append(self._on_backward_layer)
+        self.receive_in_place(True)
         try:
             self._run()
         finally:
+            self.receive_in_place(False)
             self.net.on_backward_layer.remove(self._on_backward_layer)
             self.sender.close()
 
@@ -193,7 +200,7 @@ class WaitFreeWorker(Worker):
             net.backward_from_to()
         for p in self.layer_params.leftover:
             self._scale(p, n)
-            self.sender.put((p, c))
+            self._push(p, c)
         loss /= n
         if not np.isfinite(loss):
             raise SolverError(debug.nonfinite_message(net, c, loss))
@@ -223,7 +230,13 @@ class WaitFreeWorker(Worker):
             return
         for p in self.layer_params.ready_after[li]:
             self._scale(p, self.param.iter_size)
-            self.sender.put((p, self.clock))
+            self._push(p, self.clock)
+
+    def _push(self, p, c):
+        if self.inline_push:
+            self.push(p, c)
+        else:
+            self.sender.put((p, c))
 
 
 def worker_class(opts):

@@ -10,7 +10,12 @@ One step at clock c (c = start_step ... max_iter - 1)::
                  in place)
 
 Params arrive as slices written straight into the net's blobs, so a worker never holds a second
-copy. Each PARAM slice carries ``step`` = the slowest group's clock at its server when it was sent
+copy. Under BSP / ASYNC the worker names those blobs as the engine's receive target
+(:meth:`~caffepy.dist.transport.Engine.set_target`) for its own endpoint and, for the first worker
+of a group, for its group's stub (same process): a slice from another rank is then received
+straight into the weights (no temporary, no second copy) and the worker's write is skipped. Under
+SSP the worker computes while answers arrive, so they land in pooled buffers and are written
+between steps. Each PARAM slice carries ``step`` = the slowest group's clock at its server when it was sent
 (every group's updates of steps < step are in it); the worker keeps that clock per slice
 (``slice_clock``), the clock of its cached copy.
 
@@ -77,6 +82,33 @@ class Worker(object):
         return checkpoint.is_checkpoint_step(step, p) or bool(p.snapshot and step % p.snapshot == 0)
 
     def run(self, stopping):
+        self.receive_in_place(True)
+        try:
+            self._run_steps(stopping)
+        finally:
+            self.receive_in_place(False)
+
+    def receive_in_place(self, on):
+        """Name (or stop naming) the net's weights as where PARAM slices for this worker, and for
+        its stub when the stub lives in this process, are received (BSP / ASYNC only)."""
+        if self.ssp:
+            return
+        engine = self.ep.engine
+        target = self.param_target if on else None
+        engine.set_target(self.ep.id, target)
+        if self.stub in engine.inboxes and self.ep.id == self.topo.worker(self.g, 0):
+            engine.set_target(self.stub, target)
+
+    def param_target(self, h, dtype, size):
+        """The weights a PARAM slice's values go to (a view of param ``h.param``), else None."""
+        if h.kind != T.PARAM or not 0 <= h.param < len(self.flat):
+            return None
+        flat = self.flat[h.param]
+        if flat.dtype != dtype or h.offset < 0 or h.offset + size > flat.size:
+            return None
+        return flat[h.offset:h.offset + size]
+
+    def _run_steps(self, stopping):
         if self.send_init:
             self._push_init()
         self.wait_params(0, self.start)
@@ -169,7 +201,10 @@ class Worker(object):
         if h.kind != T.PARAM:
             raise CaffeError("worker %d: unexpected message %s while waiting for parameters"
                              % (self.ep.id, T.KIND_NAMES.get(h.kind, h.kind)))
-        self.flat[h.param][h.offset:h.offset + bufs[0].size] = bufs[0]
+        values = bufs[0]
+        dst = self.flat[h.param][h.offset:h.offset + values.size]
+        if values.__array_interface__["data"][0] != dst.__array_interface__["data"][0]:
+            dst[...] = values           # (received elsewhere than in place)
         self.slice_clock[h.param][h.slice] = h.step
         if not self.ssp:
             self.max_staleness = max(self.max_staleness, clock - h.step)

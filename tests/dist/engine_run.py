@@ -1,7 +1,9 @@
 """Run under mpiexec -n 2 by test_engine.py: rank 0 sends messages of every buffer shape the engine
 frames differently (none, empty, small in one bucket inline or on its own, big alone, mixed
 dtypes, many at once) to
-rank 1, which checks every byte and echoes them back; prints ENGINE OK on rank 0."""
+rank 1, which checks every byte and echoes them back; then PARAM messages that rank 1 receives in
+place (its target: one preallocated array; inline, big alone, and in a bucket of its own, which
+falls back to a pool buffer) and a header with every field set; prints ENGINE OK on rank 0."""
 import sys
 
 import numpy as np
@@ -59,8 +61,49 @@ def main():
             for a, b in zip(bufs, want[i]):
                 assert a.dtype == b.dtype and np.array_equal(a, b), i
             ep.send(0, h, bufs)
+    in_place(eng, ep)
     eng.close()
     return 0
+
+
+FIELDS = dict(param=3, slice=2, step=1 << 40, version=-7, flag=1, offset=5, text="file=a;b",
+              group=-1, server=4, lr_step=123456789012, staleness=2)
+
+
+def in_place(eng, ep):
+    """Rank 1 names ``weights`` as the target of PARAM values (param = offset in it); returns the
+    values it got and whether each landed in ``weights`` itself."""
+    n = BIG // 8 + 100
+    weights = np.zeros(3 * n)
+    sizes = [(0, 10), (n, n), (2 * n, 20)]
+    if eng.rank == 0:
+        for off, size in sizes[:2]:
+            ep.send(1, T.header(T.PARAM, param=off), [np.arange(size, dtype=np.float64) + off])
+        bucket = [np.full(BIG // 8 - 16, 1.0) for _ in range(6)]      # bucket of its own
+        ep.send(1, T.header(T.PARAM, param=sizes[2][0]), [np.arange(20.0) + sizes[2][0]] + bucket)
+        ep.send(1, T.header(T.GRAD, **FIELDS), [np.ones(3)])
+        h, bufs = ep.recv(30)
+        assert h.text == "in place 1 1 0 fields ok", h.text
+        return
+
+    def target(h, dtype, size):
+        if h.kind != T.PARAM or dtype != weights.dtype:
+            return None
+        return weights[h.param:h.param + size]
+
+    eng.set_target(1, target)
+    same = []
+    for off, size in sizes:
+        h, bufs = ep.recv(30)
+        assert h.param == off and np.array_equal(bufs[0], np.arange(size, dtype=np.float64) + off), (off, h.param, bufs[0][:5], len(bufs[0]))
+        same.append(int(np.shares_memory(bufs[0], weights)))
+        if same[-1]:
+            assert np.array_equal(weights[off:off + size], bufs[0])
+    h, bufs = ep.recv(30)
+    got = {k: getattr(h, k) for k in FIELDS}
+    assert got == FIELDS and h.kind == T.GRAD and h.src == 0 and h.dst == 1, got
+    eng.set_target(1, None)
+    ep.send(0, T.header(T.DONE, text="in place %d %d %d fields ok" % tuple(same)))
 
 
 if __name__ == "__main__":

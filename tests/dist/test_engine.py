@@ -99,6 +99,8 @@ def test_stub_of_one_worker_sends_its_diff_without_a_copy_and_sums_several_in_or
     from caffepy.dist.stub import Stub
 
     class Endpoint(object):
+        id = 3
+
         def __init__(self):
             self.sent = []
 
@@ -111,8 +113,12 @@ def test_stub_of_one_worker_sends_its_diff_without_a_copy_and_sums_several_in_or
 
         def __init__(self, workers):
             self.workers = workers
+            self.K = len(workers)           # the group sits on one host: its stub sums all K
 
         def workers_of_group(self, g):
+            return self.workers
+
+        def workers_of_stub(self, ep):
             return self.workers
 
         def server_group_of(self, g):

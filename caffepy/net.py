@@ -22,12 +22,12 @@ from . import net_passes
 from .errors import CaffeError, NetError, ShapeError, locate_layer_error
 from .layers.base import create_layer, new_top_blob
 from .math.workspace import Workspace
+from .net_params import NetParams
 from .proto import caffe_pb2, io as proto_io
 from .pycaffe import PycaffeNet
-from .weights import copy_trained_layers, net_to_proto
 
 
-class Net(PycaffeNet):
+class Net(NetParams, PycaffeNet):
     """A built net; pycaffe's batching and MemoryData helpers come from PycaffeNet."""
 
     _plan = None    # caffepy.optimize.Plan once in inference mode
@@ -318,85 +318,6 @@ class Net(PycaffeNet):
             return self._plan.assign_buffers(self)
         for layer, bottom, top in zip(self.layers, self.bottom_vecs, self.top_vecs):
             layer.reshape(bottom, top)
-
-    # -- parameters ----------------------------------------------------------------------------
-    def clear_param_diffs(self):
-        for p in self.learnable_params:
-            p.diff[...] = 0
-
-    def update(self):
-        """data -= diff for every learnable param (Caffe's Net::Update; solvers scale diff first)."""
-        for p in self.learnable_params:
-            p.data[...] -= p.diff
-
-    def _refuse_in_optimize_mode(self, what):
-        if self._plan is not None:
-            raise NetError("net '%s': %s is not available in optimize mode (the weights are "
-                           "folded); build the net without optimize" % (self.name, what))
-
-    def copy_from(self, path):
-        """Copy weights from a .caffemodel (binary NetParameter) or .h5, matching layers by name."""
-        self._refuse_in_optimize_mode("loading weights")
-        path = os.fspath(path)
-        if path.endswith((".h5", ".hdf5")):
-            from .weights import load_hdf5
-            load_hdf5(self, path)
-            return
-        from .proto import packed, upgrade
-        raw = proto_io._read_bytes(path)
-        split = packed.split_net(raw)          # blob values as views of the file's bytes
-        src = caffe_pb2.NetParameter()
-        proto_io.parse_binary(raw if split is None else split[0], src, filename=path)
-        values = None
-        if split is not None:
-            names = [lp.name for lp in src.layer]
-            if len(set(names)) == len(names):     # the upgrade keeps names, not indices
-                values = {(names[i], j): v for (i, j), v in split[1].items()}
-            else:
-                proto_io.parse_binary(raw, src, filename=path)
-        upgrade.upgrade_net(src, filename=path)
-        copy_trained_layers(self, src, source_name=path, values=values)
-
-    def copy_trained_layers_from(self, net_param):
-        self._refuse_in_optimize_mode("loading weights")
-        copy_trained_layers(self, net_param)
-
-    def share_trained_layers_with(self, other):
-        """Make this net's parameters the same memory as ``other``'s, by layer name."""
-        for name, layer in zip(other._layer_names, other.layers):
-            if name not in self._layer_names or not layer.blobs:
-                continue
-            mine = self.layers[self._layer_names.index(name)]
-            if len(mine.blobs) != len(layer.blobs):
-                raise NetError("layer '%s': incompatible number of blobs (%d vs %d)"
-                               % (name, len(mine.blobs), len(layer.blobs)))
-            for a, b in zip(mine.blobs, layer.blobs):
-                if a.shape != b.shape:
-                    raise ShapeError("layer '%s': cannot share a param of shape %s with %s"
-                                     % (name, a.shape, b.shape))
-                a.share_data(b)
-
-    share_with = share_trained_layers_with
-
-    def to_proto(self, write_diff=False):
-        self._refuse_in_optimize_mode("saving weights")
-        return net_to_proto(self, write_diff)
-
-    def save(self, path, write_diff=False):
-        """Write a .caffemodel (binary NetParameter, float data) that BVLC Caffe reads."""
-        self._refuse_in_optimize_mode("saving weights")
-        from .weights import save_caffemodel
-        save_caffemodel(self, path, write_diff)
-
-    def save_hdf5(self, path, write_diff=False):
-        self._refuse_in_optimize_mode("saving weights")
-        from .weights import save_hdf5
-        save_hdf5(self, path, write_diff)
-
-    def load_hdf5(self, path):
-        self._refuse_in_optimize_mode("loading weights")
-        from .weights import load_hdf5
-        load_hdf5(self, path)
 
     # -- lookups -------------------------------------------------------------------------------
     def has_blob(self, name):

@@ -7,6 +7,7 @@ of the user's on ``sys.path`` always wins.
 * ``caffepy.contrib.frcnn``: py-faster-rcnn's RPN layers (``rpn.proposal_layer.ProposalLayer``,
   ``rpn.anchor_target_layer.AnchorTargetLayer``, ``rpn.proposal_target_layer.ProposalTargetLayer``).
 * ``caffepy.contrib.pyloss``: Caffe's example ``pyloss.EuclideanLossLayer``.
+* ``caffepy.contrib.spatial_dropout``: ENet's ``spatial_dropout.SpatialDropoutLayer``.
 * ``caffepy.contrib.detectnet``: NVCaffe DetectNet's ``caffe.layers.detectnet.clustering``
   ``ClusterDetections`` and ``ClusterGroundtruth``.
 """
@@ -18,6 +19,7 @@ KNOWN_PYTHON_LAYERS = {
     ("rpn.proposal_target_layer", "ProposalTargetLayer"):
         ("frcnn.proposal_target", "ProposalTargetLayer"),
     ("pyloss", "EuclideanLossLayer"): ("pyloss", "EuclideanLossLayer"),
+    ("spatial_dropout", "SpatialDropoutLayer"): ("spatial_dropout", "SpatialDropoutLayer"),
     ("caffe.layers.detectnet.clustering", "ClusterDetections"): ("detectnet", "ClusterDetections"),
     ("caffe.layers.detectnet.clustering", "ClusterGroundtruth"):
         ("detectnet", "ClusterGroundtruth"),

@@ -65,6 +65,11 @@ V1_TYPES.update((getattr(V1, name), new) for name, new in (
     ("CONVOLUTION3D", "Convolution3D"), ("POOLING3D", "Pooling3D"), ("VIDEO_DATA", "VideoData"),
     ("VOLUME_DATA", "VolumeData"), ("DECONVOLUTION3D", "Deconvolution3D"),
     ("ELTWISE_PRODUCT", "Eltwise")) if hasattr(V1, name))
+#: HyeonwooNoh/caffe's (DeconvNet) V1 types (proto/additions.d/zooscout.json): its BN is SegNet's
+#: (bn_mode, scale_filler, shift_filler), its IMAGE_SEG_DATA DeepLab's ImageSegData.
+V1_TYPES.update((getattr(V1, name), new) for name, new in (
+    ("BN", "BN"), ("UNPOOLING", "Unpooling"), ("ELTWISE_ACCURACY", "EltwiseAccuracy"),
+    ("IMAGE_SEG_DATA", "ImageSegData"), ("WINDOW_SEG_DATA", "WindowSegData")) if hasattr(V1, name))
 
 #: The deprecated ``solver_type`` enum → the ``type`` string.
 SOLVER_TYPES = {

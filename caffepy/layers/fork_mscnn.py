@@ -141,3 +141,64 @@ class BoxOutputLayer(Layer):
 
     def backward_cpu(self, top, propagate_down, bottom):
         pass
+
+
+@register_layer("DecodeBBox")
+class DecodeBBoxLayer(Layer):
+    """Refine RoIs with class-agnostic box offsets (MSCNN's / Cascade R-CNN's next stage).
+
+    Bottoms: offsets (R x 8: background then foreground (dx, dy, dw, dh)), rois (R x 5: image,
+    x1, y1, x2, y2), [matched ground truth (R x ..., its IoU last; TRAIN only)]. With
+    (dx, dy, dw, dh) = foreground offsets * bbox_std + bbox_mean, w = x2 - x1 + 1,
+    h = y2 - y1 + 1, c = the roi centre:
+        bw = w e^dw, bh = h e^dh; x1' = dx w + cx - (bw - 1) / 2, x2' = x1' + bw - 1 (y alike)
+    In TRAIN, boxes with x1' > x2' or y1' > y2', and (with the third bottom) those whose ground
+    truth IoU >= ``gt_iou_thr`` are dropped. Top: K x 5 (image, x1', y1', x2', y2'). No backward.
+
+    prototxt: ``bbox_reg_param { bbox_mean (4) bbox_std (4) }`` (default 0 and 1),
+    ``decode_bbox_param { gt_iou_thr: 0.95 }``.
+    """
+    min_bottom_blobs = 2
+    max_bottom_blobs = 3
+    exact_num_top_blobs = 1
+
+    def layer_setup(self, bottom, top):
+        r = self.layer_param.bbox_reg_param
+        self.mean, self.std = np.zeros(4), np.ones(4)
+        if len(r.bbox_mean) and len(r.bbox_std):
+            if len(r.bbox_mean) != 4 or len(r.bbox_std) != 4 or min(r.bbox_std) <= 0:
+                raise self.error("bbox_reg_param needs 4 bbox_mean and 4 positive bbox_std values")
+            self.mean, self.std = np.asarray(r.bbox_mean, float), np.asarray(r.bbox_std, float)
+        if len(bottom) > 2 and self.phase != self._caffe_pb2.TRAIN:
+            raise self.error("the ground-truth bottom is for the TRAIN phase only (as the fork)")
+
+    def reshape(self, bottom, top):
+        n = bottom[0].shape[0]
+        if bottom[0].count_range(1) != 8 or bottom[1].count_range(1) != 5 or \
+                bottom[1].shape[0] != n or (len(bottom) > 2 and bottom[2].shape[0] != n):
+            raise self.error("bottoms must be R x 8 offsets and R x 5 rois (got %s and %s)"
+                             % (bottom[0].shape, bottom[1].shape))
+        top[0].reshape(bottom[1].shape)
+
+    def forward_cpu(self, bottom, top):
+        d = bottom[0].data.reshape(-1, 8)[:, 4:].astype(np.float64) * self.std + self.mean
+        rois = bottom[1].data.reshape(-1, 5).astype(np.float64)
+        w, h = rois[:, 3] - rois[:, 1] + 1, rois[:, 4] - rois[:, 2] + 1
+        cx, cy = 0.5 * (rois[:, 1] + rois[:, 3]), 0.5 * (rois[:, 2] + rois[:, 4])
+        bw, bh = w * np.exp(d[:, 2]), h * np.exp(d[:, 3])
+        x1, y1 = d[:, 0] * w + cx - (bw - 1) / 2, d[:, 1] * h + cy - (bh - 1) / 2
+        out = np.stack([rois[:, 0], x1, y1, x1 + bw - 1, y1 + bh - 1], axis=1)
+        keep = np.ones(len(out), bool)
+        if self.phase == self._caffe_pb2.TRAIN:
+            keep &= (out[:, 1] <= out[:, 3]) & (out[:, 2] <= out[:, 4])
+            if len(bottom) > 2:
+                gt = bottom[2].data.reshape(len(out), -1)
+                keep &= gt[:, -1] < self.layer_param.decode_bbox_param.gt_iou_thr
+        if not keep.any():
+            raise self.error("no box left after decoding (the fork aborts too)")
+        out = out[keep]
+        top[0].reshape((len(out),) + tuple(bottom[1].shape[1:]))
+        top[0].data[...] = out.reshape(top[0].shape)
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        pass

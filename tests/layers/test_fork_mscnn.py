@@ -35,3 +35,18 @@ def test_roi_pooling_pad_ratio():
     padded, = run_layer(make_layer('type: "ROIPooling" roi_pooling_param { pooled_h: 1 pooled_w: 1 '
                                    'pad_ratio: 0.5 }'), make_blobs([x, roi]), make_blobs(1))
     assert padded.ravel()[0] == x[0, 0, 4, 4]
+
+
+def test_decode_bbox_by_hand():
+    rois = np.array([[0, 10, 20, 29, 59]], float)               # w = 20, h = 40, centre (19.5, 39.5)
+    off = np.array([[9, 9, 9, 9, 0.5, -0.25, np.log(2), 0.0]])   # background offsets are not read
+    out, = run_layer(make_layer('type: "DecodeBBox"'), make_blobs([off, rois]), make_blobs(1))
+    # cx' = 0.5 * 20 + 19.5 = 29.5, bw = 40: x1 = 29.5 - 19.5 = 10, x2 = 49;
+    # cy' = -0.25 * 40 + 39.5 = 29.5, bh = 40: y1 = 29.5 - 19.5 = 10, y2 = 49
+    np.testing.assert_allclose(out, [[0, 10, 10, 49, 49]])
+    scaled = off.copy()
+    scaled[0, 4:] = [5.0, -2.5, np.log(2) * 5, 0.0]
+    out, = run_layer(make_layer('type: "DecodeBBox" bbox_reg_param { bbox_mean: 0 bbox_mean: 0 '
+                                'bbox_mean: 0 bbox_mean: 0 bbox_std: 0.1 bbox_std: 0.1 bbox_std: 0.2 '
+                                'bbox_std: 0.2 }'), make_blobs([scaled, rois]), make_blobs(1))
+    np.testing.assert_allclose(out, [[0, 10, 10, 49, 49]], atol=1e-9)

@@ -137,3 +137,134 @@ class BoxGroupOutputLayer(Layer):
 
     def backward_cpu(self, top, propagate_down, bottom):
         pass
+
+
+def _box_size(r):
+    return 0.0 if (r[2] < r[0] or r[3] < r[1]) else (r[2] - r[0] + 1) * (r[3] - r[1] + 1)
+
+
+@register_layer("ScaleRoute")
+class ScaleRouteLayer(Layer):
+    """Route RoIs to an FPN level by size: keep the rows whose scale sqrt((x2 - x1 + 1)(y2 - y1 + 1))
+    of bottom 0 (rois, R x 5) is in [low_scale, high_scale), from every bottom (all with R rows);
+    when none is, the one row whose log2(scale / mid) is smallest, mid = sqrt(low high) (or the one
+    given, or 256). One top per bottom. No backward (the fork requires propagate_down false).
+
+    prototxt: ``scale_route_param { low_scale (0) high_scale (FLT_MAX) }``.
+    """
+    min_bottom_blobs = 1
+    min_top_blobs = 1
+    equal_num_bottom_top_blobs = True
+
+    def layer_setup(self, bottom, top):
+        p = self.layer_param.scale_route_param
+        self.low = float(p.low_scale) if p.HasField("low_scale") else 0.0
+        self.high = float(p.high_scale) if p.HasField("high_scale") else float("inf")
+        if p.HasField("low_scale") and p.HasField("high_scale"):
+            self.mid = float(np.sqrt(self.low * self.high))
+        else:
+            self.mid = self.low if p.HasField("low_scale") else \
+                self.high if p.HasField("high_scale") else 256.0
+        if self.high < self.low or self.mid <= 0:
+            raise self.error("scale_route_param needs 0 < low_scale <= high_scale")
+
+    def reshape(self, bottom, top):
+        if bottom[0].count_range(1) != 5:
+            raise self.error("bottom 0 must be R x 5 rois, got %s" % (bottom[0].shape,))
+        for b, t in zip(bottom, top):
+            if b.shape[0] != bottom[0].shape[0]:
+                raise self.error("every bottom needs one row per roi")
+            t.reshape((1,) + tuple(b.shape[1:]))       # the fork's dummy shape
+
+    def forward_cpu(self, bottom, top):
+        rois = bottom[0].data.reshape(-1, 5).astype(np.float64)
+        scale = np.sqrt([_box_size(r) for r in rois[:, 1:]])
+        keep = np.flatnonzero((scale >= self.low) & (scale < self.high))
+        if not len(keep):
+            with np.errstate(divide="ignore"):
+                keep = np.array([int(np.argmin(np.abs(np.log2(scale / self.mid))))])
+        for b, t in zip(bottom, top):
+            t.reshape((len(keep),) + tuple(b.shape[1:]))
+            t.data[...] = b.data[keep]
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        if any(propagate_down):
+            raise self.error("cannot backpropagate (the fork requires propagate_down: false)")
+
+
+@register_layer("ROIAlign")
+class ROIAlignLayer(Layer):
+    """Cascade R-CNN's ROIAlign: bilinear samples on a (pooled_h + 1) x (pooled_w + 1) grid.
+
+    With pad = pad_ratio (x2 - x1 + 1) (y alike), the roi on the map is
+    [(x1 - pad) scale - 0.5, (x2 + pad) scale - 0.5] (y alike); bin = size / pooled; sample
+    (i, j) at (y0 + i bin_h, x0 + j bin_w), i = 0 .. pooled_h, bilinear from the 4 neighbours
+    (coordinates and neighbours clipped to the map). A sample outside [-0.5, H - 0.5] x
+    [-0.5, W - 0.5], or any sample of an empty roi, is 0. Backward: each sample's gradient goes
+    to its neighbours with the same weights.
+
+    prototxt: ``roi_pooling_param { pooled_h pooled_w spatial_scale: 1 pad_ratio: 0 }``.
+    Bottoms: features (N x C x H x W), rois (R x 5). Top: R x C x (pooled_h + 1) x (pooled_w + 1).
+    """
+    exact_num_bottom_blobs = 2
+    exact_num_top_blobs = 1
+
+    def layer_setup(self, bottom, top):
+        p = self.layer_param.roi_pooling_param
+        self.ph, self.pw, self.scale = int(p.pooled_h), int(p.pooled_w), float(p.spatial_scale)
+        self.pad_ratio = float(getattr(p, "pad_ratio", 0.0))
+        if self.ph <= 0 or self.pw <= 0:
+            raise self.error("roi_pooling_param pooled_h and pooled_w must be > 0")
+
+    def reshape(self, bottom, top):
+        if bottom[1].count_range(1) != 5:
+            raise self.error("rois must be R x 5, got %s" % (bottom[1].shape,))
+        top[0].reshape((bottom[1].shape[0], bottom[0].shape[1], self.ph + 1, self.pw + 1))
+
+    def _samples(self, roi, H, W):
+        """Per grid point: (valid, y0, y1, x0, x1, w00, w01, w10, w11) arrays."""
+        pw_, ph_ = ((roi[3] - roi[1] + 1) * self.pad_ratio, (roi[4] - roi[2] + 1) * self.pad_ratio)
+        x0, y0 = (roi[1] - pw_) * self.scale - 0.5, (roi[2] - ph_) * self.scale - 0.5
+        x1, y1 = (roi[3] + pw_) * self.scale - 0.5, (roi[4] + ph_) * self.scale - 0.5
+        rh, rw = y1 - y0, x1 - x0
+        hs = y0 + np.arange(self.ph + 1) * (rh / self.ph)
+        ws = x0 + np.arange(self.pw + 1) * (rw / self.pw)
+        hf, wf = np.meshgrid(hs, ws, indexing="ij")
+        valid = (hf >= -0.5) & (hf <= H - 0.5) & (wf >= -0.5) & (wf <= W - 0.5) & \
+            (rh > 0) & (rw > 0)
+        hlo, wlo = np.floor(hf).astype(int), np.floor(wf).astype(int)
+        hhi, whi = np.clip(hlo + 1, 0, H - 1), np.clip(wlo + 1, 0, W - 1)
+        hlo, wlo = np.clip(hlo, 0, H - 1), np.clip(wlo, 0, W - 1)
+        hf, wf = np.clip(hf, 0, H - 1), np.clip(wf, 0, W - 1)
+        lh, lw = hf - hlo, wf - wlo
+        return valid, hlo, hhi, wlo, whi, (1 - lh) * (1 - lw), (1 - lh) * lw, lh * (1 - lw), lh * lw
+
+    def forward_cpu(self, bottom, top):
+        x = bottom[0].data
+        N, C, H, W = x.shape
+        out = np.zeros(top[0].shape)
+        for r, roi in enumerate(bottom[1].data.reshape(-1, 5).astype(np.float64)):
+            b = int(roi[0])
+            if not 0 <= b < N:
+                raise self.error("roi %d names image %d of %d" % (r, b, N))
+            v, hlo, hhi, wlo, whi, w00, w01, w10, w11 = self._samples(roi, H, W)
+            f = x[b]
+            val = (w00 * f[:, hlo, wlo] + w01 * f[:, hlo, whi] + w10 * f[:, hhi, wlo] +
+                   w11 * f[:, hhi, whi])
+            out[r] = np.where(v, val, 0.0)
+        top[0].data[...] = out
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        if propagate_down[1]:
+            raise self.error("cannot backpropagate to the rois")
+        if not propagate_down[0]:
+            return
+        N, C, H, W = bottom[0].shape
+        dx = np.zeros((N, C, H, W))
+        for r, roi in enumerate(bottom[1].data.reshape(-1, 5).astype(np.float64)):
+            b = int(roi[0])
+            v, hlo, hhi, wlo, whi, w00, w01, w10, w11 = self._samples(roi, H, W)
+            g = top[0].diff[r] * v
+            for hi, wi, wt in ((hlo, wlo, w00), (hlo, whi, w01), (hhi, wlo, w10), (hhi, whi, w11)):
+                np.add.at(dx[b], (slice(None), hi, wi), g * wt)
+        bottom[0].diff[...] = dx

@@ -61,12 +61,12 @@ def type_param_field(type_name, keys=()):
 
     ``keys`` (the non-LayerParameter keywords given) decide for types the tables do not know.
     """
+    if type_name in _ALIASES:       # first: BVLC's LSTM keeps recurrent_param beside CTPN's lstm_param
+        return _ALIASES[type_name]
     if type_name in _PARAM_NAMES:
         return _PARAM_NAMES[type_name] + "_param"
     if _norm(type_name) in _BY_FIELD:
         return _BY_FIELD[_norm(type_name)] + "_param"
-    if type_name in _ALIASES:
-        return _ALIASES[type_name]
     keys = [k for k in keys if k not in caffe_pb2.LayerParameter.DESCRIPTOR.fields_by_name]
     if not keys:
         return None

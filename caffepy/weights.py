@@ -53,9 +53,13 @@ def copy_trained_layers(net, src_param, source_name="<NetParameter>", values=Non
             raise NetError("%s: incompatible number of blobs for layer %s (source %d, target %d)"
                            % (source_name, src.name, len(src.blobs), len(target.blobs)))
         adopt = getattr(target, "adopt_source_blob", None)   # a layer that resizes its own blobs
+        loose = not getattr(target.layer_param, "strict_dim", True)    # DeepLab v1's strict_dim
         for j, (bp, blob) in enumerate(zip(src.blobs, target.blobs)):
             if not _proto_matches(blob, bp) and adopt is not None and adopt(j, bp):
                 continue
+            if loose and not _proto_matches(blob, bp) and \
+                    int(np.prod(blobproto_shape(bp))) == blob.count:
+                bp = _with_shape(bp, blob.shape)        # loaded by count, as DeepLab v1 does
             if not _proto_matches(blob, bp):
                 raise ShapeError(
                     "Cannot copy param %d weights from layer '%s'; shape mismatch.  Source param "
@@ -64,6 +68,17 @@ def copy_trained_layers(net, src_param, source_name="<NetParameter>", values=Non
                     % (j, src.name, shape_string(blobproto_shape(bp)), shape_string(blob.shape)))
             blob.from_proto(bp, reshape=False,
                             values=None if values is None else values.get((src.name, j), {}))
+
+
+def _with_shape(bp, shape):
+    """A copy of BlobProto ``bp`` whose shape is ``shape`` (same count)."""
+    out = caffe_pb2.BlobProto()
+    out.CopyFrom(bp)
+    for name in ("num", "channels", "height", "width"):
+        out.ClearField(name)
+    out.shape.ClearField("dim")
+    out.shape.dim.extend(int(d) for d in shape)
+    return out
 
 
 def _layers_without_blobs(net):

@@ -53,8 +53,10 @@ DATA_LAYER_TYPES = frozenset([
     "Data", "ImageData", "HDF5Data", "AnnotatedData", "WindowData", "MemoryData", "VideoData",
     "ImageSegData", "ImageLabelmapData", "DenseImageData", "MultiLabelData", "BoxData",
     "CustomData", "VolumeData", "VideoSegmentationData", "VideoWithVoxelTruthData",
+    "WindowSegData",
 ])
-SEGMENTATION_TYPES = frozenset(["ImageSegData", "ImageLabelmapData", "DenseImageData"])
+SEGMENTATION_TYPES = frozenset(["ImageSegData", "ImageLabelmapData", "DenseImageData",
+                                "WindowSegData"])
 
 
 def is_data_layer(lp):
@@ -180,6 +182,18 @@ def _video_shape(lp, n, c, h, w):
     return (n, c, h, w)
 
 
+def _label_divide_factor(lp):
+    """ENet's ``label_divide_factor`` (TimoSaemann/caffe-enet DenseImageData): its label top is
+    (new_height / f) x (new_width / f) when neither crop_size nor crop_height / crop_width is set."""
+    ddp = _field(lp, "dense_image_data_param")
+    tp = _field(lp, "transform_param")
+    if ddp is None or lp.type != "DenseImageData" or not _has(ddp, "label_divide_factor"):
+        return 1
+    if (tp is not None and tp.crop_size) or ddp.crop_height:
+        return 1
+    return max(1, int(ddp.label_divide_factor))
+
+
 def _has(msg, name):
     return name in msg.DESCRIPTOR.fields_by_name and msg.HasField(name)
 
@@ -246,7 +260,8 @@ def _top_shapes(lp, default_shape, batch_size):
             side = sides[min(i - 1, len(sides) - 1)]
             shapes.append((n, 7 * side * side))
         elif seg and "label" in name:
-            shapes.append((n, 1, h, w))
+            f = _label_divide_factor(lp)         # ENet: labels H/f x W/f when nothing crops
+            shapes.append((n, 1, h // f, w // f))
         elif name == "labels" and lp.type == "Python":
             shapes.append((1,))
         else:

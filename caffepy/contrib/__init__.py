@@ -7,6 +7,8 @@ of the user's on ``sys.path`` always wins.
 * ``caffepy.contrib.frcnn``: py-faster-rcnn's RPN layers (``rpn.proposal_layer.ProposalLayer``,
   ``rpn.anchor_target_layer.AnchorTargetLayer``, ``rpn.proposal_target_layer.ProposalTargetLayer``).
 * ``caffepy.contrib.pyloss``: Caffe's example ``pyloss.EuclideanLossLayer``.
+* ``caffepy.contrib.spatial_dropout``: ENet's ``spatial_dropout.SpatialDropoutLayer``.
+* ``caffepy.contrib.ctpn``: CTPN's ``layers.text_proposal_layer.ProposalLayer``.
 * ``caffepy.contrib.detectnet``: NVCaffe DetectNet's ``caffe.layers.detectnet.clustering``
   ``ClusterDetections`` and ``ClusterGroundtruth``, and ``caffe.layers.detectnet.mean_ap``
   ``ScoreDetections`` and ``mAP``.
@@ -19,6 +21,8 @@ KNOWN_PYTHON_LAYERS = {
     ("rpn.proposal_target_layer", "ProposalTargetLayer"):
         ("frcnn.proposal_target", "ProposalTargetLayer"),
     ("pyloss", "EuclideanLossLayer"): ("pyloss", "EuclideanLossLayer"),
+    ("spatial_dropout", "SpatialDropoutLayer"): ("spatial_dropout", "SpatialDropoutLayer"),
+    ("layers.text_proposal_layer", "ProposalLayer"): ("ctpn", "TextProposalLayer"),
     ("caffe.layers.detectnet.clustering", "ClusterDetections"): ("detectnet", "ClusterDetections"),
     ("caffe.layers.detectnet.clustering", "ClusterGroundtruth"):
         ("detectnet", "ClusterGroundtruth"),

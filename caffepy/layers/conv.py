@@ -8,6 +8,17 @@ from ..math.workspace import Workspace
 from .base import Layer, register_layer
 
 
+def _hole(p, n):
+    """DeepLab v1's ``hole`` / ``hole_h`` / ``hole_w`` (its name for the dilation; 2-d), as a
+    dilation list; [] when the fork fields are absent or 1."""
+    fields = p.DESCRIPTOR.fields_by_name
+    if "hole" not in fields or not any(p.HasField(f) for f in ("hole", "hole_h", "hole_w")):
+        return []
+    if p.HasField("hole_h") or p.HasField("hole_w"):
+        return [int(p.hole_h), int(p.hole_w)] if n == 2 else [int(p.hole_h)] * n
+    return [int(p.hole)]
+
+
 class _ConvolutionBase(Layer):
     """Shared geometry, parameters and GEMMs of Convolution and Deconvolution.
 
@@ -80,7 +91,7 @@ class _ConvolutionBase(Layer):
         self.kernel = self._spatial_field(p, "kernel_size", n, None)
         self.stride = self._spatial_field(p, "stride", n, 1)
         self.pad = self._spatial_field(p, "pad", n, 0)
-        dil = list(p.dilation)
+        dil = list(p.dilation) or _hole(p, n)
         if len(dil) not in (0, 1, n):
             raise self.error("dilation must be given once or %d times, got %d" % (n, len(dil)))
         self.dilation = tuple(int(d) for d in dil) * (n if len(dil) == 1 else 1) if dil else (1,) * n

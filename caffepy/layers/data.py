@@ -13,7 +13,7 @@ import numpy as np
 from .. import common
 from ..data.datum import datum_to_array, parse_datum
 from ..data.db import open_db
-from ..data.image import read_image, read_image_list
+from ..data.image import read_image, read_image_list, resize_bilinear
 from ..data.prefetch import Prefetcher
 from ..data.state import set_rng
 from ..data.transformer import DataTransformer, effective_transform_param
@@ -245,6 +245,12 @@ class _ImageListLoader(object):
     def _read(self, name):
         p = self.param
         img = read_image(p.root_folder + name, p.new_height, p.new_width, p.is_color)
+        new_dim = getattr(p, "new_dim", 0)        # yihui-he/caffe-pro: shorter side -> new_dim
+        if new_dim > 0:
+            h, w = img.shape[:2]
+            f = np.float32(new_dim) / np.float32(min(h, w))
+            size = (int(round(f * h)), new_dim) if h >= w else (new_dim, int(round(f * w)))
+            img = resize_bilinear(img, *size)
         return np.ascontiguousarray(img.transpose(2, 0, 1))
 
     def data_shape(self):
@@ -277,6 +283,9 @@ class ImageDataLayer(BasePrefetchingDataLayer):
     ``root_folder + path`` (plain concatenation, as Caffe). Images are BGR (1 channel when
     ``is_color: false``), resized (bilinear) when both new_height and new_width are set. With
     ``shuffle`` the list is reshuffled at every pass. Tops: data, label.
+    yihui-he/caffe-pro's ``new_dim: 0`` (when > 0: the shorter side is resized to new_dim, the
+    other to round(side * new_dim / shorter), bilinear; not with new_height / new_width) is
+    read; its ``bicubic: true`` (INTER_CUBIC) is refused.
     """
     exact_num_top_blobs = 2
     min_top_blobs = max_top_blobs = None
@@ -285,6 +294,11 @@ class ImageDataLayer(BasePrefetchingDataLayer):
         p = self.layer_param.image_data_param
         if bool(p.new_height) != bool(p.new_width):
             raise self.error("new_height and new_width must be set together")
+        if getattr(p, "new_dim", 0) and p.new_height:
+            raise self.error("new_dim and new_height / new_width cannot be set together")
+        if getattr(p, "bicubic", False):
+            raise self.error("image_data_param.bicubic (caffe-pro's INTER_CUBIC resize) is not "
+                             "supported; caffepy resizes bilinearly (bicubic: false)")
         if p.batch_size < 1:
             raise self.error("image_data_param.batch_size must be positive")
         try:

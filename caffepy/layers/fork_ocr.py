@@ -16,7 +16,8 @@ def _sigmoid(x):
 
 @register_layer("Lstm")
 class LstmLayer(Layer):
-    """caffe_ocr's LSTM (Junhyuk Oh's caffe-lstm layer) over a T x N x I input, state starting at 0
+    """caffe_ocr's and CTPN's LSTM (Junhyuk Oh's caffe-lstm layer) over a T x N x ... input
+    (I = the count of the axes after 1: CTPN feeds a W x H x N x C Transpose), state starting at 0
     for every batch. Gates in the order input, forget, output, cell input:
         a_t = x_t W_i^T + b (+ h_{t-1} W_h^T for t > 0)
         i, f, o = sigmoid(a[:H]), sigmoid(a[H:2H]) (0 at t = 0), sigmoid(a[2H:3H]); g = tanh(a[3H:])
@@ -36,9 +37,10 @@ class LstmLayer(Layer):
         p = self.layer_param.lstm_param
         if not p.num_output:
             raise self.error("lstm_param.num_output is required")
-        if bottom[0].num_axes != 3:
-            raise self.error("bottom must be T x N x I, got %s" % (bottom[0].shape,), ShapeError)
-        H, I = int(p.num_output), bottom[0].shape[2]
+        if bottom[0].num_axes < 3:
+            raise self.error("bottom must be T x N x ... (3 or more axes), got %s"
+                             % (bottom[0].shape,), ShapeError)
+        H, I = int(p.num_output), bottom[0].count_range(2)
         shapes = [(4 * H, I), (4 * H, H), (4 * H,)]
         if self.blobs:
             for i, (b, s) in enumerate(zip(self.blobs, shapes)):
@@ -54,16 +56,16 @@ class LstmLayer(Layer):
         self.H, self.I = H, I
 
     def reshape(self, bottom, top):
-        if bottom[0].num_axes != 3 or bottom[0].shape[2] != self.I:
-            raise self.error("bottom must be T x N x %d, got %s" % (self.I, bottom[0].shape),
-                             ShapeError)
+        if bottom[0].num_axes < 3 or bottom[0].count_range(2) != self.I:
+            raise self.error("bottom must be T x N x ... with %d values per step, got %s"
+                             % (self.I, bottom[0].shape), ShapeError)
         top[0].reshape(bottom[0].shape[:2] + (self.H,))
 
     def forward_cpu(self, bottom, top):
         H = self.H
-        x = bottom[0].data
+        T, N = bottom[0].shape[:2]
+        x = bottom[0].data.reshape(T, N, self.I)
         wi, wh, b = (blob.data for blob in self.blobs)
-        T, N = x.shape[:2]
         pre = x @ wi.T + b
         self.gates = np.empty((T, N, 4 * H), dtype=pre.dtype)
         self.c = np.empty((T, N, H), dtype=pre.dtype)
@@ -82,9 +84,9 @@ class LstmLayer(Layer):
     def backward_cpu(self, top, propagate_down, bottom):
         H = self.H
         clip = self.layer_param.lstm_param.clipping_threshold
-        x, h = bottom[0].data, top[0].data
+        T, N = bottom[0].shape[:2]
+        x, h = bottom[0].data.reshape(T, N, self.I), top[0].data
         wi, wh = self.blobs[0].data, self.blobs[1].data
-        T = x.shape[0]
         dh = top[0].diff.copy()
         dpre = np.zeros_like(self.gates)
         dc_next = 0
@@ -112,7 +114,7 @@ class LstmLayer(Layer):
         if self.param_propagate_down[2]:
             self.blobs[2].diff[...] += flat.sum(axis=0)
         if propagate_down[0]:
-            bottom[0].diff[...] = dpre @ wi
+            bottom[0].diff[...] = (dpre @ wi).reshape(bottom[0].shape)
 
 
 @register_layer("Reverse")
@@ -146,7 +148,7 @@ class TransposeLayer(Layer):
         dims = [int(d) for d in self.layer_param.transpose_param.dim]
         if sorted(dims) != list(range(bottom[0].num_axes)):
             raise self.error("transpose_param.dim %s is not a permutation of the %d axes"
-                             % (dims, bottom[0].num_axes))
+                             % (dims, bottom[0].num_axes), ShapeError)
         self.dims = dims
         top[0].reshape(tuple(bottom[0].shape[d] for d in dims))
 

@@ -47,13 +47,15 @@ class ROIPoolingLayer(_ROIBase):
     Backward routes each output's gradient to its argmax.
 
     prototxt: ``roi_pooling_param { pooled_h: 0 (required > 0), pooled_w: 0 (required > 0),
-    spatial_scale: 1 }``. Bottoms: features (N x C x H x W), rois (R x 5).
+    spatial_scale: 1 pad_ratio: 0 }``; MSCNN's ``pad_ratio`` widens each ROI by pad_ratio times
+    its width (height) + 1 on each side before the rounding. Bottoms: features (N x C x H x W), rois (R x 5).
     Top: R x C x pooled_h x pooled_w.
     """
 
     def layer_setup(self, bottom, top):
         p = self.layer_param.roi_pooling_param
         self.ph, self.pw, self.scale = int(p.pooled_h), int(p.pooled_w), float(p.spatial_scale)
+        self.pad_ratio = float(getattr(p, "pad_ratio", 0.0))     # MSCNN's context padding
         if self.ph <= 0 or self.pw <= 0:
             raise self.error("roi_pooling_param pooled_h and pooled_w must be > 0 (got %d, %d)"
                              % (self.ph, self.pw))
@@ -79,7 +81,11 @@ class ROIPoolingLayer(_ROIBase):
         self._argmax = np.full(out.shape, -1, dtype=np.int64)
         for r, roi in enumerate(rois):
             b = self._batch_index(roi, N)
-            x1, y1, x2, y2 = (int(v) for v in _c_round(roi[1:] * self.scale))
+            box = roi[1:]
+            if self.pad_ratio:          # MSCNN: widen by pad_ratio of the roi's size each side
+                pw, ph = ((box[2] - box[0] + 1) * self.pad_ratio, (box[3] - box[1] + 1) * self.pad_ratio)
+                box = box + self.dtype.type(1) * np.array([-pw, -ph, pw, ph], dtype=self.dtype)
+            x1, y1, x2, y2 = (int(v) for v in _c_round(box * self.scale))
             hs, he = self._bins(y1, y2, self.ph, H)
             ws, we = self._bins(x1, x2, self.pw, W)
             for i in range(self.ph):

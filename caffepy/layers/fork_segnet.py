@@ -339,6 +339,10 @@ class DenseImageDataLayer(BasePrefetchingDataLayer):
             raise self.error("crop_height and crop_width must be set together")
         if self.layer_param.transform_param.mean_file or p.mean_file:
             raise self.error("mean_file is not supported here; give transform_param mean_value")
+        if getattr(p, "label_divide_factor", 1) != 1:      # ENet's caffe: labels read smaller
+            raise self.error("label_divide_factor %d (ENet) is not supported by this reader; "
+                             "its nets build with data layers swapped for inputs"
+                             % p.label_divide_factor)
         try:
             return _DenseLoader(self)
         except CaffeError as e:

@@ -65,7 +65,7 @@ _TOK = re.compile(r"""
     (?P<ws>\s+) | (?P<comment>\#[^\n]*) |
     (?P<str>"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*') |
     (?P<punct>[{}<>\[\]:,;]) |
-    (?P<word>[-+]?[\w.]+(?:[eE][-+]?\d+)?) | (?P<other>\S)""", re.X)
+    (?P<word>[-+]?\d[\d.]*[eE][-+]?\d+[fF]?(?![\w.]) | [-+]?[\w.]+) | (?P<other>\S)""", re.X)
 
 
 def strict_default():

@@ -70,6 +70,14 @@ V1_TYPES.update((getattr(V1, name), new) for name, new in (
     ("VIDEO_WITH_VOXEL_TRUTH_DATA", "VideoWithVoxelTruthData"),
     ("VOXEL_SOFTMAX", "VoxelWiseSoftmax"), ("VOXEL_SOFTMAX_LOSS", "VoxelWiseSoftmaxWithLoss"),
     ("VOXEL_CUSTOM_LOSS", "VoxelCustomLoss")) if hasattr(V1, name))
+#: HyeonwooNoh/caffe's (DeconvNet) V1 types (proto/additions.d/zooscout.json): its BN is SegNet's
+#: (bn_mode, scale_filler, shift_filler), its IMAGE_SEG_DATA DeepLab's ImageSegData.
+V1_TYPES.update((getattr(V1, name), new) for name, new in (
+    ("BN", "BN"), ("UNPOOLING", "Unpooling"), ("ELTWISE_ACCURACY", "EltwiseAccuracy"),
+    ("IMAGE_SEG_DATA", "ImageSegData"), ("WINDOW_SEG_DATA", "WindowSegData"),
+    # DeepLab v1 (deeplab-public): its Interp and SegAccuracy are PSPNet's / DeepLab v2's
+    ("INTERP", "Interp"), ("SEG_ACCURACY", "SegAccuracy"), ("PADDING", "Padding"))
+    if hasattr(V1, name))
 
 #: The deprecated ``solver_type`` enum → the ``type`` string.
 SOLVER_TYPES = {
@@ -169,7 +177,10 @@ def upgrade_v1_layer(v1, problems):
         if field.name in _V1_SPECIAL:
             continue
         target = _LAYER_FIELDS.get(field.name)
-        if target is not None and target.message_type is field.message_type:
+        if target is not None and field.message_type is None and target.message_type is None \
+                and target.type == field.type and target.label == field.label:
+            setattr(layer, field.name, value)          # a fork's scalar (DeepLab v1 strict_dim)
+        elif target is not None and target.message_type is field.message_type:
             getattr(layer, field.name).CopyFrom(value)
         else:
             problems.append("layer '%s': V1 field %s has no counterpart in LayerParameter "

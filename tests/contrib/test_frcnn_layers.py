@@ -220,3 +220,18 @@ def test_fork_proposal_type():
                       make_blobs(1))
     assert rois.shape[1] == 5 and 1 <= len(rois) <= 54
     assert np.all(rois[:, 3] <= 79) and np.all(rois[:, 4] <= 63) and np.all(rois[:, 1:] >= 0)
+
+
+def test_fork_proposal_reads_pvanet_proposal_param():
+    """PVANet's ``proposal_param`` (sanghoon/caffe dev_pvanet #8266713) parses and sets the anchors
+    and the NMS limits: one ratio x one scale = 1 anchor per cell, at most 2 RoIs kept."""
+    layer = make_layer('type: "Proposal" proposal_param { ratio: 1.0 scale: 2 base_size: 16 '
+                       'feat_stride: 16 pre_nms_topn: 6 post_nms_topn: 2 nms_thresh: 0.7 min_size: 4 }')
+    scores = np.zeros((1, 2, 2, 3))
+    scores[0, 1] = np.arange(6).reshape(2, 3)            # foreground scores, cell (1, 2) best
+    rois, roi_scores = run_layer(layer, make_blobs([scores, np.zeros((1, 4, 2, 3)), [[64, 80, 1]]]),
+                                 make_blobs(2))
+    # anchor (-8, -8, 23, 23) (32 x 32 about 7.5); a zero delta maps it to centre 8 +- 16, i.e.
+    # (-8, -8, 24, 24) (both forks' transform); shifted by 16 * (x, y), clipped to the image
+    np.testing.assert_allclose(rois, [[0, 24, 8, 56, 40], [0, 8, 8, 40, 40]])
+    np.testing.assert_allclose(roi_scores.ravel(), [5, 4])

@@ -283,3 +283,24 @@ def test_two_layers_share_one_lmdb(tmp_path):
     assert list(tb[1].data) == [0, 1, 2]
     b.close()
     assert os.path.realpath(path) not in dbmod._SHARED_ENVS
+
+
+def test_image_data_new_dim_caffe_pro(tmp_path):
+    """yihui-he/caffe-pro's ``new_dim``: the shorter side becomes new_dim, the other
+    round(side * new_dim / shorter) (channel-pruning's VGG / ResNet nets); bicubic is refused."""
+    from caffepy.data.image import encode_image, resize_bilinear
+    rng = np.random.default_rng(7)
+    tall, wide = (rng.integers(0, 256, s, dtype=np.uint8) for s in ((10, 4, 3), (6, 10, 3)))
+    (tmp_path / "tall.png").write_bytes(encode_image(tall, "png"))
+    (tmp_path / "wide.png").write_bytes(encode_image(wide, "png"))
+    for name, img, new_dim, size in (("tall", tall, 2, (5, 2)), ("wide", wide, 3, (3, 5))):
+        (tmp_path / "l.txt").write_text("%s.png 0\n" % name)
+        layer, top = setup('type: "ImageData" image_data_param { source: "%s" root_folder: "%s/" '
+                           'batch_size: 1 new_dim: %d }' % (tmp_path / "l.txt", tmp_path, new_dim))
+        layer.forward([], top)
+        assert top[0].shape == (1, 3) + size
+        np.testing.assert_array_equal(top[0].data[0], resize_bilinear(img, *size).transpose(2, 0, 1))
+        layer.close()
+    with pytest.raises(CaffeError, match="bicubic"):
+        setup('type: "ImageData" image_data_param { source: "%s" new_dim: 3 bicubic: true }'
+              % (tmp_path / "l.txt"))

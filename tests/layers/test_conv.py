@@ -160,3 +160,19 @@ def test_transpose_into_any_shape():
         a = rng.standard_normal(shape).astype(np.float32)
         out = np.empty(shape[::-1], np.float32)
         np.testing.assert_array_equal(transpose_into(a, out), a.T)
+
+
+def test_im2col_layer_bvlc():
+    """BVLC's Im2col: every 2 x 2 window (pad 1, stride 2) in the channels, (c, kh, kw) order."""
+    x = np.arange(2 * 2 * 3 * 3, dtype=float).reshape(2, 2, 3, 3)
+    text = 'type: "Im2col" convolution_param { kernel_size: 2 pad: 1 stride: 2 }'
+    y, = run_layer(make_layer(text), make_blobs([x]), make_blobs(1))
+    assert y.shape == (2, 8, 2, 2)
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    for c in range(2):
+        for i in range(2):
+            for j in range(2):
+                np.testing.assert_array_equal(y[:, c * 4 + i * 2 + j], xp[:, c, i::2, j::2][:, :2, :2])
+    check_layer_gradient(make_layer('type: "Im2col" convolution_param { kernel_size: 3 pad: 1 '
+                                    'dilation: 2 }'), make_blobs([x[:, :, :3, :3] * 0.1 + 1]),
+                         make_blobs(1))

@@ -75,3 +75,15 @@ def test_cli_flag(tmp_path, capsys):
     assert 'no field named "dilation_mode"' in capsys.readouterr().err
     assert cli_main(["summary", "--ignore-unknown-fields", str(path)]) == 0
     assert "conv1" in capsys.readouterr().out
+
+
+def test_exponent_numbers_scan_as_one_token():
+    """``eps: 1e-09`` (channel-pruning's ResNet) is one number to the scanner, so an unknown field
+    elsewhere in the file is reported, not a bogus field named "-09"."""
+    text = ('layer { name: "bn" type: "BatchNorm" batch_norm_param { eps: 1e-09 } '
+            'moving: 2.5E+3 foo: 1 }\n')
+    unknown = unknown_fields.find_unknown(text, io.caffe_pb2.NetParameter.DESCRIPTOR)
+    assert [u.name for u in unknown] == ["moving", "foo"]
+    with unknown_fields.lenient():
+        net = io.parse_text(text, io.caffe_pb2.NetParameter())
+    assert net.layer[0].batch_norm_param.eps == pytest.approx(1e-9)

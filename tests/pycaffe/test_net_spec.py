@@ -152,3 +152,10 @@ def test_caffepy_layers_is_still_the_layer_package():
     assert caffe.layers.base is base
     assert caffe.layers.layer_type_list() == caffe.layer_type_list()
     assert caffe.to_proto is caffe.netspec.to_proto
+
+
+def test_fork_lstm_param_does_not_capture_bvlc_lstm():
+    """CTPN's ``Lstm`` has ``lstm_param``; BVLC's ``LSTM`` keeps ``recurrent_param``."""
+    x = L.Input(shape=dict(dim=[2, 1, 3]))
+    assert L.LSTM(x, x, num_output=4).fn._fields.recurrent_param.num_output == 4
+    assert L.Lstm(x, num_output=5).fn._fields.lstm_param.num_output == 5

@@ -238,7 +238,8 @@ class RegionLossLayer(_DeltaLossLayer):
     prototxt: ``region_loss_param { side: 13 (read from the bottom) num_class: 20 coords: 4
     num: 5 softmax: 1 bias_match: 1 rescore: 1 object_scale: 1 class_scale: 1 noobject_scale: 0.5
     coord_scale: 5 thresh: 0.2 biases: [] (fewer than 10 values: all 0, as the fork) }``
-    (jitter, random, absolute, softmax_tree, class_map: not used). Top: the scalar loss.
+    (jitter, random, absolute: not used; ``softmax_tree`` / ``class_map``, YOLO9000's
+    hierarchical softmax, change the math and are refused). Top: the scalar loss.
     """
     exact_num_bottom_blobs = 2
     exact_num_top_blobs = 1
@@ -249,6 +250,10 @@ class RegionLossLayer(_DeltaLossLayer):
         p = self.layer_param.region_loss_param
         if p.coords != 4:
             raise self.error("only coords: 4 is supported, got %d" % p.coords)
+        for name in ("softmax_tree", "class_map"):
+            if getattr(p, name, ""):
+                raise self.error("region_loss_param.%s (YOLO9000's hierarchical softmax) is not "
+                                 "supported" % name)
         self.p, self.num, self.num_class = p, int(p.num), int(p.num_class)
         self.biases = np.asarray(p.biases if len(p.biases) >= 10 else [0.0] * 10, np.float64)
         if len(self.biases) < 2 * self.num:

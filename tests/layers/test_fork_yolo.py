@@ -299,3 +299,10 @@ def test_tiny_yolo_v1_one_training_step():
     for p in net.learnable_params:
         p.data[...] -= 1e-3 * p.diff
     assert float(net.forward()["loss"]) < before
+
+
+def test_region_loss_refuses_the_hierarchical_softmax():
+    for field in ("softmax_tree", "class_map"):
+        layer = make_layer(REGION % ('%s: "data/9k.tree"' % field))
+        with pytest.raises(Exception, match="%s .*not supported" % field):
+            run_layer(layer, make_blobs([np.zeros((1, 7, 2, 2)), np.zeros((1, 2, 5))]), make_blobs(1))

@@ -1,0 +1,259 @@
+"""Training / evaluation layers of zhaoweicai/mscnn and zhaoweicai/cascade-rcnn train and test nets.
+
+``HardMining`` and ``BboxAccuracy`` run (forward as the forks). The others are built with the
+forks' top shapes so that their train / test files build (``caffepy summary``, net setup), but
+their forward is not written in caffepy yet: running it raises a one-line error naming the layer
+(see docs/zoo_coverage.md). Cascade R-CNN's ``DetectionEvaluate`` (3 bottoms) is a per-layer variant
+of SSD's (2 bottoms).
+"""
+import numpy as np
+
+from .base import Layer, register_layer, register_variant
+from .fork_mscnn import box_iou
+from .fork_mscnn_train import bbox_norm
+
+
+@register_layer("HardMining")
+class HardMiningLayer(Layer):
+    """Cascade R-CNN's OHEM selection: keep the B = min(num_image x num_roi_per_image, R) rois of
+    highest ranking score.
+
+    Bottom 0: R ranking scores (R x 1 x 1 x 1), bottom 1: rois R x 5 (image id, x1, y1, x2, y2),
+    bottoms 2..: R x ... blobs. Per image (id in [0, num_image)) the rois are sorted by (score,
+    index) descending and the first ``num_roi_per_image`` kept; when fewer than B are kept the
+    rest are filled with the highest of the left-over rois; the kept indices are sorted
+    ascending and top k = bottom k + 1 at those rows. No backward (propagate_down false).
+
+    prototxt: ``hard_mining_param { num_roi_per_image: 128 num_image: 4 }``.
+    """
+    min_bottom_blobs = 2
+
+    def layer_setup(self, bottom, top):
+        p = self.layer_param.hard_mining_param
+        if len(bottom) != len(top) + 1:
+            raise self.error("needs one top per bottom after the first (%d bottoms, %d tops)"
+                             % (len(bottom), len(top)))
+        self.per, self.nimg = int(p.num_roi_per_image), int(p.num_image)
+        if self.per <= 0 or self.nimg <= 0:
+            raise self.error("hard_mining_param num_roi_per_image and num_image must be > 0")
+
+    def reshape(self, bottom, top):
+        r = bottom[0].shape[0]
+        if bottom[0].count != r:
+            raise self.error("bottom 0 (ranking scores) must be R x 1 x 1 x 1, got %s"
+                             % (tuple(bottom[0].shape),))
+        if bottom[1].num_axes < 2 or bottom[1].shape[1] != 5:
+            raise self.error("bottom 1 (rois) must be R x 5, got %s" % (tuple(bottom[1].shape),))
+        self.B = min(self.nimg * self.per, r)
+        for k, t in enumerate(top):
+            if bottom[k + 1].shape[0] != r:
+                raise self.error("bottom %d has %d rows, bottom 0 has %d"
+                                 % (k + 1, bottom[k + 1].shape[0], r))
+            t.reshape((self.B,) + tuple(bottom[k + 1].shape[1:]))
+
+    def forward_cpu(self, bottom, top):
+        score = bottom[0].data.ravel()
+        img = bottom[1].data.reshape(len(score), -1)[:, 0].astype(np.int64)
+        if len(img) and (img.min() < 0 or img.max() >= self.nimg):
+            raise self.error("roi image id out of [0, %d)" % self.nimg)
+        keep, left = [], []
+        for i in range(self.nimg):
+            rows = sorted(((score[j], j) for j in np.flatnonzero(img == i)), reverse=True)
+            keep += [j for _, j in rows[:self.per]]
+            left += rows[self.per:]
+        left.sort(reverse=True)
+        keep += [j for _, j in left[:self.B - len(keep)]]
+        keep = np.sort(np.asarray(keep, np.int64))
+        for k, t in enumerate(top):
+            t.data[...] = bottom[k + 1].data[keep]
+
+
+@register_layer("BboxAccuracy")
+class BboxAccuracyLayer(Layer):
+    """Mean IoU of the regressed boxes with their matched ground truth (MSCNN / Cascade R-CNN).
+
+    Bottoms: box predictions R x 4 M (deltas per class; M = 2 when not ``cls_aware``, class
+    min(label, 1)), rois R x 5 (id, x1, y1, x2, y2), matched gt R x 6 (label, x1, y1, x2, y2,
+    overlap). Rows with label > 0 count (F of them) unless overlap > 0.975 (left out of both sums).
+    Box from roi (x, y, w = x2 - x + 1, h) and delta d (de-normalised by ``bbox_reg_param``):
+    w' = w e^{d_w}, h' = h e^{d_h}, x' = d_x w + x + w / 2 - w' / 2, y' likewise; IoU as MSCNN's
+    BoxIOU of [x, y, w, h] boxes with the gt (w = x2 - x1 + 1).
+    Top 0: sum IoU(box, gt) / F (-1 when F = 0); top 1: the same for the roi itself.
+    No backward.
+
+    prototxt: ``bbox_reg_param { bbox_mean bbox_std cls_aware: false }``.
+    """
+    exact_num_bottom_blobs = 3
+    min_top_blobs = 1
+    max_top_blobs = 2
+
+    def layer_setup(self, bottom, top):
+        self.mean, self.std = bbox_norm(self.layer_param, self.error)
+        self.aware = self.layer_param.bbox_reg_param.cls_aware
+
+    def reshape(self, bottom, top):
+        n = bottom[0].shape[0]
+        if bottom[1].shape[0] != n or bottom[2].shape[0] != n:
+            raise self.error("bottoms must have the same number of rows, got %s"
+                             % [tuple(b.shape) for b in bottom])
+        for t in top:
+            t.reshape((1, 1, 1, 1))
+
+    def forward_cpu(self, bottom, top):
+        n = bottom[0].shape[0]
+        pred = bottom[0].data.reshape(n, -1).astype(np.float64)
+        rois = bottom[1].data.reshape(n, -1).astype(np.float64)
+        gt = bottom[2].data.reshape(n, -1).astype(np.float64)
+        lab = gt[:, 0]
+        skip = (lab > 0) & (gt[:, -1] > 0.975)
+        fg = int(((lab > 0) & ~skip).sum())
+        after = roi_sum = 0.0
+        for i in range(n):
+            c = int(lab[i])
+            if c <= 0 or skip[i]:
+                continue
+            c = c if self.aware else min(c, 1)
+            if pred.shape[1] < 4 * (c + 1):
+                raise self.error("bottom 0 has %d values per row, class %d needs %d"
+                                 % (pred.shape[1], c, 4 * (c + 1)))
+            d = pred[i, 4 * c:4 * c + 4] * self.std + self.mean
+            x, y = rois[i, 1], rois[i, 2]
+            w, h = rois[i, 3] - x + 1, rois[i, 4] - y + 1
+            bw, bh = w * np.exp(d[2]), h * np.exp(d[3])
+            bx, by = d[0] * w + x + 0.5 * w - bw / 2, d[1] * h + y + 0.5 * h - bh / 2
+            g = (gt[i, 1], gt[i, 2], gt[i, 3] - gt[i, 1] + 1, gt[i, 4] - gt[i, 2] + 1)
+            after += box_iou((bx, by, bw, bh), g)
+            roi_sum += box_iou((x, y, w, h), g)
+        top[0].data[...] = after / fg if fg else -1.0
+        if len(top) > 1:
+            top[1].data[...] = roi_sum / fg if fg else -1.0
+
+
+class _BuildOnly(Layer):
+    """Shapes only; ``forward`` names the layer and says it is not implemented."""
+
+    def forward_cpu(self, bottom, top):
+        raise self.error("the forward of zhaoweicai's %s is not implemented in caffepy (the net "
+                         "builds; see docs/zoo_coverage.md)" % self.layer_param.type)
+
+
+@register_layer("DetectionAccuracy")
+class MSCNNDetectionAccuracyLayer(_BuildOnly):
+    """MSCNN's per-branch accuracy. Bottoms: N x (K + 4) x H x W scores and boxes, the branch's
+    labels N x 6 x H x W. Tops (the fork's shapes): 1 x 1 x 1 x 2 [, 1 x 1 x 1 x 1].
+    prototxt: ``detection_accuracy_param { cls_num coord_num: 4 field_h field_w downsample_rate
+    top_k: 1 field_whr: 2 field_xyr: 4 bg_threshold: 0.5 objectness: false }``. Forward not done."""
+    exact_num_bottom_blobs = 2
+    min_top_blobs = 1
+    max_top_blobs = 2
+
+    def reshape(self, bottom, top):
+        if bottom[0].shape[0] != bottom[1].shape[0] or bottom[0].shape[2:] != bottom[1].shape[2:]:
+            raise self.error("scores %s and labels %s differ in N, H or W"
+                             % (tuple(bottom[0].shape), tuple(bottom[1].shape)))
+        top[0].reshape((1, 1, 1, 2))
+        if len(top) > 1:
+            top[1].reshape((1, 1, 1, 1))
+
+
+class _GroupBase(_BuildOnly):
+    exact_num_bottom_blobs = 3
+
+    def reshape(self, bottom, top):
+        p = getattr(self.layer_param, self.param_field)
+        g = max(len(p.field_h), 1)
+        n = bottom[0].shape[0]
+        if n % g or bottom[1].shape[0] != n or bottom[2].shape[0] != n:
+            raise self.error("bottoms must have the same N, a multiple of the %d field sizes; got "
+                             "%s" % (g, [tuple(b.shape) for b in bottom]))
+        if bottom[0].shape[1] != p.cls_num or bottom[1].shape[1] != 4 or bottom[2].shape[1] != 6:
+            raise self.error("bottoms must be N x cls_num (%d), N x 4 and N x 6 (x H x W); got %s"
+                             % (p.cls_num, [tuple(b.shape) for b in bottom]))
+        top[0].reshape((1, 1, 1, 2))
+        for t in top[1:]:
+            t.reshape((1, 1, 1, 1))
+
+
+@register_layer("DetectionGroupLoss")
+class DetectionGroupLossLayer(_GroupBase):
+    """Cascade R-CNN's RPN loss over groups of anchors sharing a stride. Bottoms: scores
+    N x K x H x W, boxes N x 4 x H x W, labels N x 6 x H x W (N = images x groups). Top:
+    1 x 1 x 1 x 2. prototxt: ``detection_group_loss_param { cls_num lambda: 1 field_h field_w
+    (one each per group) stride field_whr: 4 field_xyr: 0.25 bg_threshold: 0.5 bg_multiple: 4
+    neg_mining_type: "random" neg_ranking_type: "conf_loss" min_num_neg: 5 objectness: false
+    batch_size: -1 pos_neg_weighted: false bbox_loss_type: "Smooth_L1" }``. Forward not done."""
+    param_field = "detection_group_loss_param"
+    exact_num_top_blobs = 1
+    auto_top_blobs = True
+    is_loss = True
+
+
+@register_layer("DetectionGroupAccuracy")
+class DetectionGroupAccuracyLayer(_GroupBase):
+    """Cascade R-CNN's RPN accuracy (bottoms as DetectionGroupLoss). Tops: 1 x 1 x 1 x 2
+    [, 1 x 1 x 1 x 1]. prototxt: ``detection_group_accuracy_param { cls_num field_h field_w stride
+    field_whr: 2 field_xyr: 4 bg_threshold: 0.5 objectness: false }``. Forward not done."""
+    param_field = "detection_group_accuracy_param"
+    min_top_blobs = 1
+    max_top_blobs = 2
+
+
+@register_layer("ProposalTarget")
+class ProposalTargetLayer(_BuildOnly):
+    """MSCNN / Cascade R-CNN's roi sampler. Bottoms: rois R x 5, gt boxes G x (7 or 8).
+    Tops (B = ``batch_size``, -1: R): rois B x 5, labels B x 1, bbox targets, inside and outside
+    weights B x D (D = 4 cls_num with ``bbox_reg_param.cls_aware``, else 8), matched gt B x 6,
+    [sample weights B x 1]. prototxt: ``proposal_target_param { cls_num batch_size: 128
+    fg_fraction: 0.25 num_img_per_batch: 4 fg_thr: 0.5 bg_thr_hg: 0.5 bg_thr_lw: 0.1 img_width
+    img_height iou_weighted: false bbox_thr_lw: 0 bbox_thr_hg: 10 pickup_discard: true
+    append_gtbox: true }``. Forward not done."""
+    exact_num_bottom_blobs = 2
+    min_top_blobs = 6
+    max_top_blobs = 7
+
+    def reshape(self, bottom, top):
+        p = self.layer_param.proposal_target_param
+        if bottom[0].num_axes < 2 or bottom[0].shape[1] != 5:
+            raise self.error("bottom 0 (rois) must be R x 5, got %s" % (tuple(bottom[0].shape),))
+        b = max(bottom[0].shape[0], 1) if p.batch_size == -1 else p.batch_size
+        if b <= 0:
+            raise self.error("proposal_target_param batch_size must be > 0 or -1")
+        d = 4 * p.cls_num if self.layer_param.bbox_reg_param.cls_aware else 8
+        for t, c in zip(top, (5, 1, d, d, d, 6, 1)):
+            t.reshape((b, c, 1, 1))
+
+
+@register_layer("FrcnnOutput")
+class FrcnnOutputLayer(_BuildOnly):
+    """Cascade R-CNN's detection output. Bottoms: probabilities R x K, boxes R x 4 K (cls_aware)
+    or R x 8, rois R x 5 or 6, image sizes 1 x 2. Top: D x 7 (image, x1, y1, x2, y2, label,
+    score; setup shape 1 x 7). prototxt: ``frcnn_output_param { conf_thr: 0 iou_thr: 0.5
+    nms_type: "IOU" max_det_num: 0 save_output_param }``. Forward not done."""
+    exact_num_bottom_blobs = 4
+    exact_num_top_blobs = 1
+
+    def reshape(self, bottom, top):
+        r = bottom[0].shape[0]
+        c1 = 4 * bottom[0].shape[1] if self.layer_param.bbox_reg_param.cls_aware else 8
+        if bottom[1].shape[0] != r or bottom[2].shape[0] != r or bottom[1].shape[1] != c1 or \
+                bottom[2].shape[1] not in (5, 6) or tuple(bottom[3].shape[:2]) != (1, 2):
+            raise self.error("bottoms must be R x K, R x %d, R x 5|6 and 1 x 2, got %s"
+                             % (c1, [tuple(b.shape) for b in bottom]))
+        top[0].reshape((1, 7, 1, 1))
+
+
+@register_variant("DetectionEvaluate", lambda lp: len(lp.bottom) == 3)
+class CascadeDetectionEvaluateLayer(_BuildOnly):
+    """Cascade R-CNN's DetectionEvaluate: detections D x 7, gt boxes G x 8, image sizes N x 2;
+    top (num_classes - 1 + valid detections) x 5 (setup: num_classes - 1 rows). Its
+    ``detection_evaluate_param`` fields are read by name (SSD's message). Forward not done."""
+    exact_num_bottom_blobs = 3
+    exact_num_top_blobs = 1
+
+    def reshape(self, bottom, top):
+        ch = [b.shape[1] if b.num_axes > 1 else None for b in bottom]
+        if ch != [7, 8, 2]:
+            raise self.error("bottoms must be D x 7, G x 8 and N x 2, got %s"
+                             % [tuple(b.shape) for b in bottom])
+        valid = int((bottom[0].data.reshape(-1, 7)[:, 5] != -1).sum())
+        top[0].reshape((self.layer_param.detection_evaluate_param.num_classes - 1 + valid, 5, 1, 1))

@@ -1,6 +1,6 @@
 """Training / evaluation layers of zhaoweicai/mscnn and zhaoweicai/cascade-rcnn train and test nets.
 
-``HardMining`` and ``BboxAccuracy`` run (forward as the forks). The others are built with the
+``HardMining``, ``BboxAccuracy`` and MSCNN's ``DetectionAccuracy`` run (forward as the forks). The others are built with the
 forks' top shapes so that their train / test files build (``caffepy summary``, net setup), but
 their forward is not written in caffepy yet: running it raises a one-line error naming the layer
 (see docs/zoo_coverage.md). Cascade R-CNN's ``DetectionEvaluate`` (3 bottoms) is a per-layer variant
@@ -138,22 +138,83 @@ class _BuildOnly(Layer):
 
 
 @register_layer("DetectionAccuracy")
-class MSCNNDetectionAccuracyLayer(_BuildOnly):
-    """MSCNN's per-branch accuracy. Bottoms: N x (K + 4) x H x W scores and boxes, the branch's
-    labels N x 6 x H x W. Tops (the fork's shapes): 1 x 1 x 1 x 2 [, 1 x 1 x 1 x 1].
+class MSCNNDetectionAccuracyLayer(Layer):
+    """MSCNN's per-branch accuracy (no caffe-yolo layer has this type name).
+
+    Bottoms: N x (K + 4) x H x W scores and box offsets, labels N x 6 x H x W (class c, centre /
+    size x, y, w, h, overlap o; c -> min(c, 1) with ``objectness`` for the class part).
+    Counted cells: c != ignore_label and not (c = 0 and o >= ``bg_threshold``). A cell is right when
+    c is among its ``top_k`` scores (ranked by (score, class) descending).
+    top 0 = [right / counted, right positives / positives] (-1 when a count is 0).
+    top 1 (optional) = mean IoU at positives (raw c != 0) of the decoded box: offsets
+    de-normalised (``bbox_reg_param``), x, y clipped to +-1 / field_xyr and w, h to +-log field_whr,
+    centre = t f + (cell + 0.5) d, size = f e^t, against the label box (MSCNN's BoxIOU); -1 if none.
+    No backward.
+
     prototxt: ``detection_accuracy_param { cls_num coord_num: 4 field_h field_w downsample_rate
-    top_k: 1 field_whr: 2 field_xyr: 4 bg_threshold: 0.5 objectness: false }``. Forward not done."""
+    top_k: 1 field_whr: 2 field_xyr: 4 bg_threshold: 0.5 objectness: false }``,
+    ``loss_param { ignore_label }``.
+    """
     exact_num_bottom_blobs = 2
     min_top_blobs = 1
     max_top_blobs = 2
 
+    def layer_setup(self, bottom, top):
+        self.p = self.layer_param.detection_accuracy_param
+        self.K = int(self.p.cls_num)
+        self.mean, self.std = bbox_norm(self.layer_param, self.error)
+        self.norm = len(self.layer_param.bbox_reg_param.bbox_mean) > 0
+        lp = self.layer_param.loss_param
+        self.ignore = lp.ignore_label if lp.HasField("ignore_label") else None
+
     def reshape(self, bottom, top):
-        if bottom[0].shape[0] != bottom[1].shape[0] or bottom[0].shape[2:] != bottom[1].shape[2:]:
-            raise self.error("scores %s and labels %s differ in N, H or W"
-                             % (tuple(bottom[0].shape), tuple(bottom[1].shape)))
+        b, l = tuple(bottom[0].shape), tuple(bottom[1].shape)
+        if len(b) != 4 or len(l) != 4 or b[0] != l[0] or b[2:] != l[2:] or \
+                b[1] != self.K + self.p.coord_num or l[1] != 2 + self.p.coord_num:
+            raise self.error("bottoms must be N x (cls_num + coord_num) x H x W and N x "
+                             "(2 + coord_num) x H x W, got %s and %s" % (b, l))
+        if self.p.top_k < 1 or self.p.top_k > self.K:
+            raise self.error("top_k must be in [1, cls_num]")
         top[0].reshape((1, 1, 1, 2))
         if len(top) > 1:
             top[1].reshape((1, 1, 1, 1))
+
+    def forward_cpu(self, bottom, top):
+        p, K = self.p, self.K
+        x, lab = bottom[0].data.astype(np.float64), bottom[1].data.astype(np.float64)
+        N, _, H, W = x.shape
+        raw = lab[:, 0].astype(np.int64)
+        c = np.minimum(raw, 1) if p.objectness else raw
+        ov = lab[:, 1 + p.coord_num]
+        counted = ~((c == 0) & (ov >= p.bg_threshold))
+        if self.ignore is not None:
+            counted &= c != self.ignore
+        # rank classes by (score, class) descending: the k-th best
+        order = np.lexsort((np.broadcast_to(np.arange(K)[None, :, None, None], x[:, :K].shape),
+                            x[:, :K]), axis=1)[:, ::-1][:, :p.top_k]
+        right = (order == c[:, None]).any(axis=1) & counted
+        fore = counted & (c != 0)
+        acc = right.sum() / counted.sum() if counted.any() else -1.0
+        facc = (right & fore).sum() / fore.sum() if fore.any() else -1.0
+        top[0].data[...] = np.array([acc, facc]).reshape(1, 1, 1, 2)
+        if len(top) < 2:
+            return
+        xyr, whr = 1.0 / p.field_xyr, np.log(p.field_whr)
+        d, fw, fh = float(p.downsample_rate), float(p.field_w), float(p.field_h)
+        ious = []
+        for i, h, w in zip(*np.nonzero(raw != 0)):
+            if self.ignore is not None and raw[i, h, w] == self.ignore:
+                continue
+            t = x[i, K:K + 4, h, w]
+            if self.norm:
+                t = t * self.std + self.mean
+            tx, ty = np.clip(t[:2], -xyr, xyr)
+            tw, th = np.clip(t[2:], -whr, whr)
+            bw, bh = fw * np.exp(tw), fh * np.exp(th)
+            bx, by = tx * fw + (w + 0.5) * d - bw / 2, ty * fh + (h + 0.5) * d - bh / 2
+            gx, gy, gw, gh = lab[i, 1:5, h, w]
+            ious.append(box_iou((bx, by, bw, bh), (gx - gw / 2, gy - gh / 2, gw, gh)))
+        top[1].data[...] = np.mean(ious) if ious else -1.0
 
 
 class _GroupBase(_BuildOnly):

@@ -106,3 +106,16 @@ def test_build_only_layers_shape_and_refuse_forward():
         [(16, 6, 1, 1), (16, 1, 1, 1)]
     with pytest.raises(CaffeError, match="not implemented"):
         pt.forward(bottom, top)
+
+
+def test_mscnn_detection_accuracy_by_hand():
+    layer = make_layer('type: "DetectionAccuracy" detection_accuracy_param { cls_num: 2 '
+                       'field_w: 16 field_h: 16 downsample_rate: 8 }')
+    # cells: 0 positive, scored right, box offsets 0 -> the 16 x 16 field at centre (4, 4);
+    # 1 negative scored right; 2 negative scored wrong; 3 negative with overlap 0.6 (ignored)
+    lab = _labels(4, {0: (1, 4, 4, 16, 8, 0.9), 3: (0, 0, 0, 0, 0, 0.6)})
+    x = np.zeros((1, 6, 1, 4))
+    x[0, 1, 0] = [1.0, -1.0, 1.0, 5.0]
+    acc, iou = run_layer(layer, make_blobs([x, lab]), make_blobs(2))
+    np.testing.assert_allclose(acc.ravel(), [2 / 3, 1.0])
+    assert iou.item() == pytest.approx(0.5)        # 16 x 8 label box inside the 16 x 16 field

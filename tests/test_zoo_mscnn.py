@@ -54,3 +54,20 @@ def test_tiny_mscnn_net_builds_in_both_phases(tmp_path):
     path.write_text(NET)
     for phase in (caffe_pb2.TRAIN, caffe_pb2.TEST):
         assert summarize(str(path), phase=phase) is not None
+
+
+def test_tiny_mscnn_train_step_runs():
+    from caffepy.net import Net
+    net_param = caffe_pb2.NetParameter()
+    text_format.Parse(NET, net_param)
+    net = Net(zoo.replace_data_layers(net_param), phase=caffe_pb2.TRAIN)
+    rng = np.random.default_rng(0)
+    lab = np.zeros((2, 6, 4, 6))
+    lab[:, 0, 1, 2] = 1                                  # one object per image at cell (1, 2)
+    lab[:, 1:5, 1, 2] = [20, 12, 16, 16]
+    out = net.forward(data=rng.standard_normal((2, 3, 32, 48)), label_a=lab,
+                      gt_boxes=np.zeros((1, 7, 1, 1)))
+    assert np.isfinite(out["loss"]).all() and out["loss"].ravel()[0] > 0
+    assert -1 <= out["acc"].ravel()[0] <= 1
+    net.backward()
+    assert np.abs(net.params["conv"][0].diff).sum() > 0

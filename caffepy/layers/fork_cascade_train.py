@@ -1,6 +1,7 @@
 """Training / evaluation layers of zhaoweicai/mscnn and zhaoweicai/cascade-rcnn train and test nets.
 
-``HardMining``, ``BboxAccuracy`` and MSCNN's ``DetectionAccuracy`` run (forward as the forks). The others are built with the
+``HardMining``, ``BboxAccuracy`` and MSCNN's ``DetectionAccuracy`` run (forward as the forks); ``ProposalTarget`` is in
+``fork_cascade_target.py``. The others are built with the
 forks' top shapes so that their train / test files build (``caffepy summary``, net setup), but
 their forward is not written in caffepy yet: running it raises a one-line error naming the layer
 (see docs/zoo_coverage.md). Cascade R-CNN's ``DetectionEvaluate`` (3 bottoms) is a per-layer variant
@@ -257,31 +258,6 @@ class DetectionGroupAccuracyLayer(_GroupBase):
     param_field = "detection_group_accuracy_param"
     min_top_blobs = 1
     max_top_blobs = 2
-
-
-@register_layer("ProposalTarget")
-class ProposalTargetLayer(_BuildOnly):
-    """MSCNN / Cascade R-CNN's roi sampler. Bottoms: rois R x 5, gt boxes G x (7 or 8).
-    Tops (B = ``batch_size``, -1: R): rois B x 5, labels B x 1, bbox targets, inside and outside
-    weights B x D (D = 4 cls_num with ``bbox_reg_param.cls_aware``, else 8), matched gt B x 6,
-    [sample weights B x 1]. prototxt: ``proposal_target_param { cls_num batch_size: 128
-    fg_fraction: 0.25 num_img_per_batch: 4 fg_thr: 0.5 bg_thr_hg: 0.5 bg_thr_lw: 0.1 img_width
-    img_height iou_weighted: false bbox_thr_lw: 0 bbox_thr_hg: 10 pickup_discard: true
-    append_gtbox: true }``. Forward not done."""
-    exact_num_bottom_blobs = 2
-    min_top_blobs = 6
-    max_top_blobs = 7
-
-    def reshape(self, bottom, top):
-        p = self.layer_param.proposal_target_param
-        if bottom[0].num_axes < 2 or bottom[0].shape[1] != 5:
-            raise self.error("bottom 0 (rois) must be R x 5, got %s" % (tuple(bottom[0].shape),))
-        b = max(bottom[0].shape[0], 1) if p.batch_size == -1 else p.batch_size
-        if b <= 0:
-            raise self.error("proposal_target_param batch_size must be > 0 or -1")
-        d = 4 * p.cls_num if self.layer_param.bbox_reg_param.cls_aware else 8
-        for t, c in zip(top, (5, 1, d, d, d, 6, 1)):
-            t.reshape((b, c, 1, 1))
 
 
 @register_layer("FrcnnOutput")

@@ -98,14 +98,35 @@ def test_bbox_accuracy_by_hand():
 
 
 def test_build_only_layers_shape_and_refuse_forward():
-    pt = make_layer('type: "ProposalTarget" proposal_target_param { cls_num: 3 batch_size: 16 }')
-    rois, gt = np.zeros((5, 5)), np.zeros((2, 8))     # bbox_reg_param cls_aware defaults true: 4 x 3
-    bottom, top = make_blobs([rois, gt]), make_blobs(7)
-    pt.setup(bottom, top)
-    assert [tuple(t.shape) for t in top] == [(16, 5, 1, 1), (16, 1, 1, 1)] + [(16, 12, 1, 1)] * 3 + \
-        [(16, 6, 1, 1), (16, 1, 1, 1)]
+    fo = make_layer('type: "FrcnnOutput" bbox_reg_param { cls_aware: false }')
+    bottom = make_blobs([np.zeros((3, 2)), np.zeros((3, 8)), np.zeros((3, 5)), np.zeros((1, 2))])
+    top = make_blobs(1)
+    fo.setup(bottom, top)
+    assert tuple(top[0].shape) == (1, 7, 1, 1)
     with pytest.raises(CaffeError, match="not implemented"):
-        pt.forward(bottom, top)
+        fo.forward(bottom, top)
+
+
+def test_proposal_target_by_hand():
+    layer = make_layer('type: "ProposalTarget" proposal_target_param { cls_num: 3 batch_size: 4 '
+                       'fg_fraction: 0.5 } bbox_reg_param { bbox_mean: 0 bbox_mean: 0 bbox_mean: 0 '
+                       'bbox_mean: 0 bbox_std: 0.1 bbox_std: 0.1 bbox_std: 0.2 bbox_std: 0.2 }')
+    # gt: image 0, class 2, x 10..29, y 10..29 (20 x 20); rois: a shifted copy (IoU 0.6), a
+    # background (IoU 0.2), one with no overlap (discarded, picked up to fill the batch)
+    gt = np.array([[0, 10, 10, 29, 29, 2, 0, 0.]])
+    rois = np.array([[0, 15, 10, 34, 29], [0, 24, 10, 43, 29], [0, 60, 60, 79, 79.]])
+    bottom, top = make_blobs([rois, gt]), make_blobs(7)
+    out = run_layer(layer, bottom, top)
+    r, lab, tgt, win, wout, match, sw = [o.reshape(len(o), -1) for o in out]
+    # foregrounds: the appended gt (IoU 1) and roi 0 (IoU 0.6); backgrounds: roi 1, then roi 2
+    assert sorted(map(tuple, r[:2, 1:])) == [(10, 10, 29, 29), (15, 10, 34, 29)]
+    np.testing.assert_allclose(r[2:, 1:], [[24, 10, 43, 29], [60, 60, 79, 79]])
+    np.testing.assert_allclose(lab.ravel(), [2, 2, 0, 0])
+    i = [tuple(x) for x in r[:, 1:]].index((15, 10, 34, 29))
+    np.testing.assert_allclose(tgt[i, 8:12], [-5 / 20 / 0.1, 0, 0, 0])     # (gx - rx) / rw / std
+    np.testing.assert_allclose(win[i], [0] * 8 + [1] * 4)
+    np.testing.assert_allclose(match[i], [2, 10, 10, 29, 29, 300 / 500])
+    np.testing.assert_allclose(sw.ravel(), [1, 1, 1, 1])                  # 0.5 x 4 / 2 each
 
 
 def test_mscnn_detection_accuracy_by_hand():

@@ -8,6 +8,17 @@ from .fork_mscnn import box_iou
 from .fork_mscnn_train import bbox_norm
 
 
+def jaccard_xywh(a, b):
+    """Cascade R-CNN's JaccardOverlap of (x, y, w, h) boxes, inclusive pixels: the overlap runs
+    to min(x + w - 1) and counts + 1; 0 for an empty box. (MSCNN's BoxIOU runs to min(x + w).)"""
+    if a[2] <= 0 or a[3] <= 0 or b[2] <= 0 or b[3] <= 0:
+        return 0.0
+    tlx, tly = max(a[0], b[0]), max(a[1], b[1])
+    brx, bry = min(a[0] + a[2] - 1, b[0] + b[2] - 1), min(a[1] + a[3] - 1, b[1] + b[3] - 1)
+    over = 0.0 if (tlx > brx or tly > bry) else (brx - tlx + 1) * (bry - tly + 1)
+    return over / (a[2] * a[3] + b[2] * b[3] - over)
+
+
 @register_layer("ProposalTarget")
 class ProposalTargetLayer(Layer):
     """Sample B rois, label them and give their box-regression targets.
@@ -15,7 +26,8 @@ class ProposalTargetLayer(Layer):
     Bottoms: rois R x 5 (image, x1, y1, x2, y2), gt boxes G x (>= 7) (image, x1, y1, x2, y2,
     label, ignored, ...; image -1 rows are skipped). Boxes are (x, y, w = x2 - x1 + 1, h). With
     ``append_gtbox`` the gt boxes join the rois. Each roi takes its best-IoU gt of the same image
-    (MSCNN's BoxIOU; none: overlap 0):
+    (Cascade R-CNN's inclusive JaccardOverlap when the gt rows have 8 values, as its readers give;
+    MSCNN's BoxIOU for its 7; none: overlap 0):
     overlap >= fg_thr: foreground (left out when that gt is ignored); in [bg_thr_lw, bg_thr_hg):
     background; else "discarded". B = ``batch_size`` (-1: foreground + background count), F =
     round(fg_fraction B) (-1: all foreground). F foregrounds are drawn at random (all when fewer),
@@ -72,6 +84,7 @@ class ProposalTargetLayer(Layer):
         rois = xywh(r)
         if len(rois) and rois[:, 0].max() >= p.num_img_per_batch:
             raise self.error("roi image id >= num_img_per_batch (%d)" % p.num_img_per_batch)
+        iou = jaccard_xywh if g.shape[1] >= 8 else box_iou
         g = g[g[:, 0] != -1]
         gts, labels, ignored = xywh(g[:, :5]), g[:, 5], g[:, 6]
         if p.append_gtbox:
@@ -80,7 +93,7 @@ class ProposalTargetLayer(Layer):
         for i, roi in enumerate(rois):
             same = np.flatnonzero(gts[:, 0] == roi[0])
             if same.size:
-                ious = [box_iou(roi[1:], gts[j, 1:]) for j in same]
+                ious = [iou(roi[1:], gts[j, 1:]) for j in same]
                 best[i], over[i] = same[int(np.argmax(ious))], max(ious)
         fg = [i for i in range(len(rois)) if over[i] >= p.fg_thr and not ignored[best[i]]]
         bg = [i for i in range(len(rois)) if p.bg_thr_lw <= over[i] < p.bg_thr_hg]
@@ -97,7 +110,7 @@ class ProposalTargetLayer(Layer):
         elif p.pickup_discard:
             bg += rest[:B - F - len(bg)]
         if not fg and not bg:
-            rois = np.concatenate([rois, [self._backup(gts, rng)]])
+            rois = np.concatenate([rois, [self._backup(gts, rng, iou)]])
             best, over = np.append(best, -1), np.append(over, 0.0)
             bg = [len(rois) - 1]
         keep = list(fg) + list(bg)
@@ -134,7 +147,7 @@ class ProposalTargetLayer(Layer):
                 sw = np.where(pos, sw * p.fg_fraction * K / ps, sw * (1 - p.fg_fraction) * K / ns)
             top[6].data[...] = sw.reshape(K, 1, 1, 1)
 
-    def _backup(self, gts, rng):
+    def _backup(self, gts, rng, iou):
         p = self.p
         if p.img_width <= 32 or p.img_height <= 32:
             raise self.error("no roi to sample and img_width / img_height (> 32) not set")
@@ -143,7 +156,7 @@ class ProposalTargetLayer(Layer):
             x, y = int(rng.integers(p.img_width - 32)), int(rng.integers(p.img_height - 32))
             w = max(int(rng.integers(p.img_width - x)), 32)
             h = max(int(rng.integers(p.img_height - y)), 32)
-            ious = [box_iou((x, y, w, h), gt[1:]) for gt in gts if gt[0] == img]
+            ious = [iou((x, y, w, h), gt[1:]) for gt in gts if gt[0] == img]
             if not ious or max(ious) < p.fg_thr:
                 return [img, x, y, w, h]
         raise self.error("could not draw a background roi away from the ground truth")

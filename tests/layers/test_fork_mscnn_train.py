@@ -140,3 +140,12 @@ def test_mscnn_detection_accuracy_by_hand():
     acc, iou = run_layer(layer, make_blobs([x, lab]), make_blobs(2))
     np.testing.assert_allclose(acc.ravel(), [2 / 3, 1.0])
     assert iou.item() == pytest.approx(0.5)        # 16 x 8 label box inside the 16 x 16 field
+
+
+def test_cascade_jaccard_is_inclusive():
+    from caffepy.layers.fork_cascade_target import jaccard_xywh
+    from caffepy.layers.fork_mscnn import box_iou
+    a, b = (0, 0, 10, 10), (9.5, 0, 10, 10)
+    assert jaccard_xywh(a, b) == 0.0                     # 9.5 > min(x + w - 1) = 9
+    assert box_iou(a, b) == pytest.approx(5 / 195)       # MSCNN's: 0.5 x 10 overlap
+    assert jaccard_xywh((0, 0, 10, 10), (5, 0, 10, 10)) == pytest.approx(50 / 150)

@@ -1,6 +1,6 @@
 """Training / evaluation layers of zhaoweicai/mscnn and zhaoweicai/cascade-rcnn train and test nets.
 
-``HardMining``, ``BboxAccuracy`` and MSCNN's ``DetectionAccuracy`` run (forward as the forks); ``ProposalTarget`` is in
+``HardMining``, ``BboxAccuracy``, ``FrcnnOutput`` and MSCNN's ``DetectionAccuracy`` run (forward as the forks); ``ProposalTarget`` is in
 ``fork_cascade_target.py``. The others are built with the
 forks' top shapes so that their train / test files build (``caffepy summary``, net setup), but
 their forward is not written in caffepy yet: running it raises a one-line error naming the layer
@@ -261,22 +261,85 @@ class DetectionGroupAccuracyLayer(_GroupBase):
 
 
 @register_layer("FrcnnOutput")
-class FrcnnOutputLayer(_BuildOnly):
-    """Cascade R-CNN's detection output. Bottoms: probabilities R x K, boxes R x 4 K (cls_aware)
-    or R x 8, rois R x 5 or 6, image sizes 1 x 2. Top: D x 7 (image, x1, y1, x2, y2, label,
-    score; setup shape 1 x 7). prototxt: ``frcnn_output_param { conf_thr: 0 iou_thr: 0.5
-    nms_type: "IOU" max_det_num: 0 save_output_param }``. Forward not done."""
+class FrcnnOutputLayer(Layer):
+    """Cascade R-CNN's detection output for one image.
+
+    Bottoms: probabilities R x K, box offsets R x 4 K (``bbox_reg_param.cls_aware``) or R x 8,
+    rois R x 5 or 6 (image 0, x1, y1, x2, y2[, score]), image size 1 x 2 (height, width).
+    Each offset set decodes against its roi (w = x2 - x1 + 1, centre c; offsets x std + mean):
+    bw = w e^dw, x1' = dx w + cx - (bw - 1) / 2, x2' = x1' + bw - 1 (y alike). Per class c >= 1:
+    boxes with score >= ``conf_thr`` (class c's offsets, or the foreground set when not
+    cls_aware), clipped to [0, width] x [0, height], sorted by score, greedy NMS dropping overlaps
+    > ``iou_thr`` (the fork's inclusive JaccardOverlap, ``nms_type`` IOU / IOMU / IOFU); with
+    ``max_det_num`` > 0 only the best that many over all classes stay.
+    Top: (1 + D) x 7 rows (image, x1, y1, x2, y2, label, score); row 0 is the image's header
+    (0, then -1s). ``save_output_param`` (writing result files) is refused. No backward.
+
+    prototxt: ``frcnn_output_param { conf_thr: 0 iou_thr: 0.5 nms_type: "IOU" max_det_num: 0 }``,
+    ``bbox_reg_param { bbox_mean bbox_std cls_aware: true }``.
+    """
     exact_num_bottom_blobs = 4
     exact_num_top_blobs = 1
 
+    def layer_setup(self, bottom, top):
+        self.p = self.layer_param.frcnn_output_param
+        if self.p.HasField("save_output_param") and self.p.save_output_param.output_directory:
+            raise self.error("frcnn_output_param save_output_param (writing result files) is not "
+                             "supported")
+        self.mean, self.std = bbox_norm(self.layer_param, self.error)
+        self.aware = self.layer_param.bbox_reg_param.cls_aware
+
     def reshape(self, bottom, top):
         r = bottom[0].shape[0]
-        c1 = 4 * bottom[0].shape[1] if self.layer_param.bbox_reg_param.cls_aware else 8
+        c1 = 4 * bottom[0].shape[1] if self.aware else 8
         if bottom[1].shape[0] != r or bottom[2].shape[0] != r or bottom[1].shape[1] != c1 or \
                 bottom[2].shape[1] not in (5, 6) or tuple(bottom[3].shape[:2]) != (1, 2):
             raise self.error("bottoms must be R x K, R x %d, R x 5|6 and 1 x 2, got %s"
                              % (c1, [tuple(b.shape) for b in bottom]))
         top[0].reshape((1, 7, 1, 1))
+
+    def forward_cpu(self, bottom, top):
+        from .fork_cascade_rcnn import jaccard
+        p = self.p
+        prob = bottom[0].data.reshape(bottom[0].shape[0], -1).astype(np.float64)
+        R, K = prob.shape
+        off = bottom[1].data.reshape(R, -1, 4).astype(np.float64) * self.std + self.mean
+        rois = bottom[2].data.reshape(R, -1).astype(np.float64)
+        if R and (rois[:, 0] != 0).any():
+            raise self.error("rois must all belong to image 0 (batch size 1, as the fork)")
+        height, width = bottom[3].data.ravel()[:2]
+        w, h = rois[:, 3] - rois[:, 1] + 1, rois[:, 4] - rois[:, 2] + 1
+        cx, cy = 0.5 * (rois[:, 1] + rois[:, 3]), 0.5 * (rois[:, 2] + rois[:, 4])
+        bw, bh = w[:, None] * np.exp(off[..., 2]), h[:, None] * np.exp(off[..., 3])
+        x1 = off[..., 0] * w[:, None] + cx[:, None] - (bw - 1) / 2
+        y1 = off[..., 1] * h[:, None] + cy[:, None] - (bh - 1) / 2
+        boxes = np.stack([x1, y1, x1 + bw - 1, y1 + bh - 1], axis=-1)
+        dets = []
+        for c in range(1, K):
+            j = c if self.aware else 1
+            idx = np.flatnonzero(prob[:, c] >= p.conf_thr)
+            idx = idx[np.argsort(-prob[idx, c], kind="stable")]
+            b = boxes[idx, j].copy()
+            b[:, :2] = np.maximum(b[:, :2], 0)
+            b[:, 2] = np.minimum(b[:, 2], width)
+            b[:, 3] = np.minimum(b[:, 3], height)
+            alive = np.ones(len(idx), bool)
+            for a in range(len(idx)):
+                if not alive[a]:
+                    continue
+                for q in range(a + 1, len(idx)):
+                    if alive[q] and jaccard(b[a], b[q], p.nms_type) > p.iou_thr:
+                        alive[q] = False
+            dets += [(c, prob[i, c], b[n]) for n, i in enumerate(idx) if alive[n]]
+        if p.max_det_num > 0 and len(dets) > p.max_det_num:
+            best = sorted(range(len(dets)), key=lambda n: -dets[n][1])[:p.max_det_num]
+            dets = [dets[n] for n in sorted(best)]
+        out = -np.ones((1 + len(dets), 7))
+        out[0, 0] = 0
+        for n, (c, s, b) in enumerate(dets):
+            out[1 + n] = [0, b[0], b[1], b[2], b[3], c, s]
+        top[0].reshape((len(out), 7, 1, 1))
+        top[0].data[...] = out.reshape(top[0].shape)
 
 
 @register_variant("DetectionEvaluate", lambda lp: len(lp.bottom) == 3)

@@ -98,13 +98,28 @@ def test_bbox_accuracy_by_hand():
 
 
 def test_build_only_layers_shape_and_refuse_forward():
-    fo = make_layer('type: "FrcnnOutput" bbox_reg_param { cls_aware: false }')
-    bottom = make_blobs([np.zeros((3, 2)), np.zeros((3, 8)), np.zeros((3, 5)), np.zeros((1, 2))])
+    gl = make_layer('type: "DetectionGroupLoss" detection_group_loss_param { cls_num: 2 '
+                    'field_h: 16 field_w: 16 stride: 8 }')
+    bottom = make_blobs([np.zeros((2, 2, 3, 3)), np.zeros((2, 4, 3, 3)), np.zeros((2, 6, 3, 3))])
     top = make_blobs(1)
-    fo.setup(bottom, top)
-    assert tuple(top[0].shape) == (1, 7, 1, 1)
+    gl.setup(bottom, top)
+    assert tuple(top[0].shape) == (1, 1, 1, 2)
     with pytest.raises(CaffeError, match="not implemented"):
-        fo.forward(bottom, top)
+        gl.forward(bottom, top)
+
+
+def test_frcnn_output_by_hand():
+    layer = make_layer('type: "FrcnnOutput" frcnn_output_param { conf_thr: 0.3 iou_thr: 0.5 } '
+                       'bbox_reg_param { cls_aware: false }')
+    prob = np.array([[0.1, 0.9], [0.2, 0.8], [0.6, 0.4], [0.9, 0.1]])
+    off = np.zeros((4, 8))                            # boxes are the rois themselves
+    rois = np.array([[0, 0, 0, 9, 9], [0, 1, 0, 10, 9], [0, 20, 20, 39, 39], [0, 0, 0, 5, 5.]])
+    size = np.array([[30.0, 50.0]])                   # height 30, width 50
+    out, = run_layer(layer, make_blobs([prob, off, rois, size]), make_blobs(1))
+    # roi 1 overlaps roi 0 by 90 / 110 > 0.5 and goes; roi 2 is clipped to y2 = 30; roi 3 < conf
+    np.testing.assert_allclose(out.reshape(-1, 7), [[0, -1, -1, -1, -1, -1, -1],
+                                                    [0, 0, 0, 9, 9, 1, 0.9],
+                                                    [0, 20, 20, 39, 30, 1, 0.4]])
 
 
 def test_proposal_target_by_hand():

@@ -1,9 +1,11 @@
 """The roi sampler of MSCNN's second stage and Cascade R-CNN (``ProposalTarget``), following
-zhaoweicai/cascade-rcnn's proposal_target_layer.cpp (whose parameters are a superset of MSCNN's).
+zhaoweicai/cascade-rcnn's proposal_target_layer.cpp (whose parameters are a superset of MSCNN's),
+and Cascade R-CNN's ``DetectionEvaluate`` (a per-layer variant of SSD's: 3 bottoms).
 """
 import numpy as np
 
-from .base import Layer, register_layer
+from .base import Layer, register_layer, register_variant
+from .fork_cascade_rcnn import jaccard
 from .fork_mscnn import box_iou
 from .fork_mscnn_train import bbox_norm
 
@@ -160,3 +162,101 @@ class ProposalTargetLayer(Layer):
             if not ious or max(ious) < p.fg_thr:
                 return [img, x, y, w, h]
         raise self.error("could not draw a background roi away from the ground truth")
+
+
+@register_variant("DetectionEvaluate", lambda lp: len(lp.bottom) == 3)
+class CascadeDetectionEvaluateLayer(Layer):
+    """Cascade R-CNN's DetectionEvaluate: true / false positives of one image's detections.
+
+    Bottoms: detections D x 7 (image, x1, y1, x2, y2, label, score; image -1 or label -1 rows
+    skipped), gt boxes G x 8 (image, x1, y1, x2, y2, label, ignored, difficult), image sizes
+    N x 2 (height, width of the net input). ``name_size_file`` lines "name height width" give the
+    original sizes, one per evaluated image in turn (cycling). Top: (num_classes - 1 + valid
+    detections) x 5: first per class c >= 1 (-1, c, positives, -1, -1) (difficult gts counted only
+    with ``evaluate_difficult_gt``), then per image (ascending) and label (ascending) each
+    detection by score: (image, label, score, tp, fp). Boxes of a label with gts are scaled to the
+    original size and matched greedily to the gt of highest inclusive IoU: tp when IoU >=
+    ``overlap_threshold`` and that gt is not taken yet (a difficult gt when not evaluating them:
+    neither), else fp. The sizes file is read at the first forward (the fork reads it at setup;
+    caffepy builds the net without it). No backward.
+
+    prototxt: ``detection_evaluate_param { num_classes overlap_threshold: 0.5
+    evaluate_difficult_gt: true name_size_file }`` (read by field name; SSD's message).
+    """
+    exact_num_bottom_blobs = 3
+    exact_num_top_blobs = 1
+
+    def layer_setup(self, bottom, top):
+        p = self.layer_param.detection_evaluate_param
+        if not p.HasField("num_classes") or not p.HasField("name_size_file"):
+            raise self.error("detection_evaluate_param needs num_classes and name_size_file")
+        if p.overlap_threshold <= 0:
+            raise self.error("overlap_threshold must be > 0")
+        self.p, self.sizes, self.count = p, None, 0
+
+    def reshape(self, bottom, top):
+        ch = [b.shape[1] if b.num_axes > 1 else None for b in bottom]
+        if ch != [7, 8, 2]:
+            raise self.error("bottoms must be D x 7, G x 8 and N x 2, got %s"
+                             % [tuple(b.shape) for b in bottom])
+        valid = int((bottom[0].data.reshape(-1, 7)[:, 5] != -1).sum())
+        top[0].reshape((self.p.num_classes - 1 + valid, 5, 1, 1))
+
+    def _read_sizes(self):
+        try:
+            with open(self.p.name_size_file) as f:
+                words = f.read().split()
+            self.sizes = [(float(words[i + 1]), float(words[i + 2]))
+                          for i in range(0, len(words) - 2, 3)]
+        except (OSError, ValueError, IndexError) as e:
+            raise self.error("cannot read name_size_file %r: %s" % (self.p.name_size_file, e))
+        if not self.sizes:
+            raise self.error("name_size_file %r has no 'name height width' line"
+                             % self.p.name_size_file)
+
+    def forward_cpu(self, bottom, top):
+        if self.sizes is None:
+            self._read_sizes()
+        p = self.p
+        det = bottom[0].data.reshape(-1, 7).astype(np.float64)
+        gt = bottom[1].data.reshape(-1, 8).astype(np.float64)
+        size = bottom[2].data.reshape(-1, 2).astype(np.float64)
+        det = det[(det[:, 0] != -1) & (det[:, 5] != -1)]
+        gt = gt[gt[:, 0] != -1]
+        rows = []
+        for c in range(1, p.num_classes):
+            g = gt[gt[:, 5] == c]
+            n = len(g) if p.evaluate_difficult_gt else int((g[:, 7] == 0).sum())
+            rows.append([-1, c, n, -1, -1])
+        for img in sorted(set(det[:, 0].astype(int))):
+            d_img, g_img = det[det[:, 0] == img], gt[gt[:, 0].astype(int) == img]
+            ratio = None
+            if len(g_img):
+                if img >= len(size):
+                    raise self.error("image %d has no size row (bottom 2 has %d)" % (img, len(size)))
+                h0, w0 = self.sizes[self.count]
+                ratio = np.array([w0 / size[img, 1], h0 / size[img, 0]] * 2)
+            for c in sorted(set(d_img[:, 5].astype(int))):
+                d = d_img[d_img[:, 5] == c]
+                g = g_img[g_img[:, 5] == c]
+                if not len(g):
+                    rows += [[img, c, s, 0, 1] for s in d[:, 6]]
+                    continue
+                d = d[np.argsort(-d[:, 6], kind="stable")]
+                boxes, gboxes = d[:, 1:5] * ratio, g[:, 1:5] * ratio
+                taken = np.zeros(len(g), bool)
+                for b, s in zip(boxes, d[:, 6]):
+                    ious = [jaccard(b, q) for q in gboxes]
+                    j = int(np.argmax(ious))
+                    if ious[j] < p.overlap_threshold:
+                        rows.append([img, c, s, 0, 1])
+                    elif not p.evaluate_difficult_gt and g[j, 7]:
+                        rows.append([img, c, s, 0, 0])
+                    elif taken[j]:
+                        rows.append([img, c, s, 0, 1])
+                    else:
+                        taken[j] = True
+                        rows.append([img, c, s, 1, 0])
+            self.count = (self.count + 1) % len(self.sizes)
+        top[0].reshape((len(rows), 5, 1, 1))
+        top[0].data[...] = np.asarray(rows, np.float64).reshape(top[0].shape)

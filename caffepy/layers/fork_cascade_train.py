@@ -4,12 +4,11 @@
 ``fork_cascade_target.py``. The others are built with the
 forks' top shapes so that their train / test files build (``caffepy summary``, net setup), but
 their forward is not written in caffepy yet: running it raises a one-line error naming the layer
-(see docs/zoo_coverage.md). Cascade R-CNN's ``DetectionEvaluate`` (3 bottoms) is a per-layer variant
-of SSD's (2 bottoms).
+(see docs/zoo_coverage.md). Cascade R-CNN's ``DetectionEvaluate`` (a variant of SSD's) is in ``fork_cascade_target.py``.
 """
 import numpy as np
 
-from .base import Layer, register_layer, register_variant
+from .base import Layer, register_layer
 from .fork_mscnn import box_iou
 from .fork_mscnn_train import bbox_norm
 
@@ -340,20 +339,3 @@ class FrcnnOutputLayer(Layer):
             out[1 + n] = [0, b[0], b[1], b[2], b[3], c, s]
         top[0].reshape((len(out), 7, 1, 1))
         top[0].data[...] = out.reshape(top[0].shape)
-
-
-@register_variant("DetectionEvaluate", lambda lp: len(lp.bottom) == 3)
-class CascadeDetectionEvaluateLayer(_BuildOnly):
-    """Cascade R-CNN's DetectionEvaluate: detections D x 7, gt boxes G x 8, image sizes N x 2;
-    top (num_classes - 1 + valid detections) x 5 (setup: num_classes - 1 rows). Its
-    ``detection_evaluate_param`` fields are read by name (SSD's message). Forward not done."""
-    exact_num_bottom_blobs = 3
-    exact_num_top_blobs = 1
-
-    def reshape(self, bottom, top):
-        ch = [b.shape[1] if b.num_axes > 1 else None for b in bottom]
-        if ch != [7, 8, 2]:
-            raise self.error("bottoms must be D x 7, G x 8 and N x 2, got %s"
-                             % [tuple(b.shape) for b in bottom])
-        valid = int((bottom[0].data.reshape(-1, 7)[:, 5] != -1).sum())
-        top[0].reshape((self.layer_param.detection_evaluate_param.num_classes - 1 + valid, 5, 1, 1))

@@ -164,3 +164,22 @@ def test_cascade_jaccard_is_inclusive():
     assert jaccard_xywh(a, b) == 0.0                     # 9.5 > min(x + w - 1) = 9
     assert box_iou(a, b) == pytest.approx(5 / 195)       # MSCNN's: 0.5 x 10 overlap
     assert jaccard_xywh((0, 0, 10, 10), (5, 0, 10, 10)) == pytest.approx(50 / 150)
+
+
+def test_cascade_detection_evaluate_by_hand(tmp_path):
+    sizes = tmp_path / "sizes.txt"
+    sizes.write_text("img0 60 100\n")                # original image: twice the net input
+    text = ('type: "DetectionEvaluate" bottom: "d" bottom: "g" bottom: "s" '
+            'detection_evaluate_param { num_classes: 3 overlap_threshold: 0.5 '
+            'name_size_file: "%s" }' % sizes)
+    layer = make_layer(text)
+    assert type(layer).__name__ == "CascadeDetectionEvaluateLayer"
+    det = np.array([[0, -1, -1, -1, -1, -1, -1],        # FrcnnOutput's header row
+                    [0, 0, 0, 9, 9, 1, 0.5],            # duplicate of the gt: fp
+                    [0, 0, 0, 9, 9, 1, 0.9],            # best score, on the gt: tp
+                    [0, 20, 20, 29, 29, 2, 0.7]])       # class 2 has no gt: fp
+    gt = np.array([[0, 0, 0, 9, 9, 1, 0, 0.]])
+    out, = run_layer(layer, make_blobs([det, gt, np.array([[30.0, 50.0]])]), make_blobs(1))
+    np.testing.assert_allclose(out.reshape(-1, 5), [[-1, 1, 1, -1, -1], [-1, 2, 0, -1, -1],
+                                                    [0, 1, 0.9, 1, 0], [0, 1, 0.5, 0, 1],
+                                                    [0, 2, 0.7, 0, 1]])

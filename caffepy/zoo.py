@@ -48,12 +48,13 @@ import numpy as np
 
 from .proto import caffe_pb2
 from .proto import is_repeated
+from . import zoo_mscnn
 
 DATA_LAYER_TYPES = frozenset([
     "Data", "ImageData", "HDF5Data", "AnnotatedData", "WindowData", "MemoryData", "VideoData",
     "ImageSegData", "ImageLabelmapData", "DenseImageData", "MultiLabelData", "BoxData",
     "CustomData", "VolumeData", "VideoSegmentationData", "VideoWithVoxelTruthData",
-    "WindowSegData",
+    "WindowSegData", "ImageGtData", "DetectionData", "EvalData",
 ])
 SEGMENTATION_TYPES = frozenset(["ImageSegData", "ImageLabelmapData", "DenseImageData",
                                 "WindowSegData"])
@@ -85,8 +86,12 @@ def replace_data_layers(net_param, default_shape=(3, 224, 224), batch_size=None)
         new.exclude.extend(lp.exclude)
         if lp.HasField("phase"):
             new.phase = lp.phase
-        shapes = (_custom_data_shapes(lp, _batch(lp, batch_size), _flow_size(net_param))
-                  if lp.type == "CustomData" else _top_shapes(lp, default_shape, batch_size))
+        if lp.type in zoo_mscnn.TYPES:       # MSCNN / Cascade R-CNN readers
+            shapes = zoo_mscnn.top_shapes(lp, default_shape, batch_size)
+        elif lp.type == "CustomData":
+            shapes = _custom_data_shapes(lp, _batch(lp, batch_size), _flow_size(net_param))
+        else:
+            shapes = _top_shapes(lp, default_shape, batch_size)
         for top, shape in zip(lp.top, shapes):
             if top in detectnet_labels:      # DIGITS' DetectNet label: header row + one box row
                 shape = (shape[0], 1, 2, 16)

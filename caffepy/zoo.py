@@ -53,10 +53,10 @@ DATA_LAYER_TYPES = frozenset([
     "Data", "ImageData", "HDF5Data", "AnnotatedData", "WindowData", "MemoryData", "VideoData",
     "ImageSegData", "ImageLabelmapData", "DenseImageData", "MultiLabelData", "BoxData",
     "CustomData", "VolumeData", "VideoSegmentationData", "VideoWithVoxelTruthData",
-    "WindowSegData",
+    "WindowSegData", "SegData",
 ])
 SEGMENTATION_TYPES = frozenset(["ImageSegData", "ImageLabelmapData", "DenseImageData",
-                                "WindowSegData"])
+                                "WindowSegData", "SegData"])
 
 
 def is_data_layer(lp):
@@ -159,6 +159,9 @@ def _image_shape(lp, default_shape):
                     h = w = sub.crop_size
                 elif sub.new_height and sub.new_width:
                     h, w = sub.new_height, sub.new_width
+    if lp.type == "SegData":  # TSN's reader: batch 1, H and W floored to transform_param.stride
+        stride = int(_field(tp, "stride") or 1) if tp is not None else 1
+        h, w = max(h // stride, 1) * stride, max(w // stride, 1) * stride
     return int(c), int(h), int(w)
 
 

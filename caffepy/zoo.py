@@ -73,6 +73,7 @@ def replace_data_layers(net_param, default_shape=(3, 224, 224), batch_size=None)
     del out.layer[:]
     detectnet_labels = {lp.bottom[1] for lp in net_param.layer
                         if lp.type == "DetectNetTransformation" and len(lp.bottom) > 1}
+    seg_labels = _yolo_seg_label_channels(net_param)
     for lp in net_param.layer:
         if not is_data_layer(lp):
             out.layer.add().CopyFrom(lp)
@@ -90,8 +91,50 @@ def replace_data_layers(net_param, default_shape=(3, 224, 224), batch_size=None)
         for top, shape in zip(lp.top, shapes):
             if top in detectnet_labels:      # DIGITS' DetectNet label: header row + one box row
                 shape = (shape[0], 1, 2, 16)
+            if top in seg_labels and lp.type == "AnnotatedData" and len(shapes[0]) == 4:
+                shape = _yolo_seg_label_shape(lp, shapes[0], seg_labels[top])
             new.input_param.shape.add().dim.extend(shape)
     return out
+
+
+def _yolo_seg_label_channels(net_param):
+    """MobileNet-YOLO's segmentation label top (AnnotatedData's third top) -> its channel count.
+
+    The fork takes the count from the label map file (its largest label_id; 1 with
+    ``single_class``), which lies outside the net: here it is the ``num_output`` of the layer that
+    makes the map a ``YoloSeg`` / ``SegmentationEvaluate`` layer compares with that label
+    (walking back through in-place and element-wise layers)."""
+    producer = {}
+    for lp in net_param.layer:
+        for t in lp.top:
+            producer.setdefault(t, lp)
+    out = {}
+    for lp in net_param.layer:
+        if lp.type not in ("YoloSeg", "SegmentationEvaluate") or len(lp.bottom) < 2:
+            continue
+        blob, seen = lp.bottom[0], set()
+        while blob in producer and blob not in seen:
+            seen.add(blob)
+            src = producer[blob]
+            if src.HasField("convolution_param") and src.convolution_param.num_output:
+                out.setdefault(lp.bottom[1], int(src.convolution_param.num_output))
+                break
+            if not src.bottom:
+                break
+            blob = src.bottom[0]
+    return out
+
+
+def _yolo_seg_label_shape(lp, image_shape, channels):
+    """(N, C, H / seg_scales, W / seg_scales), or seg_resize_width x seg_resize_height (in the
+    fork's order: width in axis 2), as MobileNet-YOLO's AnnotatedData shapes it."""
+    p = lp.annotated_data_param
+    n, _, h, w = image_shape
+    c = 1 if p.single_class else channels
+    if p.seg_resize_width and p.seg_resize_height:
+        return (n, c, int(p.seg_resize_width), int(p.seg_resize_height))
+    scale = max(int(p.seg_scales), 1)
+    return (n, c, h // scale, w // scale)
 
 
 def _field(msg, name):

@@ -1,0 +1,62 @@
+"""MobileNet-YOLO's segmentation branch: YoloSeg, SegmentationEvaluate (fork_yolo_seg.py) and the
+seg_label input of caffepy.zoo."""
+import numpy as np
+import pytest
+
+from caffepy import zoo
+from caffepy.errors import NetError
+from caffepy.proto import caffe_pb2
+from caffepy.proto.io import parse_text
+from caffepy.testing import make_blobs, make_layer, run_layer
+
+X = np.array([0.0, np.log(3.0), 0.0, 0.0]).reshape(1, 1, 2, 2)     # sigmoid: .5, .75, .5, .5
+T = np.array([1.0, 0.0, 0.0, 0.0]).reshape(1, 1, 2, 2)
+SEG = 'type: "YoloSeg" yolo_seg_param { object_scale: 0.2 }'
+
+
+def test_yolo_seg_loss_and_the_forks_backward():
+    layer = make_layer(SEG)
+    bottom = make_blobs([X, T])
+    loss, = run_layer(layer, bottom, make_blobs(1))
+    d = np.array([0.2 * -0.5, 0.2 * 0.75, 0.1, 0.1])                # alpha (p - t)
+    np.testing.assert_allclose(loss, np.sum(d ** 2), rtol=1e-6)       # 0.0425, N = 1
+    # the fork's backward is d / N times the top diff (not the loss's derivative: no sigmoid
+    # factor, no 2), so the numeric gradient checker does not apply; checked by hand instead
+    top = make_blobs(1)
+    layer.forward(bottom, top)
+    top[0].diff[...] = 2.0
+    layer.backward(top, [True, False], bottom)
+    np.testing.assert_allclose(bottom[0].diff.ravel(), 2.0 * d, rtol=1e-6)
+    # weighting bottom: 1 label pixel of 4: s = 1 / 3, beta = 0.2 (2 - 1/3) = 1/3 on t > 0.5
+    loss, = run_layer(make_layer(SEG), make_blobs([X, T, np.array([[1.0]])]), make_blobs(1))
+    np.testing.assert_allclose(loss, (0.5 / 3) ** 2 + 0.15 ** 2 + 0.1 ** 2 + 0.1 ** 2, rtol=1e-6)
+    with pytest.raises(NetError, match="same count"):
+        run_layer(make_layer(SEG), make_blobs([X, T[:, :, :1]]), make_blobs(1))
+
+
+def test_segmentation_evaluate_iou():
+    pred = np.array([[[[0.9, 0.8], [0.1, 0.0]], [[0.6, 0.7], [0.1, 0.0]]]])
+    gt = np.array([[[[1, 1], [0, 0]], [[1, 0], [0, 0]]]], float)
+    iou, = run_layer(make_layer('type: "SegmentationEvaluate" segmentation_evaluate_param '
+                                '{ num_classes: 2 threshold: 0.5 }'),
+                     make_blobs([pred, gt]), make_blobs(1))
+    # class 0: pred = gt = the first row -> 1; class 1: pred the first row, gt one cell -> 1 / 2
+    np.testing.assert_allclose(iou.ravel(), [1.0, 0.5])
+    with pytest.raises(NetError, match="num_classes"):
+        run_layer(make_layer('type: "SegmentationEvaluate"'), make_blobs([pred, gt]),
+                  make_blobs(1))
+
+
+def test_seg_label_input_takes_the_maps_channels():
+    net = parse_text('''layer { name: "data" type: "AnnotatedData" top: "data" top: "label"
+        top: "seg_label" transform_param { resize_param { height: 64 width: 64 } }
+        annotated_data_param { yolo_data_type: 1 seg_scales: 8 single_class: false } data_param { batch_size: 2 } }
+      layer { name: "seg" type: "Convolution" bottom: "data" top: "seg"
+        convolution_param { num_output: 5 kernel_size: 8 stride: 8 } }
+      layer { name: "loss" type: "YoloSeg" bottom: "seg" bottom: "seg_label" top: "l" }''',
+                     caffe_pb2.NetParameter())
+    out = zoo.replace_data_layers(net)
+    assert list(out.layer[0].input_param.shape[2].dim) == [2, 5, 8, 8]
+    net.layer[0].annotated_data_param.ClearField("single_class")    # the fork's default: true
+    out = zoo.replace_data_layers(net)
+    assert list(out.layer[0].input_param.shape[2].dim) == [2, 1, 8, 8]

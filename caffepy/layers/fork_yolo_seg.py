@@ -1,7 +1,10 @@
-"""MobileNet-YOLO's segmentation branch (eric612/MobileNet-YOLO): ``YoloSeg`` (its loss) and
-``SegmentationEvaluate`` (per-class IoU). Schema: ``yolo_seg_param`` (#604) and
-``segmentation_evaluate_param`` (#605) are in proto/additions.json already.
+"""MobileNet-YOLO's later layers (eric612/MobileNet-YOLO): the segmentation branch's ``YoloSeg``
+(its loss) and ``SegmentationEvaluate`` (per-class IoU), and ``AssistedExcitation``. Schema:
+``yolo_seg_param`` (#604) and ``segmentation_evaluate_param`` (#605) are in proto/additions.json
+already; AssistedExcitation has no parameters.
 """
+import math
+
 import numpy as np
 
 from ..errors import ShapeError
@@ -107,3 +110,74 @@ class SegmentationEvaluateLayer(Layer):
             if inter:
                 out[c] = inter / float(np.count_nonzero(G) + np.count_nonzero(P) - inter)
         top[0].data[...] = out.reshape(top[0].shape)
+
+
+@register_layer("AssistedExcitation")
+class AssistedExcitationLayer(Layer):
+    """Adds a ground-truth-box mask, weighted by the training progress, to every channel.
+
+    alpha = clip(cos(pi / 2 * iter / (0.75 max_iter)), 0, 1), with (iter, max_iter) what the
+    solver gives the fork's ``Layer::set_iter`` before each iteration (iteration, last iteration
+    of this solve). For image 0: M = alpha * mean inside every box [label, x, y, w, h] of the
+    label rows (normalised centre / size, up to the first row with x = 0; cells
+    [int((x - w/2) W), int((x + w/2) W + 0.95)) clipped to the map, at least one cell, same for
+    y), 0 elsewhere; top = x + M on each channel. As the fork indexes its mask (it clears the
+    whole mask per image but always adds the first image's part), images 1.. get M = 0.
+    Outside a solver (no ``set_iter``) caffepy takes alpha = 1; the fork divides 0 by 0 there.
+    Backward: dx = dy (the fork's); the label and the mean get a zero gradient (the fork
+    sends them nothing, even though M depends on the mean).
+
+    prototxt: no parameters. Bottoms: x (N x C x H x W), label (N x 1 x 300 x 5, MobileNet-YOLO's
+    AnnotatedData rows), mean (N x ... with H x W values per image, e.g. a channel mean).
+    Top: like x.
+    """
+    exact_num_bottom_blobs = 3
+    exact_num_top_blobs = 1
+    iter = max_iter = 0                 # until a solver calls set_iter
+
+    def set_iter(self, iteration, max_iter):
+        self.iter, self.max_iter = int(iteration), int(max_iter)
+
+    def reshape(self, bottom, top):
+        x, label, mean = bottom
+        if x.num_axes != 4:
+            raise self.error("bottom 0 must be N x C x H x W, got %s" % (x.shape,), ShapeError)
+        N, _, H, W = x.shape
+        if label.count != N * 300 * 5:
+            raise self.error("label %s must hold 300 rows of 5 values per image (N = %d)"
+                             % (label.shape, N), ShapeError)
+        if mean.shape[0] != N or mean.count != N * H * W:
+            raise self.error("mean %s must hold H x W = %d values per image for x %s"
+                             % (mean.shape, H * W, x.shape), ShapeError)
+        top[0].reshape(x.shape)
+
+    def _alpha(self):
+        if self.max_iter <= 0:
+            return 1.0
+        a = math.cos(self.iter / (self.max_iter * 0.75) * math.pi / 2.0)
+        return min(max(a, 0.0), 1.0)
+
+    def forward_cpu(self, bottom, top):
+        x = bottom[0].data
+        N, C, H, W = x.shape
+        top[0].data[...] = x
+        rows = bottom[1].data.reshape(N, 300, 5)[0]
+        mean = bottom[2].data.reshape(N, H, W)[0]
+        mask = np.zeros((H, W))
+        alpha = self._alpha()
+        for _, cx, cy, w, h in rows:
+            if not cx:
+                break
+            x0 = min(max(int((cx - w / 2) * W), 0), W - 1)
+            y0 = min(max(int((cy - h / 2) * H), 0), H - 1)
+            x1 = min(max(int((cx + w / 2) * W + 0.95), x0 + 1), W)
+            y1 = min(max(int((cy + h / 2) * H + 0.95), y0 + 1), H)
+            mask[y0:y1, x0:x1] = alpha * mean[y0:y1, x0:x1]
+        top[0].data[0] += mask[None].astype(x.dtype)
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        if propagate_down[0]:
+            bottom[0].diff[...] = top[0].diff
+        for i in (1, 2):             # the fork sends nothing back to the label or the mean
+            if propagate_down[i]:
+                bottom[i].diff[...] = 0

@@ -60,3 +60,28 @@ def test_seg_label_input_takes_the_maps_channels():
     net.layer[0].annotated_data_param.ClearField("single_class")    # the fork's default: true
     out = zoo.replace_data_layers(net)
     assert list(out.layer[0].input_param.shape[2].dim) == [2, 1, 8, 8]
+
+
+def test_assisted_excitation_by_hand():
+    from caffepy.testing import check_layer_gradient
+    x = np.zeros((2, 2, 4, 4))
+    label = np.zeros((2, 1, 300, 5))
+    label[0, 0, 0] = [3, 0.25, 0.25, 0.5, 0.5]     # cells [int(0 * 4), int(2 + .95)) = [0, 2)
+    label[1, 0, 0] = [1, 0.5, 0.5, 1.0, 1.0]       # image 1: the fork adds nothing (its indexing)
+    mean = np.arange(32.0).reshape(2, 1, 4, 4)
+    layer = make_layer('type: "AssistedExcitation"')
+    y, = run_layer(layer, make_blobs([x, label, mean]), make_blobs(1))   # no solver: alpha 1
+    want = np.zeros((4, 4))
+    want[:2, :2] = mean[0, 0, :2, :2]
+    np.testing.assert_array_equal(y[0, 0], want)
+    np.testing.assert_array_equal(y[0, 1], want)
+    np.testing.assert_array_equal(y[1], 0)
+    layer.set_iter(50, 100)                        # alpha = cos(pi/2 * 50 / 75) = 0.5
+    y, = run_layer(layer, make_blobs([x, label, mean]), make_blobs(1))
+    np.testing.assert_allclose(y[0, 0], 0.5 * want, rtol=1e-6)
+    layer.set_iter(80, 100)                        # past 0.75 max_iter: cos < 0 -> clipped to 0
+    y, = run_layer(layer, make_blobs([x, label, mean]), make_blobs(1))
+    np.testing.assert_array_equal(y, 0)
+    check_layer_gradient(make_layer('type: "AssistedExcitation"'),
+                         make_blobs([np.random.default_rng(0).standard_normal((2, 2, 4, 4)),
+                                     label, mean]), make_blobs(1), check_bottom=[0])

@@ -53,7 +53,7 @@ DATA_LAYER_TYPES = frozenset([
     "Data", "ImageData", "HDF5Data", "AnnotatedData", "WindowData", "MemoryData", "VideoData",
     "ImageSegData", "ImageLabelmapData", "DenseImageData", "MultiLabelData", "BoxData",
     "CustomData", "VolumeData", "VideoSegmentationData", "VideoWithVoxelTruthData",
-    "WindowSegData", "SegData",
+    "WindowSegData", "SegData", "LaneData",
 ])
 SEGMENTATION_TYPES = frozenset(["ImageSegData", "ImageLabelmapData", "DenseImageData",
                                 "WindowSegData", "SegData"])
@@ -93,6 +93,9 @@ def replace_data_layers(net_param, default_shape=(3, 224, 224), batch_size=None)
                 shape = (shape[0], 1, 2, 16)
             if top in seg_labels and lp.type == "AnnotatedData" and len(shapes[0]) == 4:
                 shape = _yolo_seg_label_shape(lp, shapes[0], seg_labels[top])
+            if lp.type == "LaneData" and top != lp.top[0]:   # MobileNet-YOLO's lane reader:
+                shape = ((shapes[0][0], 1, 1, 1) if top == lp.top[1]    # (N, 1, 1, 1) label,
+                         else _yolo_seg_label_shape(lp, shapes[0], 1))  # a 1-channel lane map
             new.input_param.shape.add().dim.extend(shape)
     return out
 

@@ -85,3 +85,13 @@ def test_assisted_excitation_by_hand():
     check_layer_gradient(make_layer('type: "AssistedExcitation"'),
                          make_blobs([np.random.default_rng(0).standard_normal((2, 2, 4, 4)),
                                      label, mean]), make_blobs(1), check_bottom=[0])
+
+
+def test_lane_data_input_shapes():
+    net = parse_text('''layer { name: "data" type: "LaneData" top: "data" top: "label"
+        top: "seg_label" transform_param { resize_param { height: 64 width: 32 } }
+        annotated_data_param { seg_scales: 4 } data_param { batch_size: 3 } }''',
+                     caffe_pb2.NetParameter())
+    out = zoo.replace_data_layers(net)
+    assert [list(s.dim) for s in out.layer[0].input_param.shape] == [
+        [3, 3, 64, 32], [3, 1, 1, 1], [3, 1, 16, 8]]

@@ -95,3 +95,20 @@ def test_lane_data_input_shapes():
     out = zoo.replace_data_layers(net)
     assert [list(s.dim) for s in out.layer[0].input_param.shape] == [
         [3, 3, 64, 32], [3, 1, 1, 1], [3, 1, 16, 8]]
+
+
+def test_solver_gives_assisted_excitation_its_iteration():
+    from caffepy.solvers import get_solver
+    net = '''layer { name: "x" type: "DummyData" top: "x" top: "label" top: "mean"
+        dummy_data_param { shape { dim: 1 dim: 1 dim: 2 dim: 2 } shape { dim: 1 dim: 1 dim: 300
+        dim: 5 } shape { dim: 1 dim: 1 dim: 2 dim: 2 } } }
+      layer { name: "ae" type: "AssistedExcitation" bottom: "x" bottom: "label" bottom: "mean"
+        top: "ae" }
+      layer { name: "ip" type: "InnerProduct" bottom: "ae" top: "ip"
+        inner_product_param { num_output: 1 } }
+      layer { name: "loss" type: "EuclideanLoss" bottom: "ip" bottom: "ip" top: "loss" }'''
+    s = get_solver('net_param { %s } base_lr: 0.1 lr_policy: "fixed" max_iter: 4 display: 0'
+                   % net)
+    s.step(3)                                      # the fork's Net::set_iter(iter, stop_iter)
+    ae = [layer for layer in s.net.layers if layer.type == "AssistedExcitation"][0]
+    assert (ae.iter, ae.max_iter) == (2, 3)

@@ -53,7 +53,7 @@ DATA_LAYER_TYPES = frozenset([
     "Data", "ImageData", "HDF5Data", "AnnotatedData", "WindowData", "MemoryData", "VideoData",
     "ImageSegData", "ImageLabelmapData", "DenseImageData", "MultiLabelData", "BoxData",
     "CustomData", "VolumeData", "VideoSegmentationData", "VideoWithVoxelTruthData",
-    "WindowSegData", "SegData", "LaneData",
+    "WindowSegData", "SegData", "LaneData", "CPMData",
 ])
 SEGMENTATION_TYPES = frozenset(["ImageSegData", "ImageLabelmapData", "DenseImageData",
                                 "WindowSegData", "SegData"])
@@ -87,7 +87,9 @@ def replace_data_layers(net_param, default_shape=(3, 224, 224), batch_size=None)
         if lp.HasField("phase"):
             new.phase = lp.phase
         shapes = (_custom_data_shapes(lp, _batch(lp, batch_size), _flow_size(net_param))
-                  if lp.type == "CustomData" else _top_shapes(lp, default_shape, batch_size))
+                  if lp.type == "CustomData" else
+                  _cpm_shapes(lp, _batch(lp, batch_size)) if lp.type == "CPMData"
+                  else _top_shapes(lp, default_shape, batch_size))
         for top, shape in zip(lp.top, shapes):
             if top in detectnet_labels:      # DIGITS' DetectNet label: header row + one box row
                 shape = (shape[0], 1, 2, 16)
@@ -98,6 +100,15 @@ def replace_data_layers(net_param, default_shape=(3, 224, 224), batch_size=None)
                          else _yolo_seg_label_shape(lp, shapes[0], 1))  # a 1-channel lane map
             new.input_param.shape.add().dim.extend(shape)
     return out
+
+
+def _cpm_shapes(lp, n):
+    """CMU caffe_train's CPMData (ZheC's pose training): data N x 6 x crop_size_y x crop_size_x,
+    label N x 2 (num_parts + 1) x (crop / stride). The data channels are the LMDB datum's; 6 is
+    what ZheC's genLMDB.py writes for COCO (image 3, meta row, miss mask, all mask)."""
+    p = lp.cpm_transform_param
+    h, w, stride = int(p.crop_size_y), int(p.crop_size_x), max(int(p.stride), 1)
+    return [(n, 6, h, w), (n, 2 * (int(p.num_parts) + 1), h // stride, w // stride)][:len(lp.top)]
 
 
 def _yolo_seg_label_channels(net_param):

@@ -1,4 +1,5 @@
-"""TSN's caffe (yjxiong/caffe): Gather (fork_tsn.py) and the SegData input of caffepy.zoo."""
+"""TSN's caffe (yjxiong/caffe): Gather (fork_tsn.py) and the SegData input of caffepy.zoo; CMU
+caffe_train's CPMData input."""
 import numpy as np
 
 from caffepy import zoo
@@ -27,3 +28,14 @@ def test_segdata_becomes_a_stride_aligned_input():
     out = zoo.replace_data_layers(net, default_shape=(3, 250, 300))
     shapes = [tuple(s.dim) for s in out.layer[0].input_param.shape]
     assert shapes == [(1, 3, 224, 288), (1, 1, 224, 288)]     # 250 -> 7 x 32, 300 -> 9 x 32
+
+
+def test_cpm_data_becomes_pose_inputs():
+    # CMU caffe_train's CPMData (ZheC's pose training): 6 LMDB channels, 2 (parts + 1) label maps
+    net = parse_text('''layer { name: "data" type: "CPMData" top: "data" top: "label"
+      data_param { batch_size: 10 } cpm_transform_param { stride: 8 crop_size_x: 368
+      crop_size_y: 320 num_parts: 56 np_in_lmdb: 17 } }''', caffe_pb2.NetParameter())
+    assert net.layer[0].cpm_transform_param.max_rotate_degree == 5.0      # the fork's default
+    out = zoo.replace_data_layers(net)
+    assert [tuple(s.dim) for s in out.layer[0].input_param.shape] == [
+        (10, 6, 320, 368), (10, 114, 40, 46)]

@@ -54,10 +54,10 @@ DATA_LAYER_TYPES = frozenset([
     "Data", "ImageData", "HDF5Data", "AnnotatedData", "WindowData", "MemoryData", "VideoData",
     "ImageSegData", "ImageLabelmapData", "DenseImageData", "MultiLabelData", "BoxData",
     "CustomData", "VolumeData", "VideoSegmentationData", "VideoWithVoxelTruthData",
-    "WindowSegData", "ImageGtData", "DetectionData", "EvalData",
+    "WindowSegData", "ImageGtData", "DetectionData", "EvalData", "SegData", "LaneData", "CPMData",
 ])
 SEGMENTATION_TYPES = frozenset(["ImageSegData", "ImageLabelmapData", "DenseImageData",
-                                "WindowSegData"])
+                                "WindowSegData", "SegData"])
 
 
 def is_data_layer(lp):
@@ -74,6 +74,7 @@ def replace_data_layers(net_param, default_shape=(3, 224, 224), batch_size=None)
     del out.layer[:]
     detectnet_labels = {lp.bottom[1] for lp in net_param.layer
                         if lp.type == "DetectNetTransformation" and len(lp.bottom) > 1}
+    seg_labels = _yolo_seg_label_channels(net_param)
     for lp in net_param.layer:
         if not is_data_layer(lp):
             out.layer.add().CopyFrom(lp)
@@ -90,13 +91,69 @@ def replace_data_layers(net_param, default_shape=(3, 224, 224), batch_size=None)
             shapes = zoo_mscnn.top_shapes(lp, default_shape, batch_size)
         elif lp.type == "CustomData":
             shapes = _custom_data_shapes(lp, _batch(lp, batch_size), _flow_size(net_param))
+        elif lp.type == "CPMData":
+            shapes = _cpm_shapes(lp, _batch(lp, batch_size))
         else:
             shapes = _top_shapes(lp, default_shape, batch_size)
         for top, shape in zip(lp.top, shapes):
             if top in detectnet_labels:      # DIGITS' DetectNet label: header row + one box row
                 shape = (shape[0], 1, 2, 16)
+            if top in seg_labels and lp.type == "AnnotatedData" and len(shapes[0]) == 4:
+                shape = _yolo_seg_label_shape(lp, shapes[0], seg_labels[top])
+            if lp.type == "LaneData" and top != lp.top[0]:   # MobileNet-YOLO's lane reader:
+                shape = ((shapes[0][0], 1, 1, 1) if top == lp.top[1]    # (N, 1, 1, 1) label,
+                         else _yolo_seg_label_shape(lp, shapes[0], 1))  # a 1-channel lane map
             new.input_param.shape.add().dim.extend(shape)
     return out
+
+
+def _cpm_shapes(lp, n):
+    """CMU caffe_train's CPMData (ZheC's pose training): data N x 6 x crop_size_y x crop_size_x,
+    label N x 2 (num_parts + 1) x (crop / stride). The data channels are the LMDB datum's; 6 is
+    what ZheC's genLMDB.py writes for COCO (image 3, meta row, miss mask, all mask)."""
+    p = lp.cpm_transform_param
+    h, w, stride = int(p.crop_size_y), int(p.crop_size_x), max(int(p.stride), 1)
+    return [(n, 6, h, w), (n, 2 * (int(p.num_parts) + 1), h // stride, w // stride)][:len(lp.top)]
+
+
+def _yolo_seg_label_channels(net_param):
+    """MobileNet-YOLO's segmentation label top (AnnotatedData's third top) -> its channel count.
+
+    The fork takes the count from the label map file (its largest label_id; 1 with
+    ``single_class``), which lies outside the net: here it is the ``num_output`` of the layer that
+    makes the map a ``YoloSeg`` / ``SegmentationEvaluate`` layer compares with that label
+    (walking back through in-place and element-wise layers)."""
+    producer = {}
+    for lp in net_param.layer:
+        for t in lp.top:
+            producer.setdefault(t, lp)
+    out = {}
+    for lp in net_param.layer:
+        if lp.type not in ("YoloSeg", "SegmentationEvaluate") or len(lp.bottom) < 2:
+            continue
+        blob, seen = lp.bottom[0], set()
+        while blob in producer and blob not in seen:
+            seen.add(blob)
+            src = producer[blob]
+            if src.HasField("convolution_param") and src.convolution_param.num_output:
+                out.setdefault(lp.bottom[1], int(src.convolution_param.num_output))
+                break
+            if not src.bottom:
+                break
+            blob = src.bottom[0]
+    return out
+
+
+def _yolo_seg_label_shape(lp, image_shape, channels):
+    """(N, C, H / seg_scales, W / seg_scales), or seg_resize_width x seg_resize_height (in the
+    fork's order: width in axis 2), as MobileNet-YOLO's AnnotatedData shapes it."""
+    p = lp.annotated_data_param
+    n, _, h, w = image_shape
+    c = 1 if p.single_class else channels
+    if p.seg_resize_width and p.seg_resize_height:
+        return (n, c, int(p.seg_resize_width), int(p.seg_resize_height))
+    scale = max(int(p.seg_scales), 1)
+    return (n, c, h // scale, w // scale)
 
 
 def _field(msg, name):
@@ -164,6 +221,9 @@ def _image_shape(lp, default_shape):
                     h = w = sub.crop_size
                 elif sub.new_height and sub.new_width:
                     h, w = sub.new_height, sub.new_width
+    if lp.type == "SegData":  # TSN's reader: batch 1, H and W floored to transform_param.stride
+        stride = int(_field(tp, "stride") or 1) if tp is not None else 1
+        h, w = max(h // stride, 1) * stride, max(w // stride, 1) * stride
     return int(c), int(h), int(w)
 
 

@@ -78,6 +78,10 @@ V1_TYPES.update((getattr(V1, name), new) for name, new in (
     # DeepLab v1 (deeplab-public): its Interp and SegAccuracy are PSPNet's / DeepLab v2's
     ("INTERP", "Interp"), ("SEG_ACCURACY", "SegAccuracy"), ("PADDING", "Padding"))
     if hasattr(V1, name))
+#: torrvision/caffe's (crfasrnn) V1 types (proto/additions.d/zoorest.json): the FCN-era CROP becomes
+#: BVLC's Crop with the offsets its coordinate maps give (caffepy.proto.v1_crop).
+V1_TYPES.update((getattr(V1, name), new) for name, new in (
+    ("CROP", "Crop"), ("MULTI_STAGE_MEANFIELD", "MultiStageMeanfield")) if hasattr(V1, name))
 
 #: The deprecated ``solver_type`` enum → the ``type`` string.
 SOLVER_TYPES = {
@@ -193,12 +197,16 @@ def upgrade_v1_layer(v1, problems):
     return layer
 
 
-def upgrade_v1_net(net, problems):
+def upgrade_v1_net(net, problems, filename="<net>"):
     """``layers { type: CONVOLUTION ... }`` → ``layer { type: "Convolution" ... }``, in place."""
     if len(net.layer):
         problems.append("net has both 'layers' (V1) and 'layer' entries; the 'layer' entries are "
                         "dropped, as Caffe does")
     layers = [upgrade_v1_layer(v1, problems) for v1 in net.layers]
+    crops = [i for i, v1 in enumerate(net.layers) if v1.type == getattr(V1, "CROP", None)]
+    if crops:
+        from .v1_crop import resolve_v1_crops
+        resolve_v1_crops(layers, crops, filename)
     net.ClearField("layers")
     net.ClearField("layer")
     net.layer.extend(layers)
@@ -257,7 +265,7 @@ def upgrade_net(net, filename="<net>"):
     if net_needs_data_upgrade(net):
         upgrade_data_transformation(net)
     if net_needs_v1_upgrade(net):
-        upgrade_v1_net(net, problems)
+        upgrade_v1_net(net, problems, filename)
     if net_needs_input_upgrade(net):
         upgrade_net_input(net, filename)
     if net_needs_batch_norm_upgrade(net):

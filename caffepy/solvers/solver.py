@@ -202,6 +202,9 @@ class Solver(TestPasses):
                 for on_start, _ in self._callbacks:
                     on_start()
                 display = bool(p.display) and self.iter % p.display == 0
+                for layer in self.net.layers:    # MobileNet-YOLO's Layer::set_iter(iter, stop)
+                    if hasattr(layer, "set_iter"):
+                        layer.set_iter(self.iter, stop_iter)
                 loss = 0.0
                 for _ in range(p.iter_size):
                     part = self._forward_backward(display and p.debug_info)

@@ -40,7 +40,9 @@ class RFCNSoftmaxWithLossLayer(SoftmaxWithLossLayer):
 
 
 def _is_rfcn_smooth_l1(lp):
-    return len(lp.bottom) == 3 or len(lp.top) == 2
+    """R-FCN's form: a weight bottom (3 bottoms) or the per-instance top with 2 bottoms; 4
+    bottoms (inside and outside weights) are py-faster-rcnn's / Cascade R-CNN's."""
+    return len(lp.bottom) == 3 or (len(lp.top) == 2 and len(lp.bottom) == 2)
 
 
 @register_variant("SmoothL1Loss", _is_rfcn_smooth_l1)

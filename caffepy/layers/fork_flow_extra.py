@@ -23,20 +23,16 @@ class Correlation1DLayer(CorrelationLayer):
     single_direction: 0 }`` (SUBTRACT and do_abs are refused). Bottoms f1, f2 (N, C, H, W);
     top (N, number of displacements, H', W').
     """
+    pad_axes = (3,)
 
     def layer_setup(self, bottom, top):
         p = self.layer_param.correlation_param
         if p.correlation_type != p.MULTIPLY or p.do_abs:
             raise self.error("only multiplicative correlation is supported (correlation_type "
                              "SUBTRACT and do_abs are not)")
-        if not p.HasField("kernel_size") or not p.HasField("max_displacement"):
-            raise self.error("correlation_param needs kernel_size and max_displacement")
-        if p.kernel_size % 2 == 0 or p.stride_1 < 1 or p.stride_2 < 1:
-            raise self.error("kernel_size must be odd and strides >= 1")
+        self._geometry(p)
         if p.single_direction not in (-1, 0, 1):
             raise self.error("single_direction must be -1, 0 or 1")
-        self.k, self.d, self.pad = int(p.kernel_size), int(p.max_displacement), int(p.pad)
-        self.s1, self.s2 = int(p.stride_1), int(p.stride_2)
         r = self.d // self.s2
         self.offsets = {0: range(-r, r + 1), 1: range(0, r + 1),
                         -1: range(-(r + 1), 0)}[int(p.single_direction)]
@@ -46,10 +42,7 @@ class Correlation1DLayer(CorrelationLayer):
                              % (-min(self.offsets) * self.s2, self.d))
 
     def reshape(self, bottom, top):
-        if bottom[0].shape != bottom[1].shape or bottom[0].num_axes != 4:
-            raise self.error("bottoms must have equal N x C x H x W shapes, got %s and %s"
-                             % (bottom[0].shape, bottom[1].shape), ShapeError)
-        N, C, H, W = bottom[0].shape
+        N, C, H, W = self._bottom_shape(bottom)
         kr = (self.k - 1) // 2
         self.out = (-(-(H - 2 * kr) // self.s1),
                     -(-(W + 2 * self.pad - 2 * (self.d + kr)) // self.s1))
@@ -69,23 +62,6 @@ class Correlation1DLayer(CorrelationLayer):
                     cols = slice(x0, x0 + (ow - 1) * self.s1 + 1, self.s1)
                     cols2 = slice(x0 + dx, x0 + dx + (ow - 1) * self.s1 + 1, self.s1)
                     yield t, rows, cols, rows, cols2
-
-    def _padded(self, a):
-        p = self.pad
-        return np.pad(a, [(0, 0), (0, 0), (0, 0), (p, p)])
-
-    def backward_cpu(self, top, propagate_down, bottom):
-        f1, f2 = self._padded(bottom[0].data), self._padded(bottom[1].data)
-        g1, g2 = np.zeros_like(f1), np.zeros_like(f2)
-        dy = top[0].diff / (self.k * self.k * bottom[0].shape[1])
-        for t, rows, cols, rows2, cols2 in self._terms():
-            g = dy[:, t][:, None]
-            g1[:, :, rows, cols] += g * f2[:, :, rows2, cols2]
-            g2[:, :, rows2, cols2] += g * f1[:, :, rows, cols]
-        W, p = bottom[0].shape[3], self.pad
-        for i, g in enumerate((g1, g2)):
-            if propagate_down[i]:
-                bottom[i].diff[...] = g[:, :, :, p:p + W]
 
 
 def _align_corners_matrix(n_out, n_in):

@@ -86,6 +86,13 @@ class _SoftmaxLossBase(LossLayer):
         return normalizer(self.normalization, self.layer_param.loss_param, self.outer, self.inner,
                           valid_count)
 
+    def _prob_minus_onehot(self):
+        """p - onehot(label) (outer x C x inner): SoftmaxWithLoss's gradient before scaling."""
+        d = self.prob.copy()
+        np.put_along_axis(d, self.labels[:, None, :],
+                          np.take_along_axis(d, self.labels[:, None, :], axis=1) - 1, axis=1)
+        return d
+
 
 @register_layer("SoftmaxWithLoss")
 class SoftmaxWithLossLayer(_SoftmaxLossBase):
@@ -120,9 +127,7 @@ class SoftmaxWithLossLayer(_SoftmaxLossBase):
         reject_label_gradient(self, propagate_down)
         if not propagate_down[0]:
             return
-        d = self.prob.copy()
-        np.put_along_axis(d, self.labels[:, None, :],
-                          np.take_along_axis(d, self.labels[:, None, :], axis=1) - 1, axis=1)
+        d = self._prob_minus_onehot()
         d *= self.valid[:, None, :]
         d *= float(top[0].diff) / self.norm
         bottom[0].diff[...] = d.reshape(bottom[0].shape)

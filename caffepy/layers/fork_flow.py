@@ -335,8 +335,33 @@ class DownsampleLayer(Layer):
             bottom[1].diff[...] = 0
 
 
+class _FlowDifferenceLoss(LossLayer):
+    """L1Loss's and LpqLoss's frame: bottoms x [, y], d = x - y (or x) with NaN entries masked
+    to 0 (:meth:`_difference`); the gradient g, 0 where ``self.mask`` is not, goes to x and -g
+    to y (:meth:`_put_diff`)."""
+    exact_num_bottom_blobs = None
+    min_bottom_blobs = 1
+    max_bottom_blobs = 2
+
+    @staticmethod
+    def _difference(bottom):
+        d = bottom[0].data - bottom[1].data if len(bottom) == 2 else bottom[0].data
+        mask = ~np.isnan(d)
+        return np.where(mask, d, 0.0), mask
+
+    def _put_diff(self, g, propagate_down, bottom):
+        g = np.where(self.mask, g, 0.0)
+        if propagate_down[0]:
+            bottom[0].diff[...] = g
+        if len(bottom) == 2 and propagate_down[1]:
+            bottom[1].diff[...] = -g
+
+    def allow_force_backward(self, bottom_index):
+        return True
+
+
 @register_layer("L1Loss")
-class L1LossLayer(LossLayer):
+class L1LossLayer(_FlowDifferenceLoss):
     """FlowNet 2's L1Loss (its EPE loss with ``l2_per_location``).
 
     d = x (one bottom) or x - y (two); NaN entries of d are masked out. normalizer = N, or with
@@ -352,9 +377,6 @@ class L1LossLayer(LossLayer):
     normalize_by_num_entries: false epsilon: 0.01 plateau: 0 }``. Bottoms: x [, y] (N, C, H, W).
     Top: the loss ().
     """
-    exact_num_bottom_blobs = None
-    min_bottom_blobs = 1
-    max_bottom_blobs = 2
 
     def reshape(self, bottom, top):
         if len(bottom) == 2 and bottom[0].shape != bottom[1].shape:
@@ -364,9 +386,7 @@ class L1LossLayer(LossLayer):
 
     def forward_cpu(self, bottom, top):
         p = self.layer_param.l1_loss_param
-        d = bottom[0].data - bottom[1].data if len(bottom) == 2 else bottom[0].data.copy()
-        mask = ~np.isnan(d)
-        d = np.where(mask, d, 0)
+        d, mask = self._difference(bottom)
         c = d.shape[1] if d.ndim > 1 else 1
         self.norm = mask.sum() / c if p.normalize_by_num_entries else d.shape[0]
         if p.l2_per_location:
@@ -392,11 +412,4 @@ class L1LossLayer(LossLayer):
                 g = g / self.c
         else:
             g = alpha * np.where(self.d > 0, 1.0, -1.0)
-        g = np.where(self.mask, g, 0)
-        if propagate_down[0]:
-            bottom[0].diff[...] = g
-        if len(bottom) == 2 and propagate_down[1]:
-            bottom[1].diff[...] = -g
-
-    def allow_force_backward(self, bottom_index):
-        return True
+        self._put_diff(g, propagate_down, bottom)

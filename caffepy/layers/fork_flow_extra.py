@@ -3,8 +3,8 @@ Accum (resize and stack several blobs), NegReLU, Mean and LpqLoss."""
 import numpy as np
 
 from ..errors import ShapeError
-from .base import Layer, LossLayer, register_layer
-from .fork_flow import CorrelationLayer
+from .base import Layer, register_layer
+from .fork_flow import CorrelationLayer, _FlowDifferenceLoss
 
 
 @register_layer("Correlation1D")
@@ -207,7 +207,7 @@ class MeanLayer(Layer):
 
 
 @register_layer("LpqLoss")
-class LpqLossLayer(LossLayer):
+class LpqLossLayer(_FlowDifferenceLoss):
     """FlowNet 2's LpqLoss: a robust per-location loss.
 
     d = x - y (or x); NaN entries masked to 0; a = |d|;
@@ -222,9 +222,6 @@ class LpqLossLayer(LossLayer):
     l2_prescale_by_channels: false normalize_by_num_entries: false }``. Bottoms x [, y]
     (N, C, H, W). Top: the loss ().
     """
-    exact_num_bottom_blobs = None
-    min_bottom_blobs = 1
-    max_bottom_blobs = 2
 
     def layer_setup(self, bottom, top):
         p = self.layer_param.lpq_loss_param
@@ -250,9 +247,7 @@ class LpqLossLayer(LossLayer):
         if self.phase == self._caffe_pb2.TRAIN:
             self.forwards += 1
         self.p, self.q = [(p, q) for s, p, q in self.schedule if s <= it][-1]
-        d = bottom[0].data - bottom[1].data if len(bottom) == 2 else bottom[0].data
-        self.mask = ~np.isnan(d)
-        d = np.where(self.mask, d, 0.0)
+        d, self.mask = self._difference(bottom)
         C = d.shape[1]
         self.sign = np.where(d > 0, 1.0, -1.0)
         self.a = np.abs(d) + prm.p_epsilon
@@ -265,11 +260,4 @@ class LpqLossLayer(LossLayer):
         alpha = float(top[0].diff) / self.norm
         g = (alpha * self.q * self.S ** (self.q - 1) * self.w * self.p * self.a ** (self.p - 1)
              * self.sign)
-        g = np.where(self.mask, g, 0.0)
-        if propagate_down[0]:
-            bottom[0].diff[...] = g
-        if len(bottom) == 2 and propagate_down[1]:
-            bottom[1].diff[...] = -g
-
-    def allow_force_backward(self, bottom_index):
-        return True
+        self._put_diff(g, propagate_down, bottom)

@@ -44,7 +44,7 @@ class GaussianYolov3LossLayer(_Yolov3Base):
     coord_scale, object_scale, class_scale, iou_normalizer, iou_thresh, max_delta, accumulate,
     use_logic_gradient, use_focal_loss). Top: the scalar loss.
     """
-    box_values = 9
+    box_values, box_channels = 9, (0, 2, 4, 6)
 
     def _box_delta(self, s, v, t, scale, D):
         p = self.p
@@ -66,11 +66,7 @@ class GaussianYolov3LossLayer(_Yolov3Base):
 
     def _deltas(self, v, s, truths, D):
         p, (B, L, H, W), k = self.p, v.shape, float(self.p.anchors_scale)
-        jj, ii = np.meshgrid(np.arange(H), np.arange(W), indexing="ij")
-        a = np.array(self.mask)
-        pred = np.stack([(ii + s[:, 0]) / W, (jj + s[:, 2]) / H,
-                         np.exp(v[:, 4]) * self.biases[2 * a][:, None, None] / (W * k),
-                         np.exp(v[:, 6]) * self.biases[2 * a + 1][:, None, None] / (H * k)], -1)
+        pred = self.pred_boxes(v, s)
         upto = next((t for t, r in enumerate(truths) if not r[1]), len(truths))
         D[:, 8] = s[:, 8]
         if upto:

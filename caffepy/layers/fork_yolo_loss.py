@@ -51,6 +51,7 @@ class _Yolov3Base(_DeltaLossLayer):
     """``Yolov3`` and ``GaussianYolov3``'s setup, shapes (bottom 0: N x num (box_values +
     num_class) x H x W) and the fork's choice of the anchors that learn a truth."""
     box_values = 5              # channels of a box before its class scores
+    box_channels = (0, 1, 2, 3)     # x, y (sigmoid) and w, h (raw) of the predicted box
     exact_num_bottom_blobs = 2
     exact_num_top_blobs = 1
     auto_top_blobs = True
@@ -73,6 +74,16 @@ class _Yolov3Base(_DeltaLossLayer):
             raise self.error("bottom[1] (labels) must hold rows of 5 values per image, got %s"
                              % (bottom[1].shape,))
         top[0].reshape(())
+
+    def pred_boxes(self, v, s):
+        """Each box of one image (v, s: B x L x H x W) as normalised x, y, w, h: B x H x W x 4."""
+        (_, _, H, W), k = v.shape, float(self.p.anchors_scale)
+        cx, cy, cw, ch = self.box_channels
+        jj, ii = np.meshgrid(np.arange(H), np.arange(W), indexing="ij")
+        a = np.array(self.mask)
+        return np.stack([(ii + s[:, cx]) / W, (jj + s[:, cy]) / H,
+                         np.exp(v[:, cw]) * self.biases[2 * a][:, None, None] / (W * k),
+                         np.exp(v[:, ch]) * self.biases[2 * a + 1][:, None, None] / (H * k)], -1)
 
     def anchor_boxes(self, W, H, k):
         """Every anchor as a centre/size box at the origin, normalised to the W x H grid."""
@@ -143,11 +154,7 @@ class Yolov3LossLayer(_Yolov3Base):
 
     def _deltas(self, v, s, truths, D):
         p, (B, L, H, W), k = self.p, v.shape, float(self.p.anchors_scale)
-        jj, ii = np.meshgrid(np.arange(H), np.arange(W), indexing="ij")
-        a = np.array(self.mask)
-        pred = np.stack([(ii + s[:, 0]) / W, (jj + s[:, 1]) / H,
-                         np.exp(v[:, 2]) * self.biases[2 * a][:, None, None] / (W * k),
-                         np.exp(v[:, 3]) * self.biases[2 * a + 1][:, None, None] / (H * k)], -1)
+        pred = self.pred_boxes(v, s)
         upto = next((t for t, r in enumerate(truths) if not r[1]), len(truths))
         D[:, 4] = s[:, 4]
         if upto:

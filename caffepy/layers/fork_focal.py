@@ -41,7 +41,7 @@ class FocalLossLayer(SoftmaxWithLossLayer):
     def forward_cpu(self, bottom, top):
         p = self.layer_param.focal_loss_param
         self._softmax(bottom, top)
-        self.pt = np.take_along_axis(self.prob, self.labels[:, None, :], axis=1)[:, 0, :]
+        self.pt = self._label_prob()
         self.logp = np.log(np.maximum(self.pt, FLT_MIN))
         with np.errstate(invalid="ignore"):
             self.q = (p.alpha + self.sign * self.pt) ** p.gamma

@@ -57,6 +57,13 @@ def _c3d_setup(layer, bottom, transposed):
     return p
 
 
+def _c3d_check_bottom(layer, bottom):
+    """Convolution3D's and Deconvolution3D's reshape check: N x C x L x H x W, C as set up."""
+    if bottom[0].num_axes != 5 or bottom[0].shape[1] != layer.channels:
+        raise layer.error("bottom %s does not fit %d channels" % (bottom[0].shape,
+                                                                  layer.channels), ShapeError)
+
+
 @register_layer("Convolution3D")
 class Convolution3DLayer(Layer):
     """C3D's 3-D convolution (cross-correlation, as Caffe):
@@ -79,9 +86,7 @@ class Convolution3DLayer(Layer):
         self.p = _c3d_setup(self, bottom, transposed=False)
 
     def reshape(self, bottom, top):
-        if bottom[0].num_axes != 5 or bottom[0].shape[1] != self.channels:
-            raise self.error("bottom %s does not fit %d channels" % (bottom[0].shape,
-                                                                     self.channels), ShapeError)
+        _c3d_check_bottom(self, bottom)
         out = cm.conv_out_shape(bottom[0].shape[2:], self.kernel, self.pad, self.stride, (1, 1, 1))
         if min(out) < 1:
             raise self.error("the kernel does not fit the padded input %s" % (bottom[0].shape,),
@@ -239,9 +244,7 @@ class Deconvolution3DLayer(Layer):
         self.num_output = int(_c3d_setup(self, bottom, transposed=True).num_output)
 
     def reshape(self, bottom, top):
-        if bottom[0].num_axes != 5 or bottom[0].shape[1] != self.channels:
-            raise self.error("bottom %s does not fit %d channels" % (bottom[0].shape,
-                                                                     self.channels), ShapeError)
+        _c3d_check_bottom(self, bottom)
         out = tuple((n - 1) * s - 2 * p + k for n, s, p, k in
                     zip(bottom[0].shape[2:], self.stride, self.pad, self.kernel))
         if min(out) < 1:

@@ -144,20 +144,6 @@ class DiagonalFiller(Filler):
         return out
 
 
-class DiagonalFiller(Filler):
-    """lmb-freiburg/flownet2's: an identity-like (O, C, kh, kw) kernel scaled per output."""
-
-    def values(self, shape):
-        if len(shape) < 2:
-            raise CaffeError("filler 'diagonal': blob must have 2+ axes, got shape %s" % (shape,))
-        out = np.zeros(shape)
-        area = int(np.prod(shape[2:])) if len(shape) > 2 else 1
-        vals = list(self.param.diag_val)
-        for n in range(min(shape[0], shape[1])):
-            out[n, n] = (vals[n] if n < len(vals) else 1.0) / area
-        return out
-
-
 FILLERS = {
     "constant": ConstantFiller,
     "uniform": UniformFiller,

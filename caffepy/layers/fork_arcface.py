@@ -8,6 +8,18 @@ from .base import NeuronLayer, register_layer
 from .fork_margin import _LabelColumn
 
 
+def _label_cells(layer, bottom):
+    """The cosines as (M, D); sets layer.rows (examples with a label >= 0, the others pass
+    through) and layer.lab (their labels, each checked < D)."""
+    x = bottom[0].data.reshape(bottom[0].shape[0], -1)
+    lab = bottom[1].data.reshape(-1).astype(np.int64)
+    if lab.size and lab.max() >= x.shape[1]:
+        raise layer.error("label %d outside [0, %d)" % (lab.max(), x.shape[1]))
+    layer.rows = np.flatnonzero(lab >= 0)
+    layer.lab = lab[layer.rows]
+    return x
+
+
 @register_layer("CombinedMargin")
 class CombinedMarginLayer(_LabelColumn):
     """InsightFace's combined margin (xialuxi/arcface-caffe), in every phase: for the label
@@ -25,12 +37,7 @@ class CombinedMarginLayer(_LabelColumn):
 
     def forward_cpu(self, bottom, top):
         p = self.layer_param.combined_margin_param
-        x = bottom[0].data.reshape(bottom[0].shape[0], -1)
-        lab = bottom[1].data.reshape(-1).astype(np.int64)
-        if lab.size and lab.max() >= x.shape[1]:
-            raise self.error("label %d outside [0, %d)" % (lab.max(), x.shape[1]))
-        self.rows = np.flatnonzero(lab >= 0)
-        self.lab = lab[self.rows]
+        x = _label_cells(self, bottom)
         y = top[0].data.reshape(x.shape)
         y[...] = x
         with np.errstate(invalid="ignore"):
@@ -86,12 +93,7 @@ class AdaCosAddmScaleLayer(_LabelColumn):
 
     def forward_cpu(self, bottom, top):
         m = self.layer_param.adacos_add_m_scale_param.m
-        x = bottom[0].data.reshape(bottom[0].shape[0], -1)
-        lab = bottom[1].data.reshape(-1).astype(np.int64)
-        if lab.size and lab.max() >= x.shape[1]:
-            raise self.error("label %d outside [0, %d)" % (lab.max(), x.shape[1]))
-        self.rows = np.flatnonzero(lab >= 0)
-        self.lab = lab[self.rows]
+        x = _label_cells(self, bottom)
         c = np.minimum(x[self.rows, self.lab], 1.0)
         self.c, self.far = c, c <= np.cos(np.pi - m)
         y = top[0].data.reshape(x.shape)

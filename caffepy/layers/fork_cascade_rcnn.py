@@ -4,6 +4,8 @@
 import numpy as np
 
 from .base import Layer, register_layer
+from .fork_mscnn import nms_proposals
+from .fork_roi import rois_diff_wanted
 
 
 def jaccard(a, b, mode="IOU"):
@@ -111,19 +113,7 @@ class BoxGroupOutputLayer(Layer):
             boxes = self._candidates(bottom, i)
             if not len(boxes):
                 continue
-            boxes = boxes[np.argsort(-boxes[:, 4], kind="stable")]
-            if p.max_nms_num and len(boxes) > p.max_nms_num:
-                boxes = boxes[:p.max_nms_num]
-            alive = np.ones(len(boxes), bool)
-            for a in range(len(boxes)):
-                if not alive[a]:
-                    continue
-                for b in range(a + 1, len(boxes)):
-                    if alive[b] and jaccard(boxes[a], boxes[b], p.nms_type) > p.iou_thr:
-                        alive[b] = False
-            kept = boxes[alive]
-            if p.max_post_nms_num:
-                kept = kept[:p.max_post_nms_num]
+            kept = nms_proposals(boxes[np.argsort(-boxes[:, 4], kind="stable")], p, jaccard)
             rows.extend([[i] + list(r) for r in kept])
         rows = np.asarray(rows, np.float64).reshape(-1, 6)
         empty = not len(rows)
@@ -255,9 +245,7 @@ class ROIAlignLayer(Layer):
         top[0].data[...] = out
 
     def backward_cpu(self, top, propagate_down, bottom):
-        if propagate_down[1]:
-            raise self.error("cannot backpropagate to the rois")
-        if not propagate_down[0]:
+        if not rois_diff_wanted(self, propagate_down):
             return
         N, C, H, W = bottom[0].shape
         dx = np.zeros((N, C, H, W))

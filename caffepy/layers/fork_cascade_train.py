@@ -9,7 +9,7 @@ their forward is not written in caffepy yet: running it raises a one-line error 
 import numpy as np
 
 from .base import Layer, register_layer
-from .fork_mscnn import box_iou
+from .fork_mscnn import box_iou, greedy_nms
 from .fork_mscnn_train import bbox_norm
 
 
@@ -322,13 +322,7 @@ class FrcnnOutputLayer(Layer):
             b[:, :2] = np.maximum(b[:, :2], 0)
             b[:, 2] = np.minimum(b[:, 2], width)
             b[:, 3] = np.minimum(b[:, 3], height)
-            alive = np.ones(len(idx), bool)
-            for a in range(len(idx)):
-                if not alive[a]:
-                    continue
-                for q in range(a + 1, len(idx)):
-                    if alive[q] and jaccard(b[a], b[q], p.nms_type) > p.iou_thr:
-                        alive[q] = False
+            alive = greedy_nms(b, jaccard, p.nms_type, p.iou_thr)
             dets += [(c, prob[i, c], b[n]) for n, i in enumerate(idx) if alive[n]]
         if p.max_det_num > 0 and len(dets) > p.max_det_num:
             best = sorted(range(len(dets)), key=lambda n: -dets[n][1])[:p.max_det_num]

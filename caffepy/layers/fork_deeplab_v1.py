@@ -74,7 +74,7 @@ class DeepLabV1SoftmaxWithLossLayer(SoftmaxWithLossLayer):
         mask = ~np.isin(labels, list(self.ignored)) if self.ignored else None
         SoftmaxWithLossLayer._softmax(self, bottom, top) if mask is None else self._softmax_masked(
             bottom, top, labels, mask)
-        p = np.take_along_axis(self.prob, self.labels[:, None, :], axis=1)[:, 0, :]
+        p = self._label_prob()
         self.norm = float(max(1, int(self.valid.sum())))
         top[0].data[...] = -np.sum(np.log(np.maximum(p, np.finfo(np.float32).tiny))[self.valid]) \
             / self.norm

@@ -109,24 +109,38 @@ class PriorBoxLayer(Layer):
                     out.append((s * math.sqrt(r), s / math.sqrt(r)))
         return np.array(out)  # (num_priors, 2): width, height
 
-    def forward_cpu(self, bottom, top):
+    def _grid(self, bottom):
+        """(H, W, image height, image width, step_h, step_w) of the feature map's cells."""
         H, W = bottom[0].shape[2], bottom[0].shape[3]
         img_h = self.img_h or bottom[1].shape[2]
         img_w = self.img_w or bottom[1].shape[3]
-        step_h = self.step_h or img_h / float(H)
-        step_w = self.step_w or img_w / float(W)
-        cy = (np.arange(H) + self.offset) * step_h
-        cx = (np.arange(W) + self.offset) * step_w
-        wh = self._sizes()
-        boxes = np.empty((H, W, len(wh), 4))
+        return (H, W, img_h, img_w, self.step_h or img_h / float(H),
+                self.step_w or img_w / float(W))
+
+    @staticmethod
+    def _corners(boxes, cx, cy, wh, img_w, img_h):
+        """Fills boxes (H x W x P x 4) with normalised (xmin, ymin, xmax, ymax) of each size in
+        wh centred at (cx[w], cy[h])."""
         boxes[..., 0] = (cx[None, :, None] - wh[:, 0] / 2) / img_w
         boxes[..., 1] = (cy[:, None, None] - wh[:, 1] / 2) / img_h
         boxes[..., 2] = (cx[None, :, None] + wh[:, 0] / 2) / img_w
         boxes[..., 3] = (cy[:, None, None] + wh[:, 1] / 2) / img_h
+
+    def _emit(self, top, boxes):
+        """Top 0: the (clipped) boxes in channel 0, each box's variance in channel 1."""
         if self.clip:
             np.clip(boxes, 0.0, 1.0, out=boxes)
         top[0].data[0, 0] = boxes.ravel()
-        top[0].data[0, 1] = np.tile(self.variance, H * W * len(wh))
+        top[0].data[0, 1] = np.tile(self.variance, boxes.size // 4)
+
+    def forward_cpu(self, bottom, top):
+        H, W, img_h, img_w, step_h, step_w = self._grid(bottom)
+        cy = (np.arange(H) + self.offset) * step_h
+        cx = (np.arange(W) + self.offset) * step_w
+        wh = self._sizes()
+        boxes = np.empty((H, W, len(wh), 4))
+        self._corners(boxes, cx, cy, wh, img_w, img_h)
+        self._emit(top, boxes)
 
 
 def decode_boxes(prior, var, loc, code_type, variance_encoded_in_target=False):
@@ -224,32 +238,40 @@ class DetectionOutputLayer(Layer):
                              % (bottom[1].count // max(N, 1), self.P, self.num_classes))
         top[0].reshape(1, 1, 1, 7)
 
+    loc_values, row_width = 4, 7        # per prior and loc class; per output row
+
+    def _decoded(self, loc, prior):
+        """Per loc class of one image (loc: P x L x loc_values): the P x 4 boxes NMS runs on and
+        the P x (row_width - 3) coordinates its rows report."""
+        boxes = [decode_boxes(prior[0], prior[1], loc[:, k], self.code_type,
+                              self.variance_encoded) for k in range(self.num_loc_classes)]
+        return [(b, b) for b in boxes]
+
     def forward_cpu(self, bottom, top):
         N, P, L = bottom[0].shape[0], self.P, self.num_loc_classes
-        loc = bottom[0].data.reshape(N, P, L, 4).astype(np.float64)
+        loc = bottom[0].data.reshape(N, P, L, self.loc_values).astype(np.float64)
         conf = bottom[1].data.reshape(N, P, self.num_classes).astype(np.float64)
         prior = bottom[2].data.reshape(2, P, 4).astype(np.float64)
         rows = []
         for n in range(N):
             dets = []
-            boxes = [decode_boxes(prior[0], prior[1], loc[n, :, k], self.code_type,
-                                  self.variance_encoded) for k in range(L)]
+            decoded = self._decoded(loc[n], prior)
             for c in range(self.num_classes):
                 if c == self.background:
                     continue
-                b = boxes[0 if self.share_location else c]
+                b, coords = decoded[0 if self.share_location else c]
                 s = conf[n, :, c]
                 for i in nms_fast(b, s, self.conf_threshold, self.nms_threshold, self.eta,
                                   self.top_k):
-                    dets.append((c, s[i], b[i]))
+                    dets.append((c, s[i], coords[i]))
             if self.keep_top_k > -1 and len(dets) > self.keep_top_k:
                 order = np.argsort([-d[1] for d in dets], kind="stable")[:self.keep_top_k]
                 dets = [dets[i] for i in sorted(order, key=lambda i: (dets[i][0], -dets[i][1]))]
             rows += [[n, c, s] + list(box) for c, s, box in dets]
         if not rows:
-            out = np.full((N, 7), -1.0)
+            out = np.full((N, self.row_width), -1.0)
             out[:, 0] = np.arange(N)
         else:
             out = np.array(rows)
-        top[0].reshape(1, 1, out.shape[0], 7)
+        top[0].reshape(1, 1, out.shape[0], self.row_width)
         top[0].data[...] = out.reshape(top[0].shape)

@@ -27,25 +27,33 @@ class CorrelationLayer(Layer):
     """
     exact_num_bottom_blobs = 2
     exact_num_top_blobs = 1
+    pad_axes = (2, 3)           # zero-padded by ``pad``: H and W (Correlation1D: W only)
 
     def layer_setup(self, bottom, top):
         p = self.layer_param.correlation_param
         if p.correlation_type != p.MULTIPLY or p.do_abs or p.single_direction:
             raise self.error("only multiplicative 2-D correlation is supported (correlation_type "
                              "SUBTRACT, do_abs and single_direction are not)")
+        self._geometry(p)
+        self.r = self.d // self.s2
+
+    def _geometry(self, p):
+        """kernel_size k, max_displacement d, pad, stride_1 s1, stride_2 s2 (checked)."""
         if not p.HasField("kernel_size") or not p.HasField("max_displacement"):
             raise self.error("correlation_param needs kernel_size and max_displacement")
         if p.kernel_size % 2 == 0 or p.stride_1 < 1 or p.stride_2 < 1:
             raise self.error("kernel_size must be odd and strides >= 1")
         self.k, self.d, self.pad = int(p.kernel_size), int(p.max_displacement), int(p.pad)
         self.s1, self.s2 = int(p.stride_1), int(p.stride_2)
-        self.r = self.d // self.s2
 
-    def reshape(self, bottom, top):
+    def _bottom_shape(self, bottom):
         if bottom[0].shape != bottom[1].shape or bottom[0].num_axes != 4:
             raise self.error("bottoms must have equal N x C x H x W shapes, got %s and %s"
                              % (bottom[0].shape, bottom[1].shape), ShapeError)
-        N, C, H, W = bottom[0].shape
+        return bottom[0].shape
+
+    def reshape(self, bottom, top):
+        N, C, H, W = self._bottom_shape(bottom)
         border = self.d + (self.k - 1) // 2
         self.out = tuple(-(-(n + 2 * self.pad - 2 * border) // self.s1) for n in (H, W))
         if min(self.out) < 1:
@@ -70,8 +78,12 @@ class CorrelationLayer(Layer):
                     yield t, rows, cols, rows2, cols2
 
     def _padded(self, a):
-        p = self.pad
-        return np.pad(a, [(0, 0), (0, 0), (p, p), (p, p)])
+        return np.pad(a, [(self.pad, self.pad) if ax in self.pad_axes else (0, 0)
+                          for ax in range(4)])
+
+    def _unpadded(self, g, shape):
+        return g[tuple(slice(self.pad, self.pad + shape[ax]) if ax in self.pad_axes
+                       else slice(None) for ax in range(4))]
 
     def forward_cpu(self, bottom, top):
         f1, f2 = self._padded(bottom[0].data), self._padded(bottom[1].data)
@@ -89,11 +101,9 @@ class CorrelationLayer(Layer):
             g = dy[:, t][:, None]
             g1[:, :, rows, cols] += g * f2[:, :, rows2, cols2]
             g2[:, :, rows2, cols2] += g * f1[:, :, rows, cols]
-        H, W = bottom[0].shape[2:]
-        p = self.pad
         for i, g in enumerate((g1, g2)):
             if propagate_down[i]:
-                bottom[i].diff[...] = g[:, :, p:p + H, p:p + W]
+                bottom[i].diff[...] = self._unpadded(g, bottom[0].shape)
 
 
 @register_layer("ChannelNorm")
@@ -325,8 +335,33 @@ class DownsampleLayer(Layer):
             bottom[1].diff[...] = 0
 
 
+class _FlowDifferenceLoss(LossLayer):
+    """L1Loss's and LpqLoss's frame: bottoms x [, y], d = x - y (or x) with NaN entries masked
+    to 0 (:meth:`_difference`); the gradient g, 0 where ``self.mask`` is not, goes to x and -g
+    to y (:meth:`_put_diff`)."""
+    exact_num_bottom_blobs = None
+    min_bottom_blobs = 1
+    max_bottom_blobs = 2
+
+    @staticmethod
+    def _difference(bottom):
+        d = bottom[0].data - bottom[1].data if len(bottom) == 2 else bottom[0].data
+        mask = ~np.isnan(d)
+        return np.where(mask, d, 0.0), mask
+
+    def _put_diff(self, g, propagate_down, bottom):
+        g = np.where(self.mask, g, 0.0)
+        if propagate_down[0]:
+            bottom[0].diff[...] = g
+        if len(bottom) == 2 and propagate_down[1]:
+            bottom[1].diff[...] = -g
+
+    def allow_force_backward(self, bottom_index):
+        return True
+
+
 @register_layer("L1Loss")
-class L1LossLayer(LossLayer):
+class L1LossLayer(_FlowDifferenceLoss):
     """FlowNet 2's L1Loss (its EPE loss with ``l2_per_location``).
 
     d = x (one bottom) or x - y (two); NaN entries of d are masked out. normalizer = N, or with
@@ -342,9 +377,6 @@ class L1LossLayer(LossLayer):
     normalize_by_num_entries: false epsilon: 0.01 plateau: 0 }``. Bottoms: x [, y] (N, C, H, W).
     Top: the loss ().
     """
-    exact_num_bottom_blobs = None
-    min_bottom_blobs = 1
-    max_bottom_blobs = 2
 
     def reshape(self, bottom, top):
         if len(bottom) == 2 and bottom[0].shape != bottom[1].shape:
@@ -354,9 +386,7 @@ class L1LossLayer(LossLayer):
 
     def forward_cpu(self, bottom, top):
         p = self.layer_param.l1_loss_param
-        d = bottom[0].data - bottom[1].data if len(bottom) == 2 else bottom[0].data.copy()
-        mask = ~np.isnan(d)
-        d = np.where(mask, d, 0)
+        d, mask = self._difference(bottom)
         c = d.shape[1] if d.ndim > 1 else 1
         self.norm = mask.sum() / c if p.normalize_by_num_entries else d.shape[0]
         if p.l2_per_location:
@@ -382,11 +412,4 @@ class L1LossLayer(LossLayer):
                 g = g / self.c
         else:
             g = alpha * np.where(self.d > 0, 1.0, -1.0)
-        g = np.where(self.mask, g, 0)
-        if propagate_down[0]:
-            bottom[0].diff[...] = g
-        if len(bottom) == 2 and propagate_down[1]:
-            bottom[1].diff[...] = -g
-
-    def allow_force_backward(self, bottom_index):
-        return True
+        self._put_diff(g, propagate_down, bottom)

@@ -3,8 +3,8 @@ Accum (resize and stack several blobs), NegReLU, Mean and LpqLoss."""
 import numpy as np
 
 from ..errors import ShapeError
-from .base import Layer, LossLayer, register_layer
-from .fork_flow import CorrelationLayer
+from .base import Layer, register_layer
+from .fork_flow import CorrelationLayer, _FlowDifferenceLoss
 
 
 @register_layer("Correlation1D")
@@ -23,20 +23,16 @@ class Correlation1DLayer(CorrelationLayer):
     single_direction: 0 }`` (SUBTRACT and do_abs are refused). Bottoms f1, f2 (N, C, H, W);
     top (N, number of displacements, H', W').
     """
+    pad_axes = (3,)
 
     def layer_setup(self, bottom, top):
         p = self.layer_param.correlation_param
         if p.correlation_type != p.MULTIPLY or p.do_abs:
             raise self.error("only multiplicative correlation is supported (correlation_type "
                              "SUBTRACT and do_abs are not)")
-        if not p.HasField("kernel_size") or not p.HasField("max_displacement"):
-            raise self.error("correlation_param needs kernel_size and max_displacement")
-        if p.kernel_size % 2 == 0 or p.stride_1 < 1 or p.stride_2 < 1:
-            raise self.error("kernel_size must be odd and strides >= 1")
+        self._geometry(p)
         if p.single_direction not in (-1, 0, 1):
             raise self.error("single_direction must be -1, 0 or 1")
-        self.k, self.d, self.pad = int(p.kernel_size), int(p.max_displacement), int(p.pad)
-        self.s1, self.s2 = int(p.stride_1), int(p.stride_2)
         r = self.d // self.s2
         self.offsets = {0: range(-r, r + 1), 1: range(0, r + 1),
                         -1: range(-(r + 1), 0)}[int(p.single_direction)]
@@ -46,10 +42,7 @@ class Correlation1DLayer(CorrelationLayer):
                              % (-min(self.offsets) * self.s2, self.d))
 
     def reshape(self, bottom, top):
-        if bottom[0].shape != bottom[1].shape or bottom[0].num_axes != 4:
-            raise self.error("bottoms must have equal N x C x H x W shapes, got %s and %s"
-                             % (bottom[0].shape, bottom[1].shape), ShapeError)
-        N, C, H, W = bottom[0].shape
+        N, C, H, W = self._bottom_shape(bottom)
         kr = (self.k - 1) // 2
         self.out = (-(-(H - 2 * kr) // self.s1),
                     -(-(W + 2 * self.pad - 2 * (self.d + kr)) // self.s1))
@@ -69,23 +62,6 @@ class Correlation1DLayer(CorrelationLayer):
                     cols = slice(x0, x0 + (ow - 1) * self.s1 + 1, self.s1)
                     cols2 = slice(x0 + dx, x0 + dx + (ow - 1) * self.s1 + 1, self.s1)
                     yield t, rows, cols, rows, cols2
-
-    def _padded(self, a):
-        p = self.pad
-        return np.pad(a, [(0, 0), (0, 0), (0, 0), (p, p)])
-
-    def backward_cpu(self, top, propagate_down, bottom):
-        f1, f2 = self._padded(bottom[0].data), self._padded(bottom[1].data)
-        g1, g2 = np.zeros_like(f1), np.zeros_like(f2)
-        dy = top[0].diff / (self.k * self.k * bottom[0].shape[1])
-        for t, rows, cols, rows2, cols2 in self._terms():
-            g = dy[:, t][:, None]
-            g1[:, :, rows, cols] += g * f2[:, :, rows2, cols2]
-            g2[:, :, rows2, cols2] += g * f1[:, :, rows, cols]
-        W, p = bottom[0].shape[3], self.pad
-        for i, g in enumerate((g1, g2)):
-            if propagate_down[i]:
-                bottom[i].diff[...] = g[:, :, :, p:p + W]
 
 
 def _align_corners_matrix(n_out, n_in):
@@ -231,7 +207,7 @@ class MeanLayer(Layer):
 
 
 @register_layer("LpqLoss")
-class LpqLossLayer(LossLayer):
+class LpqLossLayer(_FlowDifferenceLoss):
     """FlowNet 2's LpqLoss: a robust per-location loss.
 
     d = x - y (or x); NaN entries masked to 0; a = |d|;
@@ -246,9 +222,6 @@ class LpqLossLayer(LossLayer):
     l2_prescale_by_channels: false normalize_by_num_entries: false }``. Bottoms x [, y]
     (N, C, H, W). Top: the loss ().
     """
-    exact_num_bottom_blobs = None
-    min_bottom_blobs = 1
-    max_bottom_blobs = 2
 
     def layer_setup(self, bottom, top):
         p = self.layer_param.lpq_loss_param
@@ -274,9 +247,7 @@ class LpqLossLayer(LossLayer):
         if self.phase == self._caffe_pb2.TRAIN:
             self.forwards += 1
         self.p, self.q = [(p, q) for s, p, q in self.schedule if s <= it][-1]
-        d = bottom[0].data - bottom[1].data if len(bottom) == 2 else bottom[0].data
-        self.mask = ~np.isnan(d)
-        d = np.where(self.mask, d, 0.0)
+        d, self.mask = self._difference(bottom)
         C = d.shape[1]
         self.sign = np.where(d > 0, 1.0, -1.0)
         self.a = np.abs(d) + prm.p_epsilon
@@ -289,11 +260,4 @@ class LpqLossLayer(LossLayer):
         alpha = float(top[0].diff) / self.norm
         g = (alpha * self.q * self.S ** (self.q - 1) * self.w * self.p * self.a ** (self.p - 1)
              * self.sign)
-        g = np.where(self.mask, g, 0.0)
-        if propagate_down[0]:
-            bottom[0].diff[...] = g
-        if len(bottom) == 2 and propagate_down[1]:
-            bottom[1].diff[...] = -g
-
-    def allow_force_backward(self, bottom_index):
-        return True
+        self._put_diff(g, propagate_down, bottom)

@@ -142,12 +142,9 @@ class FloatWriterLayer(_WriterLayer):
         write_float3(path, item)
 
 
-@register_layer("FloatReader")
-class FloatReaderLayer(Layer):
-    """FlowNet 2's FloatReader: a ``.float3`` file, repeated ``num`` times.
-
-    prototxt: ``reader_param { file num: 1 }``. Top (num, Z, Y, X).
-    """
+class _ReaderLayer(Layer):
+    """FloatReader's and ImgReader's frame: ``reader_param.file`` read once at setup
+    (:meth:`_read`) and repeated ``num`` times; a data layer, no gradient."""
     exact_num_bottom_blobs = 0
     exact_num_top_blobs = 1
 
@@ -155,10 +152,7 @@ class FloatReaderLayer(Layer):
         p = self.layer_param.reader_param
         if not p.file:
             raise self.error("reader_param.file is required")
-        try:
-            self.values = read_float3(p.file)
-        except OSError as e:
-            raise self.error("cannot read %s: %s" % (p.file, e.strerror or e))
+        self.values = self._read(p.file)
 
     def reshape(self, bottom, top):
         top[0].reshape((self.layer_param.reader_param.num,) + self.values.shape)
@@ -170,35 +164,35 @@ class FloatReaderLayer(Layer):
         """Data: no gradient."""
 
 
+@register_layer("FloatReader")
+class FloatReaderLayer(_ReaderLayer):
+    """FlowNet 2's FloatReader: a ``.float3`` file, repeated ``num`` times.
+
+    prototxt: ``reader_param { file num: 1 }``. Top (num, Z, Y, X).
+    """
+
+    def _read(self, path):
+        try:
+            return read_float3(path)
+        except OSError as e:
+            raise self.error("cannot read %s: %s" % (path, e.strerror or e))
+
+
 @register_layer("ImgReader")
-class ImgReaderLayer(Layer):
+class ImgReaderLayer(_ReaderLayer):
     """FlowNet 2's ImgReader: one image file (colour, BGR, as ``cv::imread``) through the layer's
     ``transform_param`` (as Caffe's DataTransformer), repeated ``num`` times.
 
     prototxt: ``reader_param { file num: 1 }`` + ``transform_param``. Top (num, C, h, w).
     """
-    exact_num_bottom_blobs = 0
-    exact_num_top_blobs = 1
 
-    def layer_setup(self, bottom, top):
+    def _read(self, path):
         from ..data.image import read_image
         from ..data.transformer import DataTransformer
-        p = self.layer_param.reader_param
-        if not p.file:
-            raise self.error("reader_param.file is required")
         try:
-            img = read_image(p.file).transpose(2, 0, 1)
+            img = read_image(path).transpose(2, 0, 1)
             tf = DataTransformer(self.layer_param.transform_param, self.phase, np.float64,
                                  what="layer '%s'" % self.name)
-            self.values = tf.transform(img[None].astype(np.float64))[0]
+            return tf.transform(img[None].astype(np.float64))[0]
         except CaffeError as e:
             raise self.error(str(e))
-
-    def reshape(self, bottom, top):
-        top[0].reshape((self.layer_param.reader_param.num,) + self.values.shape)
-
-    def forward_cpu(self, bottom, top):
-        top[0].data[...] = self.values
-
-    def backward_cpu(self, top, propagate_down, bottom):
-        """Data: no gradient."""

@@ -41,7 +41,7 @@ class FocalLossLayer(SoftmaxWithLossLayer):
     def forward_cpu(self, bottom, top):
         p = self.layer_param.focal_loss_param
         self._softmax(bottom, top)
-        self.pt = np.take_along_axis(self.prob, self.labels[:, None, :], axis=1)[:, 0, :]
+        self.pt = self._label_prob()
         self.logp = np.log(np.maximum(self.pt, FLT_MIN))
         with np.errstate(invalid="ignore"):
             self.q = (p.alpha + self.sign * self.pt) ** p.gamma
@@ -56,9 +56,7 @@ class FocalLossLayer(SoftmaxWithLossLayer):
         gamma = self.layer_param.focal_loss_param.gamma
         den = np.maximum(1 + self.sign * self.pt, 1e-10)
         g = self.q + self.sign * gamma * self.q / den * self.logp * self.pt
-        d = self.prob.copy()
-        np.put_along_axis(d, self.labels[:, None, :],
-                          np.take_along_axis(d, self.labels[:, None, :], axis=1) - 1, axis=1)
+        d = self._prob_minus_onehot()
         d *= (g * self.valid)[:, None, :] * (float(top[0].diff) / self.norm)
         bottom[0].diff[...] = d.reshape(bottom[0].shape)
 

@@ -22,6 +22,16 @@ def _rows(layer, bottom):
     return x, _labels(layer, bottom[1], x.shape[0], x.shape[1]), np.arange(x.shape[0])
 
 
+def _pass_diff(top, bottom):
+    """(dy, dx) as (M, D) views with dx = dy (a no-op in place): the label column's backward
+    starts from it."""
+    dy = top[0].diff.reshape(bottom[0].shape[0], -1)
+    dx = bottom[0].diff.reshape(dy.shape)
+    if dx is not dy:
+        dx[...] = dy
+    return dy, dx
+
+
 def _state_blob(layer, values):
     """A parameter blob holding the layer's state (the fork's), never learned."""
     if not layer.blobs:
@@ -132,10 +142,7 @@ class LabelSpecificMarginLayer(_LabelColumn):
         if not propagate_down[0]:
             return
         p = self.layer_param.label_specific_margin_param
-        dy = top[0].diff.reshape(bottom[0].shape[0], -1)
-        dx = bottom[0].diff.reshape(dy.shape)
-        if dx is not dy:
-            dx[...] = dy
+        dy, dx = _pass_diff(top, bottom)
         if not self.train or p.pass_bp or self.margin == 0:
             return
         lab = _labels(self, bottom[1], dy.shape[0], dy.shape[1])
@@ -284,10 +291,7 @@ class LabelSpecificRescaleLayer(_LabelColumn):
         if not propagate_down[0]:
             return
         p = self.layer_param.label_specific_rescale_param
-        dy = top[0].diff.reshape(bottom[0].shape[0], -1)
-        dx = bottom[0].diff.reshape(dy.shape)
-        if dx is not dy:
-            dx[...] = dy
+        dy, dx = _pass_diff(top, bottom)
         if not self.active:
             return
         lab = _labels(self, bottom[1], dy.shape[0], dy.shape[1])

@@ -25,6 +25,32 @@ def box_iou(a, b, mode="IOU"):
     return over / u
 
 
+def greedy_nms(boxes, overlap, mode, threshold):
+    """MSCNN's and Cascade R-CNN's NMS over boxes sorted best first: box b is dropped when
+    ``overlap(boxes[a], boxes[b], mode)`` exceeds ``threshold`` for a kept a before it.
+    Returns the keep mask."""
+    alive = np.ones(len(boxes), bool)
+    for a in range(len(boxes)):
+        if not alive[a]:
+            continue
+        for b in range(a + 1, len(boxes)):
+            if alive[b] and overlap(boxes[a], boxes[b], mode) > threshold:
+                alive[b] = False
+    return alive
+
+
+def nms_proposals(boxes, p, overlap):
+    """``BoxOutput``/``BoxGroupOutput``'s per-image step on score-sorted boxes: the first
+    ``max_nms_num`` (0: all), :func:`greedy_nms` at ``iou_thr`` by ``nms_type``, then the first
+    ``max_post_nms_num`` (0: all) of those kept."""
+    if p.max_nms_num and len(boxes) > p.max_nms_num:
+        boxes = boxes[:p.max_nms_num]
+    kept = boxes[greedy_nms(boxes, overlap, p.nms_type, p.iou_thr)]
+    if p.max_post_nms_num:
+        kept = kept[:p.max_post_nms_num]
+    return kept
+
+
 @register_layer("BoxOutput")
 class BoxOutputLayer(Layer):
     """Proposals from several detection branches, one bottom per branch j (N x (K + 4) x h x w:
@@ -110,19 +136,7 @@ class BoxOutputLayer(Layer):
                 continue
             # std::sort of (score, index) pairs with std::greater: higher index first on ties
             order = np.lexsort((-np.arange(len(boxes)), -boxes[:, 4]))
-            boxes = boxes[order]
-            if p.max_nms_num and len(boxes) > p.max_nms_num:
-                boxes = boxes[:p.max_nms_num]
-            alive = np.ones(len(boxes), bool)
-            for a in range(len(boxes)):
-                if not alive[a]:
-                    continue
-                for b in range(a + 1, len(boxes)):
-                    if alive[b] and box_iou(boxes[a], boxes[b], p.nms_type) > p.iou_thr:
-                        alive[b] = False
-            kept = boxes[alive]
-            if p.max_post_nms_num:
-                kept = kept[:p.max_post_nms_num]
+            kept = nms_proposals(boxes[order], p, box_iou)
             for bx, by, bw, bh, s in kept:
                 rows.append([i, bx, by, bx + bw, by + bh, s])
         rows = np.asarray(rows, np.float64).reshape(-1, 6)

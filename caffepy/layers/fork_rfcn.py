@@ -34,7 +34,7 @@ class RFCNSoftmaxWithLossLayer(SoftmaxWithLossLayer):
     def forward_cpu(self, bottom, top):
         SoftmaxWithLossLayer.forward_cpu(self, bottom, top)
         if len(top) >= 3:
-            p = np.take_along_axis(self.prob, self.labels[:, None, :], axis=1)[:, 0, :]
+            p = self._label_prob()
             per = np.where(self.valid, -np.log(np.maximum(p, np.finfo(np.float32).tiny)), 0.0)
             top[2].data[...] = per.reshape(top[2].shape)
 

@@ -13,6 +13,14 @@ def _c_round(x):
     return np.sign(x) * np.floor(np.abs(x) + 0.5)
 
 
+def rois_diff_wanted(layer, propagate_down):
+    """The ROI layers' backward guard: whether bottom 0 wants a gradient; asking one for the
+    rois (bottom 1) is an error."""
+    if propagate_down[1]:
+        raise layer.error("cannot backpropagate to the rois")
+    return bool(propagate_down[0])
+
+
 class _ROIBase(Layer):
     exact_num_bottom_blobs = 2
     exact_num_top_blobs = 1
@@ -99,9 +107,7 @@ class ROIPoolingLayer(_ROIBase):
                     self._argmax[r, :, i, j] = (hs[i] + k // bw) * W + ws[j] + k % bw
 
     def backward_cpu(self, top, propagate_down, bottom):
-        if propagate_down[1]:
-            raise self.error("cannot backpropagate to the rois")
-        if not propagate_down[0]:
+        if not rois_diff_wanted(self, propagate_down):
             return
         N, C, H, W = bottom[0].shape
         rois = bottom[1].data.reshape(-1, 5)
@@ -181,9 +187,7 @@ class PSROIPoolingLayer(_ROIBase):
             out[r, :, i, j] = x[b, chans, hh, ww].sum(axis=(1, 2)) / area
 
     def backward_cpu(self, top, propagate_down, bottom):
-        if propagate_down[1]:
-            raise self.error("cannot backpropagate to the rois")
-        if not propagate_down[0]:
+        if not rois_diff_wanted(self, propagate_down):
             return
         dx = bottom[0].diff
         dx[...] = 0

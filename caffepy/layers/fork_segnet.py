@@ -230,7 +230,7 @@ class ClassWeightedSoftmaxWithLossLayer(SoftmaxWithLossLayer):
 
     def forward_cpu(self, bottom, top):
         self._softmax(bottom, top)
-        p = np.take_along_axis(self.prob, self.labels[:, None, :], axis=1)[:, 0, :]
+        p = self._label_prob()
         self.w = np.where(self.valid, self.class_weight[np.where(self.valid, self.labels, 0)], 0)
         self.norm = self._normalizer(int(self.valid.sum()))
         top[0].data[...] = -np.sum(np.log(np.maximum(p, FLT_MIN)) * self.w) / self.norm

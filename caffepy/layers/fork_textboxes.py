@@ -20,21 +20,11 @@ class DenserPriorBoxLayer(PriorBoxLayer):
         self.num_priors *= 2
 
     def forward_cpu(self, bottom, top):
-        H, W = bottom[0].shape[2], bottom[0].shape[3]
-        img_h = self.img_h or bottom[1].shape[2]
-        img_w = self.img_w or bottom[1].shape[3]
-        step_h = self.step_h or img_h / float(H)
-        step_w = self.step_w or img_w / float(W)
+        H, W, img_h, img_w, step_h, step_w = self._grid(bottom)
         cx = (np.arange(W) + self.offset) * step_w
         cys = ((np.arange(H) + self.offset) * step_h, (np.arange(H) + 1.0) * step_h)
         wh = self._sizes()
         boxes = np.empty((H, W, len(wh), 2, 4))
         for k, cy in enumerate(cys):
-            boxes[..., k, 0] = (cx[None, :, None] - wh[:, 0] / 2) / img_w
-            boxes[..., k, 1] = (cy[:, None, None] - wh[:, 1] / 2) / img_h
-            boxes[..., k, 2] = (cx[None, :, None] + wh[:, 0] / 2) / img_w
-            boxes[..., k, 3] = (cy[:, None, None] + wh[:, 1] / 2) / img_h
-        if self.clip:
-            np.clip(boxes, 0.0, 1.0, out=boxes)
-        top[0].data[0, 0] = boxes.ravel()
-        top[0].data[0, 1] = np.tile(self.variance, H * W * len(wh) * 2)
+            self._corners(boxes[..., k, :], cx, cy, wh, img_w, img_h)
+        self._emit(top, boxes)

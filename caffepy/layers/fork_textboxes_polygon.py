@@ -6,7 +6,7 @@ but a DetectionOutput without the field is SSD's, as in every other fork).
 import numpy as np
 
 from .base import register_variant
-from .fork_detection import DetectionOutputLayer, decode_boxes, nms_fast
+from .fork_detection import DetectionOutputLayer, decode_boxes
 
 
 @register_variant("DetectionOutput",
@@ -28,6 +28,7 @@ class PolygonDetectionOutputLayer(DetectionOutputLayer):
     fork's rotated boxes: 9 loc values, 12 columns) is refused too. Bottoms: loc (N x P*L*12),
     conf (N x P*num_classes), priors (1 x 2 x P*4). Top: 1 x 1 x num_kept x 15.
     """
+    loc_values, row_width = 12, 15
 
     def layer_setup(self, bottom, top):
         super().layer_setup(bottom, top)
@@ -63,33 +64,10 @@ class PolygonDetectionOutputLayer(DetectionOutputLayer):
         out[:, 1::2] = base_y + var[:, [1]] * d[:, 1::2] * h
         return out
 
-    def forward_cpu(self, bottom, top):
-        N, P, L = bottom[0].shape[0], self.P, self.num_loc_classes
-        loc = bottom[0].data.reshape(N, P, L, 12).astype(np.float64)
-        conf = bottom[1].data.reshape(N, P, self.num_classes).astype(np.float64)
-        prior = bottom[2].data.reshape(2, P, 4).astype(np.float64)
-        rows = []
-        for n in range(N):
-            dets = []
-            boxes = [decode_boxes(prior[0], prior[1], loc[n, :, k, :4], self.code_type,
-                                  self.variance_encoded) for k in range(L)]
-            quads = [self._quads(prior[0], prior[1], loc[n, :, k, 4:]) for k in range(L)]
-            for c in range(self.num_classes):
-                if c == self.background:
-                    continue
-                k = 0 if self.share_location else c
-                s = conf[n, :, c]
-                for i in nms_fast(boxes[k], s, self.conf_threshold, self.nms_threshold, self.eta,
-                                  self.top_k):
-                    dets.append((c, s[i], list(boxes[k][i]) + list(quads[k][i])))
-            if self.keep_top_k > -1 and len(dets) > self.keep_top_k:
-                order = np.argsort([-d[1] for d in dets], kind="stable")[:self.keep_top_k]
-                dets = [dets[i] for i in sorted(order, key=lambda i: (dets[i][0], -dets[i][1]))]
-            rows += [[n, c, s] + coords for c, s, coords in dets]
-        if not rows:
-            out = np.full((N, 15), -1.0)
-            out[:, 0] = np.arange(N)
-        else:
-            out = np.array(rows)
-        top[0].reshape(1, 1, out.shape[0], 15)
-        top[0].data[...] = out.reshape(top[0].shape)
+    def _decoded(self, loc, prior):
+        out = []
+        for k in range(self.num_loc_classes):
+            b = decode_boxes(prior[0], prior[1], loc[:, k, :4], self.code_type,
+                             self.variance_encoded)
+            out.append((b, np.concatenate([b, self._quads(prior[0], prior[1], loc[:, k, 4:])], 1)))
+        return out

@@ -26,6 +26,44 @@ def _param(lp, new, old):
     return getattr(lp, new) if lp.HasField(new) or not lp.HasField(old) else getattr(lp, old)
 
 
+def _c3d_setup(layer, bottom, transposed):
+    """Convolution3D's and Deconvolution3D's layer_setup: kernel, pad and stride (depth first)
+    and channels on ``layer``, the weight (O, C, kd, k, k), or (C, O, kd, k, k) when
+    ``transposed``, and the bias (1, 1, 1, 1, O) filled when new. Returns the param."""
+    p = _param(layer.layer_param, "convolution3d_param", "convolution_param")
+    ks, pad, stride = _first(p.kernel_size, 0), _first(p.pad, 0), _first(p.stride, 1)
+    if not p.num_output or not ks or not p.kernel_depth:
+        raise layer.error("num_output, kernel_size and kernel_depth are required")
+    if bottom[0].num_axes != 5:
+        raise layer.error("bottom must be N x C x L x H x W, got %s" % (bottom[0].shape,),
+                          ShapeError)
+    layer.kernel = (int(p.kernel_depth), int(ks), int(ks))
+    layer.pad = (int(p.temporal_pad), int(pad), int(pad))
+    layer.stride = (int(p.temporal_stride), int(stride), int(stride))
+    if min(layer.stride) < 1:
+        raise layer.error("strides must be >= 1")
+    layer.channels, o = bottom[0].shape[1], int(p.num_output)
+    shape = ((layer.channels, o) if transposed else (o, layer.channels)) + layer.kernel
+    if not layer.blobs:
+        layer.blobs = [layer.new_blob(shape)]
+        fillers.fill(layer.blobs[0], p.weight_filler)
+        if p.bias_term:
+            layer.blobs.append(layer.new_blob((1, 1, 1, 1, o)))
+            fillers.fill(layer.blobs[1], p.bias_filler)
+    if layer.blobs[0].count != o * layer.channels * int(np.prod(layer.kernel)):
+        raise layer.error("weight has shape %s, expected %s" % (layer.blobs[0].shape, shape),
+                          ShapeError)
+    layer.param_propagate_down = [True] * len(layer.blobs)
+    return p
+
+
+def _c3d_check_bottom(layer, bottom):
+    """Convolution3D's and Deconvolution3D's reshape check: N x C x L x H x W, C as set up."""
+    if bottom[0].num_axes != 5 or bottom[0].shape[1] != layer.channels:
+        raise layer.error("bottom %s does not fit %d channels" % (bottom[0].shape,
+                                                                  layer.channels), ShapeError)
+
+
 @register_layer("Convolution3D")
 class Convolution3DLayer(Layer):
     """C3D's 3-D convolution (cross-correlation, as Caffe):
@@ -45,36 +83,10 @@ class Convolution3DLayer(Layer):
     exact_num_top_blobs = 1
 
     def layer_setup(self, bottom, top):
-        p = _param(self.layer_param, "convolution3d_param", "convolution_param")
-        self.p = p
-        ks, pad, stride = _first(p.kernel_size, 0), _first(p.pad, 0), _first(p.stride, 1)
-        if not p.num_output or not ks or not p.kernel_depth:
-            raise self.error("num_output, kernel_size and kernel_depth are required")
-        if bottom[0].num_axes != 5:
-            raise self.error("bottom must be N x C x L x H x W, got %s" % (bottom[0].shape,),
-                             ShapeError)
-        self.kernel = (int(p.kernel_depth), int(ks), int(ks))
-        self.pad = (int(p.temporal_pad), int(pad), int(pad))
-        self.stride = (int(p.temporal_stride), int(stride), int(stride))
-        if min(self.stride) < 1:
-            raise self.error("strides must be >= 1")
-        self.channels = bottom[0].shape[1]
-        o = int(p.num_output)
-        if not self.blobs:
-            self.blobs = [self.new_blob((o, self.channels) + self.kernel)]
-            fillers.fill(self.blobs[0], p.weight_filler)
-            if p.bias_term:
-                self.blobs.append(self.new_blob((1, 1, 1, 1, o)))
-                fillers.fill(self.blobs[1], p.bias_filler)
-        if self.blobs[0].count != o * self.channels * int(np.prod(self.kernel)):
-            raise self.error("weight has shape %s, expected %s" % (
-                self.blobs[0].shape, (o, self.channels) + self.kernel), ShapeError)
-        self.param_propagate_down = [True] * len(self.blobs)
+        self.p = _c3d_setup(self, bottom, transposed=False)
 
     def reshape(self, bottom, top):
-        if bottom[0].num_axes != 5 or bottom[0].shape[1] != self.channels:
-            raise self.error("bottom %s does not fit %d channels" % (bottom[0].shape,
-                                                                     self.channels), ShapeError)
+        _c3d_check_bottom(self, bottom)
         out = cm.conv_out_shape(bottom[0].shape[2:], self.kernel, self.pad, self.stride, (1, 1, 1))
         if min(out) < 1:
             raise self.error("the kernel does not fit the padded input %s" % (bottom[0].shape,),
@@ -229,35 +241,10 @@ class Deconvolution3DLayer(Layer):
     exact_num_top_blobs = 1
 
     def layer_setup(self, bottom, top):
-        p = _param(self.layer_param, "convolution3d_param", "convolution_param")
-        ks, pad, stride = _first(p.kernel_size, 0), _first(p.pad, 0), _first(p.stride, 1)
-        if not p.num_output or not ks or not p.kernel_depth:
-            raise self.error("num_output, kernel_size and kernel_depth are required")
-        if bottom[0].num_axes != 5:
-            raise self.error("bottom must be N x C x L x H x W, got %s" % (bottom[0].shape,),
-                             ShapeError)
-        self.kernel = (int(p.kernel_depth), int(ks), int(ks))
-        self.pad = (int(p.temporal_pad), int(pad), int(pad))
-        self.stride = (int(p.temporal_stride), int(stride), int(stride))
-        if min(self.stride) < 1:
-            raise self.error("strides must be >= 1")
-        self.channels, o = bottom[0].shape[1], int(p.num_output)
-        if not self.blobs:
-            self.blobs = [self.new_blob((self.channels, o) + self.kernel)]
-            fillers.fill(self.blobs[0], p.weight_filler)
-            if p.bias_term:
-                self.blobs.append(self.new_blob((1, 1, 1, 1, o)))
-                fillers.fill(self.blobs[1], p.bias_filler)
-        if self.blobs[0].count != o * self.channels * int(np.prod(self.kernel)):
-            raise self.error("weight has shape %s, expected %s" % (
-                self.blobs[0].shape, (self.channels, o) + self.kernel), ShapeError)
-        self.num_output = o
-        self.param_propagate_down = [True] * len(self.blobs)
+        self.num_output = int(_c3d_setup(self, bottom, transposed=True).num_output)
 
     def reshape(self, bottom, top):
-        if bottom[0].num_axes != 5 or bottom[0].shape[1] != self.channels:
-            raise self.error("bottom %s does not fit %d channels" % (bottom[0].shape,
-                                                                     self.channels), ShapeError)
+        _c3d_check_bottom(self, bottom)
         out = tuple((n - 1) * s - 2 * p + k for n, s, p, k in
                     zip(bottom[0].shape[2:], self.stride, self.pad, self.kernel))
         if min(out) < 1:

@@ -6,15 +6,15 @@ import math
 import numpy as np
 
 from .base import register_layer
-from .fork_yolo import _biases, _sigmoid
-from .fork_yolo_loss import _center_iou, _DeltaLossLayer
+from .fork_yolo import _sigmoid
+from .fork_yolo_loss import _center_iou, _Yolov3Base
 
 RAW = (4, 6)            # mu_w, mu_h stay raw; every other channel goes through a sigmoid
 SIGMA_CONST, EPSI = 0.3, 1e-9
 
 
 @register_layer("GaussianYolov3")
-class GaussianYolov3LossLayer(_DeltaLossLayer):
+class GaussianYolov3LossLayer(_Yolov3Base):
     """Gaussian YOLOv3's training loss on one output scale.
 
     Bottom 0: N x B*L x H x W, L = 9 + num_class: box n of cell (j, i) holds v0..v8 + classes
@@ -44,28 +44,7 @@ class GaussianYolov3LossLayer(_DeltaLossLayer):
     coord_scale, object_scale, class_scale, iou_normalizer, iou_thresh, max_delta, accumulate,
     use_logic_gradient, use_focal_loss). Top: the scalar loss.
     """
-    exact_num_bottom_blobs = 2
-    exact_num_top_blobs = 1
-    auto_top_blobs = True
-    is_loss = True
-
-    def layer_setup(self, bottom, top):
-        p = self.layer_param.yolov3_param
-        self.p, self.num_class, self.num = p, int(p.num_class), int(p.num)
-        self.mask = [int(m) for m in p.mask][:self.num]
-        if len(self.mask) < self.num:
-            raise self.error("yolov3_param.mask needs %d entries, got %s" % (self.num, self.mask))
-        self.biases = _biases(self, p.biases, max(self.mask) + 1)
-
-    def reshape(self, bottom, top):
-        length = 9 + self.num_class
-        if bottom[0].num_axes != 4 or bottom[0].shape[1] != self.num * length:
-            raise self.error("bottom[0] must be N x %d x H x W (num * (9 + num_class)), got %s"
-                             % (self.num * length, bottom[0].shape))
-        if bottom[1].count % (bottom[0].shape[0] * 5):
-            raise self.error("bottom[1] (labels) must hold rows of 5 values per image, got %s"
-                             % (bottom[1].shape,))
-        top[0].reshape(())
+    box_values, box_channels = 9, (0, 2, 4, 6)
 
     def _box_delta(self, s, v, t, scale, D):
         p = self.p
@@ -87,32 +66,19 @@ class GaussianYolov3LossLayer(_DeltaLossLayer):
 
     def _deltas(self, v, s, truths, D):
         p, (B, L, H, W), k = self.p, v.shape, float(self.p.anchors_scale)
-        jj, ii = np.meshgrid(np.arange(H), np.arange(W), indexing="ij")
-        a = np.array(self.mask)
-        pred = np.stack([(ii + s[:, 0]) / W, (jj + s[:, 2]) / H,
-                         np.exp(v[:, 4]) * self.biases[2 * a][:, None, None] / (W * k),
-                         np.exp(v[:, 6]) * self.biases[2 * a + 1][:, None, None] / (H * k)], -1)
+        pred = self.pred_boxes(v, s)
         upto = next((t for t, r in enumerate(truths) if not r[1]), len(truths))
         D[:, 8] = s[:, 8]
         if upto:
             best = _center_iou(pred[:, :, :, None], truths[None, None, None, :upto, 1:]).max(-1)
             D[:, 8][best > p.thresh] = 0
-        anchors = np.stack([np.zeros(len(self.biases) // 2)] * 2 + [
-            self.biases[0::2] / (W * k), self.biases[1::2] / (H * k)], -1)
+        anchors = self.anchor_boxes(W, H, k)
         for cls, x, y, w, h in truths:
             if not w:
                 break
             i, j, cls = int(x * W), int(y * H), int(cls)
             ious = _center_iou(anchors, np.array([0.0, 0.0, w, h]))
-            best_n = int(np.argmax(ious)) if ious.max() > 0 else -1
-            chosen = []
-            if best_n in self.mask:
-                best_n = self.mask.index(best_n)        # the fork's reuse of best_n
-                chosen.append(best_n)
-            chosen += [self.mask.index(n) for n in range(len(anchors))
-                       if n in self.mask and n != best_n and p.iou_thresh < 1
-                       and ious[n] > p.iou_thresh]
-            for m in chosen:
+            for m in self.matched_anchors(ious):
                 an = self.mask[m]
                 t = (x * W - i, y * H - j, np.log(w * W * k / self.biases[2 * an]),
                      np.log(h * H * k / self.biases[2 * an + 1]))

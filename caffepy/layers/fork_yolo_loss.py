@@ -47,8 +47,66 @@ class _DeltaLossLayer(Layer):
         return bottom_index == 0
 
 
+class _Yolov3Base(_DeltaLossLayer):
+    """``Yolov3`` and ``GaussianYolov3``'s setup, shapes (bottom 0: N x num (box_values +
+    num_class) x H x W) and the fork's choice of the anchors that learn a truth."""
+    box_values = 5              # channels of a box before its class scores
+    box_channels = (0, 1, 2, 3)     # x, y (sigmoid) and w, h (raw) of the predicted box
+    exact_num_bottom_blobs = 2
+    exact_num_top_blobs = 1
+    auto_top_blobs = True
+    is_loss = True
+
+    def layer_setup(self, bottom, top):
+        p = self.layer_param.yolov3_param
+        self.p, self.num_class, self.num = p, int(p.num_class), int(p.num)
+        self.mask = [int(m) for m in p.mask][:self.num]
+        if len(self.mask) < self.num:
+            raise self.error("yolov3_param.mask needs %d entries, got %s" % (self.num, self.mask))
+        self.biases = _biases(self, p.biases, max(self.mask) + 1)
+
+    def reshape(self, bottom, top):
+        length = self.box_values + self.num_class
+        if bottom[0].num_axes != 4 or bottom[0].shape[1] != self.num * length:
+            raise self.error("bottom[0] must be N x %d x H x W (num * (%d + num_class)), got %s"
+                             % (self.num * length, self.box_values, bottom[0].shape))
+        if bottom[1].count % (bottom[0].shape[0] * 5):
+            raise self.error("bottom[1] (labels) must hold rows of 5 values per image, got %s"
+                             % (bottom[1].shape,))
+        top[0].reshape(())
+
+    def pred_boxes(self, v, s):
+        """Each box of one image (v, s: B x L x H x W) as normalised x, y, w, h: B x H x W x 4."""
+        (_, _, H, W), k = v.shape, float(self.p.anchors_scale)
+        cx, cy, cw, ch = self.box_channels
+        jj, ii = np.meshgrid(np.arange(H), np.arange(W), indexing="ij")
+        a = np.array(self.mask)
+        return np.stack([(ii + s[:, cx]) / W, (jj + s[:, cy]) / H,
+                         np.exp(v[:, cw]) * self.biases[2 * a][:, None, None] / (W * k),
+                         np.exp(v[:, ch]) * self.biases[2 * a + 1][:, None, None] / (H * k)], -1)
+
+    def anchor_boxes(self, W, H, k):
+        """Every anchor as a centre/size box at the origin, normalised to the W x H grid."""
+        return np.stack([np.zeros(len(self.biases) // 2)] * 2 + [
+            self.biases[0::2] / (W * k), self.biases[1::2] / (H * k)], -1)
+
+    def matched_anchors(self, ious):
+        """Mask indices that learn a truth from its IoU with each anchor: the best anchor if
+        masked, then other masked ones over iou_thresh (n vs best_n's mask index, as the fork)."""
+        p = self.p
+        best_n = int(np.argmax(ious)) if ious.max() > 0 else -1
+        chosen = []
+        if best_n in self.mask:
+            best_n = self.mask.index(best_n)
+            chosen.append(best_n)
+        for n in range(len(ious)):
+            if n in self.mask and n != best_n and p.iou_thresh < 1 and ious[n] > p.iou_thresh:
+                chosen.append(self.mask.index(n))
+        return chosen
+
+
 @register_layer("Yolov3")
-class Yolov3LossLayer(_DeltaLossLayer):
+class Yolov3LossLayer(_Yolov3Base):
     """YOLOv3's training loss on one output scale (MobileNet-YOLO's ``Yolov3``, darknet's deltas).
 
     Bottom 0: N x B*L x H x W (L = 5 + num_class, B = ``num``), box n at cell (j, i) read as
@@ -90,37 +148,13 @@ class Yolov3LossLayer(_DeltaLossLayer):
     iou_normalizer: 0.25 iou_thresh: 0.5 max_delta: 10 accumulate: true label_smooth_eps: 0.1
     }``. Top: the scalar loss.
     """
-    exact_num_bottom_blobs = 2
-    exact_num_top_blobs = 1
-    auto_top_blobs = True
-    is_loss = True
-
     def layer_setup(self, bottom, top):
-        p = self.layer_param.yolov3_param
-        self.p, self.kind = p, int(p.iou_loss)
-        self.num_class, self.num = int(p.num_class), int(p.num)
-        self.mask = [int(m) for m in p.mask][:self.num]
-        if len(self.mask) < self.num:
-            raise self.error("yolov3_param.mask needs %d entries, got %s" % (self.num, self.mask))
-        self.biases = _biases(self, p.biases, max(self.mask) + 1)
-
-    def reshape(self, bottom, top):
-        length = 5 + self.num_class
-        if bottom[0].num_axes != 4 or bottom[0].shape[1] != self.num * length:
-            raise self.error("bottom[0] must be N x %d x H x W (num * (5 + num_class)), got %s"
-                             % (self.num * length, bottom[0].shape))
-        if bottom[1].count % (bottom[0].shape[0] * 5):
-            raise self.error("bottom[1] (labels) must hold rows of 5 values per image, got %s"
-                             % (bottom[1].shape,))
-        top[0].reshape(())
+        super().layer_setup(bottom, top)
+        self.kind = int(self.p.iou_loss)
 
     def _deltas(self, v, s, truths, D):
         p, (B, L, H, W), k = self.p, v.shape, float(self.p.anchors_scale)
-        jj, ii = np.meshgrid(np.arange(H), np.arange(W), indexing="ij")
-        a = np.array(self.mask)
-        pred = np.stack([(ii + s[:, 0]) / W, (jj + s[:, 1]) / H,
-                         np.exp(v[:, 2]) * self.biases[2 * a][:, None, None] / (W * k),
-                         np.exp(v[:, 3]) * self.biases[2 * a + 1][:, None, None] / (H * k)], -1)
+        pred = self.pred_boxes(v, s)
         upto = next((t for t, r in enumerate(truths) if not r[1]), len(truths))
         D[:, 4] = s[:, 4]
         if upto:
@@ -128,22 +162,13 @@ class Yolov3LossLayer(_DeltaLossLayer):
                                self.kind).max(-1)
             D[:, 4][best > p.thresh] = 0
         eps = p.label_smooth_eps
-        anchors = np.stack([np.zeros(len(self.biases) // 2)] * 2 + [
-            self.biases[0::2] / (W * k), self.biases[1::2] / (H * k)], -1)
+        anchors = self.anchor_boxes(W, H, k)
         for cls, x, y, w, h in truths:
             if not w:
                 break
             i, j = int(x * W), int(y * H)
             ious = variant_iou(anchors, np.array([0.0, 0.0, w, h]), self.kind)
-            best_n = int(np.argmax(ious)) if ious.max() > 0 else -1
-            chosen = []
-            if best_n in self.mask:
-                best_n = self.mask.index(best_n)        # the fork's reuse of best_n
-                chosen.append(best_n)
-            for n in range(len(anchors)):
-                if n in self.mask and n != best_n and p.iou_thresh < 1 and ious[n] > p.iou_thresh:
-                    chosen.append(self.mask.index(n))
-            for m in chosen:
+            for m in self.matched_anchors(ious):
                 a = self.mask[m]
                 if self.kind == MSE:
                     c = p.coord_scale * (2 - w * h)

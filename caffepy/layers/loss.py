@@ -86,6 +86,17 @@ class _SoftmaxLossBase(LossLayer):
         return normalizer(self.normalization, self.layer_param.loss_param, self.outer, self.inner,
                           valid_count)
 
+    def _label_prob(self):
+        """p[label] at each (outer, inner) position: outer x inner."""
+        return np.take_along_axis(self.prob, self.labels[:, None, :], axis=1)[:, 0, :]
+
+    def _prob_minus_onehot(self):
+        """p - onehot(label) (outer x C x inner): SoftmaxWithLoss's gradient before scaling."""
+        d = self.prob.copy()
+        np.put_along_axis(d, self.labels[:, None, :],
+                          np.take_along_axis(d, self.labels[:, None, :], axis=1) - 1, axis=1)
+        return d
+
 
 @register_layer("SoftmaxWithLoss")
 class SoftmaxWithLossLayer(_SoftmaxLossBase):
@@ -111,7 +122,7 @@ class SoftmaxWithLossLayer(_SoftmaxLossBase):
 
     def forward_cpu(self, bottom, top):
         self._softmax(bottom, top)
-        p = np.take_along_axis(self.prob, self.labels[:, None, :], axis=1)[:, 0, :]
+        p = self._label_prob()
         loss = -np.sum(np.log(np.maximum(p, FLT_MIN))[self.valid])
         self.norm = self._normalizer(int(self.valid.sum()))
         top[0].data[...] = loss / self.norm
@@ -120,9 +131,7 @@ class SoftmaxWithLossLayer(_SoftmaxLossBase):
         reject_label_gradient(self, propagate_down)
         if not propagate_down[0]:
             return
-        d = self.prob.copy()
-        np.put_along_axis(d, self.labels[:, None, :],
-                          np.take_along_axis(d, self.labels[:, None, :], axis=1) - 1, axis=1)
+        d = self._prob_minus_onehot()
         d *= self.valid[:, None, :]
         d *= float(top[0].diff) / self.norm
         bottom[0].diff[...] = d.reshape(bottom[0].shape)

@@ -171,6 +171,14 @@ def stochastic_pool_backward(dy, x, arg, g):
     return g.crop(dxp, nopad)
 
 
+def pool_input_hw(layer, blob):
+    """(H, W) of Pooling's and SPP's bottom, which must be N x C x H x W."""
+    if blob.num_axes != 4:
+        raise layer.error("input must have 4 axes (num, channels, height, width), got shape %s"
+                          % (blob.shape,), ShapeError)
+    return blob.shape[2:]
+
+
 @register_layer("Pooling")
 class PoolingLayer(Layer):
     """2-d pooling over (N, C, H, W) windows.
@@ -237,10 +245,7 @@ class PoolingLayer(Layer):
 
     def reshape(self, bottom, top):
         b = bottom[0]
-        if b.num_axes != 4:
-            raise self.error("input must have 4 axes (num, channels, height, width), got shape %s"
-                             % (b.shape,), ShapeError)
-        hw = b.shape[2:]
+        hw = pool_input_hw(self, b)
         kernel = hw if self.global_pooling else self.kernel
         self.geom = PoolGeometry(hw, kernel, self.stride, self.pad, self.ceil)
         if min(self.geom.out_hw) <= 0:

@@ -4,7 +4,7 @@ import numpy as np
 from ..errors import ShapeError
 from .base import Layer, register_layer
 from .pooling import (PoolGeometry, ave_pool, ave_pool_backward, max_pool, max_pool_backward,
-                      stochastic_pool, stochastic_pool_backward)
+                      pool_input_hw, stochastic_pool, stochastic_pool_backward)
 
 
 @register_layer("SPP")
@@ -30,10 +30,7 @@ class SPPLayer(Layer):
 
     def reshape(self, bottom, top):
         b = bottom[0]
-        if b.num_axes != 4:
-            raise self.error("input must have 4 axes (num, channels, height, width), got shape %s"
-                             % (b.shape,), ShapeError)
-        hw = b.shape[2:]
+        hw = pool_input_hw(self, b)
         if min(hw) <= 0:
             raise self.error("input dimensions cannot be zero", ShapeError)
         self.levels = []

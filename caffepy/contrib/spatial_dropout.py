@@ -9,8 +9,6 @@
 - any other phase: y = x * s, dx = dy * s (the fork scales at test time too; its deploy files
   carry the TEST phase, and ENet's BN-absorbing script folds the scale into the weights).
 """
-import numpy as np
-
 from .. import common
 from ..layers.python_layer import Layer
 from .frcnn.boxes import parse_param_str

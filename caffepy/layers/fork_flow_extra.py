@@ -4,7 +4,8 @@ import numpy as np
 
 from ..errors import ShapeError
 from .base import Layer, register_layer
-from .fork_flow import CorrelationLayer, _FlowDifferenceLoss
+from .fork_flow import CorrelationLayer
+from .fork_flow_loss import _FlowDifferenceLoss
 
 
 @register_layer("Correlation1D")

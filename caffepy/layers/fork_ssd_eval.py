@@ -3,7 +3,6 @@
 The output is the input of SSD's solver-side mAP (``ComputeAP``): rows of 5 values.
 """
 import logging
-import os
 
 import numpy as np
 

@@ -203,7 +203,11 @@ def test_users_module_wins(tmp_path, monkeypatch):
     import sys
     monkeypatch.delitem(sys.modules, "rpn", raising=False)
     monkeypatch.delitem(sys.modules, "rpn.proposal_layer", raising=False)
-    np.testing.assert_array_equal(_run_net(), np.full((1, 5), 7.0))
+    try:
+        np.testing.assert_array_equal(_run_net(), np.full((1, 5), 7.0))
+    finally:    # the user's module must not stay imported for later tests (ONNX export, sweeps)
+        for name in ("rpn.proposal_layer", "rpn"):
+            sys.modules.pop(name, None)
 
 
 def test_unknown_python_module_still_fails():

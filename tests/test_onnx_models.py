@@ -16,7 +16,7 @@ MODELS = ["googlenet", "resnet50", "mobilenet_v1", "squeezenet1_1", "vgg16", "ca
 
 
 def _random_weights(prototxt, path):
-    from caffepy import zoo
+    from caffepy import zoo, zoo_run
     from caffepy.net import Net
     from caffepy.proto import caffe_pb2, io as proto_io
     param = zoo.constant_fillers(proto_io.read_net(prototxt))
@@ -25,7 +25,7 @@ def _random_weights(prototxt, path):
     for layer in net.layers:        # biases and per-channel factors random too
         for blob in layer.blobs:
             if blob.data.ndim == 1 and layer.layer_param.type != "BatchNorm":
-                blob.data[...] = 0.1 * zoo._pool(1)[:blob.count]
+                blob.data[...] = 0.1 * zoo_run._pool(1)[:blob.count]
     net.save(str(path))
 
 

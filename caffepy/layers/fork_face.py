@@ -125,12 +125,17 @@ class MarginInnerProductLayer(Layer):
         if len(top) > 1:
             top[1].reshape(1)
 
-    def forward_cpu(self, bottom, top):
-        p = self.layer_param.margin_inner_product_param
+    def _next_lambda(self, top):
+        """One step of the lambda schedule, max(base (1 + gamma iter)^-power, lambda_min), shown
+        on the optional second top."""
+        p = getattr(self.layer_param, self.param_field)
         self.iter += 1
         self.lam = max(p.base * (1 + p.gamma * self.iter) ** -p.power, p.lambda_min)
         if len(top) > 1:
             top[1].data[...] = self.lam
+
+    def forward_cpu(self, bottom, top):
+        self._next_lambda(top)
         w = self.blobs[0].data
         w /= np.sqrt(np.square(w).sum(axis=1, keepdims=True))
         x = bottom[0].data.reshape(self.m, self.k)
@@ -185,11 +190,7 @@ class LargeMarginInnerProductLayer(MarginInnerProductLayer):
     param_field = "largemargin_inner_product_param"
 
     def forward_cpu(self, bottom, top):
-        p = getattr(self.layer_param, self.param_field)
-        self.iter += 1
-        self.lam = max(p.base * (1 + p.gamma * self.iter) ** -p.power, p.lambda_min)
-        if len(top) > 1:
-            top[1].data[...] = self.lam
+        self._next_lambda(top)
         w = self.blobs[0].data
         x = bottom[0].data.reshape(self.m, self.k)
         y = top[0].data.reshape(self.m, -1)

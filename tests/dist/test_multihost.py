@@ -165,13 +165,9 @@ def _uninterrupted(box, ppn, extra, tmp_path_factory):
     return _WHOLE[key]
 
 
-def test_hung_rank_is_named_after_timeout(cluster_box, tmp_path):
-    """A rank that stops answering without exiting (SIGSTOP: what a host that drops off the network
-    looks like) is named after ``timeout / 2`` s of silence, before the roles waiting on it give up
-(``timeout``), and the job ends."""
-    box = cluster_box(2, rate="10gbit")
-    ws = str(tmp_path / "ws")
-    timeout = 6
+def _long_job_past_first_checkpoint(box, ws, timeout):
+    """Start a long 2-host job (2 ranks per host, heartbeat ``timeout``) and return (its mpiexec,
+    a 90 s deadline) once its step-10 checkpoint exists."""
     args = ["--workspace", ws, "--max_iter", "2000", "--checkpoint_frequency", "10", "--sleep",
             "0.02", "--timeout", str(timeout)]
     proc = box_mpiexec(box, args, ppn=2, wait=False, auto_cleanup=False)
@@ -179,6 +175,16 @@ def test_hung_rank_is_named_after_timeout(cluster_box, tmp_path):
     while not os.path.exists(os.path.join(ws, "checkpoint", "step10.manifest")):
         assert proc.poll() is None and time.time() < deadline, proc.communicate()[1][-3000:]
         time.sleep(0.05)
+    return proc, deadline
+
+
+def test_hung_rank_is_named_after_timeout(cluster_box, tmp_path):
+    """A rank that stops answering without exiting (SIGSTOP: what a host that drops off the network
+    looks like) is named after ``timeout / 2`` s of silence, before the roles waiting on it give up
+(``timeout``), and the job ends."""
+    box = cluster_box(2, rate="10gbit")
+    ws, timeout = str(tmp_path / "ws"), 6
+    proc, deadline = _long_job_past_first_checkpoint(box, ws, timeout)
     pid = _rank_pid(box, "h2", 3, deadline)
     os.kill(pid, signal.SIGSTOP)
     t0 = time.time()
@@ -198,15 +204,8 @@ def test_first_host_cut_leaves_no_rank_behind(cluster_box, tmp_path):
     reaches the other host): the ranks on the other host stop hearing the watchdog and end within
     2 x timeout (Hydra's own proxy there may linger: it has no deadline)."""
     box = cluster_box(2, rate="10gbit")
-    ws = str(tmp_path / "ws")
-    timeout = 6
-    args = ["--workspace", ws, "--max_iter", "2000", "--checkpoint_frequency", "10", "--sleep",
-            "0.02", "--timeout", str(timeout)]
-    proc = box_mpiexec(box, args, ppn=2, wait=False, auto_cleanup=False)
-    deadline = time.time() + 90
-    while not os.path.exists(os.path.join(ws, "checkpoint", "step10.manifest")):
-        assert proc.poll() is None and time.time() < deadline, proc.communicate()[1][-3000:]
-        time.sleep(0.05)
+    ws, timeout = str(tmp_path / "ws"), 6
+    proc, deadline = _long_job_past_first_checkpoint(box, ws, timeout)
     _rank_pid(box, "h2", 3, deadline)
     box.kill_host("h1", cut=True)
     t0 = time.time()

@@ -191,6 +191,8 @@ class Solver(TestPasses):
         self.smoothed_loss = 0.0
         timer, iterations_last = time.time(), self.iter
         progress = Progress(stop_iter, "train", initial=start_iter)
+        # MobileNet-YOLO's Layer::set_iter(iter, stop): the layers that have it, found once
+        iter_layers = [layer for layer in self.net.layers if hasattr(layer, "set_iter")]
         try:
             while self.iter < stop_iter:
                 self.net.clear_param_diffs()
@@ -202,9 +204,8 @@ class Solver(TestPasses):
                 for on_start, _ in self._callbacks:
                     on_start()
                 display = bool(p.display) and self.iter % p.display == 0
-                for layer in self.net.layers:    # MobileNet-YOLO's Layer::set_iter(iter, stop)
-                    if hasattr(layer, "set_iter"):
-                        layer.set_iter(self.iter, stop_iter)
+                for layer in iter_layers:
+                    layer.set_iter(self.iter, stop_iter)
                 loss = 0.0
                 for _ in range(p.iter_size):
                     part = self._forward_backward(display and p.debug_info)

@@ -11,20 +11,21 @@ a failure with that reason (py-faster-rcnn's RPN layers are built in: caffepy.co
 file whose Python *data* layer (no bottoms) is neither importable nor built in is not run at all:
 its shapes would be guesses, so it is reported in its own category and left out of the figures. Files whose prepared nets are
 identical (same NetParameter once prepared) run once and share the result. Work is spread over
-processes that each use one BLAS thread; a file gets at most ``limit`` CPU seconds.
+processes that each use one BLAS thread; a file gets at most ``limit`` CPU seconds; a file whose
+worker is killed (out of memory) fails with that reason (tests/zoo_runner.py).
 
     python -m tests.test_modelzoo [-j JOBS] [-t CPU_SECONDS] [--times N] [PATH_SUBSTRING]
 """
 import collections
-import hashlib
 import json
 import os
-import signal
 import sys
 import time
 
 import numpy as np
 import pytest
+
+from tests.zoo_runner import cpu_limit, distinct_tasks, run_tasks
 
 BVLC_TYPES = frozenset("""
 AbsVal Accuracy ArgMax BNLL BatchNorm BatchReindex Bias Clip Concat ContrastiveLoss Convolution
@@ -34,7 +35,6 @@ Log MVN MemoryData MultinomialLogisticLoss PReLU Parameter Pooling Power Python 
 Reshape SPP Scale Sigmoid SigmoidCrossEntropyLoss Silence Slice Softmax SoftmaxWithLoss Split
 Swish TanH Threshold Tile WindowData
 """.split())
-_ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 SHRINK_SIDE = 320       # image inputs larger than this are tried at this size first
 CPU_LIMIT = 240          # CPU seconds per net file; the slowest file needs ~10 on an idle core
 
@@ -251,10 +251,6 @@ class _sweep_cfg(object):
             cfg[k].update(values)
 
 
-def _on_cpu_limit(signum, frame):
-    raise TimeoutError("over the CPU-time limit")
-
-
 def _work(task):
     """Worker: (path, serialized prepared nets or a reason) -> (path, reason, cpu s, wall s,
     the worker's peak memory in MiB so far)."""
@@ -267,40 +263,13 @@ def _work(task):
     param, declared = caffe_pb2.NetParameter(), caffe_pb2.NetParameter()
     param.ParseFromString(blobs[0])
     declared.ParseFromString(blobs[1])
-    if limit:
-        signal.signal(signal.SIGPROF, _on_cpu_limit)
-        signal.setitimer(signal.ITIMER_PROF, limit)
     try:
-        with _sweep_cfg():
+        with cpu_limit(limit), _sweep_cfg():
             reason = run_prepared(param, declared, shrink=shrink)
     except TimeoutError:
         reason = "TimeoutError: over the %d CPU-second limit" % limit
-    finally:
-        if limit:
-            signal.setitimer(signal.ITIMER_PROF, 0)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
     return path, reason, time.process_time() - c0, time.time() - t0, peak
-
-
-def distinct_tasks(paths, prepare_fn, reason_fn, *extra):
-    """One task ``(path, serialised prepared nets, *extra)`` per distinct prepared net, or
-    ``(path, reason_fn(error), *extra)`` for a file that cannot be prepared; and
-    {path: path of the identical net that runs}."""
-    tasks, first, same_as = [], {}, {}
-    for path in paths:
-        try:
-            nets = prepare_fn(path)
-        except Exception as e:
-            tasks.append((path, reason_fn(e)) + extra)
-            continue
-        blobs = tuple(n.SerializeToString(deterministic=True) for n in nets)
-        digest = hashlib.sha1(b"".join(blobs)).hexdigest()
-        if digest in first:
-            same_as[path] = first[digest]
-            continue
-        first[digest] = path
-        tasks.append((path, blobs) + extra)
-    return tasks, same_as
 
 
 def _tasks(paths, limit, shrink):
@@ -312,19 +281,7 @@ def sweep(root, only=None, jobs=1, limit=CPU_LIMIT, progress=None, shrink=True):
     files = [(p, t) for p, t in zoo_net_files(root) if not only or only in p]
     tasks, same_as = _tasks([os.path.join(root, p) for p, _ in files], limit, shrink)
     tasks.sort(key=lambda t: -len(t[1][0]) if isinstance(t[1], tuple) else 0)  # big nets first
-    done = {}
-    if jobs > 1:
-        saved = {k: os.environ.get(k) for k in _ONE_THREAD}
-        os.environ.update(_ONE_THREAD)       # read by numpy's BLAS as the spawned workers start
-        try:
-            _run_pool(tasks, jobs, done, progress)
-        finally:
-            for k, v in saved.items():
-                os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
-    else:
-        for task in tasks:
-            done[task[0]] = out = _work(task)
-            _progress(progress, out)
+    done = run_tasks(_work, tasks, jobs, lambda out: _progress(progress, out), _died)
     results = []
     for p, types in files:
         full = os.path.join(root, p)
@@ -333,44 +290,8 @@ def sweep(root, only=None, jobs=1, limit=CPU_LIMIT, progress=None, shrink=True):
     return results
 
 
-def _run_pool(tasks, jobs, done, progress):
-    """Run ``tasks`` on ``jobs`` spawned workers, at most ``jobs`` in flight. A worker that dies
-    (killed for memory) breaks the pool: the tasks in flight then run again one at a time, and one
-    that kills its worker alone fails with that reason; the rest go on in a new pool."""
-    import multiprocessing
-    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-    from concurrent.futures.process import BrokenProcessPool
-    extra = {"max_tasks_per_child": 40} if sys.version_info >= (3, 11) else {}
-    ctx = multiprocessing.get_context("spawn")
-
-    def record(out):
-        done[out[0]] = out
-        _progress(progress, out)
-
-    queue, suspects = list(tasks), []
-    while queue or suspects:
-        if suspects:
-            task = suspects.pop(0)
-            with ProcessPoolExecutor(1, mp_context=ctx) as pool:
-                try:
-                    record(pool.submit(_work, task).result())
-                except BrokenProcessPool:
-                    record((task[0], "worker process died (killed: out of memory?)", 0, 0, 0))
-            continue
-        with ProcessPoolExecutor(jobs, mp_context=ctx, **extra) as pool:
-            running = {}
-            while (queue or running) and not suspects:
-                while queue and len(running) < jobs:
-                    task = queue.pop(0)
-                    running[pool.submit(_work, task)] = task
-                finished, _ = wait(running, return_when=FIRST_COMPLETED)
-                for f in finished:
-                    task = running.pop(f)
-                    try:
-                        record(f.result())
-                    except BrokenProcessPool:
-                        suspects.append(task)
-            suspects.extend(running.values())
+def _died(task):
+    return task[0], "worker process died (killed: out of memory?)", 0.0, 0.0, 0
 
 
 def _progress(stream, out):

@@ -7,22 +7,21 @@ accuracy layer. Each is prepared as in test_modelzoo (batch 1, constant fillers 
 weights, inputs shrunk to <= ONNX_SIDE pixels when larger; the declared size when the shrunk one
 does not build). Outcomes: ``ok``, ``refused: <the one-line reason>``, ``mismatch``,
 ``caffepy`` (caffepy itself does not run it: left out of the figures), ``skipped`` (forward over
-the GFLOP cap or the CPU budget: left out too, and listed). Faster R-CNN nets keep 8 proposals
-(test_modelzoo's ``_sweep_cfg``). ``python3 -m tests.test_onnx_zoo`` prints the report behind
-docs/onnx_coverage.md.
+the GFLOP cap or the CPU budget, or its worker killed: left out too, and listed). Faster R-CNN
+nets keep 8 proposals (test_modelzoo's ``_sweep_cfg``). Tasks run through tests/zoo_runner.py.
+``python3 -m tests.test_onnx_zoo`` prints the report behind docs/onnx_coverage.md.
 """
 import collections
 import json
 import os
-import signal
 import sys
 import time
 
 import numpy as np
 import pytest
 
-from tests.test_modelzoo import (BVLC_TYPES, _ONE_THREAD, _stages, _sweep_cfg, distinct_tasks,
-                                 prepare, shrunk)
+from tests.test_modelzoo import BVLC_TYPES, _stages, _sweep_cfg, prepare, shrunk
+from tests.zoo_runner import cpu_limit, distinct_tasks, run_tasks
 
 ONNX_SIDE = 128
 CPU_LIMIT = 60
@@ -78,10 +77,6 @@ def export_and_check(net_param, seed=0, max_gflops=None):
     return "mismatch", "%s: %.3g" % (worst, errors[worst])
 
 
-def _on_limit(signum, frame):
-    raise TimeoutError("over the CPU-time limit")
-
-
 def prepared(path):
     """The NetParameters to try for one file: shrunk, batch 1, declared batch (test_modelzoo)."""
     param, declared = prepare(path)
@@ -90,10 +85,7 @@ def prepared(path):
 
 def run_file(attempts, limit=CPU_LIMIT, max_gflops=None):
     """(outcome, detail) for one net file's prepared ``attempts`` (see module doc)."""
-    if limit:
-        signal.signal(signal.SIGPROF, _on_limit)
-        signal.setitimer(signal.ITIMER_PROF, limit)
-    try:
+    with cpu_limit(limit):
         reason = None
         for p in attempts:
             try:
@@ -103,9 +95,6 @@ def run_file(attempts, limit=CPU_LIMIT, max_gflops=None):
             except Exception as e:
                 reason = "%s: %s" % (type(e).__name__, " ".join(str(e).split())[:200])
         return "caffepy", reason
-    finally:
-        if limit:
-            signal.setitimer(signal.ITIMER_PROF, 0)
 
 
 def _work(task):
@@ -133,30 +122,16 @@ def sweep(root, only=None, jobs=2, limit=CPU_LIMIT, progress=None, max_gflops=No
     files = [(p, t) for p, t in deploy_files(root)
              if not only or (only in p if isinstance(only, str) else p in only)]
     tasks, same_as = _tasks([os.path.join(root, p) for p, _ in files], limit, max_gflops)
-    done = {}
-    if jobs > 1:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-        saved = {k: os.environ.get(k) for k in _ONE_THREAD}
-        os.environ.update(_ONE_THREAD)
-        try:
-            ctx = multiprocessing.get_context("spawn")
-            with ProcessPoolExecutor(jobs, mp_context=ctx) as pool:
-                for out in pool.map(_work, tasks):
-                    done[out[0]] = out
-                    _progress(progress, out)
-        finally:
-            for k, v in saved.items():
-                os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
-    else:
-        for task in tasks:
-            done[task[0]] = out = _work(task)
-            _progress(progress, out)
+    done = run_tasks(_work, tasks, jobs, lambda out: _progress(progress, out), _died)
     out = []
     for p, types in files:
         full = os.path.join(root, p)
         out.append((p, types) + done[same_as.get(full, full)][1:])
     return out
+
+
+def _died(task):
+    return task[0], "skipped", "worker process died (killed: out of memory?)", 0.0
 
 
 def _progress(stream, out):

@@ -104,6 +104,7 @@ class MarginInnerProductLayer(Layer):
     min_top_blobs = 1
     max_top_blobs = 2
     param_field = "margin_inner_product_param"
+    unit_weights = True          # W's rows rescaled to unit norm every forward (|w_label| = 1)
 
     def layer_setup(self, bottom, top):
         p = getattr(self.layer_param, self.param_field)
@@ -137,7 +138,8 @@ class MarginInnerProductLayer(Layer):
     def forward_cpu(self, bottom, top):
         self._next_lambda(top)
         w = self.blobs[0].data
-        w /= np.sqrt(np.square(w).sum(axis=1, keepdims=True))
+        if self.unit_weights:
+            w /= np.sqrt(np.square(w).sum(axis=1, keepdims=True))
         x = bottom[0].data.reshape(self.m, self.k)
         y = top[0].data.reshape(self.m, -1)
         y[...] = x @ w.T
@@ -146,9 +148,10 @@ class MarginInnerProductLayer(Layer):
         self.y = _labels(self, bottom[1], self.m, w.shape[0])
         rows = np.arange(self.m)
         self.xn = np.sqrt(np.square(x).sum(axis=1))
-        self.c = y[rows, self.y] / self.xn
+        self.wn = 1.0 if self.unit_weights else np.sqrt(np.square(w[self.y]).sum(axis=1))
+        self.c = y[rows, self.y] / (self.xn * self.wn)
         psi, _ = _psi(self.kind, self.c)
-        y[rows, self.y] = (self.xn * psi + self.lam * y[rows, self.y]) / (1 + self.lam)
+        y[rows, self.y] = (self.xn * self.wn * psi + self.lam * y[rows, self.y]) / (1 + self.lam)
 
     def backward_cpu(self, top, propagate_down, bottom):
         dy = top[0].diff.reshape(self.m, -1)
@@ -188,22 +191,7 @@ class LargeMarginInnerProductLayer(MarginInnerProductLayer):
     Tops: y (M, num_output) [, lambda (1)]. Param: weight (num_output, K).
     """
     param_field = "largemargin_inner_product_param"
-
-    def forward_cpu(self, bottom, top):
-        self._next_lambda(top)
-        w = self.blobs[0].data
-        x = bottom[0].data.reshape(self.m, self.k)
-        y = top[0].data.reshape(self.m, -1)
-        y[...] = x @ w.T
-        if self.kind == 0:
-            return
-        self.y = _labels(self, bottom[1], self.m, w.shape[0])
-        rows = np.arange(self.m)
-        self.xn = np.sqrt(np.square(x).sum(axis=1))
-        self.wn = np.sqrt(np.square(w[self.y]).sum(axis=1))
-        self.c = y[rows, self.y] / (self.xn * self.wn)
-        psi, _ = _psi(self.kind, self.c)
-        y[rows, self.y] = (self.xn * self.wn * psi + self.lam * y[rows, self.y]) / (1 + self.lam)
+    unit_weights = False
 
     def backward_cpu(self, top, propagate_down, bottom):
         dy = top[0].diff.reshape(self.m, -1)

@@ -37,3 +37,14 @@ def _caffepy_logger_restored():
     logger.handlers[:] = saved[0]
     logger.setLevel(saved[1])
     logger.propagate = saved[2]
+
+
+@pytest.fixture
+def user_pyloss(monkeypatch):
+    """Module ``pyloss`` is tests/fixtures/pyloss.py (a user's copy of BVLC's example layer, which
+    wins over caffepy's built-in stand-in); afterwards later tests get the built-in again."""
+    import sys
+    monkeypatch.syspath_prepend(os.path.join(ROOT, "tests", "fixtures"))
+    monkeypatch.delitem(sys.modules, "pyloss", raising=False)
+    yield "pyloss"
+    sys.modules.pop("pyloss", None)

@@ -2,7 +2,6 @@
 the classic nets run forward and backward at a small batch; the V0/V1 history files upgrade and build."""
 import glob
 import os
-import sys
 
 import numpy as np
 import pytest
@@ -15,7 +14,7 @@ from tests.conftest import SHARED
 
 BVLC = os.path.join(SHARED, "modelzoo", "bvlc")
 HISTORY = os.path.join(SHARED, "modelzoo", "bvlc_history")
-FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
+pytestmark = pytest.mark.usefixtures("user_pyloss")   # examples/pycaffe/linreg.prototxt: pyloss
 
 
 def _net_files(root):
@@ -46,13 +45,6 @@ def _build(path, phase, stages=(), batch_size=1):
     param = zoo.replace_data_layers(proto_io.read_net(path), batch_size=batch_size)
     caffepy.set_random_seed(0)
     return Net(param, phase, stages=stages)
-
-
-@pytest.fixture(autouse=True)
-def _pyloss_on_path(monkeypatch):
-    monkeypatch.syspath_prepend(FIXTURES)   # examples/pycaffe/linreg.prototxt uses module pyloss
-    yield
-    sys.modules.pop("pyloss", None)         # later tests get caffepy's built-in pyloss again
 
 
 @pytest.mark.parametrize("rel", _net_files(BVLC) or ["<absent>"])

@@ -28,25 +28,6 @@ MODULE = textwrap.dedent('''
             self.blobs[0].diff[0] += np.sum(top[0].diff * bottom[0].data)
             if propagate_down[0]:
                 bottom[0].diff[...] = self.blobs[0].data[0] * top[0].diff
-
-    class EuclideanLossLayer(Layer):
-        def setup(self, bottom, top):
-            if len(bottom) != 2:
-                raise Exception("Need two inputs to compute distance.")
-
-        def reshape(self, bottom, top):
-            self.diff = np.zeros_like(bottom[0].data)
-            top[0].reshape(1)
-
-        def forward(self, bottom, top):
-            self.diff[...] = bottom[0].data - bottom[1].data
-            top[0].data[...] = np.sum(self.diff ** 2) / bottom[0].num / 2.
-
-        def backward(self, top, propagate_down, bottom):
-            for i in range(2):
-                if propagate_down[i]:
-                    sign = 1 if i == 0 else -1
-                    bottom[i].diff[...] = sign * self.diff / bottom[i].num
 ''')
 
 
@@ -77,7 +58,7 @@ def test_python_layer_gradient(pymodule):
     check_layer_gradient(_layer(pymodule, "ScaleByParam", "0.7"), make_blobs([x]), make_blobs(1))
 
 
-def test_python_loss_layer_in_net(pymodule):
+def test_python_loss_layer_in_net(pymodule, user_pyloss):
     from caffepy.net import Net
     text = '''
     layer { name: "x" type: "Input" top: "x" top: "y"
@@ -86,7 +67,7 @@ def test_python_loss_layer_in_net(pymodule):
             python_param { module: "%s" layer: "ScaleByParam" param_str: "2" } }
     layer { name: "loss" type: "Python" bottom: "sx" bottom: "y" top: "loss" loss_weight: 1
             python_param { module: "%s" layer: "EuclideanLossLayer" } }
-    ''' % (pymodule, pymodule)
+    ''' % (pymodule, user_pyloss)
     net = Net(text, caffepy.TRAIN)
     rng = np.random.default_rng(2)
     x, y = rng.standard_normal((4, 3)), rng.standard_normal((4, 3))

@@ -112,29 +112,9 @@ def test_builtin_stands_in_with_a_warning(tmp_path, clean_rpn, warnings_seen):
     assert "proposal" in out.stdout
 
 
-def test_user_loss_layer_with_import_caffe(tmp_path, monkeypatch, warnings_seen):
-    """pyloss's EuclideanLossLayer as users write it (``import caffe``) wins over the built-in
-    pyloss stand-in and matches the built-in EuclideanLoss layer."""
-    (tmp_path / "pyloss.py").write_text(
-        "import caffe\nimport numpy as np\n\n\n"
-        "class EuclideanLossLayer(caffe.Layer):\n"
-        "    OWN = True\n\n"
-        "    def setup(self, bottom, top):\n"
-        "        if len(bottom) != 2:\n"
-        "            raise Exception('Need two inputs to compute distance.')\n\n"
-        "    def reshape(self, bottom, top):\n"
-        "        self.diff = np.zeros_like(bottom[0].data, dtype=np.float32)\n"
-        "        top[0].reshape(1)\n\n"
-        "    def forward(self, bottom, top):\n"
-        "        self.diff[...] = bottom[0].data - bottom[1].data\n"
-        "        top[0].data[...] = np.sum(self.diff ** 2) / bottom[0].num / 2.\n\n"
-        "    def backward(self, top, propagate_down, bottom):\n"
-        "        for i in range(2):\n"
-        "            if propagate_down[i]:\n"
-        "                sign = 1 if i == 0 else -1\n"
-        "                bottom[i].diff[...] = sign * self.diff / bottom[i].num\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delitem(sys.modules, "pyloss", raising=False)
+def test_user_loss_layer_with_import_caffe(tmp_path, user_pyloss, warnings_seen):
+    """pyloss's EuclideanLossLayer as users write it (``import caffe``: tests/fixtures/pyloss.py)
+    wins over the built-in pyloss stand-in and matches the built-in EuclideanLoss layer."""
     net_text = """name: 'LinearRegressionExample' force_backward: true
 layer { type: 'DummyData' name: 'x' top: 'x' dummy_data_param { shape: { dim: 10 dim: 3 dim: 2 }
   data_filler: { type: 'gaussian' } } }
@@ -158,7 +138,7 @@ layer { type: '%s' name: 'loss' top: 'loss' bottom: 'ipx' bottom: 'ipy' %s loss_
         losses.append(nets[-1].forward()["loss"].ravel()[0])
         nets[-1].backward()
     net, ref_net = nets
-    assert getattr(type(net.layer_dict["loss"].py_layer), "OWN", False)
+    assert type(net.layer_dict["loss"].py_layer).__module__ == "pyloss"
     assert not warnings_seen
     assert np.isclose(losses[0], losses[1], rtol=1e-5)
     assert np.allclose(net.params["ipx"][0].diff, ref_net.params["ipx"][0].diff, atol=1e-5)

@@ -24,6 +24,20 @@ def reference(groups, workers, batch, max_iter=20, solver_type="SGD"):
     return [p.data.copy() for p in solver.net.learnable_params]
 
 
+def is_rank_process(pid, rank):
+    """Whether process ``pid`` runs tests/dist/mpi_run.py as MPI rank ``rank`` (its PMI_RANK;
+    not the watchdog rank 0 starts)."""
+    try:
+        with open("/proc/%s/environ" % pid, "rb") as f:
+            env = f.read().split(b"\0")
+        with open("/proc/%s/cmdline" % pid, "rb") as f:
+            cmd = f.read()
+    except OSError:
+        return False
+    return (b"mpi_run.py" in cmd and b"PMI_RANK=%d" % rank in env
+            and b"caffepy.dist.watchdog" not in cmd)
+
+
 def have_mpi():
     if shutil.which("mpiexec") is None:
         return False

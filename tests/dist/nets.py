@@ -14,6 +14,16 @@ layer { name: "ip2" type: "InnerProduct" bottom: "ip1" top: "ip2"
 layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip2" bottom: "label" top: "loss" }
 """
 
+# DummyData (8 x 5, labels 1) -> InnerProduct 3 -> SoftmaxWithLoss: the command-line runs
+DUMMY = """name: "dummy"
+layer { name: "data" type: "DummyData" top: "data" top: "label"
+  dummy_data_param { shape { dim: 8 dim: 5 } shape { dim: 8 }
+                     data_filler { type: "gaussian" } data_filler { type: "constant" value: 1 } } }
+layer { name: "ip" type: "InnerProduct" bottom: "data" top: "ip" inner_product_param { num_output: 3
+  weight_filler { type: "gaussian" std: 0.1 } } }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: "loss" }
+"""
+
 SOLVER = """base_lr: 0.1 momentum: 0.9 weight_decay: 0.01 lr_policy: "step" gamma: 0.5 stepsize: 7
 max_iter: %(max_iter)d random_seed: 5 display: 0 snapshot_after_train: false type: "%(type)s"
 """

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import nets
-from conftest import mpiexec, needs_mpi
+from conftest import is_rank_process, mpiexec, needs_mpi
 from caffepy import dist
 from caffepy.dist import checkpoint
 from caffepy.net import Net
@@ -131,16 +131,7 @@ def _pid_of_rank(mpiexec_pid, rank):
     deadline = time.time() + 30
     while time.time() < deadline:
         for pid in os.listdir("/proc"):
-            if not pid.isdigit() or not _descends_from(pid, mpiexec_pid):
-                continue
-            try:
-                with open("/proc/%s/environ" % pid, "rb") as f:
-                    env = f.read().split(b"\0")
-                with open("/proc/%s/cmdline" % pid, "rb") as f:
-                    cmd = f.read()
-            except OSError:
-                continue
-            if b"mpi_run.py" in cmd and b"PMI_RANK=%d" % rank in env and b"caffepy.dist.watchdog" not in cmd:
+            if pid.isdigit() and _descends_from(pid, mpiexec_pid) and is_rank_process(pid, rank):
                 return int(pid)
         time.sleep(0.2)
     raise AssertionError("no rank %d process found" % rank)

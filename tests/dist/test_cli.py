@@ -1,21 +1,13 @@
 """``caffepy train --cluster C`` (in process) runs the distributed solver and writes its files."""
 import os
 
+import nets
 from caffepy import cli
 from caffepy.log import teardown as teardown_log
 
-NET = """name: "dummy"
-layer { name: "data" type: "DummyData" top: "data" top: "label"
-  dummy_data_param { shape { dim: 8 dim: 5 } shape { dim: 8 }
-                     data_filler { type: "gaussian" } data_filler { type: "constant" value: 1 } } }
-layer { name: "ip" type: "InnerProduct" bottom: "data" top: "ip" inner_product_param { num_output: 3
-  weight_filler { type: "gaussian" std: 0.1 } } }
-layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: "loss" }
-"""
-
 
 def test_train_cluster_flag_and_resume(tmp_path):
-    (tmp_path / "net.prototxt").write_text(NET)
+    (tmp_path / "net.prototxt").write_text(nets.DUMMY)
     ws = tmp_path / "ws"
     (tmp_path / "solver.prototxt").write_text(
         'net: "%s" base_lr: 0.1 lr_policy: "fixed" max_iter: 6 snapshot_after_train: false '
@@ -33,7 +25,7 @@ def test_train_cluster_flag_and_resume(tmp_path):
 def test_train_refuses_to_overwrite_checkpoints(tmp_path, capsys):
     """A second run in a workspace with checkpoints stops with one line naming --resume and
     --overwrite; --overwrite starts again from step 0."""
-    (tmp_path / "net.prototxt").write_text(NET)
+    (tmp_path / "net.prototxt").write_text(nets.DUMMY)
     ws = tmp_path / "ws"
     (tmp_path / "solver.prototxt").write_text(
         'net: "%s" base_lr: 0.1 lr_policy: "fixed" max_iter: 2 snapshot_after_train: false\n'

@@ -11,7 +11,7 @@ import time
 import numpy as np
 import pytest
 
-from conftest import box_mpiexec, needs_mpi, reference
+from conftest import box_mpiexec, is_rank_process, needs_mpi, reference
 from caffepy.dist import checkpoint
 
 pytestmark = [pytest.mark.slow, needs_mpi]
@@ -77,14 +77,7 @@ def test_group_over_two_hosts_sums_per_host(cluster_box, tmp_path):
 def _rank_pid(box, host, rank, deadline):
     while time.time() < deadline:
         for pid in box.host_pids(host):
-            try:
-                with open("/proc/%d/environ" % pid, "rb") as f:
-                    env = f.read().split(b"\0")
-                with open("/proc/%d/cmdline" % pid, "rb") as f:
-                    cmd = f.read()
-            except OSError:
-                continue
-            if b"mpi_run.py" in cmd and b"PMI_RANK=%d" % rank in env:
+            if is_rank_process(pid, rank):
                 return pid
         time.sleep(0.1)
     raise AssertionError("rank %d not found on %s" % (rank, host))

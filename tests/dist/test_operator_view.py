@@ -67,21 +67,11 @@ def test_rank_log_path(monkeypatch):
     assert launcher.rank_log_path("t.log") == "t.log.rank1" and not launcher.is_lead_rank()
 
 
-NET = """name: "dummy"
-layer { name: "data" type: "DummyData" top: "data" top: "label"
-  dummy_data_param { shape { dim: 8 dim: 5 } shape { dim: 8 }
-                     data_filler { type: "gaussian" } data_filler { type: "constant" value: 1 } } }
-layer { name: "ip" type: "InnerProduct" bottom: "data" top: "ip" inner_product_param { num_output: 3
-  weight_filler { type: "gaussian" std: 0.1 } } }
-layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: "loss" }
-"""
-
-
 @needs_mpi
 @pytest.mark.slow
 def test_mpi_rank_logs_params_once(tmp_path):
     """mpiexec -n 2 caffepy train --log L: L.rank0 and L.rank1; solver parameters only in rank 0's."""
-    (tmp_path / "net.prototxt").write_text(NET)
+    (tmp_path / "net.prototxt").write_text(nets.DUMMY)
     (tmp_path / "solver.prototxt").write_text(
         'net: "%s" base_lr: 0.1 lr_policy: "fixed" max_iter: 4 display: 2 snapshot_after_train: false\n'
         % (tmp_path / "net.prototxt"))

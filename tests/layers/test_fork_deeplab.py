@@ -2,11 +2,11 @@ import numpy as np
 import pytest
 
 from caffepy.errors import NetError
-from caffepy.proto import caffe_pb2
 from caffepy.testing import make_blobs, make_layer
 
 from .fork_nets import forward, train_step
 from .test_fork_segnet import _write_png
+from .test_fork_video_data import run_data_layer
 
 
 def test_image_seg_data_pads_crops_and_reports_dims(tmp_path):
@@ -20,30 +20,19 @@ def test_image_seg_data_pads_crops_and_reports_dims(tmp_path):
             'source: "%s" root_folder: "%s/" batch_size: 1 label_type: PIXEL ignore_label: 255 } '
             'transform_param { crop_size: 6 mean_value: 1 mean_value: 2 mean_value: 3 }'
             % (tmp_path / "list.txt", tmp_path))
-    layer = make_layer(text, phase=caffe_pb2.TEST)
-    top = make_blobs(3)
-    layer.setup([], top)
-    try:
-        layer.forward([], top)
-    finally:
-        layer.close()
+    data, label, dims = run_data_layer(text, tops=3)
     # padded at the bottom / right with the mean (image) and 255 (label) to 6 x 6, centre crop = all
     want = np.full((3, 6, 6), 0.0)
     want[:, :3, :5] = img.transpose(2, 0, 1) - np.array([1, 2, 3])[:, None, None]
-    np.testing.assert_allclose(top[0].data[0], want)
+    np.testing.assert_allclose(data[0], want)
     lab = np.full((6, 6), 255.0)
     lab[:3, :5] = seg[:, :, 0]
-    np.testing.assert_array_equal(top[1].data[0, 0], lab)
-    np.testing.assert_array_equal(top[2].data.reshape(-1), [3, 5])
+    np.testing.assert_array_equal(label[0, 0], lab)
+    np.testing.assert_array_equal(dims.reshape(-1), [3, 5])
     (tmp_path / "cls.txt").write_text("a.png 2\n")
-    layer = make_layer(text.replace("list.txt", "cls.txt").replace("PIXEL", "IMAGE"))
-    top = make_blobs(3)
-    layer.setup([], top)
-    try:
-        layer.forward([], top)
-    finally:
-        layer.close()
-    assert set(np.unique(top[1].data)) == {2.0, 255.0}
+    _, label, _ = run_data_layer(text.replace("list.txt", "cls.txt").replace("PIXEL", "IMAGE"),
+                                 tops=3)
+    assert set(np.unique(label)) == {2.0, 255.0}
     with pytest.raises(NetError, match="mean_file"):
         make_layer(text.replace("crop_size: 6", 'mean_file: "m.binaryproto"')).setup(
             [], make_blobs(3))

@@ -31,10 +31,11 @@ def run_data_layer(text, phase=caffe_pb2.TEST, tops=2):
     layer = make_layer(text, dtype=np.float64, phase=phase)
     top = make_blobs(tops)
     layer.setup([], top)
-    layer.forward([], top)
-    out = [t.data.copy() for t in top]
-    layer.close()
-    return out
+    try:
+        layer.forward([], top)
+    finally:
+        layer.close()
+    return [t.data.copy() for t in top]
 
 
 def test_c3d_v11_frames_crop_mean_and_labels(tmp_path):

@@ -34,11 +34,11 @@ agree with the exact path to float32 rounding (folding reorders a few multiplica
 within 1e-5 relative on the zoo nets in tests/test_optimize.py).
 """
 import collections
-import copy
 
 import numpy as np
 
 from . import optimize_steps as steps_mod
+from .optimize_fold import affine_of, folded_copy, shallow
 from .optimize_threads import ThreadChoice
 from .blob import Blob
 from .errors import NetError
@@ -137,7 +137,7 @@ class Plan(object):
                 if j is None:
                     break
                 nxt = self.steps[j]
-                affine = _affine_of(nxt.layer, len(nxt.bottom))
+                affine = affine_of(nxt.layer, len(nxt.bottom))
                 if affine is None:
                     break
                 na, nc = affine
@@ -145,7 +145,7 @@ class Plan(object):
                 self._merge_next(net, i, j)
                 folded.append(nxt.name)
             if folded:
-                st.layer = _folded_copy(st.layer, a, c)
+                st.layer = folded_copy(st.layer, a, c)
                 self.folded.append((st.name, folded))
             i += 1
 
@@ -171,7 +171,7 @@ class Plan(object):
                 if j is not None and self.steps[j].layer.type == "ReLU":
                     relu = self.steps[j]
                     if st.layer is _original(net, st.name):
-                        st.layer = _shallow(st.layer)
+                        st.layer = shallow(st.layer)
                     st.layer.fused_relu = float(relu.layer.negative_slope)
                     self._merge_next(net, i, j)
                     self.folded.append((st.name, [relu.name]))
@@ -328,57 +328,6 @@ def _address(blob):
 
 def _original(net, name):
     return net.layers[net._layer_names.index(name)]
-
-
-def _shallow(layer):
-    new = copy.copy(layer)
-    if hasattr(layer, "_cols"):
-        new._cols = {}
-    return new
-
-
-def _affine_of(layer, nbottom):
-    """(a, c) per channel for y = a x + c of a BatchNorm (fixed statistics), Scale or Bias with
-    learned one-bottom parameters over axis 1; None for any other layer."""
-    t = layer.type
-    if nbottom != 1:
-        return None
-    if t == "BatchNorm" and layer.use_global_stats:
-        sum_mu, sum_var, s = (b.data.astype(np.float64).reshape(-1) for b in layer.blobs[:3])
-        factor = 0.0 if s[0] == 0 else 1.0 / s[0]
-        std = np.sqrt(factor * sum_var + layer.eps)
-        a, c = 1.0 / std, -factor * sum_mu / std
-        if getattr(layer, "scale_bias", False):      # NVCaffe: scale * x_hat + bias built in
-            scale, bias = (b.data.astype(np.float64).reshape(-1) for b in layer.blobs[3:5])
-            a, c = scale * a, scale * c + bias
-        return a, c
-    p = getattr(layer, "layer_param", None)
-    if t == "Scale" and p.scale_param.axis in (1, -3) and p.scale_param.num_axes == 1:
-        a = layer.blobs[0].data.astype(np.float64).reshape(-1)
-        c = (layer.blobs[layer.bias_index].data.astype(np.float64).reshape(-1)
-             if layer.bias_index is not None else np.zeros_like(a))
-        return a, c
-    if t == "Bias" and p.bias_param.axis in (1, -3) and p.bias_param.num_axes == 1:
-        c = layer.blobs[0].data.astype(np.float64).reshape(-1)
-        return np.ones_like(c), c
-    return None
-
-
-def _folded_copy(layer, a, c):
-    """A copy of Convolution / InnerProduct ``layer`` computing a * (its output) + c. The
-    weights are scaled in place (a second copy of a ResNet's weights would cost more memory than
-    the mode saves), row by row in float64; the bias is a new blob."""
-    new = _shallow(layer)
-    w = layer.blobs[0].data
-    rows = w.T if layer.type == "InnerProduct" and layer.transpose else w
-    for m in range(rows.shape[0]):
-        rows[m] = rows[m].astype(np.float64) * a[m]
-    b = layer.blobs[1].data.astype(np.float64).reshape(-1) if layer.bias_term else 0.0
-    bb = Blob((a.size,), w.dtype)
-    bb.data[...] = a * b + c
-    new.blobs = [layer.blobs[0], bb]
-    new.bias_term = True
-    return new
 
 
 def optimize(net, keep=(), threads=None):

@@ -130,7 +130,7 @@ def bench(name, batch, threads, iters, tmp, cv2):
               "load %s  (optimize threads %s: %s)" % (
                   name, batch, n, t_exact, t_fast, t_cv, t_fast / t_cv,
                   " ".join(open("/proc/loadavg").read().split()[:3]), choice.mode,
-                  " ".join("blas %d numba %d: %.1f ms" % (k + (1e3 * v,))
+                  " ".join("blas %d numba %d parts %d: %.1f ms" % (k + (1e3 * v,))
                            for k, v in sorted(choice.avg.items()))
                   or "limit"), flush=True)
     print("%-14s b%-2d    max rel diff vs exact: optimize %.1e  opencv %s" % (

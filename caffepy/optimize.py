@@ -38,6 +38,7 @@ import copy
 
 import numpy as np
 
+from . import optimize_shards as shards_mod
 from . import optimize_steps as steps_mod
 from .optimize_threads import ThreadChoice
 from .blob import Blob
@@ -307,7 +308,11 @@ class Plan(object):
                 raise NetError("net '%s': %s runs on the CPU (its convolutions write into "
                                "Concat tops); call caffepy.set_mode_cpu()" % (self.net.name, MODE))
             return sum(st.layer.forward(st.bottom, st.top) for st in self.steps)
-        return self.threads.run(self._run_steps)
+        return self.threads.run(self._run_steps, self._split if self.compiled else None)
+
+    def _split(self, t):
+        segs = shards_mod.segments(self, t)
+        return None if segs is None else (lambda: shards_mod.run_sharded(segs))
 
     def _run_steps(self):
         loss = 0.0

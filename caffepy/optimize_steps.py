@@ -138,6 +138,38 @@ def conv_step(layer, x, out, scratch):
     return run
 
 
+def dw_eligible(layer, nbottom):
+    """Whether a step's layer is a 2-d depthwise convolution (group = channels, any multiplier)
+    the compiled depthwise step runs."""
+    return (isinstance(layer, ConvolutionLayer) and nbottom == 1 and layer.num_spatial == 2
+            and layer.axis == 1 and layer.channels == layer.group > 1)
+
+
+def dw_step(layer, x, y):
+    """The closure of a depthwise convolution x (N, C, H, W) -> y (N, M, OH, OW): the
+    forward-only kernel (row-buffer taps, bias and ReLU fused), same sums as the layer's."""
+    kern = _ik().dw_conv
+    bias = layer.blobs[1].data.reshape(-1) if layer.bias_term else np.empty(0, x.dtype)
+    relu = layer.fused_relu is not None
+    slope = float(layer.fused_relu) if relu else 0.0
+    (kh, kw), (ph, pw), (sh, sw), (dh, dw) = (layer.kernel, layer.pad, layer.stride,
+                                              layer.dilation)
+    w = layer.blobs[0].data
+    y4 = y.reshape((y.shape[0], layer.num_output) + tuple(layer.out_spatial))
+    return lambda: kern(x, w, bias, kh, kw, ph, pw, sh, sw, dh, dw, slope, relu, y4)
+
+
+def lrn_step(layer, x, y):
+    """The closure of an LRN across channels (4-d), or None for WITHIN_CHANNEL."""
+    if not layer.across or x.ndim != 4:
+        return None
+    kern = _ik().lrn_across
+    dt = x.dtype.type
+    x3, y3 = x.reshape(x.shape[0], x.shape[1], -1), y.reshape(y.shape[0], y.shape[1], -1)
+    args = (layer.size, dt(layer.alpha / layer.size), float(layer.beta), dt(layer.k))
+    return lambda: kern(x3, *args, y3)
+
+
 def pool_step(layer, x, y):
     """The closure of a MAX / AVE Pooling layer, or None when it is of another kind."""
     ik = _ik()
@@ -173,7 +205,8 @@ def layer_step(layer, bottom, top):
 
 def compile_plan(plan, net):
     """Give every step of ``plan`` its closure (after the buffers were assigned) and note the
-    arrays of the kept blobs (a kept blob that gets new memory makes the plan rebuild)."""
+    arrays of the kept blobs (a kept blob that gets new memory makes the plan rebuild); then
+    the per-shard closures of caffepy.optimize_shards."""
     for st in plan.steps:
         if plan.compiled and conv_eligible(st.layer, len(st.bottom)):
             conv_buffers(st.layer, st.bottom[0].data, plan.scratch)
@@ -181,6 +214,8 @@ def compile_plan(plan, net):
     plan._arrays = [(b, b.data) for b in kept if isinstance(b, Blob)]
     for st in plan.steps:
         st.run = _closure(plan, st)
+    from . import optimize_shards
+    optimize_shards.compile_shards(plan)
 
 
 def _out_view(plan, top, m):
@@ -192,14 +227,22 @@ def _out_view(plan, top, m):
     return cat.data.reshape(cat.shape[0], cat.shape[1], -1)[:, off:off + m]
 
 
-def _closure(plan, st):
+def _closure(plan, st, part=None, scratch=None):
+    """The closure of step ``st``; with ``part`` = (lo, hi) the one over images lo..hi-1 only
+    (using ``scratch``), or None when the step cannot run on part of the batch."""
     layer = st.layer
+    cut = (lambda a: a) if part is None else (lambda a: a[part[0]:part[1]])
+    scratch = plan.scratch if scratch is None else scratch
     if plan.compiled:
         if conv_eligible(layer, len(st.bottom)):
             out = _out_view(plan, st.top[0], layer.num_output)
-            return conv_step(layer, st.bottom[0].data, out, plan.scratch)
-        if layer.type == "Pooling" and len(st.top) == 1 and not any(layer.loss_weights):
-            fn = pool_step(layer, st.bottom[0].data, st.top[0].data)
+            return conv_step(layer, cut(st.bottom[0].data), cut(out), scratch)
+        if dw_eligible(layer, len(st.bottom)):
+            return dw_step(layer, cut(st.bottom[0].data), cut(st.top[0].data))
+        if layer.type in ("Pooling", "LRN") and len(st.top) == 1 \
+                and not any(layer.loss_weights):
+            make = pool_step if layer.type == "Pooling" else lrn_step
+            fn = make(layer, cut(st.bottom[0].data), cut(st.top[0].data))
             if fn is not None:
                 return fn
         if layer.type == "Concat" and any(id(b) in plan.into for b in st.bottom):
@@ -209,7 +252,10 @@ def _closure(plan, st):
             for b in st.bottom:
                 c = b.shape[1]
                 if id(b) not in plan.into:
-                    pairs.append((b.data.reshape(b.shape[0], c, -1), t3[:, off:off + c]))
+                    pairs.append((cut(b.data.reshape(b.shape[0], c, -1)),
+                                  cut(t3[:, off:off + c])))
                 off += c
             return copy_step(pairs)
+    if part is not None:
+        return None
     return layer_step(layer, st.bottom, st.top)

@@ -92,9 +92,13 @@ def scatter_bias_act(a, bias, slope, relu, out):
 @njit(**_opts)
 def max_pool(x, kh, kw, sh, sw, ph, pw, lowest, y):
     """x (T, H, W) planes -> y (T, OH, OW): the maximum of each window clipped to the image
-    (``lowest`` for a window with no pixel), by rows then columns, without an argmax."""
+    (``lowest`` for a window with no pixel), by rows then columns, without an argmax. The
+    columns whose window lies inside the row are taken tap by tap over all of them (a loop
+    that vectorizes); the clipped ones at the ends one by one."""
     t, h, w = x.shape
     oh, ow = y.shape[1], y.shape[2]
+    lo = min(ow, (pw + sw - 1) // sw)
+    hi = max(lo, min(ow, (w - kw + pw) // sw + 1))
     for k in prange(t):
         row = np.empty(w, x.dtype)
         for oy in range(oh):
@@ -114,14 +118,103 @@ def max_pool(x, kh, kw, sh, sw, ph, pw, lowest, y):
                     v = src[q]
                     r = row[q]
                     row[q] = v if v > r else r
-            for ox in range(ow):
-                x0 = ox * sw - pw
-                xa, xb = max(x0, 0), min(x0 + kw, w)
-                if xa >= xb:
-                    yr[ox] = lowest
-                    continue
-                best = row[xa]
-                for q in range(xa + 1, xb):
-                    v = row[q]
-                    best = v if v > best else best
-                yr[ox] = best
+            for end in range(2):
+                for ox in range(0, lo) if end == 0 else range(hi, ow):
+                    x0 = ox * sw - pw
+                    xa, xb = max(x0, 0), min(x0 + kw, w)
+                    if xa >= xb:
+                        yr[ox] = lowest
+                        continue
+                    best = row[xa]
+                    for q in range(xa + 1, xb):
+                        v = row[q]
+                        best = v if v > best else best
+                    yr[ox] = best
+            if hi > lo:
+                base = lo * sw - pw
+                out = yr[lo:hi]
+                for j in range(kw):
+                    tap = row[base + j:base + j + (hi - lo - 1) * sw + 1:sw]
+                    if j == 0:
+                        for q in range(hi - lo):
+                            out[q] = tap[q]
+                    else:
+                        for q in range(hi - lo):
+                            v = tap[q]
+                            r = out[q]
+                            out[q] = v if v > r else r
+
+
+@njit(**_opts)
+def dw_conv(x, w, bias, kh, kw, ph, pw, sh, sw, dh, dw, slope, relu, y):
+    """Depthwise convolution x (N, C, H, W) -> y (N, M, OH, OW), M = mult * C, weights
+    (M, 1, kh, kw). Each plane is copied once into a zero-bordered buffer, so every tap is one
+    loop over a contiguous slice with no bounds to clip, which vectorizes: with stride 1 the
+    whole plane at the padded row pitch (the columns past OW are dropped), otherwise one output
+    row at every column (stride 1) of which every ``sw``-th is kept. Then the bias and the
+    fused leaky ReLU, written once. The sum runs in the exact kernel's order (bias, then the taps row by row)."""
+    n, c, h, wd = x.shape
+    m, oh, ow = y.shape[1], y.shape[2], y.shape[3]
+    mult = m // c
+    hp, wp = h + 2 * ph, wd + 2 * pw
+    has_bias = bias.shape[0] > 0
+    strided = sh != 1 or sw != 1      # one output row at a time, every column at stride 1
+    span = (ow - 1) * sw + 1 if strided else (oh - 1) * wp + ow
+    for t in prange(n * m):
+        b, mi = t // m, t % m
+        xp = np.zeros(hp * wp, x.dtype)
+        src = x[b, mi // mult]
+        for yy in range(h):
+            d = xp[(yy + ph) * wp + pw:(yy + ph) * wp + pw + wd]
+            r = src[yy]
+            for q in range(wd):
+                d[q] = r[q]
+        acc = np.empty(span, x.dtype)
+        bv = bias[mi] if has_bias else 0.0
+        dst = y[b, mi]
+        for oy in range(oh if strided else 1):
+            for q in range(span):
+                acc[q] = bv
+            for i in range(kh):
+                for j in range(kw):
+                    wv = w[mi, 0, i, j]
+                    o = (oy * sh + i * dh) * wp + j * dw
+                    tap = xp[o:o + span]
+                    for q in range(span):
+                        acc[q] += wv * tap[q]
+            for ry in range(oy, oy + 1 if strided else oh):
+                a = acc[0:span:sw] if strided else acc[ry * wp:ry * wp + ow]
+                d = dst[ry]
+                for q in range(ow):
+                    v = a[q]
+                    if relu and v <= 0:
+                        v = v * slope
+                    d[q] = v
+
+
+@njit(**_opts)
+def lrn_across(x, size, a, beta, k, y):
+    """LRN across channels, x and y (N, C, P): y = x * (k + a * sum of x^2 over the channels
+    [c - (size - 1) / 2, c + (size - 1) / 2] clipped to the blob) ^ -beta, a = alpha / size
+    and k given in x's dtype; beta 0.75 as 1 / (sqrt(s) sqrt(sqrt(s))), which vectorizes
+    (pow does not)."""
+    n, c, p = x.shape
+    half = (size - 1) // 2
+    three_q = beta == 0.75
+    for t in prange(n * c):
+        b, ci = t // c, t % c
+        lo, hi = max(0, ci - half), min(c, ci + size - half)
+        s = np.zeros(p, x.dtype)
+        for cc in range(lo, hi):
+            src = x[b, cc]
+            for q in range(p):
+                s[q] += src[q] * src[q]
+        src = x[b, ci]
+        dst = y[b, ci]
+        if three_q:
+            for q in range(p):
+                r = np.sqrt(k + a * s[q])
+                dst[q] = src[q] / (r * np.sqrt(r))
+        else:
+            for q in range(p):
+                dst[q] = src[q] * (k + a * s[q]) ** -beta

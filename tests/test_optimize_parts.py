@@ -1,0 +1,126 @@
+"""Inference mode's forward-only kernels (depthwise convolution, LRN, MAX pooling) against a
+numpy reference, and the forward pass split over the batch (caffepy.optimize_shards) against
+the exact path."""
+import numpy as np
+import pytest
+
+from caffepy.math import kernels
+from caffepy.testing.random_weights import randomize
+
+from .test_optimize import _compare, _net
+
+pytestmark = pytest.mark.skipif(not kernels.available(), reason="numba not installed")
+
+
+def _dw_reference(x, w, bias, k, pad, stride, dil, slope):
+    """Direct loops over the taps in float64: y[n, m] = sum_ij w[m, 0, i, j] x[n, m // mult]."""
+    n, c, h, wd = x.shape
+    m = w.shape[0]
+    (kh, kw), (ph, pw), (sh, sw), (dh, dw) = k, pad, stride, dil
+    oh = (h + 2 * ph - (dh * (kh - 1) + 1)) // sh + 1
+    ow = (wd + 2 * pw - (dw * (kw - 1) + 1)) // sw + 1
+    xp = np.zeros((n, c, h + 2 * ph, wd + 2 * pw))
+    xp[:, :, ph:ph + h, pw:pw + wd] = x
+    y = np.zeros((n, m, oh, ow)) + bias.reshape(1, m, 1, 1)
+    for mi in range(m):
+        src = xp[:, mi // (m // c)]
+        for i in range(kh):
+            for j in range(kw):
+                y[:, mi] += w[mi, 0, i, j] * src[:, i * dh:i * dh + (oh - 1) * sh + 1:sh,
+                                                 j * dw:j * dw + (ow - 1) * sw + 1:sw]
+    return np.where(y > 0, y, y * slope) if slope is not None else y
+
+
+@pytest.mark.parametrize("k,pad,stride,dil,mult,shape", [
+    ((3, 3), (1, 1), (1, 1), (1, 1), 1, (2, 3, 7, 5)),
+    ((3, 3), (1, 1), (2, 2), (1, 1), 1, (1, 4, 9, 8)),      # stride 2, even width
+    ((3, 2), (0, 1), (1, 2), (2, 1), 2, (3, 2, 8, 7)),      # rectangular, dilated, multiplier
+    ((5, 5), (2, 2), (1, 1), (1, 1), 1, (2, 2, 1, 1)),      # 1x1 plane, all taps but one padding
+    ((3, 3), (0, 0), (3, 3), (1, 1), 1, (1, 2, 10, 4)),     # no padding, stride 3
+])
+@pytest.mark.parametrize("slope", [None, 0.0, 0.1])
+def test_depthwise_kernel_matches_the_direct_sum(k, pad, stride, dil, mult, shape, slope):
+    from caffepy.math import infer_kernels as ik
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(shape).astype(np.float32)
+    c = shape[1]
+    w = rng.standard_normal((c * mult, 1) + k).astype(np.float32)
+    bias = rng.standard_normal(c * mult).astype(np.float32)
+    want = _dw_reference(x, w, bias, k, pad, stride, dil, slope)
+    y = np.full(want.shape, np.nan, np.float32)
+    ik.dw_conv(x, w, bias, *k, *pad, *stride, *dil, slope or 0.0, slope is not None, y)
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)
+    y2 = np.full(want.shape, np.nan, np.float32)      # no bias: an empty array
+    ik.dw_conv(x, w, np.empty(0, np.float32), *k, *pad, *stride, *dil, 0.0, False, y2)
+    np.testing.assert_allclose(y2, _dw_reference(x, w, 0 * bias, k, pad, stride, dil, None),
+                               rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("size,alpha,beta,k,channels", [
+    (5, 1e-4, 0.75, 1.0, 7), (3, 0.5, 0.75, 2.0, 2), (5, 0.3, 0.6, 1.5, 9), (1, 1.0, 1.0, 1.0, 3)])
+def test_lrn_kernel_matches_the_formula(size, alpha, beta, k, channels):
+    from caffepy.math import infer_kernels as ik
+    x = np.random.default_rng(1).standard_normal((2, channels, 5)).astype(np.float32) * 3
+    half = (size - 1) // 2
+    sq = np.pad(x.astype(np.float64) ** 2, ((0, 0), (half, half), (0, 0)))
+    win = sum(sq[:, o:o + channels] for o in range(size))
+    want = x * (k + alpha / size * win) ** -beta
+    y = np.empty_like(x)
+    ik.lrn_across(x, size, np.float32(alpha / size), beta, np.float32(k), y)
+    np.testing.assert_allclose(y, want, rtol=2e-6)
+
+
+INCEPTION = '''
+name: "parts"
+layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 5 dim: 3 dim: 12 dim: 11 } } }
+layer { name: "conv0" type: "Convolution" bottom: "data" top: "c0"
+  convolution_param { num_output: 8 kernel_size: 3 stride: 2 pad: 1 } }
+layer { name: "relu0" type: "ReLU" bottom: "c0" top: "c0" }
+layer { name: "norm" type: "LRN" bottom: "c0" top: "norm" lrn_param { local_size: 5 alpha: 0.5 beta: 0.75 } }
+layer { name: "dw" type: "Convolution" bottom: "norm" top: "dw"
+  convolution_param { num_output: 16 group: 8 kernel_size: 3 pad: 1 } }
+layer { name: "bn" type: "BatchNorm" bottom: "dw" top: "dw" }
+layer { name: "sc" type: "Scale" bottom: "dw" top: "dw" scale_param { bias_term: true } }
+layer { name: "relu_dw" type: "ReLU" bottom: "dw" top: "dw" }
+layer { name: "e1" type: "Convolution" bottom: "dw" top: "e1" convolution_param { num_output: 6 kernel_size: 1 } }
+layer { name: "e3" type: "Convolution" bottom: "dw" top: "e3" convolution_param { num_output: 5 kernel_size: 3 pad: 1 } }
+layer { name: "pb" type: "Pooling" bottom: "dw" top: "pb" pooling_param { pool: MAX kernel_size: 3 stride: 1 pad: 1 } }
+layer { name: "cat" type: "Concat" bottom: "e1" bottom: "e3" bottom: "pb" top: "cat" }
+layer { name: "ip" type: "InnerProduct" bottom: "cat" top: "ip" inner_product_param { num_output: 4 } }
+layer { name: "relu_ip" type: "ReLU" bottom: "ip" top: "ip" }
+layer { name: "e5" type: "Convolution" bottom: "dw" top: "e5" convolution_param { num_output: 3 kernel_size: 1 } }
+layer { name: "ave" type: "Pooling" bottom: "e5" top: "ave" pooling_param { pool: AVE global_pooling: true } }
+layer { name: "prob" type: "Softmax" bottom: "ip" top: "prob" }
+'''
+
+
+@pytest.mark.parametrize("parts", [2, 3])
+def test_forward_split_over_the_batch_matches_the_exact_path(parts):
+    """Every step over 4-d batch blobs runs on its part of the images (convolutions with their
+    own column buffers, depthwise, LRN, MAX / AVE pooling, the Concat's copy); InnerProduct and
+    Softmax run on the whole batch between the rounds of parts."""
+    from caffepy import optimize_shards
+    exact, fast = _compare(INCEPTION, keep=["ip", "ave"])
+    plan = fast._plan
+    segs = optimize_shards.segments(plan, parts)
+    kinds = [k for k, _ in segs]
+    assert kinds == ["all", "parts", "all", "parts", "all"]
+    assert [len(r) for r in segs[1][1]] == [7] * parts       # conv0 .. cat (copying pb)
+    assert optimize_shards.parts(5, parts)[-1] == (5 * (parts - 1) // parts, 5)
+    x = np.random.default_rng(4).standard_normal(exact.blobs["data"].shape).astype(np.float32)
+    want = exact.forward(data=x, blobs=["ip", "ave"])
+    plan.threads.passes, plan.threads.avg = 9, {}
+    fast.blobs["data"].data[...] = 0
+    for name in ("ip", "ave", "prob"):
+        fast.blobs[name].data[...] = np.nan
+    fast.blobs["data"].data[...] = x
+    optimize_shards.run_sharded(segs)
+    for name in ("ip", "ave", "prob"):
+        got = fast.blobs[name].data
+        scale = np.abs(want[name]).max()
+        assert np.abs(got - want[name]).max() <= 1e-5 * scale, name
+    assert optimize_shards.segments(plan, parts) is segs              # built once per count
+    single = _net(INCEPTION, batch=1)
+    randomize(single)
+    single.optimize()
+    assert optimize_shards.segments(single._plan, 2) is None          # one image: no split

@@ -25,6 +25,7 @@ import numpy as np
 
 from .blob import Blob
 from .layers.conv import ConvolutionLayer
+from . import optimize_winograd as winograd
 from .math import kernels
 
 # OH * OW below which a batch of images is convolved by one GEMM instead of one per image
@@ -65,6 +66,9 @@ class Scratch(object):
 
 def conv_buffers(layer, x, scratch):
     """Sizes of the buffers a compiled convolution needs: (col elements, result elements)."""
+    if winograd.eligible(layer, x.shape):
+        scratch.need(*winograd.buffers(layer, x.shape))
+        return
     n, c, h, w = x.shape
     oh, ow = layer.out_spatial
     p = oh * ow
@@ -80,9 +84,10 @@ def _is_1x1(layer):
     return (layer.kernel == (1, 1) and layer.stride == (1, 1) and layer.pad == (0, 0))
 
 
-def conv_step(layer, x, out, scratch):
+def conv_step(layer, x, out, scratch, plan=None):
     """The closure of a convolution from x (N, C, H, W) into out (N, M, OH * OW) (a view: the
-    top, or a channel slice of a Concat's top)."""
+    top, or a channel slice of a Concat's top); a 3x3 one by Winograd when it pays
+    (caffepy.optimize_winograd; ``plan`` keeps the transformed filters)."""
     ik = _ik()
     n, c, h, w = x.shape
     oh, ow = layer.out_spatial
@@ -95,6 +100,9 @@ def conv_step(layer, x, out, scratch):
     bias = layer.blobs[1].data.reshape(-1) if layer.bias_term else np.empty(0, x.dtype)
     relu = layer.fused_relu is not None
     slope = float(layer.fused_relu) if relu else 0.0
+    if plan is not None and winograd.eligible(layer, x.shape):
+        return winograd.step(layer, winograd.weights(plan, layer), x, out, bias, slope, relu,
+                             scratch)
     one = _is_1x1(layer)
     geo = (kh, kw, ph, pw, sh, sw, dh, dw, oh, ow)
     xs = x.reshape(n, c, h * w)
@@ -210,6 +218,7 @@ def compile_plan(plan, net):
     for st in plan.steps:
         if plan.compiled and conv_eligible(st.layer, len(st.bottom)):
             conv_buffers(st.layer, st.bottom[0].data, plan.scratch)
+    plan.wino = {}
     kept = [net.blobs.get(n) for n in sorted(plan.keep)]
     plan._arrays = [(b, b.data) for b in kept if isinstance(b, Blob)]
     for st in plan.steps:
@@ -236,7 +245,7 @@ def _closure(plan, st, part=None, scratch=None):
     if plan.compiled:
         if conv_eligible(layer, len(st.bottom)):
             out = _out_view(plan, st.top[0], layer.num_output)
-            return conv_step(layer, cut(st.bottom[0].data), cut(out), scratch)
+            return conv_step(layer, cut(st.bottom[0].data), cut(out), scratch, plan)
         if dw_eligible(layer, len(st.bottom)):
             return dw_step(layer, cut(st.bottom[0].data), cut(st.top[0].data))
         if layer.type in ("Pooling", "LRN") and len(st.top) == 1 \

@@ -124,3 +124,44 @@ def test_forward_split_over_the_batch_matches_the_exact_path(parts):
     randomize(single)
     single.optimize()
     assert optimize_shards.segments(single._plan, 2) is None          # one image: no split
+
+
+WINO = '''
+name: "wino"
+layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 3 dim: 5 dim: 9 dim: 7 } } }
+layer { name: "c1" type: "Convolution" bottom: "data" top: "c1"
+  convolution_param { num_output: 6 kernel_size: 3 pad: 1 } }
+layer { name: "relu1" type: "ReLU" bottom: "c1" top: "c1" relu_param { negative_slope: 0.1 } }
+layer { name: "c2" type: "Convolution" bottom: "c1" top: "c2"
+  convolution_param { num_output: 4 kernel_size: 3 pad: 0 bias_term: false } }
+layer { name: "c3" type: "Convolution" bottom: "c1" top: "c3"
+  convolution_param { num_output: 5 kernel_size: 3 pad: 2 } }
+layer { name: "relu3" type: "ReLU" bottom: "c3" top: "c3" }
+layer { name: "c4" type: "Convolution" bottom: "c1" top: "c4"
+  convolution_param { num_output: 3 kernel_size: 3 pad: 1 } }
+layer { name: "cat" type: "Concat" bottom: "c4" bottom: "c1" top: "cat" }
+layer { name: "ip2" type: "InnerProduct" bottom: "c2" top: "ip2" inner_product_param { num_output: 3 } }
+layer { name: "ip3" type: "InnerProduct" bottom: "c3" top: "ip3" inner_product_param { num_output: 3 } }
+layer { name: "ipc" type: "InnerProduct" bottom: "cat" top: "ipc" inner_product_param { num_output: 3 } }
+'''
+
+
+@pytest.mark.parametrize("chunk", [1 << 21, 1])
+def test_winograd_convolutions_match_the_exact_path(chunk, monkeypatch):
+    """3x3 convolutions by Winograd F(2x2, 3x3): odd and even planes (tiles cut at the edge),
+    pad 0 / 1 / 2, no bias, fused leaky ReLU, into a Concat's slice, whole batch or one image
+    per group; on the whole batch and on parts of it."""
+    from caffepy import optimize_shards, optimize_winograd
+    monkeypatch.setattr(optimize_winograd, "MIN_PLANE", 1)
+    monkeypatch.setattr(optimize_winograd, "MIN_CHANNELS", 1)
+    monkeypatch.setattr(optimize_winograd, "CHUNK", chunk)
+    keep = ["ip2", "ip3", "ipc"]
+    exact, fast = _compare(WINO, keep=keep)
+    assert len(fast._plan.wino) == 4                       # every 3x3 ran through Winograd
+    x = np.random.default_rng(2).standard_normal((3, 5, 9, 7)).astype(np.float32)
+    want = exact.forward(data=x, blobs=keep)
+    fast.blobs["data"].data[...] = x
+    optimize_shards.run_sharded(optimize_shards.segments(fast._plan, 2))
+    for name in keep:
+        scale = np.abs(want[name]).max()
+        assert np.abs(fast.blobs[name].data - want[name]).max() <= 1e-5 * scale, name

@@ -14,12 +14,15 @@ batch in the calling thread, between two rounds of parts. :class:`caffepy.optimi
 ThreadChoice` runs this setting, ``(1, 1, T)``, when it has been the fastest.
 """
 import concurrent.futures
+import os
 import threading
 
 from . import optimize_steps as steps_mod
 
 _pools = {}
 _lock = threading.Lock()
+if hasattr(os, "register_at_fork"):       # a forked child has none of the parent's threads
+    os.register_at_fork(after_in_child=_pools.clear)
 
 
 def _one_numba_thread():

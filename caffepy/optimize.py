@@ -23,9 +23,11 @@ they are, for introspection and saving) into fewer, larger passes:
    has run (greedy, first fit by size). All activation diffs share one scratch buffer (inference
    never reads them).
 6. **Compiled steps.** Each step becomes a closure over its arrays (caffepy.optimize_steps:
-   convolutions as GEMMs straight into their output, pooling without argmax), rebuilt whenever
-   the buffers are; each forward pass runs them with the thread setting that has been fastest
-   (caffepy.optimize_threads).
+   convolutions as GEMMs straight into their output or, for 3x3 ones, by Winograd
+   (caffepy.optimize_winograd); depthwise convolution, LRN and pooling by forward-only
+   kernels), rebuilt whenever the buffers are; each forward pass runs them with the thread
+   setting that has been fastest (caffepy.optimize_threads), one of which splits the batch
+   over the threads (caffepy.optimize_shards).
 
 The net's inputs and outputs keep their own memory and stay readable. A blob that was folded
 away, or whose memory now also holds another blob, raises :class:`caffepy.errors.NetError` naming

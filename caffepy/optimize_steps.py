@@ -195,7 +195,7 @@ def pool_step(layer, x, y):
     if layer.method == P.AVE:
         from .math._numba_kernels import ave_pool as ave
         return lambda: ave(xp, *geo, yp)
-    mp = ik.max_pool
+    mp = ik.max_pool_flat if tuple(g.stride) == (1, 1) else ik.max_pool_rows
     lowest = -np.finfo(x.dtype).max
     return lambda: mp(xp, *geo, lowest, yp)
 

@@ -272,11 +272,13 @@ def test_max_pool_without_argmax_matches_the_exact_path_on_clipped_windows():
     net = '''name: "p"
         layer { name: "in" type: "Input" top: "data" input_param { shape { dim: 2 dim: 3 dim: 4 dim: 5 } } }
         layer { name: "p1" type: "Pooling" bottom: "data" top: "p1" pooling_param { pool: MAX kernel_size: 3 stride: 3 pad: 2 } }
-        layer { name: "p2" type: "Pooling" bottom: "data" top: "p2" pooling_param { pool: MAX kernel_h: 2 kernel_w: 3 stride_h: 1 stride_w: 2 pad_h: 0 pad_w: 1 } }'''
+        layer { name: "p2" type: "Pooling" bottom: "data" top: "p2" pooling_param { pool: MAX kernel_h: 2 kernel_w: 3 stride_h: 1 stride_w: 2 pad_h: 0 pad_w: 1 } }
+        layer { name: "p3" type: "Pooling" bottom: "data" top: "p3" pooling_param { pool: MAX kernel_h: 3 kernel_w: 2 stride: 1 pad_h: 2 pad_w: 1 } }'''
     exact, fast = _net(net), _net(net)
     fast.optimize()
     x = np.random.default_rng(5).standard_normal((2, 3, 4, 5)).astype(np.float32)
     want, got = exact.forward(data=x), fast.forward(data=x)
     assert want["p1"].shape == (2, 3, 2, 3) and want["p2"].shape[2:] == (3, 3)
-    for k in ("p1", "p2"):
+    assert want["p3"].shape[2:] == (6, 6)           # stride 1: the flat kernel
+    for k in ("p1", "p2", "p3"):
         np.testing.assert_array_equal(got[k], want[k])

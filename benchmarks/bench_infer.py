@@ -12,7 +12,8 @@ moments of a shared machine's load): median ms per forward over ``--iters`` afte
 (The exact path runs on its own: with 2 threads on a busy machine its forward takes several
 times longer and its BLAS threads keep spinning into whichever runner follows it.) BLAS threads are set by threadpoolctl,
 numba's by numba.set_num_threads, OpenCV's by cv2.setNumThreads. The largest relative difference
-of the outputs from caffepy's exact path is printed too. ``--profile NET`` prints the per-layer
+of the outputs from caffepy's exact path is printed too (optimize mode's: the largest of its first
+pass and of one pass after the timed ones, with whichever thread setting it then chose). ``--profile NET`` prints the per-layer
 forward times of NET (exact and optimize) at the first of ``--batches`` with the largest of
 ``--threads`` (each step on the whole batch: the batch split of optimize mode is not used);
 with one thread it times CPU time (``time.process_time``), which other processes on a busy
@@ -126,6 +127,7 @@ def bench(name, batch, threads, iters, tmp, cv2):
         times = _interleaved_ms(runners, iters)
         t_fast = times[0]
         t_cv = times[1] if dnn is not None else float("nan")
+        err_opt = max(err_opt, _rel(fast.forward(**{inp: x})[out], ref))  # as last chosen
         limit.restore_original_limits()
         rows.append((name, batch, n, t_exact, t_fast, t_cv))
         choice = fast._plan.threads

@@ -17,7 +17,10 @@ import concurrent.futures
 import os
 import threading
 
+import numpy as np
+
 from . import optimize_steps as steps_mod
+from .blob import Blob
 
 _pools = {}
 _lock = threading.Lock()
@@ -54,10 +57,102 @@ def compile_shards(plan):
     plan.segments = {}
 
 
+def _touched(plan, st):
+    """Blobs a part step reads or writes (a convolution written into a Concat's slice: the
+    Concat's top)."""
+    out = []
+    for b in list(st.bottom) + list(st.top):
+        into = plan.into.get(id(b))
+        out.append(into[0] if into is not None and b in st.top else b)
+    return [b for b in out if id(b) not in plan.into]
+
+
+class _Tops(object):
+    """A step seen through its tops only (which blobs it writes)."""
+
+    def __init__(self, st):
+        self.bottom, self.top = [], st.top
+
+
+class _Parts(object):
+    """Each part's own memory for the blobs its steps touch: the net's buffers are shared by
+    blobs of different sizes (caffepy.optimize's liveness), so image i of one blob and image j
+    of another may lie in the same memory, and parts running at once must not share them.
+    Blobs the net keeps (own memory) are used in place, each part its images; a blob that
+    also an 'all' step reads or writes is copied between the net's buffer and the parts'
+    (``scatter`` before a round of parts, ``gather`` after it, in the calling thread)."""
+
+    def __init__(self, plan, split, ranges):
+        keep = {id(plan.net.blobs[n]) for n in plan.keep
+                if isinstance(plan.net.blobs.get(n), Blob)}
+        rounds, k = [], 0                      # (first, last) step of each round of parts
+        while k < len(plan.steps):
+            e = k
+            while e + 1 < len(plan.steps) and split[e + 1] == split[k]:
+                e += 1
+            if split[k]:
+                rounds.append((k, e))
+            k = e + 1
+        first, last, blobs, in_all = {}, {}, {}, set()
+        for k, st in enumerate(plan.steps):
+            if not split[k]:
+                in_all.update(id(b) for b in list(st.bottom) + list(st.top))
+                continue
+            for b in _touched(plan, st):
+                blobs[id(b)] = b
+                first.setdefault(id(b), k)
+                last[id(b)] = k
+        self.scatter, self.gather = {}, {}     # round's first step -> [blob]
+        for bid, b in blobs.items():
+            if bid in keep or bid not in in_all:
+                continue
+            for r0, r1 in rounds:
+                seen = [k for k in range(r0, r1 + 1) if b in _touched(plan, plan.steps[k])]
+                if not seen:
+                    continue
+                first[bid], last[bid] = min(first[bid], r0), max(last[bid], r1)
+                wrote = [k for k in seen if b in _touched(plan, _Tops(plan.steps[k]))]
+                if not wrote or any(b in plan.steps[k].bottom for k in seen if k <= wrote[0]):
+                    self.scatter.setdefault(r0, []).append(b)
+                if wrote:
+                    self.gather.setdefault(r0, []).append(b)
+        own = [bid for bid in blobs if bid not in keep]
+        self.views = []
+        for lo, hi in ranges:
+            views = {bid: blobs[bid].data[lo:hi] for bid in blobs if bid in keep}
+            views.update(_allocate(own, blobs, first, last, hi - lo, plan.scratch.dtype))
+            self.views.append(views)
+
+    def arr(self, t):
+        views = self.views[t]
+        return lambda b: views[id(b)]
+
+
+def _allocate(order, blobs, first, last, n, dtype):
+    """Greedy first fit by liveness (as caffepy.optimize's pool) for n images of each blob."""
+    free, pool, ends, views = [], [], {}, {}
+    for bid in sorted(order, key=lambda b: first[b]):
+        for done in [e for e in list(ends) if e < first[bid]]:
+            free.extend(ends.pop(done))
+        shape = (n,) + tuple(blobs[bid].shape[1:])
+        size = int(np.prod(shape))
+        fit = [p for p in free if pool[p].size >= size]
+        if fit:
+            p = min(fit, key=lambda q: pool[q].size)
+            free.remove(p)
+        else:
+            p = len(pool)
+            pool.append(np.empty(size, dtype))
+        views[bid] = pool[p][:size].reshape(shape)
+        ends.setdefault(last[bid], []).append(p)
+    return views
+
+
 def segments(plan, t):
     """The forward pass split into ``t`` parts of the batch: a list of ``("all", [run, ...])``
-    (whole batch, calling thread) and ``("parts", [[run, ...] per part])``; None when the
-    batch has fewer than 2 images or no step can run on part of it. Built once per ``t``."""
+    (whole batch, calling thread) and ``("parts", [[run, ...] per part], scatter, gather)``
+    (the copies of :class:`_Parts`); None when the batch has fewer than 2 images or no step
+    can run on part of it. Built once per ``t``."""
     if t in plan.segments:
         return plan.segments[t]
     plan.segments[t] = None
@@ -65,34 +160,33 @@ def segments(plan, t):
         return None
     n = plan.steps[0].top[0].shape[0]
     ranges = parts(n, t)
-    if len(ranges) < 2:
+    split = [steps_mod.splittable(plan, st) and _batch_axis_ok(st, n) for st in plan.steps]
+    if len(ranges) < 2 or not any(split):
         return None
+    mem = _Parts(plan, split, ranges)
     scratches = [steps_mod.Scratch(plan.scratch.dtype) for _ in ranges]
-    for st in plan.steps:                   # size every part's buffers before any closure
-        if steps_mod.conv_eligible(st.layer, len(st.bottom)) and _batch_axis_ok(st, n):
-            x = st.bottom[0].data
+    for k, st in enumerate(plan.steps):     # size every part's buffers before any closure
+        if split[k] and steps_mod.conv_eligible(st.layer, len(st.bottom)):
             for (lo, hi), sc in zip(ranges, scratches):
-                steps_mod.conv_buffers(st.layer, x[lo:hi], sc)
-    segs, split = [], 0
-    for st in plan.steps:
-        runs = None
-        if _batch_axis_ok(st, n):
-            runs = [steps_mod._closure(plan, st, r, sc) for r, sc in zip(ranges, scratches)]
-            if any(r is None for r in runs):
-                runs = None
-        if runs is None:
+                steps_mod.conv_buffers(st.layer, st.bottom[0].data[lo:hi], sc)
+    segs = []
+    for k, st in enumerate(plan.steps):
+        if not split[k]:
             if not segs or segs[-1][0] != "all":
                 segs.append(("all", []))
             segs[-1][1].append(st.run)
             continue
-        split += 1
         if not segs or segs[-1][0] != "parts":
-            segs.append(("parts", [[] for _ in ranges]))
-        for acc, run in zip(segs[-1][1], runs):
-            acc.append(run)
-    if split:
-        plan.segments[t] = segs
-    return plan.segments[t]
+            segs.append(("parts", [[] for _ in ranges],
+                         [(b.data[lo:hi], mem.views[i][id(b)]) for b in mem.scatter.get(k, [])
+                          for i, (lo, hi) in enumerate(ranges)],
+                         [(mem.views[i][id(b)], b.data[lo:hi]) for b in mem.gather.get(k, [])
+                          for i, (lo, hi) in enumerate(ranges)]))
+        for i, (acc, sc) in enumerate(zip(segs[-1][1], scratches)):
+            acc.append(steps_mod._closure(plan, st, mem.arr(i), sc))
+    plan.segments[t] = segs
+    plan.part_views = mem.views
+    return segs
 
 
 def _run_all(runs):
@@ -107,16 +201,21 @@ def _run_all(runs):
 def run_sharded(segs):
     """One forward pass over ``segs`` (from :func:`segments`; the caller has set one BLAS and
     one numba thread)."""
-    pool = _pool(max(len(r) for k, r in segs if k == "parts") - 1)
+    pool = _pool(max(len(seg[1]) for seg in segs if seg[0] == "parts") - 1)
     loss = 0.0
-    for kind, runs in segs:
-        if kind == "all":
-            loss += _run_all(runs)
+    for seg in segs:
+        if seg[0] == "all":
+            loss += _run_all(seg[1])
             continue
+        _, runs, scatter, gather = seg
+        for src, dst in scatter:
+            np.copyto(dst, src)
         futures = [pool.submit(_run_all, part) for part in runs[1:]]
         try:
             loss += _run_all(runs[0])
         finally:
             for f in futures:
                 loss += f.result()
+        for src, dst in gather:
+            np.copyto(dst, src)
     return loss

@@ -231,44 +231,63 @@ def compile_plan(plan, net):
     optimize_shards.compile_shards(plan)
 
 
-def _out_view(plan, top, m):
+def _out_view(plan, top, m, arr):
     """(N, M, P) array a convolution writes: its top, or its slice of a Concat's top."""
     into = plan.into.get(id(top))
     if into is None:
-        return top.data.reshape(top.shape[0], m, -1)
+        t = arr(top)
+        return t.reshape(t.shape[0], m, -1)
     cat, off = into
-    return cat.data.reshape(cat.shape[0], cat.shape[1], -1)[:, off:off + m]
+    c = arr(cat)
+    return c.reshape(c.shape[0], c.shape[1], -1)[:, off:off + m]
 
 
-def _closure(plan, st, part=None, scratch=None):
-    """The closure of step ``st``; with ``part`` = (lo, hi) the one over images lo..hi-1 only
-    (using ``scratch``), or None when the step cannot run on part of the batch."""
+def splittable(plan, st):
+    """Whether step ``st`` has a closure that can run on part of the batch (see _closure)."""
     layer = st.layer
-    cut = (lambda a: a) if part is None else (lambda a: a[part[0]:part[1]])
+    if not plan.compiled or any(layer.loss_weights):
+        return False
+    if conv_eligible(layer, len(st.bottom)) or dw_eligible(layer, len(st.bottom)):
+        return True
+    if layer.type == "Pooling" and len(st.top) == 1:
+        P = type(layer.layer_param.pooling_param)
+        return layer.method in (P.MAX, P.AVE)
+    if layer.type == "LRN":
+        return layer.across
+    return layer.type == "Concat" and any(id(b) in plan.into for b in st.bottom)
+
+
+def _closure(plan, st, arr=None, scratch=None):
+    """The closure of step ``st``; ``arr(blob)``: the array it reads or writes for a blob
+    (default its data; caffepy.optimize_shards gives a part's images), ``scratch``: the
+    column buffers (default the plan's)."""
+    layer = st.layer
+    full = arr is None
+    arr = (lambda b: b.data) if full else arr
     scratch = plan.scratch if scratch is None else scratch
-    if plan.compiled:
+    if plan.compiled and (full or splittable(plan, st)):
         if conv_eligible(layer, len(st.bottom)):
-            out = _out_view(plan, st.top[0], layer.num_output)
-            return conv_step(layer, cut(st.bottom[0].data), cut(out), scratch, plan)
+            out = _out_view(plan, st.top[0], layer.num_output, arr)
+            return conv_step(layer, arr(st.bottom[0]), out, scratch, plan)
         if dw_eligible(layer, len(st.bottom)):
-            return dw_step(layer, cut(st.bottom[0].data), cut(st.top[0].data))
+            return dw_step(layer, arr(st.bottom[0]), arr(st.top[0]))
         if layer.type in ("Pooling", "LRN") and len(st.top) == 1 \
                 and not any(layer.loss_weights):
             make = pool_step if layer.type == "Pooling" else lrn_step
-            fn = make(layer, cut(st.bottom[0].data), cut(st.top[0].data))
+            fn = make(layer, arr(st.bottom[0]), arr(st.top[0]))
             if fn is not None:
                 return fn
         if layer.type == "Concat" and any(id(b) in plan.into for b in st.bottom):
-            top = st.top[0]
-            t3 = top.data.reshape(top.shape[0], top.shape[1], -1)
+            top = arr(st.top[0])
+            t3 = top.reshape(top.shape[0], top.shape[1], -1)
             pairs, off = [], 0
             for b in st.bottom:
                 c = b.shape[1]
                 if id(b) not in plan.into:
-                    pairs.append((cut(b.data.reshape(b.shape[0], c, -1)),
-                                  cut(t3[:, off:off + c])))
+                    x = arr(b)
+                    pairs.append((x.reshape(x.shape[0], c, -1), t3[:, off:off + c]))
                 off += c
             return copy_step(pairs)
-    if part is not None:
-        return None
+    if not full:
+        raise ValueError("step '%s' cannot run on part of the batch" % st.name)
     return layer_step(layer, st.bottom, st.top)

@@ -103,7 +103,7 @@ def test_forward_split_over_the_batch_matches_the_exact_path(parts):
     exact, fast = _compare(INCEPTION, keep=["ip", "ave"])
     plan = fast._plan
     segs = optimize_shards.segments(plan, parts)
-    kinds = [k for k, _ in segs]
+    kinds = [seg[0] for seg in segs]
     assert kinds == ["all", "parts", "all", "parts", "all"]
     assert [len(r) for r in segs[1][1]] == [7] * parts       # conv0 .. cat (copying pb)
     assert optimize_shards.parts(5, parts)[-1] == (5 * (parts - 1) // parts, 5)
@@ -120,6 +120,7 @@ def test_forward_split_over_the_batch_matches_the_exact_path(parts):
         scale = np.abs(want[name]).max()
         assert np.abs(got - want[name]).max() <= 1e-5 * scale, name
     assert optimize_shards.segments(plan, parts) is segs              # built once per count
+    _parts_share_no_memory(plan)
     single = _net(INCEPTION, batch=1)
     randomize(single)
     single.optimize()
@@ -165,3 +166,36 @@ def test_winograd_convolutions_match_the_exact_path(chunk, monkeypatch):
     for name in keep:
         scale = np.abs(want[name]).max()
         assert np.abs(fast.blobs[name].data - want[name]).max() <= 1e-5 * scale, name
+
+
+def _parts_share_no_memory(plan):
+    views = [list(v.values()) for v in plan.part_views]
+    for i in range(len(views)):
+        for j in range(i + 1, len(views)):
+            for a in views[i]:
+                assert not any(np.shares_memory(a, b) for b in views[j])
+
+
+@pytest.mark.parametrize("model", ["squeezenet1_1", pytest.param("googlenet", marks=pytest.mark.slow)])
+def test_zoo_net_split_over_the_batch_matches_the_exact_path(model):
+    """Blobs of different sizes share the net's buffers, so the parts, which run at once, each
+    get memory of their own: no array of one part overlaps one of another, and the outputs
+    of the split pass match the exact path (Concat elimination, Winograd, pooling, LRN)."""
+    import os
+    from caffepy import optimize_shards
+    from caffepy.net import Net
+    from caffepy.proto import caffe_pb2
+    from caffepy.testing.random_weights import logit_blobs
+    from .test_optimize import MODELS
+    path = os.path.join(MODELS, model, "%s_deploy.prototxt" % model)
+    keep = logit_blobs(Net(path, caffe_pb2.TEST))
+    exact, fast = _compare(path, keep=keep, batch=3)
+    name = exact.inputs[0]
+    x = np.random.default_rng(9).standard_normal(exact.blobs[name].shape).astype(np.float32)
+    want = exact.forward(blobs=list(keep), **{name: x})
+    fast.blobs[name].data[...] = x
+    optimize_shards.run_sharded(optimize_shards.segments(fast._plan, 2))
+    _parts_share_no_memory(fast._plan)
+    for k in want:
+        scale = np.abs(want[k]).max()
+        assert np.abs(fast.blobs[k].data - want[k]).max() <= 1e-5 * scale, k

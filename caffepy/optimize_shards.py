@@ -6,8 +6,8 @@ needs (see caffepy.optimize_threads). With a batch of N >= 2 images a forward pa
 be split over the images: T threads each run the steps on their N / T images with one BLAS
 and one numba thread (BLAS calls from several threads at once are safe with one thread each;
 numba's thread count is per calling thread), and meet only at the steps that need the whole
-batch. Nothing is shared between the parts but the weights (read only); each part has its own
-column buffer. A step runs on part of the batch when it is a compiled step over 4-d blobs
+batch. Nothing is shared between the parts but the weights (read only): each part has its own
+column buffers and its own memory for the blobs (see :class:`_Parts`). A step runs on part of the batch when it is a compiled step over 4-d blobs
 whose first axis is the batch (convolution, depthwise convolution, pooling, LRN, the copies of
 a Concat); any other step (InnerProduct, Softmax, a layer of another kind) runs on the whole
 batch in the calling thread, between two rounds of parts. :class:`caffepy.optimize_threads.
@@ -57,21 +57,14 @@ def compile_shards(plan):
     plan.segments = {}
 
 
-def _touched(plan, st):
-    """Blobs a part step reads or writes (a convolution written into a Concat's slice: the
-    Concat's top)."""
-    out = []
-    for b in list(st.bottom) + list(st.top):
+def _touched(plan, st, tops_only=False):
+    """ids of the blobs a part step reads or writes (only writes: ``tops_only``); a
+    convolution written into a Concat's slice writes the Concat's top."""
+    out = [] if tops_only else [id(b) for b in st.bottom if id(b) not in plan.into]
+    for b in st.top:
         into = plan.into.get(id(b))
-        out.append(into[0] if into is not None and b in st.top else b)
-    return [b for b in out if id(b) not in plan.into]
-
-
-class _Tops(object):
-    """A step seen through its tops only (which blobs it writes)."""
-
-    def __init__(self, st):
-        self.bottom, self.top = [], st.top
+        out.append(id(into[0]) if into is not None else id(b))
+    return out
 
 
 class _Parts(object):
@@ -93,28 +86,32 @@ class _Parts(object):
             if split[k]:
                 rounds.append((k, e))
             k = e + 1
+        by_id = {id(cat): cat for cat, _ in plan.into.values()}
+        by_id.update((id(b), b) for st in plan.steps for b in list(st.bottom) + list(st.top))
         first, last, blobs, in_all = {}, {}, {}, set()
         for k, st in enumerate(plan.steps):
             if not split[k]:
                 in_all.update(id(b) for b in list(st.bottom) + list(st.top))
                 continue
-            for b in _touched(plan, st):
-                blobs[id(b)] = b
-                first.setdefault(id(b), k)
-                last[id(b)] = k
+            for bid in _touched(plan, st):
+                blobs[bid] = by_id[bid]
+                first.setdefault(bid, k)
+                last[bid] = k
         self.scatter, self.gather = {}, {}     # round's first step -> [blob]
         for bid, b in blobs.items():
             if bid in keep or bid not in in_all:
                 continue
             for r0, r1 in rounds:
-                seen = [k for k in range(r0, r1 + 1) if b in _touched(plan, plan.steps[k])]
+                seen = [k for k in range(r0, r1 + 1) if bid in _touched(plan, plan.steps[k])]
                 if not seen:
                     continue
                 first[bid], last[bid] = min(first[bid], r0), max(last[bid], r1)
-                wrote = [k for k in seen if b in _touched(plan, _Tops(plan.steps[k]))]
-                if not wrote or any(b in plan.steps[k].bottom for k in seen if k <= wrote[0]):
+                wrote = [k for k in seen if bid in _touched(plan, plan.steps[k], True)]
+                read_first = any(bid in {id(x) for x in plan.steps[k].bottom}
+                                 for k in seen if k <= wrote[0]) if wrote else True
+                if read_first:                 # its values come from an 'all' step
                     self.scatter.setdefault(r0, []).append(b)
-                if wrote:
+                if wrote:                      # an 'all' step reads what the parts wrote
                     self.gather.setdefault(r0, []).append(b)
         own = [bid for bid in blobs if bid not in keep]
         self.views = []

@@ -109,8 +109,6 @@ def test_forward_split_over_the_batch_matches_the_exact_path(parts):
     assert optimize_shards.parts(5, parts)[-1] == (5 * (parts - 1) // parts, 5)
     x = np.random.default_rng(4).standard_normal(exact.blobs["data"].shape).astype(np.float32)
     want = exact.forward(data=x, blobs=["ip", "ave"])
-    plan.threads.passes, plan.threads.avg = 9, {}
-    fast.blobs["data"].data[...] = 0
     for name in ("ip", "ave", "prob"):
         fast.blobs[name].data[...] = np.nan
     fast.blobs["data"].data[...] = x
@@ -125,6 +123,26 @@ def test_forward_split_over_the_batch_matches_the_exact_path(parts):
     randomize(single)
     single.optimize()
     assert optimize_shards.segments(single._plan, 2) is None          # one image: no split
+
+
+def test_forward_runs_the_split_when_it_has_been_fastest():
+    """Net.forward goes through the thread choice: with the split setting the fastest so far,
+    the pass runs on parts of the batch (one BLAS thread each) and gives the exact outputs."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+    exact, fast = _compare(INCEPTION, keep=["ip"])
+    x = np.random.default_rng(6).standard_normal(exact.blobs["data"].shape).astype(np.float32)
+    want = exact.forward(data=x, blobs=["ip"])
+    with threadpool_limits(2, user_api="blas"):
+        if max(i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas") < 2:
+            pytest.skip("BLAS runs one thread here")
+        choice = fast._plan.threads
+        choice.passes = 10
+        choice.avg = {(2, 2, 1): 1.0, (2, 1, 1): 1.0, (1, 1, 1): 1.0, (1, 1, 2): 0.1}
+        got = fast.forward(data=x, blobs=["ip"])
+        assert choice.last == (1, 1, 2) and 2 in fast._plan.segments
+    for name in ("ip", "prob"):
+        scale = np.abs(want[name]).max()
+        assert np.abs(got[name] - want[name]).max() <= 1e-5 * scale, name
 
 
 WINO = '''

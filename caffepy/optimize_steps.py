@@ -182,6 +182,21 @@ def lrn_step(layer, x, y):
     return lambda: kern(x3, *args, y3)
 
 
+def sum_step(layer, a, b, y):
+    """The closure of an Eltwise SUM of two bottoms (coefficients, fused ReLU)."""
+    kern = _ik().sum2_act
+    relu = layer.fused_relu is not None
+    slope = float(layer.fused_relu) if relu else 0.0
+    ca, cb = float(layer.coeffs[0]), float(layer.coeffs[1])
+    a, b, y = a.reshape(-1), b.reshape(-1), y.reshape(-1)
+    return lambda: kern(a, b, ca, cb, slope, relu, y)
+
+
+def _is_sum2(layer, st):
+    return (layer.type == "Eltwise" and len(st.bottom) == 2
+            and layer.op == type(layer.layer_param.eltwise_param).SUM)
+
+
 def pool_step(layer, x, y):
     """The closure of a MAX / AVE Pooling layer, or None when it is of another kind."""
     ik = _ik()
@@ -254,6 +269,8 @@ def splittable(plan, st):
         return layer.method in (P.MAX, P.AVE)
     if layer.type == "LRN":
         return layer.across
+    if _is_sum2(layer, st):
+        return True
     return layer.type == "Concat" and any(id(b) in plan.into for b in st.bottom)
 
 
@@ -277,6 +294,8 @@ def _closure(plan, st, arr=None, scratch=None):
             fn = make(layer, arr(st.bottom[0]), arr(st.top[0]))
             if fn is not None:
                 return fn
+        if not full and _is_sum2(layer, st):        # on the whole batch: the layer's own
+            return sum_step(layer, arr(st.bottom[0]), arr(st.bottom[1]), arr(st.top[0]))
         if layer.type == "Concat" and any(id(b) in plan.into for b in st.bottom):
             top = arr(st.top[0])
             t3 = top.reshape(top.shape[0], top.shape[1], -1)

@@ -89,7 +89,10 @@ layer { name: "cat" type: "Concat" bottom: "e1" bottom: "e3" bottom: "pb" top: "
 layer { name: "ip" type: "InnerProduct" bottom: "cat" top: "ip" inner_product_param { num_output: 4 } }
 layer { name: "relu_ip" type: "ReLU" bottom: "ip" top: "ip" }
 layer { name: "e5" type: "Convolution" bottom: "dw" top: "e5" convolution_param { num_output: 3 kernel_size: 1 } }
-layer { name: "ave" type: "Pooling" bottom: "e5" top: "ave" pooling_param { pool: AVE global_pooling: true } }
+layer { name: "e6" type: "Convolution" bottom: "dw" top: "e6" convolution_param { num_output: 3 kernel_size: 1 } }
+layer { name: "res" type: "Eltwise" bottom: "e5" bottom: "e6" top: "res" eltwise_param { coeff: 1 coeff: -0.5 } }
+layer { name: "relu_res" type: "ReLU" bottom: "res" top: "res" relu_param { negative_slope: 0.2 } }
+layer { name: "ave" type: "Pooling" bottom: "res" top: "ave" pooling_param { pool: AVE global_pooling: true } }
 layer { name: "prob" type: "Softmax" bottom: "ip" top: "prob" }
 '''
 
@@ -97,8 +100,9 @@ layer { name: "prob" type: "Softmax" bottom: "ip" top: "prob" }
 @pytest.mark.parametrize("parts", [2, 3])
 def test_forward_split_over_the_batch_matches_the_exact_path(parts):
     """Every step over 4-d batch blobs runs on its part of the images (convolutions with their
-    own column buffers, depthwise, LRN, MAX / AVE pooling, the Concat's copy); InnerProduct and
-    Softmax run on the whole batch between the rounds of parts."""
+    own column buffers, depthwise, LRN, MAX / AVE pooling, the Concat's copy, an Eltwise SUM
+    with coefficients and a fused ReLU); InnerProduct and Softmax run on the whole batch
+    between the rounds of parts."""
     from caffepy import optimize_shards
     exact, fast = _compare(INCEPTION, keep=["ip", "ave"])
     plan = fast._plan
@@ -194,7 +198,8 @@ def _parts_share_no_memory(plan):
                 assert not any(np.shares_memory(a, b) for b in views[j])
 
 
-@pytest.mark.parametrize("model", ["squeezenet1_1", pytest.param("googlenet", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("model", ["squeezenet1_1", pytest.param("googlenet", marks=pytest.mark.slow),
+                                   pytest.param("resnet50", marks=pytest.mark.slow)])
 def test_zoo_net_split_over_the_batch_matches_the_exact_path(model):
     """Blobs of different sizes share the net's buffers, so the parts, which run at once, each
     get memory of their own: no array of one part overlaps one of another, and the outputs

@@ -373,3 +373,14 @@ def wino_output(mres, th, tw, bias, slope, relu, out):
                     row[2 * tx] = y0
                     if 2 * tx + 1 < ow:
                         row[2 * tx + 1] = y1
+
+
+@njit(**_opts)
+def sum2_act(a, b, ca, cb, slope, relu, y):
+    """y = ca a + cb b, then the leaky ReLU if ``relu``; flat, same-sized arrays (y may be a or
+    b: each element is read before it is written)."""
+    for i in prange(y.shape[0]):
+        v = ca * a[i] + cb * b[i]
+        if relu and v <= 0:
+            v = v * slope
+        y[i] = v

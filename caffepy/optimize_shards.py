@@ -9,7 +9,7 @@ numba's thread count is per calling thread), and meet only at the steps that nee
 batch. Nothing is shared between the parts but the weights (read only): each part has its own
 column buffers and its own memory for the blobs (see :class:`_Parts`). A step runs on part of the batch when it is a compiled step over 4-d blobs
 whose first axis is the batch (convolution, depthwise convolution, pooling, LRN, the copies of
-a Concat); any other step (InnerProduct, Softmax, a layer of another kind) runs on the whole
+a Concat, an Eltwise SUM of two bottoms); any other step (InnerProduct, Softmax, a layer of another kind) runs on the whole
 batch in the calling thread, between two rounds of parts. :class:`caffepy.optimize_threads.
 ThreadChoice` runs this setting, ``(1, 1, T)``, when it has been the fastest.
 """

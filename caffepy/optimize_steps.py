@@ -17,7 +17,8 @@ of plain calls: no reshape, no shape checks, no allocation, no loss-weight sum p
   Bottoms of other kinds are still copied into their slice by the remaining Concat step.
 * **Pooling** MAX / AVE (2-d, one top, numba on): straight into the top; MAX keeps no argmax.
 * **Depthwise convolution** (2-d, group = channels, any multiplier) and **LRN** across
-  channels: forward-only kernels (caffepy.math.infer_kernels) with the bias and ReLU fused.
+  channels: forward-only kernels (caffepy.math.infer_kernels) with the bias and ReLU fused;
+  on part of the batch also an **Eltwise SUM** of two bottoms (with its fused ReLU).
 * Each closure can also be built for part of the batch (``_closure(..., part=(lo, hi))``),
   with its own scratch buffers: caffepy.optimize_shards runs the parts on several threads.
 * Every other step calls its layer's ``forward_cpu`` (its reshape already ran when the buffers

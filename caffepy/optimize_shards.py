@@ -1,17 +1,18 @@
 """Batch shards: inference mode's forward pass split over the images, one thread per part.
 
 OpenBLAS and numba split each layer over their threads and wait at its end for the slowest;
-between layers OpenBLAS's threads spin for a while and take the core the next numba kernel
-needs (see caffepy.optimize_threads). With a batch of N >= 2 images a forward pass can instead
-be split over the images: T threads each run the steps on their N / T images with one BLAS
-and one numba thread (BLAS calls from several threads at once are safe with one thread each;
-numba's thread count is per calling thread), and meet only at the steps that need the whole
-batch. Nothing is shared between the parts but the weights (read only): each part has its own
-column buffers and its own memory for the blobs (see :class:`_Parts`). A step runs on part of the batch when it is a compiled step over 4-d blobs
-whose first axis is the batch (convolution, depthwise convolution, pooling, LRN, the copies of
-a Concat, an Eltwise SUM of two bottoms); any other step (InnerProduct, Softmax, a layer of another kind) runs on the whole
-batch in the calling thread, between two rounds of parts. :class:`caffepy.optimize_threads.
-ThreadChoice` runs this setting, ``(1, 1, T)``, when it has been the fastest.
+between layers OpenBLAS's threads spin for a while and take the core the next numba kernel needs
+(see caffepy.optimize_threads). With a batch of N >= 2 images a forward pass can instead be
+split over the images: T threads each run the steps on their N / T images with one BLAS and one
+numba thread (BLAS calls from several threads at once are safe with one thread each; numba's
+thread count is per calling thread), and meet only at the steps that need the whole batch.
+Nothing is shared between the parts but the weights (read only): each part has its own column
+buffers and its own memory for the blobs (see :class:`_Parts`). A step runs on part of the batch
+when it is a compiled step over 4-d blobs whose first axis is the batch (convolution, depthwise
+convolution, pooling, LRN, the copies of a Concat, an Eltwise SUM of two bottoms); any other
+step (InnerProduct, Softmax, a layer of another kind) runs on the whole batch in the calling
+thread, between two rounds of parts. :class:`caffepy.optimize_threads.ThreadChoice` runs this
+setting, ``(1, 1, T)``, when it has been the fastest.
 """
 import concurrent.futures
 import os

@@ -6,14 +6,15 @@ not scheduled stalls each of the ~100-200 parallel regions of a forward pass, an
 can take several times longer than one (measured on the shared 2-core VM: SqueezeNet b1 1.36 s
 with 2 threads vs 75 ms with 1 at load 15). So, as OpenMP's ``OMP_DYNAMIC`` does, a forward pass
 may run on fewer threads than the limit. :class:`ThreadChoice` times the passes run with three
-settings, (BLAS threads, numba threads) = (limit, limit), (limit, 1) and (1, 1), and for a
-batch of several images a fourth, the batch split into ``limit`` parts that run at once on one
-thread each (caffepy.optimize_shards), keeps a moving average of each and runs the fastest, trying the others in turn every ``EXPLORE``-th pass so
-that it follows a change of load. (limit, 1) exists because OpenBLAS's threads spin for a while
-after each GEMM and then compete with numba's threads for the same cores. It never uses more
-threads than the limit, which is the BLAS library's (``threadpoolctl.threadpool_limits`` or
-``OPENBLAS_NUM_THREADS``) and numba's (``numba.set_num_threads``). ``CAFFEPY_THREADS=fixed`` in
-the environment (or ``Net.optimize(threads="fixed")``) always uses the limits.
+settings, (BLAS threads, numba threads) = (limit, limit), (limit, 1) and (1, 1), and for a batch
+of several images a fourth, the batch split into ``limit`` parts that run at once on one thread
+each (caffepy.optimize_shards), keeps a moving average of each and runs the fastest, trying the
+others in turn every ``EXPLORE``-th pass so that it follows a change of load. (limit, 1) exists
+because OpenBLAS's threads spin for a while after each GEMM and then compete with numba's
+threads for the same cores. It never uses more threads than the limit, which is the BLAS
+library's (``threadpoolctl.threadpool_limits`` or ``OPENBLAS_NUM_THREADS``) and numba's
+(``numba.set_num_threads``). ``CAFFEPY_THREADS=fixed`` in the environment (or
+``Net.optimize(threads="fixed")``) always uses the limits.
 """
 import os
 import time

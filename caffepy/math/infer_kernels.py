@@ -202,7 +202,8 @@ def dw_conv(x, w, bias, kh, kw, ph, pw, sh, sw, dh, dw, slope, relu, y):
     loop over a contiguous slice with no bounds to clip, which vectorizes: with stride 1 the
     whole plane at the padded row pitch (the columns past OW are dropped), otherwise one output
     row at every column (stride 1) of which every ``sw``-th is kept. Then the bias and the
-    fused leaky ReLU, written once. The sum runs in the exact kernel's order (bias, then the taps row by row)."""
+    fused leaky ReLU, written once. The sum runs in the exact kernel's order (bias, then the
+    taps row by row)."""
     n, c, h, wd = x.shape
     m, oh, ow = y.shape[1], y.shape[2], y.shape[3]
     mult = m // c
@@ -270,10 +271,11 @@ def lrn_across(x, size, a, beta, k, y):
                 dst[q] = src[q] * (k + a * s[q]) ** -beta
 
 
-# -- Winograd F(2x2, 3x3): 3x3 / stride 1 / dilation 1 convolutions ---------------------------------
+# -- Winograd F(2x2, 3x3): 3x3 / stride 1 / dilation 1 convolutions ----------------------------
 # Y = A^T [(G g G^T) . (B^T d B)] A per 2x2 output tile d (4x4 input patch), with
 # B^T = [[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]],
-# G = [[1, 0, 0], [1/2, 1/2, 1/2], [1/2, -1/2, 1/2], [0, 0, 1]], A^T = [[1, 1, 1, 0], [0, 1, -1, -1]]:
+# G = [[1, 0, 0], [1/2, 1/2, 1/2], [1/2, -1/2, 1/2], [0, 0, 1]],
+# A^T = [[1, 1, 1, 0], [0, 1, -1, -1]]:
 # 16 products per tile instead of 36, the 16 sums over input channels as 16 GEMMs.
 @njit(**_opts)
 def wino_weights(w, u):

@@ -49,6 +49,17 @@ def parts(n, t):
     return [(n * k // t, n * (k + 1) // t) for k in range(t)]
 
 
+def threadsafe():
+    """Whether numba's threading layer lets several threads launch parallel kernels at once
+    (OpenMP and TBB do; the 'workqueue' fallback aborts the process). Known only once a
+    parallel kernel has run: False before."""
+    import numba
+    try:
+        return numba.threading_layer() in ("omp", "tbb")
+    except ValueError:
+        return False
+
+
 def _batch_axis_ok(st, n):
     return all(b.num_axes == 4 and b.shape[0] == n for b in list(st.bottom) + list(st.top))
 
@@ -153,9 +164,9 @@ def segments(plan, t):
     can run on part of it. Built once per ``t``."""
     if t in plan.segments:
         return plan.segments[t]
-    plan.segments[t] = None
-    if not plan.compiled or not plan.steps or not plan.steps[0].top:
+    if not plan.compiled or not plan.steps or not plan.steps[0].top or not threadsafe():
         return None
+    plan.segments[t] = None
     n = plan.steps[0].top[0].shape[0]
     ranges = parts(n, t)
     split = [steps_mod.splittable(plan, st) and _batch_axis_ok(st, n) for st in plan.steps]

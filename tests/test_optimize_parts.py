@@ -98,7 +98,7 @@ layer { name: "prob" type: "Softmax" bottom: "ip" top: "prob" }
 
 
 @pytest.mark.parametrize("parts", [2, 3])
-def test_forward_split_over_the_batch_matches_the_exact_path(parts):
+def test_forward_split_over_the_batch_matches_the_exact_path(parts, monkeypatch):
     """Every step over 4-d batch blobs runs on its part of the images (convolutions with their
     own column buffers, depthwise, LRN, MAX / AVE pooling, the Concat's copy, an Eltwise SUM
     with coefficients and a fused ReLU); InnerProduct and Softmax run on the whole batch
@@ -123,6 +123,11 @@ def test_forward_split_over_the_batch_matches_the_exact_path(parts):
         assert np.abs(got - want[name]).max() <= 1e-5 * scale, name
     assert optimize_shards.segments(plan, parts) is segs              # built once per count
     _parts_share_no_memory(plan)
+    import numba
+    plan.segments = {}
+    monkeypatch.setattr(numba, "threading_layer", lambda: "workqueue")   # unsafe from 2 threads
+    assert optimize_shards.segments(plan, parts) is None
+    monkeypatch.undo()
     single = _net(INCEPTION, batch=1)
     randomize(single)
     single.optimize()

@@ -12,8 +12,12 @@ moments of a shared machine's load): median ms per forward over ``--iters`` afte
 (The exact path runs on its own: with 2 threads on a busy machine its forward takes several
 times longer and its BLAS threads keep spinning into whichever runner follows it.) BLAS threads are set by threadpoolctl,
 numba's by numba.set_num_threads, OpenCV's by cv2.setNumThreads. The largest relative difference
-of the outputs from caffepy's exact path is printed too. ``--profile NET`` prints the per-layer
-forward times of NET (exact and optimize) at batch 1 with 2 threads.
+of the outputs from caffepy's exact path is printed too (optimize mode's: the largest of its first
+pass and of one pass after the timed ones, with whichever thread setting it then chose). ``--profile NET`` prints the per-layer
+forward times of NET (exact and optimize) at the first of ``--batches`` with the largest of
+``--threads`` (each step on the whole batch: the batch split of optimize mode is not used);
+with one thread it times CPU time (``time.process_time``), which other processes on a busy
+machine disturb less than the wall clock.
 
 Optimize mode picks, per forward, the (BLAS, numba) thread setting that has been fastest
 (caffepy.optimize_threads; the row prints the moving average of each setting it ran); its
@@ -123,6 +127,7 @@ def bench(name, batch, threads, iters, tmp, cv2):
         times = _interleaved_ms(runners, iters)
         t_fast = times[0]
         t_cv = times[1] if dnn is not None else float("nan")
+        err_opt = max(err_opt, _rel(fast.forward(**{inp: x})[out], ref))  # as last chosen
         limit.restore_original_limits()
         rows.append((name, batch, n, t_exact, t_fast, t_cv))
         choice = fast._plan.threads
@@ -130,7 +135,7 @@ def bench(name, batch, threads, iters, tmp, cv2):
               "load %s  (optimize threads %s: %s)" % (
                   name, batch, n, t_exact, t_fast, t_cv, t_fast / t_cv,
                   " ".join(open("/proc/loadavg").read().split()[:3]), choice.mode,
-                  " ".join("blas %d numba %d: %.1f ms" % (k + (1e3 * v,))
+                  " ".join("blas %d numba %d parts %d: %.1f ms" % (k + (1e3 * v,))
                            for k, v in sorted(choice.avg.items()))
                   or "limit"), flush=True)
     print("%-14s b%-2d    max rel diff vs exact: optimize %.1e  opencv %s" % (
@@ -138,8 +143,8 @@ def bench(name, batch, threads, iters, tmp, cv2):
     return rows
 
 
-def profile(name, iters, tmp):
-    proto = _with_batch(_load(name), 1, os.path.join(tmp, "%s_p.prototxt" % name))
+def profile(name, iters, tmp, batch=1, clock=time.perf_counter):
+    proto = _with_batch(_load(name), batch, os.path.join(tmp, "%s_p.prototxt" % name))
     exact = Net(proto, caffe_pb2.TEST)
     randomize(exact)
     weights = os.path.join(tmp, "%s_p.caffemodel" % name)
@@ -155,14 +160,14 @@ def profile(name, iters, tmp):
             run()
         for _ in range(iters):
             for lname, layer, run in steps:
-                s = time.perf_counter()
+                s = clock()
                 run()
-                total[lname] = total.get(lname, 0.0) + time.perf_counter() - s
+                total[lname] = total.get(lname, 0.0) + clock() - s
         by_type = {}
         for lname, layer, _ in steps:
             by_type[layer.type] = by_type.get(layer.type, 0.0) + total[lname]
         whole = sum(by_type.values())
-        print("%s %s b1 per layer type (ms per forward, share):" % (name, label))
+        print("%s %s b%d per layer type (ms per forward, share):" % (name, label, batch))
         for typ, sec in sorted(by_type.items(), key=lambda kv: -kv[1]):
             print("    %-22s %8.2f  %5.1f%%" % (typ, 1e3 * sec / iters, 100 * sec / whole))
         top = sorted(total.items(), key=lambda kv: -kv[1])[:8]
@@ -193,7 +198,8 @@ def main(argv=None):
     with tempfile.TemporaryDirectory() as tmp:
         if args.profile:
             _set_threads(max(threads), cv2)
-            profile(args.profile, args.iters, tmp)
+            profile(args.profile, args.iters, tmp, int(args.batches.split(",")[0]),
+                    time.process_time if max(threads) == 1 else time.perf_counter)
             return
         for name in args.nets.split(","):
             for batch in [int(b) for b in args.batches.split(",")]:

@@ -23,9 +23,11 @@ they are, for introspection and saving) into fewer, larger passes:
    has run (greedy, first fit by size). All activation diffs share one scratch buffer (inference
    never reads them).
 6. **Compiled steps.** Each step becomes a closure over its arrays (caffepy.optimize_steps:
-   convolutions as GEMMs straight into their output, pooling without argmax), rebuilt whenever
-   the buffers are; each forward pass runs them with the thread setting that has been fastest
-   (caffepy.optimize_threads).
+   convolutions as GEMMs straight into their output or, for 3x3 ones, by Winograd
+   (caffepy.optimize_winograd); depthwise convolution, LRN and pooling by forward-only
+   kernels), rebuilt whenever the buffers are; each forward pass runs them with the thread
+   setting that has been fastest (caffepy.optimize_threads), one of which splits the batch
+   over the threads (caffepy.optimize_shards).
 
 The net's inputs and outputs keep their own memory and stay readable. A blob that was folded
 away, or whose memory now also holds another blob, raises :class:`caffepy.errors.NetError` naming
@@ -37,6 +39,7 @@ import collections
 
 import numpy as np
 
+from . import optimize_shards as shards_mod
 from . import optimize_steps as steps_mod
 from .optimize_fold import affine_of, folded_copy, shallow
 from .optimize_threads import ThreadChoice
@@ -307,7 +310,11 @@ class Plan(object):
                 raise NetError("net '%s': %s runs on the CPU (its convolutions write into "
                                "Concat tops); call caffepy.set_mode_cpu()" % (self.net.name, MODE))
             return sum(st.layer.forward(st.bottom, st.top) for st in self.steps)
-        return self.threads.run(self._run_steps)
+        return self.threads.run(self._run_steps, self._split if self.compiled else None)
+
+    def _split(self, t):
+        segs = shards_mod.segments(self, t)
+        return None if segs is None else (lambda: shards_mod.run_sharded(segs))
 
     def _run_steps(self):
         loss = 0.0

@@ -16,6 +16,11 @@ of plain calls: no reshape, no shape checks, no allocation, no loss-weight sum p
   by nothing else, is not run: each convolution writes its channels of the Concat's top.
   Bottoms of other kinds are still copied into their slice by the remaining Concat step.
 * **Pooling** MAX / AVE (2-d, one top, numba on): straight into the top; MAX keeps no argmax.
+* **Depthwise convolution** (2-d, group = channels, any multiplier) and **LRN** across
+  channels: forward-only kernels (caffepy.math.infer_kernels) with the bias and ReLU fused;
+  on part of the batch also an **Eltwise SUM** of two bottoms (with its fused ReLU).
+* Each closure can also be built for part of the batch (``_closure(..., part=(lo, hi))``),
+  with its own scratch buffers: caffepy.optimize_shards runs the parts on several threads.
 * Every other step calls its layer's ``forward_cpu`` (its reshape already ran when the buffers
   were assigned); a layer with a loss weight, or any layer in GPU mode, runs ``forward``.
 
@@ -25,6 +30,7 @@ import numpy as np
 
 from .blob import Blob
 from .layers.conv import ConvolutionLayer
+from . import optimize_winograd as winograd
 from .math import kernels
 
 # OH * OW below which a batch of images is convolved by one GEMM instead of one per image
@@ -65,6 +71,9 @@ class Scratch(object):
 
 def conv_buffers(layer, x, scratch):
     """Sizes of the buffers a compiled convolution needs: (col elements, result elements)."""
+    if winograd.eligible(layer, x.shape):
+        scratch.need(*winograd.buffers(layer, x.shape))
+        return
     n, c, h, w = x.shape
     oh, ow = layer.out_spatial
     p = oh * ow
@@ -80,9 +89,10 @@ def _is_1x1(layer):
     return (layer.kernel == (1, 1) and layer.stride == (1, 1) and layer.pad == (0, 0))
 
 
-def conv_step(layer, x, out, scratch):
+def conv_step(layer, x, out, scratch, plan=None):
     """The closure of a convolution from x (N, C, H, W) into out (N, M, OH * OW) (a view: the
-    top, or a channel slice of a Concat's top)."""
+    top, or a channel slice of a Concat's top); a 3x3 one by Winograd when it pays
+    (caffepy.optimize_winograd; ``plan`` keeps the transformed filters)."""
     ik = _ik()
     n, c, h, w = x.shape
     oh, ow = layer.out_spatial
@@ -95,6 +105,9 @@ def conv_step(layer, x, out, scratch):
     bias = layer.blobs[1].data.reshape(-1) if layer.bias_term else np.empty(0, x.dtype)
     relu = layer.fused_relu is not None
     slope = float(layer.fused_relu) if relu else 0.0
+    if plan is not None and winograd.eligible(layer, x.shape):
+        return winograd.step(layer, winograd.weights(plan, layer), x, out, bias, slope, relu,
+                             scratch)
     one = _is_1x1(layer)
     geo = (kh, kw, ph, pw, sh, sw, dh, dw, oh, ow)
     xs = x.reshape(n, c, h * w)
@@ -138,6 +151,53 @@ def conv_step(layer, x, out, scratch):
     return run
 
 
+def dw_eligible(layer, nbottom):
+    """Whether a step's layer is a 2-d depthwise convolution (group = channels, any multiplier)
+    the compiled depthwise step runs."""
+    return (isinstance(layer, ConvolutionLayer) and nbottom == 1 and layer.num_spatial == 2
+            and layer.axis == 1 and layer.channels == layer.group > 1)
+
+
+def dw_step(layer, x, y):
+    """The closure of a depthwise convolution x (N, C, H, W) -> y (N, M, OH, OW): the
+    forward-only kernel (row-buffer taps, bias and ReLU fused), same sums as the layer's."""
+    kern = _ik().dw_conv
+    bias = layer.blobs[1].data.reshape(-1) if layer.bias_term else np.empty(0, x.dtype)
+    relu = layer.fused_relu is not None
+    slope = float(layer.fused_relu) if relu else 0.0
+    (kh, kw), (ph, pw), (sh, sw), (dh, dw) = (layer.kernel, layer.pad, layer.stride,
+                                              layer.dilation)
+    w = layer.blobs[0].data
+    y4 = y.reshape((y.shape[0], layer.num_output) + tuple(layer.out_spatial))
+    return lambda: kern(x, w, bias, kh, kw, ph, pw, sh, sw, dh, dw, slope, relu, y4)
+
+
+def lrn_step(layer, x, y):
+    """The closure of an LRN across channels (4-d), or None for WITHIN_CHANNEL."""
+    if not layer.across or x.ndim != 4:
+        return None
+    kern = _ik().lrn_across
+    dt = x.dtype.type
+    x3, y3 = x.reshape(x.shape[0], x.shape[1], -1), y.reshape(y.shape[0], y.shape[1], -1)
+    args = (layer.size, dt(layer.alpha / layer.size), float(layer.beta), dt(layer.k))
+    return lambda: kern(x3, *args, y3)
+
+
+def sum_step(layer, a, b, y):
+    """The closure of an Eltwise SUM of two bottoms (coefficients, fused ReLU)."""
+    kern = _ik().sum2_act
+    relu = layer.fused_relu is not None
+    slope = float(layer.fused_relu) if relu else 0.0
+    ca, cb = float(layer.coeffs[0]), float(layer.coeffs[1])
+    a, b, y = a.reshape(-1), b.reshape(-1), y.reshape(-1)
+    return lambda: kern(a, b, ca, cb, slope, relu, y)
+
+
+def _is_sum2(layer, st):
+    return (layer.type == "Eltwise" and len(st.bottom) == 2
+            and layer.op == type(layer.layer_param.eltwise_param).SUM)
+
+
 def pool_step(layer, x, y):
     """The closure of a MAX / AVE Pooling layer, or None when it is of another kind."""
     ik = _ik()
@@ -151,7 +211,7 @@ def pool_step(layer, x, y):
     if layer.method == P.AVE:
         from .math._numba_kernels import ave_pool as ave
         return lambda: ave(xp, *geo, yp)
-    mp = ik.max_pool
+    mp = ik.max_pool_flat if tuple(g.stride) == (1, 1) else ik.max_pool_rows
     lowest = -np.finfo(x.dtype).max
     return lambda: mp(xp, *geo, lowest, yp)
 
@@ -173,43 +233,81 @@ def layer_step(layer, bottom, top):
 
 def compile_plan(plan, net):
     """Give every step of ``plan`` its closure (after the buffers were assigned) and note the
-    arrays of the kept blobs (a kept blob that gets new memory makes the plan rebuild)."""
+    arrays of the kept blobs (a kept blob that gets new memory makes the plan rebuild); then
+    the per-shard closures of caffepy.optimize_shards."""
     for st in plan.steps:
         if plan.compiled and conv_eligible(st.layer, len(st.bottom)):
             conv_buffers(st.layer, st.bottom[0].data, plan.scratch)
+    plan.wino = {}
     kept = [net.blobs.get(n) for n in sorted(plan.keep)]
     plan._arrays = [(b, b.data) for b in kept if isinstance(b, Blob)]
     for st in plan.steps:
         st.run = _closure(plan, st)
+    from . import optimize_shards
+    optimize_shards.compile_shards(plan)
 
 
-def _out_view(plan, top, m):
+def _out_view(plan, top, m, arr):
     """(N, M, P) array a convolution writes: its top, or its slice of a Concat's top."""
     into = plan.into.get(id(top))
     if into is None:
-        return top.data.reshape(top.shape[0], m, -1)
+        t = arr(top)
+        return t.reshape(t.shape[0], m, -1)
     cat, off = into
-    return cat.data.reshape(cat.shape[0], cat.shape[1], -1)[:, off:off + m]
+    c = arr(cat)
+    return c.reshape(c.shape[0], c.shape[1], -1)[:, off:off + m]
 
 
-def _closure(plan, st):
+def splittable(plan, st):
+    """Whether step ``st`` has a closure that can run on part of the batch (see _closure)."""
     layer = st.layer
-    if plan.compiled:
+    if not plan.compiled or any(layer.loss_weights):
+        return False
+    if conv_eligible(layer, len(st.bottom)) or dw_eligible(layer, len(st.bottom)):
+        return True
+    if layer.type == "Pooling" and len(st.top) == 1:
+        P = type(layer.layer_param.pooling_param)
+        return layer.method in (P.MAX, P.AVE)
+    if layer.type == "LRN":
+        return layer.across
+    if _is_sum2(layer, st):
+        return True
+    return layer.type == "Concat" and any(id(b) in plan.into for b in st.bottom)
+
+
+def _closure(plan, st, arr=None, scratch=None):
+    """The closure of step ``st``; ``arr(blob)``: the array it reads or writes for a blob
+    (default its data; caffepy.optimize_shards gives a part's images), ``scratch``: the
+    column buffers (default the plan's)."""
+    layer = st.layer
+    full = arr is None
+    arr = (lambda b: b.data) if full else arr
+    scratch = plan.scratch if scratch is None else scratch
+    if plan.compiled and (full or splittable(plan, st)):
         if conv_eligible(layer, len(st.bottom)):
-            out = _out_view(plan, st.top[0], layer.num_output)
-            return conv_step(layer, st.bottom[0].data, out, plan.scratch)
-        if layer.type == "Pooling" and len(st.top) == 1 and not any(layer.loss_weights):
-            fn = pool_step(layer, st.bottom[0].data, st.top[0].data)
+            out = _out_view(plan, st.top[0], layer.num_output, arr)
+            return conv_step(layer, arr(st.bottom[0]), out, scratch, plan)
+        if dw_eligible(layer, len(st.bottom)):
+            return dw_step(layer, arr(st.bottom[0]), arr(st.top[0]))
+        if layer.type in ("Pooling", "LRN") and len(st.top) == 1 \
+                and not any(layer.loss_weights):
+            make = pool_step if layer.type == "Pooling" else lrn_step
+            fn = make(layer, arr(st.bottom[0]), arr(st.top[0]))
             if fn is not None:
                 return fn
+        if not full and _is_sum2(layer, st):        # on the whole batch: the layer's own
+            return sum_step(layer, arr(st.bottom[0]), arr(st.bottom[1]), arr(st.top[0]))
         if layer.type == "Concat" and any(id(b) in plan.into for b in st.bottom):
-            top = st.top[0]
-            t3 = top.data.reshape(top.shape[0], top.shape[1], -1)
+            top = arr(st.top[0])
+            t3 = top.reshape(top.shape[0], top.shape[1], -1)
             pairs, off = [], 0
             for b in st.bottom:
                 c = b.shape[1]
                 if id(b) not in plan.into:
-                    pairs.append((b.data.reshape(b.shape[0], c, -1), t3[:, off:off + c]))
+                    x = arr(b)
+                    pairs.append((x.reshape(x.shape[0], c, -1), t3[:, off:off + c]))
                 off += c
             return copy_step(pairs)
+    if not full:
+        raise ValueError("step '%s' cannot run on part of the batch" % st.name)
     return layer_step(layer, st.bottom, st.top)

@@ -237,15 +237,16 @@ def test_thread_choice_prefers_the_faster_count_and_restores_the_limit():
         kernels.set_threads(2)
     from caffepy.optimize_threads import EXPLORE, ThreadChoice
     fixed = ThreadChoice("fixed")
-    assert [fixed.pick(2, 2) for _ in range(10)] == [(2, 2)] * 10
+    assert [fixed.pick(2, 2, True) for _ in range(10)] == [(2, 2, 1)] * 10
     auto = ThreadChoice("auto")
-    assert auto.pick(1, 1) == (1, 1)
-    assert auto.pick(2, 2) == (2, 2)            # first pass: not timed
-    assert auto.pick(2, 2) == (2, 2)            # then each setting once
-    auto.avg = {(2, 2): 0.5, (1, 1): 0.1, (2, 1): 0.3}     # one thread has been fastest
+    assert auto.pick(1, 1) == (1, 1, 1)
+    assert auto.pick(2, 2) == (2, 2, 1)         # first pass: not timed
+    assert auto.pick(2, 2) == (2, 2, 1)         # then each setting once
+    auto.avg = {(2, 2, 1): 0.5, (1, 1, 1): 0.1, (2, 1, 1): 0.3}     # one thread has been fastest
     picks = [auto.pick(2, 2) for _ in range(2 * EXPLORE)]
-    assert picks.count((2, 1)) == 1 and picks.count((2, 2)) == 1    # explored in turn
-    assert picks.count((1, 1)) == 2 * EXPLORE - 2
+    assert picks.count((2, 1, 1)) == 1 and picks.count((2, 2, 1)) == 1    # explored in turn
+    assert picks.count((1, 1, 1)) == 2 * EXPLORE - 2
+    assert auto.pick(2, 2, True) == (1, 1, 2)   # a splittable batch: its setting is tried
     with pytest.raises(ValueError, match="auto.*fixed"):
         ThreadChoice("many")
 
@@ -253,10 +254,16 @@ def test_thread_choice_prefers_the_faster_count_and_restores_the_limit():
         return [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
     with threadpool_limits(2, user_api="blas"):
         auto = ThreadChoice("auto")
-        auto.passes, auto.avg = 5, {(2, 2): 0.5, (1, 1): 0.1, (2, 1): 0.3}
+        auto.passes, auto.avg = 5, {(2, 2, 1): 0.5, (1, 1, 1): 0.1, (2, 1, 1): 0.3}
         seen = auto.run(blas_threads)
-        assert set(seen) == {1} and auto.last == (1, 1)
+        assert set(seen) == {1} and auto.last == (1, 1, 1)
         assert set(blas_threads()) == {2}       # the limit is back after the pass
+        auto.avg[(1, 1, 2)] = 0.05              # splitting the batch has been fastest
+        assert auto.run(blas_threads, lambda t: (lambda: ("split", t, blas_threads()))) \
+            == ("split", 2, [1] * len(seen))
+        assert auto.last == (1, 1, 2) and set(blas_threads()) == {2}
+        auto.passes = 10                        # not a pass that explores
+        assert set(auto.run(blas_threads, lambda t: None)) == {1}     # batch not splittable
 
 
 def test_max_pool_without_argmax_matches_the_exact_path_on_clipped_windows():
@@ -265,11 +272,13 @@ def test_max_pool_without_argmax_matches_the_exact_path_on_clipped_windows():
     net = '''name: "p"
         layer { name: "in" type: "Input" top: "data" input_param { shape { dim: 2 dim: 3 dim: 4 dim: 5 } } }
         layer { name: "p1" type: "Pooling" bottom: "data" top: "p1" pooling_param { pool: MAX kernel_size: 3 stride: 3 pad: 2 } }
-        layer { name: "p2" type: "Pooling" bottom: "data" top: "p2" pooling_param { pool: MAX kernel_h: 2 kernel_w: 3 stride_h: 1 stride_w: 2 pad_h: 0 pad_w: 1 } }'''
+        layer { name: "p2" type: "Pooling" bottom: "data" top: "p2" pooling_param { pool: MAX kernel_h: 2 kernel_w: 3 stride_h: 1 stride_w: 2 pad_h: 0 pad_w: 1 } }
+        layer { name: "p3" type: "Pooling" bottom: "data" top: "p3" pooling_param { pool: MAX kernel_h: 3 kernel_w: 2 stride: 1 pad_h: 2 pad_w: 1 } }'''
     exact, fast = _net(net), _net(net)
     fast.optimize()
     x = np.random.default_rng(5).standard_normal((2, 3, 4, 5)).astype(np.float32)
     want, got = exact.forward(data=x), fast.forward(data=x)
     assert want["p1"].shape == (2, 3, 2, 3) and want["p2"].shape[2:] == (3, 3)
-    for k in ("p1", "p2"):
+    assert want["p3"].shape[2:] == (6, 6)           # stride 1: the flat kernel
+    for k in ("p1", "p2", "p3"):
         np.testing.assert_array_equal(got[k], want[k])

@@ -80,6 +80,21 @@ def data(n, shape, seed):
             rng.integers(0, 10, size=n).astype(np.float32))
 
 
+def thread_cpu():
+    """Per live thread of this process: (name, on-CPU ns, runnable-but-waiting ns) from
+    /proc/self/task/<tid>/schedstat."""
+    import threading
+    out = {}
+    for t in threading.enumerate():
+        try:
+            with open("/proc/self/task/%d/schedstat" % t.native_id) as f:
+                run, wait = f.read().split()[:2]
+        except (OSError, TypeError, ValueError):
+            continue
+        out[t.name] = (int(run), int(wait))
+    return out
+
+
 def rank_main(a):
     """One process: --mode single (plain solver) or dist (under mpiexec, one rank per host)."""
     rank = int(os.environ.get("PMI_RANK", "0"))
@@ -119,8 +134,10 @@ def rank_main(a):
                     st["step"] += 1
                     if st["step"] == a.warmup:
                         st["t0"] = time.time()
+                        st["cpu0"] = thread_cpu()
                     elif st["step"] == a.warmup + a.steps:
                         st["t1"] = time.time()
+                        st["cpu1"] = thread_cpu()
                 t = time.time()
                 r = fn(*args, **kw)
                 if a.warmup <= st["step"] < a.warmup + a.steps:
@@ -135,8 +152,10 @@ def rank_main(a):
         print("JSON " + json.dumps({"seconds": result.seconds, "reports": {
             str(k): v for k, v in result.reports.items()}}))
     for w, st in marks.items():
+        cpu = {name: [(st["cpu1"][name][i] - c[i]) / 1e6 / a.steps for i in (0, 1)]
+               for name, c in st["cpu0"].items() if name in st["cpu1"]}
         print("WINDOW " + json.dumps({"worker": w, "seconds": st["t1"] - st["t0"],
-                                      "compute": st["compute"]}))
+                                      "compute": st["compute"], "threads": cpu}))
     return 0
 
 
@@ -177,8 +196,10 @@ def two(a, box, wait_free):
     seconds = max(w["seconds"] for w in ws)
     exposed = statistics.mean((w["seconds"] - w["compute"]) / a.steps for w in ws)
     compute = statistics.mean(w["compute"] / a.steps for w in ws)
+    threads = ["; ".join("%s %.1f+%.1f" % (name, run, wait) for name, (run, wait) in sorted(
+        w["threads"].items(), key=lambda kv: -kv[1][0]) if run + wait >= 0.05) for w in ws]
     return {"rate": a.batch * a.steps / seconds, "exposed": exposed, "compute": compute,
-            "load": before, "reports": r.get("reports")}
+            "load": before, "reports": r.get("reports"), "threads": threads}
 
 
 def med(rows, key):
@@ -223,6 +244,8 @@ def main():
                           "exposed %.1f ms/step (load %s) reports %s" % (
                               rep, rate, wf, r["rate"], 1e3 * r["compute"], 1e3 * r["exposed"],
                               r["load"], r["reports"]), flush=True)
+                    for text in r["threads"]:
+                        print("    thread ms/step on CPU + runnable: %s" % text, flush=True)
     finally:
         for box in boxes.values():
             box.close()

@@ -55,6 +55,7 @@ HEADER_MAX = 256 * 1024       # bytes of one batch of headers (a batch is cut be
 SPIN = 0.0005
 NAP = 0.00005
 IDLE_MAX = 0.001
+QUIET_NAP = 0.002             # s between the communication thread's rounds while a worker computes
 
 
 def mpi_world():
@@ -131,6 +132,7 @@ class MpiEngine(Engine):
         self.status = MPI.Status()
         self.sending = []                    # (request, buffers it reads)
         self.incoming = {}                   # source -> deque of _Incoming not complete yet
+        self.computers = set()               # local workers computing now (quiet: nobody spins)
         if setup is not None:        # more collectives (the watchdog's address), before the thread
             setup(self)
         self.thread = threading.Thread(target=self._loop, name="mpi-comm", daemon=True)
@@ -156,11 +158,11 @@ class MpiEngine(Engine):
                     self._send_batches()
                 sending = self.sending
                 sending[:] = [(r, keep) for r, keep in sending if not r.Test()]
-                if sending:               # (still in flight: the comm thread drives it)
-                    self.wake.set()
+                if sending and not self.computers:    # (in flight: the comm thread drives it;
+                    self.wake.set()                   # quiet: the computing worker's rounds do)
             finally:
                 self.lock.release()
-        else:
+        elif not self.computers:
             self.wake.set()
 
     # -- the communication thread ---------------------------------------------------------------
@@ -184,7 +186,10 @@ class MpiEngine(Engine):
             finally:
                 self.lock.release()
             now = time.perf_counter()
-            if active or (busy and self.spin):
+            if self.computers:          # a worker computes: a round every QUIET_NAP s, no spin
+                idle = 0.0
+                self.wake.wait(QUIET_NAP)
+            elif active or (busy and self.spin):
                 self.last_active, idle = now, 0.0
                 time.sleep(0)
             elif busy:                  # in flight, no core to spare: poll every NAP s
@@ -247,10 +252,10 @@ class MpiEngine(Engine):
         items = inbox.items
         if items:
             return items.popleft()
-        if self.lock.acquire(False):        # (no core to spare: one round, then block)
+        if self.lock.acquire(False):        # (no core to spare or quiet: one round, then block)
             try:
                 progress, clock = self._progress, time.perf_counter
-                end = clock() + self.spin
+                end = clock() + (0.0 if self.computers else self.spin)
                 while self.error is None:
                     progress()
                     if items:
@@ -259,10 +264,30 @@ class MpiEngine(Engine):
                         break
             finally:
                 self.lock.release()
-            if self.spin:       # the communication thread polls on for SPIN s while this blocks
-                self.last_active = time.perf_counter()
+            if self.spin and not self.computers:   # the communication thread polls on for SPIN s
+                self.last_active = time.perf_counter()     # while this blocks
                 self.wake.set()
         return Engine.receive(self, inbox, timeout)
+
+    # -- quiet while a local worker computes (wait-free backprop) ---------------------------------
+    def computing(self, who, on):
+        """While a local worker computes nobody spins on the rank's core: a role thread waiting for
+        a message makes one round and blocks, the communication thread makes a round every
+        ``QUIET_NAP`` s, and the worker drives progress at its layer boundaries (:meth:`progress`)."""
+        if on:
+            self.computers.add(who)
+        else:
+            self.computers.discard(who)
+            self.last_active = time.perf_counter()
+            self.wake.set()         # back to polling at once (the worker is about to wait)
+
+    def progress(self):
+        """One progress round from a computing thread, if nobody else is making MPI calls now."""
+        if self.lock.acquire(False):
+            try:
+                self._progress()
+            finally:
+                self.lock.release()
 
     def _send_batches(self):
         outbox = self.outbox

@@ -173,7 +173,11 @@ class WaitFreeWorker(Worker):
                 self.barrier(c, final=False)
             self.clock = c
             t0, w0 = time.time(), self.t_wait
-            loss = self.compute(c)
+            self.set_computing(True)
+            try:
+                loss = self.compute(c)
+            finally:
+                self.set_computing(False)
             self.t_compute += time.time() - t0 - (self.t_wait - w0)
             self.steps += 1
             if self.progress and c % self.param.display == 0:
@@ -189,7 +193,7 @@ class WaitFreeWorker(Worker):
 
     def compute(self, c):
         net, n = self.net, self.param.iter_size
-        version = c - self.start
+        version, progress = c - self.start, self.ep.engine.progress
         loss = 0.0
         for k in range(n):
             self._last_pass = k == n - 1
@@ -197,6 +201,7 @@ class WaitFreeWorker(Worker):
                 if k == 0 and self.layer_params.reads[i]:
                     self._wait_layer(i, version, c)
                 loss += net.forward_from_to(i, i)
+                progress()
             net.backward_from_to()
         for p in self.layer_params.leftover:
             self._scale(p, n)
@@ -210,7 +215,8 @@ class WaitFreeWorker(Worker):
         reads = self.layer_params.reads[i]
         if self.ssp:            # Bösen's cache: wait only for params staler than the bound
             t0 = time.time()
-            self.sender.flush()     # the last step's pushes took their copies of these diffs
+            with self.waiting():
+                self.sender.flush()     # the last step's pushes took their copies of these diffs
             self.wait_fresh(c, reads)
             self.t_wait += time.time() - t0
         elif any(self.version[p] < version for p in reads):
@@ -226,11 +232,11 @@ class WaitFreeWorker(Worker):
             d[...] *= d.dtype.type(1.0) / d.dtype.type(n)
 
     def _on_backward_layer(self, li):
-        if not self._last_pass:
-            return
-        for p in self.layer_params.ready_after[li]:
-            self._scale(p, self.param.iter_size)
-            self._push(p, self.clock)
+        if self._last_pass:
+            for p in self.layer_params.ready_after[li]:
+                self._scale(p, self.param.iter_size)
+                self._push(p, self.clock)
+        self.ep.engine.progress()
 
     def _push(self, p, c):
         if self.inline_push:

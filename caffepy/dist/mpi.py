@@ -35,8 +35,12 @@ the last activity (yielding the GIL between rounds). Where ranks outnumber cores
 waiting role thread makes one round and blocks, and the communication thread polls every ``NAP`` s
 while anything is in flight (MPI moves data only inside its calls), so polling never takes the core
 another rank computes on. Idle, the communication
-thread waits on the send queue's event for ``NAP`` up to ``IDLE_MAX`` s between rounds. mpi4py is
-imported here and in ``topology.learn_hosts`` only, inside functions.
+thread waits on the send queue's event for ``NAP`` up to ``IDLE_MAX`` s between rounds. While a
+local worker computes (:meth:`MpiEngine.computing`, wait-free backprop's overlap) the rank's core is
+the worker's: nobody spins, a send does not wake the communication thread, the worker makes one
+round at each layer boundary (:meth:`MpiEngine.progress`) and the communication thread one only
+after ``QUIET_NAP`` s without any. mpi4py is imported here and in ``topology.learn_hosts`` only,
+inside functions.
 """
 import collections
 import os
@@ -55,7 +59,7 @@ HEADER_MAX = 256 * 1024       # bytes of one batch of headers (a batch is cut be
 SPIN = 0.0005
 NAP = 0.00005
 IDLE_MAX = 0.001
-QUIET_NAP = 0.002             # s between the communication thread's rounds while a worker computes
+QUIET_NAP = 0.002             # s without a round before the communication thread makes one (quiet)
 
 
 def mpi_world():
@@ -127,6 +131,7 @@ class MpiEngine(Engine):
         self._closed = threading.Event()
         self.error = None
         self.last_active = time.perf_counter()      # of the last round that moved something
+        self.last_round = self.last_active          # of the last round (quiet: see computing)
         self.pool = _Pool()
         self.lock = threading.Lock()        # held by whoever makes MPI calls (one at a time)
         self.status = MPI.Status()
@@ -185,10 +190,13 @@ class MpiEngine(Engine):
                 active, busy = self._progress()
             finally:
                 self.lock.release()
-            now = time.perf_counter()
-            if self.computers:          # a worker computes: a round every QUIET_NAP s, no spin
-                idle = 0.0
-                self.wake.wait(QUIET_NAP)
+            now = self.last_round = time.perf_counter()
+            if self.computers:          # a worker computes: no spin, a round only where nobody
+                idle = 0.0              # made one for QUIET_NAP s (the worker's layers do)
+                while self.computers and not self._closed.is_set():
+                    left = self.last_round + QUIET_NAP - time.perf_counter()
+                    if left <= 0 or self.wake.wait(left):
+                        break
             elif active or (busy and self.spin):
                 self.last_active, idle = now, 0.0
                 time.sleep(0)
@@ -272,8 +280,9 @@ class MpiEngine(Engine):
     # -- quiet while a local worker computes (wait-free backprop) ---------------------------------
     def computing(self, who, on):
         """While a local worker computes nobody spins on the rank's core: a role thread waiting for
-        a message makes one round and blocks, the communication thread makes a round every
-        ``QUIET_NAP`` s, and the worker drives progress at its layer boundaries (:meth:`progress`)."""
+        a message makes one round and blocks, the worker drives progress at its layer boundaries
+        (:meth:`progress`), and the communication thread makes a round only when nobody made one
+        for ``QUIET_NAP`` s (a long layer); sends do not wake it."""
         if on:
             self.computers.add(who)
         else:
@@ -286,6 +295,7 @@ class MpiEngine(Engine):
         if self.lock.acquire(False):
             try:
                 self._progress()
+                self.last_round = time.perf_counter()
             finally:
                 self.lock.release()
 

@@ -10,7 +10,15 @@ for their last user in backward). Params no backward touches are pushed when bac
 while the worker thread goes on with the layers below, so communication overlaps backward. A dense
 push under BSP / ASYNC is only a header and a hand-over of the diff (no copy; the engine sends
 without blocking), so the worker thread makes it itself, without the thread hop; the sender takes
-the pushes that copy or compute (SSP's copies, SFB factors, table rows).
+the pushes that copy or compute (SSP's copies, SFB factors, table rows), except in a process
+limited to one core, where a second thread could only take turns with backward: all inline there.
+
+While it computes (forward and backward, not while it waits for params) the worker tells the
+engine (:meth:`~caffepy.dist.transport.Engine.computing`): the MPI engine's threads then keep off
+the rank's core instead of polling, and the worker drives MPI progress itself with one cheap round
+(:meth:`~caffepy.dist.transport.Engine.progress`) after each forward layer and each backward
+layer's pushes, so gradients leave and parameters arrive during backward and forward without a
+thread spinning beside the computation.
 
 :class:`WaitFreeWorker` is :class:`caffepy.dist.worker.Worker` with that step::
 
@@ -31,6 +39,7 @@ Configuration (:class:`CommOptions`): ``wait_free`` (on by default) and the SFB 
 choices; read from the cluster's fields of the same names unless the trainer is given an options
 object.
 """
+import os
 import queue
 import threading
 import time
@@ -140,6 +149,13 @@ class GradientSender(object):
         self.thread.join(5.0)
 
 
+def _cores():
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 class WaitFreeWorker(Worker):
     """A worker whose gradients leave layer by layer and whose forward waits layer by layer."""
 
@@ -149,8 +165,9 @@ class WaitFreeWorker(Worker):
         self.clock = 0
         self._last_pass = False
         self.sender = None
-        # dense pushes of the plain worker: made inline (see the module's doc)
-        self.inline_push = not self.ssp and type(self).push is Worker.push
+        # dense pushes of the plain worker: made inline (see the module's doc); every push where
+        # the process has one core (a thread could not overlap it, only take turns with backward)
+        self.inline_push = (not self.ssp and type(self).push is Worker.push) or _cores() == 1
 
     def run(self, stopping):
         self.sender = GradientSender(lambda pc: self.push(*pc),

@@ -138,6 +138,7 @@ class MpiEngine(Engine):
         self.sending = []                    # (request, buffers it reads)
         self.incoming = {}                   # source -> deque of _Incoming not complete yet
         self.computers = set()               # local workers computing now (quiet: nobody spins)
+        self.handed = 0                      # messages handed to local inboxes (a spin stops)
         if setup is not None:        # more collectives (the watchdog's address), before the thread
             setup(self)
         self.thread = threading.Thread(target=self._loop, name="mpi-comm", daemon=True)
@@ -252,11 +253,14 @@ class MpiEngine(Engine):
             inbox = self.inboxes.get(h.dst)
             if inbox is not None:
                 inbox.put((h, bufs))
+                self.handed += 1
 
     def receive(self, inbox, timeout):
         """A role thread waiting for a message drives progress itself while nobody else does (no
         hand-over between threads on the fast path): it holds the lock for at most ``spin`` s,
-        so the communication thread sleeps meanwhile, then blocks on its inbox."""
+        so the communication thread sleeps meanwhile, then blocks on its inbox. It stops sooner
+        when a round handed a message to another local thread: that thread gets the core (and
+        polls in its turn), without the communication thread spinning beside it."""
         items = inbox.items
         if items:
             return items.popleft()
@@ -264,17 +268,18 @@ class MpiEngine(Engine):
             try:
                 progress, clock = self._progress, time.perf_counter
                 end = clock() + (0.0 if self.computers else self.spin)
+                handed = self.handed
                 while self.error is None:
                     progress()
                     if items:
                         return items.popleft()
-                    if clock() > end:
+                    if clock() > end or self.handed != handed:
                         break
             finally:
                 self.lock.release()
-            if self.spin and not self.computers:   # the communication thread polls on for SPIN s
-                self.last_active = time.perf_counter()     # while this blocks
-                self.wake.set()
+            if self.spin and not self.computers and self.handed == handed:
+                self.last_active = time.perf_counter()  # the communication thread polls on for
+                self.wake.set()                         # SPIN s while this blocks
         return Engine.receive(self, inbox, timeout)
 
     # -- quiet while a local worker computes (wait-free backprop) ---------------------------------

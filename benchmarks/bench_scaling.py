@@ -233,8 +233,9 @@ def main():
     sys.path.insert(0, os.path.join(ROOT, "tools"))
     from cluster import Cluster
     print("net %s, global batch %d, %d timed steps after %d warm-up, %d repeats, %d server(s), "
-          "%d cores, loadavg %s" % (a.net, a.batch, a.steps, a.warmup, a.repeats, a.servers, os.cpu_count(),
-                          open("/proc/loadavg").read().strip()), flush=True)
+          "%d cores, loadavg %s" % (a.net, a.batch, a.steps, a.warmup, a.repeats, a.servers,
+                                    os.cpu_count(), open("/proc/loadavg").read().strip()),
+          flush=True)
     one, runs = [], {}
     boxes = {}
     try:
@@ -276,10 +277,11 @@ def main():
     for rate in a.rates:
         on, off = med(runs[(rate, True)], "exposed"), med(runs[(rate, False)], "exposed")
         s_on, s_off = (a.batch / med(runs[(rate, wf)], "rate") for wf in (True, False))
+        step_view = 100 * (s_off - s_on) / off if off > 0 else 0
+        exposed_view = 100 * (1 - on / off) if off > 0 else 0
         print("hidden share at %s, step view: (%.1f - %.1f) / %.1f = %.0f%%; exposed view: "
-              "1 - %.1f / %.1f = %.0f%%" % (
-                  rate, 1e3 * s_off, 1e3 * s_on, 1e3 * off, 100 * (s_off - s_on) / off if off > 0 else 0,
-                  1e3 * on, 1e3 * off, 100 * (1 - on / off) if off > 0 else 0))
+              "1 - %.1f / %.1f = %.0f%%" % (rate, 1e3 * s_off, 1e3 * s_on, 1e3 * off, step_view,
+                                           1e3 * on, 1e3 * off, exposed_view))
     print("loadavg after: %s" % open("/proc/loadavg").read().strip())
     return 0
 

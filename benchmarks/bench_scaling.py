@@ -7,17 +7,25 @@
     random data), one plain process, ``solver.step`` at global batch B, pinned to one core
     (sched_setaffinity, OMP/OPENBLAS/MKL_NUM_THREADS=1). No communication at all.
 (b) 2 hosts x 1 worker: ``mpiexec -hosts h1,h2`` in a tools/cluster.py box (tbf links at each
-    rate), 2 worker groups of 1 worker at batch B/2 each (the same global batch), servers
-    co-located (1 per group), BSP, one core per rank (rank r pinned to core r), wait_free on/off.
+    rate), 2 worker groups of 1 worker at batch B/2 each (the same global batch), one server
+    group of --servers co-located servers (default 1: on rank 0; 2: one per host), BSP, one core
+    per rank (rank r pinned to core r; a rank's worker, server, stub and communication threads
+    share it), wait_free on/off.
 samples/s = global batch x steps / time of the timed steps (the steps after --warmup).
 efficiency = 2-host samples/s / (2 x 1-host samples/s).
 2-host window: from the start of step --warmup's forward to the start of step --warmup+--steps'
 forward, per worker (the slower worker's window gives samples/s). compute = the time inside the
 net's forward/backward in that window; exposed = (window - compute) / steps, the time per step a
 worker is not computing: waiting for parameters, pushing, applying them (communication not hidden).
-hidden share (wait-free, at a rate) = 1 - exposed(wait_free on) / exposed(wait_free off): with
-wait_free off every byte of a step's push/pull is waited for after backward, so exposed(off) is the
-step's communication time; what wait-free removes from it is the share it hides.
+hidden share (wait-free, at a rate), two views, medians over the repeats:
+- step view (the one quoted): (step(off) - step(on)) / exposed(off), step = window / steps of the
+  slower worker (= global batch / samples/s). With wait_free off every byte of a step's push/pull is
+  waited for after backward, so exposed(off) is the step's communication as a worker sees it; what
+  the wait-free step saves of it, counting any compute it slows down, is the share it hides.
+- exposed view: 1 - exposed(on) / exposed(off). It ignores what wait-free adds to the compute time
+  (work moved into backward on the same core), so it flatters wait-free; printed for comparison.
+Per rank, the CPU each thread used in the window (/proc/self/task/<tid>/schedstat: on-CPU +
+runnable-but-waiting ms per step) shows where a rank's core went.
 Configurations alternate, --repeats times; medians are printed with the 1-min load. Run as root.
 """
 import argparse
@@ -80,6 +88,21 @@ def data(n, shape, seed):
             rng.integers(0, 10, size=n).astype(np.float32))
 
 
+def thread_cpu():
+    """Per live thread of this process: (name, on-CPU ns, runnable-but-waiting ns) from
+    /proc/self/task/<tid>/schedstat."""
+    import threading
+    out = {}
+    for t in threading.enumerate():
+        try:
+            with open("/proc/self/task/%d/schedstat" % t.native_id) as f:
+                run, wait = f.read().split()[:2]
+        except (OSError, TypeError, ValueError):
+            continue
+        out[t.name] = (int(run), int(wait))
+    return out
+
+
 def rank_main(a):
     """One process: --mode single (plain solver) or dist (under mpiexec, one rank per host)."""
     rank = int(os.environ.get("PMI_RANK", "0"))
@@ -102,7 +125,7 @@ def rank_main(a):
     from caffepy import dist
     from caffepy.proto import caffe_pb2
     c = caffe_pb2.ClusterParameter()
-    c.nworker_groups, c.nworkers_per_group, c.nservers_per_group = a.groups, 1, 1
+    c.nworker_groups, c.nworkers_per_group, c.nservers_per_group = a.groups, 1, a.servers
     c.workspace = "/tmp/caffepy-bench-scaling"
     c.consistency = caffe_pb2.ClusterParameter.Consistency.Value("BSP")
     c.engine, c.timeout, c.wait_free = "mpi", 120, bool(a.wait_free)
@@ -119,8 +142,10 @@ def rank_main(a):
                     st["step"] += 1
                     if st["step"] == a.warmup:
                         st["t0"] = time.time()
+                        st["cpu0"] = thread_cpu()
                     elif st["step"] == a.warmup + a.steps:
                         st["t1"] = time.time()
+                        st["cpu1"] = thread_cpu()
                 t = time.time()
                 r = fn(*args, **kw)
                 if a.warmup <= st["step"] < a.warmup + a.steps:
@@ -135,8 +160,10 @@ def rank_main(a):
         print("JSON " + json.dumps({"seconds": result.seconds, "reports": {
             str(k): v for k, v in result.reports.items()}}))
     for w, st in marks.items():
+        cpu = {name: [(st["cpu1"][name][i] - c[i]) / 1e6 / a.steps for i in (0, 1)]
+               for name, c in st["cpu0"].items() if name in st["cpu1"]}
         print("WINDOW " + json.dumps({"worker": w, "seconds": st["t1"] - st["t0"],
-                                      "compute": st["compute"]}))
+                                      "compute": st["compute"], "threads": cpu}))
     return 0
 
 
@@ -165,7 +192,7 @@ def single(a):
 def two(a, box, wait_free):
     cmd = [sys.executable, os.path.abspath(__file__), "--rank", "--mode", "dist", "--net", a.net,
            "--batch", str(a.batch // 2), "--steps", str(a.steps), "--warmup", str(a.warmup),
-           "--groups", "2", "--wait_free", str(int(wait_free))]
+           "--groups", "2", "--wait_free", str(int(wait_free)), "--servers", str(a.servers)]
     before = load()
     proc = box.mpiexec(cmd, hosts=box.hosts, ppn=1, env=box.env(PYTHONPATH=ROOT, **ONE), cwd=ROOT,
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -177,8 +204,10 @@ def two(a, box, wait_free):
     seconds = max(w["seconds"] for w in ws)
     exposed = statistics.mean((w["seconds"] - w["compute"]) / a.steps for w in ws)
     compute = statistics.mean(w["compute"] / a.steps for w in ws)
+    threads = ["; ".join("%s %.1f+%.1f" % (name, run, wait) for name, (run, wait) in sorted(
+        w["threads"].items(), key=lambda kv: -kv[1][0]) if run + wait >= 0.05) for w in ws]
     return {"rate": a.batch * a.steps / seconds, "exposed": exposed, "compute": compute,
-            "load": before, "reports": r.get("reports")}
+            "load": before, "reports": r.get("reports"), "threads": threads}
 
 
 def med(rows, key):
@@ -193,6 +222,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--rates", nargs="+", default=["10gbit", "1gbit"])
+    ap.add_argument("--servers", type=int, default=1, help="co-located servers (1 or 2)")
     ap.add_argument("--rank", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--mode", default="single")
     ap.add_argument("--groups", type=int, default=1)
@@ -202,9 +232,10 @@ def main():
         return rank_main(a)
     sys.path.insert(0, os.path.join(ROOT, "tools"))
     from cluster import Cluster
-    print("net %s, global batch %d, %d timed steps after %d warm-up, %d repeats, %d cores, "
-          "loadavg %s" % (a.net, a.batch, a.steps, a.warmup, a.repeats, os.cpu_count(),
-                          open("/proc/loadavg").read().strip()), flush=True)
+    print("net %s, global batch %d, %d timed steps after %d warm-up, %d repeats, %d server(s), "
+          "%d cores, loadavg %s" % (a.net, a.batch, a.steps, a.warmup, a.repeats, a.servers,
+                                    os.cpu_count(), open("/proc/loadavg").read().strip()),
+          flush=True)
     one, runs = [], {}
     boxes = {}
     try:
@@ -223,6 +254,8 @@ def main():
                           "exposed %.1f ms/step (load %s) reports %s" % (
                               rep, rate, wf, r["rate"], 1e3 * r["compute"], 1e3 * r["exposed"],
                               r["load"], r["reports"]), flush=True)
+                    for text in r["threads"]:
+                        print("    thread ms/step on CPU + runnable: %s" % text, flush=True)
     finally:
         for box in boxes.values():
             box.close()
@@ -243,8 +276,12 @@ def main():
                 ",".join(r["load"] for r in rows)))
     for rate in a.rates:
         on, off = med(runs[(rate, True)], "exposed"), med(runs[(rate, False)], "exposed")
-        print("hidden share at %s: 1 - %.1f / %.1f = %.0f%%" % (rate, 1e3 * on, 1e3 * off,
-                                                                100 * (1 - on / off) if off > 0 else 0))
+        s_on, s_off = (a.batch / med(runs[(rate, wf)], "rate") for wf in (True, False))
+        step_view = 100 * (s_off - s_on) / off if off > 0 else 0
+        exposed_view = 100 * (1 - on / off) if off > 0 else 0
+        print("hidden share at %s, step view: (%.1f - %.1f) / %.1f = %.0f%%; exposed view: "
+              "1 - %.1f / %.1f = %.0f%%" % (rate, 1e3 * s_off, 1e3 * s_on, 1e3 * off, step_view,
+                                           1e3 * on, 1e3 * off, exposed_view))
     print("loadavg after: %s" % open("/proc/loadavg").read().strip())
     return 0
 

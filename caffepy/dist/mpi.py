@@ -35,8 +35,12 @@ the last activity (yielding the GIL between rounds). Where ranks outnumber cores
 waiting role thread makes one round and blocks, and the communication thread polls every ``NAP`` s
 while anything is in flight (MPI moves data only inside its calls), so polling never takes the core
 another rank computes on. Idle, the communication
-thread waits on the send queue's event for ``NAP`` up to ``IDLE_MAX`` s between rounds. mpi4py is
-imported here and in ``topology.learn_hosts`` only, inside functions.
+thread waits on the send queue's event for ``NAP`` up to ``IDLE_MAX`` s between rounds. While a
+local worker computes (:meth:`MpiEngine.computing`, wait-free backprop's overlap) the rank's core is
+the worker's: nobody spins, a send does not wake the communication thread, the worker makes one
+round at each layer boundary (:meth:`MpiEngine.progress`) and the communication thread one only
+after ``QUIET_NAP`` s without any. mpi4py is imported here and in ``topology.learn_hosts`` only,
+inside functions.
 """
 import collections
 import os
@@ -55,6 +59,7 @@ HEADER_MAX = 256 * 1024       # bytes of one batch of headers (a batch is cut be
 SPIN = 0.0005
 NAP = 0.00005
 IDLE_MAX = 0.001
+QUIET_NAP = 0.002             # s without a round before the communication thread makes one (quiet)
 
 
 def mpi_world():
@@ -126,11 +131,14 @@ class MpiEngine(Engine):
         self._closed = threading.Event()
         self.error = None
         self.last_active = time.perf_counter()      # of the last round that moved something
+        self.last_round = self.last_active          # of the last round (quiet: see computing)
         self.pool = _Pool()
         self.lock = threading.Lock()        # held by whoever makes MPI calls (one at a time)
         self.status = MPI.Status()
         self.sending = []                    # (request, buffers it reads)
         self.incoming = {}                   # source -> deque of _Incoming not complete yet
+        self.computers = set()               # local workers computing now (quiet: nobody spins)
+        self.handed = 0                      # messages handed to local inboxes (a spin stops)
         if setup is not None:        # more collectives (the watchdog's address), before the thread
             setup(self)
         self.thread = threading.Thread(target=self._loop, name="mpi-comm", daemon=True)
@@ -156,11 +164,11 @@ class MpiEngine(Engine):
                     self._send_batches()
                 sending = self.sending
                 sending[:] = [(r, keep) for r, keep in sending if not r.Test()]
-                if sending:               # (still in flight: the comm thread drives it)
-                    self.wake.set()
+                if sending and not self.computers:    # (in flight: the comm thread drives it;
+                    self.wake.set()                   # quiet: the computing worker's rounds do)
             finally:
                 self.lock.release()
-        else:
+        elif not self.computers:
             self.wake.set()
 
     # -- the communication thread ---------------------------------------------------------------
@@ -183,8 +191,14 @@ class MpiEngine(Engine):
                 active, busy = self._progress()
             finally:
                 self.lock.release()
-            now = time.perf_counter()
-            if active or (busy and self.spin):
+            now = self.last_round = time.perf_counter()
+            if self.computers:          # a worker computes: no spin, a round only where nobody
+                idle = 0.0              # made one for QUIET_NAP s (the worker's layers do)
+                while self.computers and not self._closed.is_set():
+                    left = self.last_round + QUIET_NAP - time.perf_counter()
+                    if left <= 0 or self.wake.wait(left):
+                        break
+            elif active or (busy and self.spin):
                 self.last_active, idle = now, 0.0
                 time.sleep(0)
             elif busy:                  # in flight, no core to spare: poll every NAP s
@@ -239,30 +253,56 @@ class MpiEngine(Engine):
             inbox = self.inboxes.get(h.dst)
             if inbox is not None:
                 inbox.put((h, bufs))
+                self.handed += 1
 
     def receive(self, inbox, timeout):
         """A role thread waiting for a message drives progress itself while nobody else does (no
         hand-over between threads on the fast path): it holds the lock for at most ``spin`` s,
-        so the communication thread sleeps meanwhile, then blocks on its inbox."""
+        so the communication thread sleeps meanwhile, then blocks on its inbox. It stops sooner
+        when a round handed a message to another local thread: that thread gets the core (and
+        polls in its turn), without the communication thread spinning beside it."""
         items = inbox.items
         if items:
             return items.popleft()
-        if self.lock.acquire(False):        # (no core to spare: one round, then block)
+        if self.lock.acquire(False):        # (no core to spare or quiet: one round, then block)
             try:
                 progress, clock = self._progress, time.perf_counter
-                end = clock() + self.spin
+                end = clock() + (0.0 if self.computers else self.spin)
+                handed = self.handed
                 while self.error is None:
                     progress()
                     if items:
                         return items.popleft()
-                    if clock() > end:
+                    if clock() > end or self.handed != handed:
                         break
             finally:
                 self.lock.release()
-            if self.spin:       # the communication thread polls on for SPIN s while this blocks
-                self.last_active = time.perf_counter()
-                self.wake.set()
+            if self.spin and not self.computers and self.handed == handed:
+                self.last_active = time.perf_counter()  # the communication thread polls on for
+                self.wake.set()                         # SPIN s while this blocks
         return Engine.receive(self, inbox, timeout)
+
+    # -- quiet while a local worker computes (wait-free backprop) ---------------------------------
+    def computing(self, who, on):
+        """While a local worker computes nobody spins on the rank's core: a role thread waiting for
+        a message makes one round and blocks, the worker drives progress at its layer boundaries
+        (:meth:`progress`), and the communication thread makes a round only when nobody made one
+        for ``QUIET_NAP`` s (a long layer); sends do not wake it."""
+        if on:
+            self.computers.add(who)
+        else:
+            self.computers.discard(who)
+            self.last_active = time.perf_counter()
+            self.wake.set()         # back to polling at once (the worker is about to wait)
+
+    def progress(self):
+        """One progress round from a computing thread, if nobody else is making MPI calls now."""
+        if self.lock.acquire(False):
+            try:
+                self._progress()
+                self.last_round = time.perf_counter()
+            finally:
+                self.lock.release()
 
     def _send_batches(self):
         outbox = self.outbox

@@ -114,10 +114,13 @@ class Server(object):
         # BSP without replicas: the values stay as they are until every group answered here has
         # pushed its next gradient, i.e. has read them; else one snapshot for every group answered
         values = s.values if self.stable_answers else s.values.copy()
-        for g in groups:
-            for stub in self.stubs[g]:
-                self.ep.send(stub, T.header(T.PARAM, param=s.p, slice=s.k, offset=s.offset,
-                                            version=s.version, step=low), [values])
+        # stubs in other processes first: once a local worker has its values it computes again,
+        # and a remote answer sent after that waits for this rank's core
+        local = self.ep.engine.inboxes
+        stubs = [stub for g in groups for stub in self.stubs[g]]
+        for stub in [st for st in stubs if st not in local] + [st for st in stubs if st in local]:
+            self.ep.send(stub, T.header(T.PARAM, param=s.p, slice=s.k, offset=s.offset,
+                                        version=s.version, step=low), [values])
 
     def _on_init(self, h, bufs):
         s = self.slices[(h.param, h.slice)]

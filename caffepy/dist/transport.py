@@ -172,6 +172,14 @@ class Engine(object):
         """Workers computing at once on this host (for :func:`caffepy.blas.budget`)."""
         return local_workers
 
+    def computing(self, who, on):
+        """A local worker ``who`` starts (``on``) or stops computing: an engine whose threads poll
+        keeps off the core meanwhile (the worker drives progress with :meth:`progress`)."""
+
+    def progress(self):
+        """One cheap round of communication progress from a computing thread (nothing to do for an
+        engine without a wire)."""
+
     def close(self):
         pass
 

@@ -10,7 +10,15 @@ for their last user in backward). Params no backward touches are pushed when bac
 while the worker thread goes on with the layers below, so communication overlaps backward. A dense
 push under BSP / ASYNC is only a header and a hand-over of the diff (no copy; the engine sends
 without blocking), so the worker thread makes it itself, without the thread hop; the sender takes
-the pushes that copy or compute (SSP's copies, SFB factors, table rows).
+the pushes that copy or compute (SSP's copies, SFB factors, table rows), except in a process
+limited to one core, where a second thread could only take turns with backward: all inline there.
+
+While it computes (forward and backward, not while it waits for params) the worker tells the
+engine (:meth:`~caffepy.dist.transport.Engine.computing`): the MPI engine's threads then keep off
+the rank's core instead of polling, and the worker drives MPI progress itself with one cheap round
+(:meth:`~caffepy.dist.transport.Engine.progress`) after each forward layer and each backward
+layer's pushes, so gradients leave and parameters arrive during backward and forward without a
+thread spinning beside the computation.
 
 :class:`WaitFreeWorker` is :class:`caffepy.dist.worker.Worker` with that step::
 
@@ -31,6 +39,7 @@ Configuration (:class:`CommOptions`): ``wait_free`` (on by default) and the SFB 
 choices; read from the cluster's fields of the same names unless the trainer is given an options
 object.
 """
+import os
 import queue
 import threading
 import time
@@ -140,6 +149,13 @@ class GradientSender(object):
         self.thread.join(5.0)
 
 
+def _cores():
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 class WaitFreeWorker(Worker):
     """A worker whose gradients leave layer by layer and whose forward waits layer by layer."""
 
@@ -149,8 +165,9 @@ class WaitFreeWorker(Worker):
         self.clock = 0
         self._last_pass = False
         self.sender = None
-        # dense pushes of the plain worker: made inline (see the module's doc)
-        self.inline_push = not self.ssp and type(self).push is Worker.push
+        # dense pushes of the plain worker: made inline (see the module's doc); every push where
+        # the process has one core (a thread could not overlap it, only take turns with backward)
+        self.inline_push = (not self.ssp and type(self).push is Worker.push) or _cores() == 1
 
     def run(self, stopping):
         self.sender = GradientSender(lambda pc: self.push(*pc),
@@ -173,7 +190,11 @@ class WaitFreeWorker(Worker):
                 self.barrier(c, final=False)
             self.clock = c
             t0, w0 = time.time(), self.t_wait
-            loss = self.compute(c)
+            self.set_computing(True)
+            try:
+                loss = self.compute(c)
+            finally:
+                self.set_computing(False)
             self.t_compute += time.time() - t0 - (self.t_wait - w0)
             self.steps += 1
             if self.progress and c % self.param.display == 0:
@@ -189,7 +210,7 @@ class WaitFreeWorker(Worker):
 
     def compute(self, c):
         net, n = self.net, self.param.iter_size
-        version = c - self.start
+        version, progress = c - self.start, self.ep.engine.progress
         loss = 0.0
         for k in range(n):
             self._last_pass = k == n - 1
@@ -197,6 +218,7 @@ class WaitFreeWorker(Worker):
                 if k == 0 and self.layer_params.reads[i]:
                     self._wait_layer(i, version, c)
                 loss += net.forward_from_to(i, i)
+                progress()
             net.backward_from_to()
         for p in self.layer_params.leftover:
             self._scale(p, n)
@@ -210,7 +232,8 @@ class WaitFreeWorker(Worker):
         reads = self.layer_params.reads[i]
         if self.ssp:            # Bösen's cache: wait only for params staler than the bound
             t0 = time.time()
-            self.sender.flush()     # the last step's pushes took their copies of these diffs
+            with self.waiting():
+                self.sender.flush()     # the last step's pushes took their copies of these diffs
             self.wait_fresh(c, reads)
             self.t_wait += time.time() - t0
         elif any(self.version[p] < version for p in reads):
@@ -226,11 +249,11 @@ class WaitFreeWorker(Worker):
             d[...] *= d.dtype.type(1.0) / d.dtype.type(n)
 
     def _on_backward_layer(self, li):
-        if not self._last_pass:
-            return
-        for p in self.layer_params.ready_after[li]:
-            self._scale(p, self.param.iter_size)
-            self._push(p, self.clock)
+        if self._last_pass:
+            for p in self.layer_params.ready_after[li]:
+                self._scale(p, self.param.iter_size)
+                self._push(p, self.clock)
+        self.ep.engine.progress()
 
     def _push(self, p, c):
         if self.inline_push:

@@ -35,6 +35,7 @@ Hooks for wait-free backprop: :meth:`push` (one param) is what a ``net.on_backwa
 callback would call from a sender thread, and :meth:`wait_params` takes the params a layer needs,
 so the next forward can wait layer by layer instead of for all of them at once.
 """
+import contextlib
 import time
 
 import numpy as np
@@ -51,6 +52,8 @@ class Stopped(Exception):
 
 
 class Worker(object):
+    computing = False       # inside compute(), outside its waits (see set_computing)
+
     def __init__(self, endpoint, topo, net, solver_param, workspace, start_step, send_init):
         self.ep, self.topo, self.net = endpoint, topo, net
         self.param, self.workspace = solver_param, workspace
@@ -121,7 +124,11 @@ class Worker(object):
                 self.wait_fresh(c)
                 self.t_wait += time.time() - t0
             t0 = time.time()
-            loss = self.compute(c)
+            self.set_computing(True)
+            try:
+                loss = self.compute(c)
+            finally:
+                self.set_computing(False)
             self.t_compute += time.time() - t0
             for p in reversed(range(len(self.flat))):
                 self.push(p, c)
@@ -176,16 +183,39 @@ class Worker(object):
             self.take_message(c)
         need = max(c - self.bound, self.start)      # and never before the first values
         low = min([self.cache_clock(p) for p in wanted] or [c])
-        while low < need:
-            self.take_message(c)
-            low = min(self.cache_clock(p) for p in wanted)
+        if low < need:
+            with self.waiting():
+                while low < need:
+                    self.take_message(c)
+                    low = min(self.cache_clock(p) for p in wanted)
         self.max_staleness = max(self.max_staleness, c - low)
 
+    def set_computing(self, on):
+        """Tell the engine this worker computes (its polling threads keep off the core) or not."""
+        self.computing = on
+        self.ep.engine.computing(self.ep.id, on)
+
     def wait_params(self, version, clock, params=None):
-        """Take PARAM slices until every param in ``params`` (default all) reached ``version``."""
+        """Take PARAM slices until every param in ``params`` (default all) reached ``version``
+        (not computing meanwhile: the engine may poll)."""
         wanted = range(len(self.flat)) if params is None else params
-        while any(self.version[p] < version for p in wanted):
-            self.take_message(clock)
+        if all(self.version[p] >= version for p in wanted):
+            return
+        with self.waiting():
+            while any(self.version[p] < version for p in wanted):
+                self.take_message(clock)
+
+    @contextlib.contextmanager
+    def waiting(self):
+        """A wait inside compute(): not computing meanwhile."""
+        was = self.computing
+        if was:
+            self.set_computing(False)
+        try:
+            yield
+        finally:
+            if was:
+                self.set_computing(True)
 
     def take_message(self, clock):
         """Receive one message: a PARAM slice, or a kind in ``self.routes``."""

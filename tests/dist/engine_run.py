@@ -3,13 +3,18 @@ frames differently (none, empty, small in one bucket inline or on its own, big a
 dtypes, many at once) to
 rank 1, which checks every byte and echoes them back; then PARAM messages that rank 1 receives in
 place (its target: one preallocated array; inline, big alone, and in a bucket of its own, which
-falls back to a pool buffer) and a header with every field set; prints ENGINE OK on rank 0."""
+falls back to a pool buffer) and a header with every field set; then messages sent and taken while
+both ranks are *computing* (Engine.computing: nobody spins, the computing thread drives progress
+at its "layer boundaries"): they arrive intact and the communication thread stays off the core;
+prints ENGINE OK on rank 0."""
 import sys
+import threading
+import time
 
 import numpy as np
 
 from caffepy.dist import transport as T
-from caffepy.dist.mpi import BIG, MpiEngine
+from caffepy.dist.mpi import BIG, QUIET_NAP, MpiEngine
 
 
 class Topo(object):
@@ -62,8 +67,51 @@ def main():
                 assert a.dtype == b.dtype and np.array_equal(a, b), i
             ep.send(0, h, bufs)
     in_place(eng, ep)
+    quiet(eng, ep)
     eng.close()
     return 0
+
+
+def quiet(eng, ep):
+    """While this rank computes (a numpy loop standing for the layers, progress() after each), the
+    other rank's messages (small and big) come in through those rounds and the communication
+    thread's own rounds, at most one per QUIET_NAP s (it neither spins nor is woken by sends)."""
+    rng = np.random.default_rng(2)
+    want = [[rng.normal(size=int(n))] for n in (10, BIG // 8 + 5, 3, 2 * BIG // 8, 1000)] * 4
+    a = rng.normal(size=(200, 200))
+    rounds = [0, 0]         # (communication thread, others)
+    progress = eng._progress
+
+    def counted():
+        rounds[threading.current_thread() is not eng.thread] += 1
+        return progress()
+    eng._progress = counted
+    eng.computing(ep.id, True)
+    t0 = time.perf_counter()
+    if eng.rank == 1:
+        for i, bufs in enumerate(want):
+            ep.send(0, T.header(T.GRAD, param=i), bufs)
+            a = np.tanh(a @ a.T * 1e-3)          # a "layer"
+            eng.progress()
+    got = []
+    while eng.rank == 0 and len(got) < len(want):
+        a = np.tanh(a @ a.T * 1e-3)
+        eng.progress()
+        while ep.probe():
+            got.append(ep.recv(0))
+    window = time.perf_counter() - t0
+    comm = rounds[0]
+    eng.computing(ep.id, False)
+    eng._progress = progress
+    if eng.rank == 0:
+        for i, (h, bufs) in enumerate(got):
+            assert h.param == i and np.array_equal(bufs[0], want[i][0]), i
+        print("quiet window %.3f s: %d rounds of the communication thread, %d of the computing one"
+              % (window, comm, rounds[1]))
+        assert rounds[1] >= 1 and comm <= window / QUIET_NAP + 5, (comm, window)
+        ep.send(1, T.header(T.DONE))
+    else:
+        assert ep.recv(30)[0].kind == T.DONE
 
 
 FIELDS = dict(param=3, slice=2, step=1 << 40, version=-7, flag=1, offset=5, text="file=a;b",

@@ -157,3 +157,30 @@ def test_header_entries_round_trip_with_every_field():
     h, descr, pos = frames.decode(view, pos)
     assert h.kind == T.STOP and descr == [] and pos == len(view)
     assert frames.align(9) == 16 and frames.align(16) == 16
+
+
+def test_server_answers_stubs_in_other_processes_first():
+    """A slice's new values go to the stubs of other processes before this process's own (whose
+    worker computes again as soon as it has them); every stub of every group is answered once."""
+    import numpy as np
+    from caffepy.dist.server import Server
+
+    class Endpoint(object):
+        def __init__(self):
+            self.sent = []
+            self.engine = type("E", (), {"inboxes": {7: None, 9: None}})()
+
+        def send(self, dst, h, bufs=()):
+            self.sent.append((dst, h.kind, h.param, h.version))
+
+    class Clock(object):
+        def min_clock(self):
+            return 4
+    s = type("S", (), {})()
+    s.p, s.k, s.offset, s.version, s.values, s.clock = 2, 0, 0, 5, np.zeros(3), Clock()
+    server = Server.__new__(Server)
+    server.ep, server.stable_answers = Endpoint(), True
+    server.stubs = {0: [7, 8], 1: [9, 10]}      # 7 and 9 live in this process
+    server._answer(s, [0, 1])
+    assert [d for d, _, _, _ in server.ep.sent] == [8, 10, 7, 9]
+    assert {(k, p, v) for _, k, p, v in server.ep.sent} == {(T.PARAM, 2, 5)}

@@ -1,5 +1,6 @@
 """Wait-free backprop: the layer/param map, the sender thread, and wait-free on/off giving the
-single-process weights after 20 BSP steps on caffepy.dist's trainer (float64, 1e-6)."""
+single-process weights after 20 BSP steps on caffepy.dist's trainer (float64, 1e-6); on one core
+the pushes are inline and the worker marks its compute and drives progress (engine hooks)."""
 import threading
 import time
 
@@ -105,3 +106,45 @@ def test_wait_free_iter_size_and_checkpoints(tmp_path):
     dist.train(s2, cluster=c, feeder=nets.feeder(x, y), comm=waitfree.CommOptions(True))
     for a, b in zip(solver.net.learnable_params, s2.net.learnable_params):
         np.testing.assert_allclose(a.data, b.data, rtol=0, atol=1e-6)
+
+
+def test_one_core_pushes_inline_and_worker_drives_progress(tmp_path, monkeypatch):
+    """Where the process has one core every wait-free push is the worker thread's own (SFB factors
+    too: the sender thread gets none); each worker tells the engine when it computes, never while
+    it waits for a message, and makes a progress round per forward layer and per backward layer;
+    the weights still equal the single process (1e-6)."""
+    from caffepy.dist import transport as T, worker as worker_mod
+    monkeypatch.setattr(waitfree, "_cores", lambda: 1)
+    queued = []
+    monkeypatch.setattr(waitfree.GradientSender, "put", lambda self, item: queued.append(item))
+    lock, marked, calls = threading.Lock(), {}, {"on": 0, "off": 0, "progress": 0}
+
+    def computing(self, who, on):
+        with lock:
+            assert marked.get(who, False) != on, "worker %d marked %s twice" % (who, on)
+            marked[who] = on
+            calls["on" if on else "off"] += 1
+
+    def progress(self):
+        with lock:
+            calls["progress"] += 1
+    take = worker_mod.Worker.take_message
+
+    def take_checked(self, clock):
+        assert not marked.get(self.ep.id), "worker %d waited while marked computing" % self.ep.id
+        return take(self, clock)
+    monkeypatch.setattr(T.Engine, "computing", computing)
+    monkeypatch.setattr(T.Engine, "progress", progress)
+    monkeypatch.setattr(worker_mod.Worker, "take_message", take_checked)
+    x, y = nets.data(10 * G * B)
+    solver = get_solver(nets.solver_param(B, 20), dtype=np.float64)
+    c = nets.cluster(nworker_groups=G, nworkers_per_group=K, nservers_per_group=2,
+                     workspace=str(tmp_path))
+    result = dist.train(solver, cluster=c, feeder=nets.feeder(x, y),
+                        comm=waitfree.CommOptions(wait_free=True, sfb_mode="ALWAYS"))
+    assert result.step == 20 and not queued
+    assert calls["on"] == calls["off"] >= G * K * 20 and not any(marked.values())
+    # a round after every forward layer (and after each backward layer that runs)
+    assert calls["progress"] >= G * K * 20 * len(solver.net.layers)
+    for w, p in zip(reference(G, K, B), solver.net.learnable_params):
+        np.testing.assert_allclose(p.data, w, rtol=0, atol=1e-6)

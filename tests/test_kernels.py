@@ -145,3 +145,47 @@ def test_channel_layers_numba_equal_numpy(text):
         np.testing.assert_allclose(outs[0], outs[1], rtol=1e-6, atol=1e-6)
         return
     _both_paths(text, (2, 3, 4, 5))
+
+
+@needs_numba
+@pytest.mark.parametrize("shape", [(3, 5, 7), (17, 2, 40), (1, 4, 3)])
+def test_conv_transposes_equal_numpy(shape):
+    """image_to_rows (with the bias sum) and rows_to_image (with bias and leaky ReLU) against
+    numpy's transposes."""
+    k = kernels.get()
+    rng = np.random.default_rng(5)
+    n, m, p = shape
+    dy = rng.standard_normal(shape).astype(np.float32)
+    rows = np.empty((m, p * n), np.float32)
+    bsum = np.full(m, 0.5)
+    k.image_to_rows(dy, bsum, rows)
+    np.testing.assert_array_equal(rows, dy.transpose(1, 2, 0).reshape(m, -1))
+    np.testing.assert_allclose(bsum, 0.5 + dy.astype(np.float64).sum(axis=(0, 2)), rtol=1e-12)
+    k.image_to_rows(dy, np.empty(0), rows)
+    bias = rng.standard_normal(m).astype(np.float32)
+    out = np.empty_like(dy)
+    k.rows_to_image(rows, bias, 0.25, True, out)
+    want = dy + bias[:, None]
+    np.testing.assert_allclose(out, np.where(want > 0, want, want * 0.25), rtol=1e-6, atol=1e-6)
+    k.rows_to_image(rows, np.empty(0, np.float32), 0.0, False, out)
+    np.testing.assert_array_equal(out, dy)
+
+
+@needs_numba
+def test_convolution_backward_one_and_two_threads_agree():
+    """The conv backward's dY transpose + bias sum runs in numba with threads, in numpy on one."""
+    import numba
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("numba has one thread")
+    text = CONV % (6, "kernel_size: 3 pad: 1")
+    x = np.random.default_rng(2).standard_normal((5, 3, 8, 7))
+    before = numba.get_num_threads()
+    try:
+        numba.set_num_threads(2)
+        two = _forward_backward(text, x, np.float32)
+        numba.set_num_threads(1)
+        one = _forward_backward(text, x, np.float32)
+    finally:
+        numba.set_num_threads(before)
+    for a, b in zip(two, one):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)

@@ -5,6 +5,8 @@ compiled once per dtype and cached on disk (``cache=True``)."""
 import numpy as np
 from numba import njit, prange
 
+from ._numba_train import image_to_rows, rows_to_image  # noqa: F401 (the conv's transposes)
+
 _opts = dict(parallel=True, cache=True, nogil=True, fastmath=False)
 
 
@@ -71,25 +73,6 @@ def col2im_last(col, kh, kw, ph, pw, sh, sw, dh, dw, oh, ow, dx):
             for y in range(h):
                 for xx in range(w):
                     dx[b, ci, y, xx] = acc[y + ph, xx + pw, b]
-
-
-@njit(**_opts)
-def rows_to_image(a, bias, slope, relu, out):
-    """a (M, P * N) -> out (N, M, P) [+ bias[m]] [then leaky ReLU with ``slope`` if relu]."""
-    n, m, p = out.shape
-    has_bias = bias.shape[0] > 0
-    for mi in prange(m):
-        bv = bias[mi] if has_bias else 0.0
-        src = a[mi]
-        for q0 in range(0, p, 64):
-            q1 = min(q0 + 64, p)
-            for b in range(n):
-                dst = out[b, mi]
-                for q in range(q0, q1):
-                    v = src[q * n + b] + bv
-                    if relu and v <= 0:
-                        v = v * slope
-                    dst[q] = v
 
 
 # -- depthwise convolution: weight (M, 1, kh, kw), output channel m reads input m // (M / C) -----

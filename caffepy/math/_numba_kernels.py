@@ -5,7 +5,8 @@ compiled once per dtype and cached on disk (``cache=True``)."""
 import numpy as np
 from numba import njit, prange
 
-from ._numba_train import image_to_rows, rows_to_image  # noqa: F401 (the conv's transposes)
+from ._numba_train import (col2im_last, im2col_last, image_to_rows,  # noqa: F401
+                           pad_last, rows_to_image)
 
 _opts = dict(parallel=True, cache=True, nogil=True, fastmath=False)
 
@@ -16,63 +17,6 @@ def _span(o_count, stride, pad, off, size):
     lo = max(0, (pad - off + stride - 1) // stride)
     hi = min(o_count, (size - 1 + pad - off) // stride + 1)
     return lo, max(lo, hi)
-
-
-# -- im2col / col2im, 'last' layout: col (C * kh * kw, OH * OW * N) --------------------------------
-@njit(**_opts)
-def pad_last(x, ph, pw, out):
-    """x (N, C, H, W) -> out (C, H + 2 ph, W + 2 pw, N), zero border."""
-    n, c, h, w = x.shape
-    for ci in prange(c):
-        out[ci] = 0
-        for b in range(n):
-            for y in range(h):
-                for xx in range(w):
-                    out[ci, y + ph, xx + pw, b] = x[b, ci, y, xx]
-
-
-@njit(**_opts)
-def im2col_last(xp, kh, kw, sh, sw, dh, dw, oh, ow, col):
-    """xp (C, Hp, Wp, N) padded -> col (C * kh * kw, OH * OW * N)."""
-    c, n = xp.shape[0], xp.shape[3]
-    for r in prange(c * kh * kw):
-        ci = r // (kh * kw)
-        i = (r // kw) % kh
-        j = r % kw
-        dst = col[r]
-        for oy in range(oh):
-            src = xp[ci, oy * sh + i * dh].reshape(-1)
-            base = oy * ow * n
-            if sw == 1:
-                dst[base:base + ow * n] = src[j * dw * n:(j * dw + ow) * n]
-                continue
-            for ox in range(ow):
-                s0 = (ox * sw + j * dw) * n
-                dst[base + ox * n:base + ox * n + n] = src[s0:s0 + n]
-
-
-@njit(**_opts)
-def col2im_last(col, kh, kw, ph, pw, sh, sw, dh, dw, oh, ow, dx):
-    """Adjoint of pad_last + im2col_last: sum col back into dx (N, C, H, W) (overwritten)."""
-    n, c, h, w = dx.shape
-    hp, wp = h + 2 * ph, w + 2 * pw
-    for ci in prange(c):
-        acc = np.zeros((hp, wp, n), dtype=dx.dtype)
-        for i in range(kh):
-            for j in range(kw):
-                r = (ci * kh + i) * kw + j
-                for oy in range(oh):
-                    y = oy * sh + i * dh
-                    base = oy * ow * n
-                    for ox in range(ow):
-                        xx = ox * sw + j * dw
-                        src = base + ox * n
-                        for b in range(n):
-                            acc[y, xx, b] += col[r, src + b]
-        for b in range(n):
-            for y in range(h):
-                for xx in range(w):
-                    dx[b, ci, y, xx] = acc[y + ph, xx + pw, b]
 
 
 # -- depthwise convolution: weight (M, 1, kh, kw), output channel m reads input m // (M / C) -----

@@ -189,3 +189,21 @@ def test_convolution_backward_one_and_two_threads_agree():
         numba.set_num_threads(before)
     for a, b in zip(two, one):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+
+
+@needs_numba
+def test_data_gradient_col2im_and_correlation_agree():
+    """With numba, a convolution with >= dy_columns_min_outputs outputs per group takes
+    W^T dY + col2im for its data gradient; the dY-column correlation gives the same numbers."""
+    from caffepy.layers.conv import ConvolutionLayer
+    text = CONV % (64, "kernel_size: 3 pad: 1 group: 1")
+    x = np.random.default_rng(4).standard_normal((2, 3, 6, 5))
+    by_col2im = _forward_backward(text, x, np.float64)
+    old = ConvolutionLayer.dy_columns_min_outputs
+    ConvolutionLayer.dy_columns_min_outputs = 1 << 30
+    try:
+        by_correlation = _forward_backward(text, x, np.float64)
+    finally:
+        ConvolutionLayer.dy_columns_min_outputs = old
+    for a, b in zip(by_col2im, by_correlation):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-10)

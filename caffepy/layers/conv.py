@@ -222,6 +222,7 @@ class ConvolutionLayer(_ConvolutionBase):
                           pad_buffer=self._scratch("pad", pshape) if any(pad) else None)
 
     dy_columns_max_bytes = 64 << 20     # see _data_grad_by_conv
+    dy_columns_min_outputs = 64
 
     # ``fused_relu``: None, or the negative slope of a ReLU applied in the same pass (set by
     # caffepy.optimize when it fuses a following ReLU layer into this one).
@@ -343,8 +344,14 @@ class ConvolutionLayer(_ConvolutionBase):
         output is nearly as large as the input, where it avoids numpy's slow col2im; not when dy
         has more channels than x and its column buffer would exceed 64 MB (it is num_output /
         channels times the size of W^T dy's: CaffeNet's conv2 would take 298 MB, not 112 MB).
-        (With the numba kernels col2im is nearly as fast: CIFAR10-quick's step is 4% slower
-        with col2im everywhere, CaffeNet's conv2-conv5 backward the same, one thread.)"""
+        With numba's (vectorised) 2-d col2im, W^T dy + col2im is taken unless num_output / group
+        is below ``dy_columns_min_outputs``: that is the inner dimension of W^T dy's GEMM, which
+        OpenBLAS runs at 49 GF/s for 32 and 77 GF/s for 64 (one thread; CIFAR10-quick's conv2 /
+        conv3), while the data gradients of CIFAR10-quick's conv3 and CaffeNet's conv3-conv5
+        took 1.2-2x longer by the correlation (measured one thread, load 8-10)."""
+        if (kernels.get() is not None and self.num_spatial == 2
+                and self.num_output // self.group >= self.dy_columns_min_outputs):
+            return False
         dy_col_bytes = (self.num_output * np.prod(self.kernel) * np.prod(self.in_spatial)
                         * self.outer * self.dtype.itemsize)
         return (all(s == 1 for s in self.stride)

@@ -207,3 +207,22 @@ def test_data_gradient_col2im_and_correlation_agree():
         ConvolutionLayer.dy_columns_min_outputs = old
     for a, b in zip(by_col2im, by_correlation):
         np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-10)
+
+
+@needs_numba
+@pytest.mark.parametrize("fields", [
+    "kernel_size: 3 stride: 2", "kernel_size: 3 stride: 1 pad: 1", "kernel_size: 2 stride: 2",
+    "kernel_h: 3 kernel_w: 2 stride_h: 2 stride_w: 1 pad_h: 1 pad_w: 1",
+])
+def test_max_pooling_wide_rows_and_ties_equal_numpy(fields):
+    """Rows wide enough for the four-windows-at-once path, with many ties (rounded values)."""
+    x = np.round(np.random.default_rng(6).standard_normal((2, 3, 21, 23)))
+    text = 'type: "Pooling" pooling_param { pool: MAX %s }' % fields
+    layer = make_layer(text)
+    top = make_blobs(1)
+    run_layer(layer, make_blobs([x]), top)
+    fast, fast_arg = top[0].data.copy(), layer.arg.copy()
+    with kernels.disabled():
+        run_layer(layer, make_blobs([x]), top)
+    np.testing.assert_array_equal(fast, top[0].data)
+    np.testing.assert_array_equal(fast_arg, layer.arg)

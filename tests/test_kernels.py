@@ -214,15 +214,20 @@ def test_data_gradient_col2im_and_correlation_agree():
     "kernel_size: 3 stride: 2", "kernel_size: 3 stride: 1 pad: 1", "kernel_size: 2 stride: 2",
     "kernel_h: 3 kernel_w: 2 stride_h: 2 stride_w: 1 pad_h: 1 pad_w: 1",
 ])
-def test_max_pooling_wide_rows_and_ties_equal_numpy(fields):
+@pytest.mark.parametrize("pool", ["MAX", "AVE"])
+def test_pooling_wide_rows_and_ties_equal_numpy(fields, pool):
     """Rows wide enough for the four-windows-at-once path, with many ties (rounded values)."""
     x = np.round(np.random.default_rng(6).standard_normal((2, 3, 21, 23)))
-    text = 'type: "Pooling" pooling_param { pool: MAX %s }' % fields
+    text = 'type: "Pooling" pooling_param { pool: %s %s }' % (pool, fields)
     layer = make_layer(text)
     top = make_blobs(1)
     run_layer(layer, make_blobs([x]), top)
-    fast, fast_arg = top[0].data.copy(), layer.arg.copy()
+    fast = top[0].data.copy()
+    fast_arg = layer.arg.copy() if pool == "MAX" else None
     with kernels.disabled():
         run_layer(layer, make_blobs([x]), top)
-    np.testing.assert_array_equal(fast, top[0].data)
-    np.testing.assert_array_equal(fast_arg, layer.arg)
+    if pool == "MAX":
+        np.testing.assert_array_equal(fast, top[0].data)
+        np.testing.assert_array_equal(fast_arg, layer.arg)
+    else:
+        np.testing.assert_allclose(fast, top[0].data, rtol=1e-12, atol=1e-12)

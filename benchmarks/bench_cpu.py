@@ -10,7 +10,9 @@ The same nets are built with torch.nn and timed the same way when torch is insta
 caffepy dependency). ``--profile`` prints caffepy's time per layer, forward and backward.
 ``--numpy-too`` also times caffepy with its numba kernels switched off (the pure-numpy path),
 back to back in the same process. ``--rounds R`` alternates caffepy and torch R times and prints
-the medians (on a shared machine both then see the same bursts of load).
+the medians (on a shared machine both then see the same bursts of load). ``--cpu-time`` times
+every step by the process's CPU time and reports the fastest step (with ``--threads 1``: a figure
+that the other processes of a loaded machine disturb far less than wall-clock time).
 """
 import argparse
 import os
@@ -116,15 +118,30 @@ def build_caffepy(text):
     return Net(param, caffe_pb2.TRAIN)
 
 
-def time_caffepy(net, iters, warmup=3):
-    for _ in range(warmup):
-        net.clear_param_diffs()
-        net.forward_backward()
+CPU_TIME = [False]     # --cpu-time: the fastest step by process CPU time instead of the mean
+
+
+def _timed(step, iters):
+    if CPU_TIME[0]:
+        best = float("inf")
+        for _ in range(iters):
+            start = time.process_time()
+            step()
+            best = min(best, time.process_time() - start)
+        return best
     start = time.perf_counter()
     for _ in range(iters):
+        step()
+    return (time.perf_counter() - start) / iters
+
+
+def time_caffepy(net, iters, warmup=3):
+    def step():
         net.clear_param_diffs()
         net.forward_backward()
-    return (time.perf_counter() - start) / iters
+    for _ in range(warmup):
+        step()
+    return _timed(step, iters)
 
 
 def profile_caffepy(net, iters):
@@ -208,10 +225,7 @@ def time_torch(name, iters, warmup=3):
         loss_fn(model(torch.randn(shape)), label).backward()
     for _ in range(warmup):
         step()
-    start = time.perf_counter()
-    for _ in range(iters):
-        step()
-    return (time.perf_counter() - start) / iters
+    return _timed(step, iters)
 
 
 def main(argv=None):
@@ -228,7 +242,10 @@ def main(argv=None):
     ap.add_argument("--ab", type=int, default=0, metavar="ROUNDS",
                     help="only caffepy: ROUNDS alternations of numba on / off (--iters steps "
                          "each); min and median ms per step of each")
+    ap.add_argument("--cpu-time", action="store_true",
+                    help="the fastest step by process CPU time (use with --threads 1)")
     args = ap.parse_args(argv)
+    CPU_TIME[0] = args.cpu_time
     from caffepy.math import kernels
     if args.threads:
         kernels.set_threads(args.threads)

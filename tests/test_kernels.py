@@ -145,3 +145,89 @@ def test_channel_layers_numba_equal_numpy(text):
         np.testing.assert_allclose(outs[0], outs[1], rtol=1e-6, atol=1e-6)
         return
     _both_paths(text, (2, 3, 4, 5))
+
+
+@needs_numba
+@pytest.mark.parametrize("shape", [(3, 5, 7), (17, 2, 40), (1, 4, 3)])
+def test_conv_transposes_equal_numpy(shape):
+    """image_to_rows (with the bias sum) and rows_to_image (with bias and leaky ReLU) against
+    numpy's transposes."""
+    k = kernels.get()
+    rng = np.random.default_rng(5)
+    n, m, p = shape
+    dy = rng.standard_normal(shape).astype(np.float32)
+    rows = np.empty((m, p * n), np.float32)
+    bsum = np.full(m, 0.5)
+    k.image_to_rows(dy, bsum, rows)
+    np.testing.assert_array_equal(rows, dy.transpose(1, 2, 0).reshape(m, -1))
+    np.testing.assert_allclose(bsum, 0.5 + dy.astype(np.float64).sum(axis=(0, 2)), rtol=1e-12)
+    k.image_to_rows(dy, np.empty(0), rows)
+    bias = rng.standard_normal(m).astype(np.float32)
+    out = np.empty_like(dy)
+    k.rows_to_image(rows, bias, 0.25, True, out)
+    want = dy + bias[:, None]
+    np.testing.assert_allclose(out, np.where(want > 0, want, want * 0.25), rtol=1e-6, atol=1e-6)
+    k.rows_to_image(rows, np.empty(0, np.float32), 0.0, False, out)
+    np.testing.assert_array_equal(out, dy)
+
+
+@needs_numba
+def test_convolution_backward_one_and_two_threads_agree():
+    """The conv backward's dY transpose + bias sum runs in numba with threads, in numpy on one."""
+    import numba
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("numba has one thread")
+    text = CONV % (6, "kernel_size: 3 pad: 1")
+    x = np.random.default_rng(2).standard_normal((5, 3, 8, 7))
+    before = numba.get_num_threads()
+    try:
+        numba.set_num_threads(2)
+        two = _forward_backward(text, x, np.float32)
+        numba.set_num_threads(1)
+        one = _forward_backward(text, x, np.float32)
+    finally:
+        numba.set_num_threads(before)
+    for a, b in zip(two, one):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+
+
+@needs_numba
+def test_data_gradient_col2im_and_correlation_agree():
+    """With numba, a convolution with >= dy_columns_min_outputs outputs per group takes
+    W^T dY + col2im for its data gradient; the dY-column correlation gives the same numbers."""
+    from caffepy.layers.conv import ConvolutionLayer
+    text = CONV % (64, "kernel_size: 3 pad: 1 group: 1")
+    x = np.random.default_rng(4).standard_normal((2, 3, 6, 5))
+    by_col2im = _forward_backward(text, x, np.float64)
+    old = ConvolutionLayer.dy_columns_min_outputs
+    ConvolutionLayer.dy_columns_min_outputs = 1 << 30
+    try:
+        by_correlation = _forward_backward(text, x, np.float64)
+    finally:
+        ConvolutionLayer.dy_columns_min_outputs = old
+    for a, b in zip(by_col2im, by_correlation):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-10)
+
+
+@needs_numba
+@pytest.mark.parametrize("fields", [
+    "kernel_size: 3 stride: 2", "kernel_size: 3 stride: 1 pad: 1", "kernel_size: 2 stride: 2",
+    "kernel_h: 3 kernel_w: 2 stride_h: 2 stride_w: 1 pad_h: 1 pad_w: 1",
+])
+@pytest.mark.parametrize("pool", ["MAX", "AVE"])
+def test_pooling_wide_rows_and_ties_equal_numpy(fields, pool):
+    """Rows wide enough for the four-windows-at-once path, with many ties (rounded values)."""
+    x = np.round(np.random.default_rng(6).standard_normal((2, 3, 21, 23)))
+    text = 'type: "Pooling" pooling_param { pool: %s %s }' % (pool, fields)
+    layer = make_layer(text)
+    top = make_blobs(1)
+    run_layer(layer, make_blobs([x]), top)
+    fast = top[0].data.copy()
+    fast_arg = layer.arg.copy() if pool == "MAX" else None
+    with kernels.disabled():
+        run_layer(layer, make_blobs([x]), top)
+    if pool == "MAX":
+        np.testing.assert_array_equal(fast, top[0].data)
+        np.testing.assert_array_equal(fast_arg, layer.arg)
+    else:
+        np.testing.assert_allclose(fast, top[0].data, rtol=1e-12, atol=1e-12)

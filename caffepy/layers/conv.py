@@ -222,6 +222,7 @@ class ConvolutionLayer(_ConvolutionBase):
                           pad_buffer=self._scratch("pad", pshape) if any(pad) else None)
 
     dy_columns_max_bytes = 64 << 20     # see _data_grad_by_conv
+    dy_columns_min_outputs = 64
 
     # ``fused_relu``: None, or the negative slope of a ReLU applied in the same pass (set by
     # caffepy.optimize when it fuses a following ReLU layer into this one).
@@ -288,10 +289,21 @@ class ConvolutionLayer(_ConvolutionBase):
                                                   + tuple(self.in_spatial)))
 
     def _dy_rows(self, dy):
-        """dy (N, M, P) -> (M, P * N), the column order of the forward GEMM."""
-        # numpy's cache-blocked copy: measured 1.3-2x faster than a numba loop on one thread
-        out = self._scratch("rows", (dy[0].size, self.outer))
-        return cpu.transpose_into(dy.reshape(self.outer, -1), out)
+        """dy (N, M, P) -> (M, P * N), the column order of the forward GEMM; adds the bias
+        gradient. With numba and more than one thread one parallel pass does both; on one thread
+        numpy's cache-blocked copy and sum (numba's loop took 0.9-1.7x their time there)."""
+        out = self._scratch("rows", (dy.shape[1], dy.shape[2] * self.outer))
+        k = kernels.get()
+        if k is not None and kernels.threads() > 1 and dy.flags.c_contiguous:
+            want = self.bias_term and self.param_propagate_down[1]
+            bsum = np.zeros(self.num_output if want else 0)
+            k.image_to_rows(dy, bsum, out)
+            if want:
+                self.blobs[1].diff += bsum
+            return out
+        self._bias_grad(dy)
+        cpu.transpose_into(dy.reshape(self.outer, -1), out.reshape(-1, self.outer))
+        return out
 
     def backward_cpu(self, top, propagate_down, bottom):
         if self._depthwise():
@@ -300,7 +312,6 @@ class ConvolutionLayer(_ConvolutionBase):
         g = self.group
         for i, (b, t) in enumerate(zip(bottom, top)):
             dy = t.diff.reshape(self.outer, self.num_output, -1)
-            self._bias_grad(dy)
             dyt = self._dy_rows(dy).reshape(g, w.shape[1], -1)
             if self.param_propagate_down[0]:
                 col = self._cols.get(i)
@@ -333,8 +344,14 @@ class ConvolutionLayer(_ConvolutionBase):
         output is nearly as large as the input, where it avoids numpy's slow col2im; not when dy
         has more channels than x and its column buffer would exceed 64 MB (it is num_output /
         channels times the size of W^T dy's: CaffeNet's conv2 would take 298 MB, not 112 MB).
-        (With the numba kernels col2im is nearly as fast: CIFAR10-quick's step is 4% slower
-        with col2im everywhere, CaffeNet's conv2-conv5 backward the same, one thread.)"""
+        With numba's (vectorised) 2-d col2im, W^T dy + col2im is taken unless num_output / group
+        is below ``dy_columns_min_outputs``: that is the inner dimension of W^T dy's GEMM, which
+        OpenBLAS runs at 49 GF/s for 32 and 77 GF/s for 64 (one thread; CIFAR10-quick's conv2 /
+        conv3), while the data gradients of CIFAR10-quick's conv3 and CaffeNet's conv3-conv5
+        took 1.2-2x longer by the correlation (measured one thread, load 8-10)."""
+        if (kernels.get() is not None and self.num_spatial == 2
+                and self.num_output // self.group >= self.dy_columns_min_outputs):
+            return False
         dy_col_bytes = (self.num_output * np.prod(self.kernel) * np.prod(self.in_spatial)
                         * self.outer * self.dtype.itemsize)
         return (all(s == 1 for s in self.stride)

@@ -5,6 +5,9 @@ compiled once per dtype and cached on disk (``cache=True``)."""
 import numpy as np
 from numba import njit, prange
 
+from ._numba_train import (ave_pool, col2im_last, im2col_last,  # noqa: F401
+                           image_to_rows, max_pool, pad_last, rows_to_image)
+
 _opts = dict(parallel=True, cache=True, nogil=True, fastmath=False)
 
 
@@ -14,82 +17,6 @@ def _span(o_count, stride, pad, off, size):
     lo = max(0, (pad - off + stride - 1) // stride)
     hi = min(o_count, (size - 1 + pad - off) // stride + 1)
     return lo, max(lo, hi)
-
-
-# -- im2col / col2im, 'last' layout: col (C * kh * kw, OH * OW * N) --------------------------------
-@njit(**_opts)
-def pad_last(x, ph, pw, out):
-    """x (N, C, H, W) -> out (C, H + 2 ph, W + 2 pw, N), zero border."""
-    n, c, h, w = x.shape
-    for ci in prange(c):
-        out[ci] = 0
-        for b in range(n):
-            for y in range(h):
-                for xx in range(w):
-                    out[ci, y + ph, xx + pw, b] = x[b, ci, y, xx]
-
-
-@njit(**_opts)
-def im2col_last(xp, kh, kw, sh, sw, dh, dw, oh, ow, col):
-    """xp (C, Hp, Wp, N) padded -> col (C * kh * kw, OH * OW * N)."""
-    c, n = xp.shape[0], xp.shape[3]
-    for r in prange(c * kh * kw):
-        ci = r // (kh * kw)
-        i = (r // kw) % kh
-        j = r % kw
-        dst = col[r]
-        for oy in range(oh):
-            src = xp[ci, oy * sh + i * dh].reshape(-1)
-            base = oy * ow * n
-            if sw == 1:
-                dst[base:base + ow * n] = src[j * dw * n:(j * dw + ow) * n]
-                continue
-            for ox in range(ow):
-                s0 = (ox * sw + j * dw) * n
-                dst[base + ox * n:base + ox * n + n] = src[s0:s0 + n]
-
-
-@njit(**_opts)
-def col2im_last(col, kh, kw, ph, pw, sh, sw, dh, dw, oh, ow, dx):
-    """Adjoint of pad_last + im2col_last: sum col back into dx (N, C, H, W) (overwritten)."""
-    n, c, h, w = dx.shape
-    hp, wp = h + 2 * ph, w + 2 * pw
-    for ci in prange(c):
-        acc = np.zeros((hp, wp, n), dtype=dx.dtype)
-        for i in range(kh):
-            for j in range(kw):
-                r = (ci * kh + i) * kw + j
-                for oy in range(oh):
-                    y = oy * sh + i * dh
-                    base = oy * ow * n
-                    for ox in range(ow):
-                        xx = ox * sw + j * dw
-                        src = base + ox * n
-                        for b in range(n):
-                            acc[y, xx, b] += col[r, src + b]
-        for b in range(n):
-            for y in range(h):
-                for xx in range(w):
-                    dx[b, ci, y, xx] = acc[y + ph, xx + pw, b]
-
-
-@njit(**_opts)
-def rows_to_image(a, bias, slope, relu, out):
-    """a (M, P * N) -> out (N, M, P) [+ bias[m]] [then leaky ReLU with ``slope`` if relu]."""
-    n, m, p = out.shape
-    has_bias = bias.shape[0] > 0
-    for mi in prange(m):
-        bv = bias[mi] if has_bias else 0.0
-        src = a[mi]
-        for q0 in range(0, p, 64):
-            q1 = min(q0 + 64, p)
-            for b in range(n):
-                dst = out[b, mi]
-                for q in range(q0, q1):
-                    v = src[q * n + b] + bv
-                    if relu and v <= 0:
-                        v = v * slope
-                    dst[q] = v
 
 
 # -- depthwise convolution: weight (M, 1, kh, kw), output channel m reads input m // (M / C) -----
@@ -171,31 +98,6 @@ def dw_backward_weight(dy, x, kh, kw, ph, pw, sh, sw, dh, dw, dwt):
 
 # -- pooling over (P, H, W) planes (P = N * C) -----------------------------------------------------
 @njit(**_opts)
-def max_pool(x, kh, kw, sh, sw, ph, pw, lowest, y, arg):
-    """Caffe's scan: the first maximum of each window clipped to the image; arg = offset
-    (i * kw + j) within the unclipped window (``lowest`` and 0 for a window with no pixel)."""
-    p, h, w = x.shape
-    oh, ow = y.shape[1], y.shape[2]
-    for t in prange(p):
-        for oy in range(oh):
-            y0 = oy * sh - ph
-            ya, yb = max(y0, 0), min(y0 + kh, h)
-            for ox in range(ow):
-                x0 = ox * sw - pw
-                xa, xb = max(x0, 0), min(x0 + kw, w)
-                best = lowest
-                bi = 0
-                for yy in range(ya, yb):
-                    for xx in range(xa, xb):
-                        v = x[t, yy, xx]
-                        if v > best:
-                            best = v
-                            bi = (yy - y0) * kw + (xx - x0)
-                y[t, oy, ox] = best
-                arg[t, oy, ox] = bi
-
-
-@njit(**_opts)
 def max_pool_backward(dy, arg, kw, sh, sw, ph, pw, dx):
     p, h, w = dx.shape
     oh, ow = dy.shape[1], dy.shape[2]
@@ -208,27 +110,6 @@ def max_pool_backward(dy, arg, kw, sh, sw, ph, pw, dx):
                 xx = ox * sw - pw + a % kw
                 if yy >= 0 and yy < h and xx >= 0 and xx < w:
                     dx[t, yy, xx] += dy[t, oy, ox]
-
-
-@njit(**_opts)
-def ave_pool(x, kh, kw, sh, sw, ph, pw, y):
-    """Sum over the window clipped to the image / the window clipped to the padded image."""
-    p, h, w = x.shape
-    oh, ow = y.shape[1], y.shape[2]
-    for t in prange(p):
-        for oy in range(oh):
-            y0 = oy * sh - ph
-            y1 = min(y0 + kh, h + ph)
-            ya, yb = max(y0, 0), min(y1, h)
-            for ox in range(ow):
-                x0 = ox * sw - pw
-                x1 = min(x0 + kw, w + pw)
-                xa, xb = max(x0, 0), min(x1, w)
-                s = 0.0
-                for yy in range(ya, yb):
-                    for xx in range(xa, xb):
-                        s += x[t, yy, xx]
-                y[t, oy, ox] = s / ((y1 - y0) * (x1 - x0))
 
 
 @njit(**_opts)

@@ -74,6 +74,14 @@ def set_threads(n):
         numba.set_num_threads(max(1, min(int(n), numba.config.NUMBA_NUM_THREADS)))
 
 
+def threads():
+    """numba's thread count for the kernels (1 without numba)."""
+    if get() is None:
+        return 1
+    import numba
+    return numba.get_num_threads()
+
+
 def contiguous(*arrays):
     """True when every array is C-contiguous (the kernels index raw memory in C order)."""
     return all(a.flags.c_contiguous for a in arrays)

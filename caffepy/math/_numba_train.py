@@ -1,0 +1,240 @@
+"""numba kernels of the convolution in the 'last' column order (C * kh * kw, OH * OW * N), image
+index innermost (reached through :mod:`caffepy.math.kernels`: :mod:`caffepy.math._numba_kernels`
+re-exports them): padding, im2col, col2im, the transposes between the images (N, M, P) and the
+GEMM's order (M, P * N), the bias gradient summed in the same pass; and MAX / AVE pooling's forward.
+Cached on disk.
+
+The copies and adds run as loops over a slice of each row (``seg = row[a:b]; for e in
+range(len)``): indices from 0 need no negative-index wrap-around, so LLVM vectorises them
+(measured, one thread: col2im 3.5x, im2col with stride 4 1.4x faster than loops that index the
+whole row; slice assignment is as fast for long runs, slower for short ones)."""
+import numpy as np
+from numba import njit, prange
+
+_opts = dict(parallel=True, cache=True, nogil=True, fastmath=False)
+
+
+@njit(**_opts)
+def image_to_rows(dy, bsum, out):
+    """dy (N, M, P) -> out (M, P * N) (image index innermost); bsum[m] += sum of dy[:, m] when
+    bsum is not empty (the bias gradient, summed in float64)."""
+    n, m, p = dy.shape
+    want = bsum.shape[0] > 0
+    for mi in prange(m):
+        dst = out[mi]
+        s = 0.0
+        for q0 in range(0, p, 16):
+            q1 = min(q0 + 16, p)
+            for b in range(n):
+                src = dy[b, mi]
+                for q in range(q0, q1):
+                    v = src[q]
+                    s += v
+                    dst[q * n + b] = v
+        if want:
+            bsum[mi] += s
+
+
+@njit(**_opts)
+def rows_to_image(a, bias, slope, relu, out):
+    """a (M, P * N) -> out (N, M, P) [+ bias[m]] [then leaky ReLU with ``slope`` if relu]: each
+    image's row written in one contiguous run (the strided reads stay in the cache)."""
+    n, m, p = out.shape
+    has_bias = bias.shape[0] > 0
+    for mi in prange(m):
+        bv = bias[mi] if has_bias else 0.0
+        src = a[mi]
+        for b in range(n):
+            dst = out[b, mi]
+            for q in range(p):
+                v = src[q * n + b] + bv
+                if relu and v <= 0:
+                    v = v * slope
+                dst[q] = v
+
+
+@njit(**_opts)
+def pad_last(x, ph, pw, out):
+    """x (N, C, H, W) -> out (C, H + 2 ph, W + 2 pw, N), zero border."""
+    n, c, h, w = x.shape
+    for ci in prange(c):
+        flat = out[ci].reshape(-1)
+        for e in range(flat.shape[0]):
+            flat[e] = 0
+        for y in range(h):
+            row = out[ci, y + ph].reshape(-1)
+            for b in range(n):
+                src = x[b, ci, y]
+                seg = row[pw * n + b:]
+                for xx in range(w):
+                    seg[xx * n] = src[xx]
+
+
+@njit(**_opts)
+def im2col_last(xp, kh, kw, sh, sw, dh, dw, oh, ow, col):
+    """xp (C, Hp, Wp, N) padded -> col (C * kh * kw, OH * OW * N)."""
+    c, n = xp.shape[0], xp.shape[3]
+    run = ow * n
+    for r in prange(c * kh * kw):
+        ci = r // (kh * kw)
+        i = (r // kw) % kh
+        j = r % kw
+        dst = col[r]
+        for oy in range(oh):
+            src = xp[ci, oy * sh + i * dh].reshape(-1)
+            base = oy * run
+            if sw == 1:
+                seg = dst[base:base + run]
+                s = src[j * dw * n:j * dw * n + run]
+                for e in range(run):
+                    seg[e] = s[e]
+                continue
+            for ox in range(ow):
+                s0 = (ox * sw + j * dw) * n
+                seg = dst[base + ox * n:base + ox * n + n]
+                s = src[s0:s0 + n]
+                for e in range(n):
+                    seg[e] = s[e]
+
+
+@njit(**_opts)
+def col2im_last(col, kh, kw, ph, pw, sh, sw, dh, dw, oh, ow, dx):
+    """Adjoint of pad_last + im2col_last: sum col back into dx (N, C, H, W) (overwritten)."""
+    n, c, h, w = dx.shape
+    hp, wp = h + 2 * ph, w + 2 * pw
+    run = ow * n
+    for ci in prange(c):
+        acc = np.zeros(hp * wp * n, dtype=dx.dtype)
+        for i in range(kh):
+            for j in range(kw):
+                src_row = col[(ci * kh + i) * kw + j]
+                for oy in range(oh):
+                    a0 = (oy * sh + i * dh) * wp * n
+                    base = oy * run
+                    if sw == 1:
+                        seg = acc[a0 + j * dw * n:a0 + j * dw * n + run]
+                        s = src_row[base:base + run]
+                        for e in range(run):
+                            seg[e] += s[e]
+                        continue
+                    for ox in range(ow):
+                        s0 = a0 + (ox * sw + j * dw) * n
+                        seg = acc[s0:s0 + n]
+                        s = src_row[base + ox * n:base + ox * n + n]
+                        for e in range(n):
+                            seg[e] += s[e]
+        for b in range(n):
+            for y in range(h):
+                d = dx[b, ci, y]
+                a0 = ((y + ph) * wp + pw) * n + b
+                for xx in range(w):
+                    d[xx] = acc[a0 + xx * n]
+
+
+@njit(**_opts)
+def max_pool(x, kh, kw, sh, sw, ph, pw, lowest, y, arg):
+    """x (P, H, W) -> y, arg (P, OH, OW): Caffe's scan, the first maximum of each window clipped
+    to the image (rows, then columns); arg = offset (i * kw + j) within the unclipped window
+    (``lowest`` and 0 for a window with no pixel). Windows wholly inside a row are done four at
+    a time, each keeping its maximum by selects, not branches: four independent chains instead
+    of one (measured 1.3-1.6x faster, one thread)."""
+    p, h, w = x.shape
+    oh, ow = y.shape[1], y.shape[2]
+    lo = (pw + sw - 1) // sw                            # outputs [lo, hi): no column clipped
+    hi = max(lo, min(ow, (w - kw + pw) // sw + 1))
+    for t in prange(p):
+        src = x[t]
+        for oy in range(oh):
+            y0 = oy * sh - ph
+            ya, yb = max(y0, 0), min(y0 + kh, h)
+            yrow = y[t, oy]
+            arow = arg[t, oy]
+            ox = 0
+            while ox < ow:
+                x0 = ox * sw - pw
+                if ox >= lo and ox + 4 <= hi:
+                    b0 = b1 = b2 = b3 = lowest
+                    i0 = i1 = i2 = i3 = 0
+                    for yy in range(ya, yb):
+                        row = src[yy]
+                        c0 = (yy - y0) * kw
+                        for j in range(kw):
+                            code = c0 + j
+                            v = row[x0 + j]
+                            c = v > b0
+                            b0 = v if c else b0
+                            i0 = code if c else i0
+                            v = row[x0 + sw + j]
+                            c = v > b1
+                            b1 = v if c else b1
+                            i1 = code if c else i1
+                            v = row[x0 + 2 * sw + j]
+                            c = v > b2
+                            b2 = v if c else b2
+                            i2 = code if c else i2
+                            v = row[x0 + 3 * sw + j]
+                            c = v > b3
+                            b3 = v if c else b3
+                            i3 = code if c else i3
+                    yrow[ox], yrow[ox + 1], yrow[ox + 2], yrow[ox + 3] = b0, b1, b2, b3
+                    arow[ox], arow[ox + 1], arow[ox + 2], arow[ox + 3] = i0, i1, i2, i3
+                    ox += 4
+                    continue
+                xa, xb = max(x0, 0), min(x0 + kw, w)
+                best = lowest
+                bi = 0
+                for yy in range(ya, yb):
+                    row = src[yy]
+                    code0 = (yy - y0) * kw - x0
+                    for xx in range(xa, xb):
+                        v = row[xx]
+                        c = v > best
+                        best = v if c else best
+                        bi = (code0 + xx) if c else bi
+                yrow[ox] = best
+                arow[ox] = bi
+                ox += 1
+
+
+@njit(**_opts)
+def ave_pool(x, kh, kw, sh, sw, ph, pw, y):
+    """Sum over the window clipped to the image / the window clipped to the padded image; the
+    windows wholly inside a row four at a time (four independent sums, each in the same order as
+    one window alone: measured 1.1-1.3x faster, one thread)."""
+    p, h, w = x.shape
+    oh, ow = y.shape[1], y.shape[2]
+    lo = (pw + sw - 1) // sw
+    hi = max(lo, min(ow, (w - kw + pw) // sw + 1))
+    for t in prange(p):
+        src = x[t]
+        for oy in range(oh):
+            y0 = oy * sh - ph
+            y1 = min(y0 + kh, h + ph)
+            ya, yb = max(y0, 0), min(y1, h)
+            yrow = y[t, oy]
+            ox = 0
+            while ox < ow:
+                x0 = ox * sw - pw
+                if ox >= lo and ox + 4 <= hi:
+                    s0 = s1 = s2 = s3 = 0.0
+                    for yy in range(ya, yb):
+                        row = src[yy]
+                        for j in range(kw):
+                            s0 += row[x0 + j]
+                            s1 += row[x0 + sw + j]
+                            s2 += row[x0 + 2 * sw + j]
+                            s3 += row[x0 + 3 * sw + j]
+                    d = (y1 - y0) * kw
+                    yrow[ox], yrow[ox + 1], yrow[ox + 2], yrow[ox + 3] = \
+                        s0 / d, s1 / d, s2 / d, s3 / d
+                    ox += 4
+                    continue
+                x1 = min(x0 + kw, w + pw)
+                xa, xb = max(x0, 0), min(x1, w)
+                s = 0.0
+                for yy in range(ya, yb):
+                    row = src[yy]
+                    for xx in range(xa, xb):
+                        s += row[xx]
+                yrow[ox] = s / ((y1 - y0) * (x1 - x0))
+                ox += 1

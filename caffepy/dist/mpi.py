@@ -57,6 +57,10 @@ NAP = 0.00005
 IDLE_MAX = 0.001
 
 
+def _nap():
+    time.sleep(0)
+
+
 def mpi_world():
     """(comm, rank, size) of MPI_COMM_WORLD; a one-line error without mpi4py."""
     try:
@@ -120,6 +124,11 @@ class MpiEngine(Engine):
         # polling only pays while a core is free for it: none on a host with more ranks than cores
         here = self.hosts.count(self.hosts[self.rank])
         self.spin = SPIN if here <= _cores() else 0.0
+        # between polling rounds: where the comm thread has a core of its own, only yield (~2 µs;
+        # data moves only inside MPI calls, so a nap between rounds idles the link); else
+        # sleep(0), which naps for the timer slack (~50 µs) and leaves the core to the compute
+        self.pause = os.sched_yield if here < _cores() else _nap
+        self.claims = []                     # role threads about to take the lock (list: atomic)
         super(MpiEngine, self).__init__(topology, topology.endpoints_of_process(self.rank))
         self.outbox = collections.deque()
         self.wake = threading.Event()
@@ -174,25 +183,26 @@ class MpiEngine(Engine):
                 inbox.put((T.header(T.ERROR, text=self.error), []))
 
     def _run(self):
-        idle = 0.0
+        idle, pause, claims, lock = 0.0, self.pause, self.claims, self.lock
         while not (self._closed.is_set() and not self.outbox and not self.sending):
             self.wake.clear()           # (a deliver after this wakes the wait below)
-            if not self.lock.acquire(timeout=IDLE_MAX):
+            if claims or not lock.acquire(False):   # a role thread polls: it wakes this one
+                self.wake.wait(IDLE_MAX)            # when it stops with work in flight
                 continue
             try:
                 active, busy = self._progress()
             finally:
-                self.lock.release()
+                lock.release()
             now = time.perf_counter()
             if active or (busy and self.spin):
                 self.last_active, idle = now, 0.0
-                time.sleep(0)
+                pause()
             elif busy:                  # in flight, no core to spare: poll every NAP s
                 idle = 0.0
                 self.wake.wait(NAP)
             elif now - self.last_active < self.spin:
                 idle = 0.0
-                time.sleep(0)
+                pause()
             else:
                 idle = min(IDLE_MAX, idle * 2 or NAP)
                 self.wake.wait(idle)
@@ -247,21 +257,36 @@ class MpiEngine(Engine):
         items = inbox.items
         if items:
             return items.popleft()
-        if self.lock.acquire(False):        # (no core to spare: one round, then block)
+        if self.spin:           # the communication thread steps aside while a claim is up
+            claims = self.claims
+            claims.append(None)
+            try:
+                got = self.lock.acquire(timeout=self.spin)
+            finally:
+                claims.pop()
+        else:
+            got = self.lock.acquire(False)
+        if got:                 # (no core to spare: one round, then block)
+            item = busy = None
             try:
                 progress, clock = self._progress, time.perf_counter
                 end = clock() + self.spin
                 while self.error is None:
-                    progress()
+                    busy = progress()[1]
                     if items:
-                        return items.popleft()
+                        item = items.popleft()
+                        break
                     if clock() > end:
                         break
             finally:
                 self.lock.release()
+            if item is not None:
+                if busy:        # (what is still in flight: the communication thread drives it)
+                    self.wake.set()
+                return item
             if self.spin:       # the communication thread polls on for SPIN s while this blocks
                 self.last_active = time.perf_counter()
-                self.wake.set()
+            self.wake.set()
         return Engine.receive(self, inbox, timeout)
 
     def _send_batches(self):

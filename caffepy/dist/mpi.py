@@ -53,6 +53,7 @@ TAG_HEADER, TAG_BUCKET, TAG_DATA = 11, 12, 13
 BIG = 64 * 1024               # bytes: buffers this large travel alone, zero copy
 HEADER_MAX = 256 * 1024       # bytes of one batch of headers (a batch is cut before that)
 SPIN = 0.0005
+BUSY_SPIN = 0.02
 NAP = 0.00005
 IDLE_MAX = 0.001
 
@@ -138,7 +139,7 @@ class MpiEngine(Engine):
         self.pool = _Pool()
         self.lock = threading.Lock()        # held by whoever makes MPI calls (one at a time)
         self.status = MPI.Status()
-        self.sending = []                    # (request, buffers it reads)
+        self.sending, self.kept = [], []     # send requests in flight, the buffers they read
         self.incoming = {}                   # source -> deque of _Incoming not complete yet
         if setup is not None:        # more collectives (the watchdog's address), before the thread
             setup(self)
@@ -163,9 +164,7 @@ class MpiEngine(Engine):
             try:                          # receiving is for the waiting threads and the comm thread)
                 if self.outbox:
                     self._send_batches()
-                sending = self.sending
-                sending[:] = [(r, keep) for r, keep in sending if not r.Test()]
-                if sending:               # (still in flight: the comm thread drives it)
+                if self._sends_in_flight():   # (the comm thread drives them)
                     self.wake.set()
             finally:
                 self.lock.release()
@@ -240,9 +239,23 @@ class MpiEngine(Engine):
                     active = True
                 if not pending:
                     del self.incoming[source]
-        if self.sending:
-            self.sending[:] = [(r, keep) for r, keep in self.sending if not r.Test()]
-        return active, bool(self.sending) or bool(self.incoming)
+        return active, self._sends_in_flight() or bool(self.incoming)
+
+    def _sends_in_flight(self):
+        """Drop the completed sends and the buffers they read (one MPI call); any left?"""
+        reqs = self.sending
+        if not reqs:
+            return False
+        done = self.MPI.Request.Testsome(reqs)
+        if done:
+            if len(done) == len(reqs):
+                del reqs[:], self.kept[:]
+                return False
+            done = set(done)
+            kept = self.kept
+            reqs[:] = [r for i, r in enumerate(reqs) if i not in done]
+            kept[:] = [b for i, b in enumerate(kept) if i not in done]
+        return True
 
     def _hand_over(self, inc):
         for h, bufs in inc.messages:
@@ -271,12 +284,14 @@ class MpiEngine(Engine):
             try:
                 progress, clock = self._progress, time.perf_counter
                 end = clock() + self.spin
+                last = end + BUSY_SPIN
                 while self.error is None:
                     busy = progress()[1]
                     if items:
                         item = items.popleft()
                         break
-                    if clock() > end:
+                    now = clock()           # (while data is in flight, on: no hand-over mid-message)
+                    if now > end and (not busy or now > last):
                         break
             finally:
                 self.lock.release()
@@ -286,7 +301,7 @@ class MpiEngine(Engine):
                 return item
             if self.spin:       # the communication thread polls on for SPIN s while this blocks
                 self.last_active = time.perf_counter()
-            self.wake.set()
+        self.wake.set()         # (the lock's holder was slow: the communication thread takes over)
         return Engine.receive(self, inbox, timeout)
 
     def _send_batches(self):
@@ -312,7 +327,7 @@ class MpiEngine(Engine):
                 start = end
 
     def _send_batch(self, rank, entries, buffer_lists):
-        MPI, comm, sending = self.MPI, self.comm, self.sending
+        MPI, comm, sending, kept = self.MPI, self.comm, self.sending, self.kept
         heads = b"".join(entries)
         if 8 + len(heads) > HEADER_MAX:
             raise CaffeError("a message header of %d bytes exceeds %d" % (len(heads), HEADER_MAX))
@@ -335,12 +350,15 @@ class MpiEngine(Engine):
             frame += small
             small = None
         frame = b"".join(frame)             # (one copy of each small buffer)
-        sending.append((comm.Isend([frame, MPI.BYTE], rank, TAG_HEADER), frame))
+        sending.append(comm.Isend([frame, MPI.BYTE], rank, TAG_HEADER))
+        kept.append(frame)
         if small:
             bucket = b"".join(small)
-            sending.append((comm.Isend([bucket, MPI.BYTE], rank, TAG_BUCKET), bucket))
+            sending.append(comm.Isend([bucket, MPI.BYTE], rank, TAG_BUCKET))
+            kept.append(bucket)
         for b in big:
-            sending.append((comm.Isend([b.view(np.uint8), MPI.BYTE], rank, TAG_DATA), b))
+            sending.append(comm.Isend([b.view(np.uint8), MPI.BYTE], rank, TAG_DATA))
+            kept.append(b)
 
     def _post_receives(self, raw, source):
         MPI, comm = self.MPI, self.comm

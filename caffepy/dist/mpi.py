@@ -28,14 +28,15 @@ hands the messages to the inboxes once they are complete, in the order each sour
 keeps one source's messages of a tag in order). Sends and receives are non-blocking.
 
 Who polls, where each rank of the host can have a core (its affinity holds at least as many cores as
-its host has ranks): a role thread waiting for a message holds the lock and polls for at most ``SPIN`` s (the
-communication thread sleeps on the lock meanwhile: one poller per rank, no hand-over), then blocks
-on its inbox; the communication thread polls while anything is in flight or for ``SPIN`` s after
-the last activity (yielding the GIL between rounds). Where ranks outnumber cores nobody spins: a
-waiting role thread makes one round and blocks, and the communication thread polls every ``NAP`` s
-while anything is in flight (MPI moves data only inside its calls), so polling never takes the core
-another rank computes on. Idle, the communication
-thread waits on the send queue's event for ``NAP`` up to ``IDLE_MAX`` s between rounds. mpi4py is
+its host has ranks): a role thread waiting for a message *claims* the lock (the communication thread
+steps aside) and polls for ``SPIN`` s, on while data is in flight (``BUSY_SPIN`` s more: no hand-over
+mid-message), then blocks on its inbox; the communication thread polls while anything is in flight
+or for ``SPIN`` s after the last activity, yielding (``sched_yield``, ~2 µs) between rounds where it
+has a core of its own, else napping (``sleep(0)``: the timer slack, ~50 µs; a nap idles the link,
+as UCX over TCP moves eager messages, below ~3 MiB, only inside progress calls on both sides).
+Where ranks outnumber cores nobody spins: a waiting role thread makes one round and blocks, the
+communication thread polls every ``NAP`` s while anything is in flight. Idle, it waits on the send
+queue's event for ``NAP`` up to ``IDLE_MAX`` s between rounds. mpi4py is
 imported here and in ``topology.learn_hosts`` only, inside functions.
 """
 import collections
@@ -52,14 +53,14 @@ from .transport import Engine
 TAG_HEADER, TAG_BUCKET, TAG_DATA = 11, 12, 13
 BIG = 64 * 1024               # bytes: buffers this large travel alone, zero copy
 HEADER_MAX = 256 * 1024       # bytes of one batch of headers (a batch is cut before that)
-SPIN = 0.0005
-BUSY_SPIN = 0.02
+SPIN = 0.0005                 # s a waiting role thread polls (the comm thread after activity)
+BUSY_SPIN = 0.02              # s more while data is in flight
 NAP = 0.00005
 IDLE_MAX = 0.001
 
 
 def _nap():
-    time.sleep(0)
+    time.sleep(0)           # (sleeps the timer slack, ~50 µs)
 
 
 def mpi_world():
@@ -125,10 +126,7 @@ class MpiEngine(Engine):
         # polling only pays while a core is free for it: none on a host with more ranks than cores
         here = self.hosts.count(self.hosts[self.rank])
         self.spin = SPIN if here <= _cores() else 0.0
-        # between polling rounds: where the comm thread has a core of its own, only yield (~2 µs;
-        # data moves only inside MPI calls, so a nap between rounds idles the link); else
-        # sleep(0), which naps for the timer slack (~50 µs) and leaves the core to the compute
-        self.pause = os.sched_yield if here < _cores() else _nap
+        self.pause = os.sched_yield if here < _cores() else _nap    # (between the comm thread's rounds)
         self.claims = []                     # role threads about to take the lock (list: atomic)
         super(MpiEngine, self).__init__(topology, topology.endpoints_of_process(self.rank))
         self.outbox = collections.deque()

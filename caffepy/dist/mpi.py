@@ -29,11 +29,13 @@ keeps one source's messages of a tag in order). Sends and receives are non-block
 
 Who polls, where each rank of the host can have a core (its affinity holds at least as many cores as
 its host has ranks): a role thread waiting for a message *claims* the lock (the communication thread
-steps aside) and polls for ``SPIN`` s, on while data is in flight (``BUSY_SPIN`` s more: no hand-over
-mid-message), then blocks on its inbox; the communication thread polls while anything is in flight
-or for ``SPIN`` s after the last activity, yielding (``sched_yield``, ~2 µs) between rounds where it
-has a core of its own, else napping (``sleep(0)``: the timer slack, ~50 µs; a nap idles the link,
-as UCX over TCP moves eager messages, below ~3 MiB, only inside progress calls on both sides).
+steps aside) and polls for ``SPIN`` s, then blocks on its inbox; the communication thread polls
+while anything is in flight or for ``SPIN`` s after the last activity. Where the communication
+thread has a core of its own (more cores than ranks on the host), a waiting role thread polls on
+while data is in flight (``BUSY_SPIN`` s more: no hand-over mid-message) and the communication
+thread only yields (``sched_yield``, ~2 µs) between rounds; else it naps (``sleep(0)``: the timer
+slack, ~50 µs), which idles the link: UCX over TCP moves eager messages (below ~3 MiB) only
+inside progress calls on both sides.
 Where ranks outnumber cores nobody spins: a waiting role thread makes one round and blocks, the
 communication thread polls every ``NAP`` s while anything is in flight. Idle, it waits on the send
 queue's event for ``NAP`` up to ``IDLE_MAX`` s between rounds. mpi4py is
@@ -126,7 +128,9 @@ class MpiEngine(Engine):
         # polling only pays while a core is free for it: none on a host with more ranks than cores
         here = self.hosts.count(self.hosts[self.rank])
         self.spin = SPIN if here <= _cores() else 0.0
-        self.pause = os.sched_yield if here < _cores() else _nap    # (between the comm thread's rounds)
+        own_core = here < _cores()          # (the comm thread has a core of its own)
+        self.pause = os.sched_yield if own_core else _nap     # (between the comm thread's rounds)
+        self.busy_spin = BUSY_SPIN if own_core else 0.0
         self.claims = []                     # role threads about to take the lock (list: atomic)
         super(MpiEngine, self).__init__(topology, topology.endpoints_of_process(self.rank))
         self.outbox = collections.deque()
@@ -282,7 +286,7 @@ class MpiEngine(Engine):
             try:
                 progress, clock = self._progress, time.perf_counter
                 end = clock() + self.spin
-                last = end + BUSY_SPIN
+                last = end + self.busy_spin
                 while self.error is None:
                     busy = progress()[1]
                     if items:

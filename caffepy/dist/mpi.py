@@ -29,7 +29,9 @@ keeps one source's messages of a tag in order). Sends and receives are non-block
 
 Who polls, where each rank of the host can have a core (its affinity holds at least as many cores as
 its host has ranks): a role thread waiting for a message *claims* the lock (the communication thread
-steps aside) and polls for ``SPIN`` s, then blocks on its inbox; the communication thread polls
+steps aside) and polls for ``SPIN`` s (after ``TIGHT`` s yielding between rounds: a message whose
+sender never yielded its core reached the peer only once that spin ended, so a ping-pong could lock
+into ~0.75 ms one-way), then blocks on its inbox; the communication thread polls
 while anything is in flight or for ``SPIN`` s after the last activity. Where the communication
 thread has a core of its own (more cores than ranks on the host), a waiting role thread polls on
 while data is in flight (``BUSY_SPIN`` s more: no hand-over mid-message) and the communication
@@ -57,6 +59,7 @@ BIG = 64 * 1024               # bytes: buffers this large travel alone, zero cop
 HEADER_MAX = 256 * 1024       # bytes of one batch of headers (a batch is cut before that)
 SPIN = 0.0005                 # s a waiting role thread polls (the comm thread after activity)
 BUSY_SPIN = 0.02              # s more while data is in flight
+TIGHT = 0.00005               # s a waiting role thread polls before it yields between rounds
 NAP = 0.00005
 IDLE_MAX = 0.001
 
@@ -284,8 +287,9 @@ class MpiEngine(Engine):
         if got:                 # (no core to spare: one round, then block)
             item = busy = None
             try:
-                progress, clock = self._progress, time.perf_counter
-                end = clock() + self.spin
+                progress, clock, yield_ = self._progress, time.perf_counter, os.sched_yield
+                start = clock()
+                end, tight = start + self.spin, start + TIGHT
                 last = end + self.busy_spin
                 while self.error is None:
                     busy = progress()[1]
@@ -295,6 +299,8 @@ class MpiEngine(Engine):
                     now = clock()           # (while data is in flight, on: no hand-over mid-message)
                     if now > end and (not busy or now > last):
                         break
+                    if now > tight:         # (what this spin would hold off gets the core, e.g.
+                        yield_()            # deferred network softirqs: see TIGHT)
             finally:
                 self.lock.release()
             if item is not None:

@@ -29,7 +29,7 @@ keeps one source's messages of a tag in order). Sends and receives are non-block
 
 Who polls, where each rank of the host can have a core (its affinity holds at least as many cores as
 its host has ranks): a role thread waiting for a message *claims* the lock (the communication thread
-steps aside) and polls for ``SPIN`` s (after ``TIGHT`` s yielding between rounds: a message whose
+steps aside) and polls for ``SPIN`` s (yielding its core every ``TIGHT`` s: a message whose
 sender never yielded its core reached the peer only once that spin ended, so a ping-pong could lock
 into ~0.75 ms one-way), then blocks on its inbox; the communication thread polls
 while anything is in flight or for ``SPIN`` s after the last activity. Where the communication
@@ -59,7 +59,7 @@ BIG = 64 * 1024               # bytes: buffers this large travel alone, zero cop
 HEADER_MAX = 256 * 1024       # bytes of one batch of headers (a batch is cut before that)
 SPIN = 0.0005                 # s a waiting role thread polls (the comm thread after activity)
 BUSY_SPIN = 0.02              # s more while data is in flight
-TIGHT = 0.00005               # s a waiting role thread polls before it yields between rounds
+TIGHT = 0.00005               # s a waiting role thread polls between two yields of its core
 NAP = 0.00005
 IDLE_MAX = 0.001
 
@@ -301,6 +301,7 @@ class MpiEngine(Engine):
                         break
                     if now > tight:         # (what this spin would hold off gets the core, e.g.
                         yield_()            # deferred network softirqs: see TIGHT)
+                        tight = now + TIGHT
             finally:
                 self.lock.release()
             if item is not None:

@@ -10,9 +10,12 @@ import sys
 
 import numpy as np
 
+from ..errors import CaffeError
 from ..proto import caffe_pb2
 
 LEN = struct.Struct("<I")
+BIG = 64 * 1024               # bytes: buffers this large travel alone, zero copy
+HEADER_MAX = 256 * 1024       # bytes of one batch of headers (a batch is cut before that)
 
 
 def align(n):
@@ -57,6 +60,67 @@ def decode(view, pos):
     h = caffe_pb2.DistHeader()
     h.ParseFromString(view[pos:pos + n])
     return h, descr, pos + n
+
+
+def cut_batches(entries):
+    """(start, end) of consecutive runs of ``entries`` whose header message fits ``HEADER_MAX``
+    (an entry too big alone makes a run of its own; :func:`pack_batch` refuses it)."""
+    start = 0
+    while start < len(entries):
+        end, total = start, 8
+        while end < len(entries) and (end == start or total + len(entries[end]) <= HEADER_MAX):
+            total += len(entries[end])
+            end += 1
+        yield start, end
+        start = end
+
+
+def pack_batch(entries, buffer_lists):
+    """(header message, bucket or None, [big buffers]) of one batch: the entries, and every buffer
+    under ``BIG`` bytes at an 8-byte aligned offset, riding in the header message when it all
+    fits ``HEADER_MAX`` (else in a bucket message of its own); bigger buffers travel alone."""
+    heads = b"".join(entries)
+    if 8 + len(heads) > HEADER_MAX:
+        raise CaffeError("a message header of %d bytes exceeds %d" % (len(heads), HEADER_MAX))
+    start = align(4 + len(heads))
+    small, big, off = [], [], 0
+    for buffers in buffer_lists:
+        for b in buffers:
+            n = b.nbytes
+            if n >= BIG:
+                big.append(b)
+            elif n:             # (empty buffers take no bytes: no bucket when all are empty)
+                pad = align(n) - n
+                small.append(b.data)
+                if pad:
+                    small.append(PAD[pad])
+                off += n + pad
+    frame = [LEN.pack(len(heads)), heads]
+    if small and start + off <= HEADER_MAX:       # small data rides in the header message
+        frame.append(PAD[start - 4 - len(heads)])
+        frame += small
+        small = None
+    return b"".join(frame), (b"".join(small) if small else None), big   # (one copy of each small)
+
+
+def plan_batch(raw):
+    """The receiving side of :func:`pack_batch`: ([(DistHeader, [(dtype, size, nbytes, bucket
+    offset or None)])], bucket bytes, offset of an inline bucket in ``raw``)."""
+    view = memoryview(raw)
+    end = 4 + LEN.unpack_from(raw, 0)[0]
+    pos, heads, bucket_size = 4, [], 0
+    while pos < end:
+        h, descr, pos = decode(view, pos)
+        plan = []
+        for dtype, size in descr:
+            nbytes = size * dtype.itemsize
+            if nbytes >= BIG or nbytes == 0:
+                plan.append((dtype, size, nbytes, None))
+            else:
+                plan.append((dtype, size, nbytes, bucket_size))
+                bucket_size = align(bucket_size + nbytes)
+        heads.append((h, plan))
+    return heads, bucket_size, align(end)
 
 
 class Pool(object):

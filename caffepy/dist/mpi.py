@@ -28,19 +28,24 @@ hands the messages to the inboxes once they are complete, in the order each sour
 keeps one source's messages of a tag in order). Sends and receives are non-blocking.
 
 Who polls, where each rank of the host can have a core (its affinity holds at least as many cores as
-its host has ranks): a role thread waiting for a message holds the lock and polls for at most ``SPIN`` s (the
-communication thread sleeps on the lock meanwhile: one poller per rank, no hand-over), then blocks
-on its inbox; the communication thread polls while anything is in flight or for ``SPIN`` s after
-the last activity (yielding the GIL between rounds). Where ranks outnumber cores nobody spins: a
-waiting role thread makes one round and blocks, and the communication thread polls every ``NAP`` s
-while anything is in flight (MPI moves data only inside its calls), so polling never takes the core
-another rank computes on. Idle, the communication
-thread waits on the send queue's event for ``NAP`` up to ``IDLE_MAX`` s between rounds. While a
-local worker computes (:meth:`MpiEngine.computing`, wait-free backprop's overlap) the rank's core is
-the worker's: nobody spins, a send does not wake the communication thread, the worker makes one
-round at each layer boundary (:meth:`MpiEngine.progress`) and the communication thread one only
-after ``QUIET_NAP`` s without any. mpi4py is imported here and in ``topology.learn_hosts`` only,
-inside functions.
+its host has ranks): a role thread waiting for a message *claims* the lock (the communication thread
+steps aside) and polls for ``SPIN`` s (yielding its core every ``TIGHT`` s: a message whose
+sender never yielded its core reached the peer only once that spin ended, so a ping-pong could lock
+into ~0.75 ms one-way), then blocks on its inbox; the communication thread polls
+while anything is in flight or for ``SPIN`` s after the last activity. Where the communication
+thread has a core of its own (more cores than ranks on the host), a waiting role thread polls on
+while data is in flight (``BUSY_SPIN`` s more: no hand-over mid-message) and the communication
+thread only yields (``sched_yield``, ~2 µs) between rounds; else it naps (``sleep(0)``: the timer
+slack, ~50 µs), which idles the link: UCX over TCP moves eager messages (below ~3 MiB) only
+inside progress calls on both sides.
+Where ranks outnumber cores nobody spins: a waiting role thread makes one round and blocks, the
+communication thread polls every ``NAP`` s while anything is in flight. Idle, it waits on the send
+queue's event for ``NAP`` up to ``IDLE_MAX`` s between rounds. While a local worker computes
+(:meth:`MpiEngine.computing`, wait-free backprop's overlap) the rank's core is the worker's: nobody
+spins or claims, a send does not wake the communication thread, the worker makes one round at each
+layer boundary (:meth:`MpiEngine.progress`) and the communication thread one only after
+``QUIET_NAP`` s without any. mpi4py is imported here and in ``topology.learn_hosts`` only, inside
+functions.
 """
 import collections
 import os
@@ -50,46 +55,20 @@ import time
 import numpy as np
 
 from ..errors import CaffeError
-from .frames import LEN as _LEN, PAD as _PAD, Pool as _Pool, align as _align, decode, encode
-from .transport import Engine
+from .frames import Pool as _Pool, cut_batches, encode, pack_batch, plan_batch
+from .transport import Engine, affinity_cores as _cores, warn_oversubscribed
 
 TAG_HEADER, TAG_BUCKET, TAG_DATA = 11, 12, 13
-BIG = 64 * 1024               # bytes: buffers this large travel alone, zero copy
-HEADER_MAX = 256 * 1024       # bytes of one batch of headers (a batch is cut before that)
-SPIN = 0.0005
+SPIN = 0.0005                 # s a waiting role thread polls (the comm thread after activity)
+BUSY_SPIN = 0.02              # s more while data is in flight
+TIGHT = 0.00005               # s a waiting role thread polls between two yields of its core
 NAP = 0.00005
 IDLE_MAX = 0.001
 QUIET_NAP = 0.002             # s without a round before the communication thread makes one (quiet)
 
 
-def mpi_world():
-    """(comm, rank, size) of MPI_COMM_WORLD; a one-line error without mpi4py."""
-    try:
-        from mpi4py import MPI
-    except ImportError:
-        raise CaffeError("the mpi engine needs mpi4py (pip install mpi4py mpich)")
-    comm = MPI.COMM_WORLD
-    return comm, comm.Get_rank(), comm.Get_size()
-
-
-def _warn_oversubscribed(hosts, rank):
-    """The first rank of a host warns when that host runs more ranks than it has cores."""
-    here = hosts[rank]
-    if hosts.index(here) != rank:
-        return
-    n, cores = hosts.count(here), os.cpu_count() or 1
-    if n > cores:
-        from ..log import warning
-        warning("mpi.py", "host %s runs %d ranks on %d cores: they will wait for each other "
-                "(fewer ranks per host, or server_worker_separate false)" % (here, n, cores))
-
-
-def _cores():
-    """Cores this process may run on (its affinity; the machine's where that is unknown)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
+def _nap():
+    time.sleep(0)           # (sleeps the timer slack, ~50 µs)
 
 
 class _Incoming(object):
@@ -121,10 +100,14 @@ class MpiEngine(Engine):
         from .topology import learn_hosts      # (hostsum: shared-memory split, names as fallback)
         self.hosts = learn_hosts(self.comm)
         topology.set_hosts(self.hosts)
-        _warn_oversubscribed(self.hosts, self.rank)
+        warn_oversubscribed(self.hosts, self.rank)
         # polling only pays while a core is free for it: none on a host with more ranks than cores
         here = self.hosts.count(self.hosts[self.rank])
         self.spin = SPIN if here <= _cores() else 0.0
+        own_core = here < _cores()          # (the comm thread has a core of its own)
+        self.pause = os.sched_yield if own_core else _nap     # (between the comm thread's rounds)
+        self.busy_spin = BUSY_SPIN if own_core else 0.0
+        self.claims = []                     # role threads about to take the lock (list: atomic)
         super(MpiEngine, self).__init__(topology, topology.endpoints_of_process(self.rank))
         self.outbox = collections.deque()
         self.wake = threading.Event()
@@ -135,7 +118,7 @@ class MpiEngine(Engine):
         self.pool = _Pool()
         self.lock = threading.Lock()        # held by whoever makes MPI calls (one at a time)
         self.status = MPI.Status()
-        self.sending = []                    # (request, buffers it reads)
+        self.sending, self.kept = [], []     # send requests in flight, the buffers they read
         self.incoming = {}                   # source -> deque of _Incoming not complete yet
         self.computers = set()               # local workers computing now (quiet: nobody spins)
         self.handed = 0                      # messages handed to local inboxes (a spin stops)
@@ -162,10 +145,8 @@ class MpiEngine(Engine):
             try:                          # receiving is for the waiting threads and the comm thread)
                 if self.outbox:
                     self._send_batches()
-                sending = self.sending
-                sending[:] = [(r, keep) for r, keep in sending if not r.Test()]
-                if sending and not self.computers:    # (in flight: the comm thread drives it;
-                    self.wake.set()                   # quiet: the computing worker's rounds do)
+                if self._sends_in_flight() and not self.computers:   # (in flight: the comm
+                    self.wake.set()     # thread drives them; quiet: the computing worker's rounds do)
             finally:
                 self.lock.release()
         elif not self.computers:
@@ -182,15 +163,16 @@ class MpiEngine(Engine):
                 inbox.put((T.header(T.ERROR, text=self.error), []))
 
     def _run(self):
-        idle = 0.0
+        idle, pause, claims, lock = 0.0, self.pause, self.claims, self.lock
         while not (self._closed.is_set() and not self.outbox and not self.sending):
             self.wake.clear()           # (a deliver after this wakes the wait below)
-            if not self.lock.acquire(timeout=IDLE_MAX):
+            if claims or not lock.acquire(False):   # a role thread polls: it wakes this one
+                self.wake.wait(IDLE_MAX)            # when it stops with work in flight
                 continue
             try:
                 active, busy = self._progress()
             finally:
-                self.lock.release()
+                lock.release()
             now = self.last_round = time.perf_counter()
             if self.computers:          # a worker computes: no spin, a round only where nobody
                 idle = 0.0              # made one for QUIET_NAP s (the worker's layers do)
@@ -200,13 +182,13 @@ class MpiEngine(Engine):
                         break
             elif active or (busy and self.spin):
                 self.last_active, idle = now, 0.0
-                time.sleep(0)
+                pause()
             elif busy:                  # in flight, no core to spare: poll every NAP s
                 idle = 0.0
                 self.wake.wait(NAP)
             elif now - self.last_active < self.spin:
                 idle = 0.0
-                time.sleep(0)
+                pause()
             else:
                 idle = min(IDLE_MAX, idle * 2 or NAP)
                 self.wake.wait(idle)
@@ -244,9 +226,23 @@ class MpiEngine(Engine):
                     active = True
                 if not pending:
                     del self.incoming[source]
-        if self.sending:
-            self.sending[:] = [(r, keep) for r, keep in self.sending if not r.Test()]
-        return active, bool(self.sending) or bool(self.incoming)
+        return active, self._sends_in_flight() or bool(self.incoming)
+
+    def _sends_in_flight(self):
+        """Drop the completed sends and the buffers they read (one MPI call); any left?"""
+        reqs = self.sending
+        if not reqs:
+            return False
+        done = self.MPI.Request.Testsome(reqs)
+        if done:
+            if len(done) == len(reqs):
+                del reqs[:], self.kept[:]
+                return False
+            done = set(done)
+            kept = self.kept
+            reqs[:] = [r for i, r in enumerate(reqs) if i not in done]
+            kept[:] = [b for i, b in enumerate(kept) if i not in done]
+        return True
 
     def _hand_over(self, inc):
         for h, bufs in inc.messages:
@@ -260,26 +256,53 @@ class MpiEngine(Engine):
         hand-over between threads on the fast path): it holds the lock for at most ``spin`` s,
         so the communication thread sleeps meanwhile, then blocks on its inbox. It stops sooner
         when a round handed a message to another local thread: that thread gets the core (and
-        polls in its turn), without the communication thread spinning beside it."""
+        polls in its turn), without the communication thread spinning beside it. While a local
+        worker computes (quiet) it makes one round and blocks."""
         items = inbox.items
         if items:
             return items.popleft()
-        if self.lock.acquire(False):        # (no core to spare or quiet: one round, then block)
+        quiet, handed = bool(self.computers), self.handed
+        if self.spin and not quiet:     # the communication thread steps aside while a claim is up
+            claims = self.claims
+            claims.append(None)
             try:
-                progress, clock = self._progress, time.perf_counter
-                end = clock() + (0.0 if self.computers else self.spin)
-                handed = self.handed
+                got = self.lock.acquire(timeout=self.spin)
+            finally:
+                claims.pop()
+        else:
+            got = self.lock.acquire(False)
+        if got:                 # (no core to spare or quiet: one round, then block)
+            item = busy = None
+            try:
+                progress, clock, yield_ = self._progress, time.perf_counter, os.sched_yield
+                start = clock()
+                spin = 0.0 if quiet else self.spin
+                end, tight = start + spin, start + TIGHT
+                last = end + (0.0 if quiet else self.busy_spin)
                 while self.error is None:
-                    progress()
+                    busy = progress()[1]
                     if items:
-                        return items.popleft()
-                    if clock() > end or self.handed != handed:
+                        item = items.popleft()
                         break
+                    if self.handed != handed:   # another local thread got a message: its turn
+                        break
+                    now = clock()           # (while data is in flight, on: no hand-over mid-message)
+                    if now > end and (not busy or now > last):
+                        break
+                    if now > tight:         # (what this spin would hold off gets the core, e.g.
+                        yield_()            # deferred network softirqs: see TIGHT)
+                        tight = now + TIGHT
             finally:
                 self.lock.release()
+            if item is not None:
+                if busy and not self.computers:     # (still in flight: the comm thread drives it)
+                    self.wake.set()
+                return item
             if self.spin and not self.computers and self.handed == handed:
                 self.last_active = time.perf_counter()  # the communication thread polls on for
                 self.wake.set()                         # SPIN s while this blocks
+        elif not self.computers:    # (the lock's holder was slow: the communication thread takes over)
+            self.wake.set()
         return Engine.receive(self, inbox, timeout)
 
     # -- quiet while a local worker computes (wait-free backprop) ---------------------------------
@@ -317,65 +340,25 @@ class MpiEngine(Engine):
             entries.append(encode(raw, buffers))
             bufs.append(buffers)
         for rank, (entries, bufs) in by_rank.items():
-            start = 0
-            while start < len(entries):     # cut so that a batch's entries fit HEADER_MAX
-                end, total = start, 8
-                while end < len(entries) and (end == start or total + len(entries[end]) <= HEADER_MAX):
-                    total += len(entries[end])
-                    end += 1
+            for start, end in cut_batches(entries):     # (each batch's entries fit HEADER_MAX)
                 self._send_batch(rank, entries[start:end], bufs[start:end])
-                start = end
 
     def _send_batch(self, rank, entries, buffer_lists):
-        MPI, comm, sending = self.MPI, self.comm, self.sending
-        heads = b"".join(entries)
-        if 8 + len(heads) > HEADER_MAX:
-            raise CaffeError("a message header of %d bytes exceeds %d" % (len(heads), HEADER_MAX))
-        start = _align(4 + len(heads))
-        small, big, off = [], [], 0
-        for buffers in buffer_lists:
-            for b in buffers:
-                n = b.nbytes
-                if n >= BIG:
-                    big.append(b)
-                elif n:             # (empty buffers take no bytes: no bucket when all are empty)
-                    pad = _align(n) - n
-                    small.append(b.data)
-                    if pad:
-                        small.append(_PAD[pad])
-                    off += n + pad
-        frame = [_LEN.pack(len(heads)), heads]
-        if small and start + off <= HEADER_MAX:       # small data rides in the header message
-            frame.append(_PAD[start - 4 - len(heads)])
-            frame += small
-            small = None
-        frame = b"".join(frame)             # (one copy of each small buffer)
-        sending.append((comm.Isend([frame, MPI.BYTE], rank, TAG_HEADER), frame))
-        if small:
-            bucket = b"".join(small)
-            sending.append((comm.Isend([bucket, MPI.BYTE], rank, TAG_BUCKET), bucket))
+        MPI, comm, sending, kept = self.MPI, self.comm, self.sending, self.kept
+        frame, bucket, big = pack_batch(entries, buffer_lists)
+        sending.append(comm.Isend([frame, MPI.BYTE], rank, TAG_HEADER))
+        kept.append(frame)
+        if bucket is not None:
+            sending.append(comm.Isend([bucket, MPI.BYTE], rank, TAG_BUCKET))
+            kept.append(bucket)
         for b in big:
-            sending.append((comm.Isend([b.view(np.uint8), MPI.BYTE], rank, TAG_DATA), b))
+            sending.append(comm.Isend([b.view(np.uint8), MPI.BYTE], rank, TAG_DATA))
+            kept.append(b)
 
     def _post_receives(self, raw, source):
         MPI, comm = self.MPI, self.comm
         inc = _Incoming()
-        view = memoryview(raw)
-        nhead = _LEN.unpack_from(raw, 0)[0]
-        pos, end = 4, 4 + nhead
-        heads, bucket_size = [], 0
-        while pos < end:
-            h, descr, pos = decode(view, pos)
-            plan = []
-            for dtype, size in descr:
-                nbytes = size * dtype.itemsize
-                if nbytes >= BIG or nbytes == 0:
-                    plan.append((dtype, size, nbytes, None))
-                else:
-                    plan.append((dtype, size, nbytes, bucket_size))
-                    bucket_size = _align(bucket_size + nbytes)
-            heads.append((h, plan))
-        start = _align(end)
+        heads, bucket_size, start = plan_batch(raw)
         inline = bucket_size and len(raw) > start
         bucket = None
         if inline:

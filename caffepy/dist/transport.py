@@ -13,6 +13,7 @@ process per rank). A receiver may name where a message's first buffer should lan
 (:meth:`Engine.set_target`): an engine that receives from the wire writes it there directly.
 """
 import collections
+import os
 import queue
 import threading
 import time
@@ -214,3 +215,23 @@ class Endpoint(object):
     def post(self, h, buffers=()):
         """Put a message into this endpoint's own inbox (local wake-ups)."""
         self.inbox.put((h, list(buffers)))
+
+
+def affinity_cores():
+    """Cores this process may run on (its affinity; the machine's where that is unknown)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def warn_oversubscribed(hosts, rank):
+    """The first rank of a host warns when that host runs more ranks than it has cores."""
+    here = hosts[rank]
+    if hosts.index(here) != rank:
+        return
+    n, cores = hosts.count(here), os.cpu_count() or 1
+    if n > cores:
+        from ..log import warning
+        warning("mpi.py", "host %s runs %d ranks on %d cores: they will wait for each other "
+                "(fewer ranks per host, or server_worker_separate false)" % (here, n, cores))

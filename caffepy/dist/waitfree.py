@@ -39,7 +39,6 @@ Configuration (:class:`CommOptions`): ``wait_free`` (on by default) and the SFB 
 choices; read from the cluster's fields of the same names unless the trainer is given an options
 object.
 """
-import os
 import queue
 import threading
 import time
@@ -49,6 +48,7 @@ import numpy as np
 from ..errors import SolverError
 from ..log import info
 from ..solvers import debug
+from .transport import affinity_cores as _cores
 from .worker import Worker
 
 
@@ -147,13 +147,6 @@ class GradientSender(object):
     def close(self):
         self.queue.put(None)
         self.thread.join(5.0)
-
-
-def _cores():
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 class WaitFreeWorker(Worker):

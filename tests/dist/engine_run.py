@@ -14,7 +14,8 @@ import time
 import numpy as np
 
 from caffepy.dist import transport as T
-from caffepy.dist.mpi import BIG, QUIET_NAP, MpiEngine
+from caffepy.dist.frames import BIG
+from caffepy.dist.mpi import QUIET_NAP, MpiEngine
 
 
 class Topo(object):
@@ -60,13 +61,14 @@ def main():
                 assert a.dtype == b.dtype and np.array_equal(a, b), i
         print("ENGINE OK", flush=True)
     else:
+        weights = in_place_target(eng)     # (before the echo that lets rank 0 send the PARAMs)
         for i in range(len(want)):
             h, bufs = ep.recv(30)
             assert h.param == i and len(bufs) == len(want[i]), (i, h.param)
             for a, b in zip(bufs, want[i]):
                 assert a.dtype == b.dtype and np.array_equal(a, b), i
             ep.send(0, h, bufs)
-    in_place(eng, ep)
+    in_place(eng, ep, None if eng.rank == 0 else weights)
     quiet(eng, ep)
     eng.close()
     return 0
@@ -118,12 +120,28 @@ FIELDS = dict(param=3, slice=2, step=1 << 40, version=-7, flag=1, offset=5, text
               group=-1, server=4, lr_step=123456789012, staleness=2)
 
 
-def in_place(eng, ep):
-    """Rank 1 names ``weights`` as the target of PARAM values (param = offset in it); returns the
-    values it got and whether each landed in ``weights`` itself."""
-    n = BIG // 8 + 100
-    weights = np.zeros(3 * n)
-    sizes = [(0, 10), (n, n), (2 * n, 20)]
+N = BIG // 8 + 100
+SIZES = [(0, 10), (N, N), (2 * N, 20)]
+
+
+def in_place_target(eng):
+    """Rank 1 names ``weights`` as the target of PARAM values (param = offset in it), before any
+    can arrive (a header taken before that lands in a pool array)."""
+    weights = np.zeros(3 * N)
+
+    def target(h, dtype, size):
+        if h.kind != T.PARAM or dtype != weights.dtype:
+            return None
+        return weights[h.param:h.param + size]
+
+    eng.set_target(1, target)
+    return weights
+
+
+def in_place(eng, ep, weights):
+    """Rank 0 sends PARAM values; rank 1 checks the values it got and whether each landed in
+    ``weights`` itself."""
+    sizes = SIZES
     if eng.rank == 0:
         for off, size in sizes[:2]:
             ep.send(1, T.header(T.PARAM, param=off), [np.arange(size, dtype=np.float64) + off])
@@ -133,13 +151,6 @@ def in_place(eng, ep):
         h, bufs = ep.recv(30)
         assert h.text == "in place 1 1 0 fields ok", h.text
         return
-
-    def target(h, dtype, size):
-        if h.kind != T.PARAM or dtype != weights.dtype:
-            return None
-        return weights[h.param:h.param + size]
-
-    eng.set_target(1, target)
     same = []
     for off, size in sizes:
         h, bufs = ep.recv(30)

@@ -184,3 +184,27 @@ def test_server_answers_stubs_in_other_processes_first():
     server._answer(s, [0, 1])
     assert [d for d, _, _, _ in server.ep.sent] == [8, 10, 7, 9]
     assert {(k, p, v) for _, k, p, v in server.ep.sent} == {(T.PARAM, 2, 5)}
+
+
+def test_sends_in_flight_drop_completed_ones_with_their_buffers():
+    """MpiEngine._sends_in_flight: one Testsome over the send requests; the completed requests and
+    the buffers they read go, the others stay paired, in order (no mpi4py needed)."""
+    import numpy as np
+    from caffepy.dist.mpi import MpiEngine
+    done_next = []
+
+    class Request(object):
+        @staticmethod
+        def Testsome(reqs):
+            return done_next.pop(0)         # (IndexError: a call nobody expected)
+
+    eng = MpiEngine.__new__(MpiEngine)
+    eng.MPI = type("MPI", (), {"Request": Request})
+    bufs = [np.full(2, i) for i in range(4)]
+    eng.sending, eng.kept = ["r0", "r1", "r2", "r3"], list(bufs)
+    done_next[:] = [None, [0, 2], [1, 0]]
+    assert eng._sends_in_flight() and eng.sending == ["r0", "r1", "r2", "r3"]     # none done
+    assert eng._sends_in_flight() and eng.sending == ["r1", "r3"]
+    assert [b[0] for b in eng.kept] == [1, 3]
+    assert not eng._sends_in_flight() and eng.sending == [] and eng.kept == []
+    assert not eng._sends_in_flight()                   # nothing in flight: no MPI call at all

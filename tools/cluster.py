@@ -164,7 +164,7 @@ class Cluster(object):
         for u, mult in units.items():
             if self.rate.endswith(u):
                 bits = float(self.rate[:-len(u)]) * mult
-                return int(max(64 * 1024, bits / 8 / 250))    # one timer tick (HZ 250) of data
+                return int(max(64 * 1024, bits / 8 * 0.0005))   # 0.5 ms of data (hrtimer-paced)
         raise ValueError("rate must end in kbit, mbit or gbit (got %s)" % self.rate)
 
     def _holder(self, name, flags, setup, deadline):

@@ -43,8 +43,9 @@ communication thread polls every ``NAP`` s while anything is in flight. Idle, it
 queue's event for ``NAP`` up to ``IDLE_MAX`` s between rounds. While a local worker computes
 (:meth:`MpiEngine.computing`, wait-free backprop's overlap) the rank's core is the worker's: nobody
 spins or claims, a send does not wake the communication thread, the worker makes one round at each
-layer boundary (:meth:`MpiEngine.progress`) and the communication thread one only after
-``QUIET_NAP`` s without any. mpi4py is imported here and in ``topology.learn_hosts`` only, inside
+layer boundary (:meth:`MpiEngine.progress`) where the rank has a core to spare (on a rank of one core
+those rounds cost the worker more than they moved: measured, BENCHMARKS.md) and the communication
+thread one only after ``QUIET_NAP`` s without any. mpi4py is imported here and in ``topology.learn_hosts`` only, inside
 functions.
 """
 import collections
@@ -106,6 +107,7 @@ class MpiEngine(Engine):
         self.spin = SPIN if here <= _cores() else 0.0
         own_core = here < _cores()          # (the comm thread has a core of its own)
         self.pause = os.sched_yield if own_core else _nap     # (between the comm thread's rounds)
+        self.layer_rounds = own_core        # progress(): a computing worker's rounds (see there)
         self.busy_spin = BUSY_SPIN if own_core else 0.0
         self.claims = []                     # role threads about to take the lock (list: atomic)
         super(MpiEngine, self).__init__(topology, topology.endpoints_of_process(self.rank))
@@ -319,8 +321,12 @@ class MpiEngine(Engine):
             self.wake.set()         # back to polling at once (the worker is about to wait)
 
     def progress(self):
-        """One progress round from a computing thread, if nobody else is making MPI calls now."""
-        if self.lock.acquire(False):
+        """One progress round from a computing thread, if nobody else is making MPI calls now;
+        none where the rank has no core to spare (``layer_rounds`` false): there the rounds, each
+        moving paced TCP fragments on the worker's own core, slowed a wait-free step by more than
+        they hid (CIFAR10-quick at 1 Gbit/s, one core per rank), and the communication thread's
+        ``QUIET_NAP`` rounds move the data alone."""
+        if self.layer_rounds and self.lock.acquire(False):
             try:
                 self._progress()
                 self.last_round = time.perf_counter()

@@ -15,10 +15,11 @@ limited to one core, where a second thread could only take turns with backward: 
 
 While it computes (forward and backward, not while it waits for params) the worker tells the
 engine (:meth:`~caffepy.dist.transport.Engine.computing`): the MPI engine's threads then keep off
-the rank's core instead of polling, and the worker drives MPI progress itself with one cheap round
+the rank's core instead of polling, and the worker asks for one cheap progress round
 (:meth:`~caffepy.dist.transport.Engine.progress`) after each forward layer and each backward
 layer's pushes, so gradients leave and parameters arrive during backward and forward without a
-thread spinning beside the computation.
+thread spinning beside the computation (the MPI engine makes those rounds only where the rank has
+a core to spare; on one core its communication thread's sparse rounds do it alone).
 
 :class:`WaitFreeWorker` is :class:`caffepy.dist.worker.Worker` with that step::
 

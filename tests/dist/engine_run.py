@@ -76,8 +76,9 @@ def main():
 
 def quiet(eng, ep):
     """While this rank computes (a numpy loop standing for the layers, progress() after each), the
-    other rank's messages (small and big) come in through those rounds and the communication
-    thread's own rounds, at most one per QUIET_NAP s (it neither spins nor is woken by sends)."""
+    other rank's messages (small and big) come in through those rounds (only where the rank has a
+    core to spare: ``layer_rounds``) and the communication thread's own rounds, at most one per
+    QUIET_NAP s (it neither spins nor is woken by sends)."""
     rng = np.random.default_rng(2)
     want = [[rng.normal(size=int(n))] for n in (10, BIG // 8 + 5, 3, 2 * BIG // 8, 1000)] * 4
     a = rng.normal(size=(200, 200))
@@ -110,7 +111,8 @@ def quiet(eng, ep):
             assert h.param == i and np.array_equal(bufs[0], want[i][0]), i
         print("quiet window %.3f s: %d rounds of the communication thread, %d of the computing one"
               % (window, comm, rounds[1]))
-        assert rounds[1] >= 1 and comm <= window / QUIET_NAP + 5, (comm, window)
+        assert (rounds[1] >= 1) == eng.layer_rounds and comm <= window / QUIET_NAP + 5, (
+            comm, window, rounds[1], eng.layer_rounds)
         ep.send(1, T.header(T.DONE))
     else:
         assert ep.recv(30)[0].kind == T.DONE

@@ -1,7 +1,7 @@
-"""Convolution through oneDNN (caffepy.math.onednn) where it is installed: the layer's forward
-and backward hand a batch to one oneDNN primitive each instead of im2col + GEMM.
+"""Convolution and Deconvolution through oneDNN (caffepy.math.onednn) where it is installed: the
+layer's forward and backward hand a batch to one oneDNN primitive each instead of im2col + GEMM.
 
-Taken for float32 Convolution layers with 1-3 spatial axes and the channel axis 1, except the
+Taken for float32 Convolution / Deconvolution layers with 1-3 spatial axes and the channel axis 1, except the
 direct depthwise kernel's cases (caffepy.math._numba_kernels) and a ReLU fused by inference mode
 (caffepy.optimize has its own steps). Same semantics as the GEMM path: forward writes the top,
 backward adds dW and db to the parameter diffs (Caffe accumulates them) and overwrites the bottom
@@ -27,8 +27,8 @@ def _scratch_fn(layer):
 def plan(layer, train):
     """The layer's ConvPlan for its current shape, or None (oneDNN off / missing / declines)."""
     if (onednn.get() is None or layer.dtype != np.float32 or layer.axis != 1
-            or not 1 <= layer.num_spatial <= 3 or layer.fused_relu is not None
-            or layer._depthwise()):
+            or not 1 <= layer.num_spatial <= 3 or getattr(layer, "fused_relu", None) is not None
+            or getattr(layer, "_depthwise", bool)()):
         return None
     plans = layer.__dict__.setdefault("_dnnl_plans", {})
     key = (layer.outer, tuple(layer.in_spatial), bool(train))
@@ -37,7 +37,7 @@ def plan(layer, train):
             plans[key] = onednn.ConvPlan(
                 layer.outer, layer.channels, layer.in_spatial, layer.num_output,
                 layer.out_spatial, layer.group, layer.kernel, layer.stride, layer.pad,
-                layer.dilation, layer.bias_term, train)
+                layer.dilation, layer.bias_term, train, transposed=layer.reverse)
         except onednn.OneDNNError:
             plans[key] = None
     limit = blas.active_limit()

@@ -30,7 +30,7 @@ F32 = 3                                   # dnnl_f32
 ANY = 1                                   # dnnl_format_tag_any
 CPU = 1                                   # dnnl_cpu
 FORWARD_TRAINING, FORWARD_INFERENCE = 64, 96
-CONV_DIRECT = 1                           # dnnl_convolution_direct
+CONV_DIRECT, DECONV_DIRECT = 0x1, 0xa      # dnnl_convolution_direct, dnnl_deconvolution_direct
 ARG_SRC, ARG_DST, ARG_WEIGHTS, ARG_BIAS = 1, 17, 33, 41
 ARG_DIFF_SRC, ARG_DIFF_DST, ARG_DIFF_WEIGHTS, ARG_DIFF_BIAS = 129, 145, 161, 169
 Q_SRC, Q_DIFF_SRC, Q_WEIGHTS, Q_DIFF_WEIGHTS, Q_DST, Q_DIFF_DST = 129, 130, 131, 132, 133, 134
@@ -283,30 +283,43 @@ def _reorder(src_md, dst_md):
 class ConvPlan:
     """The primitives of one convolution: x (N, C, *S) -> y (N, M, *O) with weights
     (M, C / G, *K) (Caffe's layout), bias (M,), ``pad`` on both sides of each spatial axis.
+    ``transposed``: Caffe's Deconvolution instead (oneDNN's deconvolution primitives), weights
+    (C, M / G, *K), O = stride (S - 1) + dilation (K - 1) + 1 - 2 pad.
 
     ``train``: also the data- and weight-gradient primitives. Raises OneDNNError where oneDNN has
     no implementation (the caller falls back to im2col + GEMM)."""
 
     def __init__(self, n, c, spatial, m, out_spatial, group, kernel, stride, pad, dilation,
-                 bias, train):
+                 bias, train, transposed=False):
         lib, engine = get(), _state["engine"]
+        kind = "deconvolution" if transposed else "convolution"
         x_shape = (n, c) + tuple(spatial)
         y_shape = (n, m) + tuple(out_spatial)
-        w_shape = (m, c // group) + tuple(kernel)
-        w_inner_shape = w_shape if group == 1 else (group, m // group, c // group) + tuple(kernel)
+        kk = int(np.prod(kernel))
+        k_strides = [int(np.prod(kernel[i + 1:])) for i in range(len(kernel))]
+        w_dims = (group, m // group, c // group) + tuple(kernel)
+        if transposed:      # Caffe's (C, M / G, *K): the (g, m, c) element at ((g C/G + c) M/G + m) K
+            w_strides = [(c // group) * (m // group) * kk, kk, (m // group) * kk] + k_strides
+        else:               # (M, C / G, *K): at ((g M/G + m) C/G + c) K
+            w_strides = [(m // group) * (c // group) * kk, (c // group) * kk, kk] + k_strides
+        if group == 1:
+            w_dims, w_strides = w_dims[1:], w_strides[1:]
+        small, big = (spatial, out_spatial) if transposed else (out_spatial, spatial)
         pad_r = [(o - 1) * s + d * (k - 1) + 1 - i - p for o, s, d, k, i, p in
-                 zip(out_spatial, stride, dilation, kernel, spatial, pad)]
+                 zip(small, stride, dilation, kernel, big, pad)]
         geo = (_dims(stride), _dims([d - 1 for d in dilation]), _dims(pad), _dims(pad_r))
         self.bias = bias
-        x_any, y_any, w_any = _Md(x_shape), _Md(y_shape), _Md(w_inner_shape)
+        x_any, y_any, w_any = _Md(x_shape), _Md(y_shape), _Md(w_dims)
         x_plain, y_plain = _Md.plain(x_shape), _Md.plain(y_shape)
-        w_plain, b_plain = _Md.plain(w_inner_shape), _Md.plain((m,))
+        w_plain, b_plain = _Md(w_dims, w_strides), _Md.plain((m,))
         self._keep = [x_any, y_any, w_any, x_plain, y_plain, w_plain, b_plain]
+        alg = DECONV_DIRECT if transposed else CONV_DIRECT
+        create = lambda step: getattr(lib, "dnnl_%s_%s_primitive_desc_create" % (kind, step))  # noqa: E731
         pd = _vp()
-        _check(lib.dnnl_convolution_forward_primitive_desc_create(
+        _check(create("forward")(
             ctypes.byref(pd), engine, FORWARD_TRAINING if train else FORWARD_INFERENCE,
-            CONV_DIRECT, x_any.handle, w_any.handle, b_plain.handle if bias else None,
-            y_any.handle, *geo, None), "convolution forward")
+            alg, x_any.handle, w_any.handle, b_plain.handle if bias else None,
+            y_any.handle, *geo, None), "%s forward" % kind)
         self.fwd = _Primitive(pd)
         self.fx = _Layout(x_plain.handle, self.fwd.md(Q_SRC))
         self.fw = _Layout(w_plain.handle, self.fwd.md(Q_WEIGHTS))
@@ -315,18 +328,18 @@ class ConvPlan:
         self.bwd_data = self.bwd_weights = None
         if train:
             pd = _vp()
-            _check(lib.dnnl_convolution_backward_data_primitive_desc_create(
-                ctypes.byref(pd), engine, CONV_DIRECT, x_any.handle, w_any.handle, y_any.handle,
-                *geo, self.fwd.pd, None), "convolution backward data")
+            _check(create("backward_data")(
+                ctypes.byref(pd), engine, alg, x_any.handle, w_any.handle, y_any.handle,
+                *geo, self.fwd.pd, None), "%s backward data" % kind)
             self.bwd_data = _Primitive(pd)
             self.dx = _Layout(x_plain.handle, self.bwd_data.md(Q_DIFF_SRC))
             self.dw_w = _Layout(w_plain.handle, self.bwd_data.md(Q_WEIGHTS))
             self.dy_d = _Layout(y_plain.handle, self.bwd_data.md(Q_DIFF_DST))
             pd = _vp()
-            _check(lib.dnnl_convolution_backward_weights_primitive_desc_create(
-                ctypes.byref(pd), engine, CONV_DIRECT, x_any.handle, w_any.handle,
+            _check(create("backward_weights")(
+                ctypes.byref(pd), engine, alg, x_any.handle, w_any.handle,
                 b_plain.handle if bias else None, y_any.handle, *geo, self.fwd.pd, None),
-                "convolution backward weights")
+                "%s backward weights" % kind)
             self.bwd_weights = _Primitive(pd)
             self.bx = _Layout(x_plain.handle, self.bwd_weights.md(Q_SRC))
             self.dw = _Layout(w_plain.handle, self.bwd_weights.md(Q_DIFF_WEIGHTS))

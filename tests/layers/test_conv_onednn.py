@@ -25,9 +25,9 @@ GEOMETRIES = [
 ]
 
 
-def _pair(fields, num_output, x):
+def _pair(fields, num_output, x, kind="Convolution"):
     """The same float32 layer twice, set up for bottom ``x``: one runs oneDNN, one the GEMM path."""
-    text = CONV % (num_output, fields)
+    text = (CONV % (num_output, fields)).replace("Convolution", kind)
     a = make_layer(text, dtype=np.float32)
     b = make_layer(text, dtype=np.float32)
     for layer in (a, b):
@@ -77,12 +77,40 @@ def test_onednn_matches_gemm_path_and_direct_loop(shape, fields, num_output):
         np.testing.assert_allclose(ga, gb, rtol=0, atol=scale(gb))
 
 
-@pytest.mark.parametrize("fields", ["kernel_size: 3 stride: 2 pad: 1 group: 2",
-                                    "kernel_size: 2 dilation: 2", "kernel_size: 3 pad: 1"])
-def test_onednn_gradient(fields):
+DECONV_GEOMETRIES = [
+    ((2, 4, 5, 6), "kernel_size: 3", 3),
+    ((2, 4, 5, 4), "kernel_size: 4 stride: 2 pad: 1 group: 2", 6),    # FCN-style upsampling
+    ((2, 4, 4, 5), "kernel_h: 3 kernel_w: 2 stride_h: 2 stride_w: 1 pad_h: 1 dilation: 2", 2),
+    ((2, 3, 3, 4), "kernel_size: 2 stride: 2 bias_term: false", 4),
+    ((1, 2, 3, 4, 3), "kernel_size: 3 stride: 2 pad: 1", 3),            # 3-d
+]
+
+
+@pytest.mark.parametrize("shape,fields,num_output", DECONV_GEOMETRIES)
+def test_onednn_deconvolution_matches_gemm_path(shape, fields, num_output):
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal(shape).astype(np.float32)
+    a, b = _pair(fields, num_output, x, "Deconvolution")
+    ya, _, _ = _run(a, x, 0.0, True)
+    assert a._dnnl_plans and all(a._dnnl_plans.values()), "oneDNN took no plan for %s" % fields
+    dy = rng.standard_normal(ya.shape).astype(np.float32)
+    ya, dxa, pa = _run(a, x, dy, True, pre=0.5)
+    yb, dxb, pb = _run(b, x, dy, False, pre=0.5)
+    scale = lambda v: 1e-5 * max(1.0, float(np.abs(v).max()))     # noqa: E731
+    np.testing.assert_allclose(ya, yb, rtol=0, atol=scale(yb))
+    np.testing.assert_allclose(dxa, dxb, rtol=0, atol=scale(dxb))
+    for ga, gb in zip(pa, pb):
+        np.testing.assert_allclose(ga, gb, rtol=0, atol=scale(gb))
+
+
+@pytest.mark.parametrize("kind,fields", [
+    ("Convolution", "kernel_size: 3 stride: 2 pad: 1 group: 2"),
+    ("Convolution", "kernel_size: 2 dilation: 2"), ("Convolution", "kernel_size: 3 pad: 1"),
+    ("Deconvolution", "kernel_size: 3 stride: 2 pad: 1 group: 2")])
+def test_onednn_gradient(kind, fields):
     """Caffe's float tests: step 1e-2, threshold 1e-2."""
     x = np.random.default_rng(2).standard_normal((2, 4, 5, 4))
-    layer = make_layer(CONV % (4, fields), dtype=np.float32)
+    layer = make_layer((CONV % (4, fields)).replace("Convolution", kind), dtype=np.float32)
     check_layer_gradient(layer, make_blobs([x], np.float32), make_blobs(1, np.float32),
                          stepsize=1e-2, threshold=1e-2)
     assert layer._dnnl_plans

@@ -62,6 +62,10 @@ def _candidates():
 
 
 def _load():
+    # libgomp reads its wait policy once, when it is loaded (here, with libdnnl, unless numba's
+    # kernels loaded it first): its idle threads must sleep, not spin on the cores that BLAS's
+    # threads need next (measured: ResNet-50's exact forward 5x slower at 2 BLAS threads)
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     for path in _candidates():
         try:
             lib = ctypes.CDLL(path)

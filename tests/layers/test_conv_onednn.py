@@ -158,6 +158,25 @@ def test_float64_and_depthwise_keep_their_paths():
     assert dw._depthwise() == (conv_onednn.plan(dw, True) is None)
 
 
+NET = """name: "n" force_backward: %s
+layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 2 dim: 3 dim: 8 dim: 8 } } }
+layer { name: "conv" type: "Convolution" bottom: "data" top: "conv"
+  convolution_param { num_output: 4 kernel_size: 3 weight_filler { type: "xavier" } } }
+"""
+
+
+@pytest.mark.parametrize("train", [True, False])
+def test_nets_use_onednn_only_where_they_train_the_layer(tmp_path, train):
+    from caffepy.net import Net
+    from caffepy.proto import caffe_pb2
+    path = tmp_path / "net.prototxt"
+    path.write_text(NET % ("true" if train else "false"))
+    net = Net(str(path), caffe_pb2.TRAIN if train else caffe_pb2.TEST)
+    net.forward(data=np.ones((2, 3, 8, 8), np.float32))
+    conv = net.layers[list(net._layer_names).index("conv")]
+    assert bool(getattr(conv, "_dnnl_plans", None)) == train
+
+
 def test_threads_run_plans_at_once():
     """A stream per thread: workers of the in-process engine convolve at the same time."""
     rng = np.random.default_rng(5)

@@ -257,7 +257,9 @@ def main(argv=None):
     except ImportError:
         torch = None
         torch_info = "torch not installed: skipped"
-    print("numpy %s; %s; %d CPUs" % (np.__version__, torch_info, os.cpu_count()))
+    from caffepy.math import onednn
+    print("numpy %s; oneDNN %s; %s; %d CPUs" % (np.__version__, onednn.version() or "off",
+                                               torch_info, os.cpu_count()))
     if args.ab:
         return ab_numba(args)
     print("%-14s %14s %14s %8s %14s  %s" % ("net", "caffepy ms", "torch ms", "ratio",

@@ -17,6 +17,7 @@ import contextlib
 import os
 
 USER_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS")
+_active = []        # the limits of the budgets now applied (innermost last)
 
 
 def cores():
@@ -31,6 +32,12 @@ def threads_per_gemm(compute_threads, ncores=None):
     """BLAS threads for each of ``compute_threads`` nets computing at once: at least 1."""
     ncores = cores() if ncores is None else ncores
     return max(1, ncores // max(1, int(compute_threads)))
+
+
+def active_limit():
+    """The thread limit of the budget now applied, or None. Kernels with a thread pool of their
+    own (oneDNN's OpenMP threads, caffepy.layers.conv_onednn) follow it in each worker thread."""
+    return _active[-1] if _active else None
 
 
 def user_chose():
@@ -51,5 +58,9 @@ def budget(compute_threads, ncores=None):
         yield None
         return
     n = threads_per_gemm(compute_threads, ncores)
-    with threadpool_limits(limits=n, user_api="blas"):
-        yield n
+    _active.append(n)
+    try:
+        with threadpool_limits(limits=n, user_api="blas"):
+            yield n
+    finally:
+        _active.pop()

@@ -5,6 +5,7 @@ import numpy as np
 from ..errors import ShapeError
 from ..math import cpu, kernels
 from ..math.workspace import Workspace
+from . import conv_onednn
 from .base import Layer, register_layer
 
 
@@ -185,6 +186,9 @@ class ConvolutionLayer(_ConvolutionBase):
     _data_grad_by_conv). The column buffer of the last forward is kept for backward when the net runs one
     (``keep_columns``); the temporaries live in the net's shared workspace.
 
+    Where oneDNN is installed (``caffepy[onednn]``), float32 convolutions run through its direct
+    kernels instead (conv_onednn.py; no column buffer).
+
     Blobs: bottom (*B, C, *S) -> top (*B, num_output, *O), B = axes before ``axis``.
     """
 
@@ -263,6 +267,8 @@ class ConvolutionLayer(_ConvolutionBase):
                 k.dw_forward(x, self.blobs[0].data, bias, *self._dw_geometry(), slope,
                              self.fused_relu is not None, y)
             return
+        if conv_onednn.forward(self, bottom, top):
+            return
         w = self._weight()
         g = self.group
         for i, (b, t) in enumerate(zip(bottom, top)):
@@ -308,6 +314,8 @@ class ConvolutionLayer(_ConvolutionBase):
     def backward_cpu(self, top, propagate_down, bottom):
         if self._depthwise():
             return self._backward_depthwise(top, propagate_down, bottom)
+        if conv_onednn.backward(self, top, propagate_down, bottom):
+            return
         w = self._weight()
         g = self.group
         for i, (b, t) in enumerate(zip(bottom, top)):

@@ -1,6 +1,7 @@
 """Deconvolution (transposed convolution): Convolution's geometry and parameters, data path reversed."""
 import numpy as np
 
+from . import conv_onednn
 from .base import register_layer
 from .conv import _ConvolutionBase
 
@@ -25,6 +26,8 @@ class DeconvolutionLayer(_ConvolutionBase):
     Output size per spatial axis (Caffe's rule):
     O = stride (S - 1) + dilation (kernel - 1) + 1 - 2 pad.
 
+    Where oneDNN is installed, float32 layers run its deconvolution primitives (conv_onednn.py).
+
     Fields as Convolution. Weight blob: (channels, num_output / group, *kernel).
     Blobs: bottom (*B, C, *S) -> top (*B, num_output, *O).
     """
@@ -35,6 +38,8 @@ class DeconvolutionLayer(_ConvolutionBase):
                      zip(spatial, self.kernel, self.pad, self.stride, self.dilation))
 
     def forward_cpu(self, bottom, top):
+        if conv_onednn.forward(self, bottom, top):
+            return
         w = self._weight()
         g = self.group
         oshape = (self.outer, self.num_output) + tuple(self.out_spatial)
@@ -46,6 +51,8 @@ class DeconvolutionLayer(_ConvolutionBase):
             self._add_bias(y.reshape(self.outer, self.num_output, -1))
 
     def backward_cpu(self, top, propagate_down, bottom):
+        if conv_onednn.backward(self, top, propagate_down, bottom):
+            return
         w = self._weight()
         g = self.group
         oshape = (self.outer, self.num_output) + tuple(self.out_spatial)

@@ -1,0 +1,386 @@
+"""oneDNN convolutions for the CPU path (optional: ``pip install caffepy[onednn]``).
+
+oneDNN (Intel's deep-learning primitives library, formerly MKL-DNN; the library PyTorch's CPU
+convolutions run on) computes a convolution directly from cache-sized blocks of the input, with
+JIT-generated AVX2 / AVX-512 kernels, instead of writing an im2col column buffer and calling a
+GEMM on it. CIFAR10-quick's 5x5 convolutions (32 output channels, K = 800) run at about half
+the BLAS peak through im2col + GEMM, because the GEMM packs a column buffer far larger than the
+caches; oneDNN runs them near the peak.
+
+The library is loaded with ctypes from the ``onednn-cpu-gomp`` wheel (``libdnnl.so.3`` under
+``sys.prefix/lib`` or the user base's ``lib`` (``pip install --user``), or ``CAFFEPY_ONEDNN_LIB``): the C API of oneDNN v3, no compiler, no Python
+binding. It threads with GNU OpenMP, the runtime numba's ``omp`` layer also uses (one pool,
+``OMP_NUM_THREADS`` threads). ``CAFFEPY_ONEDNN=0`` or :func:`set_enabled(False)` switches it off;
+:func:`get` returns None then, or where the library is missing, and the layers keep im2col + GEMM.
+
+:class:`ConvPlan` holds the three primitives of one convolution geometry (forward, data gradient,
+weight + bias gradient). oneDNN picks its own (blocked) memory formats; the plan reorders Caffe's
+NCHW blobs and OIHW weights into them and back, in scratch arrays of the net's workspace, so the
+blobs stay plain numpy arrays. Results equal im2col + GEMM up to float32 rounding (another
+summation order).
+"""
+import ctypes
+import os
+import sys
+import threading
+
+import numpy as np
+
+F32 = 3                                   # dnnl_f32
+ANY = 1                                   # dnnl_format_tag_any
+CPU = 1                                   # dnnl_cpu
+FORWARD_TRAINING, FORWARD_INFERENCE = 64, 96
+CONV_DIRECT, DECONV_DIRECT = 0x1, 0xa      # dnnl_convolution_direct, dnnl_deconvolution_direct
+ARG_SRC, ARG_DST, ARG_WEIGHTS, ARG_BIAS = 1, 17, 33, 41
+ARG_DIFF_SRC, ARG_DIFF_DST, ARG_DIFF_WEIGHTS, ARG_DIFF_BIAS = 129, 145, 161, 169
+Q_SRC, Q_DIFF_SRC, Q_WEIGHTS, Q_DIFF_WEIGHTS, Q_DST, Q_DIFF_DST = 129, 130, 131, 132, 133, 134
+MAX_NDIMS = 12
+
+Dims = ctypes.c_int64 * MAX_NDIMS
+_vp = ctypes.c_void_p
+
+
+class _ExecArg(ctypes.Structure):
+    _fields_ = [("arg", ctypes.c_int), ("memory", _vp)]
+
+
+_state = {"lib": None, "tried": False, "enabled": None, "engine": None, "error": None}
+_local = threading.local()      # a stream per thread (a stream is not meant to be shared)
+
+
+def _env_enabled():
+    return os.environ.get("CAFFEPY_ONEDNN", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def _candidates():
+    env = os.environ.get("CAFFEPY_ONEDNN_LIB")
+    if env:
+        return [env]
+    import site
+    prefixes = dict.fromkeys((sys.prefix, sys.base_prefix, site.getuserbase()))
+    return [os.path.join(prefix, "lib", "libdnnl.so.3") for prefix in prefixes] + ["libdnnl.so.3"]
+
+
+def _load():
+    # libgomp reads its wait policy once, when it is loaded (here, with libdnnl, unless numba's
+    # kernels loaded it first): its idle threads must sleep, not spin on the cores that BLAS's
+    # threads need next (measured: ResNet-50's exact forward 5x slower at 2 BLAS threads)
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    for path in _candidates():
+        try:
+            lib = ctypes.CDLL(path)
+            break
+        except OSError as e:
+            _state["error"] = "%s: %s" % (path, e)
+    else:
+        return None
+    for name in ("dnnl_primitive_desc_query_md",):
+        getattr(lib, name).restype = _vp
+    lib.dnnl_memory_desc_get_size.restype = ctypes.c_size_t
+    lib.dnnl_memory_desc_equal.restype = ctypes.c_int
+    engine = _vp()
+    if lib.dnnl_engine_create(ctypes.byref(engine), CPU, ctypes.c_size_t(0)) != 0:
+        _state["error"] = "dnnl_engine_create failed"
+        return None
+    _state["engine"] = engine
+    return lib
+
+
+def _stream():
+    stream = getattr(_local, "stream", None)
+    if stream is None:
+        stream = _vp()
+        _check(get().dnnl_stream_create(ctypes.byref(stream), _state["engine"], ctypes.c_uint(1)),
+               "stream create")
+        _local.stream = stream
+    return stream
+
+
+def get():
+    """The loaded library (ctypes.CDLL), or None: not installed or switched off."""
+    enabled = _state["enabled"]
+    if enabled is None:
+        enabled = _state["enabled"] = _env_enabled()
+    if not enabled:
+        return None
+    if not _state["tried"]:
+        _state["tried"] = True
+        _state["lib"] = _load()
+    return _state["lib"]
+
+
+def available():
+    return get() is not None
+
+
+class _Version(ctypes.Structure):
+    _fields_ = [("major", ctypes.c_int), ("minor", ctypes.c_int), ("patch", ctypes.c_int),
+                ("hash", ctypes.c_char_p), ("cpu_runtime", ctypes.c_uint),
+                ("gpu_runtime", ctypes.c_uint)]
+
+
+def version():
+    """'3.2.0' for the loaded library, None where it is not in use."""
+    lib = get()
+    if lib is None:
+        return None
+    lib.dnnl_version.restype = ctypes.POINTER(_Version)
+    v = lib.dnnl_version().contents
+    return "%d.%d.%d" % (v.major, v.minor, v.patch)
+
+
+def set_enabled(flag):
+    """Switch oneDNN on (True), off (False), or back to the environment (None)."""
+    _state["enabled"] = None if flag is None else bool(flag)
+
+
+def limit_threads(n):
+    """OpenMP threads for oneDNN's primitives run from the calling thread (an OpenMP setting
+    holds per thread): the distributed engine's workers compute at once and share the cores."""
+    if getattr(_local, "threads", None) == n:
+        return
+    gomp = _state.get("gomp")
+    if gomp is None:
+        try:
+            gomp = _state["gomp"] = ctypes.CDLL("libgomp.so.1")     # the runtime libdnnl uses
+        except OSError:
+            gomp = _state["gomp"] = False
+    if gomp:
+        gomp.omp_set_num_threads(int(n))
+    _local.threads = n
+
+
+class OneDNNError(RuntimeError):
+    pass
+
+
+def _check(status, what):
+    if status != 0:
+        raise OneDNNError("oneDNN: %s failed (dnnl_status_t %d)" % (what, status))
+
+
+def _dims(values):
+    d = Dims()
+    for i, v in enumerate(values):
+        d[i] = int(v)
+    return d
+
+
+class _Md:
+    """An owned memory descriptor (plain strides, or ``any`` format)."""
+
+    def __init__(self, shape, strides=None):
+        lib = get()
+        self.handle = _vp()
+        if strides is None:
+            _check(lib.dnnl_memory_desc_create_with_tag(
+                ctypes.byref(self.handle), len(shape), _dims(shape), F32, ANY), "memory desc")
+        else:
+            _check(lib.dnnl_memory_desc_create_with_strides(
+                ctypes.byref(self.handle), len(shape), _dims(shape), F32, _dims(strides)),
+                "memory desc")
+
+    @classmethod
+    def plain(cls, shape):
+        strides, s = [], 1
+        for n in reversed(shape):
+            strides.append(s)
+            s *= n
+        return cls(shape, strides[::-1])
+
+    def __del__(self):
+        lib = _state["lib"]
+        if lib is not None and self.handle:
+            lib.dnnl_memory_desc_destroy(self.handle)
+
+
+class _Primitive:
+    """A primitive and its descriptor; ``md(query)`` gives the memory descriptors it chose."""
+
+    def __init__(self, pd):
+        self.pd, self.prim = pd, _vp()
+        _check(get().dnnl_primitive_create(ctypes.byref(self.prim), pd), "primitive create")
+
+    def md(self, query):
+        return _vp(get().dnnl_primitive_desc_query_md(self.pd, query, 0))
+
+    def run(self, args):
+        """args: [(DNNL_ARG_*, memory handle)]."""
+        lib = get()
+        arr = (_ExecArg * len(args))(*[_ExecArg(a, m) for a, m in args])
+        _check(lib.dnnl_primitive_execute(self.prim, _stream(), len(args), arr), "execute")
+
+    def __del__(self):
+        lib = _state["lib"]
+        if lib is not None:
+            lib.dnnl_primitive_destroy(self.prim)
+            lib.dnnl_primitive_desc_destroy(self.pd)
+
+
+class _Memory:
+    """A memory object of one descriptor whose data handle is set per call (numpy arrays)."""
+
+    def __init__(self, md):
+        lib = get()
+        self.md = md
+        self.nbytes = lib.dnnl_memory_desc_get_size(md)
+        self.handle = _vp()
+        _check(lib.dnnl_memory_create(ctypes.byref(self.handle), md, _state["engine"], None),
+               "memory create")
+
+    def bind(self, array):
+        _check(get().dnnl_memory_set_data_handle(self.handle, _vp(array.ctypes.data)),
+               "set data handle")
+        return self.handle
+
+    def __del__(self):
+        lib = _state["lib"]
+        if lib is not None and self.handle:
+            lib.dnnl_memory_destroy(self.handle)
+
+
+class _Layout:
+    """One tensor seen plain (Caffe's order) by the layer and in a primitive's chosen format:
+    ``to_inner`` / ``to_plain`` reorder through a scratch array (nothing where the formats are
+    equal)."""
+
+    def __init__(self, plain_md, inner_md):
+        lib = get()
+        self.plain = _Memory(plain_md)
+        self.same = bool(lib.dnnl_memory_desc_equal(plain_md, inner_md))
+        self.inner = self.plain if self.same else _Memory(inner_md)
+        self._in = self._out = None
+        if not self.same:
+            self._in = _reorder(plain_md, inner_md)
+            self._out = _reorder(inner_md, plain_md)
+
+    def to_inner(self, array, scratch):
+        """Memory handle holding ``array`` in the inner format (``scratch``: float32 array of
+        at least ``inner.nbytes``)."""
+        src = self.plain.bind(array)
+        if self.same:
+            return src
+        dst = self.inner.bind(scratch)
+        self._in.run([(ARG_SRC, src), (ARG_DST, dst)])
+        return dst
+
+    def inner_handle(self, array, scratch):
+        """The memory handle a primitive writes this tensor to (``array`` itself where plain)."""
+        return self.plain.bind(array) if self.same else self.inner.bind(scratch)
+
+    def to_plain(self, scratch, array):
+        if not self.same:
+            self._out.run([(ARG_SRC, self.inner.bind(scratch)), (ARG_DST, self.plain.bind(array))])
+
+    def scratch_floats(self):
+        return 0 if self.same else (self.inner.nbytes + 3) // 4
+
+
+def _reorder(src_md, dst_md):
+    lib, engine = get(), _state["engine"]
+    pd = _vp()
+    _check(lib.dnnl_reorder_primitive_desc_create(ctypes.byref(pd), src_md, engine, dst_md,
+                                                  engine, None), "reorder")
+    return _Primitive(pd)
+
+
+class ConvPlan:
+    """The primitives of one convolution: x (N, C, *S) -> y (N, M, *O) with weights
+    (M, C / G, *K) (Caffe's layout), bias (M,), ``pad`` on both sides of each spatial axis.
+    ``transposed``: Caffe's Deconvolution instead (oneDNN's deconvolution primitives), weights
+    (C, M / G, *K), O = stride (S - 1) + dilation (K - 1) + 1 - 2 pad.
+
+    ``train``: also the data- and weight-gradient primitives. Raises OneDNNError where oneDNN has
+    no implementation (the caller falls back to im2col + GEMM)."""
+
+    def __init__(self, n, c, spatial, m, out_spatial, group, kernel, stride, pad, dilation,
+                 bias, train, transposed=False):
+        lib, engine = get(), _state["engine"]
+        kind = "deconvolution" if transposed else "convolution"
+        x_shape = (n, c) + tuple(spatial)
+        y_shape = (n, m) + tuple(out_spatial)
+        kk = int(np.prod(kernel))
+        k_strides = [int(np.prod(kernel[i + 1:])) for i in range(len(kernel))]
+        w_dims = (group, m // group, c // group) + tuple(kernel)
+        if transposed:      # Caffe's (C, M / G, *K): the (g, m, c) element at ((g C/G + c) M/G + m) K
+            w_strides = [(c // group) * (m // group) * kk, kk, (m // group) * kk] + k_strides
+        else:               # (M, C / G, *K): at ((g M/G + m) C/G + c) K
+            w_strides = [(m // group) * (c // group) * kk, (c // group) * kk, kk] + k_strides
+        if group == 1:
+            w_dims, w_strides = w_dims[1:], w_strides[1:]
+        small, big = (spatial, out_spatial) if transposed else (out_spatial, spatial)
+        pad_r = [(o - 1) * s + d * (k - 1) + 1 - i - p for o, s, d, k, i, p in
+                 zip(small, stride, dilation, kernel, big, pad)]
+        geo = (_dims(stride), _dims([d - 1 for d in dilation]), _dims(pad), _dims(pad_r))
+        self.bias = bias
+        x_any, y_any, w_any = _Md(x_shape), _Md(y_shape), _Md(w_dims)
+        x_plain, y_plain = _Md.plain(x_shape), _Md.plain(y_shape)
+        w_plain, b_plain = _Md(w_dims, w_strides), _Md.plain((m,))
+        self._keep = [x_any, y_any, w_any, x_plain, y_plain, w_plain, b_plain]
+        alg = DECONV_DIRECT if transposed else CONV_DIRECT
+        create = lambda step: getattr(lib, "dnnl_%s_%s_primitive_desc_create" % (kind, step))  # noqa: E731
+        pd = _vp()
+        _check(create("forward")(
+            ctypes.byref(pd), engine, FORWARD_TRAINING if train else FORWARD_INFERENCE,
+            alg, x_any.handle, w_any.handle, b_plain.handle if bias else None,
+            y_any.handle, *geo, None), "%s forward" % kind)
+        self.fwd = _Primitive(pd)
+        self.fx = _Layout(x_plain.handle, self.fwd.md(Q_SRC))
+        self.fw = _Layout(w_plain.handle, self.fwd.md(Q_WEIGHTS))
+        self.fy = _Layout(y_plain.handle, self.fwd.md(Q_DST))
+        self.b = _Memory(b_plain.handle)
+        self.bwd_data = self.bwd_weights = None
+        if train:
+            pd = _vp()
+            _check(create("backward_data")(
+                ctypes.byref(pd), engine, alg, x_any.handle, w_any.handle, y_any.handle,
+                *geo, self.fwd.pd, None), "%s backward data" % kind)
+            self.bwd_data = _Primitive(pd)
+            self.dx = _Layout(x_plain.handle, self.bwd_data.md(Q_DIFF_SRC))
+            self.dw_w = _Layout(w_plain.handle, self.bwd_data.md(Q_WEIGHTS))
+            self.dy_d = _Layout(y_plain.handle, self.bwd_data.md(Q_DIFF_DST))
+            pd = _vp()
+            _check(create("backward_weights")(
+                ctypes.byref(pd), engine, alg, x_any.handle, w_any.handle,
+                b_plain.handle if bias else None, y_any.handle, *geo, self.fwd.pd, None),
+                "%s backward weights" % kind)
+            self.bwd_weights = _Primitive(pd)
+            self.bx = _Layout(x_plain.handle, self.bwd_weights.md(Q_SRC))
+            self.dw = _Layout(w_plain.handle, self.bwd_weights.md(Q_DIFF_WEIGHTS))
+            self.dy_w = _Layout(y_plain.handle, self.bwd_weights.md(Q_DIFF_DST))
+            self.db = _Memory(b_plain.handle)
+
+    def forward(self, x, w, b, y, scratch):
+        """y = conv(x, w) + b; ``scratch(slot, floats)`` gives float32 work arrays."""
+        sx = scratch("dnnl_x", self.fx.scratch_floats())
+        args = [(ARG_SRC, self.fx.to_inner(x, sx)),
+                (ARG_WEIGHTS, self.fw.to_inner(w, scratch("dnnl_w", self.fw.scratch_floats())))]
+        if self.bias:
+            args.append((ARG_BIAS, self.b.bind(b)))
+        sy = scratch("dnnl_y", self.fy.scratch_floats())
+        args.append((ARG_DST, self.fy.inner_handle(y, sy)))
+        self.fwd.run(args)
+        self.fy.to_plain(sy, y)
+
+    def backward(self, x, w, dy, dw, db, dx, scratch):
+        """Writes the weight (``dw``) and bias (``db``) gradients of ``dy`` when they are not
+        None, and the data gradient into ``dx`` when it is not None (all overwritten)."""
+        if dw is not None:
+            dyh = self.dy_w.to_inner(dy, scratch("dnnl_y", self.dy_w.scratch_floats()))
+            args = [(ARG_SRC, self.bx.to_inner(x, scratch("dnnl_x", self.bx.scratch_floats()))),
+                    (ARG_DIFF_DST, dyh)]
+            sdw = scratch("dnnl_dw", self.dw.scratch_floats())
+            args.append((ARG_DIFF_WEIGHTS, self.dw.inner_handle(dw, sdw)))
+            if self.bias:
+                args.append((ARG_DIFF_BIAS, self.db.bind(db)))
+            self.bwd_weights.run(args)
+            self.dw.to_plain(sdw, dw)
+        if dx is not None:
+            args = [(ARG_DIFF_DST, self.dy_d.to_inner(
+                        dy, scratch("dnnl_y", self.dy_d.scratch_floats()))),
+                    (ARG_WEIGHTS, self.dw_w.to_inner(
+                        w, scratch("dnnl_w", self.dw_w.scratch_floats())))]
+            sdx = scratch("dnnl_x", self.dx.scratch_floats())
+            args.append((ARG_DIFF_SRC, self.dx.inner_handle(dx, sdx)))
+            self.bwd_data.run(args)
+            self.dx.to_plain(sdx, dx)

@@ -1,0 +1,208 @@
+"""Convolution through oneDNN (caffepy.math.onednn, caffepy.layers.conv_onednn) against the
+im2col + GEMM path, a direct loop and the gradient checker. Skipped where oneDNN is not installed."""
+import threading
+
+import numpy as np
+import pytest
+
+from caffepy.layers import conv_onednn
+from caffepy.math import onednn
+from caffepy.testing import check_layer_gradient, make_blobs, make_layer
+from tests.layers.test_conv import CONV, naive_conv
+
+pytestmark = pytest.mark.skipif(not onednn.available(),
+                                reason="oneDNN is not installed (pip install caffepy[onednn])")
+
+GEOMETRIES = [
+    ((2, 4, 7, 6), "kernel_size: 3", 3),
+    ((2, 4, 7, 6), "kernel_h: 3 kernel_w: 2 stride_h: 2 stride_w: 1 pad_h: 1 pad_w: 0", 2),
+    ((2, 4, 9, 8), "kernel_size: 3 dilation: 2 pad: 2 stride: 2 group: 2", 4),
+    ((2, 4, 10, 9), "kernel_size: 3 stride: 2", 5),              # floor drops a row: pad_r < 0
+    ((2, 4, 5, 6), "kernel_size: 1 bias_term: false", 5),
+    ((3, 6, 8, 8), "kernel_size: 5 pad: 2 group: 3", 6),
+    ((1, 2, 5, 4, 6), "kernel_size: 2 kernel_size: 3 kernel_size: 2 pad: 1 stride: 1", 3),
+    ((2, 3, 11), "kernel_size: 4 stride: 3 pad: 1", 2),           # 1-d
+]
+
+
+def _pair(fields, num_output, x, kind="Convolution"):
+    """The same float32 layer twice, set up for bottom ``x``: one runs oneDNN, one the GEMM path."""
+    text = (CONV % (num_output, fields)).replace("Convolution", kind)
+    a = make_layer(text, dtype=np.float32)
+    b = make_layer(text, dtype=np.float32)
+    for layer in (a, b):
+        layer.setup(make_blobs([x], np.float32), make_blobs(1, np.float32))
+    for pa, pb in zip(a.blobs, b.blobs):
+        pb.data[...] = pa.data
+    return a, b
+
+
+def _run(layer, x, dy, onednn_on, pre=0.0, down=True):
+    """forward + backward of ``layer`` with oneDNN on or off; diffs start at ``pre``."""
+    onednn.set_enabled(onednn_on)
+    try:
+        bottom, top = make_blobs([x], np.float32), make_blobs(1, np.float32)
+        layer.reshape(bottom, top)
+        layer.forward(bottom, top)
+        top[0].diff[...] = dy
+        for blob in layer.blobs:
+            blob.diff[...] = pre
+        bottom[0].diff[...] = 7.0
+        layer.backward(top, [down], bottom)
+        return (top[0].data.copy(), bottom[0].diff.copy(),
+                [blob.diff.copy() for blob in layer.blobs])
+    finally:
+        onednn.set_enabled(None)
+
+
+@pytest.mark.parametrize("shape,fields,num_output", GEOMETRIES)
+def test_onednn_matches_gemm_path_and_direct_loop(shape, fields, num_output):
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal(shape).astype(np.float32)
+    a, b = _pair(fields, num_output, x)
+    ya, _, _ = _run(a, x, 0.0, True)
+    assert a._dnnl_plans, "oneDNN took no plan for %s" % fields
+    dy = rng.standard_normal(ya.shape).astype(np.float32)
+    ya, dxa, pa = _run(a, x, dy, True, pre=0.5)
+    yb, dxb, pb = _run(b, x, dy, False, pre=0.5)
+    assert not getattr(b, "_dnnl_plans", None)
+    bias = a.blobs[1].data if len(a.blobs) > 1 else None
+    ref = naive_conv(x.astype(np.float64), a.blobs[0].data.astype(np.float64), bias,
+                     a.stride, a.pad, a.dilation, a.group)
+    np.testing.assert_allclose(ya, ref, rtol=1e-4, atol=1e-4)
+    scale = lambda v: 1e-5 * max(1.0, float(np.abs(v).max()))     # noqa: E731
+    np.testing.assert_allclose(ya, yb, rtol=0, atol=scale(yb))
+    np.testing.assert_allclose(dxa, dxb, rtol=0, atol=scale(dxb))
+    for ga, gb in zip(pa, pb):          # accumulated onto the 0.5 already there, like Caffe
+        np.testing.assert_allclose(ga, gb, rtol=0, atol=scale(gb))
+
+
+DECONV_GEOMETRIES = [
+    ((2, 4, 5, 6), "kernel_size: 3", 3),
+    ((2, 4, 5, 4), "kernel_size: 4 stride: 2 pad: 1 group: 2", 6),    # FCN-style upsampling
+    ((2, 4, 4, 5), "kernel_h: 3 kernel_w: 2 stride_h: 2 stride_w: 1 pad_h: 1 dilation: 2", 2),
+    ((2, 3, 3, 4), "kernel_size: 2 stride: 2 bias_term: false", 4),
+    ((1, 2, 3, 4, 3), "kernel_size: 3 stride: 2 pad: 1", 3),            # 3-d
+]
+
+
+@pytest.mark.parametrize("shape,fields,num_output", DECONV_GEOMETRIES)
+def test_onednn_deconvolution_matches_gemm_path(shape, fields, num_output):
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal(shape).astype(np.float32)
+    a, b = _pair(fields, num_output, x, "Deconvolution")
+    ya, _, _ = _run(a, x, 0.0, True)
+    assert a._dnnl_plans and all(a._dnnl_plans.values()), "oneDNN took no plan for %s" % fields
+    dy = rng.standard_normal(ya.shape).astype(np.float32)
+    ya, dxa, pa = _run(a, x, dy, True, pre=0.5)
+    yb, dxb, pb = _run(b, x, dy, False, pre=0.5)
+    scale = lambda v: 1e-5 * max(1.0, float(np.abs(v).max()))     # noqa: E731
+    np.testing.assert_allclose(ya, yb, rtol=0, atol=scale(yb))
+    np.testing.assert_allclose(dxa, dxb, rtol=0, atol=scale(dxb))
+    for ga, gb in zip(pa, pb):
+        np.testing.assert_allclose(ga, gb, rtol=0, atol=scale(gb))
+
+
+@pytest.mark.parametrize("kind,fields", [
+    ("Convolution", "kernel_size: 3 stride: 2 pad: 1 group: 2"),
+    ("Convolution", "kernel_size: 2 dilation: 2"), ("Convolution", "kernel_size: 3 pad: 1"),
+    ("Deconvolution", "kernel_size: 3 stride: 2 pad: 1 group: 2")])
+def test_onednn_gradient(kind, fields):
+    """Caffe's float tests: step 1e-2, threshold 1e-2."""
+    x = np.random.default_rng(2).standard_normal((2, 4, 5, 4))
+    layer = make_layer((CONV % (4, fields)).replace("Convolution", kind), dtype=np.float32)
+    check_layer_gradient(layer, make_blobs([x], np.float32), make_blobs(1, np.float32),
+                         stepsize=1e-2, threshold=1e-2)
+    assert layer._dnnl_plans
+
+
+def test_onednn_two_bottoms_and_propagate_flags():
+    rng = np.random.default_rng(3)
+    xs = [rng.standard_normal((2, 3, 6, 6)).astype(np.float32) for _ in range(2)]
+    layer = make_layer(CONV % (2, "kernel_size: 3 pad: 1"), dtype=np.float32)
+    check_layer_gradient(layer, make_blobs(xs, np.float32), make_blobs(2, np.float32),
+                         stepsize=1e-2, threshold=1e-2)
+    # no weight gradient: the bias gradient still accumulates; propagate_down false: dx untouched
+    x = xs[0]
+    a, b = _pair("kernel_size: 3 pad: 1", 2, x)
+    for layer_ in (a, b):
+        layer_.param_propagate_down = [False, True]
+    dy = rng.standard_normal((2, 2, 6, 6)).astype(np.float32)
+    _, dxa, pa = _run(a, x, dy, True, pre=1.0, down=False)
+    _, dxb, pb = _run(b, x, dy, False, pre=1.0, down=False)
+    assert np.all(dxa == 7.0) and np.all(dxb == 7.0)
+    assert np.all(pa[0] == 1.0)
+    np.testing.assert_allclose(pa[1], pb[1], rtol=1e-5)
+    assert not np.allclose(pa[1], 1.0)
+
+
+def test_declined_geometry_falls_back_to_gemm(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise onednn.OneDNNError("oneDNN: convolution forward failed (dnnl_status_t 3)")
+    monkeypatch.setattr(onednn, "ConvPlan", refuse)
+    x = np.random.default_rng(4).standard_normal((2, 3, 5, 5)).astype(np.float32)
+    a, b = _pair("kernel_size: 3", 2, x)
+    dy = np.ones((2, 2, 3, 3), np.float32)
+    ya, dxa, _ = _run(a, x, dy, True)
+    yb, dxb, _ = _run(b, x, dy, False)
+    assert list(a._dnnl_plans.values()) == [None]
+    np.testing.assert_array_equal(ya, yb)
+    np.testing.assert_array_equal(dxa, dxb)
+
+
+def test_float64_and_depthwise_keep_their_paths():
+    layer = make_layer(CONV % (2, "kernel_size: 3"))                  # float64
+    assert conv_onednn.plan(layer, True) is None
+    dw = make_layer(CONV % (4, "kernel_size: 3 group: 4"), dtype=np.float32)
+    dw.setup(make_blobs([np.zeros((1, 4, 5, 5))], np.float32), make_blobs(1, np.float32))
+    assert dw._depthwise() == (conv_onednn.plan(dw, True) is None)
+
+
+NET = """name: "n" force_backward: %s
+layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 2 dim: 3 dim: 8 dim: 8 } } }
+layer { name: "conv" type: "Convolution" bottom: "data" top: "conv"
+  convolution_param { num_output: 4 kernel_size: 3 weight_filler { type: "xavier" } } }
+"""
+
+
+@pytest.mark.parametrize("train", [True, False])
+def test_nets_use_onednn_only_where_they_train_the_layer(tmp_path, train):
+    from caffepy.net import Net
+    from caffepy.proto import caffe_pb2
+    path = tmp_path / "net.prototxt"
+    path.write_text(NET % ("true" if train else "false"))
+    net = Net(str(path), caffe_pb2.TRAIN if train else caffe_pb2.TEST)
+    net.forward(data=np.ones((2, 3, 8, 8), np.float32))
+    conv = net.layers[list(net._layer_names).index("conv")]
+    assert bool(getattr(conv, "_dnnl_plans", None)) == train
+
+
+def test_threads_run_plans_at_once():
+    """A stream per thread: workers of the in-process engine convolve at the same time."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((4, 8, 12, 12)).astype(np.float32)
+    layers = [make_layer(CONV % (8, "kernel_size: 3 pad: 1"), dtype=np.float32)
+              for _ in range(3)]
+    want, got, errors = [], [None] * 3, []
+    for layer in layers:
+        bottom, top = make_blobs([x], np.float32), make_blobs(1, np.float32)
+        layer.setup(bottom, top)
+        want.append(naive_conv(x.astype(np.float64), layer.blobs[0].data.astype(np.float64),
+                               layer.blobs[1].data, layer.stride, layer.pad, layer.dilation, 1))
+
+    def run(i):
+        try:
+            bottom, top = make_blobs([x], np.float32), make_blobs(1, np.float32)
+            for _ in range(20):
+                layers[i].forward(bottom, top)
+            got[i] = top[0].data.copy()
+        except Exception as e:                  # reported below, in the main thread
+            errors.append(e)
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from caffepy.blob import Blob
-from caffepy.math import kernels
+from caffepy.math import kernels, onednn
 from caffepy.math.workspace import LAZY_MIN_BYTES, Workspace, lazy_zeros
 from caffepy.net import Net
 from caffepy.proto import caffe_pb2
@@ -116,7 +116,19 @@ layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: "
 """
 
 
-def test_net_shares_one_workspace_and_keeps_columns_only_for_weight_gradients():
+@pytest.mark.parametrize("dnnl", [False, True])
+def test_net_shares_one_workspace_and_keeps_columns_only_for_weight_gradients(dnnl):
+    """GEMM path: c1 keeps its columns; oneDNN (where installed): c1 runs through it, no columns."""
+    if dnnl and not onednn.available():
+        pytest.skip("oneDNN is not installed")
+    onednn.set_enabled(dnnl)
+    try:
+        _workspace_and_columns(dnnl)
+    finally:
+        onednn.set_enabled(None)
+
+
+def _workspace_and_columns(dnnl):
     param = caffe_pb2.NetParameter()
     from google.protobuf import text_format
     text_format.Parse(NET, param)
@@ -125,7 +137,8 @@ def test_net_shares_one_workspace_and_keeps_columns_only_for_weight_gradients():
     assert c1.workspace is c2.workspace is not None
     assert c1.keep_columns and not c2.keep_columns          # c2's weights do not learn
     net.forward_backward()
-    assert c1._cols and not c2._cols
+    assert bool(c1._cols) != dnnl and not c2._cols
+    assert bool(getattr(c1, "_dnnl_plans", None)) == dnnl
     grads = [p.diff.copy() for p in net.learnable_params]
     deploy = caffe_pb2.NetParameter()
     deploy.CopyFrom(param)

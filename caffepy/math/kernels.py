@@ -20,51 +20,60 @@ says otherwise): spinning threads would compete with the BLAS threads of the GEM
 import contextlib
 import os
 
-_state = {"module": None, "tried": False, "enabled": None}
+class Switch:
+    """An optional accelerator that is loaded on first use: ``get()`` returns what ``load()``
+    returned (None: not installed), or None while it is switched off by the environment variable
+    ``env`` (``0`` / ``false`` / ``no`` / ``off``), by ``set_enabled(False)`` or inside
+    ``with disabled():``. ``set_enabled(None)`` goes back to the environment."""
 
+    def __init__(self, env, load):
+        self.env, self.load = env, load
+        self.value, self.tried, self.enabled = None, False, None
 
-def _env_enabled():
-    return os.environ.get("CAFFEPY_NUMBA", "1").strip().lower() not in ("0", "false", "no", "off")
+    def get(self):
+        enabled = self.enabled
+        if enabled is None:
+            enabled = self.enabled = os.environ.get(self.env, "1").strip().lower() not in (
+                "0", "false", "no", "off")
+        if not enabled:
+            return None
+        if not self.tried:
+            self.tried = True
+            self.value = self.load()
+        return self.value
 
+    def available(self):
+        return self.get() is not None
 
-def get():
-    """The compiled-kernel module, or None (numba missing or switched off)."""
-    enabled = _state["enabled"]
-    if enabled is None:
-        enabled = _state["enabled"] = _env_enabled()
-    if not enabled:
-        return None
-    if not _state["tried"]:
-        _state["tried"] = True
-        # numba's OpenMP pool would otherwise spin after each kernel, on the cores that the
-        # BLAS threads of the next GEMM need (measured: LeNet / CIFAR10-quick steps 2x slower)
-        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    def set_enabled(self, flag):
+        self.enabled = None if flag is None else bool(flag)
+
+    @contextlib.contextmanager
+    def disabled(self):
+        old = self.enabled
+        self.enabled = False
         try:
-            from . import _numba_kernels
-            _state["module"] = _numba_kernels
-        except ImportError:
-            _state["module"] = None
-    return _state["module"]
+            yield
+        finally:
+            self.enabled = old
 
 
-def available():
-    return get() is not None
-
-
-def set_enabled(flag):
-    """Switch the numba kernels on (True), off (False), or back to the environment (None)."""
-    _state["enabled"] = None if flag is None else bool(flag)
-
-
-@contextlib.contextmanager
-def disabled():
-    """Run a block on the pure-numpy path."""
-    old = _state["enabled"]
-    _state["enabled"] = False
+def _load():
+    # numba's OpenMP pool would otherwise spin after each kernel, on the cores that the
+    # BLAS threads of the next GEMM need (measured: LeNet / CIFAR10-quick steps 2x slower)
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     try:
-        yield
-    finally:
-        _state["enabled"] = old
+        from . import _numba_kernels
+        return _numba_kernels
+    except ImportError:
+        return None
+
+
+_switch = Switch("CAFFEPY_NUMBA", _load)
+get = _switch.get                   # the compiled-kernel module, or None
+available = _switch.available
+set_enabled = _switch.set_enabled   # on (True), off (False), or back to the environment (None)
+disabled = _switch.disabled         # ``with disabled():`` runs a block on the pure-numpy path
 
 
 def set_threads(n):

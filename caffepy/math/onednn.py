@@ -26,6 +26,8 @@ import threading
 
 import numpy as np
 
+from . import kernels
+
 F32 = 3                                   # dnnl_f32
 ANY = 1                                   # dnnl_format_tag_any
 CPU = 1                                   # dnnl_cpu
@@ -44,12 +46,8 @@ class _ExecArg(ctypes.Structure):
     _fields_ = [("arg", ctypes.c_int), ("memory", _vp)]
 
 
-_state = {"lib": None, "tried": False, "enabled": None, "engine": None, "error": None}
+_state = {"engine": None, "error": None}
 _local = threading.local()      # a stream per thread (a stream is not meant to be shared)
-
-
-def _env_enabled():
-    return os.environ.get("CAFFEPY_ONEDNN", "1").strip().lower() not in ("0", "false", "no", "off")
 
 
 def _candidates():
@@ -96,21 +94,11 @@ def _stream():
     return stream
 
 
-def get():
-    """The loaded library (ctypes.CDLL), or None: not installed or switched off."""
-    enabled = _state["enabled"]
-    if enabled is None:
-        enabled = _state["enabled"] = _env_enabled()
-    if not enabled:
-        return None
-    if not _state["tried"]:
-        _state["tried"] = True
-        _state["lib"] = _load()
-    return _state["lib"]
-
-
-def available():
-    return get() is not None
+_switch = kernels.Switch("CAFFEPY_ONEDNN", _load)
+get = _switch.get                   # the loaded library (ctypes.CDLL), or None
+available = _switch.available
+set_enabled = _switch.set_enabled   # on (True), off (False), or back to the environment (None)
+disabled = _switch.disabled
 
 
 class _Version(ctypes.Structure):
@@ -127,11 +115,6 @@ def version():
     lib.dnnl_version.restype = ctypes.POINTER(_Version)
     v = lib.dnnl_version().contents
     return "%d.%d.%d" % (v.major, v.minor, v.patch)
-
-
-def set_enabled(flag):
-    """Switch oneDNN on (True), off (False), or back to the environment (None)."""
-    _state["enabled"] = None if flag is None else bool(flag)
 
 
 def limit_threads(n):
@@ -189,7 +172,7 @@ class _Md:
         return cls(shape, strides[::-1])
 
     def __del__(self):
-        lib = _state["lib"]
+        lib = _switch.value
         if lib is not None and self.handle:
             lib.dnnl_memory_desc_destroy(self.handle)
 
@@ -211,7 +194,7 @@ class _Primitive:
         _check(lib.dnnl_primitive_execute(self.prim, _stream(), len(args), arr), "execute")
 
     def __del__(self):
-        lib = _state["lib"]
+        lib = _switch.value
         if lib is not None:
             lib.dnnl_primitive_destroy(self.prim)
             lib.dnnl_primitive_desc_destroy(self.pd)
@@ -234,7 +217,7 @@ class _Memory:
         return self.handle
 
     def __del__(self):
-        lib = _state["lib"]
+        lib = _switch.value
         if lib is not None and self.handle:
             lib.dnnl_memory_destroy(self.handle)
 

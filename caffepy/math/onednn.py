@@ -331,6 +331,9 @@ class ConvPlan:
             self.bx = _Layout(x_plain.handle, self.bwd_weights.md(Q_SRC))
             self.dw = _Layout(w_plain.handle, self.bwd_weights.md(Q_DIFF_WEIGHTS))
             self.dy_w = _Layout(y_plain.handle, self.bwd_weights.md(Q_DIFF_DST))
+            # both gradients read dY in one blocked format: reorder it once per backward
+            self.dy_shared = (not self.dy_d.same and lib.dnnl_memory_desc_equal(
+                self.bwd_data.md(Q_DIFF_DST), self.bwd_weights.md(Q_DIFF_DST)) == 1)
             self.db = _Memory(b_plain.handle)
 
     def forward(self, x, w, b, y, scratch):
@@ -359,8 +362,12 @@ class ConvPlan:
             self.bwd_weights.run(args)
             self.dw.to_plain(sdw, dw)
         if dx is not None:
-            args = [(ARG_DIFF_DST, self.dy_d.to_inner(
-                        dy, scratch("dnnl_y", self.dy_d.scratch_floats()))),
+            sy = scratch("dnnl_y", self.dy_d.scratch_floats())
+            if dw is not None and self.dy_shared:      # dY is in that format already
+                dyh = self.dy_d.inner.bind(sy)
+            else:
+                dyh = self.dy_d.to_inner(dy, sy)
+            args = [(ARG_DIFF_DST, dyh),
                     (ARG_WEIGHTS, self.dw_w.to_inner(
                         w, scratch("dnnl_w", self.dw_w.scratch_floats())))]
             sdx = scratch("dnnl_x", self.dx.scratch_floats())

@@ -2,6 +2,8 @@
 
     python benchmarks/bench_scaling.py [--net cifar10_quick|lenet] [--batch 100] [--steps 30]
                                        [--warmup 5] [--repeats 2] [--rates 10gbit 1gbit]
+                                       [--modes on off] [--trace] [--quiet_nap S]
+                                       [--switch_interval S]
 
 (a) 1 host x 1 worker: the TRAIN net of models/<net> (its Data layer replaced by MemoryData with
     random data), one plain process, ``solver.step`` at global batch B, pinned to one core
@@ -26,6 +28,15 @@ hidden share (wait-free, at a rate), two views, medians over the repeats:
   (work moved into backward on the same core), so it flatters wait-free; printed for comparison.
 Per rank, the CPU each thread used in the window (/proc/self/task/<tid>/schedstat: on-CPU +
 runnable-but-waiting ms per step) shows where a rank's core went.
+Per worker, the wall time of its forward and backward calls per step and its own thread's CPU in
+them (time.thread_time): wall above CPU is the time other threads of the rank's core took.
+--trace: per worker, medians over the timed steps of when each param's gradient is pushed, reaches
+the server's rank (arrGRAD) and the server (sgrad), is answered, and the answer reaches the
+worker's rank (arrPARAM) and its stub (sparam); the peer's SFB factors (arrSFB); the worker's
+backward end (bwd1) and next forward (fwd); all in ms from that worker's backward start (one clock:
+the box's hosts share the kernel). Also the CPU of the pushes and each rank's TCP sockets (``ss``:
+skmem rb / tb = receive / send buffer). --quiet_nap / --switch_interval set the MPI engine's
+QUIET_NAP and the interpreter's GIL switch interval in the ranks (A/B runs).
 Configurations alternate, --repeats times; medians are printed with the 1-min load. Run as root.
 """
 import argparse
@@ -188,6 +199,8 @@ def rank_main(a):
     c.engine, c.timeout, c.wait_free = "mpi", 120, bool(a.wait_free)
     marks = {}
     trace = install_trace() if a.trace else None
+    if a.switch_interval is not None:   # the interpreter's GIL switch interval in the ranks
+        sys.setswitchinterval(a.switch_interval)
     if a.quiet_nap is not None:         # the MPI engine's round interval while a worker computes
         from caffepy.dist import mpi
         mpi.QUIET_NAP = a.quiet_nap
@@ -277,7 +290,8 @@ def two(a, box, wait_free):
            "--batch", str(a.batch // 2), "--steps", str(a.steps), "--warmup", str(a.warmup),
            "--groups", "2", "--wait_free", str(int(wait_free)), "--servers", str(a.servers)] + (
                ["--trace"] if a.trace else []) + (
-               ["--quiet_nap", repr(a.quiet_nap)] if a.quiet_nap is not None else [])
+               ["--quiet_nap", repr(a.quiet_nap)] if a.quiet_nap is not None else []) + (
+               ["--switch_interval", repr(a.switch_interval)] if a.switch_interval is not None else [])
     before = load()
     proc = box.mpiexec(cmd, hosts=box.hosts, ppn=1, env=box.env(PYTHONPATH=ROOT, **ONE), cwd=ROOT,
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -366,6 +380,8 @@ def main():
     ap.add_argument("--quiet_nap", type=float, default=None, help="seconds: the MPI engine's "
                     "QUIET_NAP in the ranks (its communication thread's round interval while a "
                     "worker computes; default the engine's)")
+    ap.add_argument("--switch_interval", type=float, default=None, help="seconds: "
+                    "sys.setswitchinterval in the ranks (Python's default 0.005)")
     ap.add_argument("--rank", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--mode", default="single")
     ap.add_argument("--groups", type=int, default=1)
@@ -430,6 +446,10 @@ def main():
         print("hidden share at %s, step view: (%.1f - %.1f) / %.1f = %.0f%%; exposed view: "
               "1 - %.1f / %.1f = %.0f%%" % (rate, 1e3 * s_off, 1e3 * s_on, 1e3 * off, step_view,
                                            1e3 * on, 1e3 * off, exposed_view))
+        pairs = [100 * (a.batch / r_off["rate"] - a.batch / r_on["rate"]) / r_off["exposed"]
+                 for r_on, r_off in zip(runs[(rate, True)], runs[(rate, False)])]
+        print("  step view of each repeat (on and off back to back): %s; median %.0f%%" % (
+            ", ".join("%.0f%%" % v for v in pairs), statistics.median(pairs)))
     print("loadavg after: %s" % open("/proc/loadavg").read().strip())
     return 0
 

@@ -2,6 +2,8 @@
 
     python benchmarks/bench_scaling.py [--net cifar10_quick|lenet] [--batch 100] [--steps 30]
                                        [--warmup 5] [--repeats 2] [--rates 10gbit 1gbit]
+                                       [--modes on off] [--trace] [--quiet_nap S]
+                                       [--switch_interval S]
 
 (a) 1 host x 1 worker: the TRAIN net of models/<net> (its Data layer replaced by MemoryData with
     random data), one plain process, ``solver.step`` at global batch B, pinned to one core
@@ -26,6 +28,15 @@ hidden share (wait-free, at a rate), two views, medians over the repeats:
   (work moved into backward on the same core), so it flatters wait-free; printed for comparison.
 Per rank, the CPU each thread used in the window (/proc/self/task/<tid>/schedstat: on-CPU +
 runnable-but-waiting ms per step) shows where a rank's core went.
+Per worker, the wall time of its forward and backward calls per step and its own thread's CPU in
+them (time.thread_time): wall above CPU is the time other threads of the rank's core took.
+--trace: per worker, medians over the timed steps of when each param's gradient is pushed, reaches
+the server's rank (arrGRAD) and the server (sgrad), is answered, and the answer reaches the
+worker's rank (arrPARAM) and its stub (sparam); the peer's SFB factors (arrSFB); the worker's
+backward end (bwd1) and next forward (fwd); all in ms from that worker's backward start (one clock:
+the box's hosts share the kernel). Also the CPU of the pushes and each rank's TCP sockets (``ss``:
+skmem rb / tb = receive / send buffer). --quiet_nap / --switch_interval set the MPI engine's
+QUIET_NAP and the interpreter's GIL switch interval in the ranks (A/B runs).
 Configurations alternate, --repeats times; medians are printed with the 1-min load. Run as root.
 """
 import argparse
@@ -103,6 +114,63 @@ def thread_cpu():
     return out
 
 
+def install_trace():
+    """--trace: record when each gradient is pushed, reaches the server, is answered, and when the
+    answer reaches the stub (times from time.time(), comparable across the box's hosts), by
+    wrapping the roles' methods; a list of (time, event, who, param, step or version)."""
+    from caffepy.dist.server import Server
+    from caffepy.dist.stub import Stub
+    from caffepy.dist.worker import Worker
+    events = []
+    push, on_grad, answer, on_param = Worker.push, Server._on_grad, Server._answer, Stub._on_param
+
+    def w_push(self, p, c):
+        t, cpu = time.time(), time.thread_time()
+        try:
+            return push(self, p, c)
+        finally:
+            events.append((t, "push", self.ep.id, p, c))
+            events.append((time.thread_time() - cpu, "pushcpu", self.ep.id, p, c))
+
+    def s_grad(self, h, bufs):
+        events.append((time.time(), "sgrad", self.topo.group_of_stub(h.src), h.param, h.step))
+        return on_grad(self, h, bufs)
+
+    def s_answer(self, s, groups):
+        events.append((time.time(), "answer", -1, s.p, s.version))
+        return answer(self, s, groups)
+
+    def st_param(self, h, bufs):
+        events.append((time.time(), "sparam", self.g, h.param, h.version))
+        return on_param(self, h, bufs)
+    Worker.push, Server._on_grad, Server._answer, Stub._on_param = w_push, s_grad, s_answer, st_param
+    from caffepy.dist import routing, sfb, transport as T
+    from caffepy.dist.mpi import MpiEngine
+    r_push, hand = routing.RoutedMixin.push, MpiEngine._hand_over
+
+    def rw_push(self, p, c):
+        t, cpu = time.time(), time.thread_time()
+        try:
+            return r_push(self, p, c)
+        finally:
+            events.append((t, "push", self.ep.id, p, c))
+            if p in getattr(self, "sfb_of", ()):
+                events.append((time.thread_time() - cpu, "pushcpu", self.ep.id, p, c))
+
+    def e_hand(self, inc):      # messages complete at the receiving rank
+        t, topo = time.time(), self.topology
+        for h, _ in inc.messages:
+            if h.kind == T.GRAD and topo.is_stub(h.src):
+                events.append((t, "arrGRAD", topo.group_of_stub(h.src), h.param, h.step))
+            elif h.kind == T.PARAM and topo.is_stub(h.dst):
+                events.append((t, "arrPARAM", topo.group_of_stub(h.dst), h.param, h.version))
+            elif h.kind == sfb.SFB_FACTORS:
+                events.append((t, "arrSFB", h.dst, h.param, h.step))
+        return hand(self, inc)
+    routing.RoutedMixin.push, MpiEngine._hand_over = rw_push, e_hand
+    return events
+
+
 def rank_main(a):
     """One process: --mode single (plain solver) or dist (under mpiexec, one rank per host)."""
     rank = int(os.environ.get("PMI_RANK", "0"))
@@ -130,10 +198,16 @@ def rank_main(a):
     c.consistency = caffe_pb2.ClusterParameter.Consistency.Value("BSP")
     c.engine, c.timeout, c.wait_free = "mpi", 120, bool(a.wait_free)
     marks = {}
+    trace = install_trace() if a.trace else None
+    if a.switch_interval is not None:   # the interpreter's GIL switch interval in the ranks
+        sys.setswitchinterval(a.switch_interval)
+    if a.quiet_nap is not None:         # the MPI engine's round interval while a worker computes
+        from caffepy.dist import mpi
+        mpi.QUIET_NAP = a.quiet_nap
 
     def feed(w, nworkers, net):
         net.layers[0].reset(x[w::nworkers], y[w::nworkers])
-        st = {"step": -1, "compute": 0.0}
+        st = {"step": -1, "compute": 0.0, "fwd": 0.0, "bwd": 0.0, "fwd_cpu": 0.0, "bwd_cpu": 0.0}
 
         def timed(fn, first):
             def run(*args, **kw):
@@ -146,10 +220,16 @@ def rank_main(a):
                     elif st["step"] == a.warmup + a.steps:
                         st["t1"] = time.time()
                         st["cpu1"] = thread_cpu()
-                t = time.time()
+                t, cpu = time.time(), time.thread_time()
+                if trace is not None and (first and (i or 0) == 0 or not first):
+                    trace.append((t, "fwd" if first else "bwd0", w, -1, st["step"]))
                 r = fn(*args, **kw)
                 if a.warmup <= st["step"] < a.warmup + a.steps:
                     st["compute"] += time.time() - t
+                    st["fwd" if first else "bwd"] += time.time() - t
+                    st["fwd_cpu" if first else "bwd_cpu"] += time.thread_time() - cpu
+                if trace is not None and not first:
+                    trace.append((time.time(), "bwd1", w, -1, st["step"]))
                 return r
             return run
         net.forward_from_to = timed(net.forward_from_to, True)
@@ -159,18 +239,34 @@ def rank_main(a):
     if result is not None:
         print("JSON " + json.dumps({"seconds": result.seconds, "reports": {
             str(k): v for k, v in result.reports.items()}}))
+    if trace is not None:
+        print("TRACE " + json.dumps(trace))
+        try:        # this host's TCP sockets (MPI's): socket buffer sizes (skmem rb / tb), windows
+            ss = subprocess.run(["ss", "-tmi", "state", "established"], capture_output=True,
+                                text=True, timeout=10).stdout
+            print("SS rank %s: " % os.environ.get("PMI_RANK", "?") + " | ".join(
+                " ".join(x for x in line.split() if x.startswith(("skmem", "cwnd", "rcv_space",
+                                                                  "snd_wnd", "rcv_wnd")))
+                for line in ss.splitlines() if "skmem" in line))
+        except (OSError, subprocess.SubprocessError):
+            pass
     for w, st in marks.items():
         cpu = {name: [(st["cpu1"][name][i] - c[i]) / 1e6 / a.steps for i in (0, 1)]
                for name, c in st["cpu0"].items() if name in st["cpu1"]}
         print("WINDOW " + json.dumps({"worker": w, "seconds": st["t1"] - st["t0"],
-                                      "compute": st["compute"], "threads": cpu}))
+                                      "compute": st["compute"], "threads": cpu, "split": [
+                                          1e3 * st[k] / a.steps for k in ("fwd", "fwd_cpu", "bwd", "bwd_cpu")]}))
     return 0
 
 
 def parse(out, err):
-    res = {"windows": []}
+    res = {"windows": [], "trace": []}
     for line in out.splitlines():
-        if line.startswith("JSON "):
+        if line.startswith("TRACE "):
+            res["trace"] += json.loads(line[6:])
+        elif line.startswith("SS "):
+            res.setdefault("sockets", []).append(line[3:])
+        elif line.startswith("JSON "):
             res.update(json.loads(line[5:]))
         elif line.startswith("WINDOW "):
             res["windows"].append(json.loads(line[7:]))
@@ -192,22 +288,76 @@ def single(a):
 def two(a, box, wait_free):
     cmd = [sys.executable, os.path.abspath(__file__), "--rank", "--mode", "dist", "--net", a.net,
            "--batch", str(a.batch // 2), "--steps", str(a.steps), "--warmup", str(a.warmup),
-           "--groups", "2", "--wait_free", str(int(wait_free)), "--servers", str(a.servers)]
+           "--groups", "2", "--wait_free", str(int(wait_free)), "--servers", str(a.servers)] + (
+               ["--trace"] if a.trace else []) + (
+               ["--quiet_nap", repr(a.quiet_nap)] if a.quiet_nap is not None else []) + (
+               ["--switch_interval", repr(a.switch_interval)] if a.switch_interval is not None else [])
     before = load()
     proc = box.mpiexec(cmd, hosts=box.hosts, ppn=1, env=box.env(PYTHONPATH=ROOT, **ONE), cwd=ROOT,
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     out, err = proc.communicate(timeout=600)
     r = parse(out, err)
+    if os.environ.get("BENCH_TRACE_DUMP"):
+        with open(os.environ["BENCH_TRACE_DUMP"], "w") as f:
+            json.dump(r["trace"], f)
     ws = r["windows"]
     if len(ws) != 2:
         raise SystemExit("expected 2 worker windows:\n%s" % (err or out)[-3000:])
     seconds = max(w["seconds"] for w in ws)
     exposed = statistics.mean((w["seconds"] - w["compute"]) / a.steps for w in ws)
     compute = statistics.mean(w["compute"] / a.steps for w in ws)
+    split = ["worker %d: forward %.1f ms/step (its thread's CPU %.1f), backward %.1f (CPU %.1f)" % (
+        w["worker"], *w["split"]) for w in ws]
     threads = ["; ".join("%s %.1f+%.1f" % (name, run, wait) for name, (run, wait) in sorted(
         w["threads"].items(), key=lambda kv: -kv[1][0]) if run + wait >= 0.05) for w in ws]
     return {"rate": a.batch * a.steps / seconds, "exposed": exposed, "compute": compute,
-            "load": before, "reports": r.get("reports"), "threads": threads}
+            "load": before, "reports": r.get("reports"), "threads": threads,
+            "timeline": (timeline(r["trace"], a) + r.get("sockets", [])) if a.trace else None,
+            "split": split}
+
+
+def timeline(events, a):
+    """--trace: per worker w, medians over the timed steps c of when things happened, in ms from
+    the start of w's backward of step c: its backward's end (bwd1), each param's push, the
+    arrival of group w's gradient at the server's rank (arrGRAD) and its handling by the server
+    (sgrad), the server's answer (version c+1), the answer's arrival at w's rank (arrPARAM) and
+    its handling by stub w (sparam), the peer's SFB factors' arrival at w's rank (arrSFB), and
+    the start of w's forward of step c+1 (fwd)."""
+    at = {}
+    for t, kind, who, p, n in events:
+        at.setdefault((kind, who, p, n), t)
+    params = sorted({p for _, kind, _, p, _ in events if kind == "push"})
+    lines = []
+    for w in (0, 1):
+        rows = {}
+        for c in range(a.warmup, a.warmup + a.steps):
+            b0 = at.get(("bwd0", w, -1, c))
+            if b0 is None:
+                continue
+            def rel(key):
+                t = at.get(key)
+                if t is not None:
+                    rows.setdefault(key[0] + (" p%d" % key[2] if key[2] != -1 else ""),
+                                    []).append(1e3 * (t - b0))
+            rel(("bwd1", w, -1, c))
+            rel(("fwd", w, -1, c + 1))
+            for p in params:
+                rel(("push", w, p, c))
+                rel(("sgrad", w, p, c))
+                rel(("answer", -1, p, c + 1))
+                rel(("sparam", w, p, c + 1))
+                rel(("arrGRAD", w, p, c))
+                rel(("arrPARAM", w, p, c + 1))
+                rel(("arrSFB", w, p, c))
+        pushcpu = {}
+        for t, kind, who, p, n in events:
+            if kind == "pushcpu" and who == w and a.warmup <= n < a.warmup + a.steps:
+                pushcpu[n] = pushcpu.get(n, 0.0) + 1e3 * t
+        lines.append("worker %d: CPU of its pushes %.2f ms/step (median)" % (
+            w, statistics.median(pushcpu.values()) if pushcpu else 0.0))
+        lines.append("worker %d (ms from its backward's start): " % w + "; ".join(
+            "%s %.1f" % (k, statistics.median(v)) for k, v in sorted(rows.items(), key=lambda kv: statistics.median(kv[1]))))
+    return lines
 
 
 def med(rows, key):
@@ -223,11 +373,21 @@ def main():
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--rates", nargs="+", default=["10gbit", "1gbit"])
     ap.add_argument("--servers", type=int, default=1, help="co-located servers (1 or 2)")
+    ap.add_argument("--trace", action="store_true", help="print a per-step timeline of each "
+                    "param's push, server receipt, answer and arrival (medians; ms)")
+    ap.add_argument("--modes", nargs="+", default=["on", "off"], choices=["on", "off"],
+                    help="wait-free settings of the 2-host runs (both: the hidden share)")
+    ap.add_argument("--quiet_nap", type=float, default=None, help="seconds: the MPI engine's "
+                    "QUIET_NAP in the ranks (its communication thread's round interval while a "
+                    "worker computes; default the engine's)")
+    ap.add_argument("--switch_interval", type=float, default=None, help="seconds: "
+                    "sys.setswitchinterval in the ranks (Python's default 0.005)")
     ap.add_argument("--rank", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--mode", default="single")
     ap.add_argument("--groups", type=int, default=1)
     ap.add_argument("--wait_free", type=int, default=1)
     a = ap.parse_args()
+    a.wait_free_modes = [m == "on" for m in a.modes]
     if a.rank:
         return rank_main(a)
     sys.path.insert(0, os.path.join(ROOT, "tools"))
@@ -247,7 +407,7 @@ def main():
             one.append(r)
             print("rep %d 1 host: %.1f samples/s (load %s)" % (rep, r["rate"], r["load"]), flush=True)
             for rate in a.rates:
-                for wf in (True, False):
+                for wf in a.wait_free_modes:
                     r = two(a, boxes[rate], wf)
                     runs.setdefault((rate, wf), []).append(r)
                     print("rep %d 2 hosts %s wait_free=%d: %.1f samples/s, compute %.1f ms/step, "
@@ -256,6 +416,10 @@ def main():
                               r["load"], r["reports"]), flush=True)
                     for text in r["threads"]:
                         print("    thread ms/step on CPU + runnable: %s" % text, flush=True)
+                    for text in r["split"]:
+                        print("    %s" % text, flush=True)
+                    for text in r["timeline"] or ():
+                        print("    %s" % text, flush=True)
     finally:
         for box in boxes.values():
             box.close()
@@ -267,14 +431,14 @@ def main():
     print("| 1 host x 1 worker, batch %d | - | - | %.1f | %.2f | - | - | - | %s |" % (
         a.batch, base, base / a.batch, ",".join(r["load"] for r in one)))
     for rate in a.rates:
-        for wf in (True, False):
+        for wf in a.wait_free_modes:
             rows = runs[(rate, wf)]
             s = med(rows, "rate")
             print("| 2 hosts x 1 worker, batch %d each | %s | %s | %.1f | %.2f | %.0f%% | %.1f | %.1f | %s |" % (
                 a.batch // 2, rate, "on" if wf else "off", s, s / a.batch, 100 * s / (2 * base),
                 1e3 * med(rows, "compute"), 1e3 * med(rows, "exposed"),
                 ",".join(r["load"] for r in rows)))
-    for rate in a.rates:
+    for rate in a.rates if len(a.wait_free_modes) == 2 else ():
         on, off = med(runs[(rate, True)], "exposed"), med(runs[(rate, False)], "exposed")
         s_on, s_off = (a.batch / med(runs[(rate, wf)], "rate") for wf in (True, False))
         step_view = 100 * (s_off - s_on) / off if off > 0 else 0
@@ -282,6 +446,10 @@ def main():
         print("hidden share at %s, step view: (%.1f - %.1f) / %.1f = %.0f%%; exposed view: "
               "1 - %.1f / %.1f = %.0f%%" % (rate, 1e3 * s_off, 1e3 * s_on, 1e3 * off, step_view,
                                            1e3 * on, 1e3 * off, exposed_view))
+        pairs = [100 * (a.batch / r_off["rate"] - a.batch / r_on["rate"]) / r_off["exposed"]
+                 for r_on, r_off in zip(runs[(rate, True)], runs[(rate, False)])]
+        print("  step view of each repeat (on and off back to back): %s; median %.0f%%" % (
+            ", ".join("%.0f%%" % v for v in pairs), statistics.median(pairs)))
     print("loadavg after: %s" % open("/proc/loadavg").read().strip())
     return 0
 

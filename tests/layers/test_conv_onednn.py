@@ -206,3 +206,24 @@ def test_threads_run_plans_at_once():
     assert not errors
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
+
+
+def test_worker_threads_follow_the_blas_budget(monkeypatch):
+    """In-process dist workers compute at once: each one's oneDNN calls get the budget's threads."""
+    from caffepy import blas
+    for var in blas.USER_VARS:
+        monkeypatch.delenv(var, raising=False)
+    x = np.random.default_rng(7).standard_normal((2, 3, 6, 6)).astype(np.float32)
+    layer = make_layer(CONV % (2, "kernel_size: 3"), dtype=np.float32)
+    bottom, top = make_blobs([x], np.float32), make_blobs(1, np.float32)
+    layer.setup(bottom, top)
+    seen = []
+
+    def work():
+        layer.forward(bottom, top)
+        seen.append(getattr(onednn._local, "threads", None))
+    with blas.budget(4, ncores=4) as limit:
+        t = threading.Thread(target=work)
+        t.start()
+        t.join(60)
+    assert limit == 1 and seen == [1]

@@ -10,12 +10,15 @@ The same nets are built with torch.nn and timed the same way when torch is insta
 caffepy dependency). ``--profile`` prints caffepy's time per layer, forward and backward.
 ``--numpy-too`` also times caffepy with its numba kernels switched off (the pure-numpy path),
 back to back in the same process. ``--rounds R`` alternates caffepy and torch R times and prints
-the medians (on a shared machine both then see the same bursts of load). ``--cpu-time`` times
+the medians (on a shared machine both then see the same bursts of load). ``--separate`` times
+each framework in a process of its own instead (alternated R times): then neither one's OpenMP
+runtime (wait policy, spinning threads) or thread pool sits beside the other's. ``--cpu-time`` times
 every step by the process's CPU time and reports the fastest step (with ``--threads 1``: a figure
 that the other processes of a loaded machine disturb far less than wall-clock time).
 """
 import argparse
 import os
+import subprocess
 import sys
 import time
 
@@ -228,6 +231,44 @@ def time_torch(name, iters, warmup=3):
     return _timed(step, iters)
 
 
+def _child(args, framework, name):
+    cmd = [sys.executable, os.path.abspath(__file__), "--only", framework, "--nets", name,
+           "--iters", str(args.iters)] + (["--threads", str(args.threads)] if args.threads else [])
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    return float(out.split()[-1])
+
+
+def separate(args):
+    """--separate: per net, ROUNDS alternations of a caffepy process and a torch process."""
+    print("each framework in its own process; %s threads; %d CPUs" % (args.threads or "default",
+                                                                       os.cpu_count()))
+    print("%-14s %14s %14s %8s  %s" % ("net", "caffepy ms", "torch ms", "ratio", "load average"))
+    for name in args.nets.split(","):
+        ours, theirs = [], []
+        for _ in range(args.rounds):
+            ours.append(_child(args, "caffepy", name))
+            theirs.append(_child(args, "torch", name))
+        a, b = float(np.median(ours)), float(np.median(theirs))
+        print("%-14s %14.1f %14.1f %8.2f  %s  (per round: %s / %s)" % (
+            name, a, b, a / b, " ".join(open("/proc/loadavg").read().split()[:3]),
+            " ".join("%.1f" % v for v in ours), " ".join("%.1f" % v for v in theirs)), flush=True)
+
+
+def only(args):
+    """--only FRAMEWORK (the child of --separate): prints ms per step of one net."""
+    if args.only == "torch":
+        import torch
+        if args.threads:
+            torch.set_num_threads(args.threads)
+        ms = 1e3 * time_torch(args.nets, args.iters)
+    else:
+        from caffepy.math import kernels
+        if args.threads:
+            kernels.set_threads(args.threads)
+        ms = 1e3 * time_caffepy(build_caffepy(NETS[args.nets]), args.iters)
+    print("%.3f" % ms)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--iters", type=int, default=20)
@@ -244,11 +285,18 @@ def main(argv=None):
                          "each); min and median ms per step of each")
     ap.add_argument("--cpu-time", action="store_true",
                     help="the fastest step by process CPU time (use with --threads 1)")
+    ap.add_argument("--separate", action="store_true",
+                    help="time each framework in a process of its own (alternated --rounds "
+                         "times): no OpenMP runtime or thread pool of one sits beside the other")
+    ap.add_argument("--only", choices=("caffepy", "torch"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     CPU_TIME[0] = args.cpu_time
-    from caffepy.math import kernels
-    if args.threads:
-        kernels.set_threads(args.threads)
+    if args.separate:
+        return separate(args)
+    if args.only:
+        return only(args)
+    # torch first: its OpenMP runtime reads OMP_WAIT_POLICY when it loads, and caffepy's kernels
+    # set PASSIVE for theirs (kernels.get); torch keeps its own default that way
     try:
         import torch
         if args.threads:
@@ -257,6 +305,9 @@ def main(argv=None):
     except ImportError:
         torch = None
         torch_info = "torch not installed: skipped"
+    from caffepy.math import kernels
+    if args.threads:
+        kernels.set_threads(args.threads)
     from caffepy.math import onednn
     print("numpy %s; oneDNN %s; %s; %d CPUs" % (np.__version__, onednn.version() or "off",
                                                torch_info, os.cpu_count()))

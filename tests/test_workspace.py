@@ -120,7 +120,7 @@ layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: "
 def test_net_shares_one_workspace_and_keeps_columns_only_for_weight_gradients(dnnl):
     """GEMM path: c1 keeps its columns; oneDNN (where installed): c1 runs through it, no columns."""
     if dnnl and not onednn.available():
-        pytest.skip("oneDNN is not installed")
+        pytest.skip("oneDNN is not installed or CAFFEPY_ONEDNN=0")
     onednn.set_enabled(dnnl)
     try:
         _workspace_and_columns(dnnl)

@@ -10,8 +10,9 @@ from caffepy.math import onednn
 from caffepy.testing import check_layer_gradient, make_blobs, make_layer
 from tests.layers.test_conv import CONV, naive_conv
 
-pytestmark = pytest.mark.skipif(not onednn.available(),
-                                reason="oneDNN is not installed (pip install caffepy[onednn]) or CAFFEPY_ONEDNN=0")
+pytestmark = pytest.mark.skipif(
+    not onednn.available(),
+    reason="oneDNN is not installed (pip install caffepy[onednn]) or CAFFEPY_ONEDNN=0")
 
 GEOMETRIES = [
     ((2, 4, 7, 6), "kernel_size: 3", 3),

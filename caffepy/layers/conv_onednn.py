@@ -15,6 +15,7 @@ from .. import blas
 from ..math import onednn
 
 ALIGN = 64      # bytes: oneDNN's vector loads prefer cache-line aligned buffers
+MAX_PLANS = 4   # per layer: a net fed images of many sizes must not keep a plan for each
 
 
 def _scratch_fn(layer):
@@ -33,7 +34,11 @@ def plan(layer, train):
         return None
     plans = layer.__dict__.setdefault("_dnnl_plans", {})
     key = (layer.outer, tuple(layer.in_spatial), bool(train))
-    if key not in plans:
+    if key in plans:
+        plans[key] = plans.pop(key)             # most recently used last
+    else:
+        while len(plans) >= MAX_PLANS:          # inputs of changing size: keep the latest few
+            del plans[next(iter(plans))]
         try:
             plans[key] = onednn.ConvPlan(
                 layer.outer, layer.channels, layer.in_spatial, layer.num_output,

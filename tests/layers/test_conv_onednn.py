@@ -228,3 +228,18 @@ def test_worker_threads_follow_the_blas_budget(monkeypatch):
         t.start()
         t.join(60)
     assert limit == 1 and seen == [1]
+
+
+def test_plans_per_layer_stay_bounded_when_the_input_size_changes():
+    layer = make_layer(CONV % (2, "kernel_size: 3"), dtype=np.float32)
+    layer.setup(make_blobs([np.zeros((1, 3, 5, 5))], np.float32), make_blobs(1, np.float32))
+    for size in range(5, 5 + 2 * conv_onednn.MAX_PLANS):
+        x = np.ones((1, 3, size, size), np.float32)
+        bottom, top = make_blobs([x], np.float32), make_blobs(1, np.float32)
+        layer.reshape(bottom, top)
+        layer.forward(bottom, top)
+        np.testing.assert_allclose(top[0].data, naive_conv(
+            x.astype(np.float64), layer.blobs[0].data.astype(np.float64), layer.blobs[1].data,
+            layer.stride, layer.pad, layer.dilation, 1), rtol=1e-4, atol=1e-4)
+    assert len(layer._dnnl_plans) == conv_onednn.MAX_PLANS
+    assert (1, (size, size), True) in layer._dnnl_plans

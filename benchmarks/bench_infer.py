@@ -191,9 +191,8 @@ def main(argv=None):
             cv2 = None
     except ImportError:
         cv2 = None
-    from caffepy.math import onednn
-    print("numpy %s, numba kernels %s, oneDNN %s, OpenCV %s, %d CPUs" % (
-        np.__version__, "on" if kernels.available() else "off", onednn.version() or "off",
+    print("numpy %s, numba kernels %s, OpenCV %s, %d CPUs" % (
+        np.__version__, "on" if kernels.available() else "off",
         cv2.__version__ if cv2 is not None else "not installed", os.cpu_count()))
     threads = [int(t) for t in args.threads.split(",")]
     with tempfile.TemporaryDirectory() as tmp:

@@ -12,7 +12,7 @@ GEMM path for that layer and shape.
 import numpy as np
 
 from .. import blas
-from ..math import onednn
+from ..math import kernels, onednn
 
 ALIGN = 64      # bytes: oneDNN's vector loads prefer cache-line aligned buffers
 MAX_PLANS = 4   # per layer: a net fed images of many sizes must not keep a plan for each
@@ -26,14 +26,14 @@ def _scratch_fn(layer):
     return scratch
 
 
-def plan(layer, train):
+def plan(layer):
     """The layer's ConvPlan for its current shape, or None (oneDNN off / missing / declines)."""
     if (onednn.get() is None or layer.dtype != np.float32 or layer.axis != 1
             or not 1 <= layer.num_spatial <= 3 or getattr(layer, "fused_relu", None) is not None
             or getattr(layer, "_depthwise", bool)()):
         return None
     plans = layer.__dict__.setdefault("_dnnl_plans", {})
-    key = (layer.outer, tuple(layer.in_spatial), bool(train))
+    key = (layer.outer, tuple(layer.in_spatial))
     if key in plans:
         plans[key] = plans.pop(key)             # most recently used last
     else:
@@ -43,17 +43,13 @@ def plan(layer, train):
             plans[key] = onednn.ConvPlan(
                 layer.outer, layer.channels, layer.in_spatial, layer.num_output,
                 layer.out_spatial, layer.group, layer.kernel, layer.stride, layer.pad,
-                layer.dilation, layer.bias_term, train, transposed=layer.reverse)
+                layer.dilation, layer.bias_term, transposed=layer.reverse)
         except onednn.OneDNNError:
             plans[key] = None
     limit = blas.active_limit()
     if limit is not None:
         onednn.limit_threads(limit)
     return plans[key]
-
-
-def _contiguous(*arrays):
-    return all(a.flags.c_contiguous for a in arrays)
 
 
 def forward(layer, bottom, top):
@@ -64,10 +60,10 @@ def forward(layer, bottom, top):
     GoogLeNet, MobileNet v1, SqueezeNet at 2 threads: 1.0-1.5x the GEMM path's time)."""
     if not layer.keep_columns:
         return False
-    p = plan(layer, True)
+    p = plan(layer)
     w = layer.blobs[0].data
     b = layer.blobs[1].data if layer.bias_term else None
-    if p is None or not _contiguous(w, *(x.data for x in bottom), *(t.data for t in top)):
+    if p is None or not kernels.contiguous(w, *(x.data for x in bottom), *(t.data for t in top)):
         return False
     scratch = _scratch_fn(layer)
     for x, y in zip(bottom, top):
@@ -77,9 +73,9 @@ def forward(layer, bottom, top):
 
 def backward(layer, top, propagate_down, bottom):
     """Runs the backward through oneDNN; False where the GEMM path must do it."""
-    p = plan(layer, True)
+    p = plan(layer)
     arrays = [layer.blobs[0].data] + [t.diff for t in top] + [x.data for x in bottom]
-    if p is None or not _contiguous(*arrays, *(x.diff for x in bottom)):
+    if p is None or not kernels.contiguous(*arrays, *(x.diff for x in bottom)):
         return False
     want_w = layer.param_propagate_down[0]
     want_b = layer.bias_term and layer.param_propagate_down[1]

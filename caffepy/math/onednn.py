@@ -8,9 +8,10 @@ the BLAS peak through im2col + GEMM, because the GEMM packs a column buffer far 
 caches; oneDNN runs them near the peak.
 
 The library is loaded with ctypes from the ``onednn-cpu-gomp`` wheel (``libdnnl.so.3`` under
-``sys.prefix/lib`` or the user base's ``lib`` (``pip install --user``), or ``CAFFEPY_ONEDNN_LIB``): the C API of oneDNN v3, no compiler, no Python
-binding. It threads with GNU OpenMP, the runtime numba's ``omp`` layer also uses (one pool,
-``OMP_NUM_THREADS`` threads). ``CAFFEPY_ONEDNN=0`` or :func:`set_enabled(False)` switches it off;
+``sys.prefix/lib`` or the user base's ``lib`` (``pip install --user``), or
+``CAFFEPY_ONEDNN_LIB``): the C API of oneDNN v3, no compiler, no Python binding. It threads
+with GNU OpenMP, the runtime numba's ``omp`` layer also uses (one pool, ``OMP_NUM_THREADS``
+threads). ``CAFFEPY_ONEDNN=0`` or :func:`set_enabled(False)` switches it off;
 :func:`get` returns None then, or where the library is missing, and the layers keep im2col + GEMM.
 
 :class:`ConvPlan` holds the three primitives of one convolution geometry (forward, data gradient,
@@ -31,7 +32,7 @@ from . import kernels
 F32 = 3                                   # dnnl_f32
 ANY = 1                                   # dnnl_format_tag_any
 CPU = 1                                   # dnnl_cpu
-FORWARD_TRAINING, FORWARD_INFERENCE = 64, 96
+FORWARD_TRAINING = 64
 CONV_DIRECT, DECONV_DIRECT = 0x1, 0xa      # dnnl_convolution_direct, dnnl_deconvolution_direct
 ARG_SRC, ARG_DST, ARG_WEIGHTS, ARG_BIAS = 1, 17, 33, 41
 ARG_DIFF_SRC, ARG_DIFF_DST, ARG_DIFF_WEIGHTS, ARG_DIFF_BIAS = 129, 145, 161, 169
@@ -72,8 +73,7 @@ def _load():
             _state["error"] = "%s: %s" % (path, e)
     else:
         return None
-    for name in ("dnnl_primitive_desc_query_md",):
-        getattr(lib, name).restype = _vp
+    lib.dnnl_primitive_desc_query_md.restype = _vp
     lib.dnnl_memory_desc_get_size.restype = ctypes.c_size_t
     lib.dnnl_memory_desc_equal.restype = ctypes.c_int
     engine = _vp()
@@ -259,12 +259,17 @@ class _Layout:
         return 0 if self.same else (self.inner.nbytes + 3) // 4
 
 
-def _reorder(src_md, dst_md):
-    lib, engine = get(), _state["engine"]
+def _primitive(create, what, *args):
+    """A _Primitive from the descriptor that ``create(&pd, *args)`` makes."""
     pd = _vp()
-    _check(lib.dnnl_reorder_primitive_desc_create(ctypes.byref(pd), src_md, engine, dst_md,
-                                                  engine, None), "reorder")
+    _check(create(ctypes.byref(pd), *args), what)
     return _Primitive(pd)
+
+
+def _reorder(src_md, dst_md):
+    engine = _state["engine"]
+    return _primitive(get().dnnl_reorder_primitive_desc_create, "reorder", src_md, engine,
+                      dst_md, engine, None)
 
 
 class ConvPlan:
@@ -273,11 +278,11 @@ class ConvPlan:
     ``transposed``: Caffe's Deconvolution instead (oneDNN's deconvolution primitives), weights
     (C, M / G, *K), O = stride (S - 1) + dilation (K - 1) + 1 - 2 pad.
 
-    ``train``: also the data- and weight-gradient primitives. Raises OneDNNError where oneDNN has
-    no implementation (the caller falls back to im2col + GEMM)."""
+    Raises OneDNNError where oneDNN has no implementation (the caller falls back to im2col +
+    GEMM)."""
 
     def __init__(self, n, c, spatial, m, out_spatial, group, kernel, stride, pad, dilation,
-                 bias, train, transposed=False):
+                 bias, transposed=False):
         lib, engine = get(), _state["engine"]
         kind = "deconvolution" if transposed else "convolution"
         x_shape = (n, c) + tuple(spatial)
@@ -285,9 +290,12 @@ class ConvPlan:
         kk = int(np.prod(kernel))
         k_strides = [int(np.prod(kernel[i + 1:])) for i in range(len(kernel))]
         w_dims = (group, m // group, c // group) + tuple(kernel)
-        if transposed:      # Caffe's (C, M / G, *K): the (g, m, c) element at ((g C/G + c) M/G + m) K
+        # the weights as (G, M/G, C/G, *K) over Caffe's memory: element (g, m, c) at
+        # ((g C/G + c) M/G + m) K in Deconvolution's (C, M/G, *K), at ((g M/G + m) C/G + c) K in
+        # Convolution's (M, C/G, *K)
+        if transposed:
             w_strides = [(c // group) * (m // group) * kk, kk, (m // group) * kk] + k_strides
-        else:               # (M, C / G, *K): at ((g M/G + m) C/G + c) K
+        else:
             w_strides = [(m // group) * (c // group) * kk, (c // group) * kk, kk] + k_strides
         if group == 1:
             w_dims, w_strides = w_dims[1:], w_strides[1:]
@@ -301,40 +309,31 @@ class ConvPlan:
         w_plain, b_plain = _Md(w_dims, w_strides), _Md.plain((m,))
         self._keep = [x_any, y_any, w_any, x_plain, y_plain, w_plain, b_plain]
         alg = DECONV_DIRECT if transposed else CONV_DIRECT
-        create = lambda step: getattr(lib, "dnnl_%s_%s_primitive_desc_create" % (kind, step))  # noqa: E731
-        pd = _vp()
-        _check(create("forward")(
-            ctypes.byref(pd), engine, FORWARD_TRAINING if train else FORWARD_INFERENCE,
-            alg, x_any.handle, w_any.handle, b_plain.handle if bias else None,
-            y_any.handle, *geo, None), "%s forward" % kind)
-        self.fwd = _Primitive(pd)
+
+        def make(step, *args):
+            return _primitive(getattr(lib, "dnnl_%s_%s_primitive_desc_create" % (kind, step)),
+                              "%s %s" % (kind, step.replace("_", " ")), engine, *args)
+        self.fwd = make("forward", FORWARD_TRAINING, alg, x_any.handle, w_any.handle,
+                        b_plain.handle if bias else None, y_any.handle, *geo, None)
         self.fx = _Layout(x_plain.handle, self.fwd.md(Q_SRC))
         self.fw = _Layout(w_plain.handle, self.fwd.md(Q_WEIGHTS))
         self.fy = _Layout(y_plain.handle, self.fwd.md(Q_DST))
         self.b = _Memory(b_plain.handle)
-        self.bwd_data = self.bwd_weights = None
-        if train:
-            pd = _vp()
-            _check(create("backward_data")(
-                ctypes.byref(pd), engine, alg, x_any.handle, w_any.handle, y_any.handle,
-                *geo, self.fwd.pd, None), "%s backward data" % kind)
-            self.bwd_data = _Primitive(pd)
-            self.dx = _Layout(x_plain.handle, self.bwd_data.md(Q_DIFF_SRC))
-            self.dw_w = _Layout(w_plain.handle, self.bwd_data.md(Q_WEIGHTS))
-            self.dy_d = _Layout(y_plain.handle, self.bwd_data.md(Q_DIFF_DST))
-            pd = _vp()
-            _check(create("backward_weights")(
-                ctypes.byref(pd), engine, alg, x_any.handle, w_any.handle,
-                b_plain.handle if bias else None, y_any.handle, *geo, self.fwd.pd, None),
-                "%s backward weights" % kind)
-            self.bwd_weights = _Primitive(pd)
-            self.bx = _Layout(x_plain.handle, self.bwd_weights.md(Q_SRC))
-            self.dw = _Layout(w_plain.handle, self.bwd_weights.md(Q_DIFF_WEIGHTS))
-            self.dy_w = _Layout(y_plain.handle, self.bwd_weights.md(Q_DIFF_DST))
-            # both gradients read dY in one blocked format: reorder it once per backward
-            self.dy_shared = (not self.dy_d.same and lib.dnnl_memory_desc_equal(
-                self.bwd_data.md(Q_DIFF_DST), self.bwd_weights.md(Q_DIFF_DST)) == 1)
-            self.db = _Memory(b_plain.handle)
+        self.bwd_data = make("backward_data", alg, x_any.handle, w_any.handle, y_any.handle,
+                             *geo, self.fwd.pd, None)
+        self.dx = _Layout(x_plain.handle, self.bwd_data.md(Q_DIFF_SRC))
+        self.dw_w = _Layout(w_plain.handle, self.bwd_data.md(Q_WEIGHTS))
+        self.dy_d = _Layout(y_plain.handle, self.bwd_data.md(Q_DIFF_DST))
+        self.bwd_weights = make("backward_weights", alg, x_any.handle, w_any.handle,
+                                b_plain.handle if bias else None, y_any.handle, *geo,
+                                self.fwd.pd, None)
+        self.bx = _Layout(x_plain.handle, self.bwd_weights.md(Q_SRC))
+        self.dw = _Layout(w_plain.handle, self.bwd_weights.md(Q_DIFF_WEIGHTS))
+        self.dy_w = _Layout(y_plain.handle, self.bwd_weights.md(Q_DIFF_DST))
+        # both gradients read dY in one blocked format: reorder it once per backward
+        self.dy_shared = (not self.dy_d.same and lib.dnnl_memory_desc_equal(
+            self.bwd_data.md(Q_DIFF_DST), self.bwd_weights.md(Q_DIFF_DST)) == 1)
+        self.db = _Memory(b_plain.handle)
 
     def forward(self, x, w, b, y, scratch):
         """y = conv(x, w) + b; ``scratch(slot, floats)`` gives float32 work arrays."""

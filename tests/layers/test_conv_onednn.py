@@ -153,10 +153,10 @@ def test_declined_geometry_falls_back_to_gemm(monkeypatch):
 
 def test_float64_and_depthwise_keep_their_paths():
     layer = make_layer(CONV % (2, "kernel_size: 3"))                  # float64
-    assert conv_onednn.plan(layer, True) is None
+    assert conv_onednn.plan(layer) is None
     dw = make_layer(CONV % (4, "kernel_size: 3 group: 4"), dtype=np.float32)
     dw.setup(make_blobs([np.zeros((1, 4, 5, 5))], np.float32), make_blobs(1, np.float32))
-    assert dw._depthwise() == (conv_onednn.plan(dw, True) is None)
+    assert dw._depthwise() == (conv_onednn.plan(dw) is None)
 
 
 NET = """name: "n" force_backward: %s
@@ -242,4 +242,4 @@ def test_plans_per_layer_stay_bounded_when_the_input_size_changes():
             x.astype(np.float64), layer.blobs[0].data.astype(np.float64), layer.blobs[1].data,
             layer.stride, layer.pad, layer.dilation, 1), rtol=1e-4, atol=1e-4)
     assert len(layer._dnnl_plans) == conv_onednn.MAX_PLANS
-    assert (1, (size, size), True) in layer._dnnl_plans
+    assert (1, (size, size)) in layer._dnnl_plans

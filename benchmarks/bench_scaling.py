@@ -116,10 +116,21 @@ def thread_cpu():
     return out
 
 
+def core_idle(core):
+    """Seconds core ``core`` has been idle since boot (/proc/stat idle + iowait; clock ticks)."""
+    with open("/proc/stat") as f:
+        for line in f:
+            if line.startswith("cpu%d " % core):
+                fields = line.split()
+                return (int(fields[4]) + int(fields[5])) / os.sysconf("SC_CLK_TCK")
+    return float("nan")
+
+
 def rank_main(a):
     """One process: --mode single (plain solver) or dist (under mpiexec, one rank per host)."""
     rank = int(os.environ.get("PMI_RANK", "0"))
-    os.sched_setaffinity(0, {rank % os.cpu_count()})
+    core = rank % os.cpu_count()
+    os.sched_setaffinity(0, {core})
     sys.path.insert(0, ROOT)
     import numpy as np
     from caffepy.solvers import get_solver
@@ -162,9 +173,11 @@ def rank_main(a):
                     if st["step"] == a.warmup:
                         st["t0"] = time.time()
                         st["cpu0"] = thread_cpu()
+                        st["idle0"] = core_idle(core)
                     elif st["step"] == a.warmup + a.steps:
                         st["t1"] = time.time()
                         st["cpu1"] = thread_cpu()
+                        st["idle1"] = core_idle(core)
                 t, cpu = time.time(), time.thread_time()
                 if trace is not None and (first and (i or 0) == 0 or not first):
                     trace.append((t, "fwd" if first else "bwd0", w, -1, st["step"]))
@@ -199,7 +212,8 @@ def rank_main(a):
         cpu = {name: [(st["cpu1"][name][i] - c[i]) / 1e6 / a.steps for i in (0, 1)]
                for name, c in st["cpu0"].items() if name in st["cpu1"]}
         print("WINDOW " + json.dumps({"worker": w, "seconds": st["t1"] - st["t0"],
-                                      "compute": st["compute"], "threads": cpu, "split": [
+                                      "compute": st["compute"], "threads": cpu,
+                                      "idle": (st["idle1"] - st["idle0"]) / a.steps, "split": [
                                           1e3 * st[k] / a.steps for k in ("fwd", "fwd_cpu", "bwd", "bwd_cpu")]}))
     return 0
 
@@ -256,7 +270,8 @@ def two(a, box, wait_free):
     threads = ["; ".join("%s %.1f+%.1f" % (name, run, wait) for name, (run, wait) in sorted(
         w["threads"].items(), key=lambda kv: -kv[1][0]) if run + wait >= 0.05) for w in ws]
     return {"rate": a.batch * a.steps / seconds, "exposed": exposed, "compute": compute,
-            "load": before, "reports": r.get("reports"), "threads": threads,
+            "idle": min(w["idle"] for w in ws), "load": before, "reports": r.get("reports"),
+            "threads": threads,
             "timeline": (timeline(r["trace"], a) + r.get("sockets", [])) if a.trace else None,
             "split": split}
 
@@ -312,9 +327,9 @@ def main():
                     r = two(a, boxes[rate], wf)
                     runs.setdefault((rate, wf), []).append(r)
                     print("rep %d 2 hosts %s wait_free=%d: %.1f samples/s, compute %.1f ms/step, "
-                          "exposed %.1f ms/step (load %s) reports %s" % (
+                          "exposed %.1f ms/step, core idle %.1f ms/step (load %s) reports %s" % (
                               rep, rate, wf, r["rate"], 1e3 * r["compute"], 1e3 * r["exposed"],
-                              r["load"], r["reports"]), flush=True)
+                              1e3 * r["idle"], r["load"], r["reports"]), flush=True)
                     for text in r["threads"]:
                         print("    thread ms/step on CPU + runnable: %s" % text, flush=True)
                     for text in r["split"]:
@@ -351,6 +366,11 @@ def main():
                  for r_on, r_off in zip(runs[(rate, True)], runs[(rate, False)])]
         print("  step view of each repeat (on and off back to back): %s; median %.0f%%" % (
             ", ".join("%.0f%%" % v for v in pairs), statistics.median(pairs)))
+        ceil = [100 * r_off["idle"] / r_off["exposed"] for r_off in runs[(rate, False)]]
+        print("  ceiling of the step view, core idle(off) / exposed(off) per repeat: %s; median "
+              "%.0f%% (core idle with wait-free on: %.1f ms/step, median)" % (
+                  ", ".join("%.0f%%" % v for v in ceil), statistics.median(ceil),
+                  1e3 * med(runs[(rate, True)], "idle")))
     print("loadavg after: %s" % open("/proc/loadavg").read().strip())
     return 0
 

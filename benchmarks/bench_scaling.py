@@ -3,7 +3,7 @@
     python benchmarks/bench_scaling.py [--net cifar10_quick|lenet] [--batch 100] [--steps 30]
                                        [--warmup 5] [--repeats 2] [--rates 10gbit 1gbit]
                                        [--modes on off] [--trace] [--quiet_nap S]
-                                       [--switch_interval S]
+                                       [--switch_interval S] [--cores_per_rank N]
 
 (a) 1 host x 1 worker: the TRAIN net of models/<net> (its Data layer replaced by MemoryData with
     random data), one plain process, ``solver.step`` at global batch B, pinned to one core
@@ -12,7 +12,9 @@
     rate), 2 worker groups of 1 worker at batch B/2 each (the same global batch), one server
     group of --servers co-located servers (default 1: on rank 0; 2: one per host), BSP, one core
     per rank (rank r pinned to core r; a rank's worker, server, stub and communication threads
-    share it), wait_free on/off.
+    share it), wait_free on/off. --cores_per_rank N: rank r (and the 1-host process) may run on
+    cores rN .. rN + N - 1 (modulo the machine's); compute stays one thread, so N = 2 gives each
+    rank's communication threads a core of their own (needs 2N cores for distinct ones).
 samples/s = global batch x steps / time of the timed steps (the steps after --warmup).
 efficiency = 2-host samples/s / (2 x 1-host samples/s).
 2-host window: from the start of step --warmup's forward to the start of step --warmup+--steps'
@@ -26,6 +28,12 @@ hidden share (wait-free, at a rate), two views, medians over the repeats:
   the wait-free step saves of it, counting any compute it slows down, is the share it hides.
 - exposed view: 1 - exposed(on) / exposed(off). It ignores what wait-free adds to the compute time
   (work moved into backward on the same core), so it flatters wait-free; printed for comparison.
+- ceiling of the step view (one core per rank): core idle(off) / exposed(off), core idle = the
+  time per step the rank's core was idle in the worker's window (/proc/stat idle + iowait, the
+  least of the two ranks). Wait-free sends the same messages (no less CPU work), it can only fill
+  idle time, so a step with
+  it is at best the one without minus that idle time: the step view cannot exceed this in
+  expectation (single repeats scatter by the run-to-run noise of step times, ±3 ms).
 Per rank, the CPU each thread used in the window (/proc/self/task/<tid>/schedstat: on-CPU +
 runnable-but-waiting ms per step) shows where a rank's core went.
 Per worker, the wall time of its forward and backward calls per step and its own thread's CPU in
@@ -129,8 +137,9 @@ def core_idle(core):
 def rank_main(a):
     """One process: --mode single (plain solver) or dist (under mpiexec, one rank per host)."""
     rank = int(os.environ.get("PMI_RANK", "0"))
-    core = rank % os.cpu_count()
-    os.sched_setaffinity(0, {core})
+    n = a.cores_per_rank
+    cores = {(rank * n + i) % os.cpu_count() for i in range(n)}
+    os.sched_setaffinity(0, cores)
     sys.path.insert(0, ROOT)
     import numpy as np
     from caffepy.solvers import get_solver
@@ -173,11 +182,11 @@ def rank_main(a):
                     if st["step"] == a.warmup:
                         st["t0"] = time.time()
                         st["cpu0"] = thread_cpu()
-                        st["idle0"] = core_idle(core)
+                        st["idle0"] = sum(core_idle(k) for k in cores)
                     elif st["step"] == a.warmup + a.steps:
                         st["t1"] = time.time()
                         st["cpu1"] = thread_cpu()
-                        st["idle1"] = core_idle(core)
+                        st["idle1"] = sum(core_idle(k) for k in cores)
                 t, cpu = time.time(), time.thread_time()
                 if trace is not None and (first and (i or 0) == 0 or not first):
                     trace.append((t, "fwd" if first else "bwd0", w, -1, st["step"]))
@@ -236,7 +245,8 @@ def parse(out, err):
 
 def single(a):
     cmd = [sys.executable, os.path.abspath(__file__), "--rank", "--mode", "single", "--net", a.net,
-           "--batch", str(a.batch), "--steps", str(a.steps), "--warmup", str(a.warmup)]
+           "--batch", str(a.batch), "--steps", str(a.steps), "--warmup", str(a.warmup),
+           "--cores_per_rank", str(a.cores_per_rank)]
     before = load()
     done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=600,
                           env=dict(os.environ, PYTHONPATH=ROOT, **ONE))
@@ -247,7 +257,8 @@ def single(a):
 def two(a, box, wait_free):
     cmd = [sys.executable, os.path.abspath(__file__), "--rank", "--mode", "dist", "--net", a.net,
            "--batch", str(a.batch // 2), "--steps", str(a.steps), "--warmup", str(a.warmup),
-           "--groups", "2", "--wait_free", str(int(wait_free)), "--servers", str(a.servers)] + (
+           "--groups", "2", "--wait_free", str(int(wait_free)), "--servers", str(a.servers),
+           "--cores_per_rank", str(a.cores_per_rank)] + (
                ["--trace"] if a.trace else []) + (
                ["--quiet_nap", repr(a.quiet_nap)] if a.quiet_nap is not None else []) + (
                ["--switch_interval", repr(a.switch_interval)] if a.switch_interval is not None else [])
@@ -289,6 +300,10 @@ def main():
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--rates", nargs="+", default=["10gbit", "1gbit"])
     ap.add_argument("--servers", type=int, default=1, help="co-located servers (1 or 2)")
+    ap.add_argument("--cores_per_rank", type=int, default=1, help="cores each rank (and the "
+                    "1-host process) may run on; compute stays one thread, so a second core is "
+                    "the communication threads' own (the MPI engine's layer rounds; needs "
+                    "2 x this many cores for distinct ones)")
     ap.add_argument("--trace", action="store_true", help="print a per-step timeline of each "
                     "param's push, server receipt, answer and arrival (medians; ms)")
     ap.add_argument("--modes", nargs="+", default=["on", "off"], choices=["on", "off"],
@@ -366,6 +381,8 @@ def main():
                  for r_on, r_off in zip(runs[(rate, True)], runs[(rate, False)])]
         print("  step view of each repeat (on and off back to back): %s; median %.0f%%" % (
             ", ".join("%.0f%%" % v for v in pairs), statistics.median(pairs)))
+        if a.cores_per_rank != 1:
+            continue
         ceil = [100 * r_off["idle"] / r_off["exposed"] for r_off in runs[(rate, False)]]
         print("  ceiling of the step view, core idle(off) / exposed(off) per repeat: %s; median "
               "%.0f%% (core idle with wait-free on: %.1f ms/step, median)" % (

@@ -1,4 +1,4 @@
-"""CPU inference benchmark: caffepy (exact and optimize mode) vs OpenCV dnn on the zoo deploy nets.
+"""CPU inference benchmark: caffepy (exact and optimize mode) vs OpenCV dnn and onnxruntime on the zoo deploy nets.
 
     python benchmarks/bench_infer.py [--nets googlenet,resnet50,mobilenet_v1,squeezenet1_1]
                                      [--batches 1,8] [--threads 1,2] [--iters 3] [--profile NET]
@@ -6,8 +6,10 @@
 Each net (models/<net>/<net>_deploy.prototxt) gets random but valid weights
 (caffepy.testing.random_weights, logits scaled to std ~2), saved as a .caffemodel that OpenCV's ``readNetFromCaffe`` reads
 (opencv-python-headless < 5: OpenCV 5 dropped the Caffe importer; benchmark-only, not a caffepy
-dependency). For every thread count the exact path is timed first, then optimize mode and
-OpenCV round-robin on the same input (one forward of each in turn, so that both see the same
+dependency), and exported with caffepy.onnx for an onnxruntime CPU session (``intra_op_num_threads``
+= the thread count, graph optimizations on, its default; the ``onnx`` extra; skipped when not
+installed). For every thread count the exact path is timed first, then optimize mode, OpenCV and
+onnxruntime round-robin on the same input (one forward of each in turn, so that both see the same
 moments of a shared machine's load): median ms per forward over ``--iters`` after one warm-up.
 (The exact path runs on its own: with 2 threads on a busy machine its forward takes several
 times longer and its BLAS threads keep spinning into whichever runner follows it.) BLAS threads are set by threadpoolctl,
@@ -94,6 +96,20 @@ def _rel(a, b):
     return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-30))
 
 
+def _ort_session(net, n):
+    """An onnxruntime CPU session of ``net`` exported by caffepy.onnx, ``n`` intra-op threads
+    (one inter-op thread), or None without onnxruntime."""
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return None
+    from caffepy import onnx as caffe_onnx
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads, opts.inter_op_num_threads = n, 1
+    return ort.InferenceSession(caffe_onnx.to_model(net).SerializeToString(), opts,
+                                providers=["CPUExecutionProvider"])
+
+
 def bench(name, batch, threads, iters, tmp, cv2):
     proto = _with_batch(_load(name), batch, os.path.join(tmp, "%s_%d.prototxt" % (name, batch)))
     exact = Net(proto, caffe_pb2.TEST)
@@ -119,27 +135,34 @@ def bench(name, batch, threads, iters, tmp, cv2):
     runners = [lambda: fast.forward(**{inp: x})]
     runners += [run_cv] if dnn is not None else []
     rows = []
+    err_ort = None
     for n in threads:
+        sess = _ort_session(exact, n)
+        if sess is not None:
+            err_ort = max(err_ort or 0.0, _rel(sess.run(None, {inp: x})[0].reshape(ref.shape), ref))
         limit = _set_threads(n, cv2)
         t_exact = _interleaved_ms([lambda: exact.forward(**{inp: x})], iters)[0]
         for _ in range(EXPLORE_PASSES):     # the thread choice's first passes (see above)
             fast.forward(**{inp: x})
-        times = _interleaved_ms(runners, iters)
+        times = _interleaved_ms(runners + ([lambda: sess.run(None, {inp: x})]
+                                           if sess is not None else []), iters)
         t_fast = times[0]
         t_cv = times[1] if dnn is not None else float("nan")
+        t_ort = times[-1] if sess is not None else float("nan")
         err_opt = max(err_opt, _rel(fast.forward(**{inp: x})[out], ref))  # as last chosen
         limit.restore_original_limits()
-        rows.append((name, batch, n, t_exact, t_fast, t_cv))
+        rows.append((name, batch, n, t_exact, t_fast, t_cv, t_ort))
         choice = fast._plan.threads
-        print("%-14s b%-2d %dT  exact %8.1f  optimize %8.1f  opencv %8.1f  opt/cv %5.2f  "
-              "load %s  (optimize threads %s: %s)" % (
-                  name, batch, n, t_exact, t_fast, t_cv, t_fast / t_cv,
+        print("%-14s b%-2d %dT  exact %8.1f  optimize %8.1f  opencv %8.1f  onnxruntime %8.1f  "
+              "opt/cv %5.2f  opt/ort %5.2f  load %s  (optimize threads %s: %s)" % (
+                  name, batch, n, t_exact, t_fast, t_cv, t_ort, t_fast / t_cv, t_fast / t_ort,
                   " ".join(open("/proc/loadavg").read().split()[:3]), choice.mode,
                   " ".join("blas %d numba %d parts %d: %.1f ms" % (k + (1e3 * v,))
                            for k, v in sorted(choice.avg.items()))
                   or "limit"), flush=True)
-    print("%-14s b%-2d    max rel diff vs exact: optimize %.1e  opencv %s" % (
-        name, batch, err_opt, "%.1e" % err_cv if dnn is not None else "-"), flush=True)
+    print("%-14s b%-2d    max rel diff vs exact: optimize %.1e  opencv %s  onnxruntime %s" % (
+        name, batch, err_opt, "%.1e" % err_cv if dnn is not None else "-",
+        "%.1e" % err_ort if err_ort is not None else "-"), flush=True)
     return rows
 
 

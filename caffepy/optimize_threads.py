@@ -20,6 +20,7 @@ import os
 import time
 
 from .math import kernels
+from .optimize_onednn import limit_threads as onednn_threads
 
 EXPLORE = 8          # every EXPLORE-th pass runs the count that is not the faster one
 ALPHA = 0.4          # weight of the newest time in the moving average
@@ -100,6 +101,7 @@ class ThreadChoice(object):
         n = self.pick(limit, numba_limit, parted is not None)
         if n != full:
             _set(libs, n[0], n[1])
+        onednn_threads(n[0])        # oneDNN's convolutions follow the BLAS count
         start = time.perf_counter()
         try:
             return fn() if n[2] == 1 else parted()

@@ -48,3 +48,17 @@ def user_pyloss(monkeypatch):
     monkeypatch.delitem(sys.modules, "pyloss", raising=False)
     yield "pyloss"
     sys.modules.pop("pyloss", None)
+
+
+@pytest.fixture(params=["onednn", "gemm"])
+def conv_path(request):
+    """Inference mode's convolutions through oneDNN (caffepy.optimize_onednn; skipped where it
+    is not installed) or through GEMM / Winograd (oneDNN switched off)."""
+    from caffepy.math import onednn
+    if request.param == "onednn":
+        if not onednn.available():
+            pytest.skip("oneDNN not installed")
+        yield request.param
+        return
+    with onednn.disabled():
+        yield request.param

@@ -14,6 +14,11 @@ from caffepy.proto import caffe_pb2
 from caffepy.testing.random_weights import calibrate, logit_blobs, randomize
 
 MODELS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "models")
+
+
+def ran_onednn(fast):
+    """How many convolution steps of an optimized net run through oneDNN."""
+    return sum(p is not None for p in getattr(fast._plan, "dnnl", {}).values())
 def _net(text_or_path, batch=None):
     if os.path.exists(str(text_or_path)):
         net = Net(text_or_path, caffe_pb2.TEST)
@@ -51,9 +56,10 @@ def _compare(source, keep=(), batch=None, seed=0, tol=1e-5):
     pytest.param("resnet50", marks=pytest.mark.slow),
     pytest.param("googlenet", marks=pytest.mark.slow),
 ])
-def test_zoo_net_outputs_match_the_exact_path(model):
+def test_zoo_net_outputs_match_the_exact_path(model, conv_path):
     path = os.path.join(MODELS, model, "%s_deploy.prototxt" % model)
     exact, fast = _compare(path, keep=logit_blobs(Net(path, caffe_pb2.TEST)), batch=1)
+    assert (ran_onednn(fast) > 0) == (conv_path == "onednn")
     steps = len(fast._plan.steps)
     assert steps < len(exact.layers)
     assert fast._plan.bytes < sum(b.data.nbytes + b.diff.nbytes for b in exact.blobs.values())
@@ -205,7 +211,7 @@ layer { name: "prob" type: "Softmax" bottom: "ip" top: "prob" }
 
 
 @pytest.mark.parametrize("batch,batch_gemm_below", [(1, 1024), (3, 1024), (3, 0)])
-def test_compiled_steps_and_concat_elimination(batch, batch_gemm_below, monkeypatch):
+def test_compiled_steps_and_concat_elimination(batch, batch_gemm_below, monkeypatch, conv_path):
     """Convolutions (1x1 without im2col, strided, dilated, padded; per image or one GEMM over
     the batch) write straight into their Concat's top (a depthwise one with a multiplier runs
     its layer's kernel); a Concat left with a pooled bottom still
@@ -215,6 +221,7 @@ def test_compiled_steps_and_concat_elimination(batch, batch_gemm_below, monkeypa
     from caffepy import optimize_steps
     monkeypatch.setattr(optimize_steps, "BATCH_GEMM_BELOW", batch_gemm_below)
     exact, fast = _compare(FIRE, keep=["ip"], batch=batch)
+    assert (ran_onednn(fast) > 0) == (conv_path == "onednn")
     names = [s.name for s in fast._plan.steps]
     assert names == ["data", "conv0", "dw0", "sq", "e1", "e3", "pb", "cat", "e1b", "e3b", "pool",
                      "ave", "ip", "prob"]             # cat2 is gone, cat copies only "pb"

@@ -57,7 +57,9 @@ def forward(layer, bottom, top):
     no weight gradient for the layer (``keep_columns`` false: inference, TEST nets). There every
     forward would reorder the weights into oneDNN's format again (Caffe's weights may change
     between forwards), which at batch 1 cost more than the direct kernels save (ResNet-50,
-    GoogLeNet, MobileNet v1, SqueezeNet at 2 threads: 1.0-1.5x the GEMM path's time)."""
+    GoogLeNet, MobileNet v1, SqueezeNet at 2 threads: 1.0-1.5x the GEMM path's time). Inference
+    mode, whose weights are fixed per compiled plan, has its own oneDNN steps
+    (caffepy.optimize_onednn)."""
     if not layer.keep_columns:
         return False
     p = plan(layer)

@@ -1,0 +1,83 @@
+"""oneDNN convolutions in inference mode (caffepy.optimize; ``pip install caffepy[onednn]``).
+
+Where oneDNN is loaded (caffepy.math.onednn), a compiled convolution step (2-d, one group: the
+ones caffepy.optimize_steps would run as GEMMs or by Winograd) runs oneDNN's
+``forward_inference`` primitive instead (caffepy.math.onednn_infer.InferConvPlan): the bias and a
+fused ReLU inside the primitive, the layer's (folded) weights reordered into oneDNN's blocked
+format once per compiled plan, the input and output reordered per pass through two work arrays
+that every convolution of the plan shares (``Scratch.dnnl_x`` / ``dnnl_y``, sized before any
+closure is made, like the column buffers). A geometry oneDNN declines keeps the GEMM step.
+The plans of one layer (the whole batch, each part of a split batch) share its reordered
+weights. oneDNN's OpenMP threads follow the BLAS thread count of each pass
+(caffepy.optimize_threads) and are one per part in a split batch (caffepy.optimize_shards).
+``CAFFEPY_ONEDNN=0`` switches it off here too.
+"""
+import numpy as np
+
+
+def _lib():
+    from .math import onednn
+    return onednn.get()
+
+
+def limit_threads(n):
+    """oneDNN's threads for the calling thread, where oneDNN is already loaded (never loads it)."""
+    from .math import onednn
+    if onednn._switch.value is not None:
+        onednn.limit_threads(n)
+
+
+def usable(layer, x):
+    """Whether the compiled convolution step of ``layer`` on ``x`` may run through oneDNN."""
+    return x.dtype == np.float32 and layer.blobs[0].data.dtype == np.float32 and \
+        _lib() is not None
+
+
+def plan_for(plan, layer, x_shape, scratch, y_strides=None):
+    """The InferConvPlan of ``layer`` for input shape ``x_shape`` writing into an output of
+    element strides ``y_strides`` (None: plain), cached per compiled plan and per ``scratch``
+    (the parts of a split batch run at once, and a plan binds its arrays per call: one plan per
+    part); None where oneDNN declines the geometry."""
+    from .math import onednn, onednn_infer
+    cache = plan.__dict__.setdefault("dnnl", {})
+    key = (id(layer), tuple(x_shape), y_strides, id(scratch))
+    if key not in cache:
+        weights = plan.__dict__.setdefault("dnnl_w", {}).setdefault(id(layer), [])
+        try:
+            cache[key] = onednn_infer.InferConvPlan(
+                tuple(x_shape), layer.blobs[0].data,
+                layer.blobs[1].data.reshape(-1) if layer.bias_term else None,
+                layer.out_spatial, layer.group, layer.stride, layer.pad, layer.dilation,
+                relu=None if layer.fused_relu is None else float(layer.fused_relu),
+                y_strides=y_strides, weights=weights)
+        except onednn.OneDNNError:
+            cache[key] = None
+    return cache[key]
+
+
+def buffers(plan, layer, x, scratch):
+    """Size the plan's oneDNN work arrays for ``layer`` on ``x``; False where oneDNN declines
+    (the caller sizes the GEMM step's buffers instead)."""
+    p = plan_for(plan, layer, x.shape, scratch)
+    if p is None:
+        return False
+    scratch.need_dnnl(*p.scratch)
+    return True
+
+
+def step(plan, layer, x, out, scratch):
+    """The closure of ``layer`` from x (N, C, H, W) into out (N, M, OH * OW) (a view: the top or
+    its slice of a Concat's top), or None where oneDNN declines or the work arrays were not
+    sized for it."""
+    n, m = out.shape[0], out.shape[1]
+    out4 = out.reshape((n, m) + tuple(layer.out_spatial))
+    assert np.shares_memory(out4, out)
+    strides = None if out4.flags.c_contiguous else tuple(s // out4.itemsize for s in out4.strides)
+    p = plan_for(plan, layer, x.shape, scratch, strides)
+    if p is None or p.scratch[0] > scratch.dnnl_x.size or p.scratch[1] > scratch.dnnl_y.size:
+        return None
+    fwd, sx, sy = p.forward, scratch.dnnl_x, scratch.dnnl_y
+
+    def run():
+        fwd(x, out4, sx, sy)
+    return run

@@ -52,9 +52,10 @@ def _ik():
 
 
 def conv_eligible(layer, nbottom):
-    """Whether a step's layer is a convolution the compiled GEMM step runs."""
+    """Whether a step's layer is a convolution the compiled step runs (2-d; grouped ones too,
+    but not depthwise ones: :func:`dw_eligible`)."""
     return (isinstance(layer, ConvolutionLayer) and nbottom == 1 and layer.num_spatial == 2
-            and layer.axis == 1 and layer.group == 1)
+            and layer.axis == 1 and (layer.group == 1 or layer.channels != layer.group))
 
 
 class Scratch(object):
@@ -91,9 +92,9 @@ def conv_buffers(layer, x, scratch, plan=None):
     n, c, h, w = x.shape
     oh, ow = layer.out_spatial
     p = oh * ow
-    k = c * layer.kernel[0] * layer.kernel[1]
+    k = c // layer.group * layer.kernel[0] * layer.kernel[1]
     one = _is_1x1(layer)
-    batched = n > 1 and p < BATCH_GEMM_BELOW
+    batched = n > 1 and p < BATCH_GEMM_BELOW and layer.group == 1
     col = (k * p * n if batched else (0 if one else k * p))
     res = layer.num_output * p * n if batched else 0
     scratch.need(col, res)
@@ -115,7 +116,6 @@ def conv_step(layer, x, out, scratch, plan=None):
     (kh, kw), (ph, pw), (sh, sw), (dh, dw) = (layer.kernel, layer.pad, layer.stride,
                                               layer.dilation)
     k = c * kh * kw
-    wmat = layer.blobs[0].data.reshape(m, k)
     bias = layer.blobs[1].data.reshape(-1) if layer.bias_term else np.empty(0, x.dtype)
     relu = layer.fused_relu is not None
     slope = float(layer.fused_relu) if relu else 0.0
@@ -126,6 +126,9 @@ def conv_step(layer, x, out, scratch, plan=None):
     if plan is not None and winograd.eligible(layer, x.shape):
         return winograd.step(layer, winograd.weights(plan, layer), x, out, bias, slope, relu,
                              scratch)
+    if layer.group > 1:
+        return _grouped_step(layer, x, out, bias, slope, relu, scratch)
+    wmat = layer.blobs[0].data.reshape(m, k)
     one = _is_1x1(layer)
     geo = (kh, kw, ph, pw, sh, sw, dh, dw, oh, ow)
     xs = x.reshape(n, c, h * w)
@@ -166,6 +169,39 @@ def conv_step(layer, x, out, scratch, plan=None):
             im2col(x[i], *geo, col)
             matmul(wmat, col, out=outs[i])
             bias_act(outs[i], bias, slope, relu)
+    return run
+
+
+def _grouped_step(layer, x, out, bias, slope, relu, scratch):
+    """A grouped convolution (G groups, not depthwise) without oneDNN: per image and group,
+    ``Y_ng = W_g col(x_ng)`` into the group's output channels, then the bias and ReLU pass."""
+    ik = _ik()
+    n, c, h, w = x.shape
+    g, m = layer.group, layer.num_output
+    cg, mg = c // g, m // g
+    (kh, kw), (ph, pw), (sh, sw), (dh, dw) = (layer.kernel, layer.pad, layer.stride,
+                                              layer.dilation)
+    oh, ow = layer.out_spatial
+    k, p = cg * kh * kw, oh * ow
+    wg = layer.blobs[0].data.reshape(g, mg, k)
+    geo = (kh, kw, ph, pw, sh, sw, dh, dw, oh, ow)
+    one = _is_1x1(layer)
+    col = None if one else scratch.col[:k * p].reshape(k, p)
+    xs = x.reshape(n, c, h * w)
+    jobs = [(i, x[i, j * cg:(j + 1) * cg], xs[i, j * cg:(j + 1) * cg], wg[j],
+             out[i, j * mg:(j + 1) * mg]) for i in range(n) for j in range(g)]
+    outs = [out[i] for i in range(n)]
+    matmul, im2col, bias_act = np.matmul, ik.im2col, ik.bias_act
+
+    def run():
+        for i, xi, xflat, wj, yj in jobs:
+            if one:
+                matmul(wj, xflat, out=yj)
+            else:
+                im2col(xi, *geo, col)
+                matmul(wj, col, out=yj)
+        for yi in outs:
+            bias_act(yi, bias, slope, relu)
     return run
 
 

@@ -24,7 +24,8 @@ CHUNK = 1 << 21          # elements of V + M per group of images (8 MiB in float
 
 def eligible(layer, x_shape):
     oh, ow = layer.out_spatial
-    return (layer.kernel == (3, 3) and layer.stride == (1, 1) and layer.dilation == (1, 1)
+    return (layer.group == 1 and layer.kernel == (3, 3) and layer.stride == (1, 1)
+            and layer.dilation == (1, 1)
             and oh * ow >= MIN_PLANE and x_shape[1] >= MIN_CHANNELS)
 
 

@@ -36,7 +36,11 @@ FORWARD_TRAINING = 64
 CONV_DIRECT, DECONV_DIRECT = 0x1, 0xa      # dnnl_convolution_direct, dnnl_deconvolution_direct
 ARG_SRC, ARG_DST, ARG_WEIGHTS, ARG_BIAS = 1, 17, 33, 41
 ARG_DIFF_SRC, ARG_DIFF_DST, ARG_DIFF_WEIGHTS, ARG_DIFF_BIAS = 129, 145, 161, 169
+ARG_SCRATCHPAD = 80
 Q_SRC, Q_DIFF_SRC, Q_WEIGHTS, Q_DIFF_WEIGHTS, Q_DST, Q_DIFF_DST = 129, 130, 131, 132, 133, 134
+Q_SCRATCHPAD = 136
+SCRATCHPAD_USER = 1                       # dnnl_scratchpad_mode_user
+ELTWISE_RELU = 0x20                       # dnnl_eltwise_relu: alpha = the negative slope
 MAX_NDIMS = 12
 
 Dims = ctypes.c_int64 * MAX_NDIMS
@@ -177,12 +181,47 @@ class _Md:
             lib.dnnl_memory_desc_destroy(self.handle)
 
 
+class Attr:
+    """Primitive attributes: the scratchpad is the user's (each primitive gets its own, so
+    primitives may run in threads other than the one that made them, and at once: the library's
+    default scratchpad is one per thread, shared by all primitives), and optionally a ReLU
+    post-op (alpha = its negative slope)."""
+
+    def __init__(self, relu=None):
+        lib = get()
+        self.handle, self.ops = _vp(), None
+        _check(lib.dnnl_primitive_attr_create(ctypes.byref(self.handle)), "attr create")
+        _check(lib.dnnl_primitive_attr_set_scratchpad_mode(self.handle, SCRATCHPAD_USER),
+               "scratchpad mode")
+        if relu is not None:
+            self.ops = _vp()
+            _check(lib.dnnl_post_ops_create(ctypes.byref(self.ops)), "post ops create")
+            _check(lib.dnnl_post_ops_append_eltwise(self.ops, ELTWISE_RELU, ctypes.c_float(relu),
+                                                    ctypes.c_float(0.0)), "post op relu")
+            _check(lib.dnnl_primitive_attr_set_post_ops(self.handle, self.ops), "set post ops")
+
+    def __del__(self):
+        lib = _switch.value
+        if lib is not None:
+            if self.ops:
+                lib.dnnl_post_ops_destroy(self.ops)
+            lib.dnnl_primitive_attr_destroy(self.handle)
+
+
 class _Primitive:
-    """A primitive and its descriptor; ``md(query)`` gives the memory descriptors it chose."""
+    """A primitive and its descriptor; ``md(query)`` gives the memory descriptors it chose. Its
+    scratchpad (made with :class:`Attr`: the user's) is an array of its own."""
 
     def __init__(self, pd):
+        lib = get()
         self.pd, self.prim = pd, _vp()
-        _check(get().dnnl_primitive_create(ctypes.byref(self.prim), pd), "primitive create")
+        _check(lib.dnnl_primitive_create(ctypes.byref(self.prim), pd), "primitive create")
+        self.pad = None
+        md = self.md(Q_SCRATCHPAD)
+        if md and lib.dnnl_memory_desc_get_size(md) > 0:
+            self.pad = _Memory(md)
+            self.pad_array = np.empty((self.pad.nbytes + 63) // 4 + 16, np.float32)
+            self.pad_handle = self.pad.bind(_aligned(self.pad_array))
 
     def md(self, query):
         return _vp(get().dnnl_primitive_desc_query_md(self.pd, query, 0))
@@ -190,6 +229,8 @@ class _Primitive:
     def run(self, args):
         """args: [(DNNL_ARG_*, memory handle)]."""
         lib = get()
+        if self.pad is not None:
+            args = list(args) + [(ARG_SCRATCHPAD, self.pad_handle)]
         arr = (_ExecArg * len(args))(*[_ExecArg(a, m) for a, m in args])
         _check(lib.dnnl_primitive_execute(self.prim, _stream(), len(args), arr), "execute")
 
@@ -268,8 +309,17 @@ def _primitive(create, what, *args):
 
 def _reorder(src_md, dst_md):
     engine = _state["engine"]
-    return _primitive(get().dnnl_reorder_primitive_desc_create, "reorder", src_md, engine,
-                      dst_md, engine, None)
+    attr = Attr()
+    prim = _primitive(get().dnnl_reorder_primitive_desc_create, "reorder", src_md, engine,
+                      dst_md, engine, attr.handle)
+    prim.attr = attr
+    return prim
+
+
+def _aligned(array):
+    """The 64-byte aligned view of ``array`` (float32, 16 spare elements)."""
+    skip = (-array.ctypes.data % 64) // 4
+    return array[skip:]
 
 
 class ConvPlan:
@@ -313,20 +363,21 @@ class ConvPlan:
         def make(step, *args):
             return _primitive(getattr(lib, "dnnl_%s_%s_primitive_desc_create" % (kind, step)),
                               "%s %s" % (kind, step.replace("_", " ")), engine, *args)
+        self.attr = Attr()
         self.fwd = make("forward", FORWARD_TRAINING, alg, x_any.handle, w_any.handle,
-                        b_plain.handle if bias else None, y_any.handle, *geo, None)
+                        b_plain.handle if bias else None, y_any.handle, *geo, self.attr.handle)
         self.fx = _Layout(x_plain.handle, self.fwd.md(Q_SRC))
         self.fw = _Layout(w_plain.handle, self.fwd.md(Q_WEIGHTS))
         self.fy = _Layout(y_plain.handle, self.fwd.md(Q_DST))
         self.b = _Memory(b_plain.handle)
         self.bwd_data = make("backward_data", alg, x_any.handle, w_any.handle, y_any.handle,
-                             *geo, self.fwd.pd, None)
+                             *geo, self.fwd.pd, self.attr.handle)
         self.dx = _Layout(x_plain.handle, self.bwd_data.md(Q_DIFF_SRC))
         self.dw_w = _Layout(w_plain.handle, self.bwd_data.md(Q_WEIGHTS))
         self.dy_d = _Layout(y_plain.handle, self.bwd_data.md(Q_DIFF_DST))
         self.bwd_weights = make("backward_weights", alg, x_any.handle, w_any.handle,
                                 b_plain.handle if bias else None, y_any.handle, *geo,
-                                self.fwd.pd, None)
+                                self.fwd.pd, self.attr.handle)
         self.bx = _Layout(x_plain.handle, self.bwd_weights.md(Q_SRC))
         self.dw = _Layout(w_plain.handle, self.bwd_weights.md(Q_DIFF_WEIGHTS))
         self.dy_w = _Layout(y_plain.handle, self.bwd_weights.md(Q_DIFF_DST))

@@ -8,33 +8,11 @@ mode copies a net's weights at that point anyway: caffepy.optimize). Only the in
 are reordered per forward (NCHW <-> oneDNN's blocked format); the output may be a strided view
 (a channel slice of a Concat's top). Training convolutions are :class:`caffepy.math.onednn.ConvPlan`.
 """
-import ctypes
-
 import numpy as np
 
 from . import onednn as D
 
 FORWARD_INFERENCE = 96          # dnnl_forward_inference
-ELTWISE_RELU = 0x20             # dnnl_eltwise_relu: alpha = the negative slope
-
-
-class _Attr(object):
-    """Primitive attributes holding one ReLU post-op (alpha = negative slope), or none."""
-
-    def __init__(self, slope):
-        lib = D.get()
-        self.attr, self.ops = D._vp(), D._vp()
-        D._check(lib.dnnl_primitive_attr_create(ctypes.byref(self.attr)), "attr create")
-        D._check(lib.dnnl_post_ops_create(ctypes.byref(self.ops)), "post ops create")
-        D._check(lib.dnnl_post_ops_append_eltwise(self.ops, ELTWISE_RELU, ctypes.c_float(slope),
-                                                  ctypes.c_float(0.0)), "post op relu")
-        D._check(lib.dnnl_primitive_attr_set_post_ops(self.attr, self.ops), "set post ops")
-
-    def __del__(self):
-        lib = D._switch.value
-        if lib is not None:
-            lib.dnnl_post_ops_destroy(self.ops)
-            lib.dnnl_primitive_attr_destroy(self.attr)
 
 
 class InferConvPlan(object):
@@ -61,13 +39,13 @@ class InferConvPlan(object):
         x_plain, w_plain = D._Md.plain(x_shape), D._Md.plain(w_dims)
         y_plain = D._Md(y_shape, y_strides) if y_strides is not None else D._Md.plain(y_shape)
         b_plain = D._Md.plain((m,))
-        self.attr = _Attr(relu) if relu is not None else None
+        self.attr = D.Attr(relu)
         self._keep = [x_any, y_any, w_any, x_plain, y_plain, w_plain, b_plain]
         self.fwd = D._primitive(lib.dnnl_convolution_forward_primitive_desc_create,
                                 "convolution forward (inference)", engine, FORWARD_INFERENCE,
                                 D.CONV_DIRECT, x_any.handle, w_any.handle,
                                 b_plain.handle if b is not None else None, y_any.handle, *geo,
-                                self.attr.attr if self.attr is not None else None)
+                                self.attr.handle)
         self.fx = D._Layout(x_plain.handle, self.fwd.md(D.Q_SRC))
         self.fy = D._Layout(y_plain.handle, self.fwd.md(D.Q_DST))
         w_md = self.fwd.md(D.Q_WEIGHTS)

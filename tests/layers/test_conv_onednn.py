@@ -178,8 +178,11 @@ def test_nets_use_onednn_only_where_they_train_the_layer(tmp_path, train):
     assert bool(getattr(conv, "_dnnl_plans", None)) == train
 
 
-def test_threads_run_plans_at_once():
-    """A stream per thread: workers of the in-process engine convolve at the same time."""
+@pytest.mark.parametrize("made_here", [False, True])
+def test_threads_run_plans_at_once(made_here):
+    """A stream per thread: workers of the in-process engine convolve at the same time; plans
+    may run in threads other than the one that made them (each primitive has a scratchpad of
+    its own: oneDNN's default one is per thread and shared by its primitives)."""
     rng = np.random.default_rng(5)
     x = rng.standard_normal((4, 8, 12, 12)).astype(np.float32)
     layers = [make_layer(CONV % (8, "kernel_size: 3 pad: 1"), dtype=np.float32)
@@ -190,13 +193,23 @@ def test_threads_run_plans_at_once():
         layer.setup(bottom, top)
         want.append(naive_conv(x.astype(np.float64), layer.blobs[0].data.astype(np.float64),
                                layer.blobs[1].data, layer.stride, layer.pad, layer.dilation, 1))
+        if made_here:
+            layer.forward(bottom, top)          # the plan is made in this thread
+    dy = rng.standard_normal(want[0].shape).astype(np.float32)
+    want_dw = [np.tensordot(dy.astype(np.float64), np.stack(         # dW = sum dy * x windows
+        [np.pad(x, [(0, 0), (0, 0), (1, 1), (1, 1)])[:, :, i:i + 12, j:j + 12]
+         for i in range(3) for j in range(3)], axis=2), axes=([0, 2, 3], [0, 3, 4])).reshape(
+        8, 8, 3, 3)] * 3
 
     def run(i):
         try:
             bottom, top = make_blobs([x], np.float32), make_blobs(1, np.float32)
-            for _ in range(20):
-                layers[i].forward(bottom, top)
-            got[i] = top[0].data.copy()
+            for _ in range(20):                 # backward too: its weight-gradient primitive
+                layers[i].forward(bottom, top)  # has the largest scratchpad
+                top[0].diff[...] = dy
+                layers[i].blobs[0].diff[...] = 0
+                layers[i].backward(top, [True], bottom)
+            got[i] = (top[0].data.copy(), layers[i].blobs[0].diff.copy())
         except Exception as e:                  # reported below, in the main thread
             errors.append(e)
     threads = [threading.Thread(target=run, args=(i,)) for i in range(3)]
@@ -205,8 +218,9 @@ def test_threads_run_plans_at_once():
     for t in threads:
         t.join(60)
     assert not errors
-    for g, w in zip(got, want):
-        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
+    for (y, dw), w, w_dw in zip(got, want, want_dw):
+        np.testing.assert_allclose(y, w, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(dw, w_dw, rtol=1e-4, atol=1e-3)
 
 
 def test_worker_threads_follow_the_blas_budget(monkeypatch):

@@ -4,7 +4,8 @@ After the Plan has rewritten the layer sequence and handed out buffers, :func:`c
 turns every step into a closure over the arrays it reads and writes, so a forward pass is a loop
 of plain calls: no reshape, no shape checks, no allocation, no loss-weight sum per layer.
 
-* **Convolution** (2-d, one group, one bottom, numba on): by oneDNN where it is loaded
+* **Convolution** (2-d, one bottom, numba on; grouped ones too, but not depthwise: without oneDNN
+  one GEMM per image and group): by oneDNN where it is loaded
   (caffepy.optimize_onednn: one primitive for the batch, bias and ReLU inside, output into the
   same view as below); otherwise per image, ``Y_n = W col(x_n)`` by one
   GEMM written straight into the top (or into its channel slice of a Concat's top, see below),
@@ -188,13 +189,13 @@ def _grouped_step(layer, x, out, bias, slope, relu, scratch):
     one = _is_1x1(layer)
     col = None if one else scratch.col[:k * p].reshape(k, p)
     xs = x.reshape(n, c, h * w)
-    jobs = [(i, x[i, j * cg:(j + 1) * cg], xs[i, j * cg:(j + 1) * cg], wg[j],
+    jobs = [(x[i, j * cg:(j + 1) * cg], xs[i, j * cg:(j + 1) * cg], wg[j],
              out[i, j * mg:(j + 1) * mg]) for i in range(n) for j in range(g)]
     outs = [out[i] for i in range(n)]
     matmul, im2col, bias_act = np.matmul, ik.im2col, ik.bias_act
 
     def run():
-        for i, xi, xflat, wj, yj in jobs:
+        for xi, xflat, wj, yj in jobs:
             if one:
                 matmul(wj, xflat, out=yj)
             else:

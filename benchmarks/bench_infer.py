@@ -7,8 +7,8 @@ Each net (models/<net>/<net>_deploy.prototxt) gets random but valid weights
 (caffepy.testing.random_weights, logits scaled to std ~2), saved as a .caffemodel that OpenCV's ``readNetFromCaffe`` reads
 (opencv-python-headless < 5: OpenCV 5 dropped the Caffe importer; benchmark-only, not a caffepy
 dependency), and exported with caffepy.onnx for an onnxruntime CPU session (``intra_op_num_threads``
-= the thread count, graph optimizations on, its default; the ``onnx`` extra; skipped when not
-installed). For every thread count the exact path is timed first, then optimize mode, OpenCV and
+= the thread count, graph optimizations on, its default, its threads not spinning between
+runs: see ``_ort_session``; the ``onnx`` extra; skipped when not installed). For every thread count the exact path is timed first, then optimize mode, OpenCV and
 onnxruntime round-robin on the same input (one forward of each in turn, so that both see the same
 moments of a shared machine's load): median ms per forward over ``--iters`` after one warm-up.
 (The exact path runs on its own: with 2 threads on a busy machine its forward takes several
@@ -106,6 +106,9 @@ def _ort_session(net, n):
     from caffepy import onnx as caffe_onnx
     opts = ort.SessionOptions()
     opts.intra_op_num_threads, opts.inter_op_num_threads = n, 1
+    # its pool's threads spin after each run by default and would take the cores of the runner
+    # timed after it (round-robin); the other runners' threads sleep between passes
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return ort.InferenceSession(caffe_onnx.to_model(net).SerializeToString(), opts,
                                 providers=["CPUExecutionProvider"])
 

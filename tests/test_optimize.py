@@ -249,10 +249,12 @@ def test_thread_choice_prefers_the_faster_count_and_restores_the_limit():
     assert auto.pick(1, 1) == (1, 1, 1)
     assert auto.pick(2, 2) == (2, 2, 1)         # first pass: not timed
     assert auto.pick(2, 2) == (2, 2, 1)         # then each setting once
-    auto.avg = {(2, 2, 1): 0.5, (1, 1, 1): 0.1, (2, 1, 1): 0.3}     # one thread has been fastest
-    picks = [auto.pick(2, 2) for _ in range(2 * EXPLORE)]
-    assert picks.count((2, 1, 1)) == 1 and picks.count((2, 2, 1)) == 1    # explored in turn
-    assert picks.count((1, 1, 1)) == 2 * EXPLORE - 2
+    auto.avg = {(2, 2, 1): 0.5, (2, 1, 1): 0.3}
+    assert auto.pick(2, 2) == (1, 2, 1)         # one BLAS thread, the OpenMP ones at the limit
+    auto.avg = {(2, 2, 1): 0.5, (1, 1, 1): 0.1, (2, 1, 1): 0.3, (1, 2, 1): 0.2}
+    picks = [auto.pick(2, 2) for _ in range(3 * EXPLORE)]      # one thread has been fastest
+    assert [picks.count(o) for o in ((2, 1, 1), (2, 2, 1), (1, 2, 1))] == [1, 1, 1]  # in turn
+    assert picks.count((1, 1, 1)) == 3 * EXPLORE - 3
     assert auto.pick(2, 2, True) == (1, 1, 2)   # a splittable batch: its setting is tried
     with pytest.raises(ValueError, match="auto.*fixed"):
         ThreadChoice("many")
@@ -261,7 +263,8 @@ def test_thread_choice_prefers_the_faster_count_and_restores_the_limit():
         return [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
     with threadpool_limits(2, user_api="blas"):
         auto = ThreadChoice("auto")
-        auto.passes, auto.avg = 5, {(2, 2, 1): 0.5, (1, 1, 1): 0.1, (2, 1, 1): 0.3}
+        auto.passes, auto.avg = 5, {(2, 2, 1): 0.5, (1, 1, 1): 0.1, (2, 1, 1): 0.3,
+                                    (1, 2, 1): 0.2}
         seen = auto.run(blas_threads)
         assert set(seen) == {1} and auto.last == (1, 1, 1)
         assert set(blas_threads()) == {2}       # the limit is back after the pass

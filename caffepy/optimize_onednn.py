@@ -8,10 +8,23 @@ format once per compiled plan, the input and output reordered per pass through t
 that every convolution of the plan shares (``Scratch.dnnl_x`` / ``dnnl_y``, sized before any
 closure is made, like the column buffers). A geometry oneDNN declines keeps the GEMM step.
 The plans of one layer (the whole batch, each part of a split batch) share its reordered
-weights. oneDNN's OpenMP threads follow the BLAS thread count of each pass
+weights. oneDNN's OpenMP threads follow the numba thread count of each pass
 (caffepy.optimize_threads) and are one per part in a split batch (caffepy.optimize_shards).
 ``CAFFEPY_ONEDNN=0`` switches it off here too.
+
+Only a plan compiled under one OpenMP thread (``OMP_NUM_THREADS=1``, ``NUMBA_NUM_THREADS=1``,
+``numba.set_num_threads(1)``, a one-core process) takes oneDNN; with more threads the GEMM steps
+run, whose thread choice (caffepy.optimize_threads) is tuned for them. Measured on the 2-core
+VM, one process, the same run (bench_infer.py, 19:07-19:13): at one thread oneDNN took GoogLeNet
+b1 from 38.2 to 31.7 ms, ResNet-50 89.4 -> 59.5, MobileNet v1 18.5 -> 15.5, CaffeNet 31.7 ->
+21.7 (SqueezeNet 11.8 -> 11.7), and at b8 1.3-2.1x; at two threads it was slower at b1
+(GoogLeNet 28.0 -> 39.2, SqueezeNet 9.6 -> 11.7) and mixed at b8 (ResNet-50 337 -> 390,
+CaffeNet 128 -> 103): each convolution is three OpenMP regions (input reorder, primitive,
+output reorder), each waking a sleeping thread (``OMP_WAIT_POLICY=PASSIVE``, which the GEMM
+path needs), and letting the threads spin made it slower still.
 """
+import os
+
 import numpy as np
 
 
@@ -27,10 +40,18 @@ def limit_threads(n):
         onednn.limit_threads(n)
 
 
+def one_thread():
+    """Whether the passes run one OpenMP thread (numba's limit, which oneDNN's threads follow,
+    is one, or ``OMP_NUM_THREADS=1``), when the plan is compiled."""
+    from .math import kernels
+    return kernels.threads() <= 1 or os.environ.get("OMP_NUM_THREADS", "").strip() == "1"
+
+
 def usable(layer, x):
-    """Whether the compiled convolution step of ``layer`` on ``x`` may run through oneDNN."""
+    """Whether the compiled convolution step of ``layer`` on ``x`` may run through oneDNN: a
+    float32 layer, oneDNN loaded, and a plan compiled under one thread (see the module doc)."""
     return x.dtype == np.float32 and layer.blobs[0].data.dtype == np.float32 and \
-        _lib() is not None
+        _lib() is not None and one_thread()
 
 
 def plan_for(plan, layer, x_shape, scratch, y_strides=None):

@@ -79,8 +79,20 @@ def test_plans_of_one_layer_share_its_reordered_weights():
     assert b.w is a.w and len(shared) == 1
 
 
+@pytest.fixture
+def one_thread():
+    from threadpoolctl import threadpool_limits
+    before = kernels.threads()
+    kernels.set_threads(1)
+    try:
+        with threadpool_limits(1, user_api="blas"):
+            yield
+    finally:
+        kernels.set_threads(before)
+
+
 @pytest.mark.skipif(not kernels.available(), reason="numba not installed")
-def test_a_declined_geometry_keeps_the_gemm_step(monkeypatch):
+def test_a_declined_geometry_keeps_the_gemm_step(monkeypatch, one_thread):
     """Where oneDNN has no implementation the step is the GEMM one, with its buffers sized,
     and the outputs still match the exact path."""
     from caffepy.math import onednn_infer
@@ -94,10 +106,30 @@ def test_a_declined_geometry_keeps_the_gemm_step(monkeypatch):
 
 
 @pytest.mark.skipif(not kernels.available(), reason="numba not installed")
-def test_switched_off_by_the_environment_switch():
+def test_switched_off_by_the_environment_switch(one_thread):
     with onednn.disabled():
         _, fast = _compare(FIRE, keep=["ip"], batch=1)
     assert ran_onednn(fast) == 0
     _, fast = _compare(FIRE, keep=["ip"], batch=1)
     assert ran_onednn(fast) > 0 and fast._plan.scratch.dnnl_x.size > 0
+
+
+@pytest.mark.skipif(not kernels.available(), reason="numba not installed")
+def test_more_threads_keep_the_gemm_steps(monkeypatch):
+    """A plan compiled under more than one OpenMP (numba) thread keeps the GEMM steps (faster
+    there), unless OMP_NUM_THREADS=1."""
+    import numba
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("numba runs one thread here")
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    before = kernels.threads()
+    kernels.set_threads(2)
+    try:
+        _, fast = _compare(FIRE, keep=["ip"], batch=1)
+        assert ran_onednn(fast) == 0
+        monkeypatch.setenv("OMP_NUM_THREADS", "1")
+        _, fast = _compare(FIRE, keep=["ip"], batch=1)
+        assert ran_onednn(fast) > 0
+    finally:
+        kernels.set_threads(before)
 

@@ -161,7 +161,7 @@ def bench(name, batch, threads, iters, tmp, cv2):
         rows.append((name, batch, n, t_exact, t_fast, t_cv, t_ort))
         choice = fast._plan.threads
         print("%-14s b%-2d %dT  exact %8.1f  optimize %8.1f  opencv %8.1f  onnxruntime %8.1f  "
-              "opt/cv %5.2f  opt/ort %5.2f  load %s  (oneDNN convolutions %d; optimize threads "
+              "opt/cv %5.2f  opt/ort %5.2f  load %s  (oneDNN plans %d; optimize threads "
               "%s: %s)" % (
                   name, batch, n, t_exact, t_fast, t_cv, t_ort, t_fast / t_cv, t_fast / t_ort,
                   " ".join(open("/proc/loadavg").read().split()[:3]),

@@ -1,6 +1,8 @@
 """py-faster-rcnn's RoIDataLayer (caffepy.contrib.frcnn.roi_data / roi_minibatch) on a synthetic
 roidb of small images: scaling, means, BGR, flips, RPN and Fast R-CNN blobs, RoI sampling, order,
 the prefetch thread, the one-line errors and a net trained from it."""
+import gc
+
 import numpy as np
 import pytest
 
@@ -186,7 +188,12 @@ def test_prefetch_thread(cfg, tmp_path):
     layer.set_roidb([dict(roidb[0], image=str(tmp_path / "gone.png"))])
     with pytest.raises(CaffeError, match="gone.png"):
         layer.forward([], top)
-    layer.close()
+    layer.set_roidb(roidb)
+    thread = layer._prefetcher
+    del layer, top
+    gc.collect()
+    thread.join(timeout=5)
+    assert not thread.is_alive()                  # the layer's end stops its thread
 
 
 @pytest.mark.parametrize("change, match", [

@@ -24,10 +24,12 @@ forward takes the next ``IMS_PER_BATCH``. With ``ASPECT_GROUPING`` the landscape
 pairs and the pairs shuffled, so a pair of images has one orientation when both counts are even
 (flipped copies make them so); an odd total leaves one entry alone (upstream fails there).
 ``USE_PREFETCH``: a thread (its own generator seeded with ``cfg.RNG_SEED``, and aspect grouping as
-configured) prepares up to 10 minibatches ahead; ``close()`` stops it. No gradient flows back.
+configured) prepares up to 10 minibatches ahead; ``close()`` (or the layer's end) stops it. No
+gradient flows back.
 """
 import queue
 import threading
+import weakref
 
 import numpy as np
 
@@ -125,9 +127,10 @@ class RoIDataLayer(Layer):
     """See module doc."""
 
     def _error(self, message):
-        name = self.layer_param if self.layer_param is not None else None
         message = "RoIDataLayer: %s" % message
-        return layer_error(name, message, CaffeError) if name is not None else CaffeError(message)
+        if self.layer_param is None:
+            return CaffeError(message)
+        return layer_error(self.layer_param, message, CaffeError)
 
     def setup(self, bottom, top):
         try:
@@ -166,6 +169,7 @@ class RoIDataLayer(Layer):
         if config.cfg.TRAIN["USE_PREFETCH"]:
             self._prefetcher = _Prefetcher(roidb, self.num_classes)
             self._prefetcher.start()
+            weakref.finalize(self, self._prefetcher.stopped.set)
 
     @property
     def roidb(self):

@@ -271,3 +271,27 @@ def test_net_trains_from_a_roidb(cfg, tmp_path):
         assert net.blobs["pool"].shape[0] == net.blobs["labels"].shape[0] <= 8
         assert np.isfinite(float(net.blobs["loss_cls"].data)) and float(net.blobs["loss_bbox"].data) > 0
         assert np.abs(net.params["conv"][0].diff).sum() > 0
+
+
+@pytest.mark.slow
+def test_py_faster_rcnn_end2end_train_net_runs_backward(cfg, tmp_path):
+    """py-faster-rcnn's own ZF end-to-end train net from a roidb: its ROIPooling is asked for a
+    rois gradient (the rois come from Python layers above the RPN)."""
+    from caffepy.net import Net
+    from caffepy.testing.random_weights import randomize
+    from tests.conftest import shared_path
+    path = shared_path("modelzoo", "rbgirshick__py-faster-rcnn", "models", "pascal_voc", "ZF",
+                       "faster_rcnn_end2end", "train.prototxt")
+    cfg.TRAIN.update(HAS_RPN=True, IMS_PER_BATCH=1, SCALES=(160,), MAX_SIZE=200,
+                     BATCH_SIZE=16, RPN_PRE_NMS_TOP_N=100, RPN_POST_NMS_TOP_N=16)
+    roidb = [_entry(_flat(tmp_path, "z.png", 60, 80), 60, 80, [[5, 5, 40, 50]], [3], [1.0])]
+    caffepy.set_random_seed(0)
+    net = Net(path, caffepy.TRAIN)
+    randomize(net, 0)                             # the file has no fillers: ImageNet weights
+    net.layers[0].set_roidb(rm.append_flipped(roidb))
+    net.forward()
+    net.backward()
+    assert net.blobs["data"].shape == (1, 3, 150, 200)     # 213 > MAX_SIZE: scale 200 / 80
+    np.testing.assert_allclose(net.blobs["im_info"].data, [[150, 200, 2.5]])
+    assert np.isfinite(float(net.blobs["cls_loss"].data))
+    assert np.abs(net.params["conv1"][0].diff).sum() > 0

@@ -140,6 +140,17 @@ def test_fast_rcnn_sampling_and_targets(cfg, tmp_path):
     np.testing.assert_array_equal(outside, inside > 0)
 
 
+def test_bad_bbox_targets_are_one_line(cfg, tmp_path):
+    cfg.TRAIN.update(IMS_PER_BATCH=1, SCALES=(4,))
+    entry = _entry(_flat(tmp_path, "e.png", 4, 4), 4, 4, [[0, 0, 1, 1]], [1], [1.0])
+    for targets, match in (([[5, 0, 0, 0, 0]], r"class 5 outside \[0, num_classes = 3\)"),
+                           ([[1, 0, 0, 0]], r"bbox_targets must be R x 5"),
+                           (None, "has no 'bbox_targets'")):
+        bad = dict(entry, bbox_targets=np.array(targets)) if targets else entry
+        with pytest.raises(rm.RoidbError, match="roidb entry 0: " + match):
+            rm.get_minibatch([bad], 3, cfg, np.random.default_rng(0))
+
+
 def test_sampling_guards_small_pools_and_sparse_overlaps(cfg, tmp_path):
     scipy_sparse = pytest.importorskip("scipy.sparse")
     cfg.TRAIN.update(BATCH_SIZE=128, IMS_PER_BATCH=1, SCALES=(4,), BBOX_REG=False)

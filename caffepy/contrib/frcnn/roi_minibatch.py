@@ -133,7 +133,12 @@ def check_entry(entry, num_classes, rpn, bbox_reg):
         rows = np.shape(_dense(entry[key]))
         if not rows or rows[0] != len(b):
             raise RoidbError("'%s' has shape %s for %d boxes" % (key, rows, len(b)))
+    if "bbox_targets" in need and np.shape(entry["bbox_targets"])[1:] != (5,):
+        raise RoidbError("bbox_targets must be R x 5 [class, dx, dy, dw, dh], got shape %s"
+                         % (np.shape(entry["bbox_targets"]),))
     classes = entry["gt_classes"] if rpn else best_overlaps(entry)[0]
+    if "bbox_targets" in need:
+        classes = np.concatenate([classes, np.asarray(entry["bbox_targets"])[:, 0]])
     classes = np.asarray(classes)
     if len(classes) and (classes.min() < 0 or classes.max() >= num_classes):
         raise RoidbError("class %d outside [0, num_classes = %d)"

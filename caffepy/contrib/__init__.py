@@ -5,7 +5,8 @@ When a Python layer's ``python_param.module`` cannot be imported and (module, la
 of the user's on ``sys.path`` always wins.
 
 * ``caffepy.contrib.frcnn``: py-faster-rcnn's RPN layers (``rpn.proposal_layer.ProposalLayer``,
-  ``rpn.anchor_target_layer.AnchorTargetLayer``, ``rpn.proposal_target_layer.ProposalTargetLayer``).
+  ``rpn.anchor_target_layer.AnchorTargetLayer``, ``rpn.proposal_target_layer.ProposalTargetLayer``)
+  and its training data layer ``roi_data_layer.layer.RoIDataLayer`` (fed by ``set_roidb``).
 * ``caffepy.contrib.pyloss``: Caffe's example ``pyloss.EuclideanLossLayer``.
 * ``caffepy.contrib.spatial_dropout``: ENet's ``spatial_dropout.SpatialDropoutLayer``.
 * ``caffepy.contrib.ctpn``: CTPN's ``layers.text_proposal_layer.ProposalLayer``.
@@ -20,6 +21,7 @@ KNOWN_PYTHON_LAYERS = {
     ("rpn.anchor_target_layer", "AnchorTargetLayer"): ("frcnn.anchor_target", "AnchorTargetLayer"),
     ("rpn.proposal_target_layer", "ProposalTargetLayer"):
         ("frcnn.proposal_target", "ProposalTargetLayer"),
+    ("roi_data_layer.layer", "RoIDataLayer"): ("frcnn.roi_data", "RoIDataLayer"),
     ("pyloss", "EuclideanLossLayer"): ("pyloss", "EuclideanLossLayer"),
     ("spatial_dropout", "SpatialDropoutLayer"): ("spatial_dropout", "SpatialDropoutLayer"),
     ("layers.text_proposal_layer", "ProposalLayer"): ("ctpn", "TextProposalLayer"),

@@ -5,7 +5,7 @@ import numpy as np
 
 from .base import Layer, register_layer
 from .fork_mscnn import nms_proposals
-from .fork_roi import rois_diff_wanted
+from .fork_roi import features_diff_wanted
 
 
 def jaccard(a, b, mode="IOU"):
@@ -245,7 +245,7 @@ class ROIAlignLayer(Layer):
         top[0].data[...] = out
 
     def backward_cpu(self, top, propagate_down, bottom):
-        if not rois_diff_wanted(self, propagate_down):
+        if not features_diff_wanted(propagate_down, bottom):
             return
         N, C, H, W = bottom[0].shape
         dx = np.zeros((N, C, H, W))

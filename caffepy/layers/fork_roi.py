@@ -13,11 +13,14 @@ def _c_round(x):
     return np.sign(x) * np.floor(np.abs(x) + 0.5)
 
 
-def rois_diff_wanted(layer, propagate_down):
-    """The ROI layers' backward guard: whether bottom 0 wants a gradient; asking one for the
-    rois (bottom 1) is an error."""
+def features_diff_wanted(propagate_down, bottom):
+    """The ROI layers' backward guard: whether bottom 0 (the features) wants a gradient. No
+    gradient flows to the rois (bottom 1): when the net asks for one (py-faster-rcnn's end-to-end
+    nets, whose rois come from Python layers downstream of the RPN convolutions) their diff is
+    zero, as the forks' kernels leave it (caffe-fast-rcnn's Backward_gpu reads only
+    propagate_down[0]; R-FCN's zeroes the rois diff)."""
     if propagate_down[1]:
-        raise layer.error("cannot backpropagate to the rois")
+        bottom[1].diff[...] = 0
     return bool(propagate_down[0])
 
 
@@ -107,7 +110,7 @@ class ROIPoolingLayer(_ROIBase):
                     self._argmax[r, :, i, j] = (hs[i] + k // bw) * W + ws[j] + k % bw
 
     def backward_cpu(self, top, propagate_down, bottom):
-        if not rois_diff_wanted(self, propagate_down):
+        if not features_diff_wanted(propagate_down, bottom):
             return
         N, C, H, W = bottom[0].shape
         rois = bottom[1].data.reshape(-1, 5)
@@ -187,7 +190,7 @@ class PSROIPoolingLayer(_ROIBase):
             out[r, :, i, j] = x[b, chans, hh, ww].sum(axis=(1, 2)) / area
 
     def backward_cpu(self, top, propagate_down, bottom):
-        if not rois_diff_wanted(self, propagate_down):
+        if not features_diff_wanted(propagate_down, bottom):
             return
         dx = bottom[0].diff
         dx[...] = 0

@@ -17,14 +17,16 @@ Well-known third-party layers: when ``module`` is not on ``sys.path`` (neither i
 package is found; a module that is found but fails while importing is the user's, and its error
 is reported) and (module, layer) is one of
 py-faster-rcnn's RPN layers (``rpn.proposal_layer.ProposalLayer``,
-``rpn.anchor_target_layer.AnchorTargetLayer``, ``rpn.proposal_target_layer.ProposalTargetLayer``),
+``rpn.anchor_target_layer.AnchorTargetLayer``, ``rpn.proposal_target_layer.ProposalTargetLayer``)
+and data layer (``roi_data_layer.layer.RoIDataLayer``),
 Caffe's example ``pyloss.EuclideanLossLayer``, or NVCaffe DetectNet's
 ``caffe.layers.detectnet.clustering`` / ``mean_ap`` layers, caffepy's own implementation
 (``caffepy.contrib``)
 stands in and one WARNING line (on the ``caffepy`` logger, so also from the Python API and
 ``caffepy summary``) names it and why the module did not import; a module of that name on
 ``sys.path`` always wins. User modules may ``import caffe`` (the ``caffe`` package is caffepy).
-The fork C++ type ``Proposal`` (ProposalLayer's computation, ``proposal_param`` where the schema
+As in pycaffe, ``net.layers[i]`` of a Python layer answers for the user's object: attributes the
+layer itself lacks (``set_roidb``, ...) are the user object's. The fork C++ type ``Proposal`` (ProposalLayer's computation, ``proposal_param`` where the schema
 has it) is registered here too.
 """
 import importlib
@@ -147,6 +149,12 @@ class PythonLayer(_CaffepyLayer):
         self.py_layer.phase = self.phase
         self.py_layer.blobs = BlobVec(self.blobs, dtype=self.dtype)
         self.blobs = self.py_layer.blobs
+
+    def __getattr__(self, name):
+        py_layer = self.__dict__.get("py_layer")
+        if py_layer is None or name.startswith("__"):
+            raise AttributeError("%s has no attribute '%s'" % (type(self).__name__, name))
+        return getattr(py_layer, name)
 
     def layer_setup(self, bottom, top):
         self.py_layer.setup(bottom, top)

@@ -65,6 +65,25 @@ def test_roi_pooling_gradient():
     check_layer_gradient(layer, make_blobs([x, ROIS]), make_blobs(1), check_bottom=[0])
 
 
+@pytest.mark.parametrize("spec", [
+    'type: "ROIPooling" roi_pooling_param { pooled_h: 2 pooled_w: 2 spatial_scale: 0.25 }',
+    'type: "PSROIPooling" psroi_pooling_param { spatial_scale: 0.25 output_dim: 2 group_size: 1 }'])
+def test_roi_layers_give_the_rois_no_gradient(spec):
+    """py-faster-rcnn's end-to-end nets ask for a rois gradient (their rois come from Python layers
+    below the RPN): the forks' kernels give none and still fill the features' gradient."""
+    x = np.random.default_rng(4).standard_normal((2, 2, 6, 6))
+    layer = make_layer(spec)
+    bottom, top = make_blobs([x, ROIS]), make_blobs(1)
+    run_layer(layer, bottom, top)
+    top[0].diff[...] = 1.0
+    bottom[1].diff[...] = 7.0
+    layer.backward(top, [True, False], bottom)
+    features_only = bottom[0].diff.copy()
+    layer.backward(top, [True, True], bottom)
+    np.testing.assert_array_equal(bottom[0].diff, features_only)
+    assert np.abs(features_only).sum() > 0 and not bottom[1].diff.any()
+
+
 def test_roi_pooling_rejects_bad_batch_index():
     layer = make_layer('type: "ROIPooling" roi_pooling_param { pooled_h: 2 pooled_w: 2 }')
     with pytest.raises(NetError, match="batch index"):

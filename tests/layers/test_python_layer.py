@@ -53,6 +53,15 @@ def test_python_layer_forward(pymodule, dtype):
     assert layer.py_layer.param_str == "2.5"
 
 
+def test_net_layers_answer_for_the_user_object(pymodule):
+    """pycaffe's net.layers[i] is the user's object (py-faster-rcnn: layers[0].set_roidb)."""
+    layer = _layer(pymodule, "ScaleByParam", "2")
+    run_layer(layer, make_blobs([np.ones((1, 2))]), make_blobs(1))
+    assert layer.seen_phase == caffepy.TEST and layer.type == "Python"
+    with pytest.raises(AttributeError, match="has no attribute 'nothing_here'"):
+        layer.nothing_here
+
+
 def test_python_layer_gradient(pymodule):
     x = np.random.default_rng(1).standard_normal((2, 3))
     check_layer_gradient(_layer(pymodule, "ScaleByParam", "0.7"), make_blobs([x]), make_blobs(1))

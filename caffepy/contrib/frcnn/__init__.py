@@ -12,9 +12,11 @@ rpn.proposal_layer, ProposalLayer          :class:`proposal.ProposalLayer`
 rpn.anchor_target_layer, AnchorTargetLayer :class:`anchor_target.AnchorTargetLayer`
 rpn.proposal_target_layer,                 :class:`proposal_target.ProposalTargetLayer`
 ProposalTargetLayer
+roi_data_layer.layer, RoIDataLayer         :class:`roi_data.RoIDataLayer` (minibatches:
+                                           ``roi_minibatch``)
 =========================================  ============================================
 
 The layers read py-faster-rcnn's default configuration, :data:`config.cfg` (see that module).
-py-faster-rcnn's data layer ``roi_data_layer.layer.RoIDataLayer`` reads its roidb from the
-training script and has no stand-in here (``caffepy.zoo`` replaces it with an Input layer).
+The data layer ``RoIDataLayer`` gets its roidb from the training script
+(``solver.net.layers[0].set_roidb(roidb)``); ``caffepy.zoo`` replaces it with Input layers.
 """

@@ -51,7 +51,7 @@ def usable(layer, x):
     """Whether the compiled convolution step of ``layer`` on ``x`` may run through oneDNN: a
     float32 layer, oneDNN loaded, and a plan compiled under one thread (see the module doc)."""
     return x.dtype == np.float32 and layer.blobs[0].data.dtype == np.float32 and \
-        _lib() is not None and one_thread()
+        one_thread() and _lib() is not None        # (not loaded where it would not be used)
 
 
 def plan_for(plan, layer, x_shape, scratch, y_strides=None):

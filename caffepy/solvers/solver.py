@@ -191,8 +191,9 @@ class Solver(TestPasses):
         self.smoothed_loss = 0.0
         timer, iterations_last = time.time(), self.iter
         progress = Progress(stop_iter, "train", initial=start_iter)
-        # MobileNet-YOLO's Layer::set_iter(iter, stop): the layers that have it, found once
-        iter_layers = [layer for layer in self.net.layers if hasattr(layer, "set_iter")]
+        # MobileNet-YOLO's Layer::set_iter(iter, stop): the layers whose class has it, found once
+        # (a class attribute: a Python layer answers for its user object's attributes too)
+        iter_layers = [layer for layer in self.net.layers if hasattr(type(layer), "set_iter")]
         try:
             while self.iter < stop_iter:
                 self.net.clear_param_diffs()

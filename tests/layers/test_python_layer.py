@@ -99,3 +99,30 @@ def test_missing_class_is_one_line_error(pymodule):
     with pytest.raises(NetError) as e:
         _layer(pymodule, "NoSuchLayer")
     assert "NoSuchLayer" in str(e.value) and pymodule in str(e.value)
+
+
+def test_solver_never_calls_a_python_layers_set_iter(tmp_path, monkeypatch):
+    """The solver calls set_iter only on layer classes that define it (MobileNet-YOLO's C++
+    layers), not on a Python layer's user object that happens to have one (pycaffe does not)."""
+    (tmp_path / "caffepy_test_setiter.py").write_text(
+        "import caffe\n"
+        "class Twice(caffe.Layer):\n"
+        "    def setup(self, bottom, top): pass\n"
+        "    def reshape(self, bottom, top): top[0].reshape(*bottom[0].data.shape)\n"
+        "    def forward(self, bottom, top): top[0].data[...] = 2 * bottom[0].data\n"
+        "    def backward(self, top, propagate_down, bottom):\n"
+        "        bottom[0].diff[...] = 2 * top[0].diff\n"
+        "    def set_iter(self, *args): raise RuntimeError('set_iter called')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from caffepy.solvers import get_solver
+    net = '''layer { name: "x" type: "Input" top: "x" input_param { shape { dim: 2 dim: 3 } } }
+      layer { name: "ip" type: "InnerProduct" bottom: "x" top: "ip"
+              inner_product_param { num_output: 3 weight_filler { type: "gaussian" } } }
+      layer { name: "t" type: "Python" bottom: "ip" top: "t"
+              python_param { module: "caffepy_test_setiter" layer: "Twice" } }
+      layer { name: "loss" type: "Reduction" bottom: "t" top: "loss" loss_weight: 1 }'''
+    solver = get_solver('net_param { %s } base_lr: 0.1 lr_policy: "fixed" max_iter: 2 display: 0 '
+                        'snapshot_after_train: false'
+                        % net)
+    solver.solve()
+    assert solver.iter == 2 and solver.net.layers[2].set_iter is not None

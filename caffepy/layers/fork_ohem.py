@@ -126,8 +126,8 @@ class SmoothL1LossOHEMLayer(Layer):
         for i, sign in ((0, 1), (1, -1)):
             if propagate_down[i]:
                 bottom[i].diff[...] = sign * g.reshape(bottom[i].shape)
-        if any(propagate_down[2:]):
-            raise self.error("cannot backpropagate to the loss weights")
+        # the weights get no gradient, asked or not: R-FCN's backward loops over bottoms 0 and 1
+        # only (its nets' weights come from BoxAnnotatorOHEM, below layers with parameters)
 
 
 @register_layer("BoxAnnotatorOHEM")

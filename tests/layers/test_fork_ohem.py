@@ -38,6 +38,22 @@ def test_smooth_l1_loss_ohem(dtype):
                              check_bottom=[0, 1], kink_range=1e-2)
 
 
+def test_smooth_l1_loss_ohem_ignores_a_weights_gradient_request():
+    """As R-FCN's backward (bottoms 0 and 1 only): a gradient asked for the weights is none,
+    not an error, and the predictions still get theirs."""
+    rng = np.random.default_rng(2)
+    x, t, w = rng.standard_normal((2, 4)), rng.standard_normal((2, 4)), rng.random((2, 4))
+    layer = make_layer('type: "SmoothL1LossOHEM"')
+    bottom, top = make_blobs([x, t, w]), make_blobs(1)
+    run_layer(layer, bottom, top)
+    top[0].diff[...] = 1.0
+    bottom[2].diff[...] = 7.0
+    layer.backward(top, [True, False, True], bottom)
+    assert (bottom[2].diff == 7.0).all()
+    d = w * (x - t)
+    np.testing.assert_allclose(bottom[0].diff, np.where(np.abs(d) < 1, d, np.sign(d)) * w / 2)
+
+
 def test_box_annotator_ohem():
     rois = np.array([[0, 0, 0, 1, 1], [0, 0, 0, 2, 2], [1, 0, 0, 1, 1], [0, 1, 1, 3, 3], [1, 2, 2, 3, 3]], float)
     loss = np.array([0.5, 2.0, 0.1, 1.0, 0.3])

@@ -62,7 +62,8 @@ class RFCNSmoothL1LossLayer(Layer):
 
     prototxt: ``loss_param { normalization: VALID pre_fixed_normalizer: 1 }``.
     Bottoms: predictions a (N x C x H x W, or N x C), targets b, [weights w] (all alike).
-    Tops: loss (scalar), [per-instance loss N x 1 x H x W]. Gradients reach a and b only.
+    Tops: loss (scalar), [per-instance loss N x 1 x H x W]. Gradients reach a and b only (one asked for w is
+    ignored, as the fork does).
     """
     type = "SmoothL1Loss"
     exact_num_bottom_blobs = None
@@ -116,8 +117,8 @@ class RFCNSmoothL1LossLayer(Layer):
             top[1].data[...] = err.reshape(self.N, -1, self.HW).sum(axis=1).reshape(top[1].shape)
 
     def backward_cpu(self, top, propagate_down, bottom):
-        if len(bottom) > 2 and propagate_down[2]:
-            raise self.error("cannot backpropagate to the loss weights (bottom 2)")
+        # the weights (bottom 2) get no gradient, asked or not: the fork's backward loops over
+        # bottoms 0 and 1 only
         d = self.d
         g = np.where(np.abs(d) < 1.0, d, np.sign(d)) * (float(top[0].diff) / self.norm)
         for i, sign in ((0, 1.0), (1, -1.0)):

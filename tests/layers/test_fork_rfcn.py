@@ -72,3 +72,17 @@ def test_smooth_l1_loss_backward_is_the_forks():
     top[0].diff[...] = 1.0
     layer.backward(top, [True, False, False], bottom)
     np.testing.assert_allclose(bottom[0].diff, [[0.2, 1.0]])   # d = 0.2, 1.5; VALID: N*H*W = 1
+
+
+def test_smooth_l1_loss_ignores_a_weights_gradient_request():
+    """Asked for a gradient to the weights (bottom 2) it leaves them alone, as the fork's backward
+    (bottoms 0 and 1 only) does, and still gives the predictions theirs."""
+    x, t, w = np.array([[0.4, 3.0]]), np.zeros((1, 2)), np.array([[0.5, 0.5]])
+    layer = make_layer(SMOOTH3)
+    bottom, top = make_blobs([x, t, w]), make_blobs(2)
+    run_layer(layer, bottom, top)
+    top[0].diff[...] = 1.0
+    bottom[2].diff[...] = 7.0
+    layer.backward(top, [True, False, True], bottom)
+    np.testing.assert_allclose(bottom[0].diff, [[0.2, 1.0]])
+    assert (bottom[2].diff == 7.0).all()

@@ -62,8 +62,8 @@ class RFCNSmoothL1LossLayer(Layer):
 
     prototxt: ``loss_param { normalization: VALID pre_fixed_normalizer: 1 }``.
     Bottoms: predictions a (N x C x H x W, or N x C), targets b, [weights w] (all alike).
-    Tops: loss (scalar), [per-instance loss N x 1 x H x W]. Gradients reach a and b only (one asked for w is
-    ignored, as the fork does).
+    Tops: loss (scalar), [per-instance loss N x 1 x H x W]. Gradients reach a and b only (one
+    asked for w is ignored, as the fork does).
     """
     type = "SmoothL1Loss"
     exact_num_bottom_blobs = None

@@ -1,0 +1,158 @@
+"""Inference latency with each runtime in a process of its own: caffepy's optimize mode, OpenCV dnn,
+onnxruntime.
+
+    python benchmarks/bench_infer_separate.py [--nets googlenet,resnet50,...] [--batches 1,8]
+                                              [--threads 1,2] [--iters 10] [--rounds 3]
+
+``bench_infer.py`` times the runtimes round-robin in one process, so that all of them see the same
+moments of a shared machine's load; but each runtime's thread pool then sits beside the others'
+(a spinning pool takes the cores of whichever runner is timed next: OpenCV's GoogLeNet b1 at two
+threads moved between 32 and 52 ms from one run to the next). Here the parent writes, per net and
+batch, the deploy prototxt at that batch, random weights (``caffepy.testing.random_weights``) as
+a .caffemodel and their ONNX export (``caffepy.onnx``), then, per thread count, runs ``--rounds``
+rounds; in each round one child process per runtime in turn. A child gets
+``OMP_NUM_THREADS`` / ``OPENBLAS_NUM_THREADS`` / ``MKL_NUM_THREADS`` / ``NUMBA_NUM_THREADS`` = the
+thread count and the runtime's own setting (``cv2.setNumThreads``, onnxruntime's
+``intra_op_num_threads``, its pool left to spin as it does by default: alone in the process),
+loads the model, runs warm-up passes (optimize mode: its thread choice's exploring ones too) and
+prints the median of ``--iters`` forwards. A row is the median over the rounds, with every
+round's figure. ``/proc/loadavg`` is printed before and after.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+RUNTIMES = ("optimize", "opencv", "onnxruntime")
+
+
+def _median_ms(fn, iters):
+    times = []
+    for _ in range(iters):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return 1e3 * statistics.median(times)
+
+
+def child(runtime, proto, weights, model, threads, iters):
+    """One runtime's median ms per forward (this process: only that runtime is loaded)."""
+    sys.path.insert(0, ROOT)
+    sys.path.insert(0, HERE)
+    if runtime == "optimize":
+        from caffepy.net import Net
+        from caffepy.proto import caffe_pb2
+        from bench_infer import EXPLORE_PASSES
+        net = Net(proto, caffe_pb2.TEST, weights=weights, optimize=True)
+        name = net.inputs[0]
+        x = np.random.default_rng(1).standard_normal(net.blobs[name].shape).astype(np.float32)
+        run = lambda: net.forward(**{name: x})            # noqa: E731
+        warm = EXPLORE_PASSES + 2
+    elif runtime == "opencv":
+        import cv2
+        cv2.setNumThreads(threads)
+        dnn = cv2.dnn.readNetFromCaffe(proto, weights)
+        dnn.setPreferableBackend(cv2.dnn.DNN_BACKEND_OPENCV)
+        shape = json.loads(os.environ["BENCH_INPUT_SHAPE"])
+        x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+
+        def run():
+            dnn.setInput(x)
+            dnn.forward()
+        warm = 2
+    else:
+        import onnxruntime as ort
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads, opts.inter_op_num_threads = threads, 1
+        sess = ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
+        inp = sess.get_inputs()[0]
+        x = np.random.default_rng(1).standard_normal(inp.shape).astype(np.float32)
+        run = lambda: sess.run(None, {inp.name: x})        # noqa: E731
+        warm = 2
+    for _ in range(warm):
+        run()
+    print("JSON " + json.dumps({"ms": _median_ms(run, iters)}))
+
+
+def prepare(name, batch, tmp):
+    """(prototxt, caffemodel, onnx path, input shape) of models/<name> at ``batch``."""
+    sys.path.insert(0, ROOT)
+    sys.path.insert(0, HERE)
+    import bench_infer
+    from caffepy import onnx as caffe_onnx
+    from caffepy.net import Net
+    from caffepy.proto import caffe_pb2
+    from caffepy.testing.random_weights import calibrate, logit_blobs, randomize
+    proto = bench_infer._with_batch(bench_infer._load(name), batch,
+                                    os.path.join(tmp, "%s_%d.prototxt" % (name, batch)))
+    net = Net(proto, caffe_pb2.TEST)
+    randomize(net)
+    calibrate(net, logit_blobs(net))
+    weights = os.path.join(tmp, "%s_%d.caffemodel" % (name, batch))
+    net.save(weights)
+    model = os.path.join(tmp, "%s_%d.onnx" % (name, batch))
+    caffe_onnx.export(net, model)
+    return proto, weights, model, list(net.blobs[net.inputs[0]].shape)
+
+
+def run_child(runtime, files, threads, iters):
+    proto, weights, model, shape = files
+    n = str(threads)
+    env = dict(os.environ, OMP_NUM_THREADS=n, OPENBLAS_NUM_THREADS=n, MKL_NUM_THREADS=n,
+               NUMBA_NUM_THREADS=n, BENCH_INPUT_SHAPE=json.dumps(shape),
+               PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    done = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", runtime,
+                           proto, weights, model, n, str(iters)],
+                          env=env, capture_output=True, text=True, timeout=900)
+    for line in done.stdout.splitlines():
+        if line.startswith("JSON "):
+            return json.loads(line[5:])["ms"]
+    raise SystemExit("%s failed:\n%s" % (runtime, (done.stderr or done.stdout)[-2000:]))
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--nets", default="googlenet,resnet50,mobilenet_v1,squeezenet1_1")
+    ap.add_argument("--batches", default="1,8")
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--iters", type=int, default=10)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--child", nargs=6, metavar=("RUNTIME", "PROTO", "WEIGHTS", "ONNX",
+                                                  "THREADS", "ITERS"), help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+    if a.child:
+        runtime, proto, weights, model, threads, iters = a.child
+        return child(runtime, proto, weights, model, int(threads), int(iters))
+    print("loadavg before: %s" % open("/proc/loadavg").read().strip(), flush=True)
+    print("| net | batch | threads | optimize ms | OpenCV ms | onnxruntime ms | opt / OpenCV | "
+          "opt / ort | rounds (opt, cv, ort) |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in a.nets.split(","):
+            for batch in [int(b) for b in a.batches.split(",")]:
+                files = prepare(name, batch, tmp)
+                for n in [int(t) for t in a.threads.split(",")]:
+                    got = {r: [] for r in RUNTIMES}
+                    for _ in range(a.rounds):
+                        for r in RUNTIMES:
+                            got[r].append(run_child(r, files, n, a.iters))
+                    med = {r: statistics.median(v) for r, v in got.items()}
+                    print("| %s | %d | %d | %.1f | %.1f | %.1f | %.2f | %.2f | %s |" % (
+                        name, batch, n, med["optimize"], med["opencv"], med["onnxruntime"],
+                        med["optimize"] / med["opencv"], med["optimize"] / med["onnxruntime"],
+                        "; ".join("%.1f, %.1f, %.1f" % v for v in zip(*got.values()))),
+                        flush=True)
+    print("loadavg after: %s" % open("/proc/loadavg").read().strip())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -144,8 +144,7 @@ def bench(name, batch, threads, iters, tmp, cv2):
         if sess is not None:
             err_ort = max(err_ort or 0.0, _rel(sess.run(None, {inp: x})[0].reshape(ref.shape), ref))
         limit = _set_threads(n, cv2)
-        # built under this thread count: one thread compiles oneDNN's convolutions where it
-        # is installed (caffepy.optimize_onednn), more the GEMM steps
+        # built under this thread count (its first passes are the thread choice's)
         fast = nets["fast"] = Net(proto, caffe_pb2.TEST, weights=weights, optimize=True)
         err_opt = max(err_opt, _rel(fast.forward(**{inp: x})[out], ref))
         t_exact = _interleaved_ms([lambda: exact.forward(**{inp: x})], iters)[0]
@@ -161,11 +160,9 @@ def bench(name, batch, threads, iters, tmp, cv2):
         rows.append((name, batch, n, t_exact, t_fast, t_cv, t_ort))
         choice = fast._plan.threads
         print("%-14s b%-2d %dT  exact %8.1f  optimize %8.1f  opencv %8.1f  onnxruntime %8.1f  "
-              "opt/cv %5.2f  opt/ort %5.2f  load %s  (oneDNN plans %d; optimize threads "
-              "%s: %s)" % (
+              "opt/cv %5.2f  opt/ort %5.2f  load %s  (optimize threads %s: %s)" % (
                   name, batch, n, t_exact, t_fast, t_cv, t_ort, t_fast / t_cv, t_fast / t_ort,
-                  " ".join(open("/proc/loadavg").read().split()[:3]),
-                  sum(p is not None for p in getattr(fast._plan, "dnnl", {}).values()), choice.mode,
+                  " ".join(open("/proc/loadavg").read().split()[:3]), choice.mode,
                   " ".join("blas %d numba %d parts %d: %.1f ms" % (k + (1e3 * v,))
                            for k, v in sorted(choice.avg.items()))
                   or "limit"), flush=True)

@@ -7,10 +7,7 @@ Each run is a fresh subprocess (``OPENBLAS_NUM_THREADS=1``) whose ``ru_maxrss`` 
 - ``caffenet_train``: CaffeNet batch 16 (the net of ``bench_cpu.py``: DummyData + SoftmaxWithLoss),
   two forward + backward steps;
 - ``resnet50_exact`` / ``resnet50_optimize``: models/resnet50's deploy net at batch 1, random
-  weights, two forwards on the exact path / in optimize mode;
-- ``resnet50_optimize_1t``: the same in optimize mode with ``OMP_NUM_THREADS=1``, where its
-  convolutions run through oneDNN when it is installed (caffepy.optimize_onednn: a second,
-  reordered copy of the convolution weights).
+  weights, two forwards on the exact path / in optimize mode.
 
 The numba kernels are on unless ``CAFFEPY_NUMBA=0`` is set in the environment (the child inherits
 it). ``--child RUN`` is the subprocess entry point.
@@ -23,7 +20,7 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-RUNS = ("caffenet_train", "resnet50_exact", "resnet50_optimize", "resnet50_optimize_1t")
+RUNS = ("caffenet_train", "resnet50_exact", "resnet50_optimize")
 
 
 def child(run):
@@ -46,7 +43,7 @@ def child(run):
                                             os.path.join(tmp, "r50.prototxt"))
             net = Net(proto, caffe_pb2.TEST)
             randomize(net)
-            if run.startswith("resnet50_optimize"):
+            if run == "resnet50_optimize":
                 weights = os.path.join(tmp, "r50.caffemodel")
                 net.save(weights)
                 del net
@@ -68,10 +65,8 @@ def main(argv=None):
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
     numba = os.environ.get("CAFFEPY_NUMBA", "1")
     for run in args.runs.split(","):
-        # _1t: one OpenMP thread, where inference mode compiles oneDNN's convolutions
         out = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", run],
-                             env=dict(env, OMP_NUM_THREADS="1") if run.endswith("_1t") else env,
-                             capture_output=True, text=True, check=True)
+                             env=env, capture_output=True, text=True, check=True)
         print("%-18s CAFFEPY_NUMBA=%s  peak RSS %s MB" % (run, numba, out.stdout.strip()),
               flush=True)
 

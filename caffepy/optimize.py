@@ -23,9 +23,7 @@ they are, for introspection and saving) into fewer, larger passes:
    has run (greedy, first fit by size). All activation diffs share one scratch buffer (inference
    never reads them).
 6. **Compiled steps.** Each step becomes a closure over its arrays (caffepy.optimize_steps:
-   convolutions by oneDNN's inference primitive where it is installed, with the weights
-   reordered once per plan (caffepy.optimize_onednn: a second, blocked copy of the convolution
-   weights), else as GEMMs straight into their output or, for 3x3 ones, by Winograd
+   convolutions as GEMMs straight into their output or, for 3x3 ones, by Winograd
    (caffepy.optimize_winograd); depthwise convolution, LRN and pooling by forward-only
    kernels), rebuilt whenever the buffers are; each forward pass runs them with the thread
    setting that has been fastest (caffepy.optimize_threads), one of which splits the batch

@@ -21,7 +21,6 @@ import threading
 import numpy as np
 
 from . import optimize_steps as steps_mod
-from .optimize_onednn import limit_threads
 from .blob import Blob
 
 _pools = {}
@@ -178,7 +177,7 @@ def segments(plan, t):
     for k, st in enumerate(plan.steps):     # size every part's buffers before any closure
         if split[k] and steps_mod.conv_eligible(st.layer, len(st.bottom)):
             for (lo, hi), sc in zip(ranges, scratches):
-                steps_mod.conv_buffers(st.layer, st.bottom[0].data[lo:hi], sc, plan)
+                steps_mod.conv_buffers(st.layer, st.bottom[0].data[lo:hi], sc)
     segs = []
     for k, st in enumerate(plan.steps):
         if not split[k]:
@@ -208,11 +207,6 @@ def _run_all(runs):
     return loss
 
 
-def _run_part(runs):
-    limit_threads(1)            # oneDNN's threads, where it is loaded (a setting per thread)
-    return _run_all(runs)
-
-
 def run_sharded(segs):
     """One forward pass over ``segs`` (from :func:`segments`; the caller has set one BLAS and
     one numba thread)."""
@@ -225,7 +219,7 @@ def run_sharded(segs):
         _, runs, scatter, gather = seg
         for src, dst in scatter:
             np.copyto(dst, src)
-        futures = [pool.submit(_run_part, part) for part in runs[1:]]
+        futures = [pool.submit(_run_all, part) for part in runs[1:]]
         try:
             loss += _run_all(runs[0])
         finally:

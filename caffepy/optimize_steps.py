@@ -4,10 +4,8 @@ After the Plan has rewritten the layer sequence and handed out buffers, :func:`c
 turns every step into a closure over the arrays it reads and writes, so a forward pass is a loop
 of plain calls: no reshape, no shape checks, no allocation, no loss-weight sum per layer.
 
-* **Convolution** (2-d, one bottom, numba on; grouped ones too, but not depthwise: without oneDNN
-  one GEMM per image and group): by oneDNN where it is loaded
-  (caffepy.optimize_onednn: one primitive for the batch, bias and ReLU inside, output into the
-  same view as below); otherwise per image, ``Y_n = W col(x_n)`` by one
+* **Convolution** (2-d, one bottom, numba on; grouped ones too, but not depthwise: one GEMM per
+  image and group): per image, ``Y_n = W col(x_n)`` by one
   GEMM written straight into the top (or into its channel slice of a Concat's top, see below),
   then one pass adding the bias and applying the fused ReLU in place. ``col(x_n)`` is ``x_n``
   itself for a 1x1 / stride 1 / pad 0 convolution (no im2col), otherwise an im2col into one
@@ -33,7 +31,6 @@ import numpy as np
 
 from .blob import Blob
 from .layers.conv import ConvolutionLayer
-from . import optimize_onednn as dnnl
 from . import optimize_winograd as winograd
 from .math import kernels
 
@@ -66,8 +63,6 @@ class Scratch(object):
         self.dtype = dtype
         self.col = np.empty(0, dtype)
         self.res = np.empty(0, dtype)
-        self.dnnl_x = np.empty(0, np.float32)     # oneDNN's input / output formats
-        self.dnnl_y = np.empty(0, np.float32)     # (caffepy.optimize_onednn)
 
     def need(self, col, res):
         if col > self.col.size:
@@ -75,18 +70,9 @@ class Scratch(object):
         if res > self.res.size:
             self.res = np.empty(res, self.dtype)
 
-    def need_dnnl(self, x, y):
-        if x > self.dnnl_x.size:
-            self.dnnl_x = np.empty(x, np.float32)
-        if y > self.dnnl_y.size:
-            self.dnnl_y = np.empty(y, np.float32)
 
-
-def conv_buffers(layer, x, scratch, plan=None):
-    """Size the buffers a compiled convolution needs (oneDNN's work arrays where it runs the
-    layer: caffepy.optimize_onednn; else column and result buffers)."""
-    if plan is not None and dnnl.usable(layer, x) and dnnl.buffers(plan, layer, x, scratch):
-        return
+def conv_buffers(layer, x, scratch):
+    """Size the column and result buffers a compiled convolution needs."""
     if winograd.eligible(layer, x.shape):
         scratch.need(*winograd.buffers(layer, x.shape))
         return
@@ -120,10 +106,6 @@ def conv_step(layer, x, out, scratch, plan=None):
     bias = layer.blobs[1].data.reshape(-1) if layer.bias_term else np.empty(0, x.dtype)
     relu = layer.fused_relu is not None
     slope = float(layer.fused_relu) if relu else 0.0
-    if plan is not None and dnnl.usable(layer, x):
-        run = dnnl.step(plan, layer, x, out, scratch)
-        if run is not None:
-            return run
     if plan is not None and winograd.eligible(layer, x.shape):
         return winograd.step(layer, winograd.weights(plan, layer), x, out, bias, slope, relu,
                              scratch)
@@ -174,7 +156,7 @@ def conv_step(layer, x, out, scratch, plan=None):
 
 
 def _grouped_step(layer, x, out, bias, slope, relu, scratch):
-    """A grouped convolution (G groups, not depthwise) without oneDNN: per image and group,
+    """A grouped convolution (G groups, not depthwise): per image and group,
     ``Y_ng = W_g col(x_ng)`` into the group's output channels, then the bias and ReLU pass."""
     ik = _ik()
     n, c, h, w = x.shape
@@ -290,10 +272,9 @@ def compile_plan(plan, net):
     """Give every step of ``plan`` its closure (after the buffers were assigned) and note the
     arrays of the kept blobs (a kept blob that gets new memory makes the plan rebuild); then
     the per-shard closures of caffepy.optimize_shards."""
-    plan.dnnl, plan.dnnl_w = {}, {}         # oneDNN plans and reordered weights, per compile
     for st in plan.steps:
         if plan.compiled and conv_eligible(st.layer, len(st.bottom)):
-            conv_buffers(st.layer, st.bottom[0].data, plan.scratch, plan)
+            conv_buffers(st.layer, st.bottom[0].data, plan.scratch)
     plan.wino = {}
     kept = [net.blobs.get(n) for n in sorted(plan.keep)]
     plan._arrays = [(b, b.data) for b in kept if isinstance(b, Blob)]

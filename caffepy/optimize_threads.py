@@ -5,17 +5,13 @@ wait for the slowest: on a machine whose cores are busy with other processes, a 
 not scheduled stalls each of the ~100-200 parallel regions of a forward pass, and two threads
 can take several times longer than one (measured on the shared 2-core VM: SqueezeNet b1 1.36 s
 with 2 threads vs 75 ms with 1 at load 15). So, as OpenMP's ``OMP_DYNAMIC`` does, a forward pass
-may run on fewer threads than the limit. :class:`ThreadChoice` times the passes run with four
-settings, (BLAS threads, numba threads) = (limit, limit), (limit, 1), (1, limit) and (1, 1), and
-for a batch
+may run on fewer threads than the limit. :class:`ThreadChoice` times the passes run with three
+settings, (BLAS threads, numba threads) = (limit, limit), (limit, 1) and (1, 1), and for a batch
 of several images a fourth, the batch split into ``limit`` parts that run at once on one thread
 each (caffepy.optimize_shards), keeps a moving average of each and runs the fastest, trying the
 others in turn every ``EXPLORE``-th pass so that it follows a change of load. (limit, 1) exists
 because OpenBLAS's threads spin for a while after each GEMM and then compete with numba's
-threads for the same cores; (1, limit) because with oneDNN's convolutions (caffepy.optimize_onednn,
-OpenMP threads like numba's: they follow the numba count) only the InnerProduct layers call BLAS,
-and its spinning threads then slow the next pass's convolutions (measured on the 2-core VM:
-ResNet-50 b1 88 ms with 2 BLAS threads, 58 ms with 1). It never uses more threads than the limit, which is the BLAS
+threads for the same cores. It never uses more threads than the limit, which is the BLAS
 library's (``threadpoolctl.threadpool_limits`` or ``OPENBLAS_NUM_THREADS``) and numba's
 (``numba.set_num_threads``). ``CAFFEPY_THREADS=fixed`` in the environment (or
 ``Net.optimize(threads="fixed")``) always uses the limits.
@@ -24,7 +20,6 @@ import os
 import time
 
 from .math import kernels
-from .optimize_onednn import limit_threads as onednn_threads
 
 EXPLORE = 8          # every EXPLORE-th pass runs the count that is not the faster one
 ALPHA = 0.4          # weight of the newest time in the moving average
@@ -81,7 +76,7 @@ class ThreadChoice(object):
         self.passes += 1
         if self.passes == 1:
             return full                      # the first pass pays first-touch costs: untimed
-        options = sorted({full, (limit, 1, 1), (1, numba_limit, 1), (1, 1, 1)}
+        options = sorted({full, (limit, 1, 1), (1, 1, 1)}
                          | ({(1, 1, limit)} if parts and limit > 1 else set()), reverse=True)
         for o in options:
             if o not in self.avg:
@@ -105,7 +100,6 @@ class ThreadChoice(object):
         n = self.pick(limit, numba_limit, parted is not None)
         if n != full:
             _set(libs, n[0], n[1])
-        onednn_threads(n[1])        # oneDNN's convolutions: OpenMP threads, as numba's
         start = time.perf_counter()
         try:
             return fn() if n[2] == 1 else parted()

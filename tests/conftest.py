@@ -48,25 +48,3 @@ def user_pyloss(monkeypatch):
     monkeypatch.delitem(sys.modules, "pyloss", raising=False)
     yield "pyloss"
     sys.modules.pop("pyloss", None)
-
-
-@pytest.fixture(params=["onednn", "gemm"])
-def conv_path(request):
-    """Inference mode's convolutions through oneDNN (caffepy.optimize_onednn: under one BLAS and
-    numba thread; skipped where it is not installed) or through GEMM / Winograd (oneDNN
-    switched off)."""
-    from threadpoolctl import threadpool_limits
-    from caffepy.math import kernels, onednn
-    if request.param == "onednn":
-        if not onednn.available():
-            pytest.skip("oneDNN not installed")
-        before = kernels.threads()
-        kernels.set_threads(1)          # inference mode takes oneDNN under one thread
-        try:
-            with threadpool_limits(1, user_api="blas"):
-                yield request.param
-        finally:
-            kernels.set_threads(before)
-        return
-    with onednn.disabled():
-        yield request.param

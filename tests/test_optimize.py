@@ -14,11 +14,6 @@ from caffepy.proto import caffe_pb2
 from caffepy.testing.random_weights import calibrate, logit_blobs, randomize
 
 MODELS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "models")
-
-
-def ran_onednn(fast):
-    """How many convolution steps of an optimized net run through oneDNN."""
-    return sum(p is not None for p in getattr(fast._plan, "dnnl", {}).values())
 def _net(text_or_path, batch=None):
     if os.path.exists(str(text_or_path)):
         net = Net(text_or_path, caffe_pb2.TEST)
@@ -56,10 +51,9 @@ def _compare(source, keep=(), batch=None, seed=0, tol=1e-5):
     pytest.param("resnet50", marks=pytest.mark.slow),
     pytest.param("googlenet", marks=pytest.mark.slow),
 ])
-def test_zoo_net_outputs_match_the_exact_path(model, conv_path):
+def test_zoo_net_outputs_match_the_exact_path(model):
     path = os.path.join(MODELS, model, "%s_deploy.prototxt" % model)
     exact, fast = _compare(path, keep=logit_blobs(Net(path, caffe_pb2.TEST)), batch=1)
-    assert (ran_onednn(fast) > 0) == (conv_path == "onednn")
     steps = len(fast._plan.steps)
     assert steps < len(exact.layers)
     assert fast._plan.bytes < sum(b.data.nbytes + b.diff.nbytes for b in exact.blobs.values())
@@ -211,7 +205,7 @@ layer { name: "prob" type: "Softmax" bottom: "ip" top: "prob" }
 
 
 @pytest.mark.parametrize("batch,batch_gemm_below", [(1, 1024), (3, 1024), (3, 0)])
-def test_compiled_steps_and_concat_elimination(batch, batch_gemm_below, monkeypatch, conv_path):
+def test_compiled_steps_and_concat_elimination(batch, batch_gemm_below, monkeypatch):
     """Convolutions (1x1 without im2col, strided, dilated, padded; per image or one GEMM over
     the batch) write straight into their Concat's top (a depthwise one with a multiplier runs
     its layer's kernel); a Concat left with a pooled bottom still
@@ -221,7 +215,6 @@ def test_compiled_steps_and_concat_elimination(batch, batch_gemm_below, monkeypa
     from caffepy import optimize_steps
     monkeypatch.setattr(optimize_steps, "BATCH_GEMM_BELOW", batch_gemm_below)
     exact, fast = _compare(FIRE, keep=["ip"], batch=batch)
-    assert (ran_onednn(fast) > 0) == (conv_path == "onednn")
     names = [s.name for s in fast._plan.steps]
     assert names == ["data", "conv0", "dw0", "sq", "e1", "e3", "pb", "cat", "e1b", "e3b", "pool",
                      "ave", "ip", "prob"]             # cat2 is gone, cat copies only "pb"
@@ -249,12 +242,10 @@ def test_thread_choice_prefers_the_faster_count_and_restores_the_limit():
     assert auto.pick(1, 1) == (1, 1, 1)
     assert auto.pick(2, 2) == (2, 2, 1)         # first pass: not timed
     assert auto.pick(2, 2) == (2, 2, 1)         # then each setting once
-    auto.avg = {(2, 2, 1): 0.5, (2, 1, 1): 0.3}
-    assert auto.pick(2, 2) == (1, 2, 1)         # one BLAS thread, the OpenMP ones at the limit
-    auto.avg = {(2, 2, 1): 0.5, (1, 1, 1): 0.1, (2, 1, 1): 0.3, (1, 2, 1): 0.2}
-    picks = [auto.pick(2, 2) for _ in range(3 * EXPLORE)]      # one thread has been fastest
-    assert [picks.count(o) for o in ((2, 1, 1), (2, 2, 1), (1, 2, 1))] == [1, 1, 1]  # in turn
-    assert picks.count((1, 1, 1)) == 3 * EXPLORE - 3
+    auto.avg = {(2, 2, 1): 0.5, (1, 1, 1): 0.1, (2, 1, 1): 0.3}     # one thread has been fastest
+    picks = [auto.pick(2, 2) for _ in range(2 * EXPLORE)]
+    assert picks.count((2, 1, 1)) == 1 and picks.count((2, 2, 1)) == 1    # explored in turn
+    assert picks.count((1, 1, 1)) == 2 * EXPLORE - 2
     assert auto.pick(2, 2, True) == (1, 1, 2)   # a splittable batch: its setting is tried
     with pytest.raises(ValueError, match="auto.*fixed"):
         ThreadChoice("many")
@@ -263,8 +254,7 @@ def test_thread_choice_prefers_the_faster_count_and_restores_the_limit():
         return [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
     with threadpool_limits(2, user_api="blas"):
         auto = ThreadChoice("auto")
-        auto.passes, auto.avg = 5, {(2, 2, 1): 0.5, (1, 1, 1): 0.1, (2, 1, 1): 0.3,
-                                    (1, 2, 1): 0.2}
+        auto.passes, auto.avg = 5, {(2, 2, 1): 0.5, (1, 1, 1): 0.1, (2, 1, 1): 0.3}
         seen = auto.run(blas_threads)
         assert set(seen) == {1} and auto.last == (1, 1, 1)
         assert set(blas_threads()) == {2}       # the limit is back after the pass
@@ -309,17 +299,16 @@ layer { name: "ip" type: "InnerProduct" bottom: "cat" top: "ip" inner_product_pa
 '''
 
 
-def test_grouped_convolutions_are_compiled_steps(conv_path):
-    """Grouped (not depthwise) convolutions run as compiled steps, through oneDNN or per group
-    by GEMM (1x1 and 3x3, dilated, with a fused ReLU, written into a Concat's slices), on the
-    whole batch and split over it; the outputs match the exact path."""
+def test_grouped_convolutions_are_compiled_steps():
+    """Grouped (not depthwise) convolutions run as compiled steps, one GEMM per image and group
+    (1x1 and 3x3, dilated, with a fused ReLU, written into a Concat's slices), on the whole
+    batch and split over it; the outputs match the exact path."""
     if not kernels.available():
         pytest.skip("numba not installed")
     from caffepy import optimize_shards
     exact, fast = _compare(GROUPED, keep=["ip"])
     names = [s.name for s in fast._plan.steps]
     assert names == ["data", "g2", "g4", "g2b", "ip"]            # the Concat is gone
-    assert (ran_onednn(fast) > 0) == (conv_path == "onednn")
     x = np.random.default_rng(8).standard_normal((2, 6, 11, 10)).astype(np.float32)
     want = exact.forward(data=x)["ip"]
     fast.blobs["data"].data[...] = x

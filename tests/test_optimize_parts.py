@@ -7,7 +7,7 @@ import pytest
 from caffepy.math import kernels
 from caffepy.testing.random_weights import randomize
 
-from .test_optimize import _compare, _net, ran_onednn
+from .test_optimize import _compare, _net
 
 pytestmark = pytest.mark.skipif(not kernels.available(), reason="numba not installed")
 
@@ -98,7 +98,7 @@ layer { name: "prob" type: "Softmax" bottom: "ip" top: "prob" }
 
 
 @pytest.mark.parametrize("parts", [2, 3])
-def test_forward_split_over_the_batch_matches_the_exact_path(parts, monkeypatch, conv_path):
+def test_forward_split_over_the_batch_matches_the_exact_path(parts, monkeypatch):
     """Every step over 4-d batch blobs runs on its part of the images (convolutions with their
     own column buffers, depthwise, LRN, MAX / AVE pooling, the Concat's copy, an Eltwise SUM
     with coefficients and a fused ReLU); InnerProduct and Softmax run on the whole batch
@@ -106,7 +106,6 @@ def test_forward_split_over_the_batch_matches_the_exact_path(parts, monkeypatch,
     from caffepy import optimize_shards
     exact, fast = _compare(INCEPTION, keep=["ip", "ave"])
     plan = fast._plan
-    assert (ran_onednn(fast) > 0) == (conv_path == "onednn")
     segs = optimize_shards.segments(plan, parts)
     kinds = [seg[0] for seg in segs]
     assert kinds == ["all", "parts", "all", "parts", "all"]
@@ -147,8 +146,7 @@ def test_forward_runs_the_split_when_it_has_been_fastest():
             pytest.skip("BLAS runs one thread here")
         choice = fast._plan.threads
         choice.passes = 10
-        choice.avg = {(2, 2, 1): 1.0, (2, 1, 1): 1.0, (1, 1, 1): 1.0, (1, 1, 2): 0.1,
-                      (1, kernels.threads(), 1): 1.0}
+        choice.avg = {(2, 2, 1): 1.0, (2, 1, 1): 1.0, (1, 1, 1): 1.0, (1, 1, 2): 0.1}
         got = fast.forward(data=x, blobs=["ip"])
         assert choice.last == (1, 1, 2) and 2 in fast._plan.segments
     for name in ("ip", "prob"):
@@ -182,8 +180,6 @@ def test_winograd_convolutions_match_the_exact_path(chunk, monkeypatch):
     pad 0 / 1 / 2, no bias, fused leaky ReLU, into a Concat's slice, whole batch or one image
     per group; on the whole batch and on parts of it."""
     from caffepy import optimize_shards, optimize_winograd
-    from caffepy.math import onednn
-    monkeypatch.setattr(onednn._switch, "enabled", False)      # oneDNN would take them
     monkeypatch.setattr(optimize_winograd, "MIN_PLANE", 1)
     monkeypatch.setattr(optimize_winograd, "MIN_CHANNELS", 1)
     monkeypatch.setattr(optimize_winograd, "CHUNK", chunk)
@@ -209,7 +205,7 @@ def _parts_share_no_memory(plan):
 
 @pytest.mark.parametrize("model", ["squeezenet1_1", pytest.param("googlenet", marks=pytest.mark.slow),
                                    pytest.param("resnet50", marks=pytest.mark.slow)])
-def test_zoo_net_split_over_the_batch_matches_the_exact_path(model, conv_path):
+def test_zoo_net_split_over_the_batch_matches_the_exact_path(model):
     """Blobs of different sizes share the net's buffers, so the parts, which run at once, each
     get memory of their own: no array of one part overlaps one of another, and the outputs
     of the split pass match the exact path (Concat elimination, Winograd, pooling, LRN)."""
@@ -222,7 +218,6 @@ def test_zoo_net_split_over_the_batch_matches_the_exact_path(model, conv_path):
     path = os.path.join(MODELS, model, "%s_deploy.prototxt" % model)
     keep = logit_blobs(Net(path, caffe_pb2.TEST))
     exact, fast = _compare(path, keep=keep, batch=3)
-    assert (ran_onednn(fast) > 0) == (conv_path == "onednn")
     name = exact.inputs[0]
     x = np.random.default_rng(9).standard_normal(exact.blobs[name].shape).astype(np.float32)
     want = exact.forward(blobs=list(keep), **{name: x})

@@ -58,8 +58,9 @@ def forward(layer, bottom, top):
     forward would reorder the weights into oneDNN's format again (Caffe's weights may change
     between forwards), which at batch 1 cost more than the direct kernels save (ResNet-50,
     GoogLeNet, MobileNet v1, SqueezeNet at 2 threads: 1.0-1.5x the GEMM path's time). Inference
-    mode, whose weights are fixed per compiled plan, has its own oneDNN steps
-    (caffepy.optimize_onednn)."""
+    mode's GEMM / Winograd steps were not beaten by oneDNN's inference primitive either, even
+    with the weights reordered once per plan (ResNet-50 b1 / b8 on one thread: 94-97 / 827 ms
+    against 94 / 779; BENCHMARKS.md, seventh session)."""
     if not layer.keep_columns:
         return False
     p = plan(layer)

@@ -40,7 +40,6 @@ ARG_SCRATCHPAD = 80
 Q_SRC, Q_DIFF_SRC, Q_WEIGHTS, Q_DIFF_WEIGHTS, Q_DST, Q_DIFF_DST = 129, 130, 131, 132, 133, 134
 Q_SCRATCHPAD = 136
 SCRATCHPAD_USER = 1                       # dnnl_scratchpad_mode_user
-ELTWISE_RELU = 0x20                       # dnnl_eltwise_relu: alpha = the negative slope
 MAX_NDIMS = 12
 
 Dims = ctypes.c_int64 * MAX_NDIMS
@@ -182,29 +181,21 @@ class _Md:
 
 
 class Attr:
-    """Primitive attributes: the scratchpad is the user's (each primitive gets its own, so
-    primitives may run in threads other than the one that made them, and at once: the library's
-    default scratchpad is one per thread, shared by all primitives), and optionally a ReLU
-    post-op (alpha = its negative slope)."""
+    """Primitive attributes: the scratchpad is the user's, so each primitive gets its own and
+    primitives may run in threads other than the one that made them, and at once (the library's
+    default scratchpad is one per thread, shared by all its primitives: a primitive run from
+    another thread may share it with one running there)."""
 
-    def __init__(self, relu=None):
+    def __init__(self):
         lib = get()
-        self.handle, self.ops = _vp(), None
+        self.handle = _vp()
         _check(lib.dnnl_primitive_attr_create(ctypes.byref(self.handle)), "attr create")
         _check(lib.dnnl_primitive_attr_set_scratchpad_mode(self.handle, SCRATCHPAD_USER),
                "scratchpad mode")
-        if relu is not None:
-            self.ops = _vp()
-            _check(lib.dnnl_post_ops_create(ctypes.byref(self.ops)), "post ops create")
-            _check(lib.dnnl_post_ops_append_eltwise(self.ops, ELTWISE_RELU, ctypes.c_float(relu),
-                                                    ctypes.c_float(0.0)), "post op relu")
-            _check(lib.dnnl_primitive_attr_set_post_ops(self.handle, self.ops), "set post ops")
 
     def __del__(self):
         lib = _switch.value
         if lib is not None:
-            if self.ops:
-                lib.dnnl_post_ops_destroy(self.ops)
             lib.dnnl_primitive_attr_destroy(self.handle)
 
 

@@ -33,6 +33,12 @@ def plan(layer):
             or getattr(layer, "_depthwise", bool)()):
         return None
     plans = layer.__dict__.setdefault("_dnnl_plans", {})
+    # before a plan is made: oneDNN fixes a primitive's split over threads when it makes it,
+    # from the calling thread's OpenMP count (made under the default, a primitive run after
+    # limit_threads(1) still ran two threads: measured in inference, seventh session)
+    limit = blas.active_limit()
+    if limit is not None:
+        onednn.limit_threads(limit)
     key = (layer.outer, tuple(layer.in_spatial))
     if key in plans:
         plans[key] = plans.pop(key)             # most recently used last
@@ -46,9 +52,6 @@ def plan(layer):
                 layer.dilation, layer.bias_term, transposed=layer.reverse)
         except onednn.OneDNNError:
             plans[key] = None
-    limit = blas.active_limit()
-    if limit is not None:
-        onednn.limit_threads(limit)
     return plans[key]
 
 

@@ -14,15 +14,12 @@ import numpy as np
 from .. import blas
 from ..math import kernels, onednn
 
-ALIGN = 64      # bytes: oneDNN's vector loads prefer cache-line aligned buffers
 MAX_PLANS = 4   # per layer: a net fed images of many sizes must not keep a plan for each
 
 
 def _scratch_fn(layer):
     def scratch(slot, floats):
-        buf = layer._scratch(slot, (floats + ALIGN // 4,))
-        off = (-buf.ctypes.data % ALIGN) // 4
-        return buf[off:off + floats]
+        return onednn.aligned(layer._scratch(slot, (floats + onednn.ALIGN // 4,)), floats)
     return scratch
 
 

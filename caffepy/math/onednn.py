@@ -40,6 +40,7 @@ ARG_SCRATCHPAD = 80
 Q_SRC, Q_DIFF_SRC, Q_WEIGHTS, Q_DIFF_WEIGHTS, Q_DST, Q_DIFF_DST = 129, 130, 131, 132, 133, 134
 Q_SCRATCHPAD = 136
 SCRATCHPAD_USER = 1                       # dnnl_scratchpad_mode_user
+ALIGN = 64      # bytes: oneDNN's vector loads prefer cache-line aligned buffers
 MAX_NDIMS = 12
 
 Dims = ctypes.c_int64 * MAX_NDIMS
@@ -50,7 +51,8 @@ class _ExecArg(ctypes.Structure):
     _fields_ = [("arg", ctypes.c_int), ("memory", _vp)]
 
 
-_state = {"engine": None, "error": None}
+_state = {"engine": None, "error": None, "attr": None}
+_attr_lock = threading.Lock()
 _local = threading.local()      # a stream per thread (a stream is not meant to be shared)
 
 
@@ -180,28 +182,32 @@ class _Md:
             lib.dnnl_memory_desc_destroy(self.handle)
 
 
-class Attr:
-    """Primitive attributes: the scratchpad is the user's, so each primitive gets its own and
-    primitives may run in threads other than the one that made them, and at once (the library's
-    default scratchpad is one per thread, shared by all its primitives: a primitive run from
-    another thread may share it with one running there)."""
+def _attr():
+    """The primitive attributes every primitive is made with (a descriptor keeps its own copy):
+    the scratchpad is the user's, so each primitive gets its own and primitives may run in
+    threads other than the one that made them, and at once (the library's default scratchpad is
+    one per thread, shared by all its primitives: a primitive run from another thread may share
+    it with one running there). Made once."""
+    with _attr_lock:
+        if _state["attr"] is None:
+            lib, attr = get(), _vp()
+            _check(lib.dnnl_primitive_attr_create(ctypes.byref(attr)), "attr create")
+            _check(lib.dnnl_primitive_attr_set_scratchpad_mode(attr, SCRATCHPAD_USER),
+                   "scratchpad mode")
+            _state["attr"] = attr
+        return _state["attr"]
 
-    def __init__(self):
-        lib = get()
-        self.handle = _vp()
-        _check(lib.dnnl_primitive_attr_create(ctypes.byref(self.handle)), "attr create")
-        _check(lib.dnnl_primitive_attr_set_scratchpad_mode(self.handle, SCRATCHPAD_USER),
-               "scratchpad mode")
 
-    def __del__(self):
-        lib = _switch.value
-        if lib is not None:
-            lib.dnnl_primitive_attr_destroy(self.handle)
+def aligned(buf, floats):
+    """The first ``floats`` elements of float32 ``buf`` from its first ``ALIGN``-byte boundary
+    (``buf`` holds ``ALIGN // 4`` elements more)."""
+    off = (-buf.ctypes.data % ALIGN) // 4
+    return buf[off:off + floats]
 
 
 class _Primitive:
     """A primitive and its descriptor; ``md(query)`` gives the memory descriptors it chose. Its
-    scratchpad (made with :class:`Attr`: the user's) is an array of its own."""
+    scratchpad (made with :func:`_attr`: the user's) is an array of its own."""
 
     def __init__(self, pd):
         lib = get()
@@ -211,8 +217,9 @@ class _Primitive:
         md = self.md(Q_SCRATCHPAD)
         if md and lib.dnnl_memory_desc_get_size(md) > 0:
             self.pad = _Memory(md)
-            self.pad_array = np.empty((self.pad.nbytes + 63) // 4 + 16, np.float32)
-            self.pad_handle = self.pad.bind(_aligned(self.pad_array))
+            floats = (self.pad.nbytes + 3) // 4
+            self.pad_array = aligned(np.empty(floats + ALIGN // 4, np.float32), floats)
+            self.pad_handle = self.pad.bind(self.pad_array)
 
     def md(self, query):
         return _vp(get().dnnl_primitive_desc_query_md(self.pd, query, 0))
@@ -300,17 +307,8 @@ def _primitive(create, what, *args):
 
 def _reorder(src_md, dst_md):
     engine = _state["engine"]
-    attr = Attr()
-    prim = _primitive(get().dnnl_reorder_primitive_desc_create, "reorder", src_md, engine,
-                      dst_md, engine, attr.handle)
-    prim.attr = attr
-    return prim
-
-
-def _aligned(array):
-    """The 64-byte aligned view of ``array`` (float32, 16 spare elements)."""
-    skip = (-array.ctypes.data % 64) // 4
-    return array[skip:]
+    return _primitive(get().dnnl_reorder_primitive_desc_create, "reorder", src_md, engine,
+                      dst_md, engine, _attr())
 
 
 class ConvPlan:
@@ -354,21 +352,20 @@ class ConvPlan:
         def make(step, *args):
             return _primitive(getattr(lib, "dnnl_%s_%s_primitive_desc_create" % (kind, step)),
                               "%s %s" % (kind, step.replace("_", " ")), engine, *args)
-        self.attr = Attr()
         self.fwd = make("forward", FORWARD_TRAINING, alg, x_any.handle, w_any.handle,
-                        b_plain.handle if bias else None, y_any.handle, *geo, self.attr.handle)
+                        b_plain.handle if bias else None, y_any.handle, *geo, _attr())
         self.fx = _Layout(x_plain.handle, self.fwd.md(Q_SRC))
         self.fw = _Layout(w_plain.handle, self.fwd.md(Q_WEIGHTS))
         self.fy = _Layout(y_plain.handle, self.fwd.md(Q_DST))
         self.b = _Memory(b_plain.handle)
         self.bwd_data = make("backward_data", alg, x_any.handle, w_any.handle, y_any.handle,
-                             *geo, self.fwd.pd, self.attr.handle)
+                             *geo, self.fwd.pd, _attr())
         self.dx = _Layout(x_plain.handle, self.bwd_data.md(Q_DIFF_SRC))
         self.dw_w = _Layout(w_plain.handle, self.bwd_data.md(Q_WEIGHTS))
         self.dy_d = _Layout(y_plain.handle, self.bwd_data.md(Q_DIFF_DST))
         self.bwd_weights = make("backward_weights", alg, x_any.handle, w_any.handle,
                                 b_plain.handle if bias else None, y_any.handle, *geo,
-                                self.fwd.pd, self.attr.handle)
+                                self.fwd.pd, _attr())
         self.bx = _Layout(x_plain.handle, self.bwd_weights.md(Q_SRC))
         self.dw = _Layout(w_plain.handle, self.bwd_weights.md(Q_DIFF_WEIGHTS))
         self.dy_w = _Layout(y_plain.handle, self.bwd_weights.md(Q_DIFF_DST))

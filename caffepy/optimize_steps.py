@@ -81,7 +81,7 @@ def conv_buffers(layer, x, scratch):
     p = oh * ow
     k = c // layer.group * layer.kernel[0] * layer.kernel[1]
     one = _is_1x1(layer)
-    batched = n > 1 and p < BATCH_GEMM_BELOW and layer.group == 1
+    batched = _batched(layer, n, p)
     col = (k * p * n if batched else (0 if one else k * p))
     res = layer.num_output * p * n if batched else 0
     scratch.need(col, res)
@@ -91,35 +91,43 @@ def _is_1x1(layer):
     return (layer.kernel == (1, 1) and layer.stride == (1, 1) and layer.pad == (0, 0))
 
 
+def _batched(layer, n, p):
+    """Whether the convolution runs one GEMM over the whole batch's columns (small planes, one
+    group) instead of one per image (and group)."""
+    return n > 1 and p < BATCH_GEMM_BELOW and layer.group == 1
+
+
 def conv_step(layer, x, out, scratch, plan=None):
     """The closure of a convolution from x (N, C, H, W) into out (N, M, OH * OW) (a view: the
     top, or a channel slice of a Concat's top); a 3x3 one by Winograd when it pays
-    (caffepy.optimize_winograd; ``plan`` keeps the transformed filters)."""
+    (caffepy.optimize_winograd; ``plan`` keeps the transformed filters). A grouped one (G groups,
+    not depthwise) runs one GEMM per image and group, ``Y_ng = W_g col(x_ng)``, into the group's
+    output channels."""
     ik = _ik()
     n, c, h, w = x.shape
     oh, ow = layer.out_spatial
     p = oh * ow
-    m = layer.num_output
+    m, g = layer.num_output, layer.group
+    cg, mg = c // g, m // g
     (kh, kw), (ph, pw), (sh, sw), (dh, dw) = (layer.kernel, layer.pad, layer.stride,
                                               layer.dilation)
-    k = c * kh * kw
+    k = cg * kh * kw
     bias = layer.blobs[1].data.reshape(-1) if layer.bias_term else np.empty(0, x.dtype)
     relu = layer.fused_relu is not None
     slope = float(layer.fused_relu) if relu else 0.0
     if plan is not None and winograd.eligible(layer, x.shape):
         return winograd.step(layer, winograd.weights(plan, layer), x, out, bias, slope, relu,
                              scratch)
-    if layer.group > 1:
-        return _grouped_step(layer, x, out, bias, slope, relu, scratch)
-    wmat = layer.blobs[0].data.reshape(m, k)
+    wg = layer.blobs[0].data.reshape(g, mg, k)
     one = _is_1x1(layer)
     geo = (kh, kw, ph, pw, sh, sw, dh, dw, oh, ow)
     xs = x.reshape(n, c, h * w)
-    matmul = np.matmul
-    if n > 1 and p < BATCH_GEMM_BELOW:
+    matmul, im2col = np.matmul, ik.im2col
+    if _batched(layer, n, p):
+        wmat = wg[0]
         col = scratch.col[:k * n * p].reshape(k, n * p)
         res = scratch.res[:m * n * p].reshape(m, n * p)
-        gather, im2col, scatter = ik.gather, ik.im2col, ik.scatter_bias_act
+        gather, scatter = ik.gather, ik.scatter_bias_act
         if one:
             def run():
                 gather(xs, col)
@@ -135,55 +143,19 @@ def conv_step(layer, x, out, scratch, plan=None):
                 scatter(res, bias, slope, relu, out)
         return run
     bias_act = ik.bias_act
-    outs = [out[i] for i in range(n)]
-    if one:
-        ins = [xs[i] for i in range(n)]
-
-        def run():
-            for i in range(n):
-                matmul(wmat, ins[i], out=outs[i])
-                bias_act(outs[i], bias, slope, relu)
-        return run
-    col = scratch.col[:k * p].reshape(k, p)
-    im2col = ik.im2col
-
-    def run():
-        for i in range(n):
-            im2col(x[i], *geo, col)
-            matmul(wmat, col, out=outs[i])
-            bias_act(outs[i], bias, slope, relu)
-    return run
-
-
-def _grouped_step(layer, x, out, bias, slope, relu, scratch):
-    """A grouped convolution (G groups, not depthwise): per image and group,
-    ``Y_ng = W_g col(x_ng)`` into the group's output channels, then the bias and ReLU pass."""
-    ik = _ik()
-    n, c, h, w = x.shape
-    g, m = layer.group, layer.num_output
-    cg, mg = c // g, m // g
-    (kh, kw), (ph, pw), (sh, sw), (dh, dw) = (layer.kernel, layer.pad, layer.stride,
-                                              layer.dilation)
-    oh, ow = layer.out_spatial
-    k, p = cg * kh * kw, oh * ow
-    wg = layer.blobs[0].data.reshape(g, mg, k)
-    geo = (kh, kw, ph, pw, sh, sw, dh, dw, oh, ow)
-    one = _is_1x1(layer)
     col = None if one else scratch.col[:k * p].reshape(k, p)
-    xs = x.reshape(n, c, h * w)
-    jobs = [(x[i, j * cg:(j + 1) * cg], xs[i, j * cg:(j + 1) * cg], wg[j],
-             out[i, j * mg:(j + 1) * mg]) for i in range(n) for j in range(g)]
-    outs = [out[i] for i in range(n)]
-    matmul, im2col, bias_act = np.matmul, ik.im2col, ik.bias_act
+    # per image: its groups' GEMMs (1x1 straight from the image), then its bias + ReLU pass
+    images = [(out[i], [(x[i, j * cg:(j + 1) * cg], xs[i, j * cg:(j + 1) * cg], wg[j],
+                         out[i, j * mg:(j + 1) * mg]) for j in range(g)]) for i in range(n)]
 
     def run():
-        for xi, xflat, wj, yj in jobs:
-            if one:
-                matmul(wj, xflat, out=yj)
-            else:
-                im2col(xi, *geo, col)
-                matmul(wj, col, out=yj)
-        for yi in outs:
+        for yi, groups in images:
+            for xj, xflat, wj, yj in groups:
+                if one:
+                    matmul(wj, xflat, out=yj)
+                else:
+                    im2col(xj, *geo, col)
+                    matmul(wj, col, out=yj)
             bias_act(yi, bias, slope, relu)
     return run
 

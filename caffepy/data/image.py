@@ -97,16 +97,22 @@ def image_ext(path):
     return os.path.splitext(path)[1].lower().lstrip(".")
 
 
-def _axis_weights(src, dst):
-    scale = src / float(dst)
-    f = (np.arange(dst, dtype=np.float64) + 0.5) * scale - 0.5
+def linear_taps(f, src):
+    """OpenCV's INTER_LINEAR along one axis of ``src`` samples: for each output sample at source
+    position ``f`` (float64 array), the two source indices and the weight of the second, clamped
+    at the edges (``i0``, ``i1``, ``frac``)."""
     i0 = np.floor(f).astype(np.int64)
     frac = f - i0
     low = i0 < 0
     i0[low], frac[low] = 0, 0.0
     high = i0 >= src - 1
     i0[high], frac[high] = src - 1, 0.0
-    i1 = np.minimum(i0 + 1, src - 1)
+    return i0, np.minimum(i0 + 1, src - 1), frac
+
+
+def _axis_weights(src, dst):
+    scale = src / float(dst)
+    i0, i1, frac = linear_taps((np.arange(dst, dtype=np.float64) + 0.5) * scale - 0.5, src)
     w0 = np.rint((1.0 - frac) * 2048).astype(np.int64)
     w1 = np.rint(frac * 2048).astype(np.int64)
     return i0, i1, w0, w1

@@ -39,6 +39,18 @@ def _draw(inds, n, rng):
     return rng.choice(inds, size=n, replace=False) if inds.size else inds
 
 
+def draw_fg_bg(max_ov, fg_per_image, rois_per_image, settings, rng):
+    """(indices kept: the foreground ones first, how many are foreground): up to
+    ``fg_per_image`` with overlap ``>= FG_THRESH``, then up to the rest of ``rois_per_image``
+    with overlap in ``[BG_THRESH_LO, BG_THRESH_HI)``, each drawn without replacement (what
+    py-faster-rcnn's proposal target layer and its data layer both sample)."""
+    s = settings
+    fg = _draw(np.where(max_ov >= s["FG_THRESH"])[0], fg_per_image, rng)
+    bg = _draw(np.where((max_ov < s["BG_THRESH_HI"]) & (max_ov >= s["BG_THRESH_LO"]))[0],
+               rois_per_image - fg.size, rng)
+    return np.concatenate([fg, bg]).astype(np.int64), fg.size
+
+
 def sample_rois(all_rois, gt_boxes, num_classes, settings, rng):
     """(rois ``S x 5``, labels ``S``, targets, inside weights ``S x 4K``) (see module doc)."""
     s = settings
@@ -51,13 +63,10 @@ def sample_rois(all_rois, gt_boxes, num_classes, settings, rng):
     else:
         assignment = np.zeros(len(all_rois), dtype=np.int64)
         max_ov = np.zeros(len(all_rois))
-    fg = _draw(np.where(max_ov >= s["FG_THRESH"])[0], fg_per_image, rng)
-    bg = _draw(np.where((max_ov < s["BG_THRESH_HI"]) & (max_ov >= s["BG_THRESH_LO"]))[0],
-               rois_per_image - fg.size, rng)
-    keep = np.concatenate([fg, bg]).astype(np.int64)
+    keep, n_fg = draw_fg_bg(max_ov, fg_per_image, rois_per_image, s, rng)
     labels = gt_boxes[assignment[keep], 4].astype(np.float64) if len(gt_boxes) else \
         np.zeros(keep.size)
-    labels[fg.size:] = 0
+    labels[n_fg:] = 0
     rois = all_rois[keep]
 
     targets = np.zeros((keep.size, 4 * num_classes))

@@ -38,6 +38,7 @@ import collections
 import numpy as np
 
 from ...errors import CaffeError
+from .proposal_target import draw_fg_bg
 
 
 class RoidbError(ValueError):
@@ -55,15 +56,12 @@ def image_scale(height, width, target_size, max_size):
 
 
 def _axis(src, scale):
-    """Source indices and weights of OpenCV's INTER_LINEAR along one axis of ``src`` samples."""
+    """Source indices and weights of OpenCV's INTER_LINEAR along one axis of ``src`` samples
+    resized by ``scale`` (``cv2.resize``'s ``fx``: positions divide by ``scale``, not src / dst)."""
+    from ...data.image import linear_taps
     dst = int(np.rint(src * scale))
-    f = (np.arange(dst, dtype=np.float64) + 0.5) / scale - 0.5
-    i0 = np.floor(f).astype(np.int64)
-    frac = f - i0
-    low, high = i0 < 0, i0 >= src - 1
-    i0[low], frac[low] = 0, 0.0
-    i0[high], frac[high] = src - 1, 0.0
-    return i0, np.minimum(i0 + 1, src - 1), frac.astype(np.float32)
+    i0, i1, frac = linear_taps((np.arange(dst, dtype=np.float64) + 0.5) / scale - 0.5, src)
+    return i0, i1, frac.astype(np.float32)
 
 
 def resize_by(im, scale):
@@ -159,21 +157,13 @@ def expand_bbox_targets(compact, num_classes, inside_weights):
     return targets, inside
 
 
-def _draw(inds, n, rng):
-    n = int(min(n, inds.size))
-    return rng.choice(inds, size=n, replace=False) if inds.size else inds
-
-
 def sample_rois(entry, fg_per_image, rois_per_image, num_classes, settings, rng):
     """(labels, boxes, bbox targets, inside weights) of one image's sampled RoIs (module doc)."""
     s = settings
     classes, overlaps = best_overlaps(entry)
-    fg = _draw(np.where(overlaps >= s["FG_THRESH"])[0], fg_per_image, rng)
-    bg = _draw(np.where((overlaps < s["BG_THRESH_HI"]) & (overlaps >= s["BG_THRESH_LO"]))[0],
-               rois_per_image - fg.size, rng)
-    keep = np.concatenate([fg, bg]).astype(np.int64)
+    keep, n_fg = draw_fg_bg(overlaps, fg_per_image, rois_per_image, s, rng)
     labels = np.asarray(classes, dtype=np.float32)[keep]
-    labels[fg.size:] = 0
+    labels[n_fg:] = 0
     rois = np.asarray(entry["boxes"], dtype=np.float64).reshape(-1, 4)[keep]
     compact = entry.get("bbox_targets")
     compact = np.zeros((len(keep), 5)) if compact is None else np.asarray(compact)[keep]

@@ -113,13 +113,20 @@ def _ort_session(net, n):
                                 providers=["CPUExecutionProvider"])
 
 
-def bench(name, batch, threads, iters, tmp, cv2):
+def deploy_with_weights(name, batch, tmp):
+    """(prototxt path, built exact Net, .caffemodel path) of models/<name> at ``batch``, with
+    random weights whose logits have std ~2 (an unsaturated softmax), files under ``tmp``."""
     proto = _with_batch(_load(name), batch, os.path.join(tmp, "%s_%d.prototxt" % (name, batch)))
     exact = Net(proto, caffe_pb2.TEST)
     randomize(exact)
-    calibrate(exact, logit_blobs(exact))    # logits of std ~2: an unsaturated softmax
-    weights = os.path.join(tmp, "%s.caffemodel" % name)
+    calibrate(exact, logit_blobs(exact))
+    weights = os.path.join(tmp, "%s_%d.caffemodel" % (name, batch))
     exact.save(weights)
+    return proto, exact, weights
+
+
+def bench(name, batch, threads, iters, tmp, cv2):
+    proto, exact, weights = deploy_with_weights(name, batch, tmp)
     inp = exact.inputs[0]
     x = np.random.default_rng(1).standard_normal(exact.blobs[inp].shape).astype(np.float32)
     out = exact.outputs[0]
@@ -134,9 +141,6 @@ def bench(name, batch, threads, iters, tmp, cv2):
     def run_cv():
         dnn.setInput(x)
         dnn.forward()
-    runners = [lambda: nets["fast"].forward(**{inp: x})]
-    runners += [run_cv] if dnn is not None else []
-    nets = {}
     rows = []
     err_ort = None
     for n in threads:
@@ -145,13 +149,15 @@ def bench(name, batch, threads, iters, tmp, cv2):
             err_ort = max(err_ort or 0.0, _rel(sess.run(None, {inp: x})[0].reshape(ref.shape), ref))
         limit = _set_threads(n, cv2)
         # built under this thread count (its first passes are the thread choice's)
-        fast = nets["fast"] = Net(proto, caffe_pb2.TEST, weights=weights, optimize=True)
+        fast = Net(proto, caffe_pb2.TEST, weights=weights, optimize=True)
         err_opt = max(err_opt, _rel(fast.forward(**{inp: x})[out], ref))
         t_exact = _interleaved_ms([lambda: exact.forward(**{inp: x})], iters)[0]
         for _ in range(EXPLORE_PASSES):     # the thread choice's first passes (see above)
             fast.forward(**{inp: x})
-        times = _interleaved_ms(runners + ([lambda: sess.run(None, {inp: x})]
-                                           if sess is not None else []), iters)
+        times = _interleaved_ms([lambda: fast.forward(**{inp: x})]
+                                + ([run_cv] if dnn is not None else [])
+                                + ([lambda: sess.run(None, {inp: x})] if sess is not None else []),
+                                iters)
         t_fast = times[0]
         t_cv = times[1] if dnn is not None else float("nan")
         t_ort = times[-1] if sess is not None else float("nan")

@@ -88,16 +88,7 @@ def prepare(name, batch, tmp):
     sys.path.insert(0, HERE)
     import bench_infer
     from caffepy import onnx as caffe_onnx
-    from caffepy.net import Net
-    from caffepy.proto import caffe_pb2
-    from caffepy.testing.random_weights import calibrate, logit_blobs, randomize
-    proto = bench_infer._with_batch(bench_infer._load(name), batch,
-                                    os.path.join(tmp, "%s_%d.prototxt" % (name, batch)))
-    net = Net(proto, caffe_pb2.TEST)
-    randomize(net)
-    calibrate(net, logit_blobs(net))
-    weights = os.path.join(tmp, "%s_%d.caffemodel" % (name, batch))
-    net.save(weights)
+    proto, net, weights = bench_infer.deploy_with_weights(name, batch, tmp)
     model = os.path.join(tmp, "%s_%d.onnx" % (name, batch))
     caffe_onnx.export(net, model)
     return proto, weights, model, list(net.blobs[net.inputs[0]].shape)

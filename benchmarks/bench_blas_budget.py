@@ -1,4 +1,4 @@
-"""The BLAS thread budget (caffepy.blas) on in-process distributed training: LeNet, ASYNC.
+"""The BLAS thread budget (caffepy.math.blas) on in-process distributed training: LeNet, ASYNC.
 
     python benchmarks/bench_blas_budget.py [--groups 4] [--steps 150] [--repeat 2]
 
@@ -69,7 +69,7 @@ def main():
     ap.add_argument("--workspace", default="/tmp/caffepy-bench-blas")
     a = ap.parse_args()
     sys.path.insert(0, ROOT)
-    from caffepy import blas
+    from caffepy.math import blas
     ncores = blas.cores()
     print("%d cores; LeNet, batch 64 per group, %d groups x %d steps, ASYNC, in-process engine"
           % (ncores, a.groups, a.steps))

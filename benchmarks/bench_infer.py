@@ -22,7 +22,7 @@ with one thread it times CPU time (``time.process_time``), which other processes
 machine disturb less than the wall clock.
 
 Optimize mode picks, per forward, the (BLAS, numba) thread setting that has been fastest
-(caffepy.optimize_threads; the row prints the moving average of each setting it ran); its
+(caffepy.infer.threads; the row prints the moving average of each setting it ran); its
 first passes try each setting once, so optimize mode gets ``EXPLORE_PASSES`` extra warm-up
 passes before the timed ones (every 8th timed pass still tries another setting, as in use).
 ``CAFFEPY_THREADS=fixed`` in the environment makes it always use the limits.

@@ -40,7 +40,8 @@ def _median_ms(fn, runs):
 
 def bench(name, batch, runs, threads):
     import onnxruntime as ort
-    from caffepy import onnx as caffe_onnx, zoo
+    from caffepy import onnx as caffe_onnx
+    from caffepy import zoo
     from caffepy.net import Net
     from caffepy.onnx.export import random_inputs
     from caffepy.proto import caffe_pb2, io as proto_io

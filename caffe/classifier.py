@@ -1,4 +1,4 @@
-"""``caffe.classifier`` is ``caffepy.classifier`` (see caffe/__init__.py)."""
+"""``caffe.classifier`` is ``caffepy.pycaffe.classifier`` (see caffe/__init__.py)."""
 from caffe._alias import become
 
-become(__name__, "caffepy.classifier")
+become(__name__, "caffepy.pycaffe.classifier")

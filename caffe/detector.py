@@ -1,4 +1,4 @@
-"""``caffe.detector`` is ``caffepy.detector`` (see caffe/__init__.py)."""
+"""``caffe.detector`` is ``caffepy.pycaffe.detector`` (see caffe/__init__.py)."""
 from caffe._alias import become
 
-become(__name__, "caffepy.detector")
+become(__name__, "caffepy.pycaffe.detector")

@@ -14,6 +14,22 @@ _os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 
 __version__ = "0.1.0"
 
+import sys as _sys  # noqa: E402
+
+from . import _aliases  # noqa: E402
+from . import common as _common  # noqa: E402
+
+if not any(isinstance(f, _aliases.AliasFinder) for f in _sys.meta_path):
+    _sys.meta_path.insert(0, _aliases.AliasFinder())     # old module paths (caffepy.contrib ...)
+
+
+def _activate_gpu(device_id=None):
+    """caffepy.common's GPU hook: imports the GPU package only when GPU mode is first used."""
+    return _importlib.import_module("caffepy.gpu").activate(device_id)
+
+
+_common.set_gpu_activator(_activate_gpu)
+
 from .common import set_mode_cpu, set_mode_gpu, set_device, set_random_seed  # noqa: F401,E402
 from .proto.caffe_pb2 import TRAIN, TEST  # noqa: F401,E402
 from .layers.base import layer_type_list  # noqa: F401,E402
@@ -36,11 +52,11 @@ _LAZY = {
     "io": ("caffepy.io", None),
     "draw": ("caffepy.draw", None),
     "proto": ("caffepy.proto", None),
-    "Classifier": ("caffepy.classifier", "Classifier"),
-    "Detector": ("caffepy.detector", "Detector"),
-    "coord_map": ("caffepy.coord_map", None),
-    "classifier": ("caffepy.classifier", None),
-    "detector": ("caffepy.detector", None),
+    "Classifier": ("caffepy.pycaffe.classifier", "Classifier"),
+    "Detector": ("caffepy.pycaffe.detector", "Detector"),
+    "coord_map": ("caffepy.pycaffe.coord_map", None),
+    "classifier": ("caffepy.pycaffe.classifier", None),
+    "detector": ("caffepy.pycaffe.detector", None),
     "net_spec": ("caffepy.netspec", None),
     "pycaffe": ("caffepy.pycaffe", None),
     "Timer": ("caffepy.pycaffe", "Timer"),

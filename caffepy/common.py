@@ -3,6 +3,10 @@
 ``set_mode_cpu()`` / ``set_mode_gpu()`` pick where layers run; ``set_random_seed(seed)`` makes
 fillers, Dropout and data shuffling reproducible. The generator is numpy's PCG64 (bit streams differ
 from Caffe's Boost mt19937, distributions do not).
+
+GPU activation is a hook (:func:`set_gpu_activator`): the CPU core (blobs, layers) calls
+:func:`activate_gpu` and never imports the GPU package; ``caffepy/__init__`` installs the activator
+that imports ``caffepy.gpu`` on first use.
 """
 import threading
 
@@ -53,3 +57,20 @@ def set_random_seed(seed):
 def rng():
     """The current thread's random generator (a ``numpy.random.Generator``)."""
     return _state.rng
+
+
+_gpu_activator = [None]
+
+
+def set_gpu_activator(activate):
+    """Install ``activate(device_id)``, which makes GPU mode usable on a device (caffepy.gpu)."""
+    _gpu_activator[0] = activate
+
+
+def activate_gpu(device_id=None):
+    """Make GPU mode usable on ``device_id`` (default: :func:`device_id`); True when it is.
+    Raises the activator's one-line error when pycuda or a device is missing."""
+    if _gpu_activator[0] is None:
+        from .errors import CaffeError
+        raise CaffeError("GPU mode is not available in this build of caffepy")
+    return _gpu_activator[0](device_id)

@@ -1,7 +1,7 @@
-"""caffepy.blas: the BLAS thread budget for nets that compute at once (distributed workers)."""
+"""caffepy.math.blas: the BLAS thread budget for nets that compute at once (distributed workers)."""
 import pytest
 
-from caffepy import blas
+from caffepy.math import blas
 
 threadpoolctl = pytest.importorskip("threadpoolctl")
 

@@ -7,7 +7,7 @@ file declares (TRAIN / TEST in include or exclude rules; TEST alone when none) m
 forward; a file that names no phase (a deploy net) is also built (set up, no forward) in TRAIN,
 at batch 1 and at the size its TEST run used (a file whose rules name only TEST is a test net:
 Caffe cannot build it in TRAIN either). A Python layer whose module cannot be imported is
-a failure with that reason (py-faster-rcnn's RPN layers are built in: caffepy.contrib.frcnn). A
+a failure with that reason (py-faster-rcnn's RPN layers are built in: caffepy.forks.detection.frcnn). A
 file whose Python *data* layer (no bottoms) is neither importable nor built in is not run at all:
 its shapes would be guesses, so it is reported in its own category and left out of the figures. Files whose prepared nets are
 identical (same NetParameter once prepared) run once and share the result. Work is spread over
@@ -122,7 +122,7 @@ def missing_python_data(net_param):
     nor importable: its tops' shapes could only be guessed."""
     import importlib.util
     from caffepy import zoo
-    from caffepy.contrib import builtin_layer_class
+    from caffepy.forks import builtin_layer_class
     missing = []
     for lp in net_param.layer:
         if lp.type != "Python" or not zoo.is_data_layer(lp):
@@ -240,13 +240,13 @@ class _sweep_cfg(object):
     "batch 1" (its cost grows with the RoI count: 300 at test time by default)."""
 
     def __enter__(self):
-        from caffepy.contrib.frcnn.config import cfg
+        from caffepy.forks.detection.frcnn.config import cfg
         self.saved = {k: dict(cfg[k]) for k in SWEEP_CFG}
         for k, values in SWEEP_CFG.items():
             cfg[k].update(values)
 
     def __exit__(self, *exc):
-        from caffepy.contrib.frcnn.config import cfg
+        from caffepy.forks.detection.frcnn.config import cfg
         for k, values in self.saved.items():
             cfg[k].update(values)
 

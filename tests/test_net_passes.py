@@ -2,7 +2,7 @@
 import pytest
 from google.protobuf import text_format
 
-from caffepy import net_passes
+from caffepy.net import passes as net_passes
 from caffepy.errors import NetError
 from caffepy.proto import caffe_pb2
 

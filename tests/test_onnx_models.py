@@ -16,7 +16,8 @@ MODELS = ["googlenet", "resnet50", "mobilenet_v1", "squeezenet1_1", "vgg16", "ca
 
 
 def _random_weights(prototxt, path):
-    from caffepy import zoo, zoo_run
+    from caffepy import zoo
+    from caffepy.zoo import run as zoo_run
     from caffepy.net import Net
     from caffepy.proto import caffe_pb2, io as proto_io
     param = zoo.constant_fillers(proto_io.read_net(prototxt))

@@ -46,7 +46,7 @@ def softmax_inputs(net):
 
 
 def net_gflops(net):
-    from caffepy.summary import layer_flops
+    from caffepy.zoo.summary import layer_flops
     return sum(layer_flops(layer, b, t) for layer, b, t in
                zip(net.layers, net.bottom_vecs, net.top_vecs)) / 1e9
 
@@ -55,7 +55,8 @@ def export_and_check(net_param, seed=0, max_gflops=None):
     """('ok' | 'refused' | 'mismatch' | 'skipped', detail); raises what caffepy raises building
     the net."""
     import caffepy
-    from caffepy import onnx as caffe_onnx, zoo
+    from caffepy import onnx as caffe_onnx
+    from caffepy import zoo
     from caffepy.net import Net
     from caffepy.proto import caffe_pb2
     caffepy.set_random_seed(seed)

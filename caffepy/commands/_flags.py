@@ -37,7 +37,7 @@ def iterations(args):
 
 def add_optimize(parser):
     parser.add_argument("--optimize", action="store_true",
-                        help="inference mode (caffepy.optimize): fold BatchNorm/Scale, fuse "
+                        help="inference mode (caffepy.infer.plan): fold BatchNorm/Scale, fuse "
                              "activations, reuse buffers; TEST phase, forward only")
 
 
@@ -49,7 +49,7 @@ def load_net(args, phase):
 
 def setup_logging(args):
     """stderr, and ``--log`` (``<log>.rank<N>`` on each rank of an MPI job)."""
-    from ..launcher import rank_log_path
+    from ..log import rank_log_path
     setup_log(logfile=rank_log_path(getattr(args, "log", None)))
 
 

@@ -1,7 +1,7 @@
 """``caffepy summary NET.prototxt [--input NAME=N,C,H,W ...] [--phase TRAIN|TEST]``.
 
 Prints one line per layer (type, top shapes, parameter count, forward FLOPs, memory) and the
-totals; data layers are replaced by Input layers of their declared shape (see caffepy.summary).
+totals; data layers are replaced by Input layers of their declared shape (see caffepy.zoo.summary).
 """
 from . import _flags
 
@@ -37,7 +37,7 @@ def _run(args):
     from .. import log
     from ..proto import caffe_pb2
     log.setup()     # warnings (e.g. a built-in standing in for a Python layer) reach stderr
-    from ..summary import format_summary, summarize
+    from ..zoo.summary import format_summary, summarize
     inputs = dict(_input(t) for t in args.input)
     notes = []
     rows, total = summarize(args.net, inputs=inputs, phase=getattr(caffe_pb2, args.phase),

@@ -5,7 +5,7 @@ iteration's forward-backward time, every layer's average forward and backward ms
 ``Average Forward pass`` / ``Average Backward pass`` / ``Average Forward-Backward`` /
 ``Total Time`` lines. The net takes no input blobs beyond what its layers produce (Input layers
 keep zeros), as in Caffe. ``--optimize`` times the TEST net in inference mode
-(caffepy.optimize), forward only, one line per executed step; ``--weights`` loads weights first.
+(caffepy.infer.plan), forward only, one line per executed step; ``--weights`` loads weights first.
 """
 import time as _time
 

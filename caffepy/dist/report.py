@@ -1,7 +1,7 @@
 """The operator's view of a distributed run: rank logs, the route table, progress lines, plots.
 
 - **Rank logs**: under MPI, ``--log L`` writes ``L.rank<N>`` on rank N; only rank 0 prints the
-  solver parameters (caffepy.launcher).
+  solver parameters (caffepy.log).
 - **Route table** (rank 0, at start; :func:`route_lines`): one line per learnable param: its
   count, route (``dense``: sliced over the server shards; ``sfb``: sufficient-factor broadcast,
   stepped by every worker; ``table``: a sharded embedding table, rows over all shards), and each

@@ -12,7 +12,8 @@ import os
 import threading
 import time
 
-from .. import blas, common
+from .. import common
+from ..math import blas
 from ..errors import CaffeError
 from ..log import info
 from ..net import Net

@@ -170,7 +170,7 @@ class Engine(object):
         return inbox.get(timeout=timeout)
 
     def host_compute_threads(self, local_workers):
-        """Workers computing at once on this host (for :func:`caffepy.blas.budget`)."""
+        """Workers computing at once on this host (for :func:`caffepy.math.blas.budget`)."""
         return local_workers
 
     def computing(self, who, on):

@@ -55,12 +55,12 @@ def register_variant(type_name, when):
 
 def layer_type_list():
     """Sorted list of every registered layer type string."""
-    _load_all()
+    load_all()
     return sorted(_REGISTRY)
 
 
 def get_layer_class(type_name, layer_name="?"):
-    _load_all()
+    load_all()
     try:
         return _REGISTRY[type_name]
     except KeyError:
@@ -112,13 +112,14 @@ _loaded = [False]
 
 
 def _gpu_ready():
-    """GPU mode: activate caffepy.gpu (imported here, never on the CPU path); a one-line
-    GpuUnavailableError when pycuda or a device is missing."""
-    from .. import gpu
-    return gpu.activate()
+    """GPU mode: activate the GPU path through caffepy.common's hook (the CPU core never imports
+    caffepy.gpu); a one-line GpuUnavailableError when pycuda or a device is missing."""
+    return common.activate_gpu()
 
 
-def _load_all():
+def load_all():
+    """Import every layer family (caffepy.layers and the fork families of caffepy.forks) once, so
+    that each registers its types; called before any registry lookup."""
     if not _loaded[0]:
         _loaded[0] = True
         from . import _all  # noqa: F401  (imports every family module, which registers itself)

@@ -229,7 +229,7 @@ class ConvolutionLayer(_ConvolutionBase):
     dy_columns_min_outputs = 64
 
     # ``fused_relu``: None, or the negative slope of a ReLU applied in the same pass (set by
-    # caffepy.optimize when it fuses a following ReLU layer into this one).
+    # caffepy.infer.plan when it fuses a following ReLU layer into this one).
     fused_relu = None
 
     def _to_image(self, a, out, bias=False):

@@ -3,7 +3,7 @@ layer's forward and backward hand a batch to one oneDNN primitive each instead o
 
 Taken for the training of float32 Convolution / Deconvolution layers (see :func:`forward`) with
 1-3 spatial axes and the channel axis 1, except the direct depthwise kernel's cases
-(caffepy.math._numba_kernels) and a ReLU fused by inference mode (caffepy.optimize has its own
+(caffepy.math._numba_kernels) and a ReLU fused by inference mode (caffepy.infer.plan has its own
 steps). Same semantics as the GEMM path: forward writes the top,
 backward adds dW and db to the parameter diffs (Caffe accumulates them) and overwrites the bottom
 diff. A geometry oneDNN cannot run (it raises while building the primitives) falls back to the
@@ -11,7 +11,7 @@ GEMM path for that layer and shape.
 """
 import numpy as np
 
-from .. import blas
+from ..math import blas
 from ..math import kernels, onednn
 
 MAX_PLANS = 4   # per layer: a net fed images of many sizes must not keep a plan for each

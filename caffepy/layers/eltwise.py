@@ -26,7 +26,7 @@ class EltwiseLayer(Layer):
     """
     min_bottom_blobs = 1
     exact_num_top_blobs = 1
-    fused_relu = None     # SUM only: a ReLU's negative slope fused in by caffepy.optimize
+    fused_relu = None     # SUM only: a ReLU's negative slope fused in by caffepy.infer.plan
 
     def layer_setup(self, bottom, top):
         p = self.layer_param.eltwise_param

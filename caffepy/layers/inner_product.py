@@ -21,7 +21,7 @@ class InnerProductLayer(Layer):
     """
     exact_num_bottom_blobs = 1
     exact_num_top_blobs = 1
-    fused_relu = None     # a ReLU's negative slope fused into the forward by caffepy.optimize
+    fused_relu = None     # a ReLU's negative slope fused into the forward by caffepy.infer.plan
 
     def layer_setup(self, bottom, top):
         p = self.layer_param.inner_product_param

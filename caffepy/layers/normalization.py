@@ -8,7 +8,6 @@ import numpy as np
 from .. import fillers
 from ..errors import ShapeError
 from ..math import kernels
-from . import fork_nvcaffe as nvcaffe
 from .base import Layer, fork_param, register_layer
 
 
@@ -50,10 +49,12 @@ class BatchNormLayer(Layer):
     (a ParamSpec with a nonzero lr_mult is an error, except the legacy 3-spec form, which is
     zeroed as Caffe's upgrade does) and their param_propagate_down is False.
     NVCaffe's ``scale_bias: true`` (or a ``scale_filler`` / ``bias_filler``) adds learned scale and
-    bias blobs: y = scale * x_hat + bias (see :mod:`caffepy.layers.fork_nvcaffe`).
+    bias blobs: y = scale * x_hat + bias: the variant in :mod:`caffepy.forks.nvcaffe.batchnorm`
+    sets ``scale_bias`` and the three ``*_scale_bias`` steps.
     """
     exact_num_bottom_blobs = 1
     exact_num_top_blobs = 1
+    scale_bias = False
 
     def layer_setup(self, bottom, top):
         p = self.layer_param.batch_norm_param
@@ -68,7 +69,6 @@ class BatchNormLayer(Layer):
             c = self.channels
             self.blobs = [self.new_blob((c,)), self.new_blob((c,)), self.new_blob((1,))]
         specs = self.layer_param.param
-        self.scale_bias = nvcaffe.wants_scale_bias(p)
         if len(specs) == 3 or (self.scale_bias and specs):   # NVCaffe freezes the statistics
             _freeze_param_specs(self, range(3))
         for i, spec in enumerate(specs[:3]):
@@ -76,7 +76,7 @@ class BatchNormLayer(Layer):
                 raise self.error("cannot configure batch normalization statistics as layer "
                                  "parameters (param %d has lr_mult %g)" % (i, spec.lr_mult))
         if self.scale_bias:
-            nvcaffe.setup_scale_bias(self, self.channels)
+            self.setup_scale_bias(self.channels)
         while len(specs) < len(self.blobs):
             specs.add().lr_mult = 0.0
         self.param_propagate_down = [False] * 3 + [True] * (len(self.blobs) - 3)
@@ -118,12 +118,12 @@ class BatchNormLayer(Layer):
         self.x_norm = (x - _bcast(mu)) / _bcast(self.std)
         y[...] = self.x_norm
         if self.scale_bias:
-            nvcaffe.forward_scale_bias(self, y)
+            self.forward_scale_bias(y)
 
     def backward_cpu(self, top, propagate_down, bottom):
         dy = _ncs(top[0].diff, self.channels)
         if self.scale_bias:
-            dy = nvcaffe.backward_scale_bias(self, dy, self.x_norm)
+            dy = self.backward_scale_bias(dy, self.x_norm)
         if not propagate_down[0]:
             return
         if self.use_global_stats:

@@ -21,13 +21,12 @@ py-faster-rcnn's RPN layers (``rpn.proposal_layer.ProposalLayer``,
 and data layer (``roi_data_layer.layer.RoIDataLayer``),
 Caffe's example ``pyloss.EuclideanLossLayer``, or NVCaffe DetectNet's
 ``caffe.layers.detectnet.clustering`` / ``mean_ap`` layers, caffepy's own implementation
-(``caffepy.contrib``)
+(``caffepy.forks``)
 stands in and one WARNING line (on the ``caffepy`` logger, so also from the Python API and
 ``caffepy summary``) names it and why the module did not import; a module of that name on
 ``sys.path`` always wins. User modules may ``import caffe`` (the ``caffe`` package is caffepy).
 As in pycaffe, ``net.layers[i]`` of a Python layer answers for the user's object: attributes the
-layer itself lacks (``set_roidb``, ...) are the user object's. The fork C++ type ``Proposal`` (ProposalLayer's computation, ``proposal_param`` where the schema
-has it) is registered here too.
+layer itself lacks (``set_roidb``, ...) are the user object's.
 """
 import importlib
 import logging
@@ -74,10 +73,26 @@ class Layer(object):
         pass
 
 
-def _builtin_stand_in(module_name, class_name):
-    """caffepy's implementation of a well-known third-party Python layer, or None."""
-    from ..contrib import builtin_layer_class
-    return builtin_layer_class(module_name, class_name)
+#: (python_param.module, python_param.layer) -> "package.module:Class" of caffepy's stand-in.
+_STAND_INS = {}
+
+
+def register_stand_in(module_name, class_name, target):
+    """Name caffepy's class ``target`` ("package.module:Class") as the stand-in for a well-known
+    third-party Python layer ``module_name.class_name``. Fork families register theirs in their
+    package ``__init__`` (found when the layer registry discovers ``caffepy.forks``)."""
+    _STAND_INS[(module_name, class_name)] = target
+
+
+def builtin_layer_class(module_name, class_name):
+    """caffepy's class standing in for ``module_name.class_name``, or None when there is none."""
+    from .base import load_all
+    load_all()
+    target = _STAND_INS.get((module_name, class_name))
+    if target is None:
+        return None
+    module, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module), attr)
 
 
 class ModuleMissing(ImportError):
@@ -126,7 +141,7 @@ class PythonLayer(_CaffepyLayer):
         try:
             cls = load_python_layer_class(pp.module, pp.layer)
         except ModuleMissing as e:
-            cls = _builtin_stand_in(pp.module, pp.layer)
+            cls = builtin_layer_class(pp.module, pp.layer)
             if cls is None:
                 raise self.error(str(e))
             _log.warning("Python layer '%s': %s; caffepy's built-in %s.%s stands in for %s.%s",
@@ -134,7 +149,7 @@ class PythonLayer(_CaffepyLayer):
                          pp.module, pp.layer)
         except ImportError as e:  # the user's module is there but failed: it is not replaced
             hint = ""
-            if _builtin_stand_in(pp.module, pp.layer) is not None:
+            if builtin_layer_class(pp.module, pp.layer) is not None:
                 hint = (" (caffepy's built-in stand-in for %s.%s is used only when that module "
                         "is not on sys.path)" % (pp.module, pp.layer))
             raise self.error(str(e) + hint)
@@ -179,60 +194,3 @@ class PythonLayer(_CaffepyLayer):
 
     def backward_cpu(self, top, propagate_down, bottom):
         self.py_layer.backward(top, list(propagate_down), bottom)
-
-
-
-@register_layer("Proposal")
-class ProposalLayer(_CaffepyLayer):
-    """The fork C++ ``Proposal`` layer: ``caffepy.contrib.frcnn.proposal`` (see there) configured
-    from ``proposal_param { feat_stride: 16 base_size: 16 min_size: 16 ratio: [0.5, 1, 2]
-    scale: [8, 16, 32] pre_nms_topn: 6000 post_nms_topn: 300 nms_thresh: 0.7 }`` when the schema
-    has that message, else from those defaults. Bottoms: scores, bbox deltas, im_info; tops: rois
-    (and scores)."""
-
-    exact_num_bottom_blobs = 3
-    min_top_blobs = 1
-    max_top_blobs = 2
-
-    def layer_setup(self, bottom, top):
-        from ..contrib.frcnn import proposal
-        self.impl = proposal.ProposalLayer(self.layer_param)
-        self.impl.phase = self.phase
-        p = _proposal_param(self.layer_param)
-        self.impl.param_str = repr({"feat_stride": p["feat_stride"], "base_size": p["base_size"],
-                                    "ratios": p["ratio"], "scales": p["scale"]})
-        self.impl.setup(bottom, top)
-        self.impl.settings = dict(RPN_PRE_NMS_TOP_N=p["pre_nms_topn"],
-                                  RPN_POST_NMS_TOP_N=p["post_nms_topn"],
-                                  RPN_NMS_THRESH=p["nms_thresh"], RPN_MIN_SIZE=p["min_size"])
-
-    def reshape(self, bottom, top):
-        pass
-
-    def forward_cpu(self, bottom, top):
-        self.impl.forward(bottom, top)
-
-    def backward_cpu(self, top, propagate_down, bottom):
-        pass
-
-
-_PROPOSAL_DEFAULTS = dict(feat_stride=16, base_size=16, min_size=16, ratio=[0.5, 1.0, 2.0],
-                          scale=[8.0, 16.0, 32.0], pre_nms_topn=6000, post_nms_topn=300,
-                          nms_thresh=0.7)
-
-
-def _proposal_param(layer_param):
-    out = dict(_PROPOSAL_DEFAULTS)
-    if "proposal_param" not in layer_param.DESCRIPTOR.fields_by_name:
-        return out
-    msg = layer_param.proposal_param
-    for key in out:
-        if key not in msg.DESCRIPTOR.fields_by_name:
-            continue
-        value = getattr(msg, key)
-        if isinstance(out[key], list):
-            if len(value):
-                out[key] = list(value)
-        elif msg.HasField(key):
-            out[key] = value
-    return out

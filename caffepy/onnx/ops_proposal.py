@@ -1,5 +1,5 @@
 """py-faster-rcnn's RPN proposal layer (the ``Python`` layer ``rpn.proposal_layer.ProposalLayer``
-that caffepy runs with its built-in ``caffepy.contrib.frcnn.proposal``, and the fork type
+that caffepy runs with its built-in ``caffepy.forks.detection.frcnn.proposal``, and the fork type
 ``Proposal``), as ONNX operators, for one image (batch 1):
 
     anchors   the A anchors shifted over the H x W cells: a constant (H W A, 4) tensor
@@ -15,7 +15,7 @@ that caffepy runs with its built-in ``caffepy.contrib.frcnn.proposal``, and the 
     tops      rois (R, 5) = [0, x1, y1, x2, y2]; scores (R, 1)
 R is known only at run time, so every later shape that caffepy computed for R is written with a
 symbolic axis 0 (see ``Graph.symbolic_axis0``). The settings are read from the layer as built
-(``caffepy.contrib.frcnn.config.cfg`` of its phase, or the fork's ``proposal_param``).
+(``caffepy.forks.detection.frcnn.config.cfg`` of its phase, or the fork's ``proposal_param``).
 """
 import numpy as np
 
@@ -26,7 +26,7 @@ _BIG = 1 << 30
 
 def proposal_impl(layer, lp):
     """The caffepy ProposalLayer behind a ``Python`` or ``Proposal`` layer, else None."""
-    from ..contrib.frcnn.proposal import ProposalLayer
+    from ..forks.detection.frcnn.proposal import ProposalLayer
     impl = getattr(layer, "impl", None) if lp.type == "Proposal" else getattr(layer, "py_layer",
                                                                                 None)
     return impl if isinstance(impl, ProposalLayer) else None
@@ -45,7 +45,7 @@ def convert(ctx, impl):
     pre_n, post_n = int(s["RPN_PRE_NMS_TOP_N"]), int(s["RPN_POST_NMS_TOP_N"])
     a = impl.anchors.shape[0]
     _, _, height, width = ctx.bshapes[0]
-    from ..contrib.frcnn.boxes import shifted_anchors
+    from ..forks.detection.frcnn.boxes import shifted_anchors
     anchors = shifted_anchors(impl.anchors, height, width, impl.feat_stride)
     wa = anchors[:, 2:3] - anchors[:, 0:1] + 1.0
     ha = anchors[:, 3:4] - anchors[:, 1:2] + 1.0

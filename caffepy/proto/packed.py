@@ -244,3 +244,25 @@ def split_blob_field(buf, number):
     except (ValueError, IndexError):
         return None
     return b"".join(out), values
+
+
+#: NVCaffe's ``Type`` enum -> the numpy dtype of BlobProto ``raw_data`` / ``raw_diff`` bytes
+#: (native little-endian, as NVCaffe copies them).
+_RAW_DTYPES = {0: "<f8", 1: "<f4", 2: "<f2"}
+
+
+def raw_blob_values(proto, diff=False):
+    """The values of an NVCaffe BlobProto stored as raw bytes (fp16 / fp32 / fp64 caffemodels),
+    or None when the proto has none. Raises ValueError for an unknown type or a wrong size."""
+    field = "raw_diff" if diff else "raw_data"
+    if not proto.HasField(field):
+        return None
+    kind = getattr(proto, field + "_type")
+    if kind not in _RAW_DTYPES:
+        raise ValueError("BlobProto %s_type %d is not a float type" % (field, kind))
+    raw = getattr(proto, field)
+    dtype = np.dtype(_RAW_DTYPES[kind])
+    if len(raw) % dtype.itemsize:
+        raise ValueError("BlobProto %s holds %d bytes, not a multiple of %d"
+                         % (field, len(raw), dtype.itemsize))
+    return np.frombuffer(raw, dtype=dtype)

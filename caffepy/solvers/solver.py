@@ -45,7 +45,7 @@ class Solver(TestPasses):
         self.param = load_solver_param(param)
         self.dtype = np.dtype(dtype)
         self.check_param()
-        from ..launcher import is_lead_rank
+        from ..log import is_lead_rank
         if is_lead_rank():      # once per job, not once per MPI rank
             info("solver.cpp:45", "Initializing solver from parameters: \n"
                  + proto_io.to_text(self.param))

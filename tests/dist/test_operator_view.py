@@ -11,7 +11,8 @@ import pytest
 
 import nets
 from conftest import ROOT, needs_mpi
-from caffepy import cli, dist, launcher, log
+from caffepy import cli, dist, log
+from caffepy import log as launcher
 from caffepy.draw import render
 from caffepy.solvers import get_solver
 

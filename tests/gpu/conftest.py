@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from caffepy import blob, common, gpu
+from caffepy import common, gpu
+from caffepy import blob
 
 from .emulator import EmulatedDevice, compiler
 

@@ -225,7 +225,7 @@ def test_threads_run_plans_at_once(made_here):
 
 def test_worker_threads_follow_the_blas_budget(monkeypatch):
     """In-process dist workers compute at once: each one's oneDNN calls get the budget's threads."""
-    from caffepy import blas
+    from caffepy.math import blas
     for var in blas.USER_VARS:
         monkeypatch.delenv(var, raising=False)
     x = np.random.default_rng(7).standard_normal((2, 3, 6, 6)).astype(np.float32)

@@ -268,7 +268,7 @@ def test_normalize_per_channel_backward_matches_ssd(across_spatial):
 
 def test_normalize_defaults():
     x = np.random.default_rng(12).standard_normal((2, 3, 2, 2))
-    layer = make_layer('type: "Normalize" norm_param { }')  # bare Normalize: happynear's (fork_face)
+    layer = make_layer('type: "Normalize" norm_param { }')  # bare Normalize: happynear's (forks.face.losses)
     (y,) = run_layer(layer, make_blobs([x]), make_blobs(1))
     assert layer.blobs[0].shape == () and layer.blobs[0].data == 1.0
     np.testing.assert_allclose(y, normalize_ref(x, 1.0, True, True), rtol=1e-10)

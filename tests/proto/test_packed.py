@@ -8,7 +8,7 @@ import pytest
 import caffepy
 from caffepy.proto import caffe_pb2, io as proto_io, packed
 from caffepy.solvers import state as state_io
-from caffepy.weights import net_to_proto
+from caffepy.net.weights import net_to_proto
 
 NET = """name: "tiny"
 layer { name: "x" type: "Input" top: "x" input_param { shape { dim: 2 dim: 3 dim: 5 dim: 5 } } }

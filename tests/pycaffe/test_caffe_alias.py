@@ -31,8 +31,8 @@ def test_caffe_names_are_caffepy_objects():
     assert caffe_pb2 is caffepy.proto.caffe_pb2 is caffe.proto.caffe_pb2
     assert caffe.proto is caffepy.proto
     assert caffe.io is caffepy.io and caffe.draw is caffepy.draw
-    assert caffe.net_spec is caffepy.netspec and caffe.coord_map is caffepy.coord_map
-    assert caffe.classifier is caffepy.classifier and caffe.detector is caffepy.detector
+    assert caffe.net_spec is caffepy.netspec and caffe.coord_map is caffepy.pycaffe.coord_map
+    assert caffe.classifier is caffepy.pycaffe.classifier and caffe.detector is caffepy.pycaffe.detector
     assert L is caffepy.layers and P is caffepy.params
     for name in ("Net", "Layer", "SGDSolver", "AdamSolver", "get_solver", "Classifier",
                  "Detector", "NetSpec", "to_proto", "layer_type_list", "set_mode_cpu", "NCCL",

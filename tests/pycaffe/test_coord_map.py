@@ -6,7 +6,7 @@ import pytest
 
 import caffepy as caffe
 from caffepy import layers as L, params as P
-from caffepy.coord_map import coord_map_from_to, crop
+from caffepy.pycaffe.coord_map import coord_map_from_to, crop
 
 
 def coord_net_spec(ks=3, stride=1, pad=0, pool=2, dstride=2, dpad=0):

@@ -97,10 +97,10 @@ def test_user_rpn_module_that_fails_is_reported_not_replaced(tmp_path, monkeypat
 def test_builtin_stands_in_with_a_warning(tmp_path, clean_rpn, warnings_seen):
     (tmp_path / "net.prototxt").write_text(RPN_NET)
     net = caffe.Net(str(tmp_path / "net.prototxt"), caffe.TEST)
-    assert type(net.layer_dict["proposal"].py_layer).__module__ == "caffepy.contrib.frcnn.proposal"
+    assert type(net.layer_dict["proposal"].py_layer).__module__ == "caffepy.forks.detection.frcnn.proposal"
     assert len(warnings_seen) == 1
     text = warnings_seen[0].getMessage()
-    assert "caffepy.contrib.frcnn.proposal.ProposalLayer stands in for " \
+    assert "caffepy.forks.detection.frcnn.proposal.ProposalLayer stands in for " \
            "rpn.proposal_layer.ProposalLayer" in text and "No module named 'rpn'" in text
     # the same line from `caffepy summary`, on stderr, as a glog WARNING
     out = subprocess.run([sys.executable, "-m", "caffepy", "summary", str(tmp_path / "net.prototxt")],

@@ -1,0 +1,101 @@
+"""py-faster-rcnn's ``rpn.proposal_layer.ProposalLayer``: region proposals from RPN outputs.
+
+    layer { type: "Python" bottom: "rpn_cls_prob_reshape" bottom: "rpn_bbox_pred" bottom: "im_info"
+            top: "rois" top: "scores"    # scores optional
+            python_param { module: "rpn.proposal_layer" layer: "ProposalLayer"
+                           param_str: "'feat_stride': 16" } }
+
+Bottoms: ``scores`` ``N x 2A x H x W`` (background probabilities in the first A channels, object
+probabilities in the last A), ``bbox_deltas`` ``N x 4A x H x W``, ``im_info`` ``N x 3`` (image
+height, width, scale). For each image: the A anchors (``boxes.generate_anchors``) are placed at
+every cell (stride ``feat_stride``), moved by the deltas, clipped to the image, those narrower or
+lower than ``RPN_MIN_SIZE * scale`` dropped, the best ``RPN_PRE_NMS_TOP_N`` by object score kept,
+NMS at ``RPN_NMS_THRESH``, the best ``RPN_POST_NMS_TOP_N`` kept (values from ``config.cfg``, TRAIN
+or TEST by the layer's phase). Tops: ``rois`` ``R x 5`` ``[image index, x1, y1, x2, y2]``, and
+``scores`` ``R x 1``. py-faster-rcnn takes one image; here each image of the batch is processed
+in turn. param_str: ``feat_stride`` (required), and, as in forks, ``scales`` (default
+``(8, 16, 32)``), ``ratios`` (``(0.5, 1, 2)``), ``base_size`` (16). No gradient flows back.
+
+The fork C++ layer ``Proposal`` (``proposal_param { feat_stride base_size min_size ratio scale
+pre_nms_topn post_nms_topn nms_thresh }`` where the schema has it) runs the same computation.
+"""
+import numpy as np
+
+from ....layers.python_layer import Layer
+from . import boxes
+from .config import cfg
+
+
+def propose(scores, deltas, im_info, anchors, feat_stride, pre_nms_top_n, post_nms_top_n,
+            nms_thresh, min_size):
+    """Proposals ``(R x 4, R)`` of one image from its ``2A x H x W`` scores, ``4A x H x W``
+    deltas and ``im_info`` row (see module doc)."""
+    a = anchors.shape[0]
+    height, width = scores.shape[-2:]
+    all_anchors = boxes.shifted_anchors(anchors, height, width, feat_stride)
+    fg = scores[a:].transpose(1, 2, 0).reshape(-1)
+    d = deltas.transpose(1, 2, 0).reshape(-1, 4)
+    props = boxes.clip_boxes(boxes.bbox_transform_inv(all_anchors, d), im_info[:2])
+    min_side = min_size * im_info[2]
+    keep = np.where((props[:, 2] - props[:, 0] + 1 >= min_side) &
+                    (props[:, 3] - props[:, 1] + 1 >= min_side))[0]
+    props, fg = props[keep], fg[keep]
+    order = np.argsort(-fg, kind="stable")
+    if pre_nms_top_n > 0:
+        order = order[:pre_nms_top_n]
+    props, fg = props[order], fg[order]
+    keep = boxes.nms(props, fg, nms_thresh)
+    if post_nms_top_n > 0:
+        keep = keep[:post_nms_top_n]
+    return props[keep], fg[keep]
+
+
+class ProposalLayer(Layer):
+    """See module doc."""
+
+    def setup(self, bottom, top):
+        params = boxes.parse_param_str(self.param_str)
+        if "feat_stride" not in params:
+            raise ValueError("ProposalLayer: param_str %r has no 'feat_stride'" % self.param_str)
+        self.feat_stride = params["feat_stride"]
+        self.anchors = boxes.anchors_from_params(params)
+        self.settings = dict(cfg[boxes.phase_key(self.phase)])
+        self._check(bottom, top)
+        top[0].reshape(1, 5)
+        if len(top) > 1:
+            top[1].reshape(1, 1)
+
+    def _check(self, bottom, top):
+        if len(bottom) != 3 or not 1 <= len(top) <= 2:
+            raise ValueError("ProposalLayer takes 3 bottoms (scores, bbox deltas, im_info) and "
+                             "1-2 tops (rois, scores); got %d and %d" % (len(bottom), len(top)))
+        a = self.anchors.shape[0]
+        if bottom[0].data.shape[1] != 2 * a or bottom[1].data.shape[1] != 4 * a:
+            raise ValueError("ProposalLayer: %d anchors need %d score and %d delta channels, got "
+                             "%s and %s" % (a, 2 * a, 4 * a, bottom[0].data.shape,
+                                            bottom[1].data.shape))
+
+    def reshape(self, bottom, top):
+        pass
+
+    def forward(self, bottom, top):
+        s = self.settings
+        im_info = bottom[2].data.reshape(bottom[2].data.shape[0], -1)
+        rois, scores = [], []
+        for n in range(bottom[0].data.shape[0]):
+            info = im_info[min(n, len(im_info) - 1)]
+            props, fg = propose(bottom[0].data[n], bottom[1].data[n], info, self.anchors,
+                                self.feat_stride, s["RPN_PRE_NMS_TOP_N"], s["RPN_POST_NMS_TOP_N"],
+                                s["RPN_NMS_THRESH"], s["RPN_MIN_SIZE"])
+            rois.append(np.hstack([np.full((len(props), 1), n), props]))
+            scores.append(fg)
+        rois = np.vstack(rois)
+        top[0].reshape(*rois.shape)
+        top[0].data[...] = rois
+        if len(top) > 1:
+            scores = np.concatenate(scores)[:, None]
+            top[1].reshape(*scores.shape)
+            top[1].data[...] = scores
+
+    def backward(self, top, propagate_down, bottom):
+        pass

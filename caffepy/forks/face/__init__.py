@@ -1,0 +1,11 @@
+"""Face-recognition losses: caffe-face (CenterLoss), SphereFace, L-Softmax, AM-Softmax / NormFace
+(happynear/caffe-windows), ArcFace (xialuxi/arcface-caffe).
+
+Modules: ``losses`` (CenterLoss, MarginInnerProduct, LargeMarginInnerProduct), ``amsoftmax``
+(LabelSpecificAdd, normalized InnerProduct, Normalize, Flip, ChannelScale, CosinAddm, ...),
+``margin`` (LabelSpecificMargin / Affine / Rescale / HardMargin, Arccos, Noise), ``arcface``
+(CombinedMargin, AdaCosAddmScale, NormL2), ``focal`` (FocalLoss, Accuracy min_is_better), ``lse``
+(GlobalLSEMargin, Scale min_value), ``inner_distance`` (InnerDistance).
+Schema: proto/additions.json (caffe-face, SphereFace), proto/additions.d/segnet_c3d_face_flownet.json,
+face_ocr.json, crfasrnn_tsn_pose.json.
+"""

@@ -1,0 +1,9 @@
+"""FlowNet / FlowNet 2 (lmb-freiburg/flownet2).
+
+Modules: ``flow`` (Correlation, ChannelNorm, FlowWarp, Resample, Downsample), ``extra``
+(Correlation1D, Accum, NegReLU, Mean, LpqLoss), ``loss`` (L1Loss), ``augment``
+(DataAugmentation, GenerateAugmentationParameters, FlowAugmentation, BlackAugmentation; the math in
+``augment_math``), ``data`` (CustomData), ``files`` (FLOWriter, FloatWriter, FloatReader,
+ImgReader).
+Schema: proto/additions.d/segnet_c3d_face_flownet.json, flownet_augment.json.
+"""

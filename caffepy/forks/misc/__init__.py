@@ -1,0 +1,14 @@
+"""Layers several forks share, and smaller forks.
+
+Modules: ``vision`` (Interp of PSPNet / DeepLab, YOLO's nearest Upsample, ShuffleChannel, Axpy,
+Reorg), ``layers`` (SeLu, SeLuDropout, SegAccuracy), ``ssl`` (wenwei202/caffe's Sparsify,
+SymmetricRectify), ``caffepro`` (yihui-he/caffe-pro's Filter with filter_param).
+Built-in Python layer: Caffe's example ``pyloss.EuclideanLossLayer`` (``pyloss``).
+Schema: proto/additions.json, proto/additions.d/surveyed_forks.json.
+"""
+from ...layers.python_layer import register_stand_in
+
+for _module, _layer, _target in [
+        ('pyloss', 'EuclideanLossLayer', 'pyloss:EuclideanLossLayer'),
+]:
+    register_stand_in(_module, _layer, __name__ + "." + _target)

@@ -1,0 +1,16 @@
+"""Semantic segmentation forks: SegNet, DeepLab v1 / v2, ENet, PSANet, DeconvNet, CRF-as-RNN.
+
+Modules: ``segnet`` (BN, the pooling-mask Upsample, DenseImageData, Bayesian test-time Dropout),
+``deeplab`` (ImageSegData), ``deeplab_v1`` (Padding, SoftmaxWithLoss with softmaxloss_param),
+``psanet`` (PointwiseSpatialAttention), ``deconvnet`` (Unpooling, EltwiseAccuracy), ``crfasrnn``
+(MultiStageMeanfield). PSPNet / DeepLab's Interp is in :mod:`caffepy.forks.misc.vision`.
+Built-in Python layer: ENet's ``spatial_dropout.SpatialDropoutLayer``.
+Schema: proto/additions.json (PSPNet, DeepLab), proto/additions.d/segnet_c3d_face_flownet.json,
+crfasrnn_tsn_pose.json, surveyed_forks.json.
+"""
+from ...layers.python_layer import register_stand_in
+
+for _module, _layer, _target in [
+        ('spatial_dropout', 'SpatialDropoutLayer', 'spatial_dropout:SpatialDropoutLayer'),
+]:
+    register_stand_in(_module, _layer, __name__ + "." + _target)

@@ -1,0 +1,175 @@
+"""CRF-as-RNN (torrvision/crfasrnn, its caffe torrvision/caffe): ``MultiStageMeanfield``.
+
+Its V1 files (``type: MULTI_STAGE_MEANFIELD``, ``type: CROP``) load through
+``caffepy.proto.upgrade`` (``caffepy.proto.v1_crop`` for the coordinate-map crop).
+"""
+import numpy as np
+
+from ...errors import ShapeError
+from ...layers.base import Layer, register_layer
+
+#: The exact filter below is O(P^2) in the number of pixels P: larger inputs are refused before
+#: the P x P kernels are made (2 x 4096^2 float32 = 128 MiB).
+MAX_PIXELS = 4096
+
+
+def _gaussian_kernel(feat):
+    """K[p, q] = exp(-|f_p - f_q|^2 / 2) for features (P, d)."""
+    sq = np.sum(feat * feat, axis=1)
+    d2 = np.maximum(sq[:, None] + sq[None, :] - 2.0 * feat @ feat.T, 0.0)
+    return np.exp(-0.5 * d2)
+
+
+def _softmax(q):
+    """Softmax over the classes of a C x P map."""
+    e = np.exp(q - q.max(axis=0, keepdims=True))
+    return e / e.sum(axis=0, keepdims=True)
+
+
+@register_layer("MultiStageMeanfield")
+class MultiStageMeanfieldLayer(Layer):
+    """Mean-field inference of a dense CRF unrolled as T iterations (Zheng et al., ICCV 2015).
+
+    Per image, with P = H x W pixels and C classes (Q_{-1} = bottom 1, U = bottom 0):
+      prob = softmax_C(Q_{t-1})
+      S = n_s * (K_s prob),  K_s[p, q] = exp(-|(x_p - x_q, y_p - y_q)|^2 / (2 theta_gamma^2))
+      B = n_b * (K_b prob),  K_b[p, q] = exp(-|pos_p - pos_q|^2 / (2 theta_alpha^2)
+                                             - |rgb_p - rgb_q|^2 / (2 theta_beta^2))
+      (n = 1 / (K 1 + 1e-20): each filter is normalised, as the fork's lattice norms)
+      Q_t = U - W_c (W_s S + W_b B)           t = 0 .. T-1; top = Q_{T-1} (not normalised)
+    x is the column, y the row, rgb the first three channels of bottom 2 as given (no scaling).
+    Backward (the fork's): dU = sum_t dQ_t; dW_c = sum -dQ_t M_t^T (M_t = W_s S + W_b B);
+    dW_s, dW_b likewise; d prob = K_s (n_s * W_s^T dM) + K_b (n_b * W_b^T dM) (K symmetric),
+    through the softmax into Q_{t-1} and at t = 0 into bottom 1. The image gets no gradient.
+
+    The fork filters with a permutohedral lattice (an O(P) approximation of these Gaussian
+    filters); caffepy filters exactly with dense P x P kernels, so its numbers differ from the
+    fork's by the lattice's approximation error, and forward / backward are refused above
+    ``MAX_PIXELS`` pixels per image (``caffepy summary`` of a full-size net still works: shapes
+    only).
+
+    prototxt: ``multi_stage_meanfield_param { num_iterations (> 1; default 1, so it must be set)
+    theta_alpha: 10 theta_beta: 10 theta_gamma: 10 compatibility_mode: POTTS threshold
+    spatial_filter_weight: 1 bilateral_filter_weight: 1 [spatial_filter_weights_str /
+    bilateral_filter_weights_str: "w_1 ... w_C"] force_cpu }``. ``threshold`` and ``force_cpu``
+    change nothing on the CPU path (the fork does not read threshold). Blobs (given by the
+    caffemodel): W_s, W_b, W_c, each 1 x 1 x C x C. The fork initialises W_s / W_b diagonals from
+    files spatial.par / bilateral.par in the working directory; caffepy from the
+    ``*_filter_weights_str`` fields (one weight per class) when set, else from
+    ``spatial_filter_weight`` / ``bilateral_filter_weight``; W_c = -I (POTTS).
+    Bottoms: unary (N x C x H x W), Q0 (same), image (N x >=3 x H x W). Top: N x C x H x W.
+    """
+    exact_num_bottom_blobs = 3
+    exact_num_top_blobs = 1
+
+    def layer_setup(self, bottom, top):
+        p = self.layer_param.multi_stage_meanfield_param
+        self.iterations = int(p.num_iterations)
+        if self.iterations <= 1:
+            raise self.error("num_iterations must be greater than 1 (as the fork), got %d"
+                             % self.iterations)
+        self.alpha, self.beta, self.gamma = float(p.theta_alpha), float(p.theta_beta), \
+            float(p.theta_gamma)
+        if min(self.alpha, self.beta, self.gamma) <= 0:
+            raise self.error("theta_alpha, theta_beta and theta_gamma must be positive")
+        if bottom[0].num_axes != 4:
+            raise self.error("unary must be N x C x H x W, got %s" % (bottom[0].shape,), ShapeError)
+        C = bottom[0].shape[1]
+        if self.blobs:
+            for i, b in enumerate(self.blobs):
+                if b.count != C * C:
+                    raise self.error("parameter blob %d has %d values; expected %d x %d"
+                                     % (i, b.count, C, C), ShapeError)
+            if len(self.blobs) != 3:
+                raise self.error("expected 3 parameter blobs, got %d" % len(self.blobs))
+            return
+        diag = []
+        for name, scalar in (("spatial_filter_weights_str", p.spatial_filter_weight),
+                             ("bilateral_filter_weights_str", p.bilateral_filter_weight)):
+            text = getattr(p, name)
+            if text:
+                try:
+                    w = [float(v) for v in text.split()]
+                except ValueError:
+                    raise self.error("%s must be numbers separated by spaces, got %r"
+                                     % (name, text))
+                if len(w) != C:
+                    raise self.error("%s has %d weights; expected one per class (%d)"
+                                     % (name, len(w), C))
+            else:
+                w = [float(scalar)] * C
+            diag.append(w)
+        self.blobs = [self.new_blob((1, 1, C, C)) for _ in range(3)]
+        for b, w in zip(self.blobs, diag + [[-1.0] * C]):
+            b.data[0, 0] = np.diag(w)
+
+    def reshape(self, bottom, top):
+        u, q0, img = bottom
+        if u.num_axes != 4 or q0.shape != u.shape:
+            raise self.error("unary %s and Q0 %s must be the same N x C x H x W"
+                             % (u.shape, q0.shape), ShapeError)
+        if img.num_axes != 4 or img.shape[0] != u.shape[0] or img.shape[2:] != u.shape[2:] \
+                or img.shape[1] < 3:
+            raise self.error("image %s must be N x >=3 x H x W with the unary's N, H, W %s"
+                             % (img.shape, u.shape), ShapeError)
+        top[0].reshape(u.shape)
+
+    def _kernels(self, img_n, H, W):
+        P = H * W
+        if P > MAX_PIXELS:
+            raise self.error("%d x %d = %d pixels: caffepy's exact (dense, O(pixels^2)) filter "
+                             "runs up to %d pixels; the fork's permutohedral lattice is not "
+                             "implemented" % (H, W, P, MAX_PIXELS))
+        y, x = np.divmod(np.arange(P, dtype=np.float64), W)
+        pos = np.stack([x, y], axis=1)
+        ks = _gaussian_kernel(pos / self.gamma)
+        rgb = img_n[:3].reshape(3, P).T.astype(np.float64)
+        kb = _gaussian_kernel(np.concatenate([pos / self.alpha, rgb / self.beta], axis=1))
+        return [(k, 1.0 / (k.sum(axis=1) + 1e-20)) for k in (ks, kb)]
+
+    def forward_cpu(self, bottom, top):
+        u, q0, img = (b.data.astype(np.float64) for b in bottom)
+        N, C, H, W = u.shape
+        Ws, Wb, Wc = (b.data.reshape(C, C).astype(np.float64) for b in self.blobs)
+        self.cache = []
+        out = np.empty_like(u)
+        for n in range(N):
+            kern = self._kernels(img[n], H, W)
+            steps, q = [], q0[n].reshape(C, -1)
+            un = u[n].reshape(C, -1)
+            for _ in range(self.iterations):
+                prob = _softmax(q)
+                s, b = ((k @ prob.T).T * norm for k, norm in kern)
+                m = Ws @ s + Wb @ b
+                q = un - Wc @ m
+                steps.append((prob, s, b, m))
+            out[n] = q.reshape(C, H, W)
+            self.cache.append((kern, steps))
+        top[0].data[...] = out
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        N, C, H, W = bottom[0].shape
+        Ws, Wb, Wc = (b.data.reshape(C, C).astype(np.float64) for b in self.blobs)
+        dW = [np.zeros((C, C)) for _ in range(3)]
+        du = np.zeros((N, C, H * W))
+        dq0 = np.zeros((N, C, H * W))
+        for n in range(N):
+            kern, steps = self.cache[n]
+            dq = top[0].diff[n].reshape(C, -1).astype(np.float64)
+            for prob, s, b, m in reversed(steps):
+                du[n] += dq
+                dpair = -dq
+                dW[2] += dpair @ m.T
+                dm = Wc.T @ dpair
+                dW[0] += dm @ s.T
+                dW[1] += dm @ b.T
+                dprob = sum((k @ ((W_.T @ dm) * norm).T).T
+                            for (k, norm), W_ in zip(kern, (Ws, Wb)))
+                dq = prob * (dprob - np.sum(dprob * prob, axis=0, keepdims=True))
+            dq0[n] = dq
+        if propagate_down[0]:
+            bottom[0].diff[...] = du.reshape(bottom[0].shape)
+        if propagate_down[1]:
+            bottom[1].diff[...] = dq0.reshape(bottom[1].shape)
+        for blob, d in zip(self.blobs, dW):
+            blob.diff[...] += d.reshape(blob.shape)

@@ -1,0 +1,169 @@
+"""DeconvNet's caffe (HyeonwooNoh/caffe): ``Unpooling`` and the pixel-wise ``EltwiseAccuracy``.
+Its V1 files (``type: UNPOOLING`` ...) load through ``caffepy.proto.upgrade``; its ``BN`` is
+SegNet's (``segnet.py``).
+"""
+import numpy as np
+
+from ...errors import ShapeError
+from ...layers.base import Layer, register_layer
+
+
+def _pair(p, name, h_name, w_name, default=None):
+    if p.HasField(h_name) or p.HasField(w_name):
+        return int(getattr(p, h_name)), int(getattr(p, w_name))
+    if p.HasField(name) or default is None:
+        v = int(getattr(p, name))
+        return v, v
+    return default, default
+
+
+@register_layer("Unpooling")
+class UnpoolingLayer(Layer):
+    """Inverse of pooling on windows k (stride s, pad 0), N x C x h x w -> N x C x H x W.
+
+    H x W is ``unpool_size`` (or unpool_h x unpool_w), else max((h - 1) s + k, h s + 1) per side.
+    - MAX with a mask bottom (the pooling layer's argmax top: flat index into H x W):
+      y[mask[i]] = x[i]; without a mask x[i] goes to the window's first cell
+      (min(ph s, H - 1), min(pw s, W - 1)). Other cells are 0. Backward reads dy at those cells.
+    - AVE: every window cell inside the map gets x / (window area, cells past the map counted).
+    - TILE: every window cell inside the map gets x.
+    Overlapping windows add up (AVE, TILE); backward of both sums dy over the window, with the
+    same weights.
+
+    prototxt: ``unpooling_param { unpool: MAX kernel_size (or kernel_h / kernel_w) stride: 1
+    (or stride_h / stride_w) pad: 0 unpool_size (or unpool_h / unpool_w) }``; the fork allows pad
+    0 only. Bottoms: x (N x C x h x w), [mask (like x)]. Top: y.
+    """
+    min_bottom_blobs = 1
+    max_bottom_blobs = 2
+    exact_num_top_blobs = 1
+
+    def layer_setup(self, bottom, top):
+        p = self.layer_param.unpooling_param
+        if not (p.HasField("kernel_size") or (p.HasField("kernel_h") and p.HasField("kernel_w"))):
+            raise self.error("unpooling_param needs kernel_size or kernel_h and kernel_w")
+        self.kernel = _pair(p, "kernel_size", "kernel_h", "kernel_w")
+        self.stride = _pair(p, "stride", "stride_h", "stride_w", 1)
+        pad = _pair(p, "pad", "pad_h", "pad_w", 0)
+        if min(self.kernel) <= 0 or min(self.stride) <= 0:
+            raise self.error("kernel and stride must be positive")
+        if pad != (0, 0):
+            raise self.error("only zero padding is supported (as the fork)")
+        if p.HasField("unpool_size"):
+            self.size = (int(p.unpool_size),) * 2
+        elif p.HasField("unpool_h") and p.HasField("unpool_w"):
+            self.size = (int(p.unpool_h), int(p.unpool_w))
+        else:
+            self.size = None
+        self.method = p.unpool
+        self.M = type(p)
+        if len(bottom) > 1 and self.method != self.M.MAX:
+            raise self.error("a mask bottom is used by MAX unpooling only")
+
+    def reshape(self, bottom, top):
+        x = bottom[0]
+        if x.num_axes != 4:
+            raise self.error("bottom must be N x C x H x W, got %s" % (x.shape,), ShapeError)
+        if len(bottom) > 1 and bottom[1].shape != x.shape:
+            raise self.error("mask %s must have the shape of the values %s"
+                             % (bottom[1].shape, x.shape), ShapeError)
+        h, w = x.shape[2:]
+        if self.size is None:
+            self.size = tuple(max((n - 1) * s + k, n * s + 1)
+                              for n, s, k in zip((h, w), self.stride, self.kernel))
+        top[0].reshape(x.shape[:2] + self.size)
+        self._windows(h, w)
+
+    def _windows(self, h, w):
+        """Flat output index and weight of every (input cell, window cell) pair (AVE / TILE),
+        or of each input cell's target (MAX without a mask)."""
+        H, W = self.size
+        (kh, kw), (sh, sw) = self.kernel, self.stride
+        ph, pw = np.meshgrid(np.arange(h), np.arange(w), indexing="ij")
+        if self.method == self.M.MAX:
+            self.target = (np.minimum(ph * sh, H - 1) * W + np.minimum(pw * sw, W - 1)).ravel()
+            return
+        src, dst, wt = [], [], []
+        area = ((np.minimum(ph * sh + kh, H) - ph * sh) * (np.minimum(pw * sw + kw, W) - pw * sw))
+        for i in range(kh):
+            for j in range(kw):
+                y, x = ph * sh + i, pw * sw + j
+                ok = (y < H) & (x < W)
+                src.append((ph * w + pw)[ok])
+                dst.append((y * W + x)[ok])
+                wt.append((1.0 / area[ok]) if self.method == self.M.AVE else np.ones(ok.sum()))
+        self.src, self.dst, self.wt = (np.concatenate(a) for a in (src, dst, wt))
+
+    def forward_cpu(self, bottom, top):
+        x = bottom[0].data
+        N, C = x.shape[:2]
+        xf = x.reshape(N * C, -1)
+        y = np.zeros((N * C, self.size[0] * self.size[1]), dtype=np.float64)
+        rows = np.arange(N * C)[:, None]
+        if self.method == self.M.MAX:
+            if len(bottom) > 1:
+                self.index = bottom[1].data.reshape(N * C, -1).astype(np.int64)
+                if self.index.size and (self.index.min() < 0 or self.index.max() >= y.shape[1]):
+                    raise self.error("mask index outside the %d x %d output" % self.size)
+            else:
+                self.index = np.broadcast_to(self.target, xf.shape)
+            y[rows, self.index] = xf
+        else:
+            np.add.at(y, (rows, self.dst[None, :]), xf[:, self.src] * self.wt)
+        top[0].data[...] = y.reshape(top[0].shape)
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        if len(bottom) > 1 and propagate_down[1]:
+            raise self.error("cannot backpropagate to the mask (bottom 1)")
+        if not propagate_down[0]:
+            return
+        N, C = bottom[0].shape[:2]
+        dy = top[0].diff.reshape(N * C, -1)
+        rows = np.arange(N * C)[:, None]
+        if self.method == self.M.MAX:
+            dx = dy[rows, self.index]
+        else:
+            dx = np.zeros((N * C, bottom[0].count // (N * C)))
+            np.add.at(dx, (rows, self.src[None, :]), dy[:, self.dst] * self.wt)
+        bottom[0].diff[...] = dx.reshape(bottom[0].shape)
+
+
+@register_layer("EltwiseAccuracy")
+class EltwiseAccuracyLayer(Layer):
+    """Pixel-wise top-k accuracy of scores (N x C x H x W) against labels (N x 1 x H x W):
+    the share of the non-ignored pixels whose label is among the k highest scores (on ties the
+    higher class ranks first, as the fork's pair sort). Top: 1 x 1 x 1 x 1. No backward.
+
+    prototxt: ``eltwise_accuracy_param { top_k: 1 ignore_label }``.
+    """
+    exact_num_bottom_blobs = 2
+    exact_num_top_blobs = 1
+
+    def layer_setup(self, bottom, top):
+        p = self.layer_param.eltwise_accuracy_param
+        self.top_k = int(p.top_k)
+        self.ignore = int(p.ignore_label) if p.HasField("ignore_label") else None
+
+    def reshape(self, bottom, top):
+        s, lab = bottom
+        if s.num_axes != 4 or lab.num_axes != 4 or lab.shape[1] != 1 or \
+                lab.shape[0] != s.shape[0] or lab.shape[2:] != s.shape[2:]:
+            raise self.error("scores %s and labels %s: expected N x C x H x W and N x 1 x H x W"
+                             % (s.shape, lab.shape), ShapeError)
+        if not 0 < self.top_k <= s.shape[1]:
+            raise self.error("top_k %d must be in [1, %d]" % (self.top_k, s.shape[1]))
+        top[0].reshape((1, 1, 1, 1))
+
+    def forward_cpu(self, bottom, top):
+        s = bottom[0].data
+        N, C = s.shape[:2]
+        scores = s.reshape(N, C, -1).transpose(0, 2, 1).reshape(-1, C)
+        labels = bottom[1].data.reshape(-1).astype(np.int64)
+        keep = np.ones(labels.shape, bool) if self.ignore is None else labels != self.ignore
+        # the fork sorts (score, class) pairs descending: on ties the higher class comes first
+        order = C - 1 - np.argsort(-scores[:, ::-1], axis=1, kind="stable")[:, :self.top_k]
+        hit = (order == labels[:, None]).any(axis=1) & keep
+        top[0].data[...] = hit.sum() / max(int(keep.sum()), 1)
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        pass

@@ -1,0 +1,8 @@
+"""YOLO on Caffe (eric612/MobileNet-YOLO, yeahkun/caffe-yolo and relatives).
+
+Modules: ``output`` (YoloDetectionOutput, Yolov3DetectionOutput), ``loss`` (RegionLoss, Yolov3),
+``iou`` (the IoU family of Yolov3's ``iou_loss``), ``gaussian`` (GaussianYolov3), ``seg`` (YoloSeg,
+SegmentationEvaluate, AssistedExcitation), ``v1`` (caffe-yolo's DetectionLoss). Reorg and the
+nearest-neighbour Upsample are in :mod:`caffepy.forks.misc.vision`.
+Schema: proto/additions.json and proto/additions.d/nvcaffe_yolo_ssd.json, yolo_iou.json.
+"""

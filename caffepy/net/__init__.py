@@ -1,0 +1,365 @@
+"""Net: a compiled layer graph with pycaffe's interface (Caffe's Net).
+
+Building runs the passes of :mod:`caffepy.net.passes` (filter by NetState, insert Split layers),
+then :meth:`Net._build`: instantiate each layer from the registry, wire blobs by name (a top named
+like the bottom at the same index is computed in place), set the layer up, attach its parameters
+(shared by ``ParamSpec.name`` with STRICT / PERMISSIVE shape checks; ``lr_mult`` / ``decay_mult``),
+then :meth:`Net._analyze_backward` decides which layers and bottoms need backward (Caffe's rules:
+a layer needs backward if a bottom or parameter does, and only if it contributes to a loss;
+``propagate_down`` and ``force_backward`` override). Tops nobody consumes are the net's outputs.
+
+Construct as pycaffe does::
+
+    net = Net("deploy.prototxt", caffepy.TEST, weights="w.caffemodel")
+    net = Net("deploy.prototxt", "w.caffemodel", caffepy.TEST)      # legacy order
+"""
+import collections
+import os
+
+import numpy as np
+
+from . import passes as net_passes
+from ..errors import CaffeError, NetError, ShapeError, locate_layer_error
+from ..layers.base import create_layer, new_top_blob
+from ..math.workspace import Workspace
+from .params import NetParams
+from ..proto import caffe_pb2, io as proto_io
+from .pycaffe_net import PycaffeNet
+
+
+class Net(NetParams, PycaffeNet):
+    """A built net; pycaffe's batching and MemoryData helpers come from PycaffeNet."""
+
+    _plan = None    # caffepy.infer.plan.Plan once in inference mode
+
+    def __init__(self, source, *args, phase=None, weights=None, level=0, stages=(),
+                 dtype=np.float32, filename=None, strict=None, optimize=False, **kwargs):
+        if "stages" in kwargs:
+            stages = kwargs.pop("stages")
+        if kwargs:
+            raise TypeError("Net() got unexpected arguments: %s" % ", ".join(sorted(kwargs)))
+        phase, weights = _parse_ctor_args(args, phase, weights)
+        self.dtype = np.dtype(dtype)
+        # strict: fields the schema lacks are errors; False ignores them (named in a WARNING)
+        param = proto_io.read_net(source, strict=strict)
+        if phase is None:
+            phase = param.state.phase if param.HasField("state") else caffe_pb2.TRAIN
+        self.phase = phase
+        # ``filename``: where a NetParameter came from, for error messages (file:line of the layer)
+        self.source = filename or (source if isinstance(source, (str, os.PathLike)) else "<NetParameter>")
+        self.name = param.name
+        self.on_backward_layer = []  # callables f(layer_index), fired after each layer's backward
+        try:
+            state = net_passes.make_state(param, phase=phase, level=level, stages=stages)
+            filtered = net_passes.filter_net(param, state)
+            self.net_param = net_passes.insert_splits(filtered)
+            self._build()
+            self._analyze_backward()
+            self._share_workspace()
+        except CaffeError as e:
+            raise locate_layer_error(e, self.source)
+        if weights is not None:
+            for w in (weights.split(",") if isinstance(weights, str) else weights):
+                self.copy_from(w)
+        if optimize:
+            self.optimize()
+
+    def optimize(self, keep=(), threads=None):
+        """Inference mode (caffepy.infer.plan): BatchNorm/Scale folded, ReLUs fused, Split and
+        Dropout removed, activation buffers reused; forward only. Call after loading weights.
+        ``keep``: further blob names to keep readable; ``threads``: "auto" / "fixed"
+        (caffepy.infer.threads)."""
+        from ..infer.plan import optimize
+        return optimize(self, keep, threads)
+
+    # -- building ------------------------------------------------------------------------------
+    def _build(self):
+        self.layers = []
+        self._layer_names = []
+        self.blobs = collections.OrderedDict()
+        self.bottom_vecs, self.top_vecs = [], []
+        self.bottom_names, self.top_names = collections.OrderedDict(), collections.OrderedDict()
+        self.bottom_need_backward, self.layer_need_backward = [], []
+        self.blob_loss_weights = collections.OrderedDict()
+        self.learnable_params, self.params_lr, self.params_weight_decay = [], [], []
+        self.param_owners, self.param_display_names, self.param_layer_indices = [], [], []
+        self.inputs = []
+        blob_need_backward = {}
+        available = collections.OrderedDict()
+        param_by_name = {}
+        for li, lp in enumerate(self.net_param.layer):
+            if not lp.HasField("phase"):
+                lp.phase = self.phase
+            if len(lp.propagate_down) and len(lp.propagate_down) != len(lp.bottom):
+                raise NetError("layer '%s' (%s): propagate_down has %d values for %d bottoms"
+                               % (lp.name, lp.type, len(lp.propagate_down), len(lp.bottom)))
+            layer = create_layer(lp, phase=self.phase, dtype=self.dtype)
+            bottoms, need = [], []
+            for j, name in enumerate(lp.bottom):
+                if name not in self.blobs:
+                    raise NetError("layer '%s' (%s): unknown bottom blob '%s' (bottom index %d)"
+                                   % (lp.name, lp.type, name, j))
+                bottoms.append(self.blobs[name])
+                available.pop(name, None)
+                pd = lp.propagate_down[j] if len(lp.propagate_down) else True
+                need.append(bool(blob_need_backward.get(name, False) and pd))
+            tops, top_names = [], list(lp.top)
+            n_auto = 0
+            if layer.auto_top_blobs:
+                want = max(layer.min_top_blobs or 0, layer.exact_num_top_blobs or 0)
+                n_auto = max(0, want - len(top_names))
+            for j, name in enumerate(top_names):
+                if j < len(lp.bottom) and lp.bottom[j] == name:
+                    blob = self.blobs[name]           # in place
+                elif name in self.blobs:
+                    raise NetError("layer '%s' (%s): top blob '%s' produced by multiple sources"
+                                   % (lp.name, lp.type, name))
+                else:
+                    blob = new_top_blob(self.dtype)
+                    self.blobs[name] = blob
+                tops.append(blob)
+                available[name] = blob
+            for _ in range(n_auto):
+                tops.append(new_top_blob(self.dtype))
+            if lp.type == "Input":
+                self.inputs.extend(top_names)
+            layer.setup(bottoms, tops)
+            self.layers.append(layer)
+            self._layer_names.append(lp.name)
+            self.bottom_vecs.append(bottoms)
+            self.top_vecs.append(tops)
+            self.bottom_names[lp.name] = list(lp.bottom)
+            self.top_names[lp.name] = top_names
+            for j, name in enumerate(top_names):
+                w = layer.loss(j)
+                if w or name not in self.blob_loss_weights:
+                    self.blob_loss_weights[name] = w   # every blob, 0 for non-loss (pycaffe)
+            need_bw = any(need)
+            need_bw |= self._append_params(li, layer, lp, param_by_name)
+            for name in top_names:
+                blob_need_backward[name] = need_bw
+            self.bottom_need_backward.append(need)
+            self.layer_need_backward.append(need_bw)
+        self.outputs = sorted(available)   # Caffe keeps available blobs in a std::set
+        self.params = collections.OrderedDict(
+            (name, layer.blobs) for name, layer in zip(self._layer_names, self.layers) if layer.blobs)
+
+    def _append_params(self, li, layer, lp, param_by_name):
+        layer.param_propagate_down = [True] * len(layer.blobs)
+        if len(lp.param) > len(layer.blobs):
+            raise NetError("layer '%s' (%s): %d param specs for %d parameter blobs"
+                           % (lp.name, lp.type, len(lp.param), len(layer.blobs)))
+        any_need = False
+        for k, blob in enumerate(layer.blobs):
+            spec = lp.param[k] if k < len(lp.param) else caffe_pb2.ParamSpec()
+            need = spec.lr_mult != 0
+            layer.param_propagate_down[k] = need
+            any_need |= need
+            display = spec.name or str(k)
+            if spec.name and spec.name in param_by_name:
+                owner_idx = param_by_name[spec.name]
+                owner = self.learnable_params[owner_idx]
+                if spec.share_mode == caffe_pb2.ParamSpec.PERMISSIVE:
+                    if owner.count != blob.count:
+                        raise ShapeError("layer '%s' (%s): cannot share param '%s': count %d "
+                                         "differs from the owner's %d" % (lp.name, lp.type,
+                                                                          spec.name, blob.count, owner.count))
+                elif owner.shape != blob.shape:
+                    raise ShapeError("layer '%s' (%s): cannot share param '%s': shape %s differs from "
+                                     "the owner's %s (use share_mode: PERMISSIVE to compare counts)"
+                                     % (lp.name, lp.type, spec.name, blob.shape, owner.shape))
+                blob.share_data(owner)
+                blob.share_diff(owner)
+                self.param_owners.append(owner_idx)
+                if spec.HasField("lr_mult"):
+                    self.params_lr[owner_idx] = spec.lr_mult
+                if spec.HasField("decay_mult"):
+                    self.params_weight_decay[owner_idx] = spec.decay_mult
+            else:
+                if spec.name:
+                    param_by_name[spec.name] = len(self.learnable_params)
+                self.param_owners.append(-1)
+                self.learnable_params.append(blob)
+                self.params_lr.append(spec.lr_mult)
+                self.params_weight_decay.append(spec.decay_mult)
+                self.param_layer_indices.append((li, k))
+                self.param_display_names.append("%s:%s" % (lp.name, display) if not spec.name else display)
+        return any_need
+
+    def _analyze_backward(self):
+        under_loss, skip = set(), set()
+        for i in range(len(self.layers) - 1, -1, -1):
+            layer, names = self.layers[i], self.top_names[self._layer_names[i]]
+            contributes, skip_down = False, True
+            for j, name in enumerate(names):
+                if layer.loss(j) or name in under_loss:
+                    contributes = True
+                if name not in skip:
+                    skip_down = False
+            if self.layer_need_backward[i] and skip_down:
+                self.layer_need_backward[i] = False
+                self.bottom_need_backward[i] = [False] * len(self.bottom_need_backward[i])
+            if not contributes:
+                self.layer_need_backward[i] = False
+            for j, name in enumerate(self.bottom_names[self._layer_names[i]]):
+                if contributes:
+                    under_loss.add(name)
+                else:
+                    self.bottom_need_backward[i][j] = False
+                if not self.bottom_need_backward[i][j]:
+                    skip.add(name)
+        if self.net_param.force_backward:
+            for i, layer in enumerate(self.layers):
+                self.layer_need_backward[i] = True
+                self.bottom_need_backward[i] = [
+                    nb or layer.allow_force_backward(j) for j, nb in enumerate(self.bottom_need_backward[i])]
+                layer.param_propagate_down = [True] * len(layer.blobs)
+
+    def _share_workspace(self):
+        """One scratch Workspace for every layer that declares one (the convolutions: column
+        buffers, transposes, GEMM results), and column buffers kept from forward to backward only
+        by layers that run backward with a weight gradient (the others recompute them if a
+        weight gradient is asked for)."""
+        shared = Workspace()
+        for i, layer in enumerate(self.layers):
+            if hasattr(type(layer), "workspace"):
+                layer.workspace = shared
+            if hasattr(type(layer), "keep_columns"):     # only the weight gradient reads them
+                layer.keep_columns = bool(self.layer_need_backward[i]
+                                          and layer.param_propagate_down[:1] == [True])
+
+    # -- running -------------------------------------------------------------------------------
+    def _index(self, layer_name):
+        try:
+            return self._layer_names.index(layer_name)
+        except ValueError:
+            raise NetError("net '%s' has no layer named '%s'" % (self.name, layer_name))
+
+    def forward_from_to(self, start=0, end=None):
+        """Run layers start..end (inclusive); returns the weighted loss."""
+        end = len(self.layers) - 1 if end is None else end
+        if self._plan is not None:
+            if start != 0 or end != len(self.layers) - 1:
+                raise NetError("net '%s': forward from/to a layer is not available in optimize "
+                               "mode (layers are merged)" % self.name)
+            return self._plan.forward()
+        loss = 0.0
+        for i in range(start, end + 1):
+            loss += self.layers[i].forward(self.bottom_vecs[i], self.top_vecs[i])
+        return loss
+
+    def backward_from_to(self, start=None, end=0):
+        if self._plan is not None:
+            raise NetError("net '%s': backward is not available in optimize mode" % self.name)
+        start = len(self.layers) - 1 if start is None else start
+        callbacks = self.on_backward_layer
+        for i in range(start, end - 1, -1):
+            if self.layer_need_backward[i]:
+                self.layers[i].backward(self.top_vecs[i], self.bottom_need_backward[i], self.bottom_vecs[i])
+                for cb in callbacks:
+                    cb(i)
+
+    def forward_prefilled(self):
+        return self.forward_from_to(0, len(self.layers) - 1)
+
+    def forward_backward(self):
+        loss = self.forward_from_to()
+        self.backward_from_to()
+        return loss
+
+    def forward(self, blobs=None, start=None, end=None, **inputs):
+        """pycaffe's forward: set ``inputs`` (must match the net inputs), run, return {output: data}."""
+        blobs = list(blobs or [])
+        start_i = 0 if start is None else self._index(start)
+        if end is not None:
+            end_i = self._index(end)
+            outputs = set(self.top_names[end] + blobs)
+        else:
+            end_i = len(self.layers) - 1
+            outputs = set(self.outputs + blobs)
+        if inputs:
+            if set(inputs) != set(self.inputs):
+                raise NetError("input blob arguments %s do not match net inputs %s"
+                               % (sorted(inputs), sorted(self.inputs)))
+            for name, value in inputs.items():
+                value = np.asarray(value)
+                if value.ndim == 0 or value.shape[0] != self.blobs[name].shape[0]:
+                    raise ShapeError("input '%s' is not batch sized: got shape %s, blob shape %s"
+                                     % (name, value.shape, self.blobs[name].shape))
+                self.blobs[name].data[...] = value
+        self.forward_from_to(start_i, end_i)
+        return {name: self.blobs[name].data for name in outputs}
+
+    def backward(self, diffs=None, start=None, end=None, **top_diffs):
+        """pycaffe's backward: set output diffs from kwargs, run, return {input: diff}."""
+        diffs = list(diffs or [])
+        start_i = len(self.layers) - 1 if start is None else self._index(start)
+        if end is not None:
+            end_i = self._index(end)
+            outputs = set(self.bottom_names[end] + diffs)
+        else:
+            end_i = 0
+            outputs = set(self.inputs + diffs)
+        if top_diffs:
+            if set(top_diffs) != set(self.outputs):
+                raise NetError("top diff arguments %s do not match net outputs %s"
+                               % (sorted(top_diffs), sorted(self.outputs)))
+            for name, value in top_diffs.items():
+                value = np.asarray(value)
+                if value.ndim == 0 or value.shape[0] != self.blobs[name].shape[0]:
+                    raise ShapeError("diff for '%s' is not batch sized: got shape %s, blob shape %s"
+                                     % (name, value.shape, self.blobs[name].shape))
+                self.blobs[name].diff[...] = value
+        self.backward_from_to(start_i, end_i)
+        return {name: self.blobs[name].diff for name in outputs}
+
+    def reshape(self):
+        if self._plan is not None:
+            return self._plan.assign_buffers(self)
+        for layer, bottom, top in zip(self.layers, self.bottom_vecs, self.top_vecs):
+            layer.reshape(bottom, top)
+
+    # -- lookups -------------------------------------------------------------------------------
+    def has_blob(self, name):
+        return name in self.blobs
+
+    def blob_by_name(self, name):
+        return self.blobs[name]
+
+    def has_layer(self, name):
+        return name in self._layer_names
+
+    def layer_by_name(self, name):
+        return self.layers[self._index(name)]
+
+    @property
+    def layer_names(self):
+        return list(self._layer_names)
+
+    @property
+    def blob_names(self):
+        return list(self.blobs)
+
+    @property
+    def layer_dict(self):
+        return collections.OrderedDict(zip(self._layer_names, self.layers))
+
+    def __repr__(self):
+        return "<caffepy.Net '%s' phase=%s: %d layers, %d blobs>" % (
+            self.name, caffe_pb2.Phase.Name(self.phase), len(self.layers), len(self.blobs))
+
+
+def _parse_ctor_args(args, phase, weights):
+    """Accept Net(proto, phase), Net(proto, weights, phase) and keyword forms."""
+    if len(args) == 1:
+        if isinstance(args[0], (str, os.PathLike)):
+            weights = args[0]
+        else:
+            phase = args[0]
+    elif len(args) == 2:
+        weights, phase = args
+    elif len(args) > 2:
+        raise TypeError("Net(proto, [weights,] phase) takes at most 3 positional arguments")
+    if weights is not None and not isinstance(weights, (list, tuple)):
+        weights = os.fspath(weights)
+    return phase, weights

@@ -1,0 +1,97 @@
+"""Net's parameters and weights I/O (a mixin of :class:`caffepy.net.Net`).
+
+``update`` is Caffe's ``Net::Update`` (``data -= diff`` for every learnable param; the solvers
+scale ``diff`` first); ``copy_from`` reads a .caffemodel (binary NetParameter, packed values as
+views of the file's bytes, then the V0/V1 upgrade) or an .h5 file and copies layers by name;
+``share_trained_layers_with`` makes params the same memory as another net's (test nets);
+``save`` / ``save_hdf5`` / ``to_proto`` write them. In optimize mode (folded weights) loading and
+saving are refused with a one-line error naming the mode.
+"""
+import os
+
+from ..errors import NetError, ShapeError
+from ..proto import caffe_pb2, io as proto_io
+from .weights import copy_trained_layers, net_to_proto
+
+
+class NetParams(object):
+    """Needs ``learnable_params``, ``layers``, ``_layer_names``, ``name`` and ``_plan``."""
+
+    # -- parameters ----------------------------------------------------------------------------
+    def clear_param_diffs(self):
+        for p in self.learnable_params:
+            p.diff[...] = 0
+
+    def update(self):
+        """data -= diff for every learnable param (Caffe's Net::Update; solvers scale diff first)."""
+        for p in self.learnable_params:
+            p.data[...] -= p.diff
+
+    def _refuse_in_optimize_mode(self, what):
+        if self._plan is not None:
+            raise NetError("net '%s': %s is not available in optimize mode (the weights are "
+                           "folded); build the net without optimize" % (self.name, what))
+
+    def copy_from(self, path):
+        """Copy weights from a .caffemodel (binary NetParameter) or .h5, matching layers by name."""
+        self._refuse_in_optimize_mode("loading weights")
+        path = os.fspath(path)
+        if path.endswith((".h5", ".hdf5")):
+            from .weights import load_hdf5
+            load_hdf5(self, path)
+            return
+        from ..proto import packed, upgrade
+        raw = proto_io._read_bytes(path)
+        split = packed.split_net(raw)          # blob values as views of the file's bytes
+        src = caffe_pb2.NetParameter()
+        proto_io.parse_binary(raw if split is None else split[0], src, filename=path)
+        values = None
+        if split is not None:
+            names = [lp.name for lp in src.layer]
+            if len(set(names)) == len(names):     # the upgrade keeps names, not indices
+                values = {(names[i], j): v for (i, j), v in split[1].items()}
+            else:
+                proto_io.parse_binary(raw, src, filename=path)
+        upgrade.upgrade_net(src, filename=path)
+        copy_trained_layers(self, src, source_name=path, values=values)
+
+    def copy_trained_layers_from(self, net_param):
+        self._refuse_in_optimize_mode("loading weights")
+        copy_trained_layers(self, net_param)
+
+    def share_trained_layers_with(self, other):
+        """Make this net's parameters the same memory as ``other``'s, by layer name."""
+        for name, layer in zip(other._layer_names, other.layers):
+            if name not in self._layer_names or not layer.blobs:
+                continue
+            mine = self.layers[self._layer_names.index(name)]
+            if len(mine.blobs) != len(layer.blobs):
+                raise NetError("layer '%s': incompatible number of blobs (%d vs %d)"
+                               % (name, len(mine.blobs), len(layer.blobs)))
+            for a, b in zip(mine.blobs, layer.blobs):
+                if a.shape != b.shape:
+                    raise ShapeError("layer '%s': cannot share a param of shape %s with %s"
+                                     % (name, a.shape, b.shape))
+                a.share_data(b)
+
+    share_with = share_trained_layers_with
+
+    def to_proto(self, write_diff=False):
+        self._refuse_in_optimize_mode("saving weights")
+        return net_to_proto(self, write_diff)
+
+    def save(self, path, write_diff=False):
+        """Write a .caffemodel (binary NetParameter, float data) that BVLC Caffe reads."""
+        self._refuse_in_optimize_mode("saving weights")
+        from .weights import save_caffemodel
+        save_caffemodel(self, path, write_diff)
+
+    def save_hdf5(self, path, write_diff=False):
+        self._refuse_in_optimize_mode("saving weights")
+        from .weights import save_hdf5
+        save_hdf5(self, path, write_diff)
+
+    def load_hdf5(self, path):
+        self._refuse_in_optimize_mode("loading weights")
+        from .weights import load_hdf5
+        load_hdf5(self, path)

@@ -1,0 +1,144 @@
+"""Running a model-zoo net on made-up data (the other half of :mod:`caffepy.zoo`).
+
+``input_values(name, shape, rng)`` gives sensible values for such an input (image-sized
+``im_info``, valid ``rois`` and ``gt_boxes``, zero labels, one ground-truth box of class 1 in SSD
+label rows ``(..., 8)`` and of class 0 in MobileNet-YOLO's ``(N, 1, 300, 5)``, one box of class 1
+in DetectNet's ``(N, 1, R, 16)``, gaussian images). Only a NetParameter is
+produced: building and running it is the Net's business.
+
+``fill_unset_num_output(net_param, 10)`` gives InnerProduct layers without ``num_output`` that
+many outputs: DIGITS' standard networks leave the classifier's to DIGITS, which sets the dataset's
+class count.
+
+Cheap random weights (for sweeps that only need *some* weights): ``constant_fillers(net_param)``
+returns a copy in which every weight/bias filler is ``constant`` (a constant filler keeps its value,
+any other becomes 0; DummyData's fillers are left alone), so building the Net draws no random
+numbers; ``randomize_params(net, seed)`` then fills every parameter blob of 2 or more axes with
+``N(0, 2 / fan_in)`` values cut from one pool of 2^20 normals (a memory copy, not a draw per
+weight), and gives BatchNorm layers mean 0, variance 1 (scale factor 1). 1-axis blobs (biases,
+Scale/PReLU factors) keep their constant fillers. ``forward_releasing(net)`` runs a forward pass
+that frees each intermediate blob once its last reader has run (outputs are kept) and each
+convolution's im2col buffers after its forward, so its memory peak is what is alive at once
+rather than everything (a 513 x 513 PSPNet: ~8 GB otherwise).
+"""
+import numpy as np
+
+from ..proto import caffe_pb2, is_repeated
+
+def input_values(name, shape, rng=None, image_hw=None):
+    """Sensible values for an input blob named ``name`` of ``shape`` (see module doc)."""
+    rng = np.random.default_rng(0) if rng is None else rng
+    name = name.lower()
+    shape = tuple(shape)
+    if name == "im_info" and shape and shape[-1] == 3:
+        H, W = image_hw or (224, 224)
+        return np.tile(np.array([H, W, 1.0]), shape[:-1] + (1,))
+    if name in ("rois", "gt_boxes") and shape and shape[-1] == 5:
+        H, W = image_hw or (224, 224)
+        v = np.zeros(shape)
+        v[..., 1:5] = [W * 0.1, H * 0.1, W * 0.6, H * 0.7]
+        if name == "gt_boxes":
+            v[..., :4], v[..., 4] = v[..., 1:5].copy(), 1
+        return v
+    if "label" in name and len(shape) == 4 and shape[-1] == 8:    # SSD ground truth rows
+        v = np.full(shape, -1.0)
+        v[..., 0, :] = [0, 1, 0, 0.1, 0.1, 0.6, 0.7, 0]            # one box of class 1, image 0
+        return v
+    if "label" in name and len(shape) == 4 and shape[-2:] == (300, 5):   # MobileNet-YOLO truths
+        v = np.zeros(shape)
+        v[..., 0, :] = [0, 0.5, 0.5, 0.3, 0.4]                    # one box of class 0
+        return v
+    if "label" in name and len(shape) == 4 and shape[-1] == 16 and shape[-2] >= 2:  # DetectNet
+        H, W = image_hw or (224, 224)
+        v = np.zeros(shape)
+        v[..., 0, :2] = [1, 16]                                  # header: one box of 16 values
+        v[..., 1, :6] = [W * 0.1, H * 0.1, W * 0.5, H * 0.6, 0, 1]   # x, y, w, h, alpha, class 1
+        return v
+    if "label" in name or "marker" in name or name.startswith("bbox_"):
+        return np.zeros(shape) if "marker" not in name else np.ones(shape)
+    return rng.standard_normal(shape)
+
+
+_FILLER = "caffe.FillerParameter"
+_POOL_SIZE = 1 << 20
+_pools = {}
+
+
+def constant_fillers(net_param):
+    """A copy of ``net_param`` whose weight and bias fillers are all constant (see module doc)."""
+    out = caffe_pb2.NetParameter()
+    out.CopyFrom(net_param)
+    for lp in out.layer:
+        for field, sub in lp.ListFields():
+            if field.message_type is None or field.name == "dummy_data_param" or \
+                    is_repeated(field):
+                continue
+            for f, filler in sub.ListFields():
+                if f.message_type is not None and f.message_type.full_name == _FILLER:
+                    fillers = filler if is_repeated(f) else [filler]
+                    for fp in fillers:
+                        value = fp.value if fp.type == "constant" else 0.0
+                        fp.Clear()
+                        fp.type, fp.value = "constant", value
+    return out
+
+
+def _pool(seed):
+    if seed not in _pools:
+        normals = np.random.default_rng(seed).standard_normal(_POOL_SIZE).astype(np.float32)
+        _pools[seed] = np.concatenate([normals, normals])
+    return _pools[seed]
+
+
+def randomize_params(net, seed=0):
+    """Fill ``net``'s parameter blobs with cheap random values (see module doc)."""
+    pool = _pool(seed)
+    offsets = np.random.default_rng(seed + 1)
+    for layer in net.layers:
+        blobs = layer.blobs
+        if layer.layer_param.type == "BatchNorm" and len(blobs) == 3:
+            blobs[0].data[...], blobs[1].data[...], blobs[2].data[...] = 0, 1, 1
+            continue
+        for blob in blobs:
+            shape = blob.data.shape
+            if len(shape) < 2 or blob.count == 0:
+                continue
+            std = np.sqrt(2.0 / max(blob.count // shape[0], 1))
+            start = int(offsets.integers(_POOL_SIZE))
+            window = pool[start:start + _POOL_SIZE]
+            values = window[:blob.count] if blob.count <= _POOL_SIZE else \
+                np.resize(window, blob.count)
+            np.multiply(values.reshape(shape), std, out=blob.data, casting="unsafe")
+
+
+def forward_releasing(net):
+    """Forward pass freeing intermediate blobs after their last use (see module doc); returns
+    the loss. The freed blobs are left with shape (0,)."""
+    keep = {id(net.blobs[name]) for name in net.outputs}
+    last = {}
+    for i in range(len(net.layers)):
+        for blob in list(net.bottom_vecs[i]) + list(net.top_vecs[i]):
+            last[id(blob)] = (i, blob)
+    release = [[] for _ in net.layers]
+    for i, blob in last.values():
+        if id(blob) not in keep:
+            release[i].append(blob)
+    loss = 0.0
+    for i, layer in enumerate(net.layers):
+        loss += layer.forward(net.bottom_vecs[i], net.top_vecs[i])
+        for blob in release[i]:
+            blob.reshape((0,))
+        scratch = getattr(layer, "_cols", None)      # convolution's im2col buffers
+        if isinstance(scratch, dict):
+            scratch.clear()
+    return loss
+
+
+def fill_unset_num_output(net_param, value=10):
+    """A copy of ``net_param`` whose InnerProduct layers without num_output get ``value``."""
+    out = caffe_pb2.NetParameter()
+    out.CopyFrom(net_param)
+    for lp in out.layer:
+        if lp.type == "InnerProduct" and not lp.inner_product_param.num_output:
+            lp.inner_product_param.num_output = value
+    return out

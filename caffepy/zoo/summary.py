@@ -1,0 +1,183 @@
+"""Per-layer summary of a net: type, top shapes, parameter count, forward FLOPs and memory.
+
+    rows, total = summarize("deploy.prototxt", inputs={"data": (1, 3, 224, 224)})
+    print(format_summary(rows, total))
+
+Data layers become Input layers of their declared shape (caffepy.zoo.replace_data_layers);
+``inputs`` overrides the shape of any input blob. A Python data layer whose module imports is kept
+(its ``setup`` shapes its tops); one whose module does not import needs ``inputs`` for its tops.
+The net is built for its shapes only (``caffepy.layers.base.shapes_only``): no parameter is
+allocated or filled and no activation allocated, so VGG16 takes a fraction of a second. A net
+whose requested phase cannot be built because its data layers are in the other phase is shown
+in that phase, with a note.
+
+FLOPs count a multiply-add as 2 and are estimates of the forward pass:
+Convolution ``2 * weight.size * H_out * W_out * N`` (+ bias), Deconvolution the same over the input
+positions, InnerProduct / Embed ``2 * weight.size * M``, LSTM / RNN ``2 * weights * T * N``,
+Pooling ``top.count * kernel area``, everything else ``top.count`` per top (0 for layers that only
+move or reshape data). Memory is the bytes of the layer's top blobs (in-place tops not counted again) plus its
+parameter blobs.
+"""
+import collections
+
+import numpy as np
+
+from ..proto import caffe_pb2, io as proto_io
+
+Row = collections.namedtuple("Row", "name type top_shapes params flops memory")
+
+NO_COMPUTE = frozenset(["Input", "Split", "Reshape", "Flatten", "Silence", "Concat", "Slice",
+                        "Permute", "Crop", "Dropout", "Data", "DummyData", "Python", "Tile",
+                        "Reorg", "ShuffleChannel", "BatchReindex", "Parameter", "Filter"])
+
+
+def _count(shape):
+    return int(np.prod(shape, dtype=np.int64)) if len(shape) else 1
+
+
+def layer_flops(layer, bottom, top):
+    """Forward FLOPs estimate of one set-up layer (see module doc)."""
+    t = layer.type
+    params = [b.shape for b in layer.blobs]
+    if t in ("Convolution", "DepthwiseConvolution", "ConvolutionDepthwise") and params:
+        n_out = _count(top[0].shape[2:]) * top[0].shape[0]
+        return 2 * _count(params[0]) * n_out + (top[0].count if len(params) > 1 else 0)
+    if t == "Deconvolution" and params:
+        n_in = _count(bottom[0].shape[2:]) * bottom[0].shape[0]
+        return 2 * _count(params[0]) * n_in + (top[0].count if len(params) > 1 else 0)
+    if t in ("InnerProduct", "Embed") and params:
+        w = params[0]
+        num_output = w[0] if t == "InnerProduct" else w[1]
+        m = top[0].count // max(num_output, 1)
+        return 2 * _count(w) * m
+    if t in ("LSTM", "RNN") and params:
+        T, N = bottom[0].shape[:2]
+        return 2 * sum(_count(p) for p in params if len(p) == 2) * T * N
+    if t == "Pooling":
+        pp = layer.layer_param.pooling_param
+        if pp.global_pooling:
+            area = _count(bottom[0].shape[2:])
+        elif pp.kernel_h and pp.kernel_w:
+            area = pp.kernel_h * pp.kernel_w
+        else:
+            area = pp.kernel_size ** max(bottom[0].num_axes - 2, 1)
+        return top[0].count * int(area)
+    if t in NO_COMPUTE:
+        return 0
+    return sum(tb.count for tb in top)
+
+
+def summarize(source, inputs=None, phase=caffe_pb2.TEST, default_shape=(3, 224, 224),
+              notes=None):
+    """Build the net for its shapes and return (rows, total row). ``inputs``: {blob name: shape}.
+    ``notes``: a list that receives one-line notes (the phase shown when another was asked for)."""
+    from .. import zoo
+    from ..layers.base import shapes_only
+    from ..net import Net
+    from ..net.passes import PhaseError
+    original = proto_io.read_net(source)
+    inputs = dict(inputs or {})
+    keep = _python_data_layers(original, inputs)
+    param = zoo.replace_data_layers(original, default_shape=default_shape)
+    for i in keep:                       # importable Python data layers set their own shapes
+        param.layer[i].CopyFrom(original.layer[i])
+    for lp in param.layer:
+        if lp.type != "Input":
+            continue
+        for i, top in enumerate(lp.top):
+            if top in inputs:
+                while len(lp.input_param.shape) <= i:
+                    lp.input_param.shape.add()
+                del lp.input_param.shape[i].dim[:]
+                lp.input_param.shape[i].dim.extend(int(d) for d in inputs.pop(top))
+    if inputs:
+        raise ValueError("--input names no input blob of the net: %s" % ", ".join(sorted(inputs)))
+    filename = source if isinstance(source, str) else None
+    with shapes_only():
+        try:
+            net = Net(param, phase, filename=filename)
+        except PhaseError as e:
+            other = _suggested_phase(e)
+            if other is None:
+                raise
+            if notes is not None:
+                notes.append("phase %s cannot be built (its data layers are in phase %s); "
+                             "showing phase %s" % (caffe_pb2.Phase.Name(phase),
+                                                   caffe_pb2.Phase.Name(other),
+                                                   caffe_pb2.Phase.Name(other)))
+            net = Net(param, other, filename=filename)
+    rows = []
+    for layer, name, bottom, top in zip(net.layers, net._layer_names, net.bottom_vecs,
+                                        net.top_vecs):
+        if layer.type == "Split":
+            continue
+        n_params = sum(b.count for b in layer.blobs)
+        memory = sum(t.count * t.dtype.itemsize for t in top if all(t is not b for b in bottom)) + \
+            sum(b.count * b.dtype.itemsize for b in layer.blobs)
+        rows.append(Row(name, layer.type, [tuple(t.shape) for t in top], n_params,
+                        layer_flops(layer, bottom, top), memory))
+    total = Row("total", "", [], sum(r.params for r in rows), sum(r.flops for r in rows),
+                sum(r.memory for r in rows))
+    return rows, total
+
+
+def _suggested_phase(error):
+    while error is not None:
+        if getattr(error, "phase", None) is not None:
+            return error.phase
+        error = error.__cause__
+    return None
+
+
+def _python_data_layers(param, inputs):
+    """Indices of the Python data layers (no bottoms) to keep as they are: those whose module
+    imports. One whose module does not import needs ``--input`` shapes for all its tops (they
+    replace the layer); without them, a CaffeError asks for them."""
+    import importlib
+    from ..errors import CaffeError
+    from . import is_data_layer
+    keep = []
+    for i, lp in enumerate(param.layer):
+        if lp.type != "Python" or not is_data_layer(lp):
+            continue
+        missing = [t for t in lp.top if t not in inputs]
+        if not missing:
+            continue
+        try:
+            importlib.import_module(lp.python_param.module)
+        except Exception as e:
+            raise CaffeError(
+                "layer '%s' (Python): python_param.module '%s' is not importable (%s), so the "
+                "shapes of its tops are unknown: give them with %s" % (
+                    lp.name, lp.python_param.module, " ".join(str(e).split()),
+                    " ".join("--input %s=N,C,H,W" % t if j == 0 else "--input %s=N,..." % t
+                             for j, t in enumerate(missing))))
+        keep.append(i)
+    return keep
+
+
+def _human(n, unit=""):
+    for div, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "K")):
+        if abs(n) >= div:
+            return "%.2f%s%s" % (n / div, suffix, unit)
+    return "%d%s" % (n, unit)
+
+
+def format_summary(rows, total):
+    """A fixed-width text table, one line per layer and a total line."""
+    shapes = [", ".join("x".join(str(d) for d in s) or "scalar" for s in r.top_shapes) for r in rows]
+    wn = max([len(r.name) for r in rows] + [5])
+    wt = max([len(r.type) for r in rows] + [4])
+    ws = max([len(s) for s in shapes] + [10])
+    head = "%-*s  %-*s  %-*s  %12s  %10s  %10s" % (wn, "layer", wt, "type", ws, "top shapes",
+                                                   "params", "FLOPs", "memory")
+    lines = [head, "-" * len(head)]
+    for r, s in zip(rows, shapes):
+        lines.append("%-*s  %-*s  %-*s  %12s  %10s  %10s" % (
+            wn, r.name, wt, r.type, ws, s, "{:,}".format(r.params), _human(r.flops),
+            _human(r.memory, "B")))
+    lines.append("-" * len(head))
+    lines.append("%-*s  %-*s  %-*s  %12s  %10s  %10s" % (
+        wn, "total", wt, "", ws, "%d layers" % len(rows), "{:,}".format(total.params),
+        _human(total.flops), _human(total.memory, "B")))
+    return "\n".join(lines)

@@ -1,0 +1,55 @@
+import argparse
+
+import pytest
+
+from caffepy.commands import summary as cmd
+from caffepy.zoo.summary import format_summary, summarize
+
+NET = '''
+name: "tiny"
+layer { name: "data" type: "Data" top: "data" top: "label"
+        data_param { source: "nowhere" batch_size: 4 } transform_param { crop_size: 8 } }
+layer { name: "conv" type: "Convolution" bottom: "data" top: "conv"
+        convolution_param { num_output: 5 kernel_size: 3 } }
+layer { name: "relu" type: "ReLU" bottom: "conv" top: "conv" }
+layer { name: "pool" type: "Pooling" bottom: "conv" top: "pool"
+        pooling_param { pool: MAX kernel_size: 2 stride: 2 } }
+layer { name: "ip" type: "InnerProduct" bottom: "pool" top: "ip" inner_product_param { num_output: 7 } }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: "loss" }
+'''
+
+
+def test_summary_rows_and_totals():
+    rows, total = summarize(NET)
+    by = {r.name: r for r in rows}
+    assert by["data"].type == "Input" and by["data"].top_shapes == [(4, 3, 8, 8), (4,)]
+    assert by["conv"].top_shapes == [(4, 5, 6, 6)]
+    assert by["conv"].params == 5 * 3 * 9 + 5
+    assert by["conv"].flops == 2 * (5 * 3 * 9) * 36 * 4 + 4 * 5 * 36
+    assert by["pool"].flops == 4 * 5 * 3 * 3 * 4
+    assert by["ip"].params == 7 * 45 + 7 and by["ip"].flops == 2 * 7 * 45 * 4
+    assert by["relu"].memory == 0                       # in place
+    assert by["ip"].memory == (4 * 7 + 7 * 45 + 7) * 4
+    assert total.params == sum(r.params for r in rows) and total.flops == sum(r.flops for r in rows)
+    text = format_summary(rows, total)
+    assert "conv" in text and "total" in text.splitlines()[-1]
+
+
+def test_summary_input_override_and_errors():
+    rows, _ = summarize(NET, inputs={"data": (2, 3, 10, 10), "label": (2,)})
+    assert rows[1].top_shapes == [(2, 5, 8, 8)]
+    with pytest.raises(ValueError, match="nosuch"):
+        summarize(NET, inputs={"nosuch": (1,)})
+
+
+def test_summary_command(tmp_path, capsys):
+    path = tmp_path / "net.prototxt"
+    path.write_text(NET)
+    parser = argparse.ArgumentParser()
+    cmd.add_arguments(parser)
+    assert cmd.run(parser.parse_args([str(path), "--input", "data=1,3,8,8", "--input", "label=1",
+                                      "--phase", "train"])) == 0
+    out = capsys.readouterr().out
+    assert "1x5x6x6" in out and "SoftmaxWithLoss" in out
+    with pytest.raises(ValueError, match="NAME=N,C,H,W"):
+        cmd.run(parser.parse_args([str(path), "--input", "data"]))

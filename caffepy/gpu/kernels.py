@@ -14,6 +14,7 @@ inside ``forward``. Launches are 1-d: ``n`` work items, ``THREADS`` threads per 
 source (``Dtype*`` -> pointer, ``Dtype`` -> the dtype, ``int`` ...), so the Python side never
 repeats them.
 """
+import importlib
 import re
 
 import numpy as np
@@ -47,11 +48,18 @@ def register_source(name, source):
     return source
 
 
+#: Modules of caffepy.gpu beside this one that register kernel source when imported (found by
+#: name, as the layer families are: they import this module, never the reverse).
+SOURCE_MODULES = ("ops", "random", "solvers", "layers")
+
+
 def load_all_sources():
     """Import every module that registers kernel source; returns {name: source}."""
-    from . import ops, random, solvers  # noqa: F401
-    from .layers import load_all
-    load_all()
+    package = __name__.rsplit(".", 1)[0]
+    for name in SOURCE_MODULES:
+        module = importlib.import_module("%s.%s" % (package, name))
+        if hasattr(module, "load_all"):
+            module.load_all()
     return dict(SOURCES)
 
 

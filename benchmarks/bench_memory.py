@@ -1,4 +1,4 @@
-"""Peak resident memory of a CaffeNet training step and a ResNet-50 forward (issue 17).
+"""Peak resident memory of a CaffeNet training step and a ResNet-50 forward.
 
     python benchmarks/bench_memory.py [--runs caffenet_train,resnet50_exact,resnet50_optimize]
 

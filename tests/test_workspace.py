@@ -1,4 +1,4 @@
-"""Memory reuse (issue 17): the net's shared Workspace, lazily-zero blob arrays, and convolutions
+"""Memory reuse: the net's shared Workspace, lazily-zero blob arrays, and convolutions
 that keep no column buffer (recomputed in backward) or take the col2im data gradient instead of
 the dY-column one: same numbers as the default path, on the numba and the numpy path."""
 import mmap

@@ -43,7 +43,7 @@ def add_arguments(parser):
                         help="action on SIGHUP: snapshot, stop or none (default snapshot)")
     _flags.add_iterations(parser, "ignored by train, as in Caffe (set max_iter in the solver)")
     _flags.add_log(parser)
-    # -- issue 18: solver field overrides (--max_iter N ...); keep this call last ------------
+    # -- solver field overrides (--max_iter N ...); keep this call last -----------------------
     _overrides.add_arguments(parser)
 
 
@@ -77,11 +77,10 @@ def _run(args):
         warning("caffe.cpp:185", "--iterations is ignored by train (as in Caffe); the solver's "
                     "max_iter decides")
     param = load_solver_param(args.solver)
-    # -- issue 18: overrides, then a --resume that says what it expects ------------------------
+    # -- overrides, then a --resume that says what it expects ---------------------------------
     _overrides.apply(args, param, args.solver, lambda text: logger.info(text))
     if args.resume:
         _check_resume(args, param)
-    # -- end issue 18 ------------------------------------------------------------------------
     if args.snapshot or args.weights:  # the flags replace the solver file's `weights`
         del param.weights[:]
     if args.weights:

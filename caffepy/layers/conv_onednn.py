@@ -32,7 +32,7 @@ def plan(layer):
     plans = layer.__dict__.setdefault("_dnnl_plans", {})
     # before a plan is made: oneDNN fixes a primitive's split over threads when it makes it,
     # from the calling thread's OpenMP count (made under the default, a primitive run after
-    # limit_threads(1) still ran two threads: measured in inference, seventh session)
+    # limit_threads(1) still ran two threads: measured in inference mode)
     limit = blas.active_limit()
     if limit is not None:
         onednn.limit_threads(limit)
@@ -60,7 +60,7 @@ def forward(layer, bottom, top):
     GoogLeNet, MobileNet v1, SqueezeNet at 2 threads: 1.0-1.5x the GEMM path's time). Inference
     mode's GEMM / Winograd steps were not beaten by oneDNN's inference primitive either, even
     with the weights reordered once per plan (ResNet-50 b1 / b8 on one thread: 94-97 / 827 ms
-    against 94 / 779; BENCHMARKS.md, seventh session)."""
+    against 94 / 779 ms)."""
     if not layer.keep_columns:
         return False
     p = plan(layer)

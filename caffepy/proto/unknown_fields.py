@@ -1,6 +1,6 @@
 """What to do with prototxt fields from forks caffepy does not know.
 
-Policy (issue 16), applied by :func:`caffepy.proto.io.parse_text` when a text file names a field
+Policy, applied by :func:`caffepy.proto.io.parse_text` when a text file names a field
 its message lacks:
 
 * a field whose name is a memory, caching, precision or engine hint of a major fork

@@ -6,7 +6,7 @@ as extra momentum, and at base_lr 0.01 the run diverges within 25 steps. Each gr
 of 64 images (6000 server updates, 6.4 epochs). Measured on 2 cores: 1000 steps gave 98.5-99.1%
 (ASYNC, four runs; too close to the target) and 98.9% (SSP); 1250 steps 99.0% / 99.0% (ASYNC / SSP);
 1500 steps 99.0% / 99.0%. A single process at lr 0.01 needs about as many iterations (2500 give 98.4-98.6%).
-(With base_lr / 4 and 625 steps, the setting of the first session, it stopped at 98.1-98.5%: too few
+(With base_lr / 4 and 625 steps, an earlier setting, it stopped at 98.1-98.5%: too few
 updates at too small a rate, not asynchrony: a single process with that setting reaches 97.6%.)"""
 import numpy as np
 import pytest

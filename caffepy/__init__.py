@@ -1,7 +1,8 @@
 """caffepy: a Caffe-compatible deep-learning framework in Python.
 
 ``import caffepy as caffe`` gives the pycaffe surface: ``Net``, ``TRAIN`` / ``TEST``, solvers,
-``set_mode_cpu`` / ``set_mode_gpu``, ``layers`` / ``params`` / ``NetSpec``, ``io``, ``draw``.
+``set_mode_cpu`` / ``set_mode_gpu``, ``layers`` / ``params`` / ``NetSpec``, ``io``, ``draw``;
+``register_layer`` and ``LayerBase`` for plug-in layers (see caffepy.layers.plugins).
 Heavy optional pieces (solvers, data, draw) are imported lazily on first attribute access.
 """
 import importlib as _importlib
@@ -34,6 +35,9 @@ from .common import set_mode_cpu, set_mode_gpu, set_device, set_random_seed  # n
 from .proto.caffe_pb2 import TRAIN, TEST  # noqa: F401,E402
 from .layers.base import layer_type_list  # noqa: F401,E402
 from .layers.python_layer import Layer  # noqa: F401,E402  (base class of Python layers)
+# plug-in layers: ``@caffepy.register_layer("MyType") class MyLayer(caffepy.LayerBase)``
+from .layers.base import Layer as LayerBase  # noqa: F401,E402
+from .layers.plugins import register_layer  # noqa: F401,E402
 from .net import Net  # noqa: F401,E402
 from .blob import Blob  # noqa: F401,E402
 # ``caffepy.layers`` is pycaffe's DSL object (``L.Convolution(...)``); it still resolves the layer

@@ -4,7 +4,9 @@ Each module in ``caffepy/commands/`` defines ``NAME`` (the command), ``HELP`` (o
 ``add_arguments(parser)`` and ``run(args)`` (returns an exit code or None). Commands are discovered,
 not listed. Flags accept gflags spellings as Caffe's tools do: ``-solver S``, ``--solver S``,
 ``-solver=S``, ``--solver=S``. A user error (:class:`caffepy.errors.CaffeError`, a missing file) prints
-one line and exits 1; a traceback is shown only with ``CAFFEPY_DEBUG=1``.
+one line and exits 1; a traceback is shown only with ``CAFFEPY_DEBUG=1``. Every command takes
+``--layers MODULE`` (repeatable): plug-in layer modules imported before it runs
+(caffepy.layers.plugins).
 """
 import argparse
 import importlib
@@ -50,8 +52,22 @@ def build_parser():
     for name, mod in sorted(_commands().items()):
         p = sub.add_parser(name, help=getattr(mod, "HELP", ""), description=getattr(mod, "HELP", ""))
         mod.add_arguments(p)
+        p.add_argument("--layers", action="append", default=[], metavar="MODULE",
+                       help="load plug-in layers from MODULE first (a module on sys.path or a .py "
+                            "file; repeatable; also $CAFFEPY_LAYERS)")
         p.set_defaults(_run=mod.run)
     return parser
+
+
+def _load_plugins(args):
+    """Import the --layers and $CAFFEPY_LAYERS modules (after caffepy's own layers) before the
+    command runs, so that a module that fails is reported as itself, not as a net's error."""
+    from .layers import plugins
+    if getattr(args, "layers", None) or plugins.env_specs():
+        from . import log
+        if not log._handler_streams():
+            log.setup()
+        plugins.load_modules(args.layers, "--layers")
 
 
 def main(argv=None):
@@ -62,6 +78,7 @@ def main(argv=None):
         parser.print_help()
         return 1
     try:
+        _load_plugins(args)
         rc = args._run(args)
     except CaffeError as e:
         if os.environ.get("CAFFEPY_DEBUG"):

@@ -64,16 +64,21 @@ def get_layer_class(type_name, layer_name="?"):
     try:
         return _REGISTRY[type_name]
     except KeyError:
+        from .plugins import way_out
         lower = {}
         for known in sorted(_REGISTRY):
             lower.setdefault(known.lower(), known)
-        if type_name.lower() in lower:
-            close = [lower[type_name.lower()]]
-        else:
-            close = [lower[c] for c in difflib.get_close_matches(type_name.lower(), lower, n=1, cutoff=0.5)]
-        hint = " (did you mean '%s'?)" % close[0] if close else ""
-        raise NetError("layer '%s': unknown layer type '%s'%s; known types: %s"
-                       % (layer_name, type_name, hint, ", ".join(sorted(_REGISTRY))))
+        key = type_name.lower()
+        closest = [lower[c] for c in difflib.get_close_matches(key, lower, n=5, cutoff=0.4)]
+        best = [lower[c] for c in difflib.get_close_matches(key, lower, n=1, cutoff=0.5)]
+        if key in lower:
+            best = [lower[key]]
+            closest = best + [c for c in closest if c != best[0]]
+        hint = " (did you mean '%s'?)" % best[0] if best else ""
+        near = ("closest known types: %s" % ", ".join(closest) if closest else
+                "no known type is close (caffepy.layer_type_list() names them)")
+        raise NetError("layer '%s': unknown layer type '%s'%s; %s; %s"
+                       % (layer_name, type_name, hint, near, way_out(type_name)))
 
 
 _shapes_only = [False]
@@ -119,10 +124,13 @@ def _gpu_ready():
 
 def load_all():
     """Import every layer family (caffepy.layers and the fork families of caffepy.forks) once, so
-    that each registers its types; called before any registry lookup."""
+    that each registers its types, then the plug-ins (caffepy.layers.plugins); called before any
+    registry lookup."""
     if not _loaded[0]:
         _loaded[0] = True
         from . import _all  # noqa: F401  (imports every family module, which registers itself)
+    from . import plugins
+    plugins.load_installed()    # CAFFEPY_LAYERS and the caffepy.layers entry points, once
 
 
 def fork_param(layer_param, field):
@@ -224,7 +232,8 @@ class Layer(object):
 
     def reshape(self, bottom, top):
         """Shape the tops from the bottoms (override)."""
-        raise NotImplementedError("%s.reshape" % type(self).__name__)
+        raise self.error("%s.%s has no reshape (a layer must shape its tops)"
+                         % (type(self).__module__, type(self).__qualname__))
 
     def forward(self, bottom, top):
         self.reshape(bottom, top)
@@ -245,7 +254,10 @@ class Layer(object):
             self.backward_cpu(top, propagate_down, bottom)
 
     def forward_cpu(self, bottom, top):
-        raise NotImplementedError("%s.forward_cpu" % type(self).__name__)
+        """Compute the tops (override); a class without it gives shapes only (summary, draw)."""
+        raise self.error("%s.%s has no forward_cpu: it gives shapes only (enough for summary and "
+                         "draw), not a forward pass"
+                         % (type(self).__module__, type(self).__qualname__))
 
     def backward_cpu(self, top, propagate_down, bottom):
         """Default: a layer with no gradient rejects a request to propagate one."""

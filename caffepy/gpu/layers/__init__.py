@@ -80,6 +80,8 @@ def attach_all():
     load_all()
     for type_name, impl in _IMPLS.items():
         cls = get_layer_class(type_name)
+        if not cls.__module__.startswith("caffepy."):
+            continue        # a plug-in overriding the type: the built-in's kernels are not its
         if _attached.get(cls) is not impl:
             attach(cls, impl)
             _attached[cls] = impl

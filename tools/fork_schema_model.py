@@ -18,7 +18,8 @@ field the variant most forks use (ties: the one whose number is free, then the l
 repeated when any fork has it repeated, never required; the fork's number when free in caffepy's
 message, else one from :data:`RENUMBER_BASE` up (per message, in sorted name order); enum values
 likewise. Items whose names would collide in protobuf's scopes, or whose types do not resolve,
-are left out and listed.
+are left out and listed. A field whose default JSON name another field of its message has gets
+its own name as JSON name (protobuf rejects two fields with one JSON name).
 """
 import os
 import subprocess
@@ -279,8 +280,8 @@ def plan(harvest, base, reserved=None):
         chosen, items = {}, []
         for fname in sorted(wanted[msg]):
             variants = wanted[msg][fname]
-            if fname in symbols(msg) or json_name(fname) in jsons:
-                skipped["%s.%s" % (msg, fname)] = "the name (or its JSON name) is taken in %s" % msg
+            if fname in symbols(msg):
+                skipped["%s.%s" % (msg, fname)] = "the name is taken in %s" % msg
                 continue
             var = _pick(variants, taken)
             tname = var.get("type_name")
@@ -290,8 +291,10 @@ def plan(harvest, base, reserved=None):
                 continue
             if var["type"] == "enum" and "default" in var and var["default"] not in all_values[tname]:
                 var.pop("default")
+            if json_name(fname) in jsons:     # e.g. pad_out_W beside pad_out_w: its own JSON name
+                var["json_name"] = fname
             symbols(msg).add(fname)
-            jsons.add(json_name(fname))
+            jsons.add(var.get("json_name") or json_name(fname))
             chosen[fname] = (var, variants)
             items.append((fname, var["number"], len(_forks_of(variants))))
         numbers = _assign(items, taken, reserved=tuple(reserved.get(msg, (0, -1))))

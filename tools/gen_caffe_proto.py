@@ -157,14 +157,17 @@ def _proto_string(value):
 
 def _harvest_field_line(field, indent):
     tname = ".caffe." + field["type_name"] if field["type"] in ("message", "enum") else field["type"]
-    opt = ""
+    opts = []
     if "default" in field:
         value = field["default"]
         if field["type"] == "string":
             value = _proto_string(value)
         elif field["type"] == "bytes":
             value = '"%s"' % value
-        opt = " [default = %s]" % value
+        opts.append("default = %s" % value)
+    if "json_name" in field:
+        opts.append("json_name = %s" % _proto_string(field["json_name"]))
+    opt = " [%s]" % ", ".join(opts) if opts else ""
     n = len(field["forks"])
     return "%s%s %s %s = %d%s;  // harvested: %d fork%s" % (
         indent, field["label"], tname, field["name"], field["number"], opt, n, "s" * (n != 1))

@@ -57,7 +57,11 @@ def run(args):
         if fmt not in draw.FORMATS:
             raise CaffeError("%s: unknown output format '.%s' (use .png, .svg, .pdf or .dot)"
                              % (args.output, fmt))
-    doc = _load(args)
+    from .. import log
+    from ..proto.harvest_policy import structure_only
+    log.setup()                 # its WARNINGs reach stderr in glog format
+    with structure_only():      # fields caffepy knows only from forks: one WARNING, drawn as read
+        doc = _load(args)
     if args.json:
         atomic_write(args.json, draw.dumps(doc).encode("utf-8"))
         print("wrote %s" % args.json)

@@ -29,7 +29,8 @@ def add_arguments(parser):
 
 
 def run(args):
-    with _flags.unknown_fields(args):
+    from ..proto.harvest_policy import structure_only
+    with _flags.unknown_fields(args), structure_only():
         return _run(args)
 
 

@@ -24,6 +24,7 @@ from google.protobuf import text_format
 
 from ..errors import ProtoError
 from . import caffe_pb2
+from . import harvest_policy as _harvest
 from . import unknown_fields as _unknown
 
 _log = logging.getLogger(__name__)
@@ -127,7 +128,16 @@ def parse_text(text, msg, filename="<string>", strict=None, hints=None):
     in which case it is dropped and named in one WARNING. A value an enum field's enum lacks (a
     fork's value) is an error naming the field and value; when not strict, one in a field that
     changes no math (a hint) is dropped with a WARNING, and any other stays an error saying so.
+    Fields the schema declares only because forks define them follow
+    :mod:`caffepy.proto.harvest_policy` (an error when strict and set to a non-default value,
+    except in its structure-only mode).
     """
+    _parse_text(text, msg, filename, strict, hints)
+    return _harvest.check(msg, text, filename,
+                          _unknown.strict_default() if strict is None else strict)
+
+
+def _parse_text(text, msg, filename, strict, hints):
     try:
         return _parse_located(text, msg, filename)
     except ProtoError as error:
@@ -137,7 +147,7 @@ def parse_text(text, msg, filename="<string>", strict=None, hints=None):
             if collapsed is None:
                 raise
             msg.Clear()
-            return parse_text(collapsed, msg, filename, strict=strict, hints=hints)
+            return _parse_text(collapsed, msg, filename, strict, hints)
         if "no field named" not in str(error) and "no value named" not in str(error):
             raise
         first_error = error

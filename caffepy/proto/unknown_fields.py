@@ -120,6 +120,7 @@ class _Scanner:
         self.found = []
         self.duplicates = []   # a second value of a singular field (forks that made it repeated)
         self.bad_values = []   # enum fields whose value the schema's enum lacks (a fork's value)
+        self.known = None      # a list: every known field's (descriptor, name, line, col, layer)
 
     def peek(self):
         return self.toks[self.i] if self.i < len(self.toks) else None
@@ -162,6 +163,8 @@ class _Scanner:
             unknown = desc is not None and fd is None and word.lower() not in [
                 g.name.lower() for g in desc.fields if g.type == g.TYPE_GROUP]
             rec = Unknown(word, desc.name, line, col, start, layer) if unknown else None
+            if fd is not None and self.known is not None:
+                self.known.append((desc, word, line, col, layer))
             if fd is not None and field_label(fd) != "repeated":
                 if word in seen:
                     rec = Unknown(word, desc.name, line, col, start, layer)
@@ -307,6 +310,17 @@ def find_unknown(text, descriptor):
     scan = _Scanner(text)
     scan.fields(descriptor, None, None, top=True)
     return scan.found
+
+
+def known_fields(text, descriptor):
+    """(message descriptor, field name, line, column, layer) of every field ``text`` sets that the
+    schema knows, in text order; layer is a one-item list holding the enclosing layer's name (None
+    outside layers or when the layer has no name)."""
+    scan = _Scanner(text)
+    scan.known = []
+    scan.fields(descriptor, None, None, top=True)
+    return [(d, name, line, col, layer[0] if layer else None)
+            for d, name, line, col, layer in scan.known]
 
 
 def find_repeated_singular(text, descriptor):

@@ -46,6 +46,24 @@ def additions():
     return _generator().load_additions()
 
 
+@pytest.fixture(scope="module")
+def harvest():
+    """proto/harvest.json: what forks define beyond BVLC and the curated additions."""
+    with open(os.path.join(ROOT, "proto", "harvest.json")) as f:
+        return json.load(f)
+
+
+@pytest.fixture(scope="module")
+def harvested():
+    """caffepy/proto/harvested_fields.json: the fields declared only because of the harvest."""
+    with open(os.path.join(ROOT, "caffepy", "proto", "harvested_fields.json")) as f:
+        return json.load(f)
+
+
+def _harvested_in(harvested, msg_name):
+    return {k.split(".", 1)[1] for k in harvested if "=" not in k and k.rsplit(".", 1)[0] == msg_name}
+
+
 def _descriptor(name):
     return caffe_pb2.DESCRIPTOR.message_types_by_name[name]
 
@@ -77,41 +95,67 @@ def _check_field(msg_name, fd, field):
         assert fd.enum_type.name == field["type_name"].split(".")[-1], where
 
 
-def test_bvlc_messages_and_fields_exact(schema, additions):
+def test_bvlc_messages_and_fields_exact(schema, additions, harvest, harvested):
     added = additions["fields"]
     for msg in schema["messages"]:
         desc = _descriptor(msg["name"])
         for field in msg["fields"]:
             _check_field(msg["name"], desc.fields_by_name[field["name"]], field)
         extra = set(desc.fields_by_name) - {f["name"] for f in msg["fields"]}
-        assert extra == {f["name"] for f in added.get(msg["name"], [])}, msg["name"]
-        assert not desc.nested_types, msg["name"]
+        curated = {f["name"] for f in added.get(msg["name"], [])}
+        assert extra - curated == _harvested_in(harvested, msg["name"]), msg["name"]
+        assert extra - curated <= set(harvest["fields"].get(msg["name"], {})), msg["name"]
+        assert extra >= curated, msg["name"]
+        for sub in desc.nested_types:      # only messages that forks nest there
+            assert "%s.%s" % (msg["name"], sub.name) in harvest["messages"], msg["name"]
 
 
-def test_bvlc_enums_exact(schema, additions):
+def test_harvested_fields_collide_with_nothing(harvested):
+    """Each message's numbers and JSON names are unique (the compiled pool checks the numbers too),
+    and every harvested field has its forks."""
+    for key, entry in harvested.items():
+        assert entry["count"] >= len(entry["forks"]) >= 1, key
+        if "=" in key:
+            continue
+        msg_name, name = key.rsplit(".", 1)
+        desc = caffe_pb2.DESCRIPTOR.message_types_by_name.get(msg_name)
+        if desc is None:   # nested
+            outer, inner = msg_name.split(".", 1)
+            desc = caffe_pb2.DESCRIPTOR.message_types_by_name[outer].nested_types_by_name[inner]
+        assert name in desc.fields_by_name, key
+        numbers = [f.number for f in desc.fields]
+        assert len(numbers) == len(set(numbers)), msg_name
+
+
+def test_bvlc_enums_exact(schema, additions, harvest):
     added_values = additions["enum_values"]
     added_enums = additions["message_enums"]
     for enum in schema["enums"]:
         got = {v.name: v.number for v in caffe_pb2.DESCRIPTOR.enum_types_by_name[enum["name"]].values}
-        assert got == enum["values"]
+        forks = set(harvest["enum_values"].get(enum["name"], {}))
+        assert {k: v for k, v in got.items() if k not in forks} == enum["values"]
     for msg in schema["messages"]:
         desc = _descriptor(msg["name"])
         for enum in msg["enums"]:
             qual = "%s.%s" % (msg["name"], enum["name"])
             got = {v.name: v.number for v in desc.enum_types_by_name[enum["name"]].values}
             extra = {k: v for k, v in added_values.get(qual, {}).items() if not k.startswith("_")}
-            assert got == dict(enum["values"], **extra), qual
+            forks = set(harvest["enum_values"].get(qual, {}))
+            assert {k: v for k, v in got.items() if k not in forks} == dict(enum["values"], **extra), qual
             assert not set(extra) & set(enum["values"]), qual
             assert not set(extra.values()) & set(enum["values"].values()), qual
+            assert len(set(got.values())) == len(got), qual
         names = {e["name"] for e in msg["enums"]} | {e["name"] for e in added_enums.get(msg["name"], [])}
-        assert set(desc.enum_types_by_name) == names, msg["name"]
+        names |= {e.split(".", 1)[1] for e in harvest["enums"] if e.split(".")[0] == msg["name"]}
+        assert set(desc.enum_types_by_name) <= names, msg["name"]
 
 
-def test_new_messages_compiled_as_declared(additions):
+def test_new_messages_compiled_as_declared(additions, harvested):
     for msg in additions["messages"]:
         desc = _descriptor(msg["name"])
         added = additions["fields"].get(msg["name"], [])  # a later fork's fields on a fork message
-        assert set(desc.fields_by_name) == {f["name"] for f in msg["fields"] + added}, msg["name"]
+        assert set(desc.fields_by_name) - _harvested_in(harvested, msg["name"]) == {
+            f["name"] for f in msg["fields"] + added}, msg["name"]
         for field in msg["fields"] + added:
             _check_field(msg["name"], desc.fields_by_name[field["name"]], field)
 
@@ -146,7 +190,9 @@ def test_generated_files_not_stale(tmp_path):
     subprocess.run([sys.executable, os.path.join(ROOT, "tools", "gen_caffe_proto.py"),
                     "--out-dir", str(tmp_path)], check=True, capture_output=True)
     for fresh, committed in [("caffe.proto", os.path.join(ROOT, "proto", "caffe.proto")),
-                             ("caffe_pb2.py", os.path.join(ROOT, "caffepy", "proto", "caffe_pb2.py"))]:
+                             ("caffe_pb2.py", os.path.join(ROOT, "caffepy", "proto", "caffe_pb2.py")),
+                             ("harvested_fields.json",
+                              os.path.join(ROOT, "caffepy", "proto", "harvested_fields.json"))]:
         with open(tmp_path / fresh, "rb") as a, open(committed, "rb") as b:
             assert a.read() == b.read(), "%s is stale: run tools/gen_caffe_proto.py" % committed
 

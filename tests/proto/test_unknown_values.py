@@ -69,13 +69,13 @@ def test_binary_file_with_unknown_enum_numbers(tmp_path):
     net = caffe_pb2.NetParameter()
     layer = net.layers.add()
     layer.name, layer.bottom[:], layer.top[:] = "odd", ["a"], ["b"]
-    # V1LayerParameter.type (field 5, varint) = 77: a number no V1 type has
-    inner = layer.SerializeToString() + bytes([5 << 3, 77])
+    # V1LayerParameter.type (field 5, varint) = 127: a number no V1 type (BVLC, curated or harvested) has
+    inner = layer.SerializeToString() + bytes([5 << 3, 127])
     raw = bytes([2 << 3 | 2, len(inner)]) + inner
     path = tmp_path / "odd.binaryproto"
     path.write_bytes(raw)
     for strict in (True, False):
-        with pytest.raises(ProtoError, match=r"no value numbered 77 in enum V1LayerParameter"
+        with pytest.raises(ProtoError, match=r"no value numbered 127 in enum V1LayerParameter"
                                              r"\.LayerType of field V1LayerParameter\.type "
                                              r"\(layer 'odd'\)"):
             io.read_net(str(path), strict=strict)

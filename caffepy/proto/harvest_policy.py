@@ -1,0 +1,211 @@
+"""What to do with fields caffepy's schema declares only because public Caffe forks define them.
+
+caffe.proto declares the fields, messages and enum values of some hundred Caffe forks (the harvest,
+``proto/harvest.json``), so their files parse and no such field is "unknown". caffepy does not
+compute them: :data:`harvested_fields.json <TABLE>` names each with the forks defining it. A file
+that sets one to a value other than its default is read according to the mode:
+
+* structure only (:func:`structure_only`: ``caffepy summary``, ``caffepy draw``): accepted, with
+  ONE WARNING per file naming the fields and their forks;
+* strict (the default; train / test / time / Net construction / export): one error line,
+  ``FILE:LINE: layer 'x': field 'pad_l' of ConvolutionParameter is known only from forks (a/b,
+  +N): caffepy does not compute it; ...``;
+* lenient (``--ignore-unknown-fields``, :func:`unknown_fields.lenient`): one WARNING; the field
+  keeps its value and nothing reads it.
+
+A field holding its default value changes nothing and is accepted silently. The check runs where
+:func:`caffepy.proto.io.parse_text` reads text; line numbers come from the same token scan
+:mod:`caffepy.proto.unknown_fields` uses.
+"""
+import contextlib
+import contextvars
+import json
+import logging
+import math
+import os
+import struct
+
+from ..errors import ProtoError
+from . import is_repeated
+from . import unknown_fields as _unknown
+
+TABLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "harvested_fields.json")
+_log = logging.getLogger(__name__)
+_STRUCTURE = contextvars.ContextVar("caffepy_structure_only", default=False)
+_table = []
+_LAYERS = ("LayerParameter", "V1LayerParameter", "V0LayerParameter")
+
+
+def table():
+    """{"Message.field" or "Message.field=VALUE": {"forks": [first five], "count": n, ...}}."""
+    if not _table:
+        try:
+            with open(TABLE) as f:
+                _table.append(json.load(f))
+        except FileNotFoundError:
+            _table.append({})
+    return _table[0]
+
+
+@contextlib.contextmanager
+def structure_only(enabled=True):
+    """Within the block, harvested fields are accepted with one WARNING per file: for commands that
+    only read a net's structure (summary, draw)."""
+    token = _STRUCTURE.set(bool(enabled))
+    try:
+        yield
+    finally:
+        _STRUCTURE.reset(token)
+
+
+def is_structure_only():
+    return _STRUCTURE.get()
+
+
+class Harvested:
+    """One harvested field set to a non-default value (or a harvested enum value)."""
+    __slots__ = ("message", "field", "path", "layer", "value", "entry", "line")
+
+    def __init__(self, message, field, path, layer, entry, value=None):
+        self.message, self.field, self.path, self.layer = message, field, path, layer
+        self.entry, self.value, self.line = entry, value, None
+
+    def forks(self, shown=2):
+        names = self.entry["forks"][:shown]
+        more = self.entry["count"] - len(names)
+        return ", ".join(names + (["+%d" % more] if more > 0 else []))
+
+    def what(self):
+        if self.value is None:
+            return "field '%s' of %s" % (self.field, self.message)
+        return "value %s of field '%s' of %s" % (self.value, self.field, self.message)
+
+    def brief(self):
+        where = " (layer '%s')" % self.layer if self.layer else ""
+        value = "=%s" % self.value if self.value is not None else ""
+        return "%s.%s%s%s [%s]" % (self.message, self.field, value, where, self.forks())
+
+
+def _full(desc):
+    name = desc.full_name
+    return name.split(".", 1)[1] if "." in name else name
+
+
+def _same(fd, a, b):
+    if fd.type == fd.TYPE_FLOAT:
+        a, b = (struct.unpack("<f", struct.pack("<f", float(x)))[0] for x in (a, b))
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return a == b
+
+
+def _parse_default(fd, text):
+    """A fork's default (as protoc wrote it; "" for the type's zero) as a field value."""
+    if fd.enum_type is not None:
+        value = fd.enum_type.values_by_name.get(text) if text else fd.enum_type.values[0]
+        return value.number if value is not None else None
+    if fd.type in (fd.TYPE_FLOAT, fd.TYPE_DOUBLE):
+        return float(text) if text else 0.0
+    if fd.type == fd.TYPE_BOOL:
+        return text == "true"
+    if fd.type == fd.TYPE_STRING:
+        return text
+    if fd.type == fd.TYPE_BYTES:
+        return text.encode("latin-1", "backslashreplace")
+    return int(text) if text else 0
+
+
+def _message_is_default(msg):
+    return all(_is_default(fd, value) for fd, value in msg.ListFields())
+
+
+def _is_default(fd, value, fork_default=None):
+    """Whether ``value`` of field ``fd`` changes nothing: its default (for a field caffepy declares
+    repeated where forks have it optional, every element the forks' default)."""
+    if fd.message_type is not None:
+        values = value if is_repeated(fd) else [value]
+        return all(_message_is_default(v) for v in values)
+    if is_repeated(fd):
+        if fork_default is None:
+            return False
+        default = _parse_default(fd, fork_default)
+        return all(_same(fd, v, default) for v in value)
+    return _same(fd, value, fd.default_value)
+
+
+def find_harvested(msg):
+    """Every harvested field ``msg`` (and its sub-messages) sets to a non-default value, and every
+    harvested enum value it holds: :class:`Harvested` records (field path, layer name, forks)."""
+    out = []
+    if table():
+        _walk(msg, [], None, out, table())
+    return out
+
+
+def _walk(msg, path, layer, out, tab):
+    desc = msg.DESCRIPTOR
+    mname = _full(desc)
+    if desc.name in _LAYERS and msg.name:
+        layer = msg.name
+    for fd, value in msg.ListFields():
+        key = "%s.%s" % (mname, fd.name)
+        fpath = path + [fd.name]
+        entry = tab.get(key)
+        if entry is not None:
+            if not _is_default(fd, value, entry.get("default")):
+                out.append(Harvested(mname, fd.name, ".".join(fpath), layer, entry))
+            continue
+        values = value if is_repeated(fd) else [value]
+        if fd.enum_type is not None:
+            for v in values:
+                ev = fd.enum_type.values_by_number.get(v)
+                entry = tab.get("%s=%s" % (key, ev.name)) if ev is not None else None
+                if entry is not None:
+                    out.append(Harvested(mname, fd.name, ".".join(fpath), layer, entry, ev.name))
+                    break
+        elif fd.message_type is not None:
+            for sub in values:
+                _walk(sub, fpath, layer, out, tab)
+
+
+def _locate(found, text, descriptor):
+    """Set each record's ``line`` from the text scan (the first matching occurrence)."""
+    try:
+        seen = _unknown.known_fields(text, descriptor)
+    except (IndexError, ValueError):
+        return
+    used = set()
+    for rec in found:
+        for i, (desc, name, line, _, layer) in enumerate(seen):
+            if i not in used and name == rec.field and _full(desc) == rec.message and (
+                    rec.layer is None or layer is None or layer == rec.layer):
+                rec.line = line
+                used.add(i)
+                break
+
+
+def check(msg, text, filename, strict):
+    """Apply the policy (module doc) to ``msg``, just parsed from ``text``; raises ProtoError in
+    strict mode, else logs one WARNING when a harvested field is set."""
+    found = find_harvested(msg)
+    if not found:
+        return msg
+    _locate(found, text, msg.DESCRIPTOR)
+    found.sort(key=lambda r: (r.line is None, r.line or 0))
+    if is_structure_only():
+        _log.warning("%s: %d field(s) known only from Caffe forks, read for the structure only "
+                     "(caffepy does not compute them): %s", filename, len(found),
+                     "; ".join(r.brief() for r in found))
+    elif strict:
+        first = found[0]
+        loc = "%s:%d" % (filename, first.line) if first.line else filename
+        layer = " layer '%s':" % first.layer if first.layer else ""
+        more = " (%d more such field(s) in this file)" % (len(found) - 1) if len(found) > 1 else ""
+        raise ProtoError("%s:%s %s is known only from forks (%s): caffepy does not compute it; use "
+                         "--ignore-unknown-fields to build without it, or --proto FORK/caffe.proto "
+                         "/ a --layers plug-in%s" % (loc, layer, first.what(), first.forks(), more))
+    else:
+        _log.warning("%s: ignored %d field(s) known only from Caffe forks (--ignore-unknown-fields; "
+                     "caffepy does not compute them): %s", filename, len(found),
+                     "; ".join(r.brief() for r in found))
+    return msg

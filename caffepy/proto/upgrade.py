@@ -59,7 +59,7 @@ V1_TYPES = {
     V1.SLICE: "Slice", V1.TANH: "TanH", V1.WINDOW_DATA: "WindowData",
     V1.THRESHOLD: "Threshold",
 }
-#: facebook/C3D v1.0's V1 types (proto/additions.d/zoob.json; renumbered where BVLC's values
+#: facebook/C3D v1.0's V1 types (proto/additions.d/segnet_c3d_face_flownet.json; renumbered where BVLC's values
 #: collide). ELTWISE_PRODUCT is early Caffe's product layer: Eltwise with operation PROD.
 V1_TYPES.update((getattr(V1, name), new) for name, new in (
     ("CONVOLUTION3D", "Convolution3D"), ("POOLING3D", "Pooling3D"), ("VIDEO_DATA", "VideoData"),
@@ -70,7 +70,7 @@ V1_TYPES.update((getattr(V1, name), new) for name, new in (
     ("VIDEO_WITH_VOXEL_TRUTH_DATA", "VideoWithVoxelTruthData"),
     ("VOXEL_SOFTMAX", "VoxelWiseSoftmax"), ("VOXEL_SOFTMAX_LOSS", "VoxelWiseSoftmaxWithLoss"),
     ("VOXEL_CUSTOM_LOSS", "VoxelCustomLoss")) if hasattr(V1, name))
-#: HyeonwooNoh/caffe's (DeconvNet) V1 types (proto/additions.d/zooscout.json): its BN is SegNet's
+#: HyeonwooNoh/caffe's (DeconvNet) V1 types (proto/additions.d/surveyed_forks.json): its BN is SegNet's
 #: (bn_mode, scale_filler, shift_filler), its IMAGE_SEG_DATA DeepLab's ImageSegData.
 V1_TYPES.update((getattr(V1, name), new) for name, new in (
     ("BN", "BN"), ("UNPOOLING", "Unpooling"), ("ELTWISE_ACCURACY", "EltwiseAccuracy"),
@@ -78,7 +78,7 @@ V1_TYPES.update((getattr(V1, name), new) for name, new in (
     # DeepLab v1 (deeplab-public): its Interp and SegAccuracy are PSPNet's / DeepLab v2's
     ("INTERP", "Interp"), ("SEG_ACCURACY", "SegAccuracy"), ("PADDING", "Padding"))
     if hasattr(V1, name))
-#: torrvision/caffe's (crfasrnn) V1 types (proto/additions.d/zoorest.json): the FCN-era CROP becomes
+#: torrvision/caffe's (crfasrnn) V1 types (proto/additions.d/crfasrnn_tsn_pose.json): the FCN-era CROP becomes
 #: BVLC's Crop with the offsets its coordinate maps give (caffepy.proto.v1_crop).
 V1_TYPES.update((getattr(V1, name), new) for name, new in (
     ("CROP", "Crop"), ("MULTI_STAGE_MEANFIELD", "MultiStageMeanfield")) if hasattr(V1, name))

@@ -39,7 +39,10 @@ def _converter(field):
                 return False
             raise argparse.ArgumentTypeError("expected true or false, got '%s'" % text)
         if field.type == _T.TYPE_ENUM:
-            names = [v.name for v in field.enum_type.values]
+            from ..proto.harvest_policy import table
+            forks_only = table()       # values the schema declares only because forks define them
+            names = [v.name for v in field.enum_type.values
+                     if "%s.%s=%s" % (field.containing_type.name, field.name, v.name) not in forks_only]
             if text in names:
                 return field.enum_type.values_by_name[text].number
             if text.lstrip("-").isdigit() and int(text) in field.enum_type.values_by_number:

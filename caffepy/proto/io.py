@@ -274,9 +274,13 @@ def parse_any(data, msg, filename, strict=None, hints=None):
 
 
 def read_message(path, msg, strict=None, hints=None):
-    """Parse the file at ``path`` (text or binary, detected) into ``msg`` (no upgrade)."""
+    """Parse the file at ``path`` (text or binary, detected) into ``msg`` (no upgrade). An empty
+    file (no bytes, or only white space) is an error: no Caffe net, solver or weights file is."""
     path = os.fspath(path)
-    return parse_any(_read_bytes(path), msg, path, strict=strict, hints=hints)
+    data = _read_bytes(path)
+    if not data.strip():
+        raise ProtoError("%s: empty file (%d bytes): not a %s" % (path, len(data), msg.DESCRIPTOR.name))
+    return parse_any(data, msg, path, strict=strict, hints=hints)
 
 
 def _looks_like_text_proto(s):

@@ -19,6 +19,11 @@ DEPLOY_IGNORED = ("param", "weight_filler", "bias_filler")
 REPEATED_DEFAULTS = {"stride": [1], "dilation": [1], "pad": [0]}
 
 
+def _num(v):
+    """A float as compared: rounded, and NaN (some fork fields' default) equal to itself."""
+    return "nan" if v != v else round(v, 6)
+
+
 def effective(msg, skip=()):
     """{field: value} with defaults filled in for scalars, recursing into set messages."""
     out = {}
@@ -30,7 +35,7 @@ def effective(msg, skip=()):
             if f.type == _desc.FieldDescriptor.TYPE_MESSAGE:
                 out[f.name] = [effective(v, skip) for v in value]
             else:
-                values = [round(v, 6) if isinstance(v, float) else v for v in value]
+                values = [_num(v) if isinstance(v, float) else v for v in value]
                 if msg.DESCRIPTOR.name == "ConvolutionParameter" and values == REPEATED_DEFAULTS.get(f.name):
                     values = []
                 out[f.name] = values
@@ -38,7 +43,7 @@ def effective(msg, skip=()):
             if msg.HasField(f.name):
                 out[f.name] = effective(value, skip)
         else:
-            out[f.name] = round(value, 6) if isinstance(value, float) else value
+            out[f.name] = _num(value) if isinstance(value, float) else value
     return out
 
 

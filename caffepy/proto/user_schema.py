@@ -195,8 +195,9 @@ def _build(path):
     merged.name = "caffepy_user_schema/%s" % os.path.basename(path)
     merger = _Merger()
     for f in ours_files:
-        merger.messages(merged.message_type, f.message_type, "caffe")
         merger.enums(merged.enum_type, f.enum_type, "caffe")
+    for f in ours_files:
+        merger.messages(merged.message_type, f.message_type, "caffe")
     pool = descriptor_pool.DescriptorPool()
     try:
         for f in fds.file:
@@ -214,6 +215,9 @@ def _build(path):
     if merger.clashes:
         _log.info("%s: caffepy's definition kept for fields whose type differs in the fork: %s",
                   path, "; ".join(merger.clashes))
+    if merger.skipped:
+        _log.info("%s: fork definitions left out (their enum value names are caffepy's): %s",
+                  path, "; ".join(merger.skipped))
     return Schema(path, key, pool, merger.renumbered, merger.clashes)
 
 
@@ -243,7 +247,7 @@ def _compile(path):
 
 
 def _type_of(field):
-    label = {_FD.LABEL_REPEATED: "repeated ", _FD.LABEL_REQUIRED: "required "}.get(field.label, "")
+    label = "repeated " if field.label == _FD.LABEL_REPEATED else ""    # required = optional
     return label + (field.type_name.lstrip(".").replace("caffe.", "") or
                     _FD.Type.Name(field.type)[5:].lower())
 
@@ -252,7 +256,8 @@ class _Merger(object):
     """Adds a fork's definitions to caffepy's (FileDescriptorProto parts), noting what moved."""
 
     def __init__(self):
-        self.renumbered, self.clashes = [], []
+        self.renumbered, self.clashes, self.skipped = [], [], []
+        self.left_out = set()       # full names (".caffe.X.Y") of the fork's enums left out
 
     def messages(self, ours, theirs, scope):
         by_name = {m.name: m for m in ours}
@@ -263,10 +268,20 @@ class _Merger(object):
                 ours.add().CopyFrom(m)
 
     def enums(self, ours, theirs, scope):
+        """Merge the enums of one scope (a fork's enum whose value names caffepy's enums of the
+        scope have is left out: value names share their scope)."""
         by_name = {e.name: e for e in ours}
+        values = {v.name for e in ours for v in e.value}     # value names share the scope
         for e in theirs:
             if e.name not in by_name:
+                clash = sorted(v.name for v in e.value if v.name in values)
+                if clash:
+                    self.skipped.append("%s (values %s are caffepy's)"
+                                        % (_where(scope, e.name), ", ".join(clash)))
+                    self.left_out.add(".%s.%s" % (scope, e.name))
+                    continue
                 ours.add().CopyFrom(e)
+                values.update(v.name for v in e.value)
                 continue
             mine = by_name[e.name]
             names = {v.name for v in mine.value}
@@ -274,26 +289,38 @@ class _Merger(object):
             for v in e.value:
                 if v.name in names:
                     continue
+                if v.name in values:
+                    self.skipped.append(_where(scope, e.name, v.name))
+                    continue
                 new = mine.value.add()
                 new.CopyFrom(v)
                 if v.number in used:
                     new.number = _free(used)
-                    self._moved("%s.%s.%s" % (scope, e.name, v.name), v.number, new.number)
+                    self._moved(_where(scope, e.name, v.name), v.number, new.number)
                 used.add(new.number)
+                values.add(v.name)
 
     def message(self, ours, theirs, full):
+        self.enums(ours.enum_type, theirs.enum_type, full)
         mine = {f.name: f for f in ours.field}
+        jsons = {_json(f) for f in ours.field}
         used = {f.number for f in ours.field}
         taken = [(r.start, r.end) for r in list(ours.reserved_range) + list(ours.extension_range)]
         moved = []
         for f in theirs.field:
             if f.name in mine:
                 if _type_of(mine[f.name]) != _type_of(f):
-                    self.clashes.append("%s.%s (caffepy: %s; fork: %s)" % (
-                        full[6:], f.name, _type_of(mine[f.name]), _type_of(f)))
+                    self.clashes.append("%s (caffepy: %s; fork: %s)" % (
+                        _where(full, f.name), _type_of(mine[f.name]), _type_of(f)))
+                continue
+            if f.type_name in self.left_out:
+                self.skipped.append(_where(full, f.name))
                 continue
             new = ours.field.add()
             new.CopyFrom(f)
+            if _json(f) in jsons:       # pad_out_W beside caffepy's pad_out_w: both padOutW
+                new.json_name = f.name
+            jsons.add(_json(new))
             if f.HasField("oneof_index"):
                 new.oneof_index = self._oneof(ours, theirs.oneof_decl[f.oneof_index].name)
             if f.number in used or any(a <= f.number < b for a, b in taken):
@@ -302,11 +329,10 @@ class _Merger(object):
                 used.add(f.number)
         for new in moved:
             number = _free(used)
-            self._moved("%s.%s" % (full, new.name), new.number, number)
+            self._moved(_where(full, new.name), new.number, number)
             new.number = number
             used.add(number)
         self.messages(ours.nested_type, theirs.nested_type, full)
-        self.enums(ours.enum_type, theirs.enum_type, full)
 
     @staticmethod
     def _oneof(ours, name):
@@ -317,7 +343,19 @@ class _Merger(object):
         return len(ours.oneof_decl) - 1
 
     def _moved(self, where, old, new):
-        self.renumbered.append("%s %d -> %d" % (where[6:], old, new))
+        self.renumbered.append("%s %d -> %d" % (where, old, new))
+
+
+def _where(scope, *names):
+    """``Message.field`` from a full scope (``caffe.Message``) and names."""
+    return ".".join(([scope[6:]] if scope != "caffe" else []) + list(names))
+
+
+def _json(field):
+    if field.HasField("json_name"):
+        return field.json_name
+    parts = field.name.split("_")
+    return parts[0] + "".join(p[:1].upper() + p[1:] for p in parts[1:])
 
 
 def _free(used):

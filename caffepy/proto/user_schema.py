@@ -13,6 +13,9 @@ a FileDescriptorSet in a temporary directory, and merges it into a copy of caffe
   are added to them (a value whose number caffepy uses is renumbered the same way);
 * caffepy's (and BVLC's) fields always win a name clash; one INFO line names the clashes of type.
 
+Fields caffepy's schema declares only because public forks define them
+(:mod:`caffepy.proto.harvest_policy`) are accepted where the fork's file defines them too.
+
 How caffepy uses it: :func:`caffepy.proto.io.parse_text` parses a text message with the merged
 class of the requested message, then carries the result over to caffepy's own class by bytes. The
 fields caffepy knows keep their numbers, so they carry over exactly; the fork's fields become
@@ -54,9 +57,10 @@ _FD = descriptor_pb2.FieldDescriptorProto
 class Schema(object):
     """A merged schema: ``pool`` (a fresh DescriptorPool), ``path``, ``renumbered`` (notes)."""
 
-    def __init__(self, path, key, pool, renumbered, clashes):
+    def __init__(self, path, key, pool, renumbered, clashes, defines=frozenset()):
         self.path, self.key, self.pool = path, key, pool
         self.renumbered, self.clashes = renumbered, clashes
+        self.defines = defines   # "Message.field" / "Message.field=VALUE" the fork's file defines
         self._classes = {}
 
     def message_class(self, full_name):
@@ -218,7 +222,29 @@ def _build(path):
     if merger.skipped:
         _log.info("%s: fork definitions left out (their enum value names are caffepy's): %s",
                   path, "; ".join(merger.skipped))
-    return Schema(path, key, pool, merger.renumbered, merger.clashes)
+    return Schema(path, key, pool, merger.renumbered, merger.clashes, _defined(ours_files))
+
+
+def _defined(files):
+    """What the fork's files define, as harvest_policy names it: ``Message.field`` and, for enum
+    fields, ``Message.field=VALUE`` (the harvested fields it defines are then accepted)."""
+    enums, fields = {}, []
+
+    def walk(scope, messages, enum_types):
+        for e in enum_types:
+            enums[".%s.%s" % (scope, e.name)] = [v.name for v in e.value]
+        for m in messages:
+            full = "%s.%s" % (scope, m.name)
+            fields.extend((full[6:], f) for f in m.field)
+            walk(full, m.nested_type, m.enum_type)
+
+    for f in files:
+        walk("caffe", f.message_type, f.enum_type)
+    out = set()
+    for message, f in fields:
+        out.add("%s.%s" % (message, f.name))
+        out.update("%s.%s=%s" % (message, f.name, v) for v in enums.get(f.type_name, ()))
+    return frozenset(out)
 
 
 def _compile(path):

@@ -31,7 +31,7 @@ message ConvolutionParameter {
   optional string pad = 3001;           // caffepy's pad is repeated uint32: a clash of type
 }
 message PoolingParameter {
-  enum PoolMethod { MAX = 0; AVE = 1; STOCHASTIC = 2; FORK_POOL = 7; }
+  enum PoolMethod { MAX = 0; AVE = 1; STOCHASTIC = 2; FORK_POOL = 7; }   // 7 may be caffepy's
 }
 message SolverParameter { optional float lr_boost = 9001 [default = 1]; }
 """
@@ -76,6 +76,18 @@ def test_fork_fields_are_an_error_without_the_schema(net_file):
         io.read_net(net_file)
 
 
+def test_a_field_caffepy_knows_only_from_forks_is_accepted_with_the_fork_schema(fork, tmp_path):
+    path = tmp_path / "pad_l.prototxt"
+    path.write_text('layer { name: "c" type: "Convolution" bottom: "x" top: "y"\n'
+                    '  convolution_param { num_output: 1 kernel_size: 1 pad_l: 2 } }\n')
+    with pytest.raises(ProtoError, match="pad_l"):     # harvested (or unknown) without the fork
+        io.read_net(str(path))
+    user_schema.load_schema(fork)
+    assert "ConvolutionParameter.pad_l" in user_schema.active().defines
+    net = io.read_net(str(path))
+    assert user_schema.fork_view(net.layer[0]).convolution_param.pad_l == 2
+
+
 def test_load_schema_parses_the_fork_net(fork, net_file):
     assert caffepy.load_schema(fork) is user_schema.active()
     net = io.read_net(net_file)
@@ -108,7 +120,7 @@ def test_fork_field_reaches_a_layer(fork, net_file):
 def test_renumbering_and_type_clash_are_noted(fork, net_file, caplog):
     with caplog.at_level(logging.INFO, logger="caffepy.proto.user_schema"):
         schema = user_schema.load_schema(fork)
-    assert schema.renumbered == ["ConvolutionParameter.stripe 4 -> %d" % user_schema.RENUMBER_BASE]
+    assert "ConvolutionParameter.stripe 4 -> %d" % user_schema.RENUMBER_BASE in schema.renumbered
     assert schema.clashes == ["ConvolutionParameter.pad (caffepy: repeated uint32; fork: string)"]
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 2 and "stripe 4 -> " in lines[0] and "pad (caffepy" in lines[1]

@@ -75,6 +75,7 @@ _LAZY = {
     "NCCL": ("caffepy.pycaffe", "NCCL"),
     "get_solver_from_string": ("caffepy.solvers", "get_solver_from_string"),
     "Solver": ("caffepy.solvers", "Solver"),
+    "load_schema": ("caffepy.proto.user_schema", "load_schema"),
 }
 
 

@@ -6,7 +6,8 @@ not listed. Flags accept gflags spellings as Caffe's tools do: ``-solver S``, ``
 ``-solver=S``, ``--solver=S``. A user error (:class:`caffepy.errors.CaffeError`, a missing file) prints
 one line and exits 1; a traceback is shown only with ``CAFFEPY_DEBUG=1``. Every command takes
 ``--layers MODULE`` (repeatable): plug-in layer modules imported before it runs
-(caffepy.layers.plugins).
+(caffepy.layers.plugins); ``--proto PATH`` (before or after the command's name) loads a Caffe
+fork's own caffe.proto for the command (:mod:`caffepy.proto.user_schema`).
 """
 import argparse
 import importlib
@@ -49,12 +50,14 @@ def build_parser():
     from . import __version__
     parser.add_argument("--version", action="version", version="caffepy %s" % __version__)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _add_proto(parser, None)
     for name, mod in sorted(_commands().items()):
         p = sub.add_parser(name, help=getattr(mod, "HELP", ""), description=getattr(mod, "HELP", ""))
         mod.add_arguments(p)
         p.add_argument("--layers", action="append", default=[], metavar="MODULE",
                        help="load plug-in layers from MODULE first (a module on sys.path or a .py "
                             "file; repeatable; also $CAFFEPY_LAYERS)")
+        _add_proto(p, argparse.SUPPRESS)
         p.set_defaults(_run=mod.run)
     return parser
 
@@ -70,6 +73,16 @@ def _load_plugins(args):
         plugins.load_modules(args.layers, "--layers")
 
 
+def _add_proto(parser, default):
+    """``--proto PATH``: a Caffe fork's own caffe.proto, merged with caffepy's schema for the
+    command (see caffepy.proto.user_schema); before or after the command name."""
+    if any("--proto" in a.option_strings for a in parser._actions):
+        return                               # a command with a --proto of its own keeps it
+    parser.add_argument("--proto", metavar="PATH/caffe.proto", default=default,
+                        help="a Caffe fork's own caffe.proto: its nets parse with its fields "
+                             "(compiled with grpcio-tools; also $CAFFEPY_PROTO)")
+
+
 def main(argv=None):
     argv = normalize_gflags(sys.argv[1:] if argv is None else list(argv))
     parser = build_parser()
@@ -78,8 +91,10 @@ def main(argv=None):
         parser.print_help()
         return 1
     try:
-        _load_plugins(args)
-        rc = args._run(args)
+        from .proto.user_schema import using
+        with using(getattr(args, "proto", None), via="--proto"):
+            _load_plugins(args)
+            rc = args._run(args)
     except CaffeError as e:
         if os.environ.get("CAFFEPY_DEBUG"):
             raise

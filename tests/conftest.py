@@ -48,3 +48,11 @@ def user_pyloss(monkeypatch):
     monkeypatch.delitem(sys.modules, "pyloss", raising=False)
     yield "pyloss"
     sys.modules.pop("pyloss", None)
+
+
+@pytest.fixture(autouse=True)
+def _user_schema_reset():
+    """No test sees a fork schema (caffepy.load_schema / --proto) that an earlier test loaded."""
+    yield
+    from caffepy.proto import user_schema
+    user_schema.reset()

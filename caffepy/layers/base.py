@@ -135,9 +135,14 @@ def load_all():
 
 def fork_param(layer_param, field):
     """A fork's ``*_param`` sub-message of ``layer_param`` (its defaults when unset), or None when
-    the compiled schema lacks the field (the caller then uses the fork's defaults)."""
+    neither the compiled schema nor a loaded fork schema (``--proto``, :mod:`caffepy.proto.user_schema`)
+    has the field (the caller then uses the fork's defaults)."""
     if field in layer_param.DESCRIPTOR.fields_by_name:
         return getattr(layer_param, field)
+    from ..proto import user_schema
+    view = user_schema.as_merged(layer_param)
+    if field in view.DESCRIPTOR.fields_by_name:
+        return getattr(view, field)
     return None
 
 

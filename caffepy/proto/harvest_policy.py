@@ -15,7 +15,8 @@ that sets one to a value other than its default is read according to the mode:
 
 A field holding its default value changes nothing and is accepted silently. The check runs where
 :func:`caffepy.proto.io.parse_text` reads text; line numbers come from the same token scan
-:mod:`caffepy.proto.unknown_fields` uses.
+:mod:`caffepy.proto.unknown_fields` uses. With a fork's own schema loaded (``--proto``,
+:mod:`caffepy.proto.user_schema`), the harvested fields and values its file defines are accepted.
 """
 import contextlib
 import contextvars
@@ -184,10 +185,19 @@ def _locate(found, text, descriptor):
                 break
 
 
+def _fork_defines(rec):
+    """Whether the fork schema loaded with --proto (caffepy.proto.user_schema) defines the field or
+    value: the user named the fork whose nets these are (a --layers plug-in computes it)."""
+    from . import user_schema
+    schema = user_schema.active()
+    key = "%s.%s%s" % (rec.message, rec.field, "=%s" % rec.value if rec.value is not None else "")
+    return schema is not None and key in schema.defines
+
+
 def check(msg, text, filename, strict):
     """Apply the policy (module doc) to ``msg``, just parsed from ``text``; raises ProtoError in
     strict mode, else logs one WARNING when a harvested field is set."""
-    found = find_harvested(msg)
+    found = [r for r in find_harvested(msg) if not _fork_defines(r)]
     if not found:
         return msg
     _locate(found, text, msg.DESCRIPTOR)

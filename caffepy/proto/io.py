@@ -26,6 +26,7 @@ from ..errors import ProtoError
 from . import caffe_pb2
 from . import harvest_policy as _harvest
 from . import unknown_fields as _unknown
+from . import user_schema as _user
 
 _log = logging.getLogger(__name__)
 
@@ -113,7 +114,7 @@ def _parse_located(text, msg, filename):
         if not m:
             raise ProtoError("%s: %s" % (filename, _explain(str(e))))
         line, col, what = m.groups()
-        layer = _layer_at(text, int(line)) if isinstance(msg, caffe_pb2.NetParameter) else None
+        layer = _layer_at(text, int(line)) if msg.DESCRIPTOR.name == "NetParameter" else None
         where = " (layer '%s')" % layer if layer else ""
         raise ProtoError("%s:%s:%s: %s%s" % (filename, line, col, _explain(what), where))
     return msg
@@ -130,7 +131,9 @@ def parse_text(text, msg, filename="<string>", strict=None, hints=None):
     changes no math (a hint) is dropped with a WARNING, and any other stays an error saying so.
     Fields the schema declares only because forks define them follow
     :mod:`caffepy.proto.harvest_policy` (an error when strict and set to a non-default value,
-    except in its structure-only mode).
+    except in its structure-only mode). With a fork's schema loaded (:mod:`caffepy.proto.user_schema`)
+    the text is parsed with it and carried over to ``msg`` by bytes (the fork's fields ride along as
+    unknown fields), and the harvested fields that the fork's file defines are accepted.
     """
     _parse_text(text, msg, filename, strict, hints)
     return _harvest.check(msg, text, filename,
@@ -138,6 +141,12 @@ def parse_text(text, msg, filename="<string>", strict=None, hints=None):
 
 
 def _parse_text(text, msg, filename, strict, hints):
+    merged = _user.merged_for(msg)
+    if merged is not None:
+        _parse_text(text, merged, filename, strict, hints)
+        _reject_values(_user.fork_values(text, msg, merged), filename, strict)
+        msg.MergeFromString(merged.SerializeToString())
+        return msg
     try:
         return _parse_located(text, msg, filename)
     except ProtoError as error:
@@ -191,9 +200,13 @@ def check_binary_values(msg, filename, strict=None):
     """Enum numbers in a binary ``msg`` that the schema's enums lack (protobuf keeps them as
     unknown fields and leaves the field at its default): an error naming the field, the number
     and the layer; when not strict, those in fields that change no math get a WARNING."""
-    values = _unknown.binary_unknown_values(msg)
+    _reject_values(_unknown.binary_unknown_values(msg), filename, strict)
+    return msg
+
+
+def _reject_values(values, filename, strict):
     if not values:
-        return msg
+        return
     strict = _unknown.strict_default() if strict is None else strict
     for v in values:
         if strict or not v.harmless:
@@ -201,7 +214,6 @@ def check_binary_values(msg, filename, strict=None):
     _log.warning("%s: ignored %d unknown enum value(s) of fields that change no math "
                  "(--ignore-unknown-fields): %s", filename, len(values),
                  "; ".join(v.where() for v in values))
-    return msg
 
 
 def _read_bytes(path):
@@ -399,8 +411,9 @@ def write_binary(msg, path):
 
 
 def write_text(msg, path):
-    atomic_write(path, text_format.MessageToString(msg).encode("utf-8"))
+    atomic_write(path, to_text(msg).encode("utf-8"))
 
 
 def to_text(msg):
-    return text_format.MessageToString(msg)
+    """``msg`` as protobuf text (with a fork's schema loaded, its fields too, by name)."""
+    return text_format.MessageToString(_user.as_merged(msg))

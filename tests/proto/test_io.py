@@ -166,3 +166,13 @@ def test_tiny_binary_with_few_control_bytes_is_still_read():
     data = net.SerializeToString()
     assert not io.looks_binary(data)          # guessed as text ...
     assert io.read_net(data) == net           # ... the binary retry reads it
+
+
+@pytest.mark.parametrize("content", [b"", b"  \n\t\n"])
+def test_empty_file_is_an_error(tmp_path, content):
+    from caffepy.errors import ProtoError
+    from caffepy.proto import io as proto_io
+    path = tmp_path / "empty.caffemodel"
+    path.write_bytes(content)
+    with pytest.raises(ProtoError, match=r"empty\.caffemodel: empty file \(\d+ bytes\): not a NetParameter"):
+        proto_io.read_net(str(path))

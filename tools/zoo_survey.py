@@ -284,7 +284,14 @@ def survey(args):
                 state = rec.get("skipped") and "skip" or ("ok" if rec["ok"] else rec["category"])
                 print("[%d/%d] %-12s %s" % (i + 1, len(jobs), state, rec["path"]), flush=True)
     from caffepy import __version__
-    out = {"tool": "tools/zoo_survey.py", "caffepy": __version__, "timeout_s": TIMEOUT,
+    try:                                                 # the tree measured, when it is a checkout
+        import subprocess
+        head = subprocess.run(["git", "-C", ROOT, "describe", "--always", "--dirty"],
+                              capture_output=True, text=True).stdout.strip()
+    except OSError:
+        head = ""
+    out = {"tool": "tools/zoo_survey.py", "caffepy": __version__, "tree": head,
+           "timeout_s": TIMEOUT,
            "files": [r for r in records if "skipped" not in r],
            "skipped": [r for r in records if "skipped" in r]}
     with open(args.output, "w") as f:
@@ -322,7 +329,8 @@ def tally(data, top=30):
     n, ok, okl = len(files), sum(r["ok"] for r in files), sum(r["ok_lenient"] for r in files)
     pd = sum(r["category"] == "python_data" for r in files)
     dep = [r for r in files if r["deploy_with_inputs"]]
-    lines += ["", "repositories: %d, net files: %d, skipped (solvers, no layers): %d"
+    lines += ["", "caffepy tree measured: %s" % (data.get("tree") or "?"),
+              "repositories: %d, net files: %d, skipped (solvers, no layers): %d"
               % (len(by_repo), n, len(data.get("skipped", []))),
               "build, all files:                 %s" % pct(ok, n),
               "build, excluding python_data:     %s" % pct(ok, n - pd),

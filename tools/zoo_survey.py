@@ -294,11 +294,23 @@ def survey(args):
            "timeout_s": TIMEOUT,
            "files": [r for r in records if "skipped" not in r],
            "skipped": [r for r in records if "skipped" in r]}
-    with open(args.output, "w") as f:
-        json.dump(out, f, indent=1, sort_keys=True)
-        f.write("\n")
+    write_json(out, args.output)
     print("wrote %s: %d measured, %d skipped" % (args.output, len(out["files"]),
                                                    len(out["skipped"])))
+
+def write_json(data, path):
+    """The survey's JSON with one record per line (small, and diffs line by line)."""
+    with open(path, "w") as f:
+        f.write("{\n")
+        for i, key in enumerate(sorted(data)):
+            value = data[key]
+            if isinstance(value, list):
+                body = ",\n".join("  " + json.dumps(r, sort_keys=True) for r in value)
+                text = "[\n%s\n ]" % body if value else "[]"
+            else:
+                text = json.dumps(value)
+            f.write(' "%s": %s%s\n' % (key, text, "," if i < len(data) - 1 else ""))
+        f.write("}\n")
 
 # ---------------------------------------------------------------------------- tally
 
@@ -346,16 +358,20 @@ def tally(data, top=30):
     catl = collections.Counter(r["category_lenient"] for r in files if not r["ok_lenient"])
     for c in CATEGORIES:
         lines.append("  %-13s %4d  %4d" % (c, cat[c], catl[c]))
-    msgs = collections.Counter(normalise(r["error"], r["path"]) for r in files if not r["ok"])
-    lines += ["", "most common errors (strict, normalised):"]
-    lines += ["  %4d  %s" % (k, m) for m, k in msgs.most_common(top)]
-    types = collections.Counter()
+    for key, what, k in (("error", "strict", top),
+                         ("error_lenient", "--ignore-unknown-fields", 15)):
+        msgs = collections.Counter(normalise(r[key], r["path"]) for r in files if r[key])
+        lines += ["", "most common errors (%s, normalised):" % what]
+        lines += ["  %4d  %s" % (n, m) for m, n in msgs.most_common(k)]
+    types, typesl = collections.Counter(), collections.Counter()
     for r in files:
-        m = re.search(r"unknown layer type '([^']*)'", r["error"])
-        if m and r["category"] == "unknown_type":
-            types[m.group(1)] += 1
-    lines += ["", "unknown layer types (files):"]
-    lines += ["  %4d  %s" % (k, t) for t, k in types.most_common()]
+        for counter, err in ((types, r["error"]), (typesl, r["error_lenient"])):
+            m = re.search(r"unknown layer type '([^']*)'", err)
+            if m:
+                counter[m.group(1)] += 1
+    lines += ["", "unknown layer types (files: strict; with --ignore-unknown-fields):"]
+    lines += ["  %4d  %4d  %s" % (types[t], typesl[t], t)
+              for t, _ in (types + typesl).most_common()]
     fields = collections.Counter()
     for r in files:
         if r["category"] != "no_field":

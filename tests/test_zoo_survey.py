@@ -1,0 +1,60 @@
+"""tools/zoo_survey.py on three tiny nets: one that builds, one with an unknown layer type, one
+with an unknown field; and its --tally tables."""
+import importlib.util
+import json
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+INPUT = 'name: "t"\ninput: "data"\ninput_shape { dim: 1 dim: 3 dim: 8 dim: 8 }\n'
+GOOD = INPUT + '''layer { name: "conv" type: "Convolution" bottom: "data" top: "conv"
+  convolution_param { num_output: 4 kernel_size: 3 } }
+layer { name: "relu" type: "ReLU" bottom: "conv" top: "conv" }
+'''
+UNKNOWN_TYPE = INPUT + 'layer { name: "odd" type: "NoSuchLayerType" bottom: "data" top: "odd" }\n'
+UNKNOWN_FIELD = INPUT + '''layer { name: "conv" type: "Convolution" bottom: "data" top: "conv"
+  convolution_param { num_output: 4 kernel_size: 3 no_such_field: 2 } }
+'''
+SOLVER = 'net: "train.prototxt"\nbase_lr: 0.01\nmax_iter: 10\n'
+
+
+def _tool():
+    spec = importlib.util.spec_from_file_location("zoo_survey",
+                                                  os.path.join(ROOT, "tools", "zoo_survey.py"))
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["zoo_survey"] = mod          # its worker pool finds measure() by module name
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_zoo_survey_categories(tmp_path, capsys):
+    tool = _tool()
+    nets = tmp_path / "nets" / "someone__nets"
+    nets.mkdir(parents=True)
+    for name, text in [("good.prototxt", GOOD), ("unknown_type.prototxt", UNKNOWN_TYPE),
+                       ("unknown_field.prototxt", UNKNOWN_FIELD), ("solver.prototxt", SOLVER)]:
+        (nets / name).write_text(text)
+    out = tmp_path / "survey.json"
+    assert tool.main([str(tmp_path / "nets"), "-o", str(out), "-j", "2", "--quiet"]) == 0
+    data = json.loads(out.read_text())
+    recs = {os.path.basename(r["path"]): r for r in data["files"]}
+    assert sorted(recs) == ["good.prototxt", "unknown_field.prototxt", "unknown_type.prototxt"]
+    assert [os.path.basename(r["path"]) for r in data["skipped"]] == ["solver.prototxt"]
+    assert all(r["repo"] == "someone/nets" and r["deploy_with_inputs"] for r in recs.values())
+
+    good = recs["good.prototxt"]
+    assert good["ok"] and good["ok_lenient"] and good["category"] is None
+    bad_type = recs["unknown_type.prototxt"]
+    assert not bad_type["ok"] and not bad_type["ok_lenient"]
+    assert bad_type["category"] == "unknown_type" and "NoSuchLayerType" in bad_type["error"]
+    bad_field = recs["unknown_field.prototxt"]
+    assert not bad_field["ok"] and bad_field["category"] == "no_field"
+    assert 'no field named "no_such_field"' in bad_field["error"]
+    assert bad_field["ok_lenient"]          # --ignore-unknown-fields drops it and builds
+
+    capsys.readouterr()
+    assert tool.main(["--tally", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "build, all files:                 1 / 3 (33.3%)" in text
+    assert "NoSuchLayerType" in text and "ConvolutionParameter.no_such_field" in text

@@ -90,3 +90,15 @@ def test_unknown_bottom_names_layer_and_blob():
     p = net('layer { name: "r" type: "ReLU" bottom: "nope" top: "y" }')
     with pytest.raises(NetError, match=r"layer 'r' \(ReLU\): unknown bottom blob 'nope'"):
         net_passes.insert_splits(p)
+
+
+def test_unknown_bottom_in_both_phases_is_a_wiring_error_not_a_crash():
+    """A deploy file with an Accuracy on a 'label' no layer makes (in any phase): one line."""
+    import pytest
+    from caffepy.errors import CaffeError
+    from caffepy.net import Net
+    text = """input: "data" input_dim: 1 input_dim: 1 input_dim: 4 input_dim: 4
+    layer { name: "ip" type: "InnerProduct" bottom: "data" top: "ip" inner_product_param { num_output: 2 } }
+    layer { name: "acc" type: "Accuracy" bottom: "ip" bottom: "label" top: "acc" include { phase: TEST } }"""
+    with pytest.raises(CaffeError, match="unknown bottom blob 'label'"):
+        Net(text, 1)

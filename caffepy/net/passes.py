@@ -97,6 +97,8 @@ def _check_phase(net_param, filtered, state):
     if _first_unknown_bottom(kept)[0] is not None:
         return
     makers = [x.name for x in kept if blob in x.top]
+    if not makers:          # the other phase resolves it otherwise: wiring reports the blob
+        return
     phase = caffe_pb2.Phase.Name(other.phase)
     raise PhaseError("layer '%s' (%s): bottom blob '%s' is produced only in phase %s (by layer "
                      "'%s'); build the net in phase %s (caffepy summary --phase %s, "

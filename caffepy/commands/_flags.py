@@ -1,4 +1,6 @@
 """Flags shared by train / test / time (Caffe's gflags of tools/caffe.cpp, same names and defaults)."""
+import argparse
+
 from ..log import setup as setup_log
 
 
@@ -60,7 +62,20 @@ def add_unknown_fields(parser):
                              "error unless it is a memory/precision/engine hint")
 
 
+def add_structure_strict(parser):
+    """Commands that only read a net's structure (summary, draw) drop fields caffepy does not know
+    with one WARNING naming them; --strict makes them errors, as for the commands that compute."""
+    parser.add_argument("--strict", action="store_true",
+                        help="fields caffepy does not know are errors (by default this command, "
+                             "which only reads the structure, names them in a WARNING and goes on)")
+    parser.add_argument("--ignore-unknown-fields", action="store_true", help=argparse.SUPPRESS)
+
+
 def unknown_fields(args):
-    """A context in which files are read with the --ignore-unknown-fields policy."""
+    """A context in which files are read with the --ignore-unknown-fields policy; for the
+    structure-only commands (those with --strict), lenient unless --strict."""
     from ..proto.unknown_fields import lenient
+    if hasattr(args, "strict"):
+        return lenient(not args.strict, reason="not computed: %s only reads the structure; "
+                       "--strict makes it an error" % args.command_name)
     return lenient(getattr(args, "ignore_unknown_fields", False))

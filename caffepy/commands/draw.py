@@ -6,6 +6,7 @@ Without ``--rankdir`` deep nets are drawn top to bottom and shallow ones left to
 """
 import os
 
+from . import _flags
 from ..errors import CaffeError
 
 NAME = "draw"
@@ -30,6 +31,8 @@ def add_arguments(parser):
                         help="build the net (for --phase, TEST when ALL) to show blob and param shapes")
     parser.add_argument("--no-edge-labels", dest="edge_labels", action="store_false",
                         help="do not write shapes on the edges")
+    _flags.add_structure_strict(parser)
+    parser.set_defaults(command_name="draw")
 
 
 def _load(args):
@@ -60,7 +63,7 @@ def run(args):
     from .. import log
     from ..proto.harvest_policy import structure_only
     log.setup()                 # its WARNINGs reach stderr in glog format
-    with structure_only():      # fields caffepy knows only from forks: one WARNING, drawn as read
+    with _flags.unknown_fields(args), structure_only():   # unknown / fork-only fields: WARNINGs
         doc = _load(args)
     if args.json:
         atomic_write(args.json, draw.dumps(doc).encode("utf-8"))

@@ -25,7 +25,8 @@ def add_arguments(parser):
     parser.add_argument("--input", action="append", default=[], metavar="NAME=N,C,H,W",
                         help="shape of an input blob (repeatable)")
     parser.add_argument("--phase", default="TEST", choices=("TRAIN", "TEST"), type=str.upper)
-    _flags.add_unknown_fields(parser)
+    _flags.add_structure_strict(parser)
+    parser.set_defaults(command_name="summary")
 
 
 def run(args):

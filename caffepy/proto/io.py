@@ -187,11 +187,11 @@ def _parse_text(text, msg, filename, strict, hints):
         _log.info("%s: ignored fields that change no math in caffepy (memory, caching, precision "
                   "or engine hints): %s", filename, _unknown.summarize(harmless))
     if risky:
-        _log.warning("%s: ignored %d unknown field(s) (--ignore-unknown-fields): %s", filename,
-                     len(risky), "; ".join(u.where() for u in risky))
+        _log.warning("%s: ignored %d unknown field(s) (%s): %s", filename, len(risky),
+                     _unknown.lenient_reason(), "; ".join(u.where() for u in risky))
     if values:
         _log.warning("%s: ignored %d unknown enum value(s) of fields that change no math "
-                     "(--ignore-unknown-fields): %s", filename, len(values),
+                     "(%s): %s", filename, len(values), _unknown.lenient_reason(),
                      "; ".join(v.where() for v in values))
     return msg
 

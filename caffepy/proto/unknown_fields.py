@@ -60,6 +60,7 @@ DECLARED_HINTS = {
 }
 
 _STRICT = contextvars.ContextVar("caffepy_strict_fields", default=True)
+_REASON = contextvars.ContextVar("caffepy_unknown_fields_reason", default="--ignore-unknown-fields")
 
 _TOK = re.compile(r"""
     (?P<ws>\s+) | (?P<comment>\#[^\n]*) |
@@ -74,13 +75,21 @@ def strict_default():
 
 
 @contextlib.contextmanager
-def lenient(enabled=True):
-    """Within the block, readers called with ``strict=None`` ignore unknown fields (with a WARNING)."""
+def lenient(enabled=True, reason="--ignore-unknown-fields"):
+    """Within the block, readers called with ``strict=None`` ignore unknown fields (with a WARNING
+    that gives ``reason``)."""
     token = _STRICT.set(not enabled)
+    why = _REASON.set(reason)
     try:
         yield
     finally:
+        _REASON.reset(why)
         _STRICT.reset(token)
+
+
+def lenient_reason():
+    """Why unknown fields are being ignored (for the WARNING line)."""
+    return _REASON.get()
 
 
 class Unknown:

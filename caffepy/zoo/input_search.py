@@ -206,7 +206,7 @@ def _candidates(net_param, searched, default_shape, batch_size, inputs, weights)
     first = []
     if guessed != plain:
         first.append((None, default_shape[1], default_shape[2], True,
-                      "the size caffepy.zoo assumes for this reader"))
+                      "caffepy.zoo's size for this reader, from its source or fork"))
     for blob, shape in inputs.items():
         if len(shape) == 4 and blob in plain:
             sizes.append((shape[2], shape[3], "the size --input gives '%s'" % blob))
@@ -286,7 +286,7 @@ def infer_input_shapes(net_param, phase=caffe_pb2.TEST, inputs=None, weights=Non
             continue
         found = _shapes_by_top(param)
         return Inference(param, net, {b: found[b] for b in searched if b in found},
-                         "%d x %d: %s" % (h, w, where), tried)
+                         where if guess else "%d x %d: %s" % (h, w, where), tried)
     first = " ".join(str(first_error).split())
     raise CaffeError("no input size makes every shape check pass (%d candidates tried in %.1f s: "
                      "sizes from the net, the usual sizes, squares from 16 to 1024); at the "

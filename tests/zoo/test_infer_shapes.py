@@ -170,3 +170,18 @@ def test_nothing_fits_is_bounded_and_one_line(tmp_path):
         infer_input_shapes(proto_io.read_net(NOTHING_FITS), max_candidates=5)
     with pytest.raises(CaffeError, match=r"\(1 candidates tried"):
         infer_input_shapes(proto_io.read_net(NOTHING_FITS), max_seconds=0)
+
+
+def test_reader_guesses_are_the_first_candidates():
+    mnist = LMDB.replace("val_lmdb", "mnist_test_lmdb") + SMALL_IP
+    found = infer_input_shapes(proto_io.read_net(mnist))
+    assert found.shapes == {"data": (1, 1, 28, 28)} and found.tried == 1
+    assert "caffepy.zoo's size for this reader, from its source or fork, candidate 1" in found.line
+    segnet = '''layer { name: "data" type: "DenseImageData" top: "data" top: "label"
+  dense_image_data_param { source: "camvid.txt" batch_size: 1 } }
+layer { name: "conv" type: "Convolution" bottom: "data" top: "conv"
+  convolution_param { num_output: 2 kernel_size: 3 pad: 1 } }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "conv" bottom: "label" top: "loss" }
+'''
+    found = infer_input_shapes(proto_io.read_net(segnet))
+    assert found.shapes == {"data": (1, 3, 360, 480)} and found.tried == 1

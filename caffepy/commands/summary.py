@@ -2,6 +2,9 @@
 
 Prints one line per layer (type, top shapes, parameter count, forward FLOPs, memory) and the
 totals; data layers are replaced by Input layers of their declared shape (see caffepy.zoo.summary).
+A size the file leaves open is searched for (caffepy.zoo.input_search) and printed in one line
+before the table; ``--input`` gives it instead. ``--weights`` adds the shapes of a .caffemodel's
+blobs to the checks.
 """
 from . import _flags
 
@@ -24,6 +27,9 @@ def add_arguments(parser):
     parser.add_argument("net", help="net .prototxt")
     parser.add_argument("--input", action="append", default=[], metavar="NAME=N,C,H,W",
                         help="shape of an input blob (repeatable)")
+    parser.add_argument("--weights", default=None, metavar="CAFFEMODEL",
+                        help="trained weights whose blob shapes the net must match (they also "
+                             "decide the input size when the file leaves it open)")
     parser.add_argument("--phase", default="TEST", choices=("TRAIN", "TEST"), type=str.upper)
     _flags.add_structure_strict(parser)
     parser.set_defaults(command_name="summary")
@@ -41,10 +47,13 @@ def _run(args):
     log.setup()     # warnings (e.g. a built-in standing in for a Python layer) reach stderr
     from ..zoo.summary import format_summary, summarize
     inputs = dict(_input(t) for t in args.input)
-    notes = []
+    notes, inferred = [], []
     rows, total = summarize(args.net, inputs=inputs, phase=getattr(caffe_pb2, args.phase),
-                            notes=notes)
+                            notes=notes, weights=getattr(args, "weights", None),
+                            inferred=inferred)
     for note in notes:
         log.warning("summary.py", note)
+    for line in inferred:
+        print(line)
     print(format_summary(rows, total))
     return 0

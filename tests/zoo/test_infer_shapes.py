@@ -1,0 +1,187 @@
+"""Input sizes a net file leaves open, found by search (caffepy.zoo.input_search): the first
+candidate with which every shape check passes; declared sizes and ``--input`` are not searched."""
+import argparse
+import re
+import time
+
+import pytest
+
+import caffepy
+from caffepy.commands import summary as cmd
+from caffepy.errors import CaffeError, ShapeError
+from caffepy.layers.base import shapes_only
+from caffepy.proto import io as proto_io
+from caffepy.zoo import replace_data_layers
+from caffepy.zoo.input_search import infer_input_shapes, net_sizes, searched_tops
+from caffepy.zoo.summary import summarize
+
+LMDB = '''layer { name: "data" type: "Data" top: "data" top: "label" include { phase: TEST }
+  data_param { source: "val_lmdb" batch_size: 1 } }
+'''
+
+# A pooled path and a strided-conv path, concatenated twice: they line up only when H = 3 mod 4
+# (227, 299, ...), not at the default 224 (candidate 1; 2 is 224 with 1 channel).
+GOOGLENET_LIKE = LMDB + '''
+layer { name: "p1" type: "Pooling" bottom: "data" top: "p1" pooling_param { pool: MAX kernel_size: 3 stride: 2 } }
+layer { name: "c1" type: "Convolution" bottom: "data" top: "c1" convolution_param { num_output: 4 kernel_size: 3 stride: 2 } }
+layer { name: "cat1" type: "Concat" bottom: "p1" bottom: "c1" top: "cat1" }
+layer { name: "p2" type: "Pooling" bottom: "cat1" top: "p2" pooling_param { pool: MAX kernel_size: 3 stride: 2 } }
+layer { name: "c2" type: "Convolution" bottom: "cat1" top: "c2" convolution_param { num_output: 4 kernel_size: 3 stride: 2 } }
+layer { name: "cat2" type: "Concat" bottom: "p2" bottom: "c2" top: "cat2" }
+layer { name: "gap" type: "Pooling" bottom: "cat2" top: "gap" pooling_param { pool: AVE global_pooling: true } }
+layer { name: "fc" type: "InnerProduct" bottom: "gap" top: "fc" inner_product_param { num_output: 10 } }
+'''
+
+# Pooled by 4 and upsampled by 4, cropped back to the input at offset 3: fits only when
+# H = 1 mod 4 (321, as DeepLab's inputs), not at 224, 227, 256, 299, 300 or 320.
+FCN = LMDB + '''
+layer { name: "pool" type: "Pooling" bottom: "data" top: "pool" pooling_param { pool: MAX kernel_size: 4 stride: 4 } }
+layer { name: "score" type: "Convolution" bottom: "pool" top: "score" convolution_param { num_output: 2 kernel_size: 1 } }
+layer { name: "up" type: "Deconvolution" bottom: "score" top: "up"
+  convolution_param { num_output: 2 kernel_size: 4 stride: 4 bias_term: false } }
+layer { name: "crop" type: "Crop" bottom: "up" bottom: "data" top: "out" crop_param { axis: 2 offset: 3 } }
+'''
+
+SMALL_IP = '''layer { name: "conv" type: "Convolution" bottom: "data" top: "conv"
+  convolution_param { num_output: 4 kernel_size: 3 pad: 1 } }
+layer { name: "pool" type: "Pooling" bottom: "conv" top: "pool" pooling_param { pool: MAX kernel_size: 4 stride: 4 } }
+layer { name: "fc" type: "InnerProduct" bottom: "pool" top: "fc" inner_product_param { num_output: 5 } }
+'''
+
+# The data is concatenated with a 7 x 9 blob: no square candidate (nor any size the file names)
+# lines up.
+NOTHING_FITS = LMDB + '''
+layer { name: "other" type: "Input" top: "other" input_param { shape { dim: 1 dim: 3 dim: 7 dim: 9 } } }
+layer { name: "cat" type: "Concat" bottom: "data" bottom: "other" top: "cat" }
+'''
+
+
+def _write(tmp_path, text, name="net.prototxt"):
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def _command(args, capsys):
+    parser = argparse.ArgumentParser()
+    cmd.add_arguments(parser)
+    assert cmd.run(parser.parse_args(args)) == 0
+    return capsys.readouterr().out
+
+
+def test_default_size_fails_and_search_finds_the_concat_size(tmp_path, capsys):
+    path = _write(tmp_path, GOOGLENET_LIKE)
+    net = proto_io.read_net(path)
+    with pytest.raises(ShapeError, match="Concat"):              # the default 224 x 224
+        with shapes_only():
+            caffepy.Net(replace_data_layers(net), caffepy.TEST)
+    inferred = []
+    rows, _ = summarize(path, inferred=inferred)
+    assert rows[0].top_shapes == [(1, 3, 227, 227), (1,)]
+    assert inferred == [
+        "Input size inferred: data = 1 x 3 x 227 x 227 (the size that makes every shape check "
+        "pass; 227 x 227: a usual input size, candidate 3); override with --input data=N,C,H,W"]
+    out = _command([path], capsys).splitlines()
+    assert out[0] == inferred[0] and out[1].startswith("layer")     # one line, then the table
+
+
+def test_crop_size_of_the_other_phase_comes_first(tmp_path):
+    text = GOOGLENET_LIKE.replace(LMDB, LMDB + '''layer { name: "train_data" type: "Data" top: "data"
+  top: "label" include { phase: TRAIN } data_param { source: "train_lmdb" batch_size: 32 }
+  transform_param { crop_size: 299 } }
+''')
+    assert net_sizes(proto_io.read_net(text))[0] == (299, 299, "crop_size of layer 'train_data'")
+    inferred = []
+    rows, _ = summarize(text, inferred=inferred)
+    assert rows[0].top_shapes == [(1, 3, 299, 299), (1,)]
+    assert "299 x 299: crop_size of layer 'train_data', candidate 1)" in inferred[0]
+    rows, _ = summarize(text, phase=caffepy.TRAIN, inferred=inferred[:0])
+    assert rows[0].top_shapes == [(32, 3, 299, 299), (32,)]         # declared: as given
+
+
+def test_fcn_crop_offset_fits_at_321(tmp_path):
+    inferred = []
+    rows, _ = summarize(FCN, inferred=inferred)
+    by = {r.name: r.top_shapes for r in rows}
+    assert by["data"][0] == (1, 3, 321, 321) and by["crop"] == [(1, 2, 321, 321)]
+    assert "data = 1 x 3 x 321 x 321" in inferred[0] and "a usual input size" in inferred[0]
+
+
+def test_inner_product_weights_fix_the_flattened_size(tmp_path, capsys):
+    deploy = ('input: "data" input_shape { dim: 1 dim: 3 dim: 48 dim: 48 }\n' + SMALL_IP)
+    model = str(tmp_path / "small.caffemodel")
+    caffepy.Net(deploy, caffepy.TEST).save(model)            # fc: 5 x (4 * 12 * 12)
+    path = _write(tmp_path, LMDB + SMALL_IP)
+    inferred = []
+    rows, _ = summarize(path, inferred=inferred)              # no weights: the default fits
+    assert rows[0].top_shapes[0] == (1, 3, 224, 224) and "the default size" in inferred[0]
+    rows, _ = summarize(path, weights=model, inferred=inferred[:0])
+    assert rows[0].top_shapes[0] == (1, 3, 48, 48) and rows[-1].params == 5 * 576 + 5
+    out = _command([path, "--weights", model], capsys)
+    assert out.startswith("Input size inferred: data = 1 x 3 x 48 x 48 (")
+    with pytest.raises(ShapeError, match=r"layer 'fc' \(InnerProduct\): param 0 shape 5 784 "
+                                         r"\(3920\) does not match the weights' 5 576"):
+        summarize(path, weights=model, inputs={"data": (1, 3, 56, 56)})
+
+
+def test_input_overrides_and_skips_the_search(tmp_path, capsys):
+    inferred = []
+    rows, _ = summarize(FCN, inputs={"data": (2, 3, 65, 65)}, inferred=inferred)
+    assert inferred == [] and rows[0].top_shapes[0] == (2, 3, 65, 65)
+    assert searched_tops(proto_io.read_net(FCN)) == {"data": True}
+    assert searched_tops(proto_io.read_net(FCN), fixed={"data"}) == {}
+    with pytest.raises(ShapeError, match="Crop"):             # a size that does not fit: as given
+        summarize(FCN, inputs={"data": (1, 3, 64, 64)})
+    path = _write(tmp_path, FCN)
+    out = _command([path, "--input", "data=1,3,33,33"], capsys)
+    assert "inferred" not in out and "1x2x33x33" in out
+
+
+def test_declared_sizes_are_not_searched():
+    declared = FCN.replace("batch_size: 1 }", "batch_size: 1 } transform_param { crop_size: 64 }")
+    assert searched_tops(proto_io.read_net(declared)) == {}
+    with pytest.raises(ShapeError, match="Crop"):             # 64 is used as given, and fails
+        summarize(declared)
+
+
+def test_undeclared_channels_are_tried(tmp_path):
+    text = LMDB + '''layer { name: "mask" type: "Input" top: "mask"
+  input_param { shape { dim: 1 dim: 1 dim: 24 dim: 24 } } }
+layer { name: "mul" type: "Eltwise" bottom: "data" bottom: "mask" top: "masked"
+  eltwise_param { operation: PROD } }
+'''
+    found = infer_input_shapes(proto_io.read_net(text))
+    assert found.shapes == {"data": (1, 1, 24, 24)}
+    assert "Input shape of layer 'mask', 1 channels" in found.line
+
+
+def test_nothing_fits_is_bounded_and_one_line(tmp_path):
+    start = time.time()
+    with pytest.raises(CaffeError) as info:
+        summarize(_write(tmp_path, NOTHING_FITS))
+    assert time.time() - start < 25
+    message = str(info.value)
+    assert "\n" not in message
+    assert re.match(r"no input size makes every shape check pass \(1\d\d candidates tried in "
+                    r"\d+\.\d s: ", message)
+    assert "at the first, 224 x 224: " in message and "(Concat)" in message
+    assert message.endswith("give the size with --input data=N,C,H,W")
+    with pytest.raises(CaffeError, match=r"\(5 candidates tried"):
+        infer_input_shapes(proto_io.read_net(NOTHING_FITS), max_candidates=5)
+    with pytest.raises(CaffeError, match=r"\(1 candidates tried"):
+        infer_input_shapes(proto_io.read_net(NOTHING_FITS), max_seconds=0)
+
+
+def test_reader_guesses_are_the_first_candidates():
+    mnist = LMDB.replace("val_lmdb", "mnist_test_lmdb") + SMALL_IP
+    found = infer_input_shapes(proto_io.read_net(mnist))
+    assert found.shapes == {"data": (1, 1, 28, 28)} and found.tried == 1
+    assert "caffepy.zoo's size for this reader, from its source or fork, candidate 1" in found.line
+    segnet = '''layer { name: "data" type: "DenseImageData" top: "data" top: "label"
+  dense_image_data_param { source: "camvid.txt" batch_size: 1 } }
+layer { name: "conv" type: "Convolution" bottom: "data" top: "conv"
+  convolution_param { num_output: 2 kernel_size: 3 pad: 1 } }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "conv" bottom: "label" top: "loss" }
+'''
+    found = infer_input_shapes(proto_io.read_net(segnet))
+    assert found.shapes == {"data": (1, 3, 360, 480)} and found.tried == 1

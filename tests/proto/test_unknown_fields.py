@@ -71,10 +71,16 @@ def test_blanking_keeps_lines_and_nested_blocks():
 def test_cli_flag(tmp_path, capsys):
     path = tmp_path / "bad.prototxt"
     path.write_text(NET % ("dilation_mode: 2", ""))
-    assert cli_main(["summary", str(path)]) == 1
+    assert cli_main(["summary", "--strict", str(path)]) == 1
     assert 'no field named "dilation_mode"' in capsys.readouterr().err
+    assert cli_main(["summary", str(path)]) == 0       # structure only: dropped with a WARNING
+    out, err = capsys.readouterr()
+    assert "conv1" in out and "ConvolutionParameter.dilation_mode" in err
+    assert "summary only reads the structure; --strict makes it an error" in err
     assert cli_main(["summary", "--ignore-unknown-fields", str(path)]) == 0
     assert "conv1" in capsys.readouterr().out
+    assert cli_main(["time", "--model", str(path), "--iterations", "1"]) == 1   # computes: strict
+    assert 'no field named "dilation_mode"' in capsys.readouterr().err
 
 
 def test_exponent_numbers_scan_as_one_token():

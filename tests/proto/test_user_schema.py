@@ -130,7 +130,7 @@ def test_renumbering_and_type_clash_are_noted(fork, net_file, caplog):
 
 
 def test_proto_flag_on_the_command_line(fork, net_file, capsys):
-    assert main(["summary", net_file]) == 1
+    assert main(["summary", "--strict", net_file]) == 1
     assert 'no field named "fork_note"' in capsys.readouterr().err
     assert main(["summary", net_file, "--proto", fork]) == 0
     assert "conv1" in capsys.readouterr().out

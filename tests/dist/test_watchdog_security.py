@@ -364,3 +364,63 @@ def test_check_hello():
             wd.check_hello(SECRET, line, nonce, {0: 0, 1: 1})
     with pytest.raises(wd.HandshakeError):
         wd.check_hello(SECRET, good, b"3" * 64, {0: 0, 1: 1})
+
+
+# -- tools/cluster.py's launch broker ---------------------------------------------------------------
+def _broker_module():
+    import importlib.util
+    from conftest import ROOT
+    import sys
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    spec = importlib.util.spec_from_file_location("cluster_launch_t",
+                                                  os.path.join(ROOT, "tools", "cluster_launch.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_broker_socket_private_and_requests_checked(tmp_path, capfd):
+    import array
+    import json
+    import struct
+    mod = _broker_module()
+
+    class Box(object):
+        pids, procs, hangup = {"h1": 1}, [], True
+    open_dir = tmp_path / "open"
+    open_dir.mkdir(mode=0o755)
+    os.chmod(str(open_dir), 0o755)
+    with pytest.raises(RuntimeError, match="0700"):
+        mod.Broker(Box(), str(open_dir / "launch.sock"))
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    broker = mod.Broker(Box(), str(private / "launch.sock"))
+    try:
+        assert os.stat(broker.path).st_mode & 0o777 == 0o600
+
+        def ask(payload, fds=(0, 1, 2)):
+            s = socket.socket(socket.AF_UNIX)
+            s.settimeout(5)
+            s.connect(broker.path)
+            s.sendmsg([payload], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))]
+                       if fds else [])
+            try:
+                return s.recv(4)                       # b"": refused and closed
+            finally:
+                s.close()
+        req = {"host": "nowhere", "cmd": "true", "cwd": "/", "env": {}}
+        msg = json.dumps(req).encode()
+        assert ask(struct.pack("!I", len(msg)) + msg) == b""                   # unknown host
+        assert ask(struct.pack("!I", 1 << 30) + b"{}") == b""                  # oversized
+        assert ask(b"\x00\x00\x00\x05garbage") == b""                          # not JSON
+        msg = json.dumps(dict(req, host="h1")).encode()
+        assert ask(struct.pack("!I", len(msg)) + msg, fds=()) == b""           # no descriptors
+        msg = json.dumps(dict(req, host="h1", env={"A": 1})).encode()
+        assert ask(struct.pack("!I", len(msg)) + msg) == b""                   # malformed env
+        assert ask(struct.pack("!I", 1 << 30) + b"{}") == b""                  # still serving
+        time.sleep(0.2)
+        err = capfd.readouterr().err
+        assert err.count("refused a launch request") == 5, err
+        assert not Box.procs
+    finally:
+        broker.close()

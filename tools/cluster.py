@@ -132,6 +132,7 @@ class Cluster(object):
     def _start(self):
         deadline = time.time() + self.start_timeout
         self.dir = tempfile.mkdtemp(prefix="caffepy-cluster-")
+        os.chmod(self.dir, 0o700)     # (mkdtemp makes it so): only its owner reaches the broker
         hosts_file = os.path.join(self.dir, "hosts")
         with open(hosts_file, "w") as f:
             f.write("127.0.0.1 localhost\n::1 localhost\n")

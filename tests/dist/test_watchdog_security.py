@@ -1,0 +1,426 @@
+"""The watchdog's control plane against strangers: each attack on a running 2-rank BSP job leaves
+it finishing normally (exit 0, the single-process weights, no failure line, no failure.txt); the
+handshake itself in process (no MPI)."""
+import os
+import socket
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from conftest import mpiexec, needs_mpi, reference
+from caffepy.dist import watchdog as wd
+
+G, K, B = 2, 1, 4                 # 2 ranks: 2 groups of 1 worker, 1 co-located server
+SECRET = b"s" * wd.SECRET_BYTES
+
+
+# -- a real job ------------------------------------------------------------------------------------
+def _listening(pid):
+    """(address, port) of the TCP socket process ``pid`` listens on, else None."""
+    try:
+        inodes = {os.readlink("/proc/%s/fd/%s" % (pid, fd)) for fd in os.listdir("/proc/%s/fd" % pid)}
+    except OSError:
+        return None
+    for table in ("tcp", "tcp6"):
+        try:
+            with open("/proc/%s/net/%s" % (pid, table)) as f:
+                rows = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            if fields[3] == "0A" and "socket:[%s]" % fields[9] in inodes:
+                ip, port = fields[1].split(":")
+                raw = bytes.fromhex(ip)
+                if table == "tcp":
+                    host = socket.inet_ntop(socket.AF_INET, raw[::-1])
+                else:
+                    host = socket.inet_ntop(socket.AF_INET6, b"".join(raw[i:i + 4][::-1]
+                                                                      for i in range(0, 16, 4)))
+                return host, int(port, 16)
+    return None
+
+
+def _watchdog_address(workspace, proc, deadline=60):
+    """Where the watchdog of the job using ``workspace`` listens (found through /proc)."""
+    end = time.time() + deadline
+    while time.time() < end and proc.poll() is None:
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                with open("/proc/%s/cmdline" % pid, "rb") as f:
+                    cmd = f.read().split(b"\0")
+            except OSError:
+                continue
+            if b"caffepy.dist.watchdog" in cmd and workspace.encode() in cmd:
+                addr = _listening(pid)
+                if addr:
+                    return addr
+        time.sleep(0.05)
+    pytest.fail("no watchdog listening for %s" % workspace)
+
+
+def _job(tmp_path, attack, sleep=0.1):
+    """Start the job, run ``attack(address)`` while it trains, check it ends as if untouched;
+    returns its stderr."""
+    ws, out = str(tmp_path / "ws"), tmp_path / "final.npz"
+    proc = mpiexec(G * K, ["--workspace", ws, "--out", str(out), "--groups", str(G), "--workers",
+                           str(K), "--servers", "1", "--batch", str(B), "--slow_worker", "0",
+                           "--slow_delay", str(sleep)],
+                   wait=False)
+    try:
+        addr = _watchdog_address(ws, proc)
+        attack(addr)
+        assert proc.poll() is None, "the job ended before the attack was over"
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err[-2000:]
+    assert not os.path.exists(os.path.join(ws, "failure.txt"))
+    assert " lost" not in err and "the job stops" not in err, err[-2000:]
+    got = np.load(str(out), allow_pickle=False)
+    for i, want in enumerate(reference(G, K, B)):
+        np.testing.assert_allclose(got["arr_%d" % i], want, rtol=0, atol=1e-6)
+    return err, addr
+
+
+def _connect(addr):
+    return socket.create_connection(addr, timeout=5)
+
+
+def _drain(s, limit=5.0):
+    """Everything the peer sends until it closes (at most ``limit`` s); b'...<open>' if it did not."""
+    got, end = b"", time.time() + limit
+    while time.time() < end:
+        s.settimeout(max(0.01, end - time.time()))
+        try:
+            data = s.recv(4096)
+        except socket.timeout:
+            break
+        except OSError:
+            return got
+        if not data:
+            return got
+        got += data
+    return got + b"<open>"
+
+
+def _one_warning(err, kind):
+    lines = [l for l in err.splitlines() if "watchdog: %s from" % kind in l]
+    assert len(lines) == 1, (kind, err[-3000:])
+
+
+@needs_mpi
+def test_http_probe(tmp_path):
+    def attack(addr):
+        with _connect(addr) as s:
+            s.sendall(b"GET / HTTP/1.0\r\n\r\n")
+            assert _drain(s).startswith(b"CHALLENGE ")       # ... and closed
+    err, _ = _job(tmp_path, attack)
+    _one_warning(err, "malformed")
+
+
+@needs_mpi
+def test_random_garbage(tmp_path):
+    rng = np.random.default_rng(3)
+
+    def attack(addr):
+        for _ in range(3):
+            with _connect(addr) as s:
+                try:
+                    s.sendall(rng.integers(0, 256, 64 << 10, dtype=np.uint8).tobytes())
+                except OSError:
+                    pass                                     # closed while we sent: refused
+                assert not _drain(s).endswith(b"<open>")
+    _job(tmp_path, attack)
+
+
+@needs_mpi
+def test_spoofed_hello_then_hang_up(tmp_path):
+    def attack(addr):
+        for line in (b"HELLO 1\n", b"HELLO 1 %s %s\n" % (b"a" * 64, b"b" * 64), b"HELLO 0\n"):
+            with _connect(addr) as s:
+                s.sendall(line)
+        time.sleep(0.3)                                      # (the old watchdog named rank 1 lost)
+    err, _ = _job(tmp_path, attack)
+    _one_warning(err, "wrong proof")
+
+
+@needs_mpi
+def test_spoofed_bye_and_quit(tmp_path):
+    def attack(addr):
+        for lines in (b"HELLO 0\nQUIT\n", b"QUIT\n", b"BYE\n", b"HELLO 1\nBYE\n",
+                      b"HELLO 0 %s %s\nQUIT\n" % (b"0" * 64, b"0" * 64)):
+            with _connect(addr) as s:
+                s.sendall(lines)
+                assert not _drain(s).endswith(b"<open>")
+        time.sleep(0.3)
+    _job(tmp_path, attack)
+
+
+@needs_mpi
+def test_flood_of_connections(tmp_path):
+    def attack(addr):
+        socks, end = [], time.time() + 10
+        try:
+            for _ in range(200):
+                if time.time() > end:
+                    break
+                try:
+                    socks.append(socket.create_connection(addr, timeout=2))
+                except OSError:
+                    pass
+            time.sleep(0.5)
+        finally:
+            for s in socks:
+                s.close()
+        assert len(socks) >= 100
+    err, _ = _job(tmp_path, attack, sleep=0.15)
+    _one_warning(err, "too many connections")
+
+
+@needs_mpi
+def test_half_open_connection_is_dropped(tmp_path):
+    def attack(addr):
+        with _connect(addr) as s:
+            t0 = time.time()
+            got = _drain(s, wd.HANDSHAKE_TIMEOUT + 3)
+            assert got.startswith(b"CHALLENGE ") and not got.endswith(b"<open>")
+            assert wd.HANDSHAKE_TIMEOUT - 0.5 < time.time() - t0 < wd.HANDSHAKE_TIMEOUT + 3
+    err, _ = _job(tmp_path, attack, sleep=0.35)
+    _one_warning(err, "no authentication")
+
+
+@needs_mpi
+def test_binds_the_address_the_ranks_use(tmp_path, monkeypatch):
+    """CAFFEPY_WATCHDOG_ADDR picks the address: the watchdog listens there only (never 0.0.0.0)."""
+    monkeypatch.setenv("CAFFEPY_WATCHDOG_ADDR", "127.0.0.2")
+    seen = []
+
+    def attack(addr):
+        seen.append(addr)
+        with pytest.raises(OSError):
+            socket.create_connection(("127.0.0.1", addr[1]), timeout=2).close()
+    _job(tmp_path, attack, sleep=0.05)
+    assert seen[0][0] == "127.0.0.2"
+
+
+# -- the handshake in process ------------------------------------------------------------------------
+class _Running(object):
+    """A watchdog loop in a thread, for ranks 0 and 1, on 127.0.0.1."""
+
+    def __init__(self, tmp_path, **kw):
+        self.server = wd.listen("127.0.0.1")
+        self.addr = self.server.getsockname()[:2]
+        entries = {r: (r, "here", "worker_%d" % r) for r in (0, 1)}
+        self.watch = wd._Watch(str(tmp_path), 60.0, 0.1, entries, SECRET, **kw)
+        self.code = []
+        self.thread = threading.Thread(target=lambda: self.code.append(self.watch.run(self.server)),
+                                       daemon=True)
+        self.thread.start()
+
+    def finish(self, ranks=(0, 1)):
+        """The ranks join and say BYE: the loop ends with 0 (it survived what came before)."""
+        joined = [wd.join(self.addr, SECRET, r)[0] for r in ranks]
+        for s in joined[::-1]:
+            s.sendall(b"BYE\n")
+            s.close()
+        self.thread.join(10)
+        self.server.close()
+        assert self.code == [0]
+        assert not self.watch.lost
+
+
+def _challenge(addr):
+    s = _connect(addr)
+    line, _ = wd._read_line(s, time.time() + 5)
+    kind, nonce = line.split()
+    assert kind == b"CHALLENGE"
+    return s, nonce
+
+
+def test_wrong_hmac_is_rejected(tmp_path):
+    w = _Running(tmp_path)
+    s, nonce = _challenge(w.addr)
+    cnonce = b"c" * 64
+    s.sendall(b"HELLO 1 %s %s\n" % (cnonce, wd.proof(b"x" * 32, b"rank", 1, nonce, cnonce)))
+    assert _drain(s) == b""
+    assert 1 not in w.watch.conns and ("wrong proof", "127.0.0.1") in w.watch.warned
+    w.finish()
+
+
+def test_answer_replayed_to_another_nonce_is_rejected(tmp_path):
+    w = _Running(tmp_path)
+    first, nonce1 = _challenge(w.addr)
+    cnonce = b"d" * 64
+    hello = b"HELLO 1 %s %s\n" % (cnonce, wd.proof(SECRET, b"rank", 1, nonce1, cnonce))
+    second, nonce2 = _challenge(w.addr)
+    assert nonce1 != nonce2
+    second.sendall(hello)
+    assert _drain(second) == b""
+    assert 1 not in w.watch.conns and ("wrong proof", "127.0.0.1") in w.watch.warned
+    first.sendall(hello)                     # the same answer to its own nonce is accepted
+    assert _drain(first, 1.0).startswith(b"WELCOME ")
+    first.sendall(b"BYE\n")
+    first.close()
+    w.finish(ranks=(0,))
+
+
+def test_oversized_line_is_dropped(tmp_path):
+    w = _Running(tmp_path)
+    s, _ = _challenge(w.addr)
+    try:
+        s.sendall(b"H" * (wd.LINE_MAX + 10))
+    except OSError:
+        pass
+    assert _drain(s) == b""
+    assert ("oversized line", "127.0.0.1") in w.watch.warned
+    w.finish()
+
+
+def test_silent_connection_dropped_after_deadline_and_flood_capped(tmp_path):
+    w = _Running(tmp_path, handshake_timeout=0.5, max_pending=4)
+    silent = [_connect(w.addr) for _ in range(8)]
+    t0 = time.time()
+    results = [_drain(s, 3.0) for s in silent]
+    assert all(not r.endswith(b"<open>") for r in results)
+    assert sum(r.startswith(b"CHALLENGE") for r in results) == 4      # 4 more closed on accept
+    assert time.time() - t0 < 3.0
+    assert ("too many connections", "127.0.0.1") in w.watch.warned
+    assert ("no authentication", "127.0.0.1") in w.watch.warned
+    for s in silent:
+        s.close()
+    w.finish()
+
+
+def test_a_connection_that_raises_does_not_end_the_watch(tmp_path, monkeypatch):
+    w = _Running(tmp_path)
+    real = wd.check_hello
+    calls = []
+
+    def boom(*a):
+        if not calls:
+            calls.append(1)
+            raise RuntimeError("bug")
+        return real(*a)
+    monkeypatch.setattr(wd, "check_hello", boom)
+    s, _ = _challenge(w.addr)
+    s.sendall(b"HELLO 1 x y\n")
+    assert _drain(s) == b""
+    assert ("error", "127.0.0.1") in w.watch.warned
+    w.finish()
+
+
+def test_spoofed_hello_hang_up_and_quit_count_for_nothing(tmp_path):
+    w = _Running(tmp_path)
+    for lines in (b"HELLO 1\n", b"HELLO 0\nQUIT\n", b"QUIT\nBYE\n"):
+        s, _ = _challenge(w.addr)
+        s.sendall(lines)
+        assert _drain(s) == b""
+        s.close()
+    time.sleep(0.3)
+    assert w.thread.is_alive() and not w.watch.lost and not w.watch.bye
+    w.finish()
+
+
+def test_rank_checks_the_watchdog_proof(tmp_path):
+    """A watchdog that does not know the secret cannot pass for the job's (mutual)."""
+    w = _Running(tmp_path)
+    with pytest.raises(wd.HandshakeError):
+        wd.join(w.addr, b"y" * 32, 1)          # its HELLO is refused: the connection closes
+    impostor = wd.listen("127.0.0.1")
+
+    def serve():
+        c, _ = impostor.accept()
+        c.sendall(b"CHALLENGE %s\n" % (b"e" * 64))
+        c.recv(1024)
+        c.sendall(b"WELCOME %s\n" % (b"f" * 64))
+        time.sleep(0.5)
+        c.close()
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    with pytest.raises(wd.HandshakeError, match="did not prove"):
+        wd.join(impostor.getsockname()[:2], SECRET, 0)
+    t.join(5)
+    impostor.close()
+    w.finish()
+
+
+def test_check_hello():
+    nonce, cnonce = b"1" * 64, b"2" * 64
+    good = b"HELLO 1 %s %s" % (cnonce, wd.proof(SECRET, b"rank", 1, nonce, cnonce))
+    assert wd.check_hello(SECRET, good, nonce, {0: 0, 1: 1}) == (1, cnonce)
+    bad = [b"GET / HTTP/1.0", b"HELLO 1", b"HELLO 7 %s %s" % (cnonce, b"0" * 64),
+           b"HELLO -1 %s %s" % (cnonce, b"0" * 64), b"\xff\xfe garbage",
+           good.replace(b"HELLO 1", b"HELLO 0"),                 # another rank's claim
+           b"HELLO 1 %s %s" % (cnonce, wd.proof(SECRET, b"watchdog", 1, nonce, cnonce))]
+    for line in bad:
+        with pytest.raises(wd.HandshakeError):
+            wd.check_hello(SECRET, line, nonce, {0: 0, 1: 1})
+    with pytest.raises(wd.HandshakeError):
+        wd.check_hello(SECRET, good, b"3" * 64, {0: 0, 1: 1})
+
+
+# -- tools/cluster.py's launch broker ---------------------------------------------------------------
+def _broker_module():
+    import importlib.util
+    from conftest import ROOT
+    import sys
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    spec = importlib.util.spec_from_file_location("cluster_launch_t",
+                                                  os.path.join(ROOT, "tools", "cluster_launch.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_broker_socket_private_and_requests_checked(tmp_path, capfd):
+    import array
+    import json
+    import struct
+    mod = _broker_module()
+
+    class Box(object):
+        pids, procs, hangup = {"h1": 1}, [], True
+    open_dir = tmp_path / "open"
+    open_dir.mkdir(mode=0o755)
+    os.chmod(str(open_dir), 0o755)
+    with pytest.raises(RuntimeError, match="0700"):
+        mod.Broker(Box(), str(open_dir / "launch.sock"))
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    broker = mod.Broker(Box(), str(private / "launch.sock"))
+    try:
+        assert os.stat(broker.path).st_mode & 0o777 == 0o600
+
+        def ask(payload, fds=(0, 1, 2)):
+            s = socket.socket(socket.AF_UNIX)
+            s.settimeout(5)
+            s.connect(broker.path)
+            s.sendmsg([payload], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))]
+                       if fds else [])
+            try:
+                return s.recv(4)                       # b"": refused and closed
+            finally:
+                s.close()
+        req = {"host": "nowhere", "cmd": "true", "cwd": "/", "env": {}}
+        msg = json.dumps(req).encode()
+        assert ask(struct.pack("!I", len(msg)) + msg) == b""                   # unknown host
+        assert ask(struct.pack("!I", 1 << 30) + b"{}") == b""                  # oversized
+        assert ask(b"\x00\x00\x00\x05garbage") == b""                          # not JSON
+        msg = json.dumps(dict(req, host="h1")).encode()
+        assert ask(struct.pack("!I", len(msg)) + msg, fds=()) == b""           # no descriptors
+        msg = json.dumps(dict(req, host="h1", env={"A": 1})).encode()
+        assert ask(struct.pack("!I", len(msg)) + msg) == b""                   # malformed env
+        assert ask(struct.pack("!I", 1 << 30) + b"{}") == b""                  # still serving
+        time.sleep(0.2)
+        err = capfd.readouterr().err
+        assert err.count("refused a launch request") == 5, err
+        assert not Box.procs
+    finally:
+        broker.close()

@@ -142,10 +142,12 @@ def _suggested_phase(error):
 
 def _python_data_layers(param, inputs):
     """Indices of the Python data layers (no bottoms) to keep as they are: those whose module
-    imports. One whose module does not import needs ``--input`` shapes for all its tops (they
+    imports, and those a built-in stand-in implements (the layer's own setup gives the shapes).
+    Any other whose module does not import needs ``--input`` shapes for all its tops (they
     replace the layer); without them, a CaffeError asks for them."""
     import importlib
     from ..errors import CaffeError
+    from ..layers.python_layer import builtin_layer_class
     from . import is_data_layer
     keep = []
     for i, lp in enumerate(param.layer):
@@ -157,6 +159,9 @@ def _python_data_layers(param, inputs):
         try:
             importlib.import_module(lp.python_param.module)
         except Exception as e:
+            if builtin_layer_class(lp.python_param.module, lp.python_param.layer) is not None:
+                keep.append(i)      # caffepy's stand-in (e.g. py-faster-rcnn's RoIDataLayer)
+                continue            # sets its tops up as the original does
             raise CaffeError(
                 "layer '%s' (Python): python_param.module '%s' is not importable (%s), so the "
                 "shapes of its tops are unknown: give them with %s" % (

@@ -53,3 +53,27 @@ def test_summary_command(tmp_path, capsys):
     assert "1x5x6x6" in out and "SoftmaxWithLoss" in out
     with pytest.raises(ValueError, match="NAME=N,C,H,W"):
         cmd.run(parser.parse_args([str(path), "--input", "data"]))
+
+
+def test_python_data_layer_with_a_builtin_stand_in_gives_its_own_shapes(tmp_path):
+    """py-faster-rcnn's roi_data_layer is not importable here: caffepy's RoIDataLayer sets the
+    tops up (end to end: data, im_info, gt_boxes; Fast R-CNN: data, rois, labels, bbox_*)."""
+    from caffepy.zoo.summary import summarize
+    from caffepy.proto import caffe_pb2
+    from caffepy.proto.harvest_policy import structure_only
+    head = ('layer { name: "input-data" type: "Python" top: "data" %s python_param { '
+            'module: "roi_data_layer.layer" layer: "RoIDataLayer" param_str: "\'num_classes\': 21" } }\n'
+            'layer { name: "conv" type: "Convolution" bottom: "data" top: "conv" '
+            'convolution_param { num_output: 4 kernel_size: 3 } }\n')
+    end2end = head % 'top: "im_info" top: "gt_boxes"'
+    fast = head % ('top: "rois" top: "labels" top: "bbox_targets" top: "bbox_inside_weights" '
+                   'top: "bbox_outside_weights"')
+    for text, names in ((end2end, ["data", "im_info", "gt_boxes"]), (fast, ["data", "rois"])):
+        path = tmp_path / "train.prototxt"
+        path.write_text(text)
+        with structure_only():
+            rows, _ = summarize(str(path), phase=caffe_pb2.TRAIN)
+        assert [r.name for r in rows[:2]] == ["input-data", "conv"]
+        shapes = rows[0].top_shapes
+        assert len(shapes) == len(text.split("top:")) - 2       # every declared top of the layer
+        assert tuple(shapes[0])[:2] == ((1, 3) if "im_info" in text else (2, 3))

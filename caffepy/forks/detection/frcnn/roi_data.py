@@ -48,6 +48,23 @@ def top_names(train):
     return ["data", "rois", "labels"] + (bbox if train["BBOX_REG"] else [])
 
 
+def _structure_settings(train, count):
+    """For commands that only read a net's structure (``caffepy summary`` / ``draw``): the
+    ``cfg.TRAIN`` settings (HAS_RPN, BBOX_REG) whose tops number ``count``, since the training
+    script that would set them is not run (end to end, HAS_RPN: one image per minibatch, as the
+    end-to-end configurations set); otherwise ``train`` unchanged (the count is an error)."""
+    from ....proto.harvest_policy import is_structure_only
+    if not is_structure_only():
+        return train
+    for has_rpn, bbox_reg in ((True, train["BBOX_REG"]), (False, True), (False, False)):
+        trial = dict(train, HAS_RPN=has_rpn, BBOX_REG=bbox_reg)
+        if has_rpn:
+            trial["IMS_PER_BATCH"] = 1      # py-faster-rcnn's end-to-end minibatch: one image
+        if len(top_names(trial)) == count:
+            return trial
+    return train
+
+
 def shuffled_order(roidb, aspect_grouping, rng):
     """A permutation of the roidb's indices (module doc: aspect grouping)."""
     if not aspect_grouping:
@@ -143,6 +160,9 @@ class RoIDataLayer(Layer):
                               % self.param_str)
         train = config.cfg.TRAIN
         names = top_names(train)
+        if not bottom and len(top) != len(names):
+            train = _structure_settings(train, len(top))
+            names = top_names(train)
         if bottom or len(top) != len(names):
             raise self._error(
                 "takes no bottom and %d tops (%s: cfg.TRAIN.HAS_RPN = %s, BBOX_REG = %s); got %d "

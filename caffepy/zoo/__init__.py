@@ -47,10 +47,27 @@ SEGMENTATION_TYPES = frozenset(["ImageSegData", "ImageLabelmapData", "DenseImage
 
 
 def is_data_layer(lp):
-    """Whether ``lp`` reads its tops from outside the net (and so is replaced)."""
+    """Whether ``lp`` reads its tops from outside the net (and so is replaced): a known reader, a
+    Python layer without bottoms, or a fork's reader caffepy does not build: a type no layer
+    registers, without bottoms, named ``*Data`` or carrying a ``*data_param`` / ``transform_param``
+    (OpenPose's OPData, makefile/frcnn's FrcnnRoiData, multi-label image readers ...)."""
     if lp.type in DATA_LAYER_TYPES:
         return True
-    return lp.type == "Python" and len(lp.bottom) == 0 and len(lp.top) > 0
+    if len(lp.bottom) or not len(lp.top):
+        return False
+    return lp.type == "Python" or (_reads_data(lp) and not _registered(lp.type))
+
+
+def _reads_data(lp):
+    if lp.type.endswith("Data") or lp.type.endswith("DataLayer"):
+        return True
+    return any(f.name.endswith("data_param") or f.name == "transform_param"
+               for f, _ in lp.ListFields())
+
+
+def _registered(type_name):
+    from ..layers.base import layer_type_list
+    return type_name in layer_type_list()
 
 
 def replace_data_layers(net_param, default_shape=(3, 224, 224), batch_size=None, guess=True):

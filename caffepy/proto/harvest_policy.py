@@ -41,6 +41,14 @@ _LAYERS = ("LayerParameter", "V1LayerParameter", "V0LayerParameter")
 COMPUTED = frozenset([
     "LayerParameter.hard_sigmoid_param", "HardSigmoidParameter.alpha", "HardSigmoidParameter.beta",
     "LayerParameter.scalar_param", "ScalarParameter.axis",
+    "LayerParameter.insanity_param", "InsanityParameter.lb", "InsanityParameter.ub",
+    "LayerParameter.general_contrastive_loss_param",
+    "GeneralContrastiveParameter.positive_margin", "GeneralContrastiveParameter.negative_margin",
+    "GeneralContrastiveParameter.positive_weight", "GeneralContrastiveParameter.negative_weight",
+    "GeneralContrastiveParameter.normalize_negative",
+    "GeneralContrastiveParameter.positive_outlier_thresh",
+    "GeneralContrastiveParameter.positive_first", "GeneralContrastiveParameter.positive_upper_bound",
+    "GeneralContrastiveParameter.exp_negative_weight",
 ])
 
 

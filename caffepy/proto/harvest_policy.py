@@ -49,6 +49,9 @@ COMPUTED = frozenset([
     "GeneralContrastiveParameter.positive_outlier_thresh",
     "GeneralContrastiveParameter.positive_first", "GeneralContrastiveParameter.positive_upper_bound",
     "GeneralContrastiveParameter.exp_negative_weight",
+    "LayerParameter.imresize_param", "ImResizeParameter.target_spatial_width",
+    "ImResizeParameter.target_spatial_height", "ImResizeParameter.factor",
+    "ImResizeParameter.start_scale", "ImResizeParameter.scale_gap",
 ])
 
 

@@ -15,7 +15,8 @@ that sets one to a value other than its default is read according to the mode:
 
 A field holding its default value changes nothing and is accepted silently. The check runs where
 :func:`caffepy.proto.io.parse_text` reads text; line numbers come from the same token scan
-:mod:`caffepy.proto.unknown_fields` uses. With a fork's own schema loaded (``--proto``,
+:mod:`caffepy.proto.unknown_fields` uses. Harvested fields that a caffepy layer now reads are listed
+in :data:`COMPUTED`: they are accepted like any field of caffepy's own schema. With a fork's own schema loaded (``--proto``,
 :mod:`caffepy.proto.user_schema`), the harvested fields and values its file defines are accepted.
 """
 import contextlib
@@ -35,6 +36,23 @@ _log = logging.getLogger(__name__)
 _STRUCTURE = contextvars.ContextVar("caffepy_structure_only", default=False)
 _table = []
 _LAYERS = ("LayerParameter", "V1LayerParameter", "V0LayerParameter")
+
+# "Message.field" names of harvested fields that caffepy's fork layers compute: never refused.
+COMPUTED = frozenset([
+    "LayerParameter.hard_sigmoid_param", "HardSigmoidParameter.alpha", "HardSigmoidParameter.beta",
+    "LayerParameter.scalar_param", "ScalarParameter.axis",
+    "LayerParameter.insanity_param", "InsanityParameter.lb", "InsanityParameter.ub",
+    "LayerParameter.general_contrastive_loss_param",
+    "GeneralContrastiveParameter.positive_margin", "GeneralContrastiveParameter.negative_margin",
+    "GeneralContrastiveParameter.positive_weight", "GeneralContrastiveParameter.negative_weight",
+    "GeneralContrastiveParameter.normalize_negative",
+    "GeneralContrastiveParameter.positive_outlier_thresh",
+    "GeneralContrastiveParameter.positive_first", "GeneralContrastiveParameter.positive_upper_bound",
+    "GeneralContrastiveParameter.exp_negative_weight",
+    "LayerParameter.imresize_param", "ImResizeParameter.target_spatial_width",
+    "ImResizeParameter.target_spatial_height", "ImResizeParameter.factor",
+    "ImResizeParameter.start_scale", "ImResizeParameter.scale_gap",
+])
 
 
 def table():
@@ -151,7 +169,7 @@ def _walk(msg, path, layer, out, tab):
     for fd, value in msg.ListFields():
         key = "%s.%s" % (mname, fd.name)
         fpath = path + [fd.name]
-        entry = tab.get(key)
+        entry = tab.get(key) if key not in COMPUTED else None
         if entry is not None:
             if not _is_default(fd, value, entry.get("default")):
                 out.append(Harvested(mname, fd.name, ".".join(fpath), layer, entry))

@@ -5,7 +5,8 @@ Modules: ``losses`` (CenterLoss, MarginInnerProduct, LargeMarginInnerProduct), `
 (LabelSpecificAdd, normalized InnerProduct, Normalize, Flip, ChannelScale, CosinAddm, ...),
 ``margin`` (LabelSpecificMargin / Affine / Rescale / HardMargin, Arccos, Noise), ``arcface``
 (CombinedMargin, AdaCosAddmScale, NormL2), ``focal`` (FocalLoss, Accuracy min_is_better), ``lse``
-(GlobalLSEMargin, Scale min_value), ``inner_distance`` (InnerDistance).
+(GlobalLSEMargin, Scale min_value), ``inner_distance`` (InnerDistance), ``happynear``
+(happynear/caffe-windows' Insanity, the randomized leaky ReLU, and GeneralContrastiveLoss).
 Schema: proto/additions.json (caffe-face, SphereFace), proto/additions.d/segnet_c3d_face_flownet.json,
 face_ocr.json, crfasrnn_tsn_pose.json.
 """

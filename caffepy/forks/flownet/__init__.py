@@ -4,6 +4,7 @@ Modules: ``flow`` (Correlation, ChannelNorm, FlowWarp, Resample, Downsample), ``
 (Correlation1D, Accum, NegReLU, Mean, LpqLoss), ``loss`` (L1Loss), ``augment``
 (DataAugmentation, GenerateAugmentationParameters, FlowAugmentation, BlackAugmentation; the math in
 ``augment_math``), ``data`` (CustomData), ``files`` (FLOWriter, FloatWriter, FloatReader,
-ImgReader).
+ImgReader), ``liteflownet`` (twhui/LiteFlowNet's Warp: bilinear sampling at absolute coordinates,
+not FlowWarp).
 Schema: proto/additions.d/segnet_c3d_face_flownet.json, flownet_augment.json.
 """

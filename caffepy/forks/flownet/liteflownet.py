@@ -1,0 +1,83 @@
+"""LiteFlowNet's Warp (twhui/LiteFlowNet, src/caffe/layers/warp_layer.cpp / .cu).
+
+Not FlowNet 2's FlowWarp: Warp samples at absolute coordinates (LiteFlowNet adds a Grid to the
+flow before it), and drops each bilinear tap that falls outside the image on its own instead of
+zeroing the whole pixel.
+"""
+import numpy as np
+
+from ...errors import ShapeError
+from ...layers.base import Layer, register_layer
+
+
+@register_layer("Warp")
+class WarpLayer(Layer):
+    """Bilinear sampling of an image at given coordinates (LiteFlowNet's Warp).
+
+    For each output pixel, (x, y) = (coords[n, 0, h, w], coords[n, 1, h, w]), x0 = floor(x),
+    y0 = floor(y), a = x - x0, b = y - y0:
+
+        out = (1-a)(1-b) I[y0, x0] + (1-a) b I[y0+1, x0] + a (1-b) I[y0, x0+1] + a b I[y0+1, x0+1]
+
+    where a tap outside [0, W) x [0, H) contributes 0. Backward: the bilinear weights scattered to
+    the image; to the coordinates d out / dx = -(1-b) I00 - b I01 + (1-b) I10 + b I11 (and the same
+    for y), summed over channels (the fork's formulas, with the dropped taps as 0).
+    No parameters. Bottoms: image (N, C, H, W), coords (N, 2, H, W) (x then y, in pixels).
+    Top: (N, C, H, W).
+    """
+    exact_num_bottom_blobs = 2
+    exact_num_top_blobs = 1
+
+    def reshape(self, bottom, top):
+        img, xy = bottom[0].shape, bottom[1].shape
+        if len(img) != 4 or xy != (img[0], 2) + tuple(img[2:]):
+            raise self.error("image %s and coords %s: the coords must be N x 2 x H x W of the "
+                             "image" % (img, xy), ShapeError)
+        top[0].reshape(img)
+
+    def _taps(self, coords, H, W):
+        x, y = coords[:, 0].astype(np.float64), coords[:, 1].astype(np.float64)
+        x0, y0 = np.floor(x).astype(np.int64), np.floor(y).astype(np.int64)
+        a, b = x - x0, y - y0
+        taps = []
+        for dx_, dy_, w, gx, gy in ((0, 0, (1 - a) * (1 - b), -(1 - b), -(1 - a)),
+                                    (0, 1, (1 - a) * b, -b, 1 - a),
+                                    (1, 0, a * (1 - b), 1 - b, -a),
+                                    (1, 1, a * b, b, a)):
+            xx, yy = x0 + dx_, y0 + dy_
+            ok = (xx >= 0) & (xx < W) & (yy >= 0) & (yy < H)
+            taps.append((np.where(ok, yy, 0), np.where(ok, xx, 0), ok, w, gx, gy))
+        return taps
+
+    @staticmethod
+    def _gather(img, yy, xx, ok):
+        n = np.arange(img.shape[0])[:, None, None]
+        v = img[n, :, yy, xx].transpose(0, 3, 1, 2)          # (N, C, H, W)
+        return np.where(ok[:, None], v, 0)
+
+    def forward_cpu(self, bottom, top):
+        img = bottom[0].data
+        N, C, H, W = img.shape
+        out = np.zeros(img.shape)
+        for yy, xx, ok, w, _, _ in self._taps(bottom[1].data, H, W):
+            out += w[:, None] * self._gather(img, yy, xx, ok)
+        top[0].data[...] = out
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        img, dy = bottom[0].data, top[0].diff
+        N, C, H, W = img.shape
+        taps = self._taps(bottom[1].data, H, W)
+        if propagate_down[0]:
+            gi = np.zeros(img.shape)
+            n = np.arange(N)[:, None, None]
+            for yy, xx, ok, w, _, _ in taps:
+                contrib = np.where(ok[:, None], w[:, None] * dy, 0).transpose(0, 2, 3, 1)
+                np.add.at(gi.transpose(0, 2, 3, 1), (n, yy, xx), contrib)
+            bottom[0].diff[...] = gi
+        if propagate_down[1]:
+            gxy = np.zeros(bottom[1].shape)
+            for yy, xx, ok, _, gx, gy in taps:
+                v = self._gather(img, yy, xx, ok) * dy
+                gxy[:, 0] += gx * v.sum(axis=1)
+                gxy[:, 1] += gy * v.sum(axis=1)
+            bottom[1].diff[...] = gxy

@@ -1,0 +1,174 @@
+"""Element-wise activations and per-sample normalisations registered by several small forks: Mish
+(darknet2caffe forks), HardSwish and HardSigmoid (synopsys-caffe), SignedSqrt and L2Normalize (the
+compact-bilinear-pooling forks), Scalar (the scale-by-a-second-bottom layer of the video / saliency
+forks).
+"""
+import numpy as np
+
+from ...layers.base import Layer, register_layer
+from ...layers.neuron import ElementwiseLayer
+from ...layers.scale import _broadcast_dims
+from ...errors import ShapeError
+
+
+def _sigmoid(x):
+    return 0.5 * np.tanh(0.5 * x) + 0.5
+
+
+@register_layer("Mish")
+class MishLayer(ElementwiseLayer):
+    """Mish: y = x tanh(softplus(x)),  softplus(x) = log(1 + exp(x)).
+
+        dL/dx = dL/dy * (tanh(sp) + x (1 - tanh(sp)^2) sigmoid(x)),  sp = softplus(x)
+
+    As the Mish layers of the darknet2caffe / caffe-yolov3 forks (e.g. Adrian-Yan16/
+    darknet2caffe_yolov3, synopsys-caffe register the type; their Forward_cpu computes
+    x - 2x / ((1 + e^x)^2 + 1), the same function). No parameters. Bottom / top: any shape
+    (in place allowed).
+    """
+
+    def f(self, x):
+        return x * np.tanh(np.logaddexp(0, x))
+
+    def df(self, x, y):
+        t = np.tanh(np.logaddexp(0, x))
+        return t + x * (1 - t * t) * _sigmoid(x)
+
+
+@register_layer("HardSwish")
+class HardSwishLayer(ElementwiseLayer):
+    """Hard swish (MobileNetV3): y = x * min(max(x + 3, 0), 6) / 6.
+
+    Follows foss-for-synopsys-dwc-arc-processors/synopsys-caffe, src/caffe/layers/
+    hard_swish_layer.cpp (forward only there); caffepy's backward is the piecewise derivative
+    dL/dx = dL/dy * (0 if x < -3; (2x + 3) / 6 if -3 <= x <= 3; 1 if x > 3).
+    No parameters. Bottom / top: any shape (in place allowed).
+    """
+
+    def f(self, x):
+        return x * np.clip(x + 3, 0, 6) / 6
+
+    def df(self, x, y):
+        return np.where(x < -3, 0, np.where(x > 3, 1, (2 * x + 3) / 6))
+
+
+@register_layer("HardSigmoid")
+class HardSigmoidLayer(ElementwiseLayer):
+    """Hard sigmoid: y = min(max(alpha x + beta, 0), 1).
+
+    Follows synopsys-caffe's src/caffe/layers/hard_sigmoid_layer.cpp (forward only there); caffepy's
+    backward: dL/dx = dL/dy * alpha where 0 < alpha x + beta <= 1, else 0.
+    prototxt: ``hard_sigmoid_param { alpha: 0.2 beta: 0.5 }``. Bottom / top: any shape.
+    """
+
+    def layer_setup(self, bottom, top):
+        p = self.layer_param.hard_sigmoid_param
+        self.alpha, self.beta = float(p.alpha), float(p.beta)
+
+    def f(self, x):
+        return np.clip(self.alpha * x + self.beta, 0, 1)
+
+    def df(self, x, y):
+        r = self.alpha * x + self.beta
+        return np.where((r > 0) & (r <= 1), self.alpha, 0)
+
+
+@register_layer("SignedSqrt")
+class SignedSqrtLayer(ElementwiseLayer):
+    """Signed square root (bilinear pooling): y = sign(x) sqrt(|x|).
+
+    Backward as the fork computes it, with a fixed epsilon = 0.03 in the denominator (so it is
+    the derivative 1 / (2 sqrt|x|) only away from 0):
+
+        dL/dx = 0.5 dL/dy / (|y| + 0.03)
+
+    The compact-bilinear layer (Yang Gao, UC Berkeley; signed_sqrt_layer.cpp / .hpp) carried by
+    ChaojianYu/Hierarchical-Bilinear-Pooling, XiangChenchao/DDPN and shizenglin/Deep-NCL.
+    No parameters. Bottom / top: any shape.
+    """
+    needs_input = False
+    epsilon = 0.03
+
+    def f(self, x):
+        return np.sign(x) * np.sqrt(np.abs(x))
+
+    def df(self, x, y):
+        return 0.5 / (np.abs(y) + self.epsilon)
+
+
+@register_layer("L2Normalize")
+class L2NormalizeLayer(Layer):
+    """Per-sample L2 normalisation over all of a sample's values (C x H x W together):
+
+        y_n = x_n / sqrt(|x_n|^2 + 1e-7)
+        dL/dx_n = (dL/dy_n - y_n (y_n . dL/dy_n)) / sqrt(|x_n|^2 + 1e-7)
+
+    The compact-bilinear layer (Yang Gao, UC Berkeley; l2_normalize_layer.cpp) of the bilinear-
+    pooling forks (ChaojianYu/Hierarchical-Bilinear-Pooling, XiangChenchao/DDPN,
+    shizenglin/Deep-NCL). No parameters. Bottom: N x ... (at least one axis); top: same shape
+    (not in place, as the fork).
+    """
+    exact_num_bottom_blobs = 1
+    exact_num_top_blobs = 1
+    epsilon = 1e-7
+
+    def reshape(self, bottom, top):
+        if top[0] is bottom[0]:
+            raise self.error("L2Normalize cannot run in place")
+        if bottom[0].num_axes < 1:
+            raise self.error("bottom[0] needs a num axis, got shape %s" % (bottom[0].shape,),
+                             ShapeError)
+        top[0].reshape(bottom[0].shape)
+
+    def forward_cpu(self, bottom, top):
+        x = bottom[0].data.reshape(bottom[0].shape[0], -1)
+        self._inv = 1.0 / np.sqrt(np.sum(x * x, axis=1, keepdims=True) + self.epsilon)
+        top[0].data[...] = (x * self._inv).reshape(bottom[0].shape)
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        if not propagate_down[0]:
+            return
+        n = bottom[0].shape[0]
+        y, dy = top[0].data.reshape(n, -1), top[0].diff.reshape(n, -1)
+        x = bottom[0].data.reshape(n, -1)
+        inv = 1.0 / np.sqrt(np.sum(x * x, axis=1, keepdims=True) + self.epsilon)
+        dx = (dy - y * np.sum(y * dy, axis=1, keepdims=True)) * inv
+        bottom[0].diff[...] = dx.reshape(bottom[0].shape)
+
+
+@register_layer("Scalar")
+class ScalarLayer(Layer):
+    """y = x * s, s = bottom[1] broadcast over bottom[0]'s axes [axis, axis + s.ndim)
+    (the ScalarLayer that preceded BVLC's Scale, kept by varunjampani/video_prop_networks,
+    nian-liu/DSCLRCN and Yuliang-Liu/Curve-Text-Detector; scalar_layer.cpp):
+
+        dL/dx = dL/dy * s;  dL/ds = sum over the outer and inner axes of dL/dy * x
+
+    prototxt: ``scalar_param { axis: 0 }`` (negative counts from the end).
+    Bottoms: x, s (s.shape == x.shape[axis : axis + s.ndim]). Top: shape of x (not in place).
+    """
+    exact_num_bottom_blobs = 2
+    exact_num_top_blobs = 1
+
+    def reshape(self, bottom, top):
+        if top[0] is bottom[0]:
+            raise self.error("Scalar cannot run in place")
+        axis = self.layer_param.scalar_param.axis
+        self.dims = _broadcast_dims(self, bottom[0], bottom[1], axis, "bottom[1]")
+        top[0].reshape(bottom[0].shape)
+
+    def forward_cpu(self, bottom, top):
+        outer, dim, inner = self.dims
+        x = bottom[0].data.reshape(outer, dim, inner)
+        s = bottom[1].data.reshape(1, dim, 1)
+        top[0].data[...] = (x * s).reshape(bottom[0].shape)
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        outer, dim, inner = self.dims
+        dy = top[0].diff.reshape(outer, dim, inner)
+        if propagate_down[1]:
+            x = bottom[0].data.reshape(outer, dim, inner)
+            bottom[1].diff[...] = np.sum(dy * x, axis=(0, 2)).reshape(bottom[1].shape)
+        if propagate_down[0]:
+            s = bottom[1].data.reshape(1, dim, 1)
+            bottom[0].diff[...] = (dy * s).reshape(bottom[0].shape)

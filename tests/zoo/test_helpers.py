@@ -82,3 +82,19 @@ def test_detectnet_label_input_shape_and_values():
     v = _zoo.input_values("label", (1, 1, 2, 16), image_hw=(100, 200))
     assert v[0, 0, 0, :2].tolist() == [1, 16] and v[0, 0, 1, [0, 1, 2, 3, 5]].tolist() == [
         20, 10, 100, 60, 1]
+
+
+def test_unregistered_fork_reader_is_a_data_layer():
+    """A fork's reader caffepy does not build (no bottoms, *Data / a data param) is replaced;
+    an unregistered computing type, or one with bottoms, is not."""
+    from caffepy.proto import caffe_pb2
+    from google.protobuf import text_format
+    net = text_format.Parse(
+        'layer { name: "d" type: "OPData" top: "data" top: "label" transform_param { crop_size: 32 } }'
+        'layer { name: "m" type: "MultiLabelImageFancy" top: "x" data_param { batch_size: 4 } }'
+        'layer { name: "u" type: "FancyOp" bottom: "data" top: "y" }'
+        'layer { name: "v" type: "FancyData" bottom: "data" top: "z" }', caffe_pb2.NetParameter())
+    assert [zoo.is_data_layer(lp) for lp in net.layer] == [True, True, False, False]
+    out = zoo.replace_data_layers(net)
+    assert [lp.type for lp in out.layer][:2] == ["Input", "Input"]
+    assert list(out.layer[0].input_param.shape[0].dim)[1:] == [3, 32, 32]

@@ -83,6 +83,17 @@ def summarize(source, inputs=None, phase=caffe_pb2.TEST, default_shape=(3, 224, 
     from .input_search import infer_input_shapes, set_input_shapes
     original = proto_io.read_net(source)
     inputs = dict(inputs or {})
+    unresolved = _terminal_unimportable_python_layers(original)
+    if unresolved:
+        order = [lp.name for lp in original.layer]
+        tops_of = {lp.name: len(lp.top) for lp in original.layer if lp.name in unresolved}
+        pruned = caffe_pb2.NetParameter()
+        pruned.CopyFrom(original)
+        del pruned.layer[:]
+        pruned.layer.extend(lp for lp in original.layer if lp.name not in unresolved)
+        original = pruned
+        if notes is not None:
+            notes.extend(unresolved.values())
     keep = _python_data_layers(original, inputs)
     filename = source if isinstance(source, str) else None
     phase_note = []
@@ -127,6 +138,12 @@ def summarize(source, inputs=None, phase=caffe_pb2.TEST, default_shape=(3, 224, 
             sum(b.count * b.dtype.itemsize for b in layer.blobs)
         rows.append(Row(name, layer.type, [tuple(t.shape) for t in top], n_params,
                         layer_flops(layer, bottom, top), memory))
+    if unresolved:          # shown where the file has them, their tops not computed
+        at = {n: i for i, n in enumerate(order)}
+        for name in sorted(unresolved, key=at.get):
+            before = [k for k, r in enumerate(rows) if at.get(r.name, -1) < at[name]]
+            rows.insert(before[-1] + 1 if before else 0,
+                        Row(name, "Python", ["?"] * tops_of[name], 0, 0, 0))
     total = Row("total", "", [], sum(r.params for r in rows), sum(r.flops for r in rows),
                 sum(r.memory for r in rows))
     return rows, total
@@ -138,6 +155,35 @@ def _suggested_phase(error):
             return error.phase
         error = error.__cause__
     return None
+
+
+def _importable(lp):
+    import importlib
+    try:
+        importlib.import_module(lp.python_param.module)
+        return True
+    except Exception:
+        return False
+
+
+def _terminal_unimportable_python_layers(param):
+    """{name: note} of the Python layers with bottoms whose module does not import (and that
+    caffepy does not build in) and whose tops no later layer reads (a loss, a decoder at the end):
+    the rest of the net does not depend on them, so ``summary`` shows them with unknown tops."""
+    from ..layers.python_layer import builtin_layer_class
+    out = {}
+    for i, lp in enumerate(param.layer):
+        if lp.type != "Python" or not len(lp.bottom) or _importable(lp):
+            continue
+        if builtin_layer_class(lp.python_param.module, lp.python_param.layer) is not None:
+            continue
+        read_later = {b for later in param.layer[i + 1:] for b in later.bottom}
+        if any(t in read_later or t in lp.bottom for t in lp.top):
+            continue
+        out[lp.name] = ("layer '%s' (Python): python_param.module '%s' is not importable; its tops "
+                        "(%s) are shown as '?' (no other layer reads them)"
+                        % (lp.name, lp.python_param.module, ", ".join(lp.top)))
+    return out
 
 
 def _python_data_layers(param, inputs):

@@ -77,3 +77,29 @@ def test_python_data_layer_with_a_builtin_stand_in_gives_its_own_shapes(tmp_path
         shapes = rows[0].top_shapes
         assert len(shapes) == len(text.split("top:")) - 2       # every declared top of the layer
         assert tuple(shapes[0])[:2] == ((1, 3) if "im_info" in text else (2, 3))
+
+
+def test_terminal_python_layer_without_its_module_is_shown_with_unknown_tops(tmp_path):
+    """A Python loss whose module is absent: nothing reads its top, so the rest of the net is
+    built and the layer is listed with '?' tops and a note; one whose top is read stays an error."""
+    import pytest
+    from caffepy.errors import CaffeError
+    from caffepy.zoo.summary import format_summary, summarize
+    body = ('layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 1 dim: 3 '
+            'dim: 8 dim: 8 } } }\n'
+            'layer { name: "ip" type: "InnerProduct" bottom: "data" top: "ip" '
+            'inner_product_param { num_output: 2 } }\n'
+            'layer { name: "loss" type: "Python" bottom: "ip" top: "loss" python_param { '
+            'module: "no_such_module_here" layer: "DiceLoss" } }\n')
+    path = tmp_path / "net.prototxt"
+    path.write_text(body)
+    notes = []
+    rows, total = summarize(str(path), notes=notes)
+    assert [(r.name, r.top_shapes) for r in rows] == [("data", [(1, 3, 8, 8)]), ("ip", [(1, 2)]),
+                                                    ("loss", ["?"])]
+    assert "no_such_module_here" in notes[0] and "'?'" in notes[0]
+    loss_line = [ln for ln in format_summary(rows, total).splitlines() if ln.startswith("loss")]
+    assert loss_line[0].split()[:3] == ["loss", "Python", "?"]
+    path.write_text(body + 'layer { name: "after" type: "ReLU" bottom: "loss" top: "after" }\n')
+    with pytest.raises(CaffeError, match="no_such_module_here"):
+        summarize(str(path))

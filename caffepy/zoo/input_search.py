@@ -257,8 +257,10 @@ def infer_input_shapes(net_param, phase=caffe_pb2.TEST, inputs=None, weights=Non
         def prepare(param):
             set_input_shapes(param, inputs)
 
-    def attempt(c, h, w, guess):
+    def attempt(c, h, w, guess, layout=None):
         param = replace_data_layers(net_param, (c, h, w), batch_size, guess=guess)
+        if layout is not None:
+            _lay_out_labels(param, label_tops, layout)
         prepare(param)
         net = build(param)
         if shapes:
@@ -271,13 +273,21 @@ def infer_input_shapes(net_param, phase=caffe_pb2.TEST, inputs=None, weights=Non
         return Inference(param, net, {}, None, 1)
     start, first_error = time.time(), None
     cands = _candidates(net_param, searched, default_shape, batch_size, inputs, shapes)
+    label_tops = _label_tops(net_param, searched, set(inputs) | set(fixed))
+    cands = [cand + (None,) for cand in cands]
+    if label_tops:          # label maps instead of label vectors, after the first sizes
+        plain = [k for k, cand in enumerate(cands) if not cand[3]][:LABEL_MAP_SIZES]
+        maps = [(c, h, w, False, where + ", " + what, layout) for layout, what in LABEL_LAYOUTS
+                for c, h, w, _, where, _ in (cands[k] for k in plain)]
+        at = plain[-1] + 1 if plain else len(cands)
+        cands[at:at] = maps
     tried = 0
-    for c, h, w, guess, where in cands[:max_candidates]:
+    for c, h, w, guess, where, layout in cands[:max_candidates]:
         if tried and time.time() - start > max_seconds:
             break
         tried += 1
         try:
-            param, net = attempt(c or default_shape[0], h, w, guess)
+            param, net = attempt(c or default_shape[0], h, w, guess, layout)
         except Exception as e:
             if first_error is None:
                 if not isinstance(e, ShapeError):
@@ -293,6 +303,49 @@ def infer_input_shapes(net_param, phase=caffe_pb2.TEST, inputs=None, weights=Non
                      "first, %d x %d: %s; give the size with %s"
                      % (tried, time.time() - start, cands[0][1], cands[0][2], first,
                         " ".join("--input %s=N,C,H,W" % b for b in searched)))
+
+
+#: How a reader's other tops may be laid out when the guess (a label vector N) fits nothing:
+#: a map of the image's size (super-resolution targets, segmentation labels), of its size and
+#: channels, or a map at 1/2, 1/4, 1/8 of it (density maps). Tried at the first sizes.
+LABEL_LAYOUTS = (("map", "label maps of the image's size"), ("image", "label maps like the image"),
+                 (2, "label maps at 1/2"), (4, "label maps at 1/4"), (8, "label maps at 1/8"))
+LABEL_MAP_SIZES = 12
+
+
+def _label_tops(net_param, searched, fixed):
+    """Other tops of the searched data layers that ``replace_data_layers`` makes label vectors."""
+    from . import is_data_layer, replace_data_layers
+    replaced = replace_data_layers(net_param, guess=False)
+    out = []
+    for lo, lr in zip(net_param.layer, replaced.layer):
+        if not is_data_layer(lo) or lr.type != "Input" or not any(t in searched for t in lr.top):
+            continue
+        out += [t for t, sh in zip(lr.top[1:], lr.input_param.shape[1:])
+                if len(sh.dim) == 1 and t not in fixed]
+    return out
+
+
+def _lay_out_labels(param, label_tops, layout):
+    """Give the ``label_tops`` of ``param``'s Input layers the shape ``layout`` names."""
+    for lp in param.layer:
+        if lp.type != "Input" or not any(t in label_tops for t in lp.top):
+            continue
+        image = list(lp.input_param.shape[0].dim)
+        if len(image) != 4:
+            continue
+        n, c, h, w = image
+        for t, shape in zip(lp.top, lp.input_param.shape):
+            if t not in label_tops:
+                continue
+            if layout == "image":
+                dims = [n, c, h, w]
+            elif layout == "map":
+                dims = [n, 1, h, w]
+            else:
+                dims = [n, 1, max(h // layout, 1), max(w // layout, 1)]
+            del shape.dim[:]
+            shape.dim.extend(dims)
 
 
 def set_input_shapes(param, inputs):

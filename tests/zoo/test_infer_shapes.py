@@ -162,8 +162,9 @@ def test_nothing_fits_is_bounded_and_one_line(tmp_path):
     assert time.time() - start < 25
     message = str(info.value)
     assert "\n" not in message
-    assert re.match(r"no input size makes every shape check pass \(1\d\d candidates tried in "
-                    r"\d+\.\d s: ", message)
+    m = re.match(r"no input size makes every shape check pass \((\d+) candidates tried in "
+                 r"\d+\.\d s: ", message)
+    assert m and 100 <= int(m.group(1)) <= 200          # bounded by MAX_CANDIDATES
     assert "at the first, 224 x 224: " in message and "(Concat)" in message
     assert message.endswith("give the size with --input data=N,C,H,W")
     with pytest.raises(CaffeError, match=r"\(5 candidates tried"):
@@ -185,3 +186,33 @@ layer { name: "loss" type: "SoftmaxWithLoss" bottom: "conv" bottom: "label" top:
 '''
     found = infer_input_shapes(proto_io.read_net(segnet))
     assert found.shapes == {"data": (1, 3, 360, 480)} and found.tried == 1
+
+
+SUPER_RESOLUTION = """
+layer { name: "data" type: "HDF5Data" top: "data" top: "label"
+        hdf5_data_param { source: "train.txt" batch_size: 2 } }
+layer { name: "conv" type: "Convolution" bottom: "data" top: "conv"
+        convolution_param { num_output: 1 kernel_size: 3 pad: 1 } }
+layer { name: "sum" type: "Eltwise" bottom: "data" bottom: "conv" top: "sum" }
+layer { name: "loss" type: "EuclideanLoss" bottom: "sum" bottom: "label" top: "loss" }
+"""
+
+DENSITY_MAP = """
+layer { name: "data" type: "HDF5Data" top: "data" top: "density"
+        hdf5_data_param { source: "train.txt" batch_size: 1 } }
+layer { name: "conv" type: "Convolution" bottom: "data" top: "conv"
+        convolution_param { num_output: 1 kernel_size: 8 stride: 8 } }
+layer { name: "loss" type: "EuclideanLoss" bottom: "conv" bottom: "density" top: "loss" }
+"""
+
+
+def test_label_maps_are_tried_when_label_vectors_fit_nothing(tmp_path):
+    """A reader's other top guessed as a label vector (N,) fails every size; the search then
+    lays it out as a map: of the image's size and channels (a super-resolution target: the
+    one-channel image plus its residual), or at 1/8 of it (a crowd-counting density map)."""
+    rows, _ = summarize(_write(tmp_path, SUPER_RESOLUTION), phase=caffepy.TRAIN)
+    shapes = dict((r.name, r.top_shapes) for r in rows)
+    assert shapes["data"][0][1] == 1 and shapes["data"][1] == shapes["data"][0]
+    rows, _ = summarize(_write(tmp_path, DENSITY_MAP), phase=caffepy.TRAIN)
+    data, density = dict((r.name, r.top_shapes) for r in rows)["data"]
+    assert density[1:] == (1, data[2] // 8, data[3] // 8)

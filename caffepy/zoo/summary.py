@@ -83,10 +83,10 @@ def summarize(source, inputs=None, phase=caffe_pb2.TEST, default_shape=(3, 224, 
     from .input_search import infer_input_shapes, set_input_shapes
     original = proto_io.read_net(source)
     inputs = dict(inputs or {})
-    unresolved = _terminal_unimportable_python_layers(original)
+    unresolved = _terminal_unresolvable_layers(original)
     if unresolved:
         order = [lp.name for lp in original.layer]
-        tops_of = {lp.name: len(lp.top) for lp in original.layer if lp.name in unresolved}
+        tops_of = {lp.name: (lp.type, len(lp.top)) for lp in original.layer if lp.name in unresolved}
         pruned = caffe_pb2.NetParameter()
         pruned.CopyFrom(original)
         del pruned.layer[:]
@@ -143,7 +143,7 @@ def summarize(source, inputs=None, phase=caffe_pb2.TEST, default_shape=(3, 224, 
         for name in sorted(unresolved, key=at.get):
             before = [k for k, r in enumerate(rows) if at.get(r.name, -1) < at[name]]
             rows.insert(before[-1] + 1 if before else 0,
-                        Row(name, "Python", ["?"] * tops_of[name], 0, 0, 0))
+                        Row(name, tops_of[name][0], ["?"] * tops_of[name][1], 0, 0, 0))
     total = Row("total", "", [], sum(r.params for r in rows), sum(r.flops for r in rows),
                 sum(r.memory for r in rows))
     return rows, total
@@ -166,24 +166,38 @@ def _importable(lp):
         return False
 
 
-def _terminal_unimportable_python_layers(param):
-    """{name: note} of the Python layers with bottoms whose module does not import (and that
-    caffepy does not build in) and whose tops no later layer reads (a loss, a decoder at the end):
-    the rest of the net does not depend on them, so ``summary`` shows them with unknown tops."""
+def _terminal_unresolvable_layers(param):
+    """{name: note} of the layers caffepy cannot build here — a type no layer (or plug-in)
+    registers, or a Python layer with bottoms whose module does not import and that caffepy does
+    not build in — whose tops no other layer reads, except other such layers (a loss, an NMS or
+    a decoder at the end of a net): the rest of the net does not depend on them, so ``summary``
+    builds it and lists them with unknown ('?') tops. One whose tops a built layer reads stays
+    an error (it names the type and the way out)."""
+    from ..layers.base import layer_type_list
     from ..layers.python_layer import builtin_layer_class
+    from . import is_data_layer
+    known = set(layer_type_list())
     out = {}
-    for i, lp in enumerate(param.layer):
-        if lp.type != "Python" or not len(lp.bottom) or _importable(lp):
+    layers = list(param.layer)
+    for i in range(len(layers) - 1, -1, -1):
+        lp = layers[i]
+        if is_data_layer(lp):
             continue
-        if builtin_layer_class(lp.python_param.module, lp.python_param.layer) is not None:
+        if lp.type == "Python":
+            if not len(lp.bottom) or _importable(lp) or builtin_layer_class(
+                    lp.python_param.module, lp.python_param.layer) is not None:
+                continue
+            why = "python_param.module '%s' is not importable" % lp.python_param.module
+        elif lp.type in known:
             continue
-        read_later = {b for later in param.layer[i + 1:] for b in later.bottom}
-        if any(t in read_later or t in lp.bottom for t in lp.top):
+        else:
+            why = "caffepy has no layer of type '%s' (a plug-in: --layers MODULE)" % lp.type
+        readers = [x for x in layers[i + 1:] if any(t in x.bottom for t in lp.top)]
+        if any(x.name not in out for x in readers):
             continue
-        out[lp.name] = ("layer '%s' (Python): python_param.module '%s' is not importable; its tops "
-                        "(%s) are shown as '?' (no other layer reads them)"
-                        % (lp.name, lp.python_param.module, ", ".join(lp.top)))
-    return out
+        out[lp.name] = "layer '%s' (%s): %s; its tops (%s) are shown as '?' (only such layers read them)" % (
+            lp.name, lp.type, why, ", ".join(lp.top))
+    return dict(reversed(list(out.items())))
 
 
 def _python_data_layers(param, inputs):

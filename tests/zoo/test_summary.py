@@ -103,3 +103,28 @@ def test_terminal_python_layer_without_its_module_is_shown_with_unknown_tops(tmp
     path.write_text(body + 'layer { name: "after" type: "ReLU" bottom: "loss" top: "after" }\n')
     with pytest.raises(CaffeError, match="no_such_module_here"):
         summarize(str(path))
+
+
+def test_terminal_layers_of_unknown_types_are_shown_with_unknown_tops(tmp_path):
+    """An NMS and a decoder no layer registers, at the end of a net (one reading the other): the
+    net before them is built; an unknown type that a built layer reads stays an error."""
+    import pytest
+    from caffepy.errors import CaffeError
+    from caffepy.zoo.summary import summarize
+    body = ('layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 1 dim: 3 '
+            'dim: 8 dim: 8 } } }\n'
+            'layer { name: "conv" type: "Convolution" bottom: "data" top: "conv" '
+            'convolution_param { num_output: 2 kernel_size: 3 } }\n'
+            'layer { name: "nms" type: "ForkNms" bottom: "conv" top: "peaks" }\n'
+            'layer { name: "decode" type: "ForkDecode" bottom: "peaks" bottom: "conv" top: "out" }\n')
+    path = tmp_path / "net.prototxt"
+    path.write_text(body)
+    notes = []
+    rows, _ = summarize(str(path), notes=notes)
+    assert [(r.name, r.type, r.top_shapes) for r in rows][1:] == [
+        ("conv", "Convolution", [(1, 2, 6, 6)]), ("nms", "ForkNms", ["?"]),
+        ("decode", "ForkDecode", ["?"])]
+    assert len(notes) == 2 and "no layer of type 'ForkNms'" in notes[0]
+    path.write_text(body + 'layer { name: "relu" type: "ReLU" bottom: "out" top: "relu" }\n')
+    with pytest.raises(CaffeError, match="unknown layer type 'ForkNms'"):
+        summarize(str(path))

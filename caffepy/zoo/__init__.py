@@ -107,7 +107,7 @@ def replace_data_layers(net_param, default_shape=(3, 224, 224), batch_size=None,
         for top, shape in zip(lp.top, shapes):
             if top in detectnet_labels:      # DIGITS' DetectNet label: header row + one box row
                 shape = (shape[0], 1, 2, 16)
-            if top in guidance:              # dgd_person_reid's GuidedDropout guidance: N x C x 1 x 1
+            if top in guidance:              # GuidedDropout guidance: N x C x 1 x 1
                 shape = (shape[0], guidance[top], 1, 1)
             if top in seg_labels and lp.type == "AnnotatedData" and len(shapes[0]) == 4:
                 shape = _yolo_seg_label_shape(lp, shapes[0], seg_labels[top])

@@ -16,7 +16,8 @@ would produce:
 * other tops by name: labels ``(N,)`` (``(N, 1, H, W)`` for segmentation readers), ``im_info``
   ``(N, 3)``, ``gt_boxes`` / ``rois`` ``(1, 5)``, ``bbox_*`` ``(1, 4 * num_classes)`` (from the
   Python layer's ``param_str``), AnnotatedData labels ``(1, 1, 1, 8)`` (MobileNet-YOLO's
-  ``yolo_data_type: 1``: ``(N, 1, 300, 5)``), caffe-yolo's BoxData
+  ``yolo_data_type: 1``: ``(N, 1, 300, 5)``), a GuidedDropout's guidance ``(N, C, 1, 1)`` (C from
+  the InnerProduct / Convolution its first bottom comes from), caffe-yolo's BoxData
   labels ``(N, 7 side^2)`` (``data_param.side``, default 7); a top that a
   ``DetectNetTransformation`` reads as its labels ``(N, 1, 2, 16)`` (DIGITS' header row and one
   box).
@@ -82,6 +83,7 @@ def replace_data_layers(net_param, default_shape=(3, 224, 224), batch_size=None,
     detectnet_labels = {lp.bottom[1] for lp in net_param.layer
                         if lp.type == "DetectNetTransformation" and len(lp.bottom) > 1}
     seg_labels = _yolo_seg_label_channels(net_param)
+    guidance = _guided_dropout_channels(net_param)
     for lp in net_param.layer:
         if not is_data_layer(lp):
             out.layer.add().CopyFrom(lp)
@@ -105,6 +107,8 @@ def replace_data_layers(net_param, default_shape=(3, 224, 224), batch_size=None,
         for top, shape in zip(lp.top, shapes):
             if top in detectnet_labels:      # DIGITS' DetectNet label: header row + one box row
                 shape = (shape[0], 1, 2, 16)
+            if top in guidance:              # GuidedDropout guidance: N x C x 1 x 1
+                shape = (shape[0], guidance[top], 1, 1)
             if top in seg_labels and lp.type == "AnnotatedData" and len(shapes[0]) == 4:
                 shape = _yolo_seg_label_shape(lp, shapes[0], seg_labels[top])
             if lp.type == "LaneData" and top != lp.top[0]:   # MobileNet-YOLO's lane reader:
@@ -144,6 +148,35 @@ def _yolo_seg_label_channels(net_param):
             src = producer[blob]
             if src.HasField("convolution_param") and src.convolution_param.num_output:
                 out.setdefault(lp.bottom[1], int(src.convolution_param.num_output))
+                break
+            if not src.bottom:
+                break
+            blob = src.bottom[0]
+    return out
+
+
+def _guided_dropout_channels(net_param):
+    """GuidedDropout's guidance top (its second bottom, read by a Data layer) -> the channel
+    count of its first bottom: the ``num_output`` of the InnerProduct / Convolution making it
+    (walking back through in-place layers)."""
+    producer = {}
+    for lp in net_param.layer:
+        for t in lp.top:
+            producer.setdefault(t, lp)
+    out = {}
+    for lp in net_param.layer:
+        if lp.type != "GuidedDropout" or len(lp.bottom) < 2:
+            continue
+        blob, seen = lp.bottom[0], set()
+        while blob in producer and blob not in seen:
+            seen.add(blob)
+            src = producer[blob]
+            n = 0
+            for field in ("inner_product_param", "convolution_param"):
+                if src.HasField(field):
+                    n = int(getattr(src, field).num_output)
+            if n:
+                out.setdefault(lp.bottom[1], n)
                 break
             if not src.bottom:
                 break

@@ -5,7 +5,8 @@ Reorg), ``layers`` (SeLu, SeLuDropout, SegAccuracy), ``ssl`` (wenwei202/caffe's 
 SymmetricRectify), ``caffepro`` (yihui-he/caffe-pro's Filter with filter_param), ``activations`` (Mish of the
 darknet2caffe forks; synopsys-caffe's HardSwish and HardSigmoid; the compact-bilinear forks'
 SignedSqrt and L2Normalize; Scalar, the multiply-by-a-second-bottom layer of video_prop_networks /
-DSCLRCN / Curve-Text-Detector), ``counting`` (shizenglin/Deep-NCL's MAELoss).
+DSCLRCN / Curve-Text-Detector), ``counting`` (shizenglin/Deep-NCL's MAELoss), ``dropout``
+(Cysu/dgd_person_reid's GuidedDropout).
 Built-in Python layer: Caffe's example ``pyloss.EuclideanLossLayer`` (``pyloss``).
 Schema: proto/additions.json, proto/additions.d/surveyed_forks.json.
 """

@@ -36,8 +36,10 @@ def _subsample(labels, value, keep_at_most, rng):
         labels[rng.choice(inds, size=len(inds) - int(keep_at_most), replace=False)] = -1
 
 
-def anchor_targets(anchors, gt_boxes, im_info, allowed_border, settings, rng):
-    """(labels ``K``, targets ``K x 4``, inside ``K x 4``, outside ``K x 4``) for ``K`` anchors."""
+def anchor_targets(anchors, gt_boxes, im_info, allowed_border, settings, rng, eps=0.0):
+    """(labels ``K``, targets ``K x 4``, inside ``K x 4``, outside ``K x 4``) for ``K`` anchors;
+    an anchor is a best match of a gt box when its IoU is within ``eps`` of that box's best
+    (0: equal, as py-faster-rcnn; makefile/frcnn's C++ layer passes its config's ``eps``)."""
     s = settings
     total = len(anchors)
     b = allowed_border
@@ -50,7 +52,7 @@ def anchor_targets(anchors, gt_boxes, im_info, allowed_border, settings, rng):
         overlaps = boxes.bbox_overlaps(ins, gt)
         argmax = overlaps.argmax(axis=1)
         max_ov = overlaps[np.arange(len(ins)), argmax]
-        best_of_gt = np.where(overlaps == overlaps.max(axis=0))[0]
+        best_of_gt = np.unique(np.where(np.abs(overlaps - overlaps.max(axis=0)) <= eps)[0])
     else:
         argmax = np.zeros(len(ins), dtype=np.int64)
         max_ov = np.zeros(len(ins))

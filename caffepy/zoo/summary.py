@@ -15,11 +15,11 @@ whose requested phase cannot be built because its data layers are in the other p
 in that phase, with a note.
 
 FLOPs count a multiply-add as 2 and are estimates of the forward pass:
-Convolution (and NdConvolution) ``2 * weight.size * H_out * W_out * N`` (+ bias), Deconvolution the same over the input
-positions, InnerProduct / Embed ``2 * weight.size * M``, LSTM / RNN ``2 * weights * T * N``,
-Pooling (N-d and NdPooling too) ``top.count * kernel volume``, everything else ``top.count`` per top (0 for layers that only
-move or reshape data). Memory is the bytes of the layer's top blobs (in-place tops not counted again) plus its
-parameter blobs.
+Convolution (and NdConvolution) ``2 * weight.size * H_out * W_out * N`` (+ bias), Deconvolution
+the same over the input positions, InnerProduct / Embed ``2 * weight.size * M``, LSTM / RNN
+``2 * weights * T * N``, Pooling (N-d and NdPooling too) ``top.count * kernel volume``, everything
+else ``top.count`` per top (0 for layers that only move or reshape data). Memory is the bytes of
+the layer's top blobs (in-place tops not counted again) plus its parameter blobs.
 """
 import collections
 

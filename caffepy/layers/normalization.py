@@ -150,7 +150,9 @@ class BNLayer(Layer):
 
     prototxt: ``bn_param { slope_filler bias_filler (both default constant 0) momentum: 0.9
     eps: 1e-5 frozen: false }`` (fork fields; defaults apply when the schema lacks them).
-    Blobs: bottom x (N, C, ...) (at most 4 axes); top y (same shape).
+    Blobs: bottom x (N, C, ...); top y (same shape). PSPNet's CPU layer takes at most 4 axes; the
+    cuDNN engine of the 3-D forks' BN (mzolfaghari/ECO-efficient-video-understanding caffe_3d,
+    spatial batch norm) normalises N x C x L x H x W the same way, over N and every trailing axis.
     Params: slope, bias, mean, var, each (1, C, 1, 1); mean and var (and, when frozen, slope and
     bias) get lr_mult 0 / decay_mult 0 in the layer's ParamSpecs. var starts at 1 when frozen,
     else 0.
@@ -163,9 +165,9 @@ class BNLayer(Layer):
         self.frozen = bool(p.frozen) if p is not None else False
         self.momentum = p.momentum if p is not None else 0.9
         self.eps = p.eps if p is not None else 1e-5
-        if bottom[0].num_axes > 4 or bottom[0].num_axes < 2:
-            raise self.error("BN takes a 2- to 4-axis bottom, got shape %s" % (bottom[0].shape,),
-                             ShapeError)
+        if bottom[0].num_axes < 2:
+            raise self.error("BN takes a bottom of 2 or more axes (N, C, ...), got shape %s"
+                             % (bottom[0].shape,), ShapeError)
         self.channels = bottom[0].shape[1]
         if not self.blobs:
             shape = (1, self.channels, 1, 1)

@@ -52,6 +52,10 @@ COMPUTED = frozenset([
     "LayerParameter.imresize_param", "ImResizeParameter.target_spatial_width",
     "ImResizeParameter.target_spatial_height", "ImResizeParameter.factor",
     "ImResizeParameter.start_scale", "ImResizeParameter.scale_gap",
+    # NdConvolution / NdPooling (chuckcho/video-caffe; caffepy/forks/video/nd.py)
+    "ConvolutionParameter.kernel_shape", "ConvolutionParameter.stride_shape",
+    "ConvolutionParameter.pad_shape", "PoolingParameter.kernel_shape",
+    "PoolingParameter.stride_shape", "PoolingParameter.pad_shape",
 ])
 
 

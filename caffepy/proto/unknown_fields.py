@@ -130,6 +130,8 @@ class _Scanner:
         self.duplicates = []   # a second value of a singular field (forks that made it repeated)
         self.bad_values = []   # enum fields whose value the schema's enum lacks (a fork's value)
         self.known = None      # a list: every known field's (descriptor, name, line, col, layer)
+        self.spellings = None  # {(message, field)}: singular fields whose list / repeated form
+        self.respelled = []    # is recorded (an NdSpelling per message block that so gives one)
 
     def peek(self):
         return self.toks[self.i] if self.i < len(self.toks) else None
@@ -160,10 +162,12 @@ class _Scanner:
     def fields(self, desc, close, layer, top=False):
         """Read fields until ``close``; ``desc`` None means inside an unknown field (not reported)."""
         seen = set()
+        watched = {}          # field -> [(start, line, is_list)] in this block (self.spellings)
         while True:
             tok = self.peek()
             if tok is None or tok[1] == close:
                 self.take()
+                self._respell(desc, watched, layer)
                 return
             kind, word, start, _, line, col = self.take()
             if kind != "word":
@@ -182,6 +186,8 @@ class _Scanner:
             if self.peek() and self.peek()[1] == ":":
                 self.take()
             nxt = self.peek()
+            if self.spellings and fd is not None and (desc.name, word) in self.spellings:
+                watched.setdefault(word, []).append((start, line, bool(nxt and nxt[1] == "[")))
             if nxt and nxt[1] in "{<" and fd is not None and fd.message_type is not None:
                 self.take()
                 sub_layer = [None] if top and word in ("layer", "layers") else layer
@@ -210,6 +216,13 @@ class _Scanner:
                 if unknown:
                     self.found.append(rec)
 
+
+    def _respell(self, desc, watched, layer):
+        """Record the watched singular fields this block gives as a list or more than once."""
+        block = min((spots[0][0] for spots in watched.values()), default=None)
+        for name, spots in watched.items():
+            if len(spots) > 1 or any(is_list for _, _, is_list in spots):
+                self.respelled.append(NdSpelling(desc.name, name, spots, layer, block))
 
     def _check_enum(self, desc, fd, word, start, first, layer):
         """Record ``fd``'s value tokens (from ``first`` on) that its enum does not have."""
@@ -337,6 +350,40 @@ def find_repeated_singular(text, descriptor):
     scan = _Scanner(text)
     scan.fields(descriptor, None, None, top=True)
     return scan.duplicates
+
+
+class NdSpelling:
+    """A singular field that one message block gives as a list (``kernel_size: [4, 7, 7]``) or
+    several times: ``spots`` holds (start offset of the name, line, is_list) of each; ``block``
+    tells the block (the offset of its first watched field)."""
+    __slots__ = ("message", "name", "spots", "layer", "block")
+
+    def __init__(self, message, name, spots, layer, block):
+        self.message, self.name, self.spots, self.block = message, name, spots, block
+        self.layer = layer[0] if layer else None
+
+
+def find_list_spellings(text, descriptor, spellings):
+    """:class:`NdSpelling` records for each block of ``text`` that gives one of the singular fields
+    ``spellings`` (a set of (message name, field name)) as a list or more than once."""
+    scan = _Scanner(text)
+    scan.spellings = set(spellings)
+    scan.fields(descriptor, None, None, top=True)
+    return scan.respelled
+
+
+def rename(text, spots):
+    """``text`` with the field name at each (start, old name, new name) replaced: line numbers are
+    kept; later columns of a renamed line shift by the names' difference in length."""
+    parts, pos = [], 0
+    for start, old, new in sorted(spots):
+        if text[start:start + len(old)] != old:
+            raise ValueError("no field %r at offset %d" % (old, start))
+        parts.append(text[pos:start])
+        parts.append(new)
+        pos = start + len(old)
+    parts.append(text[pos:])
+    return "".join(parts)
 
 
 def blank(text, unknowns):

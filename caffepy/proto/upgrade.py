@@ -321,3 +321,42 @@ def collapse_fork_repeated(text, descriptor, filename="<net>"):
              filename, len(dups), ", ".join(sorted({"%s.%s" % (d.message, d.name) for d in dups})),
              ", ".join(forks))
     return unknown_fields.blank(text, dups)
+
+
+# -- singular BVLC fields that forks made repeated for N-d blobs (text level, before parsing) ---
+
+_ND_FORKS = ("mzolfaghari/ECO-efficient-video-understanding (caffe_3d), "
+             "VisionLearningGroup/R-C3D (caffe3d)")
+
+#: (message, singular BVLC field) -> (repeated field caffepy reads it into, forks). A file giving
+#: the field as a list (``kernel_size: [4, 7, 7]``) or several times in one block follows a fork
+#: whose field is ``repeated`` (once, or once per spatial axis); a single value stays BVLC's field.
+#: PoolingParameter's kernel_size (#2), stride (#3), pad (#4): repeated in the 3-D video forks
+#: (their N-d cuDNN pooling; caffepy.forks.video.nd reads the N-d fields).
+ND_SPELLINGS = {
+    ("PoolingParameter", "kernel_size"): ("kernel_size_nd", _ND_FORKS),
+    ("PoolingParameter", "stride"): ("stride_nd", _ND_FORKS),
+    ("PoolingParameter", "pad"): ("pad_nd", _ND_FORKS),
+}
+
+
+def respell_nd_fields(text, descriptor, filename="<net>"):
+    """``text`` with each :data:`ND_SPELLINGS` field that a block gives as a list or more than once
+    renamed to its N-d field (every occurrence in that block), or None when there is none. One
+    INFO line per file names the fields, the number of blocks and the forks."""
+    from . import unknown_fields
+    try:
+        found = unknown_fields.find_list_spellings(text, descriptor, ND_SPELLINGS)
+    except (IndexError, ValueError):      # too malformed to scan: the parser's error stands
+        return None
+    if not found:
+        return None
+    spots = [(start, f.name, ND_SPELLINGS[(f.message, f.name)][0])
+             for f in found for start, _, _ in f.spots]
+    fields = sorted({"%s.%s -> %s" % (f.message, f.name, ND_SPELLINGS[(f.message, f.name)][0])
+                     for f in found})
+    forks = sorted({ND_SPELLINGS[(f.message, f.name)][1] for f in found})
+    log.info("%s: %d block(s) give a singular field as a list or repeatedly (N-d, as %s): "
+             "read as %s", filename, len({f.block for f in found}),
+             "; ".join(forks), ", ".join(fields))
+    return unknown_fields.rename(text, spots)

@@ -15,11 +15,11 @@ whose requested phase cannot be built because its data layers are in the other p
 in that phase, with a note.
 
 FLOPs count a multiply-add as 2 and are estimates of the forward pass:
-Convolution ``2 * weight.size * H_out * W_out * N`` (+ bias), Deconvolution the same over the input
-positions, InnerProduct / Embed ``2 * weight.size * M``, LSTM / RNN ``2 * weights * T * N``,
-Pooling ``top.count * kernel area``, everything else ``top.count`` per top (0 for layers that only
-move or reshape data). Memory is the bytes of the layer's top blobs (in-place tops not counted again) plus its
-parameter blobs.
+Convolution (and NdConvolution) ``2 * weight.size * H_out * W_out * N`` (+ bias), Deconvolution
+the same over the input positions, InnerProduct / Embed ``2 * weight.size * M``, LSTM / RNN
+``2 * weights * T * N``, Pooling (N-d and NdPooling too) ``top.count * kernel volume``, everything
+else ``top.count`` per top (0 for layers that only move or reshape data). Memory is the bytes of
+the layer's top blobs (in-place tops not counted again) plus its parameter blobs.
 """
 import collections
 
@@ -45,7 +45,8 @@ def layer_flops(layer, bottom, top):
     """Forward FLOPs estimate of one set-up layer (see module doc)."""
     t = layer.type
     params = [b.shape for b in layer.blobs]
-    if t in ("Convolution", "DepthwiseConvolution", "ConvolutionDepthwise") and params:
+    if t in ("Convolution", "DepthwiseConvolution", "ConvolutionDepthwise",
+             "NdConvolution") and params:
         n_out = _count(top[0].shape[2:]) * top[0].shape[0]
         return 2 * _count(params[0]) * n_out + (top[0].count if len(params) > 1 else 0)
     if t == "Deconvolution" and params:
@@ -59,9 +60,12 @@ def layer_flops(layer, bottom, top):
     if t in ("LSTM", "RNN") and params:
         T, N = bottom[0].shape[:2]
         return 2 * sum(_count(p) for p in params if len(p) == 2) * T * N
-    if t == "Pooling":
+    if t in ("Pooling", "NdPooling"):
         pp = layer.layer_param.pooling_param
-        if pp.global_pooling:
+        kernel = getattr(getattr(layer, "geom", None), "kernel", None)
+        if kernel is not None:           # the window the layer uses (N-d pooling included)
+            area = _count(kernel)
+        elif pp.global_pooling:
             area = _count(bottom[0].shape[2:])
         elif pp.kernel_h and pp.kernel_w:
             area = pp.kernel_h * pp.kernel_w

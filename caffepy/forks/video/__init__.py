@@ -1,7 +1,10 @@
-"""Video: C3D (facebook/C3D) and temporal segment networks (yjxiong/caffe).
+"""Video: C3D (facebook/C3D), temporal segment networks (yjxiong/caffe) and the N-d 3-D forks
+(mzolfaghari/ECO-efficient-video-understanding caffe_3d, VisionLearningGroup/R-C3D caffe3d,
+chuckcho/video-caffe).
 
 Modules: ``video3d`` (Convolution3D, Pooling3D, Deconvolution3D, VoxelWiseSoftmax(WithLoss)),
-``data`` (VideoData of C3D and TSN), ``tsn`` (Gather).
+``data`` (VideoData of C3D and TSN), ``tsn`` (Gather), ``nd`` (Pooling over N spatial axes from
+a list or repeated kernel_size / stride / pad, NdPooling, NdConvolution).
 Schema: proto/additions.json (C3D), proto/additions.d/segnet_c3d_face_flownet.json,
-crfasrnn_tsn_pose.json (TSN's SegData).
+crfasrnn_tsn_pose.json (TSN's SegData), video_nd_pooling.json (kernel_size_nd, stride_nd, pad_nd).
 """

@@ -105,14 +105,20 @@ class Coordinator(object):
             written = self.collect({T.WRITTEN: self.topo.S})[T.WRITTEN]
             files += [w.text for w in written]
             current_step = max(int(w.lr_step) for w in written)
-            checkpoint.write_manifest(self.workspace, step, [f for f in files if f],
-                                      current_step, self.solver.type, self.topo.S, self.topo.W,
-                                      keep=self.topo.cluster.checkpoint_keep)
+            try:
+                self.last_manifest = checkpoint.write_manifest(
+                    self.workspace, step, [f for f in files if f], current_step, self.solver.type,
+                    self.topo.S, self.topo.W, keep=self.topo.cluster.checkpoint_keep)
+            except CaffeError as e:      # (disk full): the step stays incomplete, say which is not
+                self.fail("checkpoint of step %d not written: %s" % (step, e))
             self.last_checkpoint = step
         if final or (self.param.snapshot and step % self.param.snapshot == 0):
             self.download(step)
             if not final or self.param.snapshot_after_train:
-                self.solver.snapshot()
+                try:
+                    self.solver.snapshot()
+                except CaffeError as e:
+                    self.fail(str(e))
         if final:
             return
         for w in self.topo.workers():

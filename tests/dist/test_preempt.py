@@ -108,3 +108,56 @@ def test_sigterm_checkpoints_at_an_agreed_step_threads_engine(tmp_path):
     rc, err = job.finish()
     _check_stopped(rc, err, d)
     _resume_equals_full(tmp_path, d)
+
+
+def _rank_pid(parent, rank, deadline=30):
+    """The pid of ``caffepy train`` with PMI_RANK=rank under the mpiexec ``parent`` (not the
+    watchdog rank 0 starts, nor another session's job)."""
+    def descends(pid):
+        while pid and pid != "1":
+            if pid == str(parent):
+                return True
+            try:
+                with open("/proc/%s/stat" % pid) as f:
+                    pid = f.read().rsplit(")", 1)[1].split()[1]
+            except OSError:
+                return False
+        return False
+    end = time.time() + deadline
+    while time.time() < end:
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit() or not descends(pid):
+                continue
+            try:
+                with open("/proc/%s/cmdline" % pid, "rb") as f:
+                    cmd = f.read()
+                with open("/proc/%s/environ" % pid, "rb") as f:
+                    env = f.read().split(b"\0")
+            except OSError:
+                continue
+            if b"caffepy\0train" in cmd and b"PMI_RANK=%d" % rank in env and b"watchdog" not in cmd:
+                return int(pid)
+        time.sleep(0.2)
+    raise AssertionError("no rank %d process found" % rank)
+
+
+@needs_mpi
+@pytest.mark.slow
+def test_sigterm_to_one_rank_of_an_mpi_job(tmp_path):
+    """mpiexec -n 2 (one worker group per rank): SIGTERM to rank 1 only; both ranks stop at the
+    same step with one checkpoint, exit 0; --resume (mpiexec again) equals the full run."""
+    cluster = dict(nworker_groups=2, nworkers_per_group=1, nservers_per_group=1)
+    d = _files(tmp_path, "cut", **cluster)
+    job = Job(["mpiexec", "-n", "2"] + _cmd(d))
+    job.wait_for(r"Iteration [1-9]\d* \(group 1")
+    os.kill(_rank_pid(job.p.pid, 1), signal.SIGTERM)
+    rc, err = job.finish()
+    step = _check_stopped(rc, err, d)
+    assert "SIGTERM: every worker stops at step %d" % step in err
+    full = _files(tmp_path, "full", **cluster)
+    for args in (_cmd(full), _cmd(d, "--resume")):
+        p = subprocess.run(["mpiexec", "-n", "2"] + args, cwd=ROOT, env=_env(),
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=300)
+        assert p.returncode == 0, p.stderr[-2000:]
+    a, b = _final_params(full), _final_params(d)
+    assert a[0] == b[0] == MAX_ITER and a[1] == b[1]

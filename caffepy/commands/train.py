@@ -46,6 +46,10 @@ def add_arguments(parser):
     parser.add_argument("--sigterm_effect", default="stop",
                         help="action on SIGTERM (a batch scheduler's notice before preemption): "
                              "snapshot, stop or none (default stop)")
+    parser.add_argument("--skip_bad_records", action="store_true",
+                        help="skip a record that cannot be read (damaged Datum, image that does "
+                             "not decode) with one WARNING per record, instead of stopping with "
+                             "one line naming it (also $CAFFEPY_SKIP_BAD_RECORDS=1)")
     _flags.add_iterations(parser, "ignored by train, as in Caffe (set max_iter in the solver)")
     _flags.add_log(parser)
     # -- solver field overrides (--max_iter N ...); keep this call last -----------------------
@@ -79,6 +83,10 @@ def _run(args):
     check_effect("sigint_effect", args.sigint_effect)
     check_effect("sighup_effect", args.sighup_effect)
     check_effect("sigterm_effect", args.sigterm_effect)
+    if getattr(args, "skip_bad_records", False):
+        import os
+        from ..layers.data import SKIP_ENV
+        os.environ[SKIP_ENV] = "1"       # (the prefetch threads read it)
     if args.iterations is not None:
         warning("caffe.cpp:185", "--iterations is ignored by train (as in Caffe); the solver's "
                     "max_iter decides")

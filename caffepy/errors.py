@@ -28,6 +28,18 @@ class SolverError(CaffeError):
     """A solver file with an invalid setting (unknown lr_policy or solver type, ...)."""
 
 
+class WriteError(CaffeError, OSError):
+    """A file that could not be written (disk full, read-only, ...): one line naming the file; the
+    file it would have replaced is unchanged. Also an OSError, with ``errno`` set."""
+
+    def __init__(self, message, errno=None):
+        super(WriteError, self).__init__(message)
+        self.errno = errno
+
+    def __str__(self):
+        return self.args[0]
+
+
 def layer_error(layer_param, message, cls=NetError):
     """Build an error naming the layer: ``layer 'conv1' (Convolution): <message>``."""
     return cls("layer '%s' (%s): %s" % (layer_param.name, layer_param.type, message))

@@ -5,8 +5,10 @@ the train and test nets; it replaces the solver file's ``weights``); ``--snapsho
 resumes (not both, as Caffe). The solver's
 ``solver_mode`` / ``device_id`` pick the device unless ``--gpu`` is given (a GPU solver file on a
 machine without CUDA trains on the CPU with a warning). ``--level`` / ``--stage`` set the train
-net's NetState. SIGINT and SIGHUP stop or snapshot (``--sigint_effect`` / ``--sighup_effect``:
-stop, snapshot or none; defaults stop / snapshot). Any scalar SolverParameter field may be
+net's NetState. SIGINT, SIGHUP and SIGTERM stop or snapshot (``--sigint_effect`` /
+``--sighup_effect`` / ``--sigterm_effect``: stop, snapshot or none; defaults stop / snapshot /
+stop; "stop" finishes the iteration and writes the ``snapshot_after_train`` snapshot; a
+distributed run checkpoints at the next step boundary instead and exits 0). Any scalar SolverParameter field may be
 overridden for the run, gflags-style: ``--max_iter 200 --test_interval=50 --snapshot_prefix P``
 (see ``_overrides``); each override is logged. ``--resume`` needs a ``cluster`` section (or
 ``--cluster``) and the workspace's checkpoint folder, and says which is missing.
@@ -41,6 +43,13 @@ def add_arguments(parser):
                         help="action on SIGINT: snapshot, stop or none (default stop)")
     parser.add_argument("--sighup_effect", default="snapshot",
                         help="action on SIGHUP: snapshot, stop or none (default snapshot)")
+    parser.add_argument("--sigterm_effect", default="stop",
+                        help="action on SIGTERM (a batch scheduler's notice before preemption): "
+                             "snapshot, stop or none (default stop)")
+    parser.add_argument("--skip_bad_records", action="store_true",
+                        help="skip a record that cannot be read (damaged Datum, image that does "
+                             "not decode) with one WARNING per record, instead of stopping with "
+                             "one line naming it (also $CAFFEPY_SKIP_BAD_RECORDS=1)")
     _flags.add_iterations(parser, "ignored by train, as in Caffe (set max_iter in the solver)")
     _flags.add_log(parser)
     # -- solver field overrides (--max_iter N ...); keep this call last -----------------------
@@ -73,6 +82,11 @@ def _run(args):
         raise CaffeError("Give a snapshot to resume training or weights to finetune but not both.")
     check_effect("sigint_effect", args.sigint_effect)
     check_effect("sighup_effect", args.sighup_effect)
+    check_effect("sigterm_effect", args.sigterm_effect)
+    if getattr(args, "skip_bad_records", False):
+        import os
+        from ..layers.data import SKIP_ENV
+        os.environ[SKIP_ENV] = "1"       # (the prefetch threads read it)
     if args.iterations is not None:
         warning("caffe.cpp:185", "--iterations is ignored by train (as in Caffe); the solver's "
                     "max_iter decides")
@@ -91,7 +105,7 @@ def _run(args):
     _gpu.use_devices(gpus)
     if gpus:
         param.device_id = gpus[0]
-    with SignalHandler(args.sigint_effect, args.sighup_effect) as handler:
+    with SignalHandler(args.sigint_effect, args.sighup_effect, args.sigterm_effect) as handler:
         solver = solver_class(param.type)(param)
         solver.set_action_function(handler.action)
         if args.snapshot:

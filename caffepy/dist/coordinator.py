@@ -41,11 +41,16 @@ class Coordinator(object):
         self.max_staleness = 0
         self.last_checkpoint = None
         self.routed = []      # worker 0's last READY buffers: SFB values and history
+        self.pending = []     # messages that came while the workers agreed on a stop step
+        self.preempted = None     # the signal that stops the job early (see preempt)
+        self.stop_at = None
+        self.last_manifest = None
 
     def fail(self, why):
         raise DistError("%s; %s" % (why, checkpoint.describe_latest(self.workspace)))
 
-    def recv(self, what):
+    def _recv(self):
+        """The next message that is not a heartbeat (an ERROR ends the job)."""
         while True:
             try:
                 h, bufs = self.ep.recv(timeout=self.topo.cluster.heartbeat_interval)
@@ -59,6 +64,39 @@ class Coordinator(object):
                 continue
             self.health()
             return h, bufs
+
+    def recv(self, what):
+        while True:
+            if self.pending:
+                return self.pending.pop(0)
+            h, bufs = self._recv()
+            if h.kind == T.PREEMPT:
+                self.preempt(h.text or "a signal")
+                continue
+            return h, bufs
+
+    def preempt(self, why):
+        """A rank got SIGTERM (or another stopping signal): ask every worker for the next step
+        boundary it can stop at (each waits for the answer), take the largest and send it to all
+        (STOPAT): there every worker joins a final barrier, which checkpoints. What else arrives
+        meanwhile is kept, in order, for :meth:`recv`."""
+        if self.preempted:
+            return
+        self.preempted = why
+        for w in self.topo.workers():
+            self.ep.send(w, T.header(T.PREEMPT, text=why))
+        clocks = []
+        while len(clocks) < self.topo.W:
+            h, bufs = self._recv()
+            if h.kind == T.CLOCK:
+                clocks.append(int(h.step))
+            elif h.kind != T.PREEMPT:
+                self.pending.append((h, bufs))
+        self.stop_at = max(clocks)
+        for w in self.topo.workers():
+            self.ep.send(w, T.header(T.STOPAT, step=self.stop_at))
+        info("coordinator.py", "%s: every worker stops at step %d and checkpoints there"
+             % (why, self.stop_at))
 
     def collect(self, counts, on_message=None):
         """Receive until ``counts`` ({kind: n}) messages have come; returns them by kind."""
@@ -89,6 +127,9 @@ class Coordinator(object):
                 final = bool(got[0].flag)
                 self.barrier(h.step, got, final)
                 if final:
+                    if self.preempted and h.step < self.param.max_iter:
+                        info("coordinator.py", "Stopped by %s at step %d: checkpoint %s; continue "
+                             "with --resume" % (self.preempted, h.step, self.last_manifest))
                     return h.step
 
     def barrier(self, step, readies, final):
@@ -105,14 +146,20 @@ class Coordinator(object):
             written = self.collect({T.WRITTEN: self.topo.S})[T.WRITTEN]
             files += [w.text for w in written]
             current_step = max(int(w.lr_step) for w in written)
-            checkpoint.write_manifest(self.workspace, step, [f for f in files if f],
-                                      current_step, self.solver.type, self.topo.S, self.topo.W,
-                                      keep=self.topo.cluster.checkpoint_keep)
+            try:
+                self.last_manifest = checkpoint.write_manifest(
+                    self.workspace, step, [f for f in files if f], current_step, self.solver.type,
+                    self.topo.S, self.topo.W, keep=self.topo.cluster.checkpoint_keep)
+            except CaffeError as e:      # (disk full): the step stays incomplete, say which is not
+                self.fail("checkpoint of step %d not written: %s" % (step, e))
             self.last_checkpoint = step
         if final or (self.param.snapshot and step % self.param.snapshot == 0):
             self.download(step)
             if not final or self.param.snapshot_after_train:
-                self.solver.snapshot()
+                try:
+                    self.solver.snapshot()
+                except CaffeError as e:
+                    self.fail(str(e))
         if final:
             return
         for w in self.topo.workers():

@@ -15,7 +15,7 @@ import time
 from .. import common
 from ..math import blas
 from ..errors import CaffeError
-from ..log import info
+from ..log import info, warning
 from ..net import Net
 from ..solvers import solver_class
 from . import checkpoint, routing, transport as T, waitfree
@@ -252,9 +252,35 @@ def train(solver, cluster=None, cluster_file=None, resume=False, feeder=None, en
     return result
 
 
+def _watch_signals(proc):
+    """Poll the solver's action function (the SignalHandler of ``caffepy train``): a "stop"
+    (SIGTERM, SIGINT, ...) becomes a PREEMPT to the coordinator, which has every worker stop and
+    checkpoint at one step boundary; in any rank."""
+    solver, topo, eng = proc.solver, proc.topo, proc.engine
+    fn = getattr(solver, "_action_fn", None)
+    if fn is None:
+        return
+    src = min(eng.inboxes)
+
+    def watch():
+        while not proc.stopping.wait(0.1):
+            action = fn()
+            if action == "stop":
+                name = getattr(getattr(fn, "__self__", None), "last_signal", None) or "a signal"
+                info("trainer.py", "%s received: stopping at the next step boundary" % name)
+                eng.deliver(T.header(T.PREEMPT, src=src, dst=topo.coordinator, text=name), [])
+                return
+            if action == "snapshot":
+                warning("trainer.py", "a snapshot signal is ignored by distributed training (it "
+                        "checkpoints every checkpoint_frequency steps; SIGTERM / SIGINT stop it "
+                        "with a checkpoint)")
+    threading.Thread(target=watch, name="signals", daemon=True).start()
+
+
 def _run(proc, guard, rank, start_step, t0):
     solver, topo, eng = proc.solver, proc.topo, proc.engine
     proc.start()
+    _watch_signals(proc)
     try:
         if rank != 0:
             guard.serve(proc)

@@ -49,11 +49,15 @@ def register_kind(name, number):
 #   SYNC     param, slice (param -1: flush marker);  FLUSH / FLUSHED / STOP / DONE: none
 #   ERROR    text;  CLIPNORM  group (the update key's group, -1: BSP), step, server (sender's index)
 #   HEARTBEAT (kept for numbering; liveness under MPI is the watchdog's, not a message kind)
+#   PREEMPT  text = the signal (a rank that got it -> coordinator; coordinator -> workers: "at
+#            which step boundary can you stop?");  CLOCK step (worker -> coordinator: that
+#            boundary);  STOPAT step (coordinator -> workers: the step every worker stops at)
 # (lr_step = the server's lr-policy current_step. Headers are never written to disk.)
 (INIT, GRAD, PARAM, READY, GO, CKPT, WRITTEN, PULL, SLICE, DONE, STOP, ERROR, HEARTBEAT, SYNC, FLUSH,
  FLUSHED, PULLED, CLIPNORM) = [register_kind(n, i) for i, n in enumerate(
     ("INIT GRAD PARAM READY GO CKPT WRITTEN PULL SLICE DONE STOP ERROR HEARTBEAT SYNC FLUSH "
      "FLUSHED PULLED CLIPNORM").split(), 1)]
+PREEMPT, CLOCK, STOPAT = [register_kind(n, i) for i, n in enumerate(("PREEMPT", "CLOCK", "STOPAT"), 40)]
 
 
 class TransportTimeout(CaffeError):

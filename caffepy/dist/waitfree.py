@@ -179,6 +179,10 @@ class WaitFreeWorker(Worker):
         if self.send_init:
             self._push_init()
         for c in range(self.start, self.param.max_iter):
+            if c == self.stop_at:                       # preempted: a final barrier at c
+                self._wait_all(c)
+                self.barrier(c, final=True)
+                return
             if c > self.start and self.barrier_step(c):
                 self._wait_all(c)
                 self.barrier(c, final=False)

@@ -76,6 +76,8 @@ class Worker(object):
         self.not_checkpointed = set()
         self.early = []          # routed messages of the next step that came before our GO
         self.progress = None     # the first worker of each group logs its group's progress
+        self.clock = start_step  # the step being run (its boundary passed)
+        self.stop_at = None      # a preempted job's last step (STOPAT), every worker's the same
         if solver_param.display and endpoint.id % topo.K == 0:
             from .report import GroupProgress
             self.progress = GroupProgress(solver_param, self.g, topo.G, start_step)
@@ -116,6 +118,11 @@ class Worker(object):
             self._push_init()
         self.wait_params(0, self.start)
         for c in range(self.start, self.param.max_iter):
+            if c == self.stop_at:                       # preempted: a final barrier at c
+                self.wait_params(c - self.start, c)
+                self.barrier(c, final=True)
+                return
+            self.clock = c
             if c > self.start and self.barrier_step(c):
                 self.wait_params(c - self.start, c)     # SSP: every push answered first
                 self.barrier(c, final=False)
@@ -225,6 +232,9 @@ class Worker(object):
             h, bufs = self.ep.recv(self.timeout, "parameters from stub %d" % self.g)
         if h.kind == T.STOP:
             raise Stopped()
+        if h.kind == T.PREEMPT:
+            self._agree_stop()
+            return
         if h.kind in self.routes:
             self.routes[h.kind](h, bufs)
             return
@@ -251,6 +261,12 @@ class Worker(object):
                      self.ready_buffers())
         while True:
             h, bufs = self.ep.recv(None)
+            if h.kind == T.PREEMPT:     # stopped here: the next boundary is step + 1
+                self._send_clock(step + 1)
+                continue
+            if h.kind == T.STOPAT:      # (before the GO: the coordinator sent it first)
+                self.stop_at = int(h.step)
+                continue
             if h.kind not in self.routes:
                 break
             # a peer that got its GO first already sent this step's SFB factors / table rows
@@ -260,6 +276,24 @@ class Worker(object):
         if h.kind != T.GO:
             raise CaffeError("worker %d: expected GO after the barrier of step %d, got %s"
                              % (self.ep.id, step, T.KIND_NAMES.get(h.kind, h.kind)))
+
+    def _send_clock(self, boundary):
+        self.ep.send(self.topo.coordinator, T.header(
+            T.CLOCK, step=min(max(boundary, self.start + 1), self.param.max_iter)))
+
+    def _agree_stop(self):
+        """PREEMPT from the coordinator: say the next step boundary this worker can stop at, then
+        wait (holding what else comes, in order) for the step every worker stops at, so that no
+        worker passes it meanwhile."""
+        self._send_clock(self.clock + 1)
+        while True:
+            h, bufs = self.ep.recv(None)
+            if h.kind == T.STOP:
+                raise Stopped()
+            if h.kind == T.STOPAT:
+                self.stop_at = int(h.step)
+                return
+            self.early.append((h, bufs))
 
     def ready_buffers(self):
         return []

@@ -6,6 +6,7 @@ oldest ready batch into the tops (reshaping them to the batch) and hands the buf
 stops the thread; a dropped layer stops it too. Tops: ``data`` (N x C x h x w) and, when a second
 top is given, ``label`` (N). No bottoms, no backward.
 """
+import os
 import weakref
 
 import numpy as np
@@ -18,6 +19,7 @@ from ..data.prefetch import Prefetcher
 from ..data.state import set_rng
 from ..data.transformer import DataTransformer, effective_transform_param
 from ..errors import CaffeError
+from ..log import warning
 from ..proto import caffe_pb2
 from .base import Layer, register_layer
 
@@ -120,6 +122,31 @@ def _ensure(buf, key, shape, dtype):
     return buf[key]
 
 
+SKIP_ENV = "CAFFEPY_SKIP_BAD_RECORDS"
+
+
+def skip_bad_records():
+    """Whether a record that cannot be read (a damaged Datum, an image that does not decode) is
+    skipped with one WARNING per record (``CAFFEPY_SKIP_BAD_RECORDS=1``, or ``caffepy train
+    --skip_bad_records``) instead of stopping with one line naming it."""
+    return os.environ.get(SKIP_ENV, "").strip().lower() not in ("", "0", "false", "no")
+
+
+def _bad_record(loader, record, error):
+    """Stop naming ``record`` (source and key or line), or, when asked, warn once and go on."""
+    why = str(error)
+    if not skip_bad_records():
+        raise CaffeError("%s: bad record %s: %s (set %s=1 or pass --skip_bad_records to skip such "
+                         "records)" % (loader.what, record, why, SKIP_ENV))
+    if record not in loader.warned:
+        loader.warned.add(record)
+        warning("data.py", "%s: skipping bad record %s: %s" % (loader.what, record, why))
+    loader.skipped += 1
+    if loader.skipped > loader.n_records:
+        raise CaffeError("%s: every record of %s is bad (last: %s: %s)"
+                         % (loader.what, loader.source, record, why))
+
+
 class _DBLoader(object):
     """Reads Datums from a cursor that wraps around; runs on the prefetch thread after setup."""
 
@@ -135,6 +162,8 @@ class _DBLoader(object):
         self.rank = getattr(common._state, "solver_rank", 0)
         self.size = max(1, getattr(common._state, "solver_count", 1))
         self.offset = 0
+        self.source, self.warned, self.skipped = param.source, set(), 0
+        self.n_records = len(self.db)
         if param.rand_skip:
             for _ in range(int(common.rng().integers(0, param.rand_skip))):
                 self._next()
@@ -163,21 +192,49 @@ class _DBLoader(object):
     def _skip(self):
         return not (self.keep_all or self.offset % self.size == self.rank)
 
-    def _datum(self):
-        while self._skip():
+    def _record(self):
+        return "%s key %r" % (self.source, bytes(self.cursor.key))
+
+    def _decode(self, shape=None):
+        """(datum, C x H x W array) at the cursor; the record's errors name its source and key."""
+        d = parse_datum(self.cursor.value, self._record())
+        item = datum_to_array(d, self.transformer.color, self._record())
+        if shape is not None and item.shape != shape:
+            raise CaffeError("%s: shape %s, the batch's is %s" % (self._record(), item.shape, shape))
+        return d, item
+
+    def _datum(self, shape=None):
+        while True:
+            while self._skip():
+                self._next()
+            try:
+                d, item = self._decode(shape)
+            except CaffeError as e:
+                record = self._record()
+                _bad_record(self, record, str(e).replace(record + ": ", ""))
+                self._next()
+                continue
             self._next()
-        d = parse_datum(self.cursor.value, "%s: key %r" % (self.what, self.cursor.key))
-        self._next()
-        return d
+            self.skipped = 0
+            return d, item
 
     def data_shape(self):
-        d = parse_datum(self.cursor.value, "%s: key %r" % (self.what, self.cursor.key))
-        item = datum_to_array(d, self.transformer.color, self.what).shape
+        while True:
+            try:
+                item = self._decode()[1].shape
+                break
+            except CaffeError as e:
+                record = self._record()
+                _bad_record(self, record, str(e).replace(record + ": ", ""))
+                self._next()
         return (self.batch_size,) + self.transformer.infer_shape(item)
 
     def load_batch(self, buf):
-        datums = [self._datum() for _ in range(self.batch_size)]
-        items = [datum_to_array(d, self.transformer.color, self.what) for d in datums]
+        datums, items = [], []
+        for _ in range(self.batch_size):
+            d, item = self._datum(items[0].shape if items else None)
+            datums.append(d)
+            items.append(item)
         shape = (self.batch_size,) + self.transformer.infer_shape(items[0].shape)
         self.transformer.transform_arrays(items, _ensure(buf, "data", shape, self.transformer.dtype))
         labels = _ensure(buf, "label", (self.batch_size,), self.transformer.dtype)
@@ -226,6 +283,8 @@ class _ImageListLoader(object):
         self.pos = 0
         if param.rand_skip:
             self.pos = int(common.rng().integers(0, param.rand_skip)) % len(self.lines)
+        self.source, self.warned, self.skipped = param.source, set(), 0
+        self.n_records = len(self.lines)
 
     def _shuffle(self):
         self.order = self.order[self.rng.permutation(len(self.lines))]
@@ -253,21 +312,45 @@ class _ImageListLoader(object):
             img = resize_bilinear(img, *size)
         return np.ascontiguousarray(img.transpose(2, 0, 1))
 
+    def _checked(self, shape=None):
+        """The image at ``pos`` (a C x H x W array) and its label, or None for a bad one that is
+        skipped (``pos`` not moved)."""
+        line = self.order[self.pos]
+        name, label = self.lines[line]
+        try:
+            item = self._read(name)
+            if shape is not None and item.shape != shape:
+                raise CaffeError("shape %s, the batch's is %s" % (item.shape, shape))
+        except (CaffeError, OSError, ValueError) as e:
+            path = self.param.root_folder + name
+            _bad_record(self, "%s line %d (%s)" % (self.source, line + 1, path),
+                        " ".join(str(e).split()).replace(path + ": ", ""))
+            return None
+        self.skipped = 0
+        return item, label
+
+    def _advance(self):
+        self.pos += 1
+        if self.pos >= len(self.lines):
+            self.pos = 0
+            if self.param.shuffle:
+                self._shuffle()
+
     def data_shape(self):
-        item = self._read(self.lines[self.order[self.pos]][0]).shape
-        return (self.batch_size,) + self.transformer.infer_shape(item)
+        got = self._checked()
+        while got is None:
+            self._advance()
+            got = self._checked()
+        return (self.batch_size,) + self.transformer.infer_shape(got[0].shape)
 
     def load_batch(self, buf):
         items, labels = [], []
-        for _ in range(self.batch_size):
-            name, label = self.lines[self.order[self.pos]]
-            items.append(self._read(name))
-            labels.append(label)
-            self.pos += 1
-            if self.pos >= len(self.lines):
-                self.pos = 0
-                if self.param.shuffle:
-                    self._shuffle()
+        while len(items) < self.batch_size:
+            got = self._checked(items[0].shape if items else None)
+            if got is not None:
+                items.append(got[0])
+                labels.append(got[1])
+            self._advance()
         shape = (self.batch_size,) + self.transformer.infer_shape(items[0].shape)
         self.transformer.transform_arrays(items, _ensure(buf, "data", shape, self.transformer.dtype))
         _ensure(buf, "label", (self.batch_size,), self.transformer.dtype)[...] = labels

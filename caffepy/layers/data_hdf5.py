@@ -102,7 +102,11 @@ class HDF5DataLayer(Layer):
                 if ds.dtype.kind not in "fiub" or ds.ndim < 1:
                     raise self.error("%s: dataset '%s' must be numeric with at least 1 axis, got "
                                      "%s %s" % (path, name, ds.dtype, ds.shape))
-                data.append(np.asarray(ds[...], dtype=self.dtype))
+                try:
+                    data.append(np.asarray(ds[...], dtype=self.dtype))
+                except (OSError, ValueError, RuntimeError) as e:     # truncated, damaged
+                    raise self.error("%s: dataset '%s' cannot be read (truncated or damaged "
+                                     "file?): %s" % (path, name, " ".join(str(e).split())))
         rows = data[0].shape[0]
         for name, d in zip(self.names, data):
             if d.shape[0] != rows:

@@ -14,6 +14,7 @@ before the text error is reported.
 Text errors read ``file:line:column: what is wrong (layer 'name')``, for example
 ``net.prototxt:12:5: no field named "foo" in LayerParameter (layer 'conv1')``.
 """
+import errno
 import logging
 import os
 import re
@@ -22,7 +23,7 @@ import tempfile
 from google.protobuf import message as _message
 from google.protobuf import text_format
 
-from ..errors import ProtoError
+from ..errors import ProtoError, WriteError
 from . import caffe_pb2
 from . import harvest_policy as _harvest
 from . import unknown_fields as _unknown
@@ -380,10 +381,33 @@ def file_mode():
     return 0o666 & ~mask
 
 
+def write_error(path, error):
+    """A one-line :class:`~caffepy.errors.WriteError` for ``error`` (an OSError, or h5py's error
+    text) raised while writing ``path``: ``cannot write PATH: no space left on device (...)``."""
+    if isinstance(error, WriteError):
+        return error
+    code = getattr(error, "errno", None)
+    text = " ".join(str(error).split())
+    if code is None:
+        m = re.search(r"errno = (\d+)", text)           # h5py: "... errno = 28, error message = ..."
+        code = int(m.group(1)) if m else (errno.ENOSPC if "No space left" in text else None)
+    why = os.strerror(code).lower() if code else text
+    return WriteError("cannot write %s: %s (a file it would replace is unchanged)"
+                      % (os.fspath(path), why), code)
+
+
 def atomic_write(path, data):
     """Write bytes (or a list of bytes-like chunks) to ``path`` atomically: temp file in the same
-    dir, fsync, mode from the umask, rename."""
+    dir, fsync, mode from the umask, rename. A failure (disk full, ...) removes the temp file and
+    raises a one-line :class:`~caffepy.errors.WriteError`; ``path`` keeps what it held."""
     path = os.fspath(path)
+    try:
+        _atomic_write(path, data)
+    except OSError as e:
+        raise write_error(path, e) from e
+
+
+def _atomic_write(path, data):
     d = os.path.dirname(os.path.abspath(path))
     os.makedirs(d, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=d)

@@ -30,7 +30,7 @@ import numpy as np
 
 from .. import common
 from ..log import Progress, fmt, info
-from ..errors import SolverError
+from ..errors import SolverError, WriteError
 from ..net import Net
 from ..proto import caffe_pb2, io as proto_io
 from . import debug, state as state_io
@@ -281,24 +281,37 @@ class Solver(TestPasses):
         return state_io.snapshot_filename(self.param.snapshot_prefix, self.iter, extension)
 
     def snapshot(self):
-        """Write ``<prefix>_iter_<N>.caffemodel`` then ``.solverstate`` (or the .h5 pair)."""
+        """Write ``<prefix>_iter_<N>.caffemodel`` then ``.solverstate`` (or the .h5 pair). A write
+        that fails (disk full) raises one line naming the file and the last complete snapshot;
+        the pair is never left half-written (a weights file whose state failed is removed)."""
         hdf5 = self.param.snapshot_format == caffe_pb2.SolverParameter.HDF5
-        if hdf5:
-            model = self.snapshot_filename(".caffemodel.h5")
-            info("solver.cpp:473", "Snapshotting to HDF5 file %s" % model)
-            self.net.save_hdf5(model, self.param.snapshot_diff)
-            path = self.snapshot_filename(".solverstate.h5")
-            info("sgd_solver.cpp:293", "Snapshotting solver state to HDF5 file %s" % path)
-        else:
-            model = self.snapshot_filename(".caffemodel")
-            info("solver.cpp:464", "Snapshotting to binary proto file %s" % model)
-            self.net.save(model, self.param.snapshot_diff)
-            path = self.snapshot_filename(".solverstate")
-            info("sgd_solver.cpp:284",
-                     "Snapshotting solver state to binary proto file %s" % path)
-        from ..data import state as data_state
-        state_io.write_state(path, self.iter, model, self.current_step, self.state_history(), hdf5,
-                             data_state.net_state(self.net), data_state.rng_state(common.rng()))
+        model = None
+        try:
+            if hdf5:
+                path = self.snapshot_filename(".caffemodel.h5")
+                info("solver.cpp:473", "Snapshotting to HDF5 file %s" % path)
+                self.net.save_hdf5(path, self.param.snapshot_diff)
+                model, path = path, self.snapshot_filename(".solverstate.h5")
+                info("sgd_solver.cpp:293", "Snapshotting solver state to HDF5 file %s" % path)
+            else:
+                path = self.snapshot_filename(".caffemodel")
+                info("solver.cpp:464", "Snapshotting to binary proto file %s" % path)
+                self.net.save(path, self.param.snapshot_diff)
+                model, path = path, self.snapshot_filename(".solverstate")
+                info("sgd_solver.cpp:284",
+                         "Snapshotting solver state to binary proto file %s" % path)
+            from ..data import state as data_state
+            state_io.write_state(path, self.iter, model, self.current_step, self.state_history(),
+                                 hdf5, data_state.net_state(self.net),
+                                 data_state.rng_state(common.rng()))
+        except (OSError, WriteError) as e:
+            if model is not None and os.path.exists(model):
+                os.unlink(model)      # its state was not written: not a snapshot
+            err = proto_io.write_error(path, e)
+            last = getattr(self, "_last_snapshot", None)
+            raise WriteError("%s; snapshot of iteration %d not taken, the last complete one is %s"
+                             % (err, self.iter, last or "none"), err.errno) from e
+        self._last_snapshot = path
         return path
 
     def restore(self, state_file):
@@ -314,6 +327,7 @@ class Solver(TestPasses):
         data_state.restore_net(self.net, layers, state_file)   # the data continues where it stopped
         if random is not None:
             data_state.restore_rng(common.rng(), random)
+        self._last_snapshot = state_file
 
     def state_history(self):
         return []

@@ -6,7 +6,8 @@ SymmetricRectify), ``caffepro`` (yihui-he/caffe-pro's Filter with filter_param),
 darknet2caffe forks; synopsys-caffe's HardSwish and HardSigmoid; the compact-bilinear forks'
 SignedSqrt and L2Normalize; Scalar, the multiply-by-a-second-bottom layer of video_prop_networks /
 DSCLRCN / Curve-Text-Detector), ``counting`` (shizenglin/Deep-NCL's MAELoss), ``dropout``
-(Cysu/dgd_person_reid's GuidedDropout).
+(Cysu/dgd_person_reid's GuidedDropout), ``inplace_reshape`` (the in-place Reshape of older Caffe:
+happynear/caffe-windows, ECO's caffe_3d).
 Built-in Python layer: Caffe's example ``pyloss.EuclideanLossLayer`` (``pyloss``).
 Schema: proto/additions.json, proto/additions.d/surveyed_forks.json.
 """

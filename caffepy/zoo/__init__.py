@@ -83,6 +83,8 @@ def replace_data_layers(net_param, default_shape=(3, 224, 224), batch_size=None,
     detectnet_labels = {lp.bottom[1] for lp in net_param.layer
                         if lp.type == "DetectNetTransformation" and len(lp.bottom) > 1}
     seg_labels = _yolo_seg_label_channels(net_param)
+    region_labels = {lp.bottom[1] for lp in net_param.layer     # gklz1982/caffe-yolov2's
+                     if lp.type == "RegionLoss" and len(lp.bottom) > 1}   # BoxData: 30 x 5
     guidance = _guided_dropout_channels(net_param)
     for lp in net_param.layer:
         if not is_data_layer(lp):
@@ -107,6 +109,8 @@ def replace_data_layers(net_param, default_shape=(3, 224, 224), batch_size=None,
         for top, shape in zip(lp.top, shapes):
             if top in detectnet_labels:      # DIGITS' DetectNet label: header row + one box row
                 shape = (shape[0], 1, 2, 16)
+            if top in region_labels and lp.type == "BoxData":
+                shape = (shape[0], 150)
             if top in guidance:              # GuidedDropout guidance: N x C x 1 x 1
                 shape = (shape[0], guidance[top], 1, 1)
             if top in seg_labels and lp.type == "AnnotatedData" and len(shapes[0]) == 4:

@@ -2,7 +2,8 @@
 
 Modules: ``output`` (YoloDetectionOutput, Yolov3DetectionOutput), ``loss`` (RegionLoss, Yolov3),
 ``iou`` (the IoU family of Yolov3's ``iou_loss``), ``gaussian`` (GaussianYolov3), ``seg`` (YoloSeg,
-SegmentationEvaluate, AssistedExcitation), ``v1`` (caffe-yolo's DetectionLoss). Reorg and the
+SegmentationEvaluate, AssistedExcitation), ``v1`` (caffe-yolo's DetectionLoss), ``caffe_yolov2``
+(gklz1982/caffe-yolov2's one-bottom DetectionOutput and its RegionLoss form). Reorg and the
 nearest-neighbour Upsample are in :mod:`caffepy.forks.misc.vision`.
 Schema: proto/additions.json and proto/additions.d/nvcaffe_yolo_ssd.json, yolo_iou.json.
 """

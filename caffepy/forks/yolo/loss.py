@@ -266,6 +266,13 @@ class RegionLossLayer(_DeltaLossLayer):
     coord_scale: 5 thresh: 0.2 biases: [] (fewer than 10 values: all 0, as the fork) }``
     (jitter, random, absolute: not used; ``softmax_tree`` / ``class_map``, YOLO9000's
     hierarchical softmax, change the math and are refused). Top: the scalar loss.
+
+    gklz1982/caffe-yolov2's form, taken when bottom[1] has 2 axes and 30 x 5 values per image
+    (its BoxData labels; :func:`caffepy.forks.yolo.caffe_yolov2.region_loss_deltas`): the grid is
+    ``side`` x ``side``, ``rescore`` is ignored (c = coord_scale, t = 1), the IoUs clip the boxes to
+    [0, 1], for the layer's first 12800 / N forwards every box also gets D0,1 = -0.01 (0.5 - s) s
+    (1 - s), D2,3 = 0.01 v (the fork counts forwards of all its RegionLoss layers in one global),
+    and loss = sum(D^2) (not divided by N); the backward is the same top_diff D / N.
     """
     exact_num_bottom_blobs = 2
     exact_num_top_blobs = 1
@@ -284,8 +291,11 @@ class RegionLossLayer(_DeltaLossLayer):
         self.biases = np.asarray(p.biases if len(p.biases) >= 10 else [0.0] * 10, np.float64)
         if len(self.biases) < 2 * self.num:
             raise self.error("needs %d biases, got %d" % (2 * self.num, len(self.biases)))
+        self.seen = 0
 
     def reshape(self, bottom, top):
+        from . import caffe_yolov2
+        self.yolov2_form = caffe_yolov2.is_yolov2_labels(self, bottom)
         if bottom[0].num_axes != 4 or bottom[0].shape[1] != self.num * (5 + self.num_class):
             raise self.error("bottom[0] must be N x %d x H x W (num * (5 + num_class)), got %s"
                              % (self.num * (5 + self.num_class), bottom[0].shape))
@@ -330,6 +340,11 @@ class RegionLossLayer(_DeltaLossLayer):
             D[n, 5:, j, i] = -p.class_scale * (onehot - cls[n, :, j, i])
 
     def forward_cpu(self, bottom, top):
+        if self.yolov2_form:
+            from .caffe_yolov2 import region_loss_deltas
+            loss, self.delta = region_loss_deltas(self, bottom)
+            top[0].data[...] = loss
+            return
         N, _, H, W = bottom[0].shape
         v = bottom[0].data.astype(np.float64).reshape(N, self.num, -1, H, W)
         labels = bottom[1].data.astype(np.float64).reshape(N, -1, 5)[:, :300]

@@ -50,6 +50,13 @@ def _cells(layer, blob, side, num, length):
     return v.transpose(0, 3, 1, 2).reshape(N, side, side, num, length)
 
 
+def check_grid(layer, blob, side, num):
+    """The fork's count check: H W = side^2 (one-line ShapeError)."""
+    if blob.shape[2] * blob.shape[3] != side * side:
+        raise layer.error("bottom[0] %s: H W must be side^2 = %d" % (blob.shape, side * side),
+                          ShapeError)
+
+
 def _boxes(v, biases, side):
     """Decoded (x, y, w, h) of every box of v (N, S, S, num, L)."""
     S, num = side, v.shape[3]

@@ -302,6 +302,8 @@ class RegionLossLayer(_DeltaLossLayer):
         if bottom[1].count % (bottom[0].shape[0] * 5):
             raise self.error("bottom[1] (labels) must hold rows of 5 values per image, got %s"
                              % (bottom[1].shape,))
+        if self.yolov2_form:
+            caffe_yolov2.check_grid(self, bottom[0], int(self.p.side), self.num)
         top[0].reshape(())
 
     def _deltas(self, v, truths, D):

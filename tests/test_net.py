@@ -244,6 +244,7 @@ def test_cli_prints_one_line_for_user_errors(tmp_path, capsys):
     from caffepy.cli import main
     path = tmp_path / "bad.prototxt"
     path.write_text('layer { name: "c" type: "Convolution" convolution_param { num_ouput: 3 } }\n')
-    assert main(["summary", str(path)]) == 1
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and 'bad.prototxt:1:' in err[0] and 'num_ouput' in err[0]
+    for argv in (["summary", "--strict", str(path)], ["time", "--model", str(path)]):
+        assert main(argv) == 1
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and 'bad.prototxt:1:' in err[0] and 'num_ouput' in err[0]

@@ -196,7 +196,7 @@ class WaitFreeWorker(Worker):
             self.t_compute += time.time() - t0 - (self.t_wait - w0)
             self.steps += 1
             if self.progress and c % self.param.display == 0:
-                info("waitfree.py", self.progress.line(c, loss))
+                self.progress.log("waitfree.py", c, loss)
         self._wait_all(self.param.max_iter)
         self.barrier(self.param.max_iter, final=True)
 

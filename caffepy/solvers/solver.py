@@ -33,7 +33,7 @@ from ..log import Progress, fmt, info
 from ..errors import SolverError, WriteError
 from ..net import Net
 from ..proto import caffe_pb2, io as proto_io
-from . import debug, state as state_io
+from . import debug, state as state_io, tensorboard
 from .evaluate import NONE, SNAPSHOT, STOP, TestPasses
 
 
@@ -54,6 +54,8 @@ class Solver(TestPasses):
             common.set_random_seed(self.param.random_seed + common._state.solver_rank)
         self._callbacks = []
         self._action_fn = None
+        self.tensorboard_dir = tensorboard.default_dir()   # caffepy train --tensorboard DIR
+        self._board = None
         self.requested_early_exit = False
         self.net = self._init_train_net()
         self.test_nets = self._init_test_nets()
@@ -222,9 +224,15 @@ class Solver(TestPasses):
                              % (self.iter, fmt(per_s), fmt(lapse), p.display, fmt(self.smoothed_loss)))
                     timer, iterations_last = time.time(), self.iter
                     self._log_outputs(self.net, "Train", "solver.cpp:258")
+                    self._board_write(dict(tensorboard.output_scalars(
+                        "train/output", [(n, self.net.blobs[n].data.ravel()) for n in self.net.outputs]),
+                        **{"train/loss": self.smoothed_loss, "train/loss_raw": loss,
+                           "train/steps_per_s": per_s}))
                 for _, on_gradients_ready in self._callbacks:
                     on_gradients_ready()
                 self.apply_update()
+                if display:
+                    self._board_write({"train/lr": getattr(self, "lr", 0.0)}, flush=True)
                 if display and p.debug_info:
                     debug.update_debug(self.net)
                 self.iter += 1
@@ -254,6 +262,12 @@ class Solver(TestPasses):
             self._losses[idx] = loss
 
     def solve(self, resume_file=None):
+        try:
+            self._solve(resume_file)
+        finally:
+            self.close_tensorboard()
+
+    def _solve(self, resume_file):
         info("solver.cpp:289", "Solving %s" % self.net.name)
         info("solver.cpp:290", "Learning Rate Policy: %s" % self.param.lr_policy)
         self.requested_early_exit = False
@@ -272,9 +286,30 @@ class Solver(TestPasses):
             loss = self.net.forward_prefilled()
             self._update_smoothed_loss(loss, start_iter, p.average_loss)
             info("solver.cpp:327", "Iteration %d, loss = %s" % (self.iter, fmt(self.smoothed_loss)))
+            self._board_write({"train/loss": self.smoothed_loss}, flush=True)
         if p.test_interval and self.iter % p.test_interval == 0:
             self.test_all()
         info("solver.cpp:332", "Optimization Done.")
+
+    # -- TensorBoard (tensorboard.py) ---------------------------------------------------------
+    def tensorboard_board(self):
+        """The open event writer of ``tensorboard_dir`` (opened on first use), or None."""
+        if self._board is None and self.tensorboard_dir:
+            self._board = tensorboard.Board(tensorboard.rank_dir(self.tensorboard_dir))
+        return self._board
+
+    def _board_write(self, values, step=None, flush=False):
+        board = self.tensorboard_board()
+        if board is not None:
+            board.scalars(values, self.iter if step is None else step)
+            if flush:
+                board.flush()
+
+    def close_tensorboard(self):
+        """Flush and close the event file (a later write opens a new one)."""
+        board, self._board = self._board, None
+        if board is not None:
+            board.close()
 
     # -- snapshots -----------------------------------------------------------------------------
     def snapshot_filename(self, extension):

@@ -24,6 +24,7 @@ copied into the train and test nets once they are built. Subclasses implement ``
 ``apply_update``, ``state_history`` / ``restore_history``.
 """
 import os
+import threading
 import time
 
 import numpy as np
@@ -55,7 +56,8 @@ class Solver(TestPasses):
         self._callbacks = []
         self._action_fn = None
         self.tensorboard_dir = tensorboard.default_dir()   # caffepy train --tensorboard DIR
-        self._board = None
+        self._boards = {}                                  # run folder: tensorboard.Board
+        self._board_lock = threading.Lock()
         self.requested_early_exit = False
         self.net = self._init_train_net()
         self.test_nets = self._init_test_nets()
@@ -292,11 +294,18 @@ class Solver(TestPasses):
         info("solver.cpp:332", "Optimization Done.")
 
     # -- TensorBoard (tensorboard.py) ---------------------------------------------------------
-    def tensorboard_board(self):
-        """The open event writer of ``tensorboard_dir`` (opened on first use), or None."""
-        if self._board is None and self.tensorboard_dir:
-            self._board = tensorboard.Board(tensorboard.rank_dir(self.tensorboard_dir))
-        return self._board
+    def tensorboard_board(self, run=""):
+        """The open event writer of ``tensorboard_dir`` (``run``: of its subfolder ``run``),
+        opened on first use; None without a ``tensorboard_dir``."""
+        if not self.tensorboard_dir:
+            return None
+        with self._board_lock:
+            board = self._boards.get(run)
+            if board is None:
+                path = (os.path.join(self.tensorboard_dir, run) if run     # one writer each
+                        else tensorboard.rank_dir(self.tensorboard_dir))
+                board = self._boards[run] = tensorboard.Board(path)
+            return board
 
     def _board_write(self, values, step=None, flush=False):
         board = self.tensorboard_board()
@@ -306,9 +315,10 @@ class Solver(TestPasses):
                 board.flush()
 
     def close_tensorboard(self):
-        """Flush and close the event file (a later write opens a new one)."""
-        board, self._board = self._board, None
-        if board is not None:
+        """Flush and close the event files (a later write opens new ones)."""
+        with self._board_lock:
+            boards, self._boards = list(self._boards.values()), {}
+        for board in boards:
             board.close()
 
     # -- snapshots -----------------------------------------------------------------------------

@@ -11,7 +11,9 @@ The solver writes, next to its log lines and at the same iteration numbers:
   logs) and, with ``test_compute_loss``, ``test/<i>/test_loss`` (the ``Test loss`` line);
 - in a distributed run (caffepy.dist), the first worker of each group every ``display`` steps:
   ``group<g>/loss``, ``group<g>/lr`` and ``group<g>/steps_per_s`` (the ``Iteration N (group g of
-  G)`` line). Under MPI, rank N > 0 writes to ``DIR/rank<N>``.
+  G)`` line), in the run folder ``DIR/group<g>``: groups step at their own pace, and one event
+  file whose steps go back is cut by TensorBoard's reader (it drops the "orphaned" later steps).
+  Under MPI a rank N > 0 that writes the solver's own series writes them to ``DIR/rank<N>``.
 
 The event files are tensorboardX's (``pip install 'caffepy[tensorboard]'``), written
 synchronously and flushed at each display, after each test pass and when the writer closes (at

@@ -97,7 +97,7 @@ def test_environment_default_and_pycaffe_solve(tmp_path, monkeypatch):
     got = _read(tmp_path / "env")
     assert [s for s, _ in got["train/loss"]] == [0, 1, 2, 3, 4]
     assert [v for _, v in got["train/lr"]] == pytest.approx([0.01] * 4)        # float32
-    assert solver._board is None and not tensorboard._open
+    assert not solver._boards and not tensorboard._open
     monkeypatch.delenv(tensorboard.ENV)
     assert helpers.make_solver('lr_policy: "fixed" max_iter: 1').tensorboard_dir is None
 
@@ -142,10 +142,11 @@ def test_distributed_run_writes_one_series_per_group(tmp_path, monkeypatch):
     assert cli.main(["train", "--solver", "solver.prototxt", "--cluster", "cluster.prototxt",
                      "--tensorboard", "tb", "--log", "train.log"]) == 0
     text = (tmp_path / "train.log").read_text()
-    got = _read(tmp_path / "tb")
     lines = re.findall(r"Iteration (\d+) \(group (\d) of 2\): loss = (\S+), lr = (\S+), "
                        r"(\S+) steps/s", text)
     for g in (0, 1):
+        got = _read(tmp_path / "tb" / ("group%d" % g))        # a run folder per group
+        assert sorted(got) == ["group%d/%s" % (g, t) for t in ("loss", "lr", "steps_per_s")]
         mine = [(int(i), float(loss), float(lr), float(rate))
                 for i, gg, loss, lr, rate in lines if int(gg) == g]
         assert [i for i, _, _, _ in mine] == [0, 2, 4, 6]
@@ -157,5 +158,6 @@ def test_distributed_run_writes_one_series_per_group(tmp_path, monkeypatch):
             assert v == pytest.approx(logged, rel=5e-3)                   # logged as %.3g
     # the final test pass (rank 0) is written as in a single-process run
     tests = _test_outputs(text)
+    got = _read(tmp_path / "tb")
     _check(got["test/0/accuracy"], [(i, v) for i, _, o, v in tests if o == "accuracy"])
     assert not tensorboard._open

@@ -3,6 +3,7 @@ read back with TensorBoard's own reader, hold the values of the solver's log lin
 import os
 import re
 import signal
+import sys
 
 import pytest
 
@@ -161,3 +162,11 @@ def test_distributed_run_writes_one_series_per_group(tmp_path, monkeypatch):
     got = _read(tmp_path / "tb")
     _check(got["test/0/accuracy"], [(i, v) for i, _, o, v in tests if o == "accuracy"])
     assert not tensorboard._open
+
+
+def test_missing_writer_is_one_line(tmp_path, monkeypatch):
+    """Without tensorboardX, --tensorboard stops with one line saying what to install."""
+    for name in ("tensorboardX", "tensorboardX.event_file_writer", "tensorboardX.proto"):
+        monkeypatch.setitem(sys.modules, name, None)
+    with pytest.raises(caffepy.errors.CaffeError, match=r"pip install 'caffepy\[tensorboard\]'"):
+        tensorboard.Board(str(tmp_path / "tb"))

@@ -126,7 +126,8 @@ class GroupProgress(object):
         info(source, self.line(c, loss, values))
         if self.board is not None:
             g = "group%d/" % self.group
-            self.board.scalars({g + "loss": loss, g + "lr": values[1], g + "steps_per_s": values[0]}, c)
+            self.board.scalars({g + "loss": loss, g + "lr": values[1],
+                                g + "steps_per_s": values[0]}, c)
             self.board.flush()
 
 

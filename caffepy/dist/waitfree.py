@@ -47,7 +47,6 @@ import time
 import numpy as np
 
 from ..errors import SolverError
-from ..log import info
 from ..solvers import debug
 from .transport import affinity_cores as _cores
 from .worker import Worker

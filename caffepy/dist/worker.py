@@ -41,7 +41,6 @@ import time
 import numpy as np
 
 from ..errors import CaffeError, SolverError
-from ..log import info
 from ..solvers import debug
 from . import checkpoint, transport as T
 from .topology import SSP

@@ -60,8 +60,8 @@ class TestPasses(object):
             info("solver.cpp:377", "Test loss: %s" % fmt(loss / n if n else float("nan")))
         self.test_scores[test_net_id] = [x for name in net.outputs for x in means.get(name, [])]
         self._log_outputs(net, "Test", "solver.cpp:414", means)
-        values = output_scalars("test/%d" % test_net_id, [(name, means[name]) for name in net.outputs
-                                                          if name in means])
+        values = output_scalars("test/%d" % test_net_id,
+                                [(name, means[name]) for name in net.outputs if name in means])
         if self.param.test_compute_loss:
             values["test/%d/test_loss" % test_net_id] = loss / n if n else float("nan")
         self._board_write(values, flush=True)

@@ -226,8 +226,9 @@ class Solver(TestPasses):
                              % (self.iter, fmt(per_s), fmt(lapse), p.display, fmt(self.smoothed_loss)))
                     timer, iterations_last = time.time(), self.iter
                     self._log_outputs(self.net, "Train", "solver.cpp:258")
-                    self._board_write(dict(tensorboard.output_scalars(
-                        "train/output", [(n, self.net.blobs[n].data.ravel()) for n in self.net.outputs]),
+                    self._board_write(dict(
+                        tensorboard.output_scalars("train/output", [
+                            (n, self.net.blobs[n].data.ravel()) for n in self.net.outputs]),
                         **{"train/loss": self.smoothed_loss, "train/loss_raw": loss,
                            "train/steps_per_s": per_s}))
                 for _, on_gradients_ready in self._callbacks:

@@ -12,6 +12,8 @@ distributed run checkpoints at the next step boundary instead and exits 0). Any 
 overridden for the run, gflags-style: ``--max_iter 200 --test_interval=50 --snapshot_prefix P``
 (see ``_overrides``); each override is logged. ``--resume`` needs a ``cluster`` section (or
 ``--cluster``) and the workspace's checkpoint folder, and says which is missing.
+``--tensorboard DIR`` (default ``$CAFFEPY_TENSORBOARD``) writes TensorBoard curves
+(caffepy.solvers.tensorboard).
 """
 from ..log import info, logger, warning
 from ..errors import CaffeError
@@ -50,6 +52,10 @@ def add_arguments(parser):
                         help="skip a record that cannot be read (damaged Datum, image that does "
                              "not decode) with one WARNING per record, instead of stopping with "
                              "one line naming it (also $CAFFEPY_SKIP_BAD_RECORDS=1)")
+    parser.add_argument("--tensorboard", default="", metavar="DIR",
+                        help="write TensorBoard event files to DIR: train loss (smoothed and raw), "
+                             "test outputs, lr, steps/s, per worker group in a distributed run "
+                             "(default $CAFFEPY_TENSORBOARD; needs tensorboardX)")
     _flags.add_iterations(parser, "ignored by train, as in Caffe (set max_iter in the solver)")
     _flags.add_log(parser)
     # -- solver field overrides (--max_iter N ...); keep this call last -----------------------
@@ -107,21 +113,30 @@ def _run(args):
         param.device_id = gpus[0]
     with SignalHandler(args.sigint_effect, args.sighup_effect, args.sigterm_effect) as handler:
         solver = solver_class(param.type)(param)
-        solver.set_action_function(handler.action)
-        if args.snapshot:
-            info("caffe.cpp:248", "Resuming from %s" % args.snapshot)
-            solver.restore(args.snapshot)
-        if args.cluster or args.resume or param.HasField("cluster"):
-            from .. import dist
-            dist.train(solver, cluster_file=args.cluster or None, resume=args.resume,
-                       overwrite=args.overwrite)
-        elif len(gpus) > 1:
-            _multi_gpu(solver, gpus)
-        else:
-            info("caffe.cpp:239", "Starting Optimization")
-            solver.solve()
+        if args.tensorboard:
+            solver.tensorboard_dir = args.tensorboard
+        try:
+            _train(args, solver, handler, gpus)
+        finally:
+            solver.close_tensorboard()
     info("caffe.cpp:250", "Optimization Done.")
     return 0
+
+
+def _train(args, solver, handler, gpus):
+    solver.set_action_function(handler.action)
+    if args.snapshot:
+        info("caffe.cpp:248", "Resuming from %s" % args.snapshot)
+        solver.restore(args.snapshot)
+    if args.cluster or args.resume or solver.param.HasField("cluster"):
+        from .. import dist
+        dist.train(solver, cluster_file=args.cluster or None, resume=args.resume,
+                   overwrite=args.overwrite)
+    elif len(gpus) > 1:
+        _multi_gpu(solver, gpus)
+    else:
+        info("caffe.cpp:239", "Starting Optimization")
+        solver.solve()
 
 
 def _check_resume(args, param):

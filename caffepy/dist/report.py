@@ -11,7 +11,9 @@
   ``dist.train(hosts=...)``), a line per worker group names its per-host sums: which stub sums
   which workers on which host (one push per host and slice to the servers).
 - **Progress** (:class:`GroupProgress`): the first worker of each group logs, every ``display``
-  steps, ``Iteration N (group g of G): loss = L, lr = R, S steps/s, ETA h:mm:ss``.
+  steps, ``Iteration N (group g of G): loss = L, lr = R, S steps/s, ETA h:mm:ss``; with
+  ``caffepy train --tensorboard DIR`` the same values as ``group<g>/loss``, ``group<g>/lr`` and
+  ``group<g>/steps_per_s`` (caffepy.solvers.tensorboard).
 - :func:`parse_group_log` reads those lines back (``caffepy plot`` draws one curve per group).
 """
 import datetime
@@ -20,7 +22,7 @@ import os
 import re
 import time
 
-from ..log import fmt
+from ..log import fmt, info
 from ..solvers import lr_policies
 
 _RE_GROUP = re.compile(r"Iteration (\d+) \(group (\d+) of (\d+)\): loss = (\S+), lr = (\S+), "
@@ -98,19 +100,35 @@ def display_lr(param, it):
 
 
 class GroupProgress(object):
-    """Progress of one worker group, logged by its first worker every ``display`` steps."""
+    """Progress of one worker group, logged by its first worker every ``display`` steps (and
+    written to ``board``, a :class:`caffepy.solvers.tensorboard.Board`, when one is set)."""
 
-    def __init__(self, param, group, groups, start_step):
+    def __init__(self, param, group, groups, start_step, board=None):
         self.param, self.group, self.groups = param, group, groups
         self.start, self.t0 = start_step, time.time()
+        self.board = board
 
-    def line(self, c, loss):
+    def _values(self, c):
         done = c + 1 - self.start
         rate = done / max(time.time() - self.t0, 1e-9)
+        return rate, display_lr(self.param, c)
+
+    def line(self, c, loss, values=None):
+        rate, lr = values or self._values(c)
         left = max(self.param.max_iter - c - 1, 0) / rate
         eta = str(datetime.timedelta(seconds=int(round(left))))
         return "Iteration %d (group %d of %d): loss = %s, lr = %s, %.3g steps/s, ETA %s" % (
-            c, self.group, self.groups, fmt(loss), fmt(display_lr(self.param, c)), rate, eta)
+            c, self.group, self.groups, fmt(loss), fmt(lr), rate, eta)
+
+    def log(self, source, c, loss):
+        """Log the line of step ``c`` and write ``group<g>/loss``, ``/lr``, ``/steps_per_s``."""
+        values = self._values(c)
+        info(source, self.line(c, loss, values))
+        if self.board is not None:
+            g = "group%d/" % self.group
+            self.board.scalars({g + "loss": loss, g + "lr": values[1],
+                                g + "steps_per_s": values[0]}, c)
+            self.board.flush()
 
 
 def log_files(path):

@@ -124,6 +124,8 @@ class _Process(object):
             if topo.routing:
                 worker.setup_routes(topo.routing, solver_class(solver.param.type),
                                     int(getattr(solver, "current_step", 0)), self.restored)
+            if worker.progress is not None:        # --tensorboard: DIR/group<g>/, one writer
+                worker.progress.board = solver.tensorboard_board("group%d" % worker.g)
             self.workers.append(worker)
             worker.run(stopping)
         return body

@@ -47,7 +47,6 @@ import time
 import numpy as np
 
 from ..errors import SolverError
-from ..log import info
 from ..solvers import debug
 from .transport import affinity_cores as _cores
 from .worker import Worker
@@ -196,7 +195,7 @@ class WaitFreeWorker(Worker):
             self.t_compute += time.time() - t0 - (self.t_wait - w0)
             self.steps += 1
             if self.progress and c % self.param.display == 0:
-                info("waitfree.py", self.progress.line(c, loss))
+                self.progress.log("waitfree.py", c, loss)
         self._wait_all(self.param.max_iter)
         self.barrier(self.param.max_iter, final=True)
 

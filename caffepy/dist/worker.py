@@ -41,7 +41,6 @@ import time
 import numpy as np
 
 from ..errors import CaffeError, SolverError
-from ..log import info
 from ..solvers import debug
 from . import checkpoint, transport as T
 from .topology import SSP
@@ -145,7 +144,7 @@ class Worker(object):
                 self.t_wait += time.time() - t0
             self.steps += 1
             if self.progress and c % self.param.display == 0:
-                info("worker.py", self.progress.line(c, loss))
+                self.progress.log("worker.py", c, loss)
         self.wait_params(self.param.max_iter - self.start, self.param.max_iter)
         self.barrier(self.param.max_iter, final=True)
 

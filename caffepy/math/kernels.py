@@ -6,7 +6,7 @@ thread through BLAS. The kernels in :mod:`caffepy.math._numba_kernels` (im2col /
 depthwise convolution, max / average pooling, ReLU, per-channel affine, softmax) split their outer
 loop over cores with ``numba.prange``.
 
-numba is an optional dependency (``pip install caffepy[fast]``) imported on first use. Layers ask
+numba is a dependency where it has wheels (pyproject.toml), imported on first use. Layers ask
 :func:`get` for the kernel module and keep their numpy code when it returns None: numba is not
 installed, or it is switched off by ``CAFFEPY_NUMBA=0`` in the environment or by
 :func:`set_enabled` (``with kernels.disabled(): ...`` in tests). Kernels are compiled on first

@@ -1,4 +1,4 @@
-"""oneDNN convolutions for the CPU path (optional: ``pip install caffepy[onednn]``).
+"""oneDNN convolutions for the CPU path (its wheel is a dependency on Linux x86-64).
 
 oneDNN (Intel's deep-learning primitives library, formerly MKL-DNN; the library PyTorch's CPU
 convolutions run on) computes a convolution directly from cache-sized blocks of the input, with

@@ -9,13 +9,14 @@ import numpy as np
 
 from ..log import Progress, fmt, info
 from . import debug
+from .tensorboard import output_scalars
 
 NONE, STOP, SNAPSHOT = "none", "stop", "snapshot"
 
 
 class TestPasses(object):
     """Mixin of ``Solver``: needs ``param``, ``iter``, ``net``, ``test_nets``, ``test_scores``,
-    ``requested_early_exit``, ``_requested_action()`` and ``snapshot()``."""
+    ``requested_early_exit``, ``_requested_action()``, ``snapshot()`` and ``_board_write()``."""
 
     @staticmethod
     def _loss_weight(net, name):
@@ -59,6 +60,11 @@ class TestPasses(object):
             info("solver.cpp:377", "Test loss: %s" % fmt(loss / n if n else float("nan")))
         self.test_scores[test_net_id] = [x for name in net.outputs for x in means.get(name, [])]
         self._log_outputs(net, "Test", "solver.cpp:414", means)
+        values = output_scalars("test/%d" % test_net_id,
+                                [(name, means[name]) for name in net.outputs if name in means])
+        if self.param.test_compute_loss:
+            values["test/%d/test_loss" % test_net_id] = loss / n if n else float("nan")
+        self._board_write(values, flush=True)
         return means
 
     def _test_batches(self, net, n, progress):

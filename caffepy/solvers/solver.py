@@ -24,6 +24,7 @@ copied into the train and test nets once they are built. Subclasses implement ``
 ``apply_update``, ``state_history`` / ``restore_history``.
 """
 import os
+import threading
 import time
 
 import numpy as np
@@ -33,7 +34,7 @@ from ..log import Progress, fmt, info
 from ..errors import SolverError, WriteError
 from ..net import Net
 from ..proto import caffe_pb2, io as proto_io
-from . import debug, state as state_io
+from . import debug, state as state_io, tensorboard
 from .evaluate import NONE, SNAPSHOT, STOP, TestPasses
 
 
@@ -54,6 +55,9 @@ class Solver(TestPasses):
             common.set_random_seed(self.param.random_seed + common._state.solver_rank)
         self._callbacks = []
         self._action_fn = None
+        self.tensorboard_dir = tensorboard.default_dir()   # caffepy train --tensorboard DIR
+        self._boards = {}                                  # run folder: tensorboard.Board
+        self._board_lock = threading.Lock()
         self.requested_early_exit = False
         self.net = self._init_train_net()
         self.test_nets = self._init_test_nets()
@@ -222,9 +226,16 @@ class Solver(TestPasses):
                              % (self.iter, fmt(per_s), fmt(lapse), p.display, fmt(self.smoothed_loss)))
                     timer, iterations_last = time.time(), self.iter
                     self._log_outputs(self.net, "Train", "solver.cpp:258")
+                    self._board_write(dict(
+                        tensorboard.output_scalars("train/output", [
+                            (n, self.net.blobs[n].data.ravel()) for n in self.net.outputs]),
+                        **{"train/loss": self.smoothed_loss, "train/loss_raw": loss,
+                           "train/steps_per_s": per_s}))
                 for _, on_gradients_ready in self._callbacks:
                     on_gradients_ready()
                 self.apply_update()
+                if display:
+                    self._board_write({"train/lr": getattr(self, "lr", 0.0)}, flush=True)
                 if display and p.debug_info:
                     debug.update_debug(self.net)
                 self.iter += 1
@@ -254,6 +265,12 @@ class Solver(TestPasses):
             self._losses[idx] = loss
 
     def solve(self, resume_file=None):
+        try:
+            self._solve(resume_file)
+        finally:
+            self.close_tensorboard()
+
+    def _solve(self, resume_file):
         info("solver.cpp:289", "Solving %s" % self.net.name)
         info("solver.cpp:290", "Learning Rate Policy: %s" % self.param.lr_policy)
         self.requested_early_exit = False
@@ -272,9 +289,38 @@ class Solver(TestPasses):
             loss = self.net.forward_prefilled()
             self._update_smoothed_loss(loss, start_iter, p.average_loss)
             info("solver.cpp:327", "Iteration %d, loss = %s" % (self.iter, fmt(self.smoothed_loss)))
+            self._board_write({"train/loss": self.smoothed_loss}, flush=True)
         if p.test_interval and self.iter % p.test_interval == 0:
             self.test_all()
         info("solver.cpp:332", "Optimization Done.")
+
+    # -- TensorBoard (tensorboard.py) ---------------------------------------------------------
+    def tensorboard_board(self, run=""):
+        """The open event writer of ``tensorboard_dir`` (``run``: of its subfolder ``run``),
+        opened on first use; None without a ``tensorboard_dir``."""
+        if not self.tensorboard_dir:
+            return None
+        with self._board_lock:
+            board = self._boards.get(run)
+            if board is None:
+                path = (os.path.join(self.tensorboard_dir, run) if run     # one writer each
+                        else tensorboard.rank_dir(self.tensorboard_dir))
+                board = self._boards[run] = tensorboard.Board(path)
+            return board
+
+    def _board_write(self, values, step=None, flush=False):
+        board = self.tensorboard_board()
+        if board is not None:
+            board.scalars(values, self.iter if step is None else step)
+            if flush:
+                board.flush()
+
+    def close_tensorboard(self):
+        """Flush and close the event files (a later write opens new ones)."""
+        with self._board_lock:
+            boards, self._boards = list(self._boards.values()), {}
+        for board in boards:
+            board.close()
 
     # -- snapshots -----------------------------------------------------------------------------
     def snapshot_filename(self, extension):

@@ -14,12 +14,12 @@ names relative to the file's package (nested ones joined with "."), and each fie
 
 The *plan* (:func:`plan`) decides, from the harvest and the model of caffepy's schema without it
 (BVLC plus the curated additions, which win every name clash), what caffe.proto declares: per
-field the variant most forks use (ties: the one whose number is free, then the lowest number),
-repeated when any fork has it repeated, never required; the fork's number when free in caffepy's
-message, else one from :data:`RENUMBER_BASE` up (per message, in sorted name order); enum values
-likewise. Items whose names would collide in protobuf's scopes, or whose types do not resolve,
-are left out and listed. A field whose default JSON name another field of its message has gets
-its own name as JSON name (protobuf rejects two fields with one JSON name).
+field a variant of the type most forks give it, of those the one most forks use (ties: the one
+whose number is free, then the lowest number), repeated when any fork has it repeated, never
+required; the fork's number when free in caffepy's message, else one from :data:`RENUMBER_BASE`
+up (per message, in sorted name order); enum values likewise. Items whose names would collide in
+protobuf's scopes, or whose types do not resolve, are left out and listed. A field whose default
+JSON name another field of its message has gets its own name as JSON name (protobuf rejects two fields with one JSON name).
 """
 import os
 import subprocess
@@ -127,8 +127,15 @@ def variant_key(var):
 # --------------------------------------------------------------------------------------- the plan
 
 def _pick(variants, taken):
-    """The variant most forks use (ties: number free in ``taken``, then lowest number)."""
-    best = sorted(variants, key=lambda v: (-len(v["forks"]), v["number"] in taken, variant_key(v)))
+    """A variant of the type (scalar type or message / enum) most forks use, whatever its number;
+    of those the variant most forks use (ties: number free in ``taken``, then lowest number)."""
+    per_type = {}
+    for v in variants:
+        kind = (v.get("type", ""), v.get("type_name") or "")
+        per_type[kind] = per_type.get(kind, set()) | set(v["forks"])
+    best = sorted(variants, key=lambda v: (
+        -len(per_type[(v.get("type", ""), v.get("type_name") or "")]), -len(v["forks"]),
+        v["number"] in taken, variant_key(v)))
     chosen = {k: v for k, v in best[0].items() if k != "forks"}
     if any(v["label"] == "repeated" for v in variants):
         if chosen["label"] != "repeated" and "default" in chosen:

@@ -117,15 +117,10 @@ def _h5py():
 
 
 def save_hdf5(net, path, write_diff=False):
+    """The net's parameters (and diffs) as Caffe's HDF5 snapshot, written atomically."""
     h5py = _h5py()
-    import os
-    import tempfile
-    d = os.path.dirname(os.path.abspath(path))
-    from ..proto.io import file_mode
-    fd, tmp = tempfile.mkstemp(prefix=".tmp", suffix=".h5", dir=d)
-    os.fchmod(fd, file_mode())
-    os.close(fd)
-    try:
+    from ..proto.atomic import atomic_path
+    with atomic_path(path, suffix=".h5") as tmp:
         with h5py.File(tmp, "w") as f:
             data = f.create_group("data")
             diff = f.create_group("diff") if write_diff else None
@@ -138,11 +133,6 @@ def save_hdf5(net, path, write_diff=False):
                     g.create_dataset(str(j), data=blob.data)
                     if gd is not None:
                         gd.create_dataset(str(j), data=blob.diff)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def load_hdf5(net, path):

@@ -18,7 +18,6 @@ the data from its start as before. Both are written atomically
 (temporary file in the same directory, fsync, rename), the weights before the state that names them.
 """
 import os
-import tempfile
 
 import numpy as np
 
@@ -84,11 +83,7 @@ def write_state(path, it, learned_net, current_step, history, hdf5=False, layer_
         proto_io.atomic_write(path, chunks)
         return
     h5py = _h5py()
-    d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=d)
-    os.fchmod(fd, proto_io.file_mode())
-    os.close(fd)
-    try:
+    with proto_io.atomic_path(path) as tmp:
         with h5py.File(tmp, "w") as f:
             f.create_dataset("iter", data=np.int32(it))
             f.create_dataset("learned_net", data=np.bytes_(learned_net.encode("utf-8")))
@@ -100,11 +95,6 @@ def write_state(path, it, learned_net, current_step, history, hdf5=False, layer_
             for i, st in enumerate(list(layer_state) + ([random] if random is not None else [])):
                 name = "random" if random is not None and i == len(layer_state) else str(i)
                 extra.create_dataset(name, data=np.frombuffer(st.SerializeToString(), np.uint8))
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def read_state(path, dtype=np.float32):

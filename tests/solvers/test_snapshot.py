@@ -118,3 +118,25 @@ def test_learned_net_found_beside_state(tmp_path, monkeypatch):
     for a, b in zip(_weights(s), _weights(r)):
         assert np.array_equal(a, b)
     assert state_io.read_state(os.path.join("elsewhere", "moved_iter_4.solverstate"))[0] == 4
+
+
+def test_hdf5_writers_are_atomic_and_fail_in_one_line(tmp_path, monkeypatch):
+    """HDF5 weights and solver states go through a temporary file that is fsynced and renamed;
+    a write that fails leaves the previous file and no temporary file, with one WriteError."""
+    pytest.importorskip("h5py")
+    import os
+    from caffepy.errors import WriteError
+    from caffepy.proto import atomic
+    path = tmp_path / "w.h5"
+    path.write_bytes(b"previous")
+    fsynced = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(atomic.os, "fsync", lambda fd: (fsynced.append(fd), real_fsync(fd)))
+    with atomic.atomic_path(path, suffix=".h5") as tmp:
+        with open(tmp, "wb") as f:
+            f.write(b"new")
+    assert path.read_bytes() == b"new" and len(fsynced) >= 1
+    with pytest.raises(WriteError, match=r"cannot write .*w\.h5: no space left on device"):
+        with atomic.atomic_path(path, suffix=".h5") as tmp:
+            raise OSError(28, "No space left on device")
+    assert path.read_bytes() == b"new" and os.listdir(tmp_path) == ["w.h5"]

@@ -64,3 +64,33 @@ def test_arm_bottom_shape_error():
         bottoms = _bottoms(LOC, np.ones(3))
         bottoms[4].reshape((1, 4))
         run_layer(make_layer(LAYER % ""), bottoms, make_blobs(1))
+
+
+DO = ('type: "DetectionOutput" bottom: "odm_loc" bottom: "odm_conf" bottom: "prior" bottom: "%s" '
+      '%s detection_output_param { num_classes: 2 code_type: CENTER_SIZE '
+      'confidence_threshold: 0.01 nms_param { nms_threshold: 0.45 } }')
+
+
+def _do_bottoms(fourth, arm_loc=None):
+    pri = np.stack([PRIORS[:2].reshape(-1), VAR[:2].reshape(-1)])[None]
+    conf = np.array([[0.2, 0.8, 0.1, 0.9]])
+    blobs = [np.zeros((1, 8)), conf, pri, fourth]
+    return make_blobs(blobs + ([] if arm_loc is None else [arm_loc]))
+
+
+def test_detection_output_with_arm_objectness_and_offsets():
+    arm_conf = np.array([[0.1, 0.9, 0.995, 0.005]])   # B's objectness is under 0.01
+    layer = make_layer(DO % ("arm_conf", 'bottom: "arm_loc"'), dtype=np.float64)
+    (out,) = run_layer(layer, _do_bottoms(arm_conf, ARM_LOC[:, :8]), make_blobs(1))
+    # B scores (1, 0): no detection; A's box is its ARM-refined prior (zero ODM offsets)
+    np.testing.assert_allclose(out.reshape(-1, 7), [[0, 1, 0.8, 0, 0, 0.4, 0.5]], atol=1e-12)
+
+
+def test_detection_output_fourth_bottom_of_ssd_is_ignored():
+    layer = make_layer(DO % ("label", ""), dtype=np.float64)
+    (out,) = run_layer(layer, _do_bottoms(np.zeros((1, 1, 1, 8))), make_blobs(1))
+    np.testing.assert_allclose(out.reshape(-1, 7), [[0, 1, 0.9, 0.5, 0.5, 1, 1],
+                                                    [0, 1, 0.8, 0, 0, 0.5, 0.5]], atol=1e-12)
+    with pytest.raises(NetError, match="arm loc"):
+        run_layer(make_layer(DO % ("arm_conf", 'bottom: "arm_loc"')),
+                  _do_bottoms(np.ones((1, 4)), np.zeros((1, 4))), make_blobs(1))

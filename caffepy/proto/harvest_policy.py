@@ -56,6 +56,8 @@ COMPUTED = frozenset([
     "ConvolutionParameter.kernel_shape", "ConvolutionParameter.stride_shape",
     "ConvolutionParameter.pad_shape", "PoolingParameter.kernel_shape",
     "PoolingParameter.stride_shape", "PoolingParameter.pad_shape",
+    # CropCenter (lltcggie/caffe; caffepy/forks/misc/waifu2x.py)
+    "LayerParameter.crop_center_param", "CropCenterParameter.crop_size",
 ])
 
 

@@ -8,7 +8,7 @@ SmoothL1LossOHEM, BoxAnnotatorOHEM), ``mscnn`` (BoxOutput, DecodeBBox), ``mscnn_
 BboxAccuracy, DetectionAccuracy, DetectionGroupLoss / Accuracy, FrcnnOutput), ``zoo_mscnn`` (the
 input shapes of MSCNN / Cascade R-CNN data layers for the zoo helpers), ``frcnn_cpp``
 (makefile/frcnn's C++ FrcnnProposal, FrcnnAnchorTarget, FrcnnProposalTarget, configured from the
-fork's JSON config).
+fork's JSON config), ``sds_rcnn`` (SDS-RCNN's SoftmaxWithLoss with a per-label weight bottom).
 Built-in Python layers (``frcnn``): py-faster-rcnn's ``rpn.proposal_layer.ProposalLayer``,
 ``rpn.anchor_target_layer.AnchorTargetLayer``, ``rpn.proposal_target_layer.ProposalTargetLayer``
 and ``roi_data_layer.layer.RoIDataLayer``, used when the user's module is not on sys.path.

@@ -203,9 +203,13 @@ class DetectionOutputLayer(Layer):
     code_type: CORNER, variance_encoded_in_target: false, keep_top_k: -1,
     confidence_threshold (default: all) }`` (save_output_param / visualize are not supported).
     Bottoms: loc (N x P*L*4, L = 1 if share_location else num_classes), conf (N x P*num_classes),
-    priors (1 x 2 x P*4). Top: 1 x 1 x num_kept x 7.
+    priors (1 x 2 x P*4) [, any blob: SSD reads a 4th bottom only to draw on with ``visualize``
+    (e.g. the images; pynetbuilder's test nets pass the labels); ignored]. Top:
+    1 x 1 x num_kept x 7.
     """
-    exact_num_bottom_blobs = 3
+    exact_num_bottom_blobs = None
+    min_bottom_blobs = 3
+    max_bottom_blobs = 4
     exact_num_top_blobs = 1
 
     def layer_setup(self, bottom, top):
@@ -247,6 +251,14 @@ class DetectionOutputLayer(Layer):
                               self.variance_encoded) for k in range(self.num_loc_classes)]
         return [(b, b) for b in boxes]
 
+    def _image_prior(self, bottom, n, prior):
+        """Image n's priors (2 x P x 4: boxes, variances)."""
+        return prior
+
+    def _image_conf(self, bottom, n, conf):
+        """Image n's scores (P x num_classes)."""
+        return conf
+
     def forward_cpu(self, bottom, top):
         N, P, L = bottom[0].shape[0], self.P, self.num_loc_classes
         loc = bottom[0].data.reshape(N, P, L, self.loc_values).astype(np.float64)
@@ -255,12 +267,13 @@ class DetectionOutputLayer(Layer):
         rows = []
         for n in range(N):
             dets = []
-            decoded = self._decoded(loc[n], prior)
+            decoded = self._decoded(loc[n], self._image_prior(bottom, n, prior))
+            scores = self._image_conf(bottom, n, conf[n])
             for c in range(self.num_classes):
                 if c == self.background:
                     continue
                 b, coords = decoded[0 if self.share_location else c]
-                s = conf[n, :, c]
+                s = scores[:, c]
                 for i in nms_fast(b, s, self.conf_threshold, self.nms_threshold, self.eta,
                                   self.top_k):
                     dets.append((c, s[i], coords[i]))

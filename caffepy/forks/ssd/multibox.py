@@ -241,10 +241,14 @@ class MultiBoxLossLayer(Layer):
                     labels[b], chosen[b] = self.bg, True
                 continue
             g = gts[b]
-            idx, best, pos, gi, slot = self._match(g, loc[b], priors, variances)
-            diff, factor = self._loc_diff(loc[b], pos, gi, slot, g, priors, variances)
+            pri_b = self._image_priors(bottom, b, priors, variances)
+            idx, best, pos, gi, slot = self._match(
+                g, loc[b], pri_b if p.use_prior_for_matching else priors, variances)
+            diff, factor = self._loc_diff(loc[b], pos, gi, slot, g, pri_b, variances)
             if self.mining:
-                keep, neg = self._mine(b, loc[b], idx, best, g, pos, diff, priors, variances)
+                mine_diff = diff if pri_b is priors else self._loc_diff(
+                    loc[b], pos, gi, slot, g, priors, variances)[0]
+                keep, neg = self._mine(b, loc[b], idx, best, g, pos, mine_diff, priors, variances)
                 pos, gi, slot = pos[keep], gi[keep], slot[keep]
                 diff, factor = diff[keep], factor[keep]
             else:
@@ -295,6 +299,14 @@ class MultiBoxLossLayer(Layer):
         idx[pos] = gi
         return idx, None, pos, gi, slot
 
+    def _image_priors(self, bottom, b, priors, variances):
+        """The priors image b's positives are matched (on priors) and encoded against."""
+        return priors
+
+    def _eligible(self, b, candidates):
+        """Which mining candidates of image b may be picked."""
+        return np.ones(len(candidates), bool)
+
     def _loc_loss(self, d):
         return 0.5 * d * d if self.l2 else _smooth_l1(d)
 
@@ -325,9 +337,12 @@ class MultiBoxLossLayer(Layer):
         if self.hard:
             loss[pos] += self._loc_loss(diff).sum(axis=1)
             candidates = np.arange(len(idx))
-            k = min(int(p.sample_size), len(candidates))
         else:
             candidates = np.nonzero((idx == -1) & (best < p.neg_overlap))[0]
+        candidates = candidates[self._eligible(b, candidates)]
+        if self.hard:
+            k = min(int(p.sample_size), len(candidates))
+        else:
             k = min(int(len(pos) * p.neg_pos_ratio), len(candidates))
         order = np.argsort(-loss[candidates], kind="stable")
         if p.HasField("nms_param") and p.nms_param.nms_threshold > 0:

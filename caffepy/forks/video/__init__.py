@@ -4,7 +4,8 @@ chuckcho/video-caffe).
 
 Modules: ``video3d`` (Convolution3D, Pooling3D, Deconvolution3D, VoxelWiseSoftmax(WithLoss)),
 ``data`` (VideoData of C3D and TSN), ``tsn`` (Gather), ``nd`` (Pooling over N spatial axes from
-a list or repeated kernel_size / stride / pad, NdPooling, NdConvolution).
+a list or repeated kernel_size / stride / pad, NdPooling, NdConvolution), ``scnn`` (S-CNN's
+SoftmaxWithLoss with an overlap bottom).
 Schema: proto/additions.json (C3D), proto/additions.d/segnet_c3d_face_flownet.json,
 crfasrnn_tsn_pose.json (TSN's SegData), video_nd_pooling.json (kernel_size_nd, stride_nd, pad_nd).
 """

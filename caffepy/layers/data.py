@@ -125,6 +125,7 @@ class _DBLoader(object):
 
     def __init__(self, param, transformer, phase, what):
         self.what = what
+        self.where = "%s: %s" % (what, param.source)      # records' errors name the database
         self.batch_size = int(param.batch_size)
         self.transformer = transformer
         self.db = open_db(param.source, param.backend, "r")
@@ -166,20 +167,23 @@ class _DBLoader(object):
     def _datum(self):
         while self._skip():
             self._next()
-        d = parse_datum(self.cursor.value, "%s: key %r" % (self.what, self.cursor.key))
+        d = parse_datum(self.cursor.value, "%s: key %r" % (self.where, self.cursor.key))
         self._next()
         return d
 
     def data_shape(self):
-        d = parse_datum(self.cursor.value, "%s: key %r" % (self.what, self.cursor.key))
-        item = datum_to_array(d, self.transformer.color, self.what).shape
+        d = parse_datum(self.cursor.value, "%s: key %r" % (self.where, self.cursor.key))
+        item = datum_to_array(d, self.transformer.color, self.where).shape
         return (self.batch_size,) + self.transformer.infer_shape(item)
 
     def load_batch(self, buf):
         datums = [self._datum() for _ in range(self.batch_size)]
-        items = [datum_to_array(d, self.transformer.color, self.what) for d in datums]
+        items = [datum_to_array(d, self.transformer.color, self.where) for d in datums]
         shape = (self.batch_size,) + self.transformer.infer_shape(items[0].shape)
-        self.transformer.transform_arrays(items, _ensure(buf, "data", shape, self.transformer.dtype))
+        try:
+            self.transformer.transform_arrays(items, _ensure(buf, "data", shape, self.transformer.dtype))
+        except CaffeError as e:
+            raise type(e)("%s (records of %s)" % (e, self.where)) from e
         labels = _ensure(buf, "label", (self.batch_size,), self.transformer.dtype)
         labels[...] = [d.label for d in datums]
 

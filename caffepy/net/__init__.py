@@ -123,7 +123,12 @@ class Net(NetParams, PycaffeNet):
                 tops.append(new_top_blob(self.dtype))
             if lp.type == "Input":
                 self.inputs.extend(top_names)
-            layer.setup(bottoms, tops)
+            try:
+                layer.setup(bottoms, tops)
+            except (MemoryError, OverflowError) as e:     # a declared shape the host cannot hold
+                raise NetError("layer '%s' (%s): its blobs do not fit in memory (tops %s: %s)"
+                               % (lp.name, lp.type, [tuple(t.shape) for t in tops],
+                                  type(e).__name__))
             self.layers.append(layer)
             self._layer_names.append(lp.name)
             self.bottom_vecs.append(bottoms)

@@ -313,7 +313,10 @@ def collapse_fork_repeated(text, descriptor, filename="<net>"):
     """``text`` with the 2nd+ values of :data:`FORK_REPEATED` fields blanked, or None when the
     text repeats no such field (another singular field given twice stays the parser's error)."""
     from . import unknown_fields
-    dups = unknown_fields.find_repeated_singular(text, descriptor)
+    try:
+        dups = unknown_fields.find_repeated_singular(text, descriptor)
+    except (IndexError, ValueError, RecursionError):   # too malformed / deep to scan: parser's error
+        return None
     if not dups or any((d.message, d.name) not in FORK_REPEATED for d in dups):
         return None
     forks = sorted({FORK_REPEATED[(d.message, d.name)] for d in dups})

@@ -103,9 +103,15 @@ def read_mean(path):
     bp = read_binary(path, caffe_pb2.BlobProto())
     shape = tuple(blobproto_shape(bp))
     values = np.asarray(bp.double_data if len(bp.double_data) else bp.data, dtype=np.float32)
-    if values.size != int(np.prod(shape)) or not shape:
+    count = 1
+    for d in shape:
+        count *= int(d)
+    try:
+        if values.size != count or not shape or min(shape) < 0:
+            raise ValueError
+        arr = values.reshape(shape)
+    except ValueError:          # (a zero dim beside dims whose product overflows numpy's intp)
         raise CaffeError("%s: mean BlobProto has %d values for shape %s" % (path, values.size, shape))
-    arr = values.reshape(shape)
     while arr.ndim > 3 and arr.shape[0] == 1:
         arr = arr[0]
     if arr.ndim != 3:

@@ -53,9 +53,12 @@ def _reshaped(values, bp, what):
     count = 1
     for d in shape:
         count *= int(d)
-    if min(shape, default=0) < 0 or count != values.size:
+    try:
+        if min(shape, default=0) < 0 or count != values.size:
+            raise ValueError
+        return values.reshape(shape)
+    except ValueError:          # (a zero dim beside dims whose product overflows numpy's intp)
         raise SolverError("%s: holds %d values for shape %s" % (what, values.size, tuple(shape)))
-    return values.reshape(shape)
 
 
 def _values_to_array(bp, values, dtype, what="history blob"):

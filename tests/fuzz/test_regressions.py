@@ -175,3 +175,21 @@ def test_prototxt_deeply_nested_repeated_v1_layer(tmp_path):
     from caffepy.proto.io import read_net
     path = _file(tmp_path, "n.prototxt", "layers { layer { } layer { " + "a { " * 3000)
     _err(read_net, path, path)
+
+
+def test_solverstate_zero_dim_beside_dims_overflowing_intp(tmp_path):
+    state = caffe_pb2.SolverState()
+    state.ParseFromString(readers.solverstate_seeds()[0])
+    del state.history[0].shape.dim[:]
+    state.history[0].shape.dim.extend([0, 2 ** 40, 2 ** 40])
+    state.history[0].ClearField("data")
+    path = _file(tmp_path, "s.solverstate", state.SerializeToString())
+    _err(readers._read_state_both, path, path)
+
+
+def test_mean_zero_dim_beside_dims_overflowing_intp(tmp_path):
+    from caffepy.data.datum import read_mean
+    bp = caffe_pb2.BlobProto()
+    bp.shape.dim.extend([0, 2 ** 40, 2 ** 40])
+    path = _file(tmp_path, "m.binaryproto", bp.SerializeToString())
+    _err(read_mean, path, path)

@@ -21,7 +21,7 @@ TIME_LIMIT = float(os.environ.get("CAFFEPY_FUZZ_TIME_LIMIT", "10"))      # secon
 MEMORY_CAP = int(os.environ.get("CAFFEPY_FUZZ_MEMORY_MB", "384")) << 20  # bytes over the baseline
 
 
-def examples(default=40):
+def examples(default=100):
     """Examples per reader: ``CAFFEPY_FUZZ_EXAMPLES`` or ``default``."""
     return int(os.environ.get("CAFFEPY_FUZZ_EXAMPLES", default))
 

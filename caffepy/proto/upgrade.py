@@ -219,6 +219,9 @@ def upgrade_net_input(net, filename="<net>"):
     With neither shapes nor dims (a legacy .caffemodel) the inputs are simply dropped.
     """
     names = list(net.input)
+    bad = [n for n in names if not isinstance(n, str)]     # (a binary file's invalid UTF-8)
+    if bad:
+        raise ProtoError("%s: net-level input name %r is not UTF-8 text" % (filename, bad[0]))
     shapes = list(net.input_shape)
     dims = list(net.input_dim)
     if shapes or dims:

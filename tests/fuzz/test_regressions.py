@@ -193,3 +193,18 @@ def test_mean_zero_dim_beside_dims_overflowing_intp(tmp_path):
     bp.shape.dim.extend([0, 2 ** 40, 2 ** 40])
     path = _file(tmp_path, "m.binaryproto", bp.SerializeToString())
     _err(read_mean, path, path)
+
+
+def test_caffemodel_value_field_longer_than_the_file(tmp_path):
+    v = harness.varint
+    blob = b"\x2a" + v(2 ** 70)                     # BlobProto.data, declared 2^70 bytes long
+    layer = b"\x0a\x01c" + b"\x3a" + v(len(blob)) + blob
+    net = b"\xa2\x06" + v(len(layer)) + layer      # NetParameter.layer (100)
+    path = _file(tmp_path, "w.caffemodel", net)
+    harness.check(readers._copy_from, path, path)     # (was an OverflowError)
+
+
+def test_caffemodel_input_name_not_utf8(tmp_path):
+    net = b"\x1a\x04da\x80\x80" + b"\x20\x01" * 4     # input: "da\x80\x80", input_dim: 1 x 4
+    path = _file(tmp_path, "w.caffemodel", net)
+    assert "not UTF-8" in _err(readers._copy_from, path, path)

@@ -113,8 +113,9 @@ class HDF5DataLayer(Layer):
             data = []
             for name in self.names:
                 if name not in f:
+                    has = sorted(k if isinstance(k, str) and k.isprintable() else repr(k) for k in f)
                     raise self.error("%s: no dataset '%s' (one per top; has: %s)"
-                                     % (path, name, ", ".join(sorted(f.keys()))))
+                                     % (path, name, ", ".join(has)))
                 ds = f[name]
                 if not isinstance(ds, self.h5py.Dataset) or ds.dtype.kind not in "fiub" or ds.ndim < 1:
                     raise self.error("%s: '%s' must be a numeric dataset with at least 1 axis, got "

@@ -208,3 +208,12 @@ def test_caffemodel_input_name_not_utf8(tmp_path):
     net = b"\x1a\x04da\x80\x80" + b"\x20\x01" * 4     # input: "da\x80\x80", input_dim: 1 x 4
     path = _file(tmp_path, "w.caffemodel", net)
     assert "not UTF-8" in _err(readers._copy_from, path, path)
+
+
+def test_hdf5_data_member_names_that_are_not_printable_text(tmp_path):
+    import h5py
+    path = str(tmp_path / "d.h5")
+    with h5py.File(path, "w") as f:
+        f.create_dataset("data", data=np.zeros((4, 2), np.float32))
+        f.create_dataset("la\nel", data=np.zeros(4, np.float32))
+    assert "'la\\nel'" in _err(readers._hdf5_data_run, path, path)

@@ -184,7 +184,8 @@ def problem(workspace, manifest, verify=True):
     checksums when ``verify`` (format 1 manifests record neither: existence only)."""
     d = checkpoint_dir(workspace)
     for i, f in enumerate(manifest.file):
-        if not isinstance(f, str) or f != os.path.basename(f) or f in ("", ".", "..") or "\0" in f:
+        if not isinstance(f, str) or f != os.path.basename(f) or f in ("", ".", "..") \
+                or not f.isprintable():
             return "%s lists %r, not a file name in %s" % (d, f, d)
         path = os.path.join(d, f)
         if not os.path.exists(path):
@@ -296,7 +297,7 @@ def _slice_dtype(code, path, name):
     """The numpy dtype of a slice's raw values: a number type, or a one-line error."""
     try:
         dt = np.dtype(code)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, SyntaxError):     # (numpy parses some strings as Python)
         dt = None
     if dt is None or dt.kind not in "fiub" or dt.itemsize == 0:
         raise CaffeError("%s: slice %s has raw_dtype %r, not a number type" % (path, name, code))
@@ -319,7 +320,7 @@ def read_file(path):
 def _listed(name, d):
     """A file name the manifest lists: a plain name in the checkpoint directory ``d``."""
     if not isinstance(name, str) or name != os.path.basename(name) or name in ("", ".", "..") \
-            or "\0" in name:
+            or not name.isprintable():
         raise CaffeError("%s: the manifest lists %r, not a file name in it" % (d, name))
     return name
 

@@ -6,6 +6,7 @@ A header message (:mod:`caffepy.dist.mpi`) is ``u32 n`` (bytes of the entries) a
 as messages of their own: :func:`encode` / :func:`decode` are the entries' two directions.
 """
 import os
+import re
 import struct
 import sys
 
@@ -118,10 +119,13 @@ def _checked_dtype(code, who):
     dt = _DTYPES.get(code)
     if dt is not None:
         return dt
-    try:
-        dt = np.dtype(code.rstrip(b"\0").decode("ascii"))
-    except (UnicodeDecodeError, TypeError, ValueError):
-        dt = None
+    text = code.rstrip(b"\0").decode("latin-1")
+    dt = None
+    if re.match(r"[<>|=]?[a-zA-Z]\d*$", text):
+        try:
+            dt = np.dtype(text)
+        except (TypeError, ValueError, SyntaxError):
+            pass
     if dt is None or dt.kind not in "biuf" or dt.itemsize == 0:
         raise CaffeError("%s: bad message header: buffer type %r is not a number type" % (who, code))
     _DTYPES[code] = dt

@@ -217,3 +217,32 @@ def test_hdf5_data_member_names_that_are_not_printable_text(tmp_path):
         f.create_dataset("data", data=np.zeros((4, 2), np.float32))
         f.create_dataset("la\nel", data=np.zeros(4, np.float32))
     assert "'la\\nel'" in _err(readers._hdf5_data_run, path, path)
+
+
+def test_checkpoint_manifest_lists_a_name_with_a_newline(tmp_path):
+    ws, manifest, d = _checkpoint(tmp_path, manifest_edit=lambda m: m.file.append("st\np5-worker0.bin"))
+    _err(readers._ckpt_run, d, ws, manifest, False)
+
+
+def test_frame_buffer_type_numpy_parses_as_python():
+    from caffepy.dist import frames
+    entry = frames._MSG.pack(0, 1) + frames._BUF.pack(b",f4", 1)
+    _err(readers._plan_batch, "rank 3", frames.LEN.pack(len(entry)) + entry)
+
+
+def test_checkpoint_dtype_numpy_parses_as_python(tmp_path):
+    ws, manifest, d = _checkpoint(tmp_path, edit=lambda m: setattr(m.slices[0], "raw_dtype", ",f4"))
+    _err(readers._ckpt_run, d, ws, manifest, False)
+
+
+def test_net_with_two_layers_of_one_name_exports_or_fails_in_one_line(tmp_path):
+    text = readers.TINY_NET.replace('name: "conv"', 'name: "data"')   # the Input layer's name
+    path = _file(tmp_path, "n.prototxt", text)
+    weights = _file(tmp_path, "w.caffemodel", readers.caffemodel_seeds()[0])
+    harness.check(readers._export, str(tmp_path), path, weights)
+
+
+def test_export_of_a_net_without_outputs_names_the_file(tmp_path):
+    path = _file(tmp_path, "n.prototxt", 'layer { name: "data" type: "Input" top: "data" '
+                 'input_param { shape { dim: 1 } } }\nlayer { name: "s" type: "Silence" bottom: "data" }')
+    _err(readers._export, path, path, None)

@@ -65,6 +65,8 @@ def datum_to_array(datum, color=None, what="<datum>"):
         img = decode_image(datum.data, color, what)
         return np.ascontiguousarray(img.transpose(2, 0, 1))
     shape = (datum.channels, datum.height, datum.width)
+    if min(shape) < 0:
+        raise DatumError("%s: Datum has a negative dimension: shape %s" % (what, shape))
     n = shape[0] * shape[1] * shape[2]
     if len(datum.data):
         if len(datum.data) != n:

@@ -246,3 +246,8 @@ def test_export_of_a_net_without_outputs_names_the_file(tmp_path):
     path = _file(tmp_path, "n.prototxt", 'layer { name: "data" type: "Input" top: "data" '
                  'input_param { shape { dim: 1 } } }\nlayer { name: "s" type: "Silence" bottom: "data" }')
     _err(readers._export, path, path, None)
+
+
+def test_datum_with_a_negative_dimension_and_no_values():
+    d = caffe_pb2.Datum(channels=1, height=-1, width=0)
+    _err(readers._datum_record, "train_lmdb", d.SerializeToString(), "train_lmdb: key b'0'")

@@ -74,7 +74,8 @@ def replay(name, case_seed):
 
 
 def atheris_mode(names, runs):
-    """Coverage-guided: atheris drives the bytes a Source draws its choices from."""
+    """Coverage-guided: atheris drives the bytes a Source draws its choices from. The reader runs in
+    this process (no time limit or memory cap; atheris reports crashes and slow inputs itself)."""
     import atheris
     name = names[0] if names else "caffemodel"
     make = {t[0]: t[2] for t in readers.TARGETS}[name]
@@ -92,10 +93,17 @@ def atheris_mode(names, runs):
             b = self.fdp.ConsumeBytes(n)
             return b + b"\0" * (n - len(b))
 
-    def one(data):
-        why, _ = readers.run_one(make, FdpSource(atheris.FuzzedDataProvider(data)), workdir)
-        if why:
-            raise AssertionError(why)
+    def one(data):              # in process, so that atheris sees the coverage
+        fn, args, where = make(FdpSource(atheris.FuzzedDataProvider(data)), workdir)
+        try:
+            fn(*args)
+        except harness.CaffeError as e:
+            why = harness.problem(harness.Outcome("error", type(e).__name__, str(e)), where)
+            if why:
+                raise AssertionError(why)
+
+    make(harness.Source(random.Random(0)), workdir)      # import what the reader uses, then
+    atheris.instrument_all()                             # instrument every loaded function
 
     argv = [sys.argv[0]] + (["-runs=%d" % runs] if runs else [])
     atheris.Setup(argv, one)

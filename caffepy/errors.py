@@ -67,3 +67,24 @@ def locate_layer_error(error, source):
     located = type(error)("%s: %s" % (where, error))
     located.__cause__ = error
     return located
+
+
+class _FileErrors(object):
+    """``with file_errors(path, what, cls):`` turns the exceptions a damaged file makes a parsing
+    library raise (h5py: OSError, KeyError, RuntimeError, ValueError) into one line naming it."""
+
+    def __init__(self, path, what, cls, types):
+        self.path, self.what, self.cls, self.types = path, what, cls, types
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, etype, value, tb):
+        if etype is None or issubclass(etype, CaffeError) or not issubclass(etype, self.types):
+            return False
+        raise self.cls("%s: %s (%s)" % (self.path, self.what, " ".join(str(value).split())[:300])) \
+            from None
+
+
+def file_errors(path, what, cls=CaffeError, types=(OSError, KeyError, RuntimeError, ValueError)):
+    return _FileErrors(path, what, cls, types)

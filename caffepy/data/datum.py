@@ -65,6 +65,8 @@ def datum_to_array(datum, color=None, what="<datum>"):
         img = decode_image(datum.data, color, what)
         return np.ascontiguousarray(img.transpose(2, 0, 1))
     shape = (datum.channels, datum.height, datum.width)
+    if min(shape) < 0:
+        raise DatumError("%s: Datum has a negative dimension: shape %s" % (what, shape))
     n = shape[0] * shape[1] * shape[2]
     if len(datum.data):
         if len(datum.data) != n:
@@ -103,9 +105,15 @@ def read_mean(path):
     bp = read_binary(path, caffe_pb2.BlobProto())
     shape = tuple(blobproto_shape(bp))
     values = np.asarray(bp.double_data if len(bp.double_data) else bp.data, dtype=np.float32)
-    if values.size != int(np.prod(shape)) or not shape:
+    count = 1
+    for d in shape:
+        count *= int(d)
+    try:
+        if values.size != count or not shape or min(shape) < 0:
+            raise ValueError
+        arr = values.reshape(shape)
+    except ValueError:          # (a zero dim beside dims whose product overflows numpy's intp)
         raise CaffeError("%s: mean BlobProto has %d values for shape %s" % (path, values.size, shape))
-    arr = values.reshape(shape)
     while arr.ndim > 3 and arr.shape[0] == 1:
         arr = arr[0]
     if arr.ndim != 3:

@@ -184,6 +184,9 @@ def problem(workspace, manifest, verify=True):
     checksums when ``verify`` (format 1 manifests record neither: existence only)."""
     d = checkpoint_dir(workspace)
     for i, f in enumerate(manifest.file):
+        if not isinstance(f, str) or f != os.path.basename(f) or f in ("", ".", "..") \
+                or not f.isprintable():
+            return "%s lists %r, not a file name in %s" % (d, f, d)
         path = os.path.join(d, f)
         if not os.path.exists(path):
             return "%s is missing" % path
@@ -248,8 +251,11 @@ def describe_latest(workspace):
 
 
 def _read_bytes(path):
-    with open(path, "rb") as f:
-        return f.read()
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as e:
+        raise CaffeError("%s: cannot read: %s" % (path, e.strerror or e))
 
 
 def read_slices(path):
@@ -264,7 +270,10 @@ def read_slices(path):
         proto_io.parse_binary(raw[16:16 + n], ck, path)
         base = 16 + n
         for s in ck.slices:
-            dt = np.dtype(s.raw_dtype or "<f4")
+            dt = _slice_dtype(s.raw_dtype or "<f4", path, s.name)
+            if not 0 <= s.raw_history <= MAX_HISTORY:
+                raise CaffeError("%s: slice %s declares %d history arrays (at most %d)"
+                                 % (path, s.name, s.raw_history, MAX_HISTORY))
             arrays = []
             for i in range(1 + s.raw_history):
                 lo = base + s.raw_offset + i * s.raw_length * dt.itemsize
@@ -281,6 +290,20 @@ def read_slices(path):
     return ck, out
 
 
+MAX_HISTORY = 16      # history arrays of one slice (solvers keep at most 2)
+
+
+def _slice_dtype(code, path, name):
+    """The numpy dtype of a slice's raw values: a number type, or a one-line error."""
+    try:
+        dt = np.dtype(code)
+    except (TypeError, ValueError, SyntaxError):     # (numpy parses some strings as Python)
+        dt = None
+    if dt is None or dt.kind not in "fiub" or dt.itemsize == 0:
+        raise CaffeError("%s: slice %s has raw_dtype %r, not a number type" % (path, name, code))
+    return dt
+
+
 def _legacy_values(bp):
     for name in ("double_data", "data"):
         values = packed.field_array(bp, name)
@@ -294,39 +317,64 @@ def read_file(path):
     return read_slices(path)[0]
 
 
+def _listed(name, d):
+    """A file name the manifest lists: a plain name in the checkpoint directory ``d``."""
+    if not isinstance(name, str) or name != os.path.basename(name) or name in ("", ".", "..") \
+            or not name.isprintable():
+        raise CaffeError("%s: the manifest lists %r, not a file name in it" % (d, name))
+    return name
+
+
 def full_params(workspace, manifest, dtype, role="server"):
     """{name: (values, [history])} assembled from a complete step's files of ``role``.
 
     Server files: slices of server group 0 (the others hold replicas); worker files: whole params.
     """
     d = checkpoint_dir(workspace)
-    out = {}
+    out, read, held = {}, [], {}
     for f in manifest.file:
-        if "-%s" % role not in f:
+        if "-%s" % role not in _listed(f, d):
             continue
-        for s, data, history in read_slices(os.path.join(d, f))[1]:
-            count = int(s.count)
-            if s.name not in out:
-                out[s.name] = (np.zeros(count, dtype), [np.zeros(count, dtype) for _ in history],
-                               np.zeros(count, bool))
-            values, hist, seen = out[s.name]
-            if s.table_shards:      # rows slice, slice + table_shards, ... of a sharded table
-                rows, step = int(s.shape.dim[0]), int(s.table_shards)
-                pick = lambda a: a.reshape(rows, -1)[int(s.slice)::step]  # noqa: E731
-                if pick(seen).all():
-                    continue
-                pick(values)[...] = data.reshape(pick(values).shape)
-                for h, src in zip(hist, history):
-                    pick(h)[...] = src.reshape(pick(h).shape)
-                pick(seen)[...] = True
+        path = os.path.join(d, f)
+        for s, data, history in read_slices(path)[1]:
+            read.append((path, s, data, history))
+            held[s.name] = held.get(s.name, 0) + data.size
+    for path, s, data, history in read:
+        count = int(s.count)
+        if s.name not in out:
+            if not 0 <= count <= held[s.name]:      # checked before the arrays are allocated
+                raise CaffeError("%s: param %s declares %d values; the step's files hold %d"
+                                 % (path, s.name, count, held[s.name]))
+            out[s.name] = (np.zeros(count, dtype), [np.zeros(count, dtype) for _ in history],
+                           np.zeros(count, bool))
+        values, hist, seen = out[s.name]
+        if len(history) != len(hist) or count != values.size:
+            raise CaffeError("%s: slice %s of param %s differs from its other slices (count %d, "
+                             "%d history arrays)" % (path, s.slice, s.name, count, len(history)))
+        if s.table_shards:      # rows slice, slice + table_shards, ... of a sharded table
+            rows, step = (int(s.shape.dim[0]) if len(s.shape.dim) else 0), int(s.table_shards)
+            if rows <= 0 or count % rows or not 0 <= s.slice < step or \
+                    data.size != len(range(int(s.slice), rows, step)) * (count // rows):
+                raise CaffeError("%s: table slice %s of %s (%d values) does not fit %d rows in %d "
+                                 "shards" % (path, s.slice, s.name, data.size, rows, step))
+            pick = lambda a: a.reshape(rows, -1)[int(s.slice)::step]  # noqa: E731
+            if pick(seen).all():
                 continue
-            lo, hi = int(s.offset), int(s.offset) + data.size
-            if seen[lo:hi].all():
-                continue  # a replica from another server group
-            values[lo:hi] = data
+            pick(values)[...] = data.reshape(pick(values).shape)
             for h, src in zip(hist, history):
-                h[lo:hi] = src
-            seen[lo:hi] = True
+                pick(h)[...] = src.reshape(pick(h).shape)
+            pick(seen)[...] = True
+            continue
+        lo, hi = int(s.offset), int(s.offset) + data.size
+        if lo < 0 or hi > count:
+            raise CaffeError("%s: slice %s of %s holds values %d..%d of %d"
+                             % (path, s.slice, s.name, lo, hi, count))
+        if seen[lo:hi].all():
+            continue  # a replica from another server group
+        values[lo:hi] = data
+        for h, src in zip(hist, history):
+            h[lo:hi] = src
+        seen[lo:hi] = True
     return {name: (v, h) for name, (v, h, seen) in out.items()}
 
 
@@ -335,7 +383,7 @@ def worker_states(workspace, manifest):
     d = checkpoint_dir(workspace)
     out = {}
     for f in manifest.file:
-        if "-worker" in f:
+        if "-worker" in _listed(f, d):
             ck = read_file(os.path.join(d, f))
             out[int(ck.id)] = ck
     return out

@@ -5,10 +5,14 @@ A header message (:mod:`caffepy.dist.mpi`) is ``u32 n`` (bytes of the entries) a
 ``DistHeader``; all little-endian. The buffers' bytes follow in a bucket (8-byte aligned offsets) or
 as messages of their own: :func:`encode` / :func:`decode` are the entries' two directions.
 """
+import os
+import re
 import struct
 import sys
 
 import numpy as np
+
+from google.protobuf import message as _message
 
 from ..errors import CaffeError
 from ..proto import caffe_pb2
@@ -103,23 +107,79 @@ def pack_batch(entries, buffer_lists):
     return b"".join(frame), (b"".join(small) if small else None), big   # (one copy of each small)
 
 
-def plan_batch(raw):
+def _memory_bytes():
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 1 << 40
+
+
+def _checked_dtype(code, who):
+    """A buffer's dtype from its 4-byte code: a number type, or a one-line error naming the peer."""
+    dt = _DTYPES.get(code)
+    if dt is not None:
+        return dt
+    text = code.rstrip(b"\0").decode("latin-1")
+    dt = None
+    if re.match(r"[<>|=]?[a-zA-Z]\d*$", text):
+        try:
+            dt = np.dtype(text)
+        except (TypeError, ValueError, SyntaxError):
+            pass
+    if dt is None or dt.kind not in "biuf" or dt.itemsize == 0:
+        raise CaffeError("%s: bad message header: buffer type %r is not a number type" % (who, code))
+    _DTYPES[code] = dt
+    return dt
+
+
+def plan_batch(raw, source=None):
     """The receiving side of :func:`pack_batch`: ([(DistHeader, [(dtype, size, nbytes, bucket
-    offset or None)])], bucket bytes, offset of an inline bucket in ``raw``)."""
+    offset or None)])], bucket bytes, offset of an inline bucket in ``raw``). Every length, type
+    and size the peer (rank ``source``) declares is checked before anything is allocated for it;
+    a bad header is a one-line CaffeError naming the rank."""
+    who = "rank %s" % source if source is not None else "peer"
     view = memoryview(raw)
+    if len(view) < 4:
+        raise CaffeError("%s: bad message header: %d bytes" % (who, len(view)))
     end = 4 + LEN.unpack_from(raw, 0)[0]
-    pos, heads, bucket_size = 4, [], 0
+    if end > len(view):
+        raise CaffeError("%s: bad message header: declares %d bytes of entries, holds %d"
+                         % (who, end - 4, len(view) - 4))
+    pos, heads, bucket_size, total = 4, [], 0, 0
+    limit = _memory_bytes()
     while pos < end:
-        h, descr, pos = decode(view, pos)
+        if pos + _MSG.size > end:
+            raise CaffeError("%s: bad message header: entry cut at byte %d" % (who, pos))
+        n, nbuf = _MSG.unpack_from(view, pos)
+        pos += _MSG.size
+        if pos + nbuf * _BUF.size + n > end:
+            raise CaffeError("%s: bad message header: entry of %d buffers and %d header bytes "
+                             "overruns the message" % (who, nbuf, n))
         plan = []
-        for dtype, size in descr:
+        for _ in range(nbuf):
+            code, size = _BUF.unpack_from(view, pos)
+            pos += _BUF.size
+            dtype = _checked_dtype(code, who)
             nbytes = size * dtype.itemsize
+            total += max(nbytes, 0)
+            if size < 0 or total > limit:
+                raise CaffeError("%s: bad message header: buffer of %d %s values (this host has %d "
+                                 "bytes of memory)" % (who, size, dtype, limit))
             if nbytes >= BIG or nbytes == 0:
                 plan.append((dtype, size, nbytes, None))
             else:
                 plan.append((dtype, size, nbytes, bucket_size))
                 bucket_size = align(bucket_size + nbytes)
+        h = caffe_pb2.DistHeader()
+        try:
+            h.ParseFromString(view[pos:pos + n])
+        except _message.DecodeError:
+            raise CaffeError("%s: bad message header: not a DistHeader" % who)
+        pos += n
         heads.append((h, plan))
+    if bucket_size and len(view) > align(end) and len(view) < align(end) + bucket_size:
+        raise CaffeError("%s: bad message header: inline bucket of %d bytes, %d sent"
+                         % (who, bucket_size, len(view) - align(end)))
     return heads, bucket_size, align(end)
 
 

@@ -364,7 +364,7 @@ class MpiEngine(Engine):
     def _post_receives(self, raw, source):
         MPI, comm = self.MPI, self.comm
         inc = _Incoming()
-        heads, bucket_size, start = plan_batch(raw)
+        heads, bucket_size, start = plan_batch(raw, source)
         inline = bucket_size and len(raw) > start
         bucket = None
         if inline:

@@ -333,16 +333,23 @@ def validate(doc, where="<json>"):
     if doc.get("version") != VERSION:
         raise CaffeError("%s: net JSON version %r is not supported (this caffepy reads version %d)"
                          % (where, doc.get("version"), VERSION))
+    nodes, links = doc.get("nodes", []), doc.get("links", [])
+    if not isinstance(nodes, list) or not isinstance(links, list):
+        raise CaffeError("%s: nodes and links must be lists" % where)
     ids = set()
-    for i, n in enumerate(doc.get("nodes", ())):
+    for i, n in enumerate(nodes):
         if not isinstance(n, dict) or not all(k in n for k in ("id", "kind", "name")):
             raise CaffeError("%s: node %d lacks id, kind or name" % (where, i))
+        if not isinstance(n["id"], (str, int)) or not isinstance(n.get("phase", ""), str):
+            raise CaffeError("%s: node %d has an id or phase that is not a string" % (where, i))
         if n["kind"] not in ("layer", "blob"):
             raise CaffeError("%s: node '%s' has kind %r (layer or blob)" % (where, n["id"], n["kind"]))
         ids.add(n["id"])
-    for i, link in enumerate(doc.get("links", ())):
+    for i, link in enumerate(links):
+        if not isinstance(link, dict):
+            raise CaffeError("%s: link %d is not an object" % (where, i))
         for end in ("source", "target"):
-            if link.get(end) not in ids:
+            if not isinstance(link.get(end), (str, int)) or link.get(end) not in ids:
                 raise CaffeError("%s: link %d %s %r is not a node id" % (where, i, end, link.get(end)))
     return doc
 
@@ -357,6 +364,8 @@ def read_net_json(path):
         raise CaffeError("%s: cannot read: %s" % (path, e.strerror or e))
     except ValueError as e:
         raise CaffeError("%s: not valid JSON: %s" % (path, " ".join(str(e).split())))
+    except RecursionError:
+        raise CaffeError("%s: not valid JSON: nested too deeply" % path)
     return validate(doc, path)
 
 

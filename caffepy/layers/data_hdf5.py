@@ -92,21 +92,10 @@ class HDF5DataLayer(Layer):
             f = self.h5py.File(path, "r")
         except OSError as e:
             raise self.error("cannot open HDF5 file %s: %s" % (path, " ".join(str(e).split())))
-        with f:
-            data = []
-            for name in self.names:
-                if name not in f:
-                    raise self.error("%s: no dataset '%s' (one per top; has: %s)"
-                                     % (path, name, ", ".join(sorted(f.keys()))))
-                ds = f[name]
-                if ds.dtype.kind not in "fiub" or ds.ndim < 1:
-                    raise self.error("%s: dataset '%s' must be numeric with at least 1 axis, got "
-                                     "%s %s" % (path, name, ds.dtype, ds.shape))
-                try:
-                    data.append(np.asarray(ds[...], dtype=self.dtype))
-                except (OSError, ValueError, RuntimeError) as e:     # truncated, damaged
-                    raise self.error("%s: dataset '%s' cannot be read (truncated or damaged "
-                                     "file?): %s" % (path, name, " ".join(str(e).split())))
+        try:
+            data = self._read(f, path)
+        except (OSError, KeyError, RuntimeError, ValueError) as e:
+            raise self.error("cannot read HDF5 file %s: %s" % (path, " ".join(str(e).split())[:300]))
         rows = data[0].shape[0]
         for name, d in zip(self.names, data):
             if d.shape[0] != rows:
@@ -118,6 +107,25 @@ class HDF5DataLayer(Layer):
         self.row_order = np.arange(rows)
         if self.shuffle:
             self.rng.shuffle(self.row_order)
+
+    def _read(self, f, path):
+        with f:
+            data = []
+            for name in self.names:
+                if name not in f:
+                    has = sorted(k if isinstance(k, str) and k.isprintable() else repr(k) for k in f)
+                    raise self.error("%s: no dataset '%s' (one per top; has: %s)"
+                                     % (path, name, ", ".join(has)))
+                ds = f[name]
+                if not isinstance(ds, self.h5py.Dataset) or ds.dtype.kind not in "fiub" or ds.ndim < 1:
+                    raise self.error("%s: '%s' must be a numeric dataset with at least 1 axis, got "
+                                     "%s" % (path, name, getattr(ds, "dtype", "a group")))
+                try:
+                    data.append(np.asarray(ds[...], dtype=self.dtype))
+                except (OSError, ValueError, RuntimeError) as e:     # truncated, damaged
+                    raise self.error("%s: dataset '%s' cannot be read (truncated or damaged "
+                                     "file?): %s" % (path, name, " ".join(str(e).split())))
+        return data
 
     def reshape(self, bottom, top):
         for t, d in zip(top, self.data):

@@ -11,6 +11,7 @@ Workspace (``layer.workspace``); a layer used on its own gets a private one.
 A view is valid until the next request of the same slot: callers use a slot only within one
 forward / backward call and never keep the view.
 """
+import errno
 import mmap
 
 import numpy as np
@@ -57,4 +58,11 @@ def lazy_zeros(shape, dtype):
         count *= int(s)
     if count * dtype.itemsize < LAZY_MIN_BYTES:
         return np.zeros(shape, dtype)
-    return np.frombuffer(mmap.mmap(-1, count * dtype.itemsize), dtype, count).reshape(shape)
+    try:
+        buf = mmap.mmap(-1, count * dtype.itemsize)
+    except OSError as e:
+        if e.errno == errno.ENOMEM:
+            raise MemoryError("cannot map %d bytes for an array of shape %s" % (count * dtype.itemsize,
+                                                                                tuple(shape)))
+        raise
+    return np.frombuffer(buf, dtype, count).reshape(shape)

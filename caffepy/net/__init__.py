@@ -79,6 +79,7 @@ class Net(NetParams, PycaffeNet):
         self.blobs = collections.OrderedDict()
         self.bottom_vecs, self.top_vecs = [], []
         self.bottom_names, self.top_names = collections.OrderedDict(), collections.OrderedDict()
+        self._wiring = []         # (bottom names, top names) per layer index (names may repeat)
         self.bottom_need_backward, self.layer_need_backward = [], []
         self.blob_loss_weights = collections.OrderedDict()
         self.learnable_params, self.params_lr, self.params_weight_decay = [], [], []
@@ -123,13 +124,19 @@ class Net(NetParams, PycaffeNet):
                 tops.append(new_top_blob(self.dtype))
             if lp.type == "Input":
                 self.inputs.extend(top_names)
-            layer.setup(bottoms, tops)
+            try:
+                layer.setup(bottoms, tops)
+            except (MemoryError, OverflowError) as e:     # a declared shape the host cannot hold
+                raise NetError("layer '%s' (%s): its blobs do not fit in memory (tops %s: %s)"
+                               % (lp.name, lp.type, [tuple(t.shape) for t in tops],
+                                  type(e).__name__))
             self.layers.append(layer)
             self._layer_names.append(lp.name)
             self.bottom_vecs.append(bottoms)
             self.top_vecs.append(tops)
             self.bottom_names[lp.name] = list(lp.bottom)
             self.top_names[lp.name] = top_names
+            self._wiring.append((list(lp.bottom), top_names))
             for j, name in enumerate(top_names):
                 w = layer.loss(j)
                 if w or name not in self.blob_loss_weights:
@@ -189,7 +196,7 @@ class Net(NetParams, PycaffeNet):
     def _analyze_backward(self):
         under_loss, skip = set(), set()
         for i in range(len(self.layers) - 1, -1, -1):
-            layer, names = self.layers[i], self.top_names[self._layer_names[i]]
+            layer, names = self.layers[i], self._wiring[i][1]
             contributes, skip_down = False, True
             for j, name in enumerate(names):
                 if layer.loss(j) or name in under_loss:
@@ -201,7 +208,7 @@ class Net(NetParams, PycaffeNet):
                 self.bottom_need_backward[i] = [False] * len(self.bottom_need_backward[i])
             if not contributes:
                 self.layer_need_backward[i] = False
-            for j, name in enumerate(self.bottom_names[self._layer_names[i]]):
+            for j, name in enumerate(self._wiring[i][0]):
                 if contributes:
                     under_loss.add(name)
                 else:

@@ -9,7 +9,7 @@ saving are refused with a one-line error naming the mode.
 """
 import os
 
-from ..errors import NetError, ShapeError
+from ..errors import CaffeError, NetError, ShapeError
 from ..proto import caffe_pb2, io as proto_io
 from .weights import copy_trained_layers, net_to_proto
 
@@ -53,7 +53,12 @@ class NetParams(object):
             else:
                 proto_io.parse_binary(raw, src, filename=path)
         upgrade.upgrade_net(src, filename=path)
-        copy_trained_layers(self, src, source_name=path, values=values)
+        try:
+            copy_trained_layers(self, src, source_name=path, values=values)
+        except CaffeError as e:
+            if path in str(e):
+                raise
+            raise type(e)("%s: %s" % (path, e)) from e
 
     def copy_trained_layers_from(self, net_param):
         self._refuse_in_optimize_mode("loading weights")

@@ -9,11 +9,12 @@ width) match a target whose shape, padded with leading 1s to 4 axes, is the same
 HDF5 layout (Caffe's ``ToHDF5``): group ``data/<layer>/<i>`` (and ``diff/<layer>/<i>`` with diffs).
 """
 import logging
+import os
 
 import numpy as np
 
 from ..blob import blobproto_shape
-from ..errors import ShapeError, NetError
+from ..errors import NetError, ShapeError, file_errors
 from ..proto import caffe_pb2
 
 log = logging.getLogger("caffepy")
@@ -136,20 +137,29 @@ def save_hdf5(net, path, write_diff=False):
 
 
 def load_hdf5(net, path):
+    """Copy ``data/<layer>/<i>`` datasets into the net's layers of the same name (Caffe's
+    ``CopyTrainedLayersFromHDF5``). Each dataset's shape and type are checked before it is read."""
     h5py = _h5py()
-    with h5py.File(path, "r") as f:
-        data = f["data"]
-        for name in data:
-            if name not in net._layer_names:
-                log.info("Ignoring source layer %s", name)
-                continue
-            layer = net.layers[net._layer_names.index(name)]
-            group = data[name]
-            if len(group) != len(layer.blobs):
-                raise NetError("%s: incompatible number of blobs for layer %s" % (path, name))
-            for j, blob in enumerate(layer.blobs):
-                arr = np.asarray(group[str(j)])
-                if tuple(arr.shape) != tuple(blob.shape):
-                    raise ShapeError("%s: layer '%s' param %d: shape %s does not match %s"
-                                     % (path, name, j, arr.shape, blob.shape))
-                blob.data[...] = arr
+    path = os.fspath(path)
+    with file_errors(path, "not a readable HDF5 weights file", NetError):
+        with h5py.File(path, "r") as f:
+            data = f.get("data")
+            if not isinstance(data, h5py.Group):
+                raise NetError("%s: no group 'data' (HDF5 weights hold data/<layer>/<i>)" % path)
+            for name in data:
+                if name not in net._layer_names:
+                    log.info("Ignoring source layer %s", name)
+                    continue
+                layer = net.layers[net._layer_names.index(name)]
+                group = data[name]
+                if not isinstance(group, h5py.Group) or len(group) != len(layer.blobs):
+                    raise NetError("%s: incompatible number of blobs for layer %s" % (path, name))
+                for j, blob in enumerate(layer.blobs):
+                    ds = group.get(str(j))
+                    if not isinstance(ds, h5py.Dataset) or ds.dtype.kind not in "fiub":
+                        raise NetError("%s: layer '%s' param %d: not a numeric dataset data/%s/%d"
+                                       % (path, name, j, name, j))
+                    if tuple(ds.shape) != tuple(blob.shape):
+                        raise ShapeError("%s: layer '%s' param %d: shape %s does not match %s"
+                                         % (path, name, j, ds.shape, blob.shape))
+                    blob.data[...] = ds[()]

@@ -80,7 +80,8 @@ def build_graph(net, opset=DEFAULT_OPSET, dynamic_batch=False, extra_outputs=())
     for name in list(net.outputs) + [b for b in extra_outputs if b not in net.outputs]:
         g.outputs.append((current[name], net.blobs[name].shape))
     if not g.outputs:
-        raise ExportError("net '%s' has no output blobs to export" % net.name)
+        raise ExportError("%s: net '%s' has no output blobs to export"
+                          % (getattr(net, "source", "<net>"), net.name))
     return g
 
 
@@ -92,8 +93,8 @@ def to_model(net, opset=DEFAULT_OPSET, dynamic_batch=False, extra_outputs=()):
     try:
         model = g.to_model(net.name, __version__)
     except (ValueError, onnx.checker.ValidationError) as e:   # the 2 GiB limit, checker
-        raise ExportError("net '%s': the ONNX model cannot be written: %s"
-                          % (net.name, " ".join(str(e).split())[:300]))
+        raise ExportError("%s: net '%s': the ONNX model cannot be written: %s"
+                          % (getattr(net, "source", "<net>"), net.name, " ".join(str(e).split())[:300]))
     blobs = list(net.outputs) + [b for b in extra_outputs if b not in net.outputs]
     onnx.helper.set_model_props(model, {OUTPUT_BLOBS: json.dumps(blobs)})
     return model

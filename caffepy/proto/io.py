@@ -168,7 +168,7 @@ def _parse_text(text, msg, filename, strict, hints):
     try:
         unknown = _unknown.find_unknown(text, msg.DESCRIPTOR)
         values = _unknown.find_unknown_values(text, msg.DESCRIPTOR)
-    except (IndexError, ValueError):      # text too malformed to scan: report the parser's error
+    except (IndexError, ValueError, RecursionError):  # too malformed / deep to scan: the parser's error
         unknown, values = [], []
     if not unknown and not values:
         raise first_error

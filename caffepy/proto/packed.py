@@ -175,9 +175,13 @@ def _fields(buf, lo, hi):
         elif wire == _LEN:
             n, pos = read_varint(buf, pos)
             pos += n
+            if pos > hi:
+                raise ValueError("truncated field")
             yield field, wire, start, pos - n, pos
         else:
             raise ValueError("wire type %d" % wire)
+        if pos > hi:
+            raise ValueError("truncated field")
     if pos != hi:
         raise ValueError("truncated field")
 

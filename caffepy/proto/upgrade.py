@@ -219,6 +219,9 @@ def upgrade_net_input(net, filename="<net>"):
     With neither shapes nor dims (a legacy .caffemodel) the inputs are simply dropped.
     """
     names = list(net.input)
+    bad = [n for n in names if not isinstance(n, str)]     # (a binary file's invalid UTF-8)
+    if bad:
+        raise ProtoError("%s: net-level input name %r is not UTF-8 text" % (filename, bad[0]))
     shapes = list(net.input_shape)
     dims = list(net.input_dim)
     if shapes or dims:
@@ -313,7 +316,10 @@ def collapse_fork_repeated(text, descriptor, filename="<net>"):
     """``text`` with the 2nd+ values of :data:`FORK_REPEATED` fields blanked, or None when the
     text repeats no such field (another singular field given twice stays the parser's error)."""
     from . import unknown_fields
-    dups = unknown_fields.find_repeated_singular(text, descriptor)
+    try:
+        dups = unknown_fields.find_repeated_singular(text, descriptor)
+    except (IndexError, ValueError, RecursionError):   # too malformed / deep to scan: parser's error
+        return None
     if not dups or any((d.message, d.name) not in FORK_REPEATED for d in dups):
         return None
     forks = sorted({FORK_REPEATED[(d.message, d.name)] for d in dups})
@@ -347,7 +353,7 @@ def respell_nd_fields(text, descriptor, filename="<net>"):
     from . import unknown_fields
     try:
         found = unknown_fields.find_list_spellings(text, descriptor, ND_SPELLINGS)
-    except (IndexError, ValueError):      # too malformed to scan: the parser's error stands
+    except (IndexError, ValueError, RecursionError):   # too malformed / deep: the parser's error stands
         return None
     if not found:
         return None

@@ -22,7 +22,7 @@ import os
 import numpy as np
 
 from ..blob import blobproto_shape
-from ..errors import SolverError
+from ..errors import SolverError, file_errors
 from ..proto import caffe_pb2, io as proto_io, packed
 
 
@@ -46,21 +46,34 @@ def _history_chunks(arr):
     return packed.blob_chunks(arr, double=arr.dtype == np.float64)
 
 
-def _values_to_array(bp, values, dtype):
+def _reshaped(values, bp, what):
+    """``values`` in the BlobProto's shape; a count that does not match is a SolverError."""
+    shape = blobproto_shape(bp)
+    count = 1
+    for d in shape:
+        count *= int(d)
+    try:
+        if min(shape, default=0) < 0 or count != values.size:
+            raise ValueError
+        return values.reshape(shape)
+    except ValueError:          # (a zero dim beside dims whose product overflows numpy's intp)
+        raise SolverError("%s: holds %d values for shape %s" % (what, values.size, tuple(shape)))
+
+
+def _values_to_array(bp, values, dtype, what="history blob"):
     for name in ("double_data", "data"):
         if name in values:
-            return values[name].astype(dtype).reshape(blobproto_shape(bp))
-    return _blobproto_to_array(bp, dtype)
+            return _reshaped(values[name].astype(dtype), bp, what)
+    return _blobproto_to_array(bp, dtype, what)
 
 
-def _blobproto_to_array(bp, dtype):
-    shape = blobproto_shape(bp)
+def _blobproto_to_array(bp, dtype, what="history blob"):
     values = packed.field_array(bp, "double_data", dtype)
     if values is None:
         values = packed.field_array(bp, "data", dtype)
     if values is None:
         values = np.zeros(0, dtype)
-    return values.reshape(shape)
+    return _reshaped(values, bp, what)
 
 
 def write_state(path, it, learned_net, current_step, history, hdf5=False, layer_state=(),
@@ -97,6 +110,13 @@ def write_state(path, it, learned_net, current_step, history, hdf5=False, layer_
                 extra.create_dataset(name, data=np.frombuffer(st.SerializeToString(), np.uint8))
 
 
+def _h5_int(f, name, path, h5py):
+    ds = f[name]
+    if not isinstance(ds, h5py.Dataset) or ds.size != 1 or ds.dtype.kind not in "iub":
+        raise SolverError("%s: %s is not an integer" % (path, name))
+    return int(np.asarray(ds[()]).reshape(()))
+
+
 def read_state(path, dtype=np.float32):
     """``(iter, learned_net, current_step, [history arrays])`` from a .solverstate or .solverstate.h5."""
     path = os.fspath(path)
@@ -104,24 +124,37 @@ def read_state(path, dtype=np.float32):
         raise SolverError("%s: no such solver state file" % path)
     if path.endswith(".h5"):
         h5py = _h5py()
-        with h5py.File(path, "r") as f:
-            it = int(np.asarray(f["iter"]))
-            current_step = int(np.asarray(f["current_step"])) if "current_step" in f else 0
-            learned = ""
-            if "learned_net" in f:
-                raw = np.asarray(f["learned_net"]).item()
-                learned = raw.decode("utf-8") if isinstance(raw, bytes) else str(raw)
-            group = f["history"] if "history" in f else {}
-            history = [np.asarray(group[str(i)], dtype=dtype) for i in range(len(group))]
+        with file_errors(path, "not a readable HDF5 solver state", SolverError):
+            with h5py.File(path, "r") as f:
+                it = _h5_int(f, "iter", path, h5py)
+                current_step = _h5_int(f, "current_step", path, h5py) if "current_step" in f else 0
+                learned = ""
+                if "learned_net" in f:
+                    raw = f["learned_net"]
+                    if not isinstance(raw, h5py.Dataset) or raw.shape != () or raw.dtype.kind not in "SOU":
+                        raise SolverError("%s: learned_net is not a string" % path)
+                    raw = raw[()]
+                    learned = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+                group = f["history"] if "history" in f else {}
+                if not isinstance(group, (dict, h5py.Group)):
+                    raise SolverError("%s: history is not a group" % path)
+                history = []
+                for i in range(len(group)):
+                    ds = group.get(str(i))
+                    if not isinstance(ds, h5py.Dataset) or ds.dtype.kind not in "fiub":
+                        raise SolverError("%s: history/%d is not a numeric dataset" % (path, i))
+                    history.append(np.asarray(ds[()], dtype=dtype))
         return it, learned, current_step, history
     raw = proto_io._read_bytes(path)
     split = packed.split_blob_field(raw, _HISTORY)      # history values as views of the bytes
     state = caffe_pb2.SolverState()
     proto_io.parse_binary(raw if split is None else split[0], state, filename=path)
     if split is None:
-        history = [_blobproto_to_array(bp, dtype) for bp in state.history]
+        history = [_blobproto_to_array(bp, dtype, "%s: history blob %d" % (path, i))
+                   for i, bp in enumerate(state.history)]
     else:
-        history = [_values_to_array(bp, vals, dtype) for bp, vals in zip(state.history, split[1])]
+        history = [_values_to_array(bp, vals, dtype, "%s: history blob %d" % (path, i))
+                   for i, (bp, vals) in enumerate(zip(state.history, split[1]))]
     return state.iter, state.learned_net, state.current_step, history
 
 
@@ -132,11 +165,16 @@ def read_data_state(path):
     if path.endswith(".h5"):
         h5py = _h5py()
         states, random = [], None
-        with h5py.File(path, "r") as f:
+        with file_errors(path, "not a readable HDF5 solver state", SolverError), h5py.File(path, "r") as f:
             g = f["caffepy_state"] if "caffepy_state" in f else {}
+            if not isinstance(g, (dict, h5py.Group)):
+                raise SolverError("%s: caffepy_state is not a group" % path)
             for name in sorted(g, key=lambda n: (n == "random", int(n) if n.isdigit() else 0)):
-                st = caffe_pb2.LayerState()
-                st.ParseFromString(np.asarray(g[name]).tobytes())
+                ds = g[name]
+                if not isinstance(ds, h5py.Dataset) or ds.dtype != np.uint8 or ds.ndim != 1:
+                    raise SolverError("%s: caffepy_state/%s is not a serialised LayerState" % (path, name))
+                st = proto_io.parse_binary(ds[()].tobytes(), caffe_pb2.LayerState(),
+                                           "%s: caffepy_state/%s" % (path, name))
                 if name == "random":
                     random = st
                 else:

@@ -64,7 +64,6 @@ def get_layer_class(type_name, layer_name="?"):
     try:
         return _REGISTRY[type_name]
     except KeyError:
-        from .plugins import way_out
         lower = {}
         for known in sorted(_REGISTRY):
             lower.setdefault(known.lower(), known)
@@ -129,8 +128,27 @@ def load_all():
     if not _loaded[0]:
         _loaded[0] = True
         from . import _all  # noqa: F401  (imports every family module, which registers itself)
-    from . import plugins
-    plugins.load_installed()    # CAFFEPY_LAYERS and the caffepy.layers entry points, once
+    for loader in list(_LOADERS):   # the plug-ins: CAFFEPY_LAYERS, the caffepy.layers entry points
+        loader()
+
+
+#: The variable naming plug-in layer modules (caffepy.layers.plugins reads it).
+PLUGIN_ENV = "CAFFEPY_LAYERS"
+#: Functions ``load_all`` calls after the families are imported; caffepy.layers.plugins adds its
+#: own when imported (the registry does not import the modules that fill it).
+_LOADERS = []
+
+
+def add_loader(loader):
+    """Have ``load_all`` call ``loader()`` on every registry lookup (it loads what it has not)."""
+    if loader not in _LOADERS:
+        _LOADERS.append(loader)
+
+
+def way_out(type_name):
+    """The end of an unknown-type message: how to give caffepy the type."""
+    return ("write a plug-in layer (@caffepy.register_layer(\"%s\"), loaded with --layers MODULE "
+            "or %s) or give the fork's schema with --proto" % (type_name, PLUGIN_ENV))
 
 
 def fork_param(layer_param, field):

@@ -34,7 +34,7 @@ from . import base
 
 _log = logging.getLogger("caffepy")
 
-ENV = "CAFFEPY_LAYERS"
+ENV = base.PLUGIN_ENV
 ENTRY_POINT_GROUP = "caffepy.layers"
 
 #: type name -> (class registered before the plug-in or None, variants of the type or None)
@@ -204,7 +204,7 @@ def reset():
     _installed[0] = False
 
 
-def way_out(type_name):
-    """The end of an unknown-type message: how to give caffepy the type."""
-    return ("write a plug-in layer (@caffepy.register_layer(\"%s\"), loaded with --layers MODULE "
-            "or %s) or give the fork's schema with --proto" % (type_name, ENV))
+way_out = base.way_out
+
+
+base.add_loader(load_installed)

@@ -4,17 +4,9 @@ Rank 0 makes the job's secret (32 random bytes), starts the watchdog (``python -
 caffepy.dist.watchdog``) in its own session, so it outlives the ranks when the launcher tears them
 down, hands it the secret on its stdin (never the command line, the environment or a file), and
 gives every rank the watchdog's address (bound on rank 0's host, port chosen by the kernel) and the
-secret over MPI. Each rank's :class:`MpiGuard` keeps one TCP connection to it. Lines end in
-``\n`` and hold at most ``LINE_MAX`` bytes::
-
-    watchdog -> peer:  CHALLENGE <nonce>              (on accept: 32 random bytes, hex)
-    rank -> watchdog:  HELLO <rank> <cnonce> <mac>    mac = HMAC-SHA256(secret, "caffepy-watchdog-1|
-                                                        rank|<rank>|<nonce>|<cnonce>")
-    watchdog -> rank:  WELCOME <mac>                  mac = HMAC-SHA256(secret, "caffepy-watchdog-1|
-                                                        watchdog|<rank>|<cnonce>|<nonce>")
-    then rank -> watchdog:  BEAT every heartbeat_interval s; BYE when its roles are done; QUIT
-                            (rank 0) when the coordinator ends the job itself
-         watchdog -> rank:  BEAT every heartbeat_interval s; STOP when the job must stop
+secret over MPI. Each rank's :class:`MpiGuard` keeps one TCP connection to it, opened with the handshake of
+:mod:`caffepy.dist.handshake` (challenge, HMAC proofs both ways); the watchdog process is
+:mod:`caffepy.dist.watchdog_process`.
 
 Nothing a connection says counts before its HELLO proved the secret (:func:`proof`, compared with
 ``hmac.compare_digest``); the rank checks the WELCOME the same way (a process that is not the
@@ -42,13 +34,10 @@ prints the line.
 ``python -m caffepy.dist.watchdog WORKSPACE TIMEOUT INTERVAL ADDRESS RANK=HOST=ROLES ...``: reads
 the secret (hex) from stdin, prints ``PORT <port>`` (or ``ERROR <why>``) on stdout, then watches.
 """
-import hashlib
-import hmac
+
 import math
 import os
-import secrets
 import select
-import selectors
 import signal
 import socket
 import subprocess
@@ -56,91 +45,10 @@ import sys
 import threading
 import time
 
+from .handshake import HANDSHAKE_TIMEOUT, LINE_MAX, SECRET_BYTES, HandshakeError, join, new_secret
+from .watchdog_process import _describe
+
 ABORT_WAIT = 2.0  # s: then a rank whose MPI_Abort has not ended it exits by itself
-GRACE = 0.1      # s: ranks that drop this soon after the first are named with it
-PROTOCOL = b"caffepy-watchdog-1"
-SECRET_BYTES = 32
-NONCE_BYTES = 32
-LINE_MAX = 256            # bytes in one line, its newline included
-HANDSHAKE_TIMEOUT = 5.0   # s a connection has to authenticate
-MAX_PENDING = 64          # connections waiting to authenticate at once
-WARN_MAX = 100            # refusal warnings in all (then one line says the rest are not logged)
-
-
-class HandshakeError(Exception):
-    """A peer did not prove that it knows the job's secret (or broke the protocol)."""
-
-
-def new_secret():
-    return secrets.token_bytes(SECRET_BYTES)
-
-
-def proof(secret, role, rank, nonce, other):
-    """HMAC-SHA256(secret, PROTOCOL|role|rank|nonce|other), hex (bytes): ``role`` b"rank" answers
-    the watchdog's ``nonce``; b"watchdog" answers the rank's."""
-    msg = b"|".join([PROTOCOL, role, b"%d" % rank, nonce, other])
-    return hmac.new(secret, msg, hashlib.sha256).hexdigest().encode()
-
-
-def _is_hex(b, n):
-    return len(b) == n and all(c in b"0123456789abcdef" for c in b)
-
-
-def check_hello(secret, line, nonce, ranks):
-    """The rank a ``HELLO`` line proves (its client nonce too); HandshakeError(kind) otherwise."""
-    parts = line.split()
-    if len(parts) != 4 or parts[0] != b"HELLO":
-        raise HandshakeError("malformed")
-    _, rank, cnonce, mac = parts
-    if not (rank.isdigit() and len(rank) <= 9) or int(rank) not in ranks:
-        raise HandshakeError("malformed")
-    if not _is_hex(cnonce, 2 * NONCE_BYTES) or not _is_hex(mac, 64):
-        raise HandshakeError("malformed")
-    if not hmac.compare_digest(mac, proof(secret, b"rank", int(rank), nonce, cnonce)):
-        raise HandshakeError("wrong proof")
-    return int(rank), cnonce
-
-
-def _read_line(sock, deadline, buf=b""):
-    while b"\n" not in buf:
-        if len(buf) >= LINE_MAX:
-            raise HandshakeError("the watchdog sent a line over %d bytes" % LINE_MAX)
-        left = deadline - time.time()
-        if left <= 0:
-            raise HandshakeError("the watchdog did not answer in %.0f s" % HANDSHAKE_TIMEOUT)
-        sock.settimeout(left)
-        data = sock.recv(LINE_MAX)
-        if not data:
-            raise HandshakeError("the watchdog closed the connection")
-        buf += data
-    line, rest = buf.split(b"\n", 1)
-    if len(line) >= LINE_MAX:
-        raise HandshakeError("the watchdog sent a line over %d bytes" % LINE_MAX)
-    return line, rest
-
-
-def join(addr, secret, rank, timeout=HANDSHAKE_TIMEOUT):
-    """Connect to the watchdog at ``addr`` as ``rank``: answer its challenge, check its proof.
-    Returns the connected socket (and any bytes read past the handshake); raises OSError or
-    HandshakeError."""
-    sock = socket.create_connection(addr, timeout=timeout)
-    try:
-        deadline = time.time() + timeout
-        line, rest = _read_line(sock, deadline)
-        parts = line.split()
-        if len(parts) != 2 or parts[0] != b"CHALLENGE" or not _is_hex(parts[1], 2 * NONCE_BYTES):
-            raise HandshakeError("the watchdog sent no challenge")
-        nonce, cnonce = parts[1], secrets.token_hex(NONCE_BYTES).encode()
-        sock.sendall(b"HELLO %d %s %s\n" % (rank, cnonce, proof(secret, b"rank", rank, nonce, cnonce)))
-        line, rest = _read_line(sock, deadline, rest)
-        parts = line.split()
-        if (len(parts) != 2 or parts[0] != b"WELCOME" or not hmac.compare_digest(
-                parts[1], proof(secret, b"watchdog", rank, cnonce, nonce))):
-            raise HandshakeError("the peer at %s:%d did not prove the job's secret" % addr[:2])
-        return sock, rest
-    except BaseException:
-        sock.close()
-        raise
 
 
 def roster(topo, hosts):
@@ -150,11 +58,6 @@ def roster(topo, hosts):
         roles = ";".join(topo.describe(ep) for ep in topo.endpoints_of_process(r))
         out.append("%d=%s=%s" % (r, hosts[r], roles.replace(" ", "_")))
     return out
-
-
-def _describe(entry):
-    rank, host, roles = entry
-    return "rank %d (%s) on host %s" % (rank, roles.replace("_", " ").replace(";", ", "), host)
 
 
 def _address():
@@ -328,275 +231,6 @@ class MpiGuard(object):
         self._stop(message)
 
 
-
-class _Conn(object):
-    """One accepted connection: before its HELLO proved the secret (``rank`` None), then a rank's."""
-    __slots__ = ("sock", "peer", "nonce", "buf", "since", "rank")
-
-    def __init__(self, sock, peer, now):
-        self.sock, self.peer, self.since = sock, peer, now
-        self.nonce = secrets.token_hex(NONCE_BYTES).encode()
-        self.buf, self.rank = b"", None
-
-
-class _Quit(Exception):
-    pass
-
-
-class _Watch(object):
-    def __init__(self, workspace, timeout, interval, entries, secret,
-                 handshake_timeout=HANDSHAKE_TIMEOUT, max_pending=MAX_PENDING):
-        self.workspace, self.timeout, self.interval = workspace, timeout, interval
-        self.entries = entries                 # rank -> (rank, host, roles)
-        self.secret = secret
-        self.handshake_timeout, self.max_pending = handshake_timeout, max_pending
-        self.conns, self.last, self.bye = {}, {}, set()   # rank -> _Conn, last heard, said BYE
-        self.pending = {}                      # socket -> _Conn not authenticated yet
-        self.lost = {}                         # rank -> (time, why)
-        self.warned, self.refused = set(), 0
-        self.sel = None
-
-    # -- refusals: never fatal, logged once per kind and peer address ------------------------------
-    def _warn(self, kind, peer, text):
-        self.refused += 1
-        key = (kind, peer)
-        if key in self.warned or len(self.warned) > WARN_MAX:
-            return
-        self.warned.add(key)
-        if len(self.warned) > WARN_MAX:
-            line = "more refused connections are not logged"
-        else:
-            line = "watchdog: %s from %s: %s (logged once)" % (kind, peer, text)
-        try:
-            from ..log import warning
-            warning("watchdog.py", line)
-        except Exception:
-            pass
-
-    def _refuse(self, conn, kind, text):
-        self._warn(kind, conn.peer, text)
-        self._close(conn)
-
-    def _close(self, conn):
-        self.pending.pop(conn.sock, None)
-        try:
-            self.sel.unregister(conn.sock)
-        except (KeyError, ValueError):
-            pass
-        try:
-            conn.sock.close()
-        except OSError:
-            pass
-
-    # -- the loop --------------------------------------------------------------------------------------
-    def run(self, server):
-        self.sel = selectors.DefaultSelector()
-        server.setblocking(False)
-        self.sel.register(server, selectors.EVENT_READ, None)
-        start = time.time()
-        next_beat = 0.0
-        while True:
-            try:
-                events = self.sel.select(self.interval / 2)
-            except InterruptedError:
-                events = []
-            now = time.time()
-            for key, _ in events:
-                if key.data is None:
-                    self._accept(server, now)
-                    continue
-                conn = key.data
-                try:
-                    self._readable(conn, now)
-                except _Quit:
-                    return self._finish(0)
-                except Exception as e:       # whatever one connection does, the watch goes on
-                    if conn.rank is None:
-                        self._refuse(conn, "error", "%s: %s" % (type(e).__name__, e))
-                    else:
-                        self._warn("error", conn.peer, "rank %d: %s: %s" % (conn.rank, type(e).__name__, e))
-            for conn in list(self.pending.values()):
-                if now - conn.since > self.handshake_timeout:
-                    self._refuse(conn, "no authentication", "nothing valid in %.0f s"
-                                 % self.handshake_timeout)
-            for rank, seen in self.last.items():
-                if rank in self.conns and rank not in self.bye and now - seen > self.timeout / 2:
-                    self.lost.setdefault(rank, (now, "sent no heartbeat for %.0f s" % (now - seen)))
-            if now - start > self.timeout:
-                for rank in self.entries:
-                    if rank not in self.last:
-                        self.lost.setdefault(rank, (now, "never reported (in %.0f s)" % self.timeout))
-            if self.lost:
-                first = min(t for t, _ in self.lost.values())
-                if now - first >= GRACE:
-                    return self._report(first)
-            elif len(self.bye) == len(self.entries) or (0 in self.bye and not self.conns):
-                return self._finish(0)
-            if now >= next_beat:
-                for c in self.conns.values():
-                    self._say(c, b"BEAT\n")
-                next_beat = now + self.interval
-
-    def _say(self, conn, line):
-        try:
-            conn.sock.send(line)          # (a few bytes: the socket's buffer takes them)
-        except OSError:
-            pass
-
-    def _accept(self, server, now):
-        for _ in range(64):
-            try:
-                sock, addr = server.accept()
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError as e:        # out of descriptors: refuse until some are free
-                self._warn("accept failed", "-", str(e))
-                return
-            peer = addr[0] if isinstance(addr, tuple) else str(addr)
-            conn = _Conn(sock, peer, now)
-            if len(self.pending) >= self.max_pending:
-                self._warn("too many connections", peer, "over %d waiting to authenticate"
-                           % self.max_pending)
-                sock.close()
-                continue
-            sock.setblocking(False)
-            self.pending[sock] = conn
-            self.sel.register(sock, selectors.EVENT_READ, conn)
-            self._say(conn, b"CHALLENGE %s\n" % conn.nonce)
-
-    def _readable(self, conn, now):
-        try:
-            data = conn.sock.recv(4096)
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError:
-            data = b""
-        closed = not data
-        if conn.rank is None:
-            if closed:
-                return self._refuse(conn, "closed", "closed before authenticating")
-            conn.buf += data
-            if b"\n" not in conn.buf:
-                if len(conn.buf) >= LINE_MAX:
-                    self._refuse(conn, "oversized line", "over %d bytes" % LINE_MAX)
-                return
-            line, conn.buf = conn.buf.split(b"\n", 1)
-            if len(line) >= LINE_MAX:
-                return self._refuse(conn, "oversized line", "over %d bytes" % LINE_MAX)
-            try:
-                rank, cnonce = check_hello(self.secret, line, conn.nonce, self.entries)
-            except HandshakeError as e:
-                return self._refuse(conn, str(e), "%r" % line[:40])
-            if rank in self.conns or rank in self.last:
-                return self._refuse(conn, "rank joined twice", "rank %d" % rank)
-            del self.pending[conn.sock]
-            conn.rank = rank
-            self.conns[rank], self.last[rank] = conn, now
-            self._say(conn, b"WELCOME %s\n" % proof(self.secret, b"watchdog", rank, cnonce, conn.nonce))
-            data = b""
-        rank = conn.rank
-        if closed:
-            self._drop(rank)
-            if rank not in self.bye:
-                self.lost.setdefault(rank, (now, "died"))
-            return
-        self.last[rank] = now
-        conn.buf += data
-        while b"\n" in conn.buf:
-            line, conn.buf = conn.buf.split(b"\n", 1)
-            word = line.strip()
-            if word == b"BEAT":
-                pass
-            elif word == b"BYE":
-                self.bye.add(rank)
-            elif word == b"QUIT" and rank == 0:
-                raise _Quit()
-            else:
-                self._warn("unknown line", conn.peer, "rank %d: %r" % (rank, line[:40]))
-        if len(conn.buf) >= LINE_MAX:
-            self._warn("oversized line", conn.peer, "rank %d: over %d bytes" % (rank, LINE_MAX))
-            conn.buf = b""
-
-    def _drop(self, rank):
-        self._close(self.conns.pop(rank))
-
-    def _report(self, first):
-        from .checkpoint import describe_latest
-        named = sorted(r for r, (t, _) in self.lost.items() if t - first <= GRACE)
-        parts = ["%s %s" % (_describe(self.entries[r]), self.lost[r][1]) for r in named]
-        line = ("caffepy dist: %s; the job stops; %s; continue with caffepy train --resume\n"
-                % (" and ".join(parts), describe_latest(self.workspace)))
-        try:
-            sys.stderr.write(line)
-            sys.stderr.flush()
-        except OSError:
-            pass            # the launcher's output forwarding is gone: the file below remains
-        try:
-            from ..proto.io import atomic_write
-            atomic_write(os.path.join(self.workspace, "failure.txt"), line.encode())
-        except (OSError, ImportError):
-            pass
-        return self._finish(1)
-
-    def _finish(self, code):
-        for conn in list(self.pending.values()):
-            self._close(conn)
-        for rank, c in self.conns.items():
-            if rank not in self.bye:
-                self._say(c, b"STOP\n")
-        deadline = time.time() + 5
-        while self.conns and time.time() < deadline:       # let them abort; then close
-            time.sleep(0.05)
-            for rank, c in list(self.conns.items()):
-                try:
-                    if not c.sock.recv(4096):
-                        self._drop(rank)
-                except (BlockingIOError, InterruptedError):
-                    pass
-                except OSError:
-                    self._drop(rank)
-        for c in list(self.conns.values()):
-            self._close(c)
-        return code
-
-
-def listen(host, backlog=128):
-    """A listening TCP socket on ``host`` (an IP address), port chosen by the kernel."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    server = socket.socket(family, socket.SOCK_STREAM)
-    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    server.bind((host, 0))
-    server.listen(backlog)
-    return server
-
-
-def main(argv):
-    workspace, timeout, interval, host = argv[0], float(argv[1]), float(argv[2]), argv[3]
-    entries = {}
-    for a in argv[4:]:
-        rank, rhost, roles = a.split("=", 2)
-        entries[int(rank)] = (int(rank), rhost, roles)
-    try:
-        secret = bytes.fromhex(sys.stdin.readline(4 * SECRET_BYTES).strip())
-    except ValueError:
-        secret = b""
-    sys.stdin.close()
-    if len(secret) != SECRET_BYTES:
-        sys.stdout.write("ERROR no secret on stdin\n")
-        return 1
-    try:
-        server = listen(host)
-    except OSError as e:
-        sys.stdout.write("ERROR cannot listen on %s (CAFFEPY_WATCHDOG_ADDR): %s\n"
-                         % (host, e.strerror or e))
-        return 1
-    sys.stdout.write("PORT %d\n" % server.getsockname()[1])
-    sys.stdout.flush()
-    sys.stdout.close()
-    from .. import log
-    log.setup()
-    return _Watch(workspace, timeout, interval, entries, secret).run(server)
-
-
 if __name__ == "__main__":
+    from .watchdog_process import main
     sys.exit(main(sys.argv[1:]))

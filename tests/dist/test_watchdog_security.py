@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 
 from conftest import mpiexec, needs_mpi, reference
-from caffepy.dist import watchdog as wd
+from caffepy.dist import handshake as hs
+from caffepy.dist import watchdog_process as wp
 
 G, K, B = 2, 1, 4                 # 2 ranks: 2 groups of 1 worker, 1 co-located server
-SECRET = b"s" * wd.SECRET_BYTES
+SECRET = b"s" * hs.SECRET_BYTES
 
 
 # -- a real job ------------------------------------------------------------------------------------
@@ -189,9 +190,9 @@ def test_half_open_connection_is_dropped(tmp_path):
     def attack(addr):
         with _connect(addr) as s:
             t0 = time.time()
-            got = _drain(s, wd.HANDSHAKE_TIMEOUT + 3)
+            got = _drain(s, hs.HANDSHAKE_TIMEOUT + 3)
             assert got.startswith(b"CHALLENGE ") and not got.endswith(b"<open>")
-            assert wd.HANDSHAKE_TIMEOUT - 0.5 < time.time() - t0 < wd.HANDSHAKE_TIMEOUT + 3
+            assert hs.HANDSHAKE_TIMEOUT - 0.5 < time.time() - t0 < hs.HANDSHAKE_TIMEOUT + 3
     err, _ = _job(tmp_path, attack, sleep=0.35)
     _one_warning(err, "no authentication")
 
@@ -215,10 +216,10 @@ class _Running(object):
     """A watchdog loop in a thread, for ranks 0 and 1, on 127.0.0.1."""
 
     def __init__(self, tmp_path, **kw):
-        self.server = wd.listen("127.0.0.1")
+        self.server = wp.listen("127.0.0.1")
         self.addr = self.server.getsockname()[:2]
         entries = {r: (r, "here", "worker_%d" % r) for r in (0, 1)}
-        self.watch = wd._Watch(str(tmp_path), 60.0, 0.1, entries, SECRET, **kw)
+        self.watch = wp._Watch(str(tmp_path), 60.0, 0.1, entries, SECRET, **kw)
         self.code = []
         self.thread = threading.Thread(target=lambda: self.code.append(self.watch.run(self.server)),
                                        daemon=True)
@@ -226,7 +227,7 @@ class _Running(object):
 
     def finish(self, ranks=(0, 1)):
         """The ranks join and say BYE: the loop ends with 0 (it survived what came before)."""
-        joined = [wd.join(self.addr, SECRET, r)[0] for r in ranks]
+        joined = [hs.join(self.addr, SECRET, r)[0] for r in ranks]
         for s in joined[::-1]:
             s.sendall(b"BYE\n")
             s.close()
@@ -238,7 +239,7 @@ class _Running(object):
 
 def _challenge(addr):
     s = _connect(addr)
-    line, _ = wd._read_line(s, time.time() + 5)
+    line, _ = hs._read_line(s, time.time() + 5)
     kind, nonce = line.split()
     assert kind == b"CHALLENGE"
     return s, nonce
@@ -248,7 +249,7 @@ def test_wrong_hmac_is_rejected(tmp_path):
     w = _Running(tmp_path)
     s, nonce = _challenge(w.addr)
     cnonce = b"c" * 64
-    s.sendall(b"HELLO 1 %s %s\n" % (cnonce, wd.proof(b"x" * 32, b"rank", 1, nonce, cnonce)))
+    s.sendall(b"HELLO 1 %s %s\n" % (cnonce, hs.proof(b"x" * 32, b"rank", 1, nonce, cnonce)))
     assert _drain(s) == b""
     assert 1 not in w.watch.conns and ("wrong proof", "127.0.0.1") in w.watch.warned
     w.finish()
@@ -258,7 +259,7 @@ def test_answer_replayed_to_another_nonce_is_rejected(tmp_path):
     w = _Running(tmp_path)
     first, nonce1 = _challenge(w.addr)
     cnonce = b"d" * 64
-    hello = b"HELLO 1 %s %s\n" % (cnonce, wd.proof(SECRET, b"rank", 1, nonce1, cnonce))
+    hello = b"HELLO 1 %s %s\n" % (cnonce, hs.proof(SECRET, b"rank", 1, nonce1, cnonce))
     second, nonce2 = _challenge(w.addr)
     assert nonce1 != nonce2
     second.sendall(hello)
@@ -275,7 +276,7 @@ def test_oversized_line_is_dropped(tmp_path):
     w = _Running(tmp_path)
     s, _ = _challenge(w.addr)
     try:
-        s.sendall(b"H" * (wd.LINE_MAX + 10))
+        s.sendall(b"H" * (hs.LINE_MAX + 10))
     except OSError:
         pass
     assert _drain(s) == b""
@@ -300,7 +301,7 @@ def test_silent_connection_dropped_after_deadline_and_flood_capped(tmp_path):
 
 def test_a_connection_that_raises_does_not_end_the_watch(tmp_path, monkeypatch):
     w = _Running(tmp_path)
-    real = wd.check_hello
+    real = hs.check_hello
     calls = []
 
     def boom(*a):
@@ -308,7 +309,7 @@ def test_a_connection_that_raises_does_not_end_the_watch(tmp_path, monkeypatch):
             calls.append(1)
             raise RuntimeError("bug")
         return real(*a)
-    monkeypatch.setattr(wd, "check_hello", boom)
+    monkeypatch.setattr(wp, "check_hello", boom)
     s, _ = _challenge(w.addr)
     s.sendall(b"HELLO 1 x y\n")
     assert _drain(s) == b""
@@ -331,9 +332,9 @@ def test_spoofed_hello_hang_up_and_quit_count_for_nothing(tmp_path):
 def test_rank_checks_the_watchdog_proof(tmp_path):
     """A watchdog that does not know the secret cannot pass for the job's (mutual)."""
     w = _Running(tmp_path)
-    with pytest.raises(wd.HandshakeError):
-        wd.join(w.addr, b"y" * 32, 1)          # its HELLO is refused: the connection closes
-    impostor = wd.listen("127.0.0.1")
+    with pytest.raises(hs.HandshakeError):
+        hs.join(w.addr, b"y" * 32, 1)          # its HELLO is refused: the connection closes
+    impostor = wp.listen("127.0.0.1")
 
     def serve():
         c, _ = impostor.accept()
@@ -344,8 +345,8 @@ def test_rank_checks_the_watchdog_proof(tmp_path):
         c.close()
     t = threading.Thread(target=serve, daemon=True)
     t.start()
-    with pytest.raises(wd.HandshakeError, match="did not prove"):
-        wd.join(impostor.getsockname()[:2], SECRET, 0)
+    with pytest.raises(hs.HandshakeError, match="did not prove"):
+        hs.join(impostor.getsockname()[:2], SECRET, 0)
     t.join(5)
     impostor.close()
     w.finish()
@@ -353,17 +354,17 @@ def test_rank_checks_the_watchdog_proof(tmp_path):
 
 def test_check_hello():
     nonce, cnonce = b"1" * 64, b"2" * 64
-    good = b"HELLO 1 %s %s" % (cnonce, wd.proof(SECRET, b"rank", 1, nonce, cnonce))
-    assert wd.check_hello(SECRET, good, nonce, {0: 0, 1: 1}) == (1, cnonce)
+    good = b"HELLO 1 %s %s" % (cnonce, hs.proof(SECRET, b"rank", 1, nonce, cnonce))
+    assert hs.check_hello(SECRET, good, nonce, {0: 0, 1: 1}) == (1, cnonce)
     bad = [b"GET / HTTP/1.0", b"HELLO 1", b"HELLO 7 %s %s" % (cnonce, b"0" * 64),
            b"HELLO -1 %s %s" % (cnonce, b"0" * 64), b"\xff\xfe garbage",
            good.replace(b"HELLO 1", b"HELLO 0"),                 # another rank's claim
-           b"HELLO 1 %s %s" % (cnonce, wd.proof(SECRET, b"watchdog", 1, nonce, cnonce))]
+           b"HELLO 1 %s %s" % (cnonce, hs.proof(SECRET, b"watchdog", 1, nonce, cnonce))]
     for line in bad:
-        with pytest.raises(wd.HandshakeError):
-            wd.check_hello(SECRET, line, nonce, {0: 0, 1: 1})
-    with pytest.raises(wd.HandshakeError):
-        wd.check_hello(SECRET, good, b"3" * 64, {0: 0, 1: 1})
+        with pytest.raises(hs.HandshakeError):
+            hs.check_hello(SECRET, line, nonce, {0: 0, 1: 1})
+    with pytest.raises(hs.HandshakeError):
+        hs.check_hello(SECRET, good, b"3" * 64, {0: 0, 1: 1})
 
 
 # -- tools/cluster.py's launch broker ---------------------------------------------------------------

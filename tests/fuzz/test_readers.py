@@ -1,8 +1,12 @@
-"""Fuzz: .caffemodel (Net.copy_from and read_net), .solverstate, .binaryproto mean files.
+"""Fuzz every reader of untrusted input (tests/fuzz/readers.py, TARGETS): prototxt nets and
+solvers; .caffemodel (Net.copy_from and read_net), binary nets, .solverstate, .binaryproto means;
+HDF5 weights, HDF5Data files, .solverstate.h5; distributed checkpoints and manifests; the net JSON
+of `caffepy draw`; the MPI engine's frames; the ONNX exporter's inputs; Datum records, read
+directly and through an LMDB Data layer.
 
 Each example builds one mutated input and runs its reader in a forked child (harness.run_case);
 the outcome must be success or a one-line CaffeError naming the file. Examples per reader:
-CAFFEPY_FUZZ_EXAMPLES (default small, for CI)."""
+CAFFEPY_FUZZ_EXAMPLES (default small, for CI; `tools/fuzz.py` runs longer)."""
 import tempfile
 
 import pytest
@@ -12,7 +16,8 @@ import harness
 import readers
 
 
-@pytest.mark.parametrize("name,make", [(t[0], t[2]) for t in readers.targets('binary')])
+@pytest.mark.parametrize("name,make", [(t[0], t[2]) for t in readers.targets()],
+                         ids=["%s-%s" % (t[1], t[0]) for t in readers.targets()])
 @settings(max_examples=harness.examples(), deadline=None, derandomize=True, database=None,
           suppress_health_check=list(HealthCheck))
 @given(data=st.data())

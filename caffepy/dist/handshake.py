@@ -20,9 +20,7 @@ job's watchdog cannot stop it). A connection that has not authenticated within
 closed; at most ``MAX_PENDING`` connections wait to authenticate at once (more are closed on
 accept). Each kind of refusal is logged once per peer address (one WARNING line, at most
 ``WARN_MAX`` in all); no connection's input or error ends the watchdog. Only an authenticated
-connection's loss is a rank's death, only its BYE / QUIT count. It listens on the address the
-ranks connect to: ``$CAFFEPY_WATCHDOG_ADDR`` on rank 0 (an address or a host name of rank 0's host)
-or, without it, the address rank 0's host name resolves to (docs/security.md).
+connection's loss is a rank's death, only its BYE / QUIT count.
 """
 import hashlib
 import hmac

@@ -8,16 +8,10 @@ secret over MPI. Each rank's :class:`MpiGuard` keeps one TCP connection to it, o
 :mod:`caffepy.dist.handshake` (challenge, HMAC proofs both ways); the watchdog process is
 :mod:`caffepy.dist.watchdog_process`.
 
-Nothing a connection says counts before its HELLO proved the secret (:func:`proof`, compared with
-``hmac.compare_digest``); the rank checks the WELCOME the same way (a process that is not the
-job's watchdog cannot stop it). A connection that has not authenticated within
-``HANDSHAKE_TIMEOUT`` s, sends a line over ``LINE_MAX`` bytes, a malformed line or a wrong proof is
-closed; at most ``MAX_PENDING`` connections wait to authenticate at once (more are closed on
-accept). Each kind of refusal is logged once per peer address (one WARNING line, at most
-``WARN_MAX`` in all); no connection's input or error ends the watchdog. Only an authenticated
-connection's loss is a rank's death, only its BYE / QUIT count. It listens on the address the
-ranks connect to: ``$CAFFEPY_WATCHDOG_ADDR`` on rank 0 (an address or a host name of rank 0's host)
-or, without it, the address rank 0's host name resolves to (docs/security.md).
+What a connection must prove, and the limits on what it may send, are in
+:mod:`caffepy.dist.handshake`; no connection's input or error ends the watchdog. It listens on
+the address the ranks connect to: ``$CAFFEPY_WATCHDOG_ADDR`` on rank 0 (an address or a host name
+of rank 0's host) or, without it, the address rank 0's host name resolves to (docs/security.md).
 
 The watchdog decides that a rank is lost when its connection closes before BYE (the process died,
 or its host did) or when it sent nothing for ``timeout / 2`` s (hung, or its host unreachable:

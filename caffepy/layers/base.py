@@ -59,6 +59,12 @@ def layer_type_list():
     return sorted(_REGISTRY)
 
 
+def has_layer_type(type_name):
+    """Whether a layer (built in or plug-in) is registered under ``type_name``."""
+    load_all()
+    return type_name in _REGISTRY
+
+
 def get_layer_class(type_name, layer_name="?"):
     load_all()
     try:

@@ -71,14 +71,7 @@ def _atomic_write(path, data):
         except OSError:
             pass
         raise
-    try:
-        dfd = os.open(d, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
-    except OSError:
-        pass
+    _fsync_dir(d)
 
 
 @contextlib.contextmanager

@@ -32,6 +32,7 @@ here.
 """
 import re
 
+from ..layers.base import has_layer_type
 from ..proto import caffe_pb2
 from ..forks.detection import zoo_mscnn
 from .run import (constant_fillers, fill_unset_num_output, forward_releasing,  # noqa: F401
@@ -56,7 +57,7 @@ def is_data_layer(lp):
         return True
     if len(lp.bottom) or not len(lp.top):
         return False
-    return lp.type == "Python" or (_reads_data(lp) and not _registered(lp.type))
+    return lp.type == "Python" or (_reads_data(lp) and not has_layer_type(lp.type))
 
 
 def _reads_data(lp):
@@ -65,10 +66,6 @@ def _reads_data(lp):
     return any(f.name.endswith("data_param") or f.name == "transform_param"
                for f, _ in lp.ListFields())
 
-
-def _registered(type_name):
-    from ..layers.base import layer_type_list
-    return type_name in layer_type_list()
 
 
 def replace_data_layers(net_param, default_shape=(3, 224, 224), batch_size=None, guess=True):

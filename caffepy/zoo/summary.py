@@ -177,10 +177,9 @@ def _terminal_unresolvable_layers(param):
     a decoder at the end of a net): the rest of the net does not depend on them, so ``summary``
     builds it and lists them with unknown ('?') tops. One whose tops a built layer reads stays
     an error (it names the type and the way out)."""
-    from ..layers.base import layer_type_list
+    from ..layers.base import has_layer_type
     from ..layers.python_layer import builtin_layer_class
     from . import is_data_layer
-    known = set(layer_type_list())
     out = {}
     layers = list(param.layer)
     for i in range(len(layers) - 1, -1, -1):
@@ -192,7 +191,7 @@ def _terminal_unresolvable_layers(param):
                     lp.python_param.module, lp.python_param.layer) is not None:
                 continue
             why = "python_param.module '%s' is not importable" % lp.python_param.module
-        elif lp.type in known:
+        elif has_layer_type(lp.type):
             continue
         else:
             why = "caffepy has no layer of type '%s' (a plug-in: --layers MODULE)" % lp.type

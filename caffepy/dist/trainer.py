@@ -100,9 +100,12 @@ class _Process(object):
 
     def _worker_body(self, endpoint, start_step, send_init, feeder):
         solver, topo, w = self.solver, self.topo, endpoint.id
+        mode, device = common.mode(), common.device_id()     # the caller's: GPU workers if GPU
 
         def body(stopping):
             common._state.solver_rank, common._state.solver_count = w, topo.W
+            common.set_device(device)
+            (common.set_mode_gpu if mode == common.GPU else common.set_mode_cpu)()
             if solver.param.random_seed >= 0:
                 common.set_random_seed(solver.param.random_seed + w)
             if topo.K == 1 and w == 0:

@@ -110,6 +110,7 @@ class Worker(object):
         flat = self.flat[h.param]
         if flat.dtype != dtype or h.offset < 0 or h.offset + size > flat.size:
             return None
+        self.net.learnable_params[h.param].data  # noqa: B018  (host copy current; device follows)
         return flat[h.offset:h.offset + size]
 
     def _run_steps(self, stopping):
@@ -241,6 +242,7 @@ class Worker(object):
             raise CaffeError("worker %d: unexpected message %s while waiting for parameters"
                              % (self.ep.id, T.KIND_NAMES.get(h.kind, h.kind)))
         values = bufs[0]
+        self.net.learnable_params[h.param].data  # noqa: B018  (in GPU mode: the device follows)
         dst = self.flat[h.param][h.offset:h.offset + values.size]
         if values.__array_interface__["data"][0] != dst.__array_interface__["data"][0]:
             dst[...] = values           # (received elsewhere than in place)

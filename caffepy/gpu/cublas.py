@@ -114,15 +114,15 @@ def _version_key(path):
     return tuple(int(v) for v in nums)
 
 
-def wheel_candidates(search_paths=None):
-    """libcublas files of the nvidia-cublas pip wheels under ``search_paths`` (default sys.path),
+def wheel_candidates(search_paths=None, name="cublas"):
+    """lib<name> files of the nvidia-<name> pip wheels under ``search_paths`` (default sys.path),
     newest version first within each directory."""
     out = []
     for root in (search_paths if search_paths is not None else sys.path):
-        for pattern in ("nvidia/cublas/lib", "nvidia/cu*/lib"):
+        for pattern in ("nvidia/%s/lib" % name, "nvidia/cu*/lib"):
             for d in sorted(glob.glob(os.path.join(root, pattern))):
-                files = glob.glob(os.path.join(d, "libcublas.so*")) + \
-                    glob.glob(os.path.join(d, "cublas64_*.dll"))
+                files = glob.glob(os.path.join(d, "lib%s.so*" % name)) + \
+                    glob.glob(os.path.join(d, "%s64_*.dll" % name))
                 out.extend(sorted(files, key=_version_key, reverse=True))
     return out
 
@@ -130,32 +130,37 @@ def wheel_candidates(search_paths=None):
 SYSTEM_NAMES = ("libcublas.so.13", "libcublas.so.12", "libcublas.so.11", "libcublas.so")
 
 
-def candidate_paths(environ=None, search_paths=None, find_library=ctypes.util.find_library):
-    """Where libcublas is looked for, in order, without duplicates."""
+def candidate_paths(environ=None, search_paths=None, find_library=ctypes.util.find_library,
+                    name="cublas", env="CAFFEPY_CUBLAS", system=SYSTEM_NAMES):
+    """Where lib<name> is looked for, in order, without duplicates: the file ``$<env>``, the pip
+    wheels, ``find_library``, then the ``system`` sonames."""
     environ = os.environ if environ is None else environ
     out = []
-    if environ.get("CAFFEPY_CUBLAS"):
-        out.append(environ["CAFFEPY_CUBLAS"])
-    out.extend(wheel_candidates(search_paths))
-    found = find_library("cublas")
+    if environ.get(env):
+        out.append(environ[env])
+    out.extend(wheel_candidates(search_paths, name))
+    found = find_library(name)
     if found:
         out.append(found)
-    out.extend(SYSTEM_NAMES)
+    out.extend(system)
     seen = set()
     return [p for p in out if not (p in seen or seen.add(p))]
 
 
-def load_library(candidates=None, loader=ctypes.CDLL):
-    """The first candidate that loads; CublasNotFound (one line, with the fix) if none does."""
+def load_library(candidates=None, loader=ctypes.CDLL, what="cuBLAS", error=None,
+                 fix="install it (pip install nvidia-cublas-cu12) or set CAFFEPY_CUBLAS to the "
+                     "libcublas file"):
+    """(library, path) of the first candidate that loads; ``error`` (default CublasNotFound), one
+    line with the fix and every failure, if none does."""
     candidates = candidate_paths() if candidates is None else candidates
     errors = []
     for path in candidates:
         try:
-            return loader(path)
+            return loader(path), path
         except OSError as e:
             errors.append("%s (%s)" % (path, str(e).splitlines()[0] if str(e) else "not found"))
-    raise CublasNotFound("cannot load cuBLAS: tried %s; install it (pip install nvidia-cublas-cu12) "
-                         "or set CAFFEPY_CUBLAS to the libcublas file" % "; ".join(errors))
+    raise (error or CublasNotFound)("cannot load %s: tried %s; %s" % (what, "; ".join(errors),
+                                                                       fix))
 
 
 # -- the cuBLAS backend ------------------------------------------------------------------------
@@ -173,7 +178,7 @@ class Cublas(Blas):
     """A cuBLAS handle for the current context, bound to ``stream_handle``."""
 
     def __init__(self, stream_handle, lib=None):
-        self.lib = load_library() if lib is None else lib
+        self.lib = load_library()[0] if lib is None else lib
         self.handle = _c_void_p()
         check(self.lib.cublasCreate_v2(ctypes.byref(self.handle)), "cublasCreate")
         check(self.lib.cublasSetStream_v2(self.handle, _c_void_p(stream_handle)), "cublasSetStream")

@@ -19,6 +19,7 @@ from .cublas import Cublas, CublasNotFound
 from .kernels import KernelCache, Kernels
 
 _local = threading.local()
+_UNSET = object()
 
 
 class Device(object):
@@ -47,6 +48,7 @@ class Device(object):
             raise unavailable(str(e))
         self.cache = KernelCache(self._compile)
         self.arch = "sm_%d%d" % self.cu_device.compute_capability()
+        self._cudnn = _UNSET
         self._kernels = {}
         self._fill = {}
 
@@ -57,9 +59,25 @@ class Device(object):
             self.context.push()
             self._pushed_in.add(tid)
 
+    @property
+    def cudnn(self):
+        """The cuDNN handle on this device's stream (:class:`caffepy.gpu.cudnn.Cudnn`), or None
+        where cuDNN does not load (said once, as a warning: convolutions then use im2col)."""
+        if self._cudnn is _UNSET:
+            from .cudnn import Cudnn, CudnnNotFound
+            try:
+                self._cudnn = Cudnn(self.stream.handle, self.empty, tf32=self.blas.tf32)
+            except CudnnNotFound as e:
+                import logging
+                logging.getLogger("caffepy").warning("%s; convolutions use im2col + cuBLAS", e)
+                self._cudnn = None
+        return self._cudnn
+
     def _close(self):
         try:
             self.synchronize()
+            if self._cudnn not in (None, _UNSET):
+                self._cudnn.close()
             self.blas.close()
             self.pool.free_held()
             self.context.pop()

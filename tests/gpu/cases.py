@@ -52,6 +52,9 @@ CASES = {
                            'kernel_h: 3 kernel_w: 2 dilation: 2 pad_h: 2 pad_w: 1 stride_h: 1 stride_w: 2 '
                            'weight_filler { type: "gaussian" std: 0.3 } }', [_x(3, 4, 8, 7)],
                            TEST, {}),
+    "conv_engine_caffe": ('type: "Convolution" convolution_param { num_output: 2 kernel_size: 3 '
+                          'engine: CAFFE weight_filler { type: "gaussian" std: 0.3 } }',
+                          [_x(2, 2, 5, 5)], TEST, {}),
     "conv_1x1_two_bottoms": ('type: "Convolution" convolution_param { num_output: 3 kernel_size: 1'
                              ' weight_filler { type: "gaussian" std: 0.3 } }',
                              [_x(2, 5, 3, 3), _x(2, 5, 3, 3, seed=5)], TEST, {"tops": 2}),

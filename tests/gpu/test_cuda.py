@@ -143,3 +143,60 @@ def test_lenet_trains_on_mnist_with_solver_mode_gpu(cuda):
         assert correct / (10000 // batch * batch) > 0.97
     finally:
         common.set_mode_cpu()
+
+
+CONV_CASES = sorted(c for c in cases.CASES if c.startswith("conv"))
+
+
+def test_cudnn_loads_on_the_device(cuda):
+    from caffepy.gpu import cudnn
+    assert cuda.cudnn is not None, "cuDNN did not load: convolutions would use im2col"
+    assert cudnn.version() >= 8000
+
+
+@pytest.mark.parametrize("engine", ["off", "on", "benchmark"])
+@pytest.mark.parametrize("case", CONV_CASES)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_convolution_engines_match_cpu(cuda, monkeypatch, engine, case, dtype):
+    """im2col + cuBLAS (off), cuDNN by heuristics (on) and by timing (benchmark) against the CPU;
+    the cuDNN runs must really go through cuDNN."""
+    from caffepy.gpu import cudnn
+    calls = []
+    orig_f, orig_b = cudnn.ConvPlan.forward, cudnn.ConvPlan.backward
+    monkeypatch.setattr(cudnn.ConvPlan, "forward",
+                        lambda self, *a, **k: (calls.append("f"), orig_f(self, *a, **k))[1])
+    monkeypatch.setattr(cudnn.ConvPlan, "backward",
+                        lambda self, *a, **k: (calls.append("b"), orig_b(self, *a, **k))[1])
+    monkeypatch.setenv("CAFFEPY_CUDNN_BENCHMARK", "1" if engine == "benchmark" else "0")
+    cudnn.set_mode("off" if engine == "off" else "on")
+    try:
+        tol = 2e-4 if dtype == np.float32 else 1e-9
+        cases.compare(case, dtype, rtol=tol, atol=tol)
+    finally:
+        cudnn.set_mode(None)
+    assert ("f" in calls and "b" in calls) == (engine != "off")
+
+
+@pytest.mark.parametrize("case", CONV_CASES)
+def test_convolution_cudnn_gradient(cuda, case):
+    from caffepy.gpu import cudnn
+    cudnn.set_mode("on")
+    try:
+        cases.gradient_check(case)
+    finally:
+        cudnn.set_mode(None)
+
+
+@pytest.mark.parametrize("case, uses_cudnn", [("conv", True), ("conv_engine_caffe", False)])
+def test_engine_field_picks_the_path(cuda, monkeypatch, case, uses_cudnn):
+    from caffepy.gpu import cudnn
+    calls = []
+    orig = cudnn.ConvPlan.forward
+    monkeypatch.setattr(cudnn.ConvPlan, "forward",
+                        lambda self, *a, **k: (calls.append(1), orig(self, *a, **k))[1])
+    cudnn.set_mode("auto")
+    try:
+        cases.run(case, np.float32, True)
+    finally:
+        cudnn.set_mode(None)
+    assert bool(calls) is uses_cudnn

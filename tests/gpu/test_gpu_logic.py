@@ -93,7 +93,7 @@ def test_load_library_takes_the_first_that_loads_and_reports_all_failures():
         if path == "good":
             return "LIB"
         raise OSError("%s: cannot open shared object file" % path)
-    assert cublas.load_library(["bad", "good", "other"], loader=loader) == "LIB"
+    assert cublas.load_library(["bad", "good", "other"], loader=loader) == ("LIB", "good")
     with pytest.raises(cublas.CublasNotFound) as e:
         cublas.load_library(["a", "b"], loader=loader)
     msg = str(e.value)

@@ -7,6 +7,9 @@ per group gives ybuf (M, nb * OH * OW), and ``to_image`` scatters it (plus the b
 dW[g] += dy[g] col[g]^T, dcol[g] = W[g]^T dy[g] and col2im gathers dcol back into dx (each input
 pixel sums the columns that read it: no atomics). Other geometries (n-d, axis != 1) and
 Deconvolution run on the CPU.
+
+With cuDNN (``convolution_param.engine`` DEFAULT or CUDNN, and a loadable libcudnn; see
+:mod:`caffepy.gpu.cudnn` for the switch), 2-d convolution is one cuDNN call per blob instead.
 """
 from ... import gpu
 from ..kernels import register_source
@@ -110,12 +113,40 @@ class Convolution(object):
         (kh, kw), (ph, pw), (sh, sw), (dh, dw) = self.kernel, self.pad, self.stride, self.dilation
         return kh, kw, ph, pw, sh, sw, dh, dw
 
+    def _gpu_cudnn_plan(self):
+        """The cuDNN plan for the current shapes, or None where im2col + cuBLAS runs."""
+        from .. import cudnn
+        if self.outer == 0 or not cudnn.wanted(self.layer_param.convolution_param.engine):
+            return None
+        cud = getattr(gpu.current(), "cudnn", None)
+        if cud is None:
+            if cudnn.mode() == "on":
+                raise cudnn.CudnnNotFound("CAFFEPY_CUDNN=1 but cuDNN is not available on this "
+                                          "device")
+            return None
+        key = (self.outer, self.channels, tuple(self.in_spatial), self.num_output, self.group,
+               self._gpu_geometry(), tuple(self.out_spatial), self.dtype, cud.tf32)
+        cached = getattr(self, "_gpu_cudnn", None)
+        if cached is None or cached[0] != key:
+            (kh, kw, ph, pw, sh, sw, dh, dw) = key[5]
+            plan = cud.conv_plan(self.dtype, self.outer, self.channels, *self.in_spatial,
+                                 self.num_output, self.group, (kh, kw), (ph, pw), (sh, sw),
+                                 (dh, dw), self.out_spatial)
+            cached = self._gpu_cudnn = (key, plan)
+        return cached[1]
+
     def _gpu_im2col(self, x, n0, nb, col):
         c, h, w, oh, ow, rows, _ = self._gpu_plan()
         _kernels(self).im2col_batch(c * nb * oh * ow, x[n0 * c * h * w:], nb, c, h, w,
                                     *self._gpu_geometry(), oh, ow, col)
 
     def forward_gpu(self, bottom, top):
+        plan = self._gpu_cudnn_plan()
+        if plan is not None:
+            bias = self.blobs[1].gpu_data if self.bias_term else None
+            for b, t in zip(bottom, top):
+                plan.forward(b.gpu_data, self.blobs[0].gpu_data, t.mutable_gpu_data, bias)
+            return
         dev = gpu.current()
         c, h, w, oh, ow, rows, nb_max = self._gpu_plan()
         m, g = self.num_output, self.group
@@ -139,6 +170,10 @@ class Convolution(object):
                            y[n0 * m * spatial:])
 
     def backward_gpu(self, top, propagate_down, bottom):
+        plan = self._gpu_cudnn_plan()
+        if plan is not None:
+            self._gpu_cudnn_backward(plan, top, propagate_down, bottom)
+            return
         dev = gpu.current()
         c, h, w, oh, ow, rows, nb_max = self._gpu_plan()
         m, g = self.num_output, self.group
@@ -175,6 +210,18 @@ class Convolution(object):
                                       dybuf[gi * mg * cols:], 0.0, col[gi * kg * cols:])
                     k.col2im_batch(nb * c * h * w, col, nb, c, h, w, *self._gpu_geometry(),
                                    oh, ow, dx[n0 * c * h * w:])
+
+
+    def _gpu_cudnn_backward(self, plan, top, propagate_down, bottom):
+        need_w = self.param_propagate_down[0]
+        need_b = self.bias_term and self.param_propagate_down[1]
+        for i, (b, t) in enumerate(zip(bottom, top)):
+            if not (need_w or need_b or propagate_down[i]):
+                continue
+            plan.backward(b.gpu_data if need_w else None, self.blobs[0].gpu_data, t.gpu_diff,
+                          dw=self.blobs[0].mutable_gpu_diff if need_w else None,
+                          db=self.blobs[1].mutable_gpu_diff if need_b else None,
+                          dx=b.mutable_gpu_diff if propagate_down[i] else None)
 
 
 @gpu_impl("InnerProduct")

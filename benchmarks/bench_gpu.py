@@ -3,13 +3,13 @@
     python benchmarks/bench_gpu.py [--nets lenet,cifar10_quick,caffenet,googlenet,resnet50]
                                    [--iters 20] [--batch NAME=N ...] [--tf32]
 
-Training: one iteration = forward + backward + SGD update (momentum 0.9), on DummyData (gaussian
-images, constant labels), batch sizes of the reference solvers (LeNet 64, CIFAR10-quick 100,
+Training: one iteration = forward + backward + SGD update (momentum 0.9), on fixed inputs set once
+(gaussian images, labels 1: no data loading in either framework), batch sizes of the reference solvers (LeNet 64, CIFAR10-quick 100,
 CaffeNet 256, GoogLeNet 32, ResNet-50 32), reported as images/s after warm-up, with the device
 synchronised around the timed loop. Inference: the latency of one forward pass of the deploy net
 at batch 1 (TEST phase; torch in eval mode under no_grad), median of ``--iters`` passes, in ms.
 A net that fails is reported with its error and the next one runs. caffepy builds the nets from models/*/..._deploy.prototxt (Input replaced by
-DummyData, the final Softmax by SoftmaxWithLoss) and updates on the device
+an Input with data and label tops, the final Softmax by SoftmaxWithLoss) and updates on the device
 (``caffepy.gpu.solvers.apply_update``). PyTorch: the same LeNet, torchvision's alexnet (the
 nearest to CaffeNet: no LRN, no groups), googlenet (no aux heads) and resnet50, FP32, TF32 off
 unless ``--tf32`` (then for both). Needs a CUDA GPU, pycuda, and torch(+torchvision) for the
@@ -34,10 +34,9 @@ CLASSES = {"lenet": 10, "cifar10_quick": 10, "caffenet": 1000, "googlenet": 1000
 DEPLOY = {"lenet": "lenet/lenet_netspec_deploy.prototxt"}
 
 
-def _dummy(batch, shape):
+def _inputs(batch, shape):
     dims = " ".join("dim: %d" % d for d in (batch,) + shape)
-    return ('layer { name: "data" type: "DummyData" top: "data" top: "label" dummy_data_param {'
-            ' data_filler { type: "gaussian" std: 1 } data_filler { type: "constant" value: 1 }'
+    return ('layer { name: "data" type: "Input" top: "data" top: "label" input_param {'
             ' shape { %s } shape { dim: %d } } }\n' % (dims, batch))
 
 
@@ -46,13 +45,13 @@ def caffepy_prototxt(name, batch):
         from tests.gpu.nets import LENET_LAYERS
         body = LENET_LAYERS.replace('include { phase: TEST } ', '')
         body = re.sub(r'layer \{ name: "accuracy".*?\}\s*\}', '', body, flags=re.S)
-        return 'name: "LeNet"\n' + _dummy(batch, SHAPE[name]) + body
+        return 'name: "LeNet"\n' + _inputs(batch, SHAPE[name]) + body
     text = open(deploy_path(name)).read()
     text = re.sub(r'(?ms)^layer \{\s*name: "\w+"\s*type: "Input".*?^\}\n', "", text)
     text = re.sub(r'(?m)^input:.*\n|^input_(shape|dim).*\n', "", text)
     text = re.sub(r'type: "Softmax"(\s*bottom: "[^"]+"\s*top: "[^"]+")',
                   r'type: "SoftmaxWithLoss"\1 bottom: "label"', text)
-    return _dummy(batch, SHAPE[name]) + text
+    return _inputs(batch, SHAPE[name]) + text
 
 
 def deploy_path(name):
@@ -96,6 +95,22 @@ def latency_torch(name, iters):
     return _median_ms(fwd, torch.cuda.synchronize, iters)
 
 
+PROFILE = []
+
+
+def _profiled(step, iters):
+    """Run ``step`` ``iters`` times under cProfile and print the 20 costliest functions (own
+    time): where the host-side time of an iteration goes."""
+    import cProfile
+    import pstats
+    pr = cProfile.Profile()
+    pr.enable()
+    for _ in range(iters):
+        step()
+    pr.disable()
+    pstats.Stats(pr, stream=sys.stdout).sort_stats("tottime").print_stats(20)
+
+
 def time_caffepy(name, batch, iters, warmup=3):
     from google.protobuf import text_format
 
@@ -111,6 +126,9 @@ def time_caffepy(name, batch, iters, warmup=3):
     text_format.Parse(caffepy_prototxt(name, batch), param.net_param)
     solver = get_solver(param)
     net = solver.net
+    net.blobs["data"].data[...] = np.random.default_rng(0).standard_normal(
+        net.blobs["data"].shape)
+    net.blobs["label"].data[...] = 1
 
     def step():
         net.clear_param_diffs()
@@ -124,7 +142,11 @@ def time_caffepy(name, batch, iters, warmup=3):
     for _ in range(iters):
         step()
     gpu.synchronize()
-    return batch * iters / (time.perf_counter() - t)
+    rate = batch * iters / (time.perf_counter() - t)
+    if PROFILE:
+        _profiled(step, max(2, iters // 4))
+        gpu.synchronize()
+    return rate
 
 
 def torch_model(name):
@@ -184,7 +206,11 @@ def main(argv=None):
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--batch", action="append", default=[], help="NAME=N overrides a batch size")
     ap.add_argument("--tf32", action="store_true", help="TF32 GEMMs for both frameworks")
+    ap.add_argument("--profile", action="store_true",
+                    help="after each caffepy training measurement, a cProfile of a few steps")
     args = ap.parse_args(argv)
+    if args.profile:
+        PROFILE.append(True)
     for item in args.batch:
         k, v = item.split("=")
         BATCH[k] = int(v)

@@ -8,6 +8,7 @@ GPU activation is a hook (:func:`set_gpu_activator`): the CPU core (blobs, layer
 :func:`activate_gpu` and never imports the GPU package; ``caffepy/__init__`` installs the activator
 that imports ``caffepy.gpu`` on first use.
 """
+import sys
 import threading
 
 import numpy as np
@@ -60,6 +61,15 @@ def rng():
 
 
 _gpu_activator = [None]
+
+
+def release_gpu_thread():
+    """Call before a thread that ran in GPU mode ends: pops the device context the thread pushed
+    (pycuda aborts the process when a thread exits with a context on its stack). A no-op where
+    the GPU package was never imported."""
+    gpu = sys.modules.get("caffepy.gpu")
+    if gpu is not None:
+        gpu.release_thread()
 
 
 def set_gpu_activator(activate):

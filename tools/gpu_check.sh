@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One command for a GPU machine with no network (after bash tools/gpu_carry.sh here; carry .gpu):
 #   bash tools/gpu_check.sh [TOTAL_SECONDS]        (default 470: every stage ends inside it)
+#   STAGES="install tests bench" BENCH_ARGS=--profile bash tools/gpu_check.sh 200   (a subset)
 # Stages, each with a time limit (cut to what is left of the total), a log under $OUT (or
 # ./gpu_logs) and one summary line; a stage that fails does not stop the next:
 #   env      nvidia-smi, nvcc, python, torch, the cuDNN library and its version
@@ -79,15 +80,20 @@ PY
 }
 
 bench() {
-  python3 benchmarks/bench_gpu.py --iters 20
+  python3 benchmarks/bench_gpu.py --iters 20 ${BENCH_ARGS:-}
 }
 
 export OUT SITE
 export -f env_info install gpu_tests lenet bench
 : > "$OUT/summary.txt"
-stage env 30 env_info
-stage install 180 install
-stage tests 150 gpu_tests
-stage bench 150 bench
-stage lenet 120 lenet
+STAGES=${STAGES:-env install tests bench lenet}
+for s in $STAGES; do
+  case $s in
+    env) stage env 30 env_info ;;
+    install) stage install 180 install ;;
+    tests) stage tests 150 gpu_tests ;;
+    bench) stage bench 150 bench ;;
+    lenet) stage lenet 120 lenet ;;
+  esac
+done
 cat "$OUT/summary.txt"

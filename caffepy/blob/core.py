@@ -126,6 +126,10 @@ class Blob(object):
     def diff(self, value):
         self._diff[...] = value
 
+    def clear_diff(self):
+        """diff = 0 (Net::ClearParamDiffs; a mirrored blob does it where its diff is current)."""
+        self.diff[...] = 0
+
     def share_data(self, other):
         """Make this blob's data the same memory as ``other``'s (shapes must have equal counts)."""
         if other.count != self.count:

@@ -113,6 +113,15 @@ class SyncedBlob(Blob):
         self._host(1)
         self._diff[...] = value
 
+    def clear_diff(self):
+        """In GPU mode, where the device holds the diff: zeroed there, as Caffe's caffe_gpu_set
+        on mutable_gpu_diff (no copy to the host and back); else on the host."""
+        m = self._mem[1]
+        if m.dev is not None and m.head != HOST and common.mode() == common.GPU:
+            m.backend.fill(m.mutable_gpu(), 0)
+        else:
+            self.diff[...] = 0
+
     @property
     def cpu_data(self):
         self._mem[0].cpu()

@@ -145,6 +145,8 @@ class _Process(object):
             except BaseException as e:  # reported to the coordinator, which stops the job
                 if not self.stopping.is_set():
                     self.engine.deliver(*_error_message(ep, coordinator, "%s failed: %s" % (name, e)))
+            finally:
+                common.release_gpu_thread()
         t = threading.Thread(target=run, name=name, daemon=True)
         t.role = name
         self.threads.append(t)

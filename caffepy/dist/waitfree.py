@@ -46,6 +46,7 @@ import time
 
 import numpy as np
 
+from .. import common
 from ..errors import SolverError
 from ..solvers import debug
 from .transport import affinity_cores as _cores
@@ -128,6 +129,7 @@ class GradientSender(object):
             item = self.queue.get()
             try:
                 if item is None:
+                    common.release_gpu_thread()
                     return
                 if self.error is None:
                     t0 = time.time()

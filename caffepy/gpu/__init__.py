@@ -93,6 +93,14 @@ def uninstall(device_id=0):
         blob.set_device_backend(None)
 
 
+def release_thread():
+    """Pop the contexts this thread pushed (see ``caffepy.common.release_gpu_thread``)."""
+    for dev in list(_active.values()):
+        release = getattr(dev, "release_current", None)
+        if release is not None:
+            release()
+
+
 def is_active():
     return bool(_active)
 

@@ -34,6 +34,7 @@ class Device(object):
         self.context = self.cu_device.retain_primary_context()
         self.context.push()
         self._pushed_in = {threading.get_ident()}
+        self._owner = threading.get_ident()
         atexit.register(self._close)
         from pycuda import gpuarray
         from pycuda.compiler import SourceModule
@@ -42,6 +43,8 @@ class Device(object):
         self._source_module = SourceModule
         self.stream = drv.Stream()
         self.pool = DeviceMemoryPool()
+        block = self.pool.allocate(256)
+        del block                           # the pool now holds blocks: see _close
         try:
             self.blas = Cublas(self.stream.handle)
         except CublasNotFound as e:
@@ -54,10 +57,20 @@ class Device(object):
 
     # -- context -------------------------------------------------------------------------------
     def make_current(self):
+        """Push the context in this thread (once; the device's entry points call it)."""
         tid = threading.get_ident()
         if tid not in self._pushed_in:
             self.context.push()
             self._pushed_in.add(tid)
+
+    def release_current(self):
+        """Pop the context pushed in this thread, before the thread ends (not in the thread that
+        made the device, which pops at exit)."""
+        tid = threading.get_ident()
+        if tid in self._pushed_in and tid != self._owner:
+            self.synchronize()
+            self.drv.Context.pop()
+            self._pushed_in.discard(tid)
 
     @property
     def cudnn(self):
@@ -74,12 +87,15 @@ class Device(object):
         return self._cudnn
 
     def _close(self):
+        # The pool keeps its blocks (and its hold on the context) until the process ends: device
+        # arrays still alive after this (freed at interpreter teardown, in any thread) go back to
+        # the pool without a CUDA call; pycuda would abort the process if the first free of an
+        # empty pool came after the context was popped.
         try:
             self.synchronize()
             if self._cudnn not in (None, _UNSET):
                 self._cudnn.close()
             self.blas.close()
-            self.pool.free_held()
             self.context.pop()
         except Exception:  # noqa: BLE001  (interpreter shutdown: the driver may be gone already)
             pass
@@ -89,6 +105,7 @@ class Device(object):
 
     # -- memory --------------------------------------------------------------------------------
     def empty(self, count, dtype):
+        self.make_current()
         return self._gpuarray.GPUArray((int(count),), np.dtype(dtype), allocator=self.pool.allocate)
 
     alloc = empty
@@ -99,6 +116,7 @@ class Device(object):
         return a
 
     def fill(self, a, value):
+        self.make_current()
         if a.size == 0:
             return
         if value == 0:
@@ -108,16 +126,19 @@ class Device(object):
 
     def copy(self, src, dst, count=None):
         """dst[:count] = src[:count] (device to device, on the stream)."""
+        self.make_current()
         n = src.size if count is None else int(count)
         if n:
             self.drv.memcpy_dtod_async(dst.gpudata, src.gpudata, n * src.dtype.itemsize,
                                        self.stream)
 
     def upload(self, host, dev):
+        self.make_current()
         self.drv.memcpy_htod_async(dev.gpudata, np.ascontiguousarray(host), self.stream)
         self.stream.synchronize()   # the host buffer is pageable and may change right after
 
     def download(self, dev, host):
+        self.make_current()
         self.drv.memcpy_dtoh_async(host, dev.gpudata, self.stream)
         self.stream.synchronize()
 

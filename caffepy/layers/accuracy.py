@@ -40,8 +40,8 @@ class AccuracyLayer(Layer):
             top[1].reshape((self.channels,))
 
     def forward_cpu(self, bottom, top):
-        x = bottom[0].data.reshape(self.outer, self.channels, self.inner)
-        labels = bottom[1].data.reshape(self.outer, self.inner).astype(np.int64)
+        x = bottom[0].cpu_data.reshape(self.outer, self.channels, self.inner)
+        labels = bottom[1].cpu_data.reshape(self.outer, self.inner).astype(np.int64)
         counted = np.ones(labels.shape, dtype=bool)
         if self.ignore_label is not None:
             counted = labels != self.ignore_label

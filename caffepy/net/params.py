@@ -20,7 +20,7 @@ class NetParams(object):
     # -- parameters ----------------------------------------------------------------------------
     def clear_param_diffs(self):
         for p in self.learnable_params:
-            p.diff[...] = 0
+            p.clear_diff()
 
     def update(self):
         """data -= diff for every learnable param (Caffe's Net::Update; solvers scale diff first)."""

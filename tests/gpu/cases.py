@@ -58,6 +58,16 @@ CASES = {
     "conv_1x1_two_bottoms": ('type: "Convolution" convolution_param { num_output: 3 kernel_size: 1'
                              ' weight_filler { type: "gaussian" std: 0.3 } }',
                              [_x(2, 5, 3, 3), _x(2, 5, 3, 3, seed=5)], TEST, {"tops": 2}),
+    "scale_bias": ('type: "Scale" scale_param { bias_term: true filler { type: "gaussian" } '
+                   'bias_filler { type: "gaussian" } }', [_x(2, 3, 4, 5)], TEST, {}),
+    "scale_two_axes": ('type: "Scale" scale_param { axis: 1 num_axes: 2 filler { type: "gaussian" '
+                       '} }', [_x(2, 3, 4, 2)], TEST, {}),
+    "scale_two_bottoms": ('type: "Scale" scale_param { axis: 0 }', [_x(2, 3, 4), _x(2, 3, seed=3)],
+                          TEST, {}),
+    "scale_inplace": ('type: "Scale" scale_param { bias_term: true filler { type: "gaussian" } }',
+                      [_x(2, 3, 4)], TEST, {"in_place": True, "grad": False}),
+    "bias": ('type: "Bias" bias_param { filler { type: "gaussian" } }', [_x(2, 3, 4, 5)], TEST, {}),
+    "bias_two_bottoms": ('type: "Bias" bias_param { axis: 1 }', [_x(2, 3, 4), _x(3, 4, seed=3)], TEST, {}),
     "inner_product": ('type: "InnerProduct" inner_product_param { num_output: 5 weight_filler { '
                       'type: "gaussian" std: 0.3 } bias_filler { type: "gaussian" } }',
                       [_x(3, 2, 2, 3)], TEST, {}),

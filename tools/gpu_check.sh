@@ -12,6 +12,8 @@
 #            on-GPU gradient checks, cuBLAS, kernel cache, Philox, fused solver updates
 #   lenet    LeNet on MNIST in GPU mode (Caffe's solver: 10,000 iterations, tested every 2,500)
 #            and its last test accuracy (>= 99%?)
+#   time     (when named in STAGES) per-layer forward / backward times of GoogLeNet and ResNet-50
+#            on the GPU (caffepy time, synchronised per layer)
 #   bench    training images/s and batch-1 inference latency of LeNet, CIFAR10-quick, CaffeNet,
 #            GoogLeNet and ResNet-50 against PyTorch eager FP32 (benchmarks/bench_gpu.py)
 set -uo pipefail
@@ -83,8 +85,16 @@ bench() {
   python3 benchmarks/bench_gpu.py --iters 20 ${BENCH_ARGS:-}
 }
 
+layer_times() {   # Caffe's per-layer timing (synchronised around each layer) of the bench nets
+  for net in ${TIME_NETS:-googlenet resnet50}; do
+    python3 -c "import sys; sys.path.insert(0, '.'); import benchmarks.bench_gpu as b; open('/tmp/$net.prototxt', 'w').write(b.caffepy_prototxt('$net', b.BATCH['$net']))" || return 1
+    python3 -m caffepy time --model /tmp/$net.prototxt --gpu 0 --iterations 10 2>&1 \
+      | sed -n 's/.*caffe.cpp:[0-9]*\] *//p' | grep -E "forward:|backward:|Average" || return 1
+  done
+}
+
 export OUT SITE
-export -f env_info install gpu_tests lenet bench
+export -f env_info install gpu_tests lenet bench layer_times
 : > "$OUT/summary.txt"
 STAGES=${STAGES:-env install tests bench lenet}
 for s in $STAGES; do
@@ -94,6 +104,7 @@ for s in $STAGES; do
     tests) stage tests 150 gpu_tests ;;
     bench) stage bench 150 bench ;;
     lenet) stage lenet 120 lenet ;;
+    time) stage time 120 layer_times ;;
   esac
 done
 cat "$OUT/summary.txt"

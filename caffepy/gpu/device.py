@@ -10,6 +10,7 @@ The same interface is what the blob mirrors (``alloc`` / ``upload`` / ``download
 layers (``empty`` / ``zeros`` / ``fill`` / ``copy`` / ``kernels`` / ``blas``) use.
 """
 import atexit
+import struct
 import threading
 
 import numpy as np
@@ -162,18 +163,25 @@ class Device(object):
     def _get_function(module, name, codes):
         f = module.get_function(name)
         f.prepare(codes)
-        return f
+        return f, struct.Struct(codes)
 
     def _launch(self, func, config, args):
+        # pycuda's prepared_async_call without its per-call Python layer: the arguments packed
+        # by a precompiled struct (native alignment, as pycuda's own packer), then the launch
+        fn, packer = func
         grid, block = config
-        func.prepared_async_call(grid, block, self.stream, *args)
+        fn._launch_kernel(grid, block, packer.pack(*args), 0, self.stream)
 
     def kernels(self, name, dtype):
         """The kernels of family ``name`` compiled for ``dtype`` (once per context)."""
+        k = self._kernels.get((name, dtype))     # as the caller names the dtype: no normalising
+        if k is not None:
+            return k
         key = (name, np.dtype(dtype).name)
         k = self._kernels.get(key)
         if k is None:
             module = self.cache.module(self.device_id, name, dtype)
             k = Kernels(name, dtype, module, self._get_function, self._launch)
             self._kernels[key] = k
+        self._kernels[(name, dtype)] = k
         return k

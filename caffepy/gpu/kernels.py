@@ -123,26 +123,23 @@ def launch_config(n, threads=THREADS, max_blocks=MAX_BLOCKS):
     return (blocks, 1, 1), (threads, 1, 1)
 
 
-def convert_args(codes, args):
+_CONVERT = {"P": None, "f": float, "d": float, "i": int, "I": int, "q": int, "Q": int}
+
+
+def converters(codes):
+    """One converter per argument code: device pointers to ints, scalars to Python float / int
+    (packed by the launcher into the kernel's C types)."""
+    return tuple(_CONVERT[c] or device_pointer for c in codes)
+
+
+def convert_args(codes, args, convs=None):
     """Turn Python arguments into the values a kernel takes, by the codes of its signature.
 
     Pointers: anything with ``.gpudata`` (GPUArray), ``.ctypes`` (numpy, the emulator) or an int.
     """
     if len(codes) != len(args):
         raise CaffeError("kernel takes %d arguments, got %d" % (len(codes), len(args)))
-    out = []
-    for code, a in zip(codes, args):
-        if code == "P":
-            out.append(device_pointer(a))
-        elif code == "f":
-            out.append(np.float32(a))
-        elif code == "d":
-            out.append(np.float64(a))
-        elif code in "iI":
-            out.append(np.int32(a) if code == "i" else np.uint32(a))
-        else:
-            out.append(np.int64(a) if code == "q" else np.uint64(a))
-    return out
+    return [f(a) for f, a in zip(convs or converters(codes), args)]
 
 
 def device_pointer(a):
@@ -213,11 +210,12 @@ the launcher passes it, and the caller gives the remaining arguments.
             codes = self._signatures[kname]
             func = self._get_function(self._module, kname, codes)
             launch = self._launch
+            convs = converters(codes)
 
             def fn(n, *args):
                 config = launch_config(n)
                 if config is not None:
-                    launch(func, config, convert_args(codes, (n,) + args))
+                    launch(func, config, convert_args(codes, (n,) + args, convs))
             fn.__name__ = kname
             self._bound[kname] = fn
         return fn

@@ -187,10 +187,14 @@ class EmulatedDevice(object):
         func(*[a.item() if isinstance(a, np.generic) else a for a in args])
 
     def kernels(self, name, dtype):
+        k = self._kernels.get((name, dtype))     # as the caller names the dtype: no normalising
+        if k is not None:
+            return k
         key = (name, np.dtype(dtype).name)
         k = self._kernels.get(key)
         if k is None:
             module = self.cache.module("emu", name, dtype)
             k = Kernels(name, dtype, module, self._get_function, self._launch)
             self._kernels[key] = k
+        self._kernels[(name, dtype)] = k
         return k

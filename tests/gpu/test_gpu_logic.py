@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+import struct
+
 import numpy as np
 import pytest
 
@@ -149,8 +151,14 @@ def test_launch_config_limits():
 
 def test_convert_args_by_codes():
     x = np.zeros(3, np.float32)
-    out = kernels.convert_args("iPfdI", (3, x, 0.5, 0.25, 7))
-    assert out[1] == x.ctypes.data and out[2].dtype == np.float32 and out[3].dtype == np.float64
+    out = kernels.convert_args("iPfdI", (3, x, np.float32(0.1), 0.1, 7))
+    assert out == [3, x.ctypes.data, float(np.float32(0.1)), 0.1, 7]
+    # packed as the device launcher packs them: the C types' bytes, float rounded as np.float32
+    packed = struct.Struct("iPfdI").pack(*kernels.convert_args("iPfdI", (3, x, 0.1, 0.1, 7)))
+    want = (np.int32(3).tobytes() + b"\0" * 4 + np.uint64(x.ctypes.data).tobytes()
+            + np.float32(0.1).tobytes() + b"\0" * 4 + np.float64(0.1).tobytes()
+            + np.uint32(7).tobytes())
+    assert packed == want
     with pytest.raises(CaffeError):
         kernels.convert_args("iP", (1,))
 

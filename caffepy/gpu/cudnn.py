@@ -16,9 +16,10 @@ where it loads (else im2col + cuBLAS, with one warning); CAFFE keeps im2col + cu
 ``1`` / ``on`` forces cuDNN (an error where it cannot load), ``auto`` (the default) follows the
 engine field.
 
-Algorithms: cuDNN's heuristics (``cudnnGet*Algorithm_v7``), the first that succeeds within the
-workspace limit (``CAFFEPY_CUDNN_WORKSPACE_MB``, default 1024); ``CAFFEPY_CUDNN_BENCHMARK=1``
-times them once per shape instead (``cudnnFind*Algorithm``). FP32 uses plain FMA math
+Algorithms: timed once per shape (``cudnnFind*Algorithm``, as PyTorch's benchmark mode; the
+fastest that fits the workspace limit ``CAFFEPY_CUDNN_WORKSPACE_MB``, default 1024), or with
+``CAFFEPY_CUDNN_BENCHMARK=0`` taken from cuDNN's heuristics (``cudnnGet*Algorithm_v7``, as
+Caffe), which trained GoogLeNet and ResNet-50 slower (BENCHMARKS.md, "GPU"). FP32 uses plain FMA math
 (``CUDNN_FMA_MATH``) unless TF32 is switched on for cuBLAS too (``CAFFEPY_TF32=1``).
 
 The library: ``$CAFFEPY_CUDNN_LIBRARY`` (a file), the ``nvidia-cudnn`` pip wheels
@@ -260,7 +261,7 @@ class ConvPlan(object):
         scalar = _SCALAR[self.dtype]
         self.one, self.zero = scalar(1.0), scalar(0.0)
         self.limit = workspace_limit()
-        self.benchmark = os.environ.get("CAFFEPY_CUDNN_BENCHMARK", "0") not in ("", "0")
+        self.benchmark = os.environ.get("CAFFEPY_CUDNN_BENCHMARK", "1") not in ("", "0")
         self._algo = {}
 
     # what, (descriptor order of the Get/Find calls), workspace-size function

@@ -66,6 +66,7 @@ def locate_layer_error(error, source):
             pass
     located = type(error)("%s: %s" % (where, error))
     located.__cause__ = error
+    located.layer_name = getattr(error, "layer_name", None)
     return located
 
 

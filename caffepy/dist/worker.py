@@ -60,7 +60,8 @@ class Worker(object):
         self.g = topo.group_of_worker(endpoint.id)
         self.stub = topo.stub_of_worker(endpoint.id)     # this group's stub on this host
         self.version = [-1] * len(net.learnable_params)
-        self.flat = [b.data.reshape(-1) for b in net.learnable_params]
+        self.blobs = list(net.learnable_params)
+        self.flat = [b.data.reshape(-1) for b in self.blobs]
         self.timeout = topo.cluster.timeout
         self.max_staleness = 0
         self.ssp = topo.consistency == SSP
@@ -110,7 +111,7 @@ class Worker(object):
         flat = self.flat[h.param]
         if flat.dtype != dtype or h.offset < 0 or h.offset + size > flat.size:
             return None
-        self.net.learnable_params[h.param].data  # noqa: B018  (host copy current; device follows)
+        self.blobs[h.param].data  # noqa: B018  (the host copy current; a device copy follows)
         return flat[h.offset:h.offset + size]
 
     def _run_steps(self, stopping):
@@ -242,7 +243,7 @@ class Worker(object):
             raise CaffeError("worker %d: unexpected message %s while waiting for parameters"
                              % (self.ep.id, T.KIND_NAMES.get(h.kind, h.kind)))
         values = bufs[0]
-        self.net.learnable_params[h.param].data  # noqa: B018  (in GPU mode: the device follows)
+        self.blobs[h.param].data  # noqa: B018  (in GPU mode: the device copy follows)
         dst = self.flat[h.param][h.offset:h.offset + values.size]
         if values.__array_interface__["data"][0] != dst.__array_interface__["data"][0]:
             dst[...] = values           # (received elsewhere than in place)

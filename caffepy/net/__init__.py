@@ -49,14 +49,18 @@ class Net(NetParams, PycaffeNet):
         self.source = filename or (source if isinstance(source, (str, os.PathLike)) else "<NetParameter>")
         self.name = param.name
         self.on_backward_layer = []  # callables f(layer_index), fired after each layer's backward
+        self._building = None
         try:
             state = net_passes.make_state(param, phase=phase, level=level, stages=stages)
             filtered = net_passes.filter_net(param, state)
             self.net_param = net_passes.insert_splits(filtered)
             self._build()
+            self._building = None
             self._analyze_backward()
             self._share_workspace()
         except CaffeError as e:
+            if getattr(e, "layer_name", None) is None:
+                e.layer_name = self._building     # the layer being set up, if any (summary uses it)
             raise locate_layer_error(e, self.source)
         if weights is not None:
             for w in (weights.split(",") if isinstance(weights, str) else weights):
@@ -89,6 +93,7 @@ class Net(NetParams, PycaffeNet):
         available = collections.OrderedDict()
         param_by_name = {}
         for li, lp in enumerate(self.net_param.layer):
+            self._building = lp.name
             if not lp.HasField("phase"):
                 lp.phase = self.phase
             if len(lp.propagate_down) and len(lp.propagate_down) != len(lp.bottom):

@@ -123,8 +123,10 @@ def insert_splits(net_param):
     for i, lp in enumerate(net_param.layer):
         for j, name in enumerate(lp.bottom):
             if name not in last_top:
-                raise NetError("layer '%s' (%s): unknown bottom blob '%s' (bottom index %d): no "
-                               "earlier layer produces it" % (lp.name, lp.type, name, j))
+                e = NetError("layer '%s' (%s): unknown bottom blob '%s' (bottom index %d): no "
+                             "earlier layer produces it" % (lp.name, lp.type, name, j))
+                e.layer_name = lp.name
+                raise e
             source_of[(i, j)] = last_top[name]
             consumers[last_top[name]] += 1
         for j, name in enumerate(lp.top):

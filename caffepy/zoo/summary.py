@@ -25,6 +25,7 @@ import collections
 
 import numpy as np
 
+from ..errors import CaffeError
 from ..layers.base import shapes_only
 from ..net import Net
 from ..net.passes import PhaseError
@@ -87,15 +88,11 @@ def summarize(source, inputs=None, phase=caffe_pb2.TEST, default_shape=(3, 224, 
     from .input_search import infer_input_shapes, set_input_shapes
     original = proto_io.read_net(source)
     inputs = dict(inputs or {})
+    order = [lp.name for lp in original.layer]
+    tops_of = {lp.name: (lp.type, len(lp.top)) for lp in original.layer}
     unresolved = _terminal_unresolvable_layers(original)
     if unresolved:
-        order = [lp.name for lp in original.layer]
-        tops_of = {lp.name: (lp.type, len(lp.top)) for lp in original.layer if lp.name in unresolved}
-        pruned = caffe_pb2.NetParameter()
-        pruned.CopyFrom(original)
-        del pruned.layer[:]
-        pruned.layer.extend(lp for lp in original.layer if lp.name not in unresolved)
-        original = pruned
+        original = _without(original, unresolved)
         if notes is not None:
             notes.extend(unresolved.values())
     keep = _python_data_layers(original, inputs)
@@ -124,9 +121,25 @@ def summarize(source, inputs=None, phase=caffe_pb2.TEST, default_shape=(3, 224, 
                             caffe_pb2.Phase.Name(other)))
                 return Net(param, other, filename=filename)
 
-    kept = {t for i in keep for t in original.layer[i].top}
-    found = infer_input_shapes(original, phase, inputs, weights, default_shape, build=build,
-                               prepare=prepare, fixed=kept)
+    for _ in range(MAX_FAILED_TERMINALS + 1):
+        kept = {t for i in keep for t in original.layer[i].top}
+        try:
+            found = infer_input_shapes(original, phase, inputs, weights, default_shape,
+                                       build=build, prepare=prepare, fixed=kept)
+            break
+        except CaffeError as e:
+            name = _failed_terminal(original, e)
+            if name is None or len(unresolved) >= MAX_FAILED_TERMINALS:
+                raise
+            lp = next(x for x in original.layer if x.name == name)
+            unresolved[name] = ("layer '%s' (%s) does not build here (%s); its tops (%s) are "
+                                "shown as '?' (no other layer reads them)" % (
+                                    name, lp.type, " ".join(str(e).split())[:200],
+                                    ", ".join(lp.top)))
+            if notes is not None:
+                notes.append(unresolved[name])
+            original = _without(original, {name})
+            keep = _python_data_layers(original, inputs)
     net = found.net
     if notes is not None:
         notes.extend(phase_note)
@@ -151,6 +164,37 @@ def summarize(source, inputs=None, phase=caffe_pb2.TEST, default_shape=(3, 224, 
     total = Row("total", "", [], sum(r.params for r in rows), sum(r.flops for r in rows),
                 sum(r.memory for r in rows))
     return rows, total
+
+
+MAX_FAILED_TERMINALS = 8
+
+
+def _without(param, names):
+    """A copy of ``param`` without the layers named in ``names``."""
+    pruned = caffe_pb2.NetParameter()
+    pruned.CopyFrom(param)
+    del pruned.layer[:]
+    pruned.layer.extend(lp for lp in param.layer if lp.name not in names)
+    return pruned
+
+
+def _failed_terminal(param, error):
+    """The name of the layer whose setup raised ``error`` when no other layer reads its tops (a
+    loss, an accuracy, a fork's output layer: the net's structure does not depend on it), else
+    None. Data layers are never dropped."""
+    from . import is_data_layer
+    name = getattr(error, "layer_name", None)
+    layers = list(param.layer)
+    at = [i for i, lp in enumerate(layers) if lp.name == name]
+    if name is None or len(at) != 1 or is_data_layer(layers[at[0]]):
+        return None
+    lp = layers[at[0]]
+    produced = [t for t in lp.top if t not in lp.bottom]        # in-place tops rewrite a bottom
+    if len(produced) != len(lp.top):
+        return None
+    if any(t in x.bottom for x in layers[at[0] + 1:] for t in lp.top):
+        return None
+    return name
 
 
 def _suggested_phase(error):

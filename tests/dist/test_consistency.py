@@ -1,5 +1,6 @@
 """ASYNC and SSP: the staleness bound holds (instrumented at servers and workers); clocks unit-tested."""
 import time
+import types
 
 import numpy as np
 import pytest
@@ -181,6 +182,7 @@ def test_wait_fresh_blocks_outside_the_bound_and_before_the_first_values():
     w.ssp, w.bound, w.start, w.max_staleness, w.routes, w.early = True, 2, 0, 0, {}, []
     w.timeout, w.g = 1.0, 0
     w.flat = [np.zeros(4)]
+    w.blobs = [types.SimpleNamespace(data=w.flat[0])]       # what a blob's data getter gives
     w.slice_clock = [[-1, -1]]
     w.version = [-1]
     w.param = caffe_pb2.SolverParameter(max_iter=10)

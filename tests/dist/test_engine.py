@@ -3,6 +3,7 @@ dtypes arrive intact and in order, one rank to another and back."""
 import os
 import subprocess
 import sys
+import types
 
 import pytest
 
@@ -48,6 +49,7 @@ def _worker(ssp, ep_id):
     w = Worker.__new__(Worker)
     w.ep, w.topo, w.g, w.stub, w.ssp = engine.endpoint(ep_id), _Topo(), 0, 2, ssp
     w.flat = [np.zeros(6), np.zeros(3, np.float32)]
+    w.blobs = [types.SimpleNamespace(data=f) for f in w.flat]     # what a blob's data getter gives
     w.slice_clock, w.version, w.routes, w.early, w.max_staleness = [[-1, -1], [-1]], [-1, -1], {}, [], 0
     w.timeout = 1.0
     return w, engine

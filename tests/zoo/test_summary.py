@@ -128,3 +128,36 @@ def test_terminal_layers_of_unknown_types_are_shown_with_unknown_tops(tmp_path):
     path.write_text(body + 'layer { name: "relu" type: "ReLU" bottom: "out" top: "relu" }\n')
     with pytest.raises(CaffeError, match="unknown layer type 'ForkNms'"):
         summarize(str(path))
+
+
+def test_terminal_layers_that_fail_to_set_up_are_shown_with_unknown_tops(tmp_path):
+    """A deploy file's leftover Accuracy (its label blob absent) and a fork's loss with one bottom
+    more than Caffe's: no other layer reads their tops, so summary builds the rest, lists them
+    with '?' tops and says why; the same failure in a layer that others read stays an error, and
+    a net (Net) is never built without them."""
+    import pytest
+    from caffepy import Net
+    from caffepy.errors import CaffeError
+    from caffepy.zoo.summary import summarize
+    head = ('layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 2 dim: 3 '
+            'dim: 4 dim: 4 } } }\n'
+            'layer { name: "ip" type: "InnerProduct" bottom: "data" top: "ip" '
+            'inner_product_param { num_output: 5 } }\n')
+    tail = ('layer { name: "accuracy" type: "Accuracy" bottom: "ip" bottom: "label" '
+            'top: "accuracy" }\n'
+            'layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "ip" bottom: "ip" '
+            'top: "loss" }\n')
+    path = tmp_path / "deploy.prototxt"
+    path.write_text(head + tail)
+    notes = []
+    rows, _ = summarize(str(path), notes=notes)
+    assert [(r.name, r.top_shapes) for r in rows] == [
+        ("data", [(2, 3, 4, 4)]), ("ip", [(2, 5)]), ("accuracy", ["?"]), ("loss", ["?"])]
+    assert len(notes) == 2
+    assert "unknown bottom blob 'label'" in notes[0] and "deploy.prototxt:3" in notes[0]
+    assert "'loss' (SoftmaxWithLoss)" in notes[1] and "'?'" in notes[1]
+    with pytest.raises(CaffeError, match="unknown bottom blob 'label'"):
+        Net(str(path), 1)
+    path.write_text(head + tail + 'layer { name: "after" type: "ReLU" bottom: "loss" top: "r" }\n')
+    with pytest.raises(CaffeError, match="SoftmaxWithLoss"):
+        summarize(str(path))

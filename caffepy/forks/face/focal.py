@@ -63,7 +63,7 @@ class FocalLossLayer(SoftmaxWithLossLayer):
 
 class _Negated(object):
     def __init__(self, blob):
-        self.data = -blob.data
+        self.data = self.cpu_data = -blob.cpu_data
 
 
 @register_variant("Accuracy", lambda lp: lp.accuracy_param.min_is_better)

@@ -205,6 +205,14 @@ class Layer(object):
     def error(self, message, cls=NetError):
         return cls("layer '%s' (%s): %s" % (self.layer_param.name, self.layer_param.type, message))
 
+    def shape_mismatch(self, message, i, j, bottom):
+        """A ShapeError saying bottom[i] should have bottom[j]'s shape. ``.unify`` carries
+        (i, j, shape i, shape j): the input-size search gives an input blob that feeds one of
+        them the other's shape and builds again (caffepy.zoo.input_search)."""
+        e = self.error(message, ShapeError)
+        e.unify = (i, j, tuple(bottom[i].shape), tuple(bottom[j].shape))
+        return e
+
     def check_shape(self, what, expected, received):
         if tuple(expected) != tuple(received):
             raise self.error("%s: expected shape %s, got %s"

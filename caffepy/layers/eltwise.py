@@ -42,8 +42,8 @@ class EltwiseLayer(Layer):
     def reshape(self, bottom, top):
         for i, b in enumerate(bottom[1:], 1):
             if b.shape != bottom[0].shape:
-                raise self.error("bottom[%d] has shape %s; bottom[0] has %s (must be equal)"
-                                 % (i, b.shape, bottom[0].shape), ShapeError)
+                raise self.shape_mismatch("bottom[%d] has shape %s; bottom[0] has %s (must be "
+                                          "equal)" % (i, b.shape, bottom[0].shape), i, 0, bottom)
         if top[0] is not bottom[0]:
             top[0].reshape(bottom[0].shape)
 

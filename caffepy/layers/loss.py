@@ -277,8 +277,8 @@ class SigmoidCrossEntropyLossLayer(LossLayer):
     def reshape(self, bottom, top):
         LossLayer.reshape(self, bottom, top)
         if bottom[0].count != bottom[1].count:
-            raise self.error("inputs must have the same count (%s vs %s)"
-                             % (bottom[0].shape, bottom[1].shape), ShapeError)
+            raise self.shape_mismatch("inputs must have the same count (%s vs %s)"
+                                      % (bottom[0].shape, bottom[1].shape), 1, 0, bottom)
 
     def _valid(self, t):
         if self.ignore_label is None:

@@ -22,8 +22,8 @@ class EuclideanLossLayer(LossLayer):
     def reshape(self, bottom, top):
         LossLayer.reshape(self, bottom, top)
         if bottom[0].count_range(1) != bottom[1].count_range(1):
-            raise self.error("inputs must have the same dimension (%s vs %s)"
-                             % (bottom[0].shape, bottom[1].shape), ShapeError)
+            raise self.shape_mismatch("inputs must have the same dimension (%s vs %s)"
+                                      % (bottom[0].shape, bottom[1].shape), 1, 0, bottom)
 
     def allow_force_backward(self, bottom_index):
         return True

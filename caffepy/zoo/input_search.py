@@ -28,6 +28,11 @@ The rule:
 * With ``weights`` (a .caffemodel) the shapes of its blobs are checks as well: a layer whose
   parameter shapes differ from the weights' (an InnerProduct whose flattened input is another
   size) fails the candidate.
+* Unification: when a candidate fails because a layer needs two bottoms of one shape (Eltwise,
+  a regression loss and its target) and one of them is a searched reader's top, that top takes
+  the other's shape and the candidate is built again (at most 4 times): a super-resolution net's
+  bicubic input takes the shape of its upsampled output, a density map the shape of the
+  prediction.
 * A candidate fails on any exception; when the first candidate fails on something other than a
   shape (:class:`caffepy.errors.ShapeError`), nothing is searched and that error is raised.
   When no candidate builds, a one-line :class:`caffepy.errors.CaffeError` gives the count tried
@@ -262,18 +267,30 @@ def infer_input_shapes(net_param, phase=caffe_pb2.TEST, inputs=None, weights=Non
         if layout is not None:
             _lay_out_labels(param, label_tops, layout)
         prepare(param)
-        net = build(param)
+        unified = []
+        for _ in range(MAX_UNIFY + 1):
+            try:
+                net = build(param)
+                break
+            except ShapeError as e:
+                step = _unify(param, e, attempt.open_tops)
+                if step is None or len(unified) >= MAX_UNIFY:
+                    raise
+                unified.append(step)
         if shapes:
             check_weights(net, shapes)
+        attempt.unified = unified
         return param, net
 
     searched = searched_tops(net_param, batch_size, set(inputs) | set(fixed))
+    attempt.open_tops = set()
     if not searched:
         param, net = attempt(default_shape[0], default_shape[1], default_shape[2], True)
         return Inference(param, net, {}, None, 1)
     start, first_error = time.time(), None
     cands = _candidates(net_param, searched, default_shape, batch_size, inputs, shapes)
     label_tops = _label_tops(net_param, searched, set(inputs) | set(fixed))
+    attempt.open_tops = _reader_tops(net_param) - set(inputs) - set(fixed)
     cands = [cand + (None,) for cand in cands]
     if label_tops:          # label maps instead of label vectors, after the first sizes
         plain = [k for k, cand in enumerate(cands) if not cand[3]][:LABEL_MAP_SIZES]
@@ -295,14 +312,62 @@ def infer_input_shapes(net_param, phase=caffe_pb2.TEST, inputs=None, weights=Non
                 first_error = e
             continue
         found = _shapes_by_top(param)
-        return Inference(param, net, {b: found[b] for b in searched if b in found},
-                         where if guess else "%d x %d: %s" % (h, w, where), tried)
+        source = where if guess else "%d x %d: %s" % (h, w, where)
+        kept = {b: found[b] for b in searched if b in found}
+        for top, other in attempt.unified:
+            kept[top] = found[top]
+            source += "; %s given the shape of %s" % (top, other)
+        return Inference(param, net, kept, source, tried)
     first = " ".join(str(first_error).split())
     raise CaffeError("no input size makes every shape check pass (%d candidates tried in %.1f s: "
                      "sizes from the net, the usual sizes, squares from 16 to 1024); at the "
                      "first, %d x %d: %s; give the size with %s"
                      % (tried, time.time() - start, cands[0][1], cands[0][2], first,
                         " ".join("--input %s=N,C,H,W" % b for b in searched)))
+
+
+MAX_UNIFY = 4
+
+
+def _unify(param, error, open_tops):
+    """When ``error`` says a layer's bottom must have the shape of another (``ShapeError.unify``,
+    e.g. an Eltwise of a super-resolution net's upsampled output and its bicubic input, or a
+    regression loss and its target map) and one of the two is in ``open_tops`` (tops of the
+    replaced readers whose sizes the file leaves open): give that top the other's shape and
+    return (top, other blob), else None."""
+    info, name = getattr(error, "unify", None), getattr(error, "layer_name", None)
+    if info is None or name is None:
+        return None
+    i, j, shape_i, shape_j = info
+    layers = [lp for lp in param.layer if lp.name == name]
+    if len(layers) != 1 or max(i, j) >= len(layers[0].bottom):
+        return None
+    bottoms = layers[0].bottom
+    for top, other, shape in ((bottoms[i], bottoms[j], shape_j), (bottoms[j], bottoms[i], shape_i)):
+        if top in open_tops and top != other and len(shape):
+            for lp in param.layer:            # every Input layer with that top (one per phase)
+                if lp.type == "Input" and top in lp.top:
+                    set_input_shapes(_only(lp), {top: shape})
+            return top, other
+    return None
+
+
+DECLARED_SHAPES = ("Input", "DummyData", "MemoryData")
+
+
+def _reader_tops(net_param):
+    """Tops of the data layers that read their blobs from a source (whose shapes the file does
+    not state as such: not Input, DummyData or MemoryData)."""
+    from . import is_data_layer
+    return {t for lp in net_param.layer if is_data_layer(lp) and lp.type not in DECLARED_SHAPES
+            for t in lp.top}
+
+
+class _only(object):
+    """A stand-in NetParameter holding one layer (for :func:`set_input_shapes`)."""
+
+    def __init__(self, lp):
+        self.layer = [lp]
 
 
 #: How a reader's other tops may be laid out when the guess (a label vector N) fits nothing:

@@ -25,7 +25,7 @@ import collections
 
 import numpy as np
 
-from ..errors import CaffeError
+from ..errors import CaffeError, ShapeError
 from ..layers.base import shapes_only
 from ..net import Net
 from ..net.passes import PhaseError
@@ -128,7 +128,7 @@ def summarize(source, inputs=None, phase=caffe_pb2.TEST, default_shape=(3, 224, 
                                        build=build, prepare=prepare, fixed=kept)
             break
         except CaffeError as e:
-            name = _failed_terminal(original, e)
+            name = None if isinstance(e, ShapeError) else _failed_terminal(original, e)
             if name is None or len(unresolved) >= MAX_FAILED_TERMINALS:
                 raise
             lp = next(x for x in original.layer if x.name == name)
@@ -181,7 +181,8 @@ def _without(param, names):
 def _failed_terminal(param, error):
     """The name of the layer whose setup raised ``error`` when no other layer reads its tops (a
     loss, an accuracy, a fork's output layer: the net's structure does not depend on it), else
-    None. Data layers are never dropped."""
+    None. Data layers are never dropped, and shape errors are not this (they are what the input
+    size search answers, and at a size the user gives they are the user's to see)."""
     from . import is_data_layer
     name = getattr(error, "layer_name", None)
     layers = list(param.layer)
@@ -253,7 +254,7 @@ def _python_data_layers(param, inputs):
     Any other whose module does not import needs ``--input`` shapes for all its tops (they
     replace the layer); without them, a CaffeError asks for them."""
     import importlib
-    from ..errors import CaffeError
+    from ..errors import CaffeError, ShapeError
     from ..layers.python_layer import builtin_layer_class
     from . import is_data_layer
     keep = []

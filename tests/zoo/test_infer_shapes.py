@@ -152,7 +152,13 @@ layer { name: "mul" type: "Eltwise" bottom: "data" bottom: "mask" top: "masked"
 '''
     found = infer_input_shapes(proto_io.read_net(text))
     assert found.shapes == {"data": (1, 1, 24, 24)}
-    assert "Input shape of layer 'mask', 1 channels" in found.line
+    assert "data given the shape of mask" in found.line      # unified with the declared input
+    conv = ('layer { name: "conv" type: "Convolution" bottom: "mask" top: "mask2" '
+            'convolution_param { num_output: 1 kernel_size: 1 } }\n')
+    text = text.replace('bottom: "mask"', 'bottom: "mask2"').replace('layer { name: "mul"',
+                                                                   conv + 'layer { name: "mul"')
+    found = infer_input_shapes(proto_io.read_net(text))      # through a layer: channels tried
+    assert found.shapes == {"data": (1, 1, 24, 24)}
 
 
 def test_nothing_fits_is_bounded_and_one_line(tmp_path):
@@ -216,3 +222,35 @@ def test_label_maps_are_tried_when_label_vectors_fit_nothing(tmp_path):
     rows, _ = summarize(_write(tmp_path, DENSITY_MAP), phase=caffepy.TRAIN)
     data, density = dict((r.name, r.top_shapes) for r in rows)["data"]
     assert density[1:] == (1, data[2] // 8, data[3] // 8)
+
+
+# A super-resolution net at two scales (IDN-style): the low-resolution image is upsampled by a
+# stride-2 deconvolution and added to the bicubic high-resolution input, then compared with the
+# high-resolution label. No single size fits the three tops of the reader.
+TWO_SCALES = """
+layer { name: "data" type: "HDF5Data" top: "bic" top: "data" top: "label"
+        hdf5_data_param { source: "train.txt" batch_size: 2 } }
+layer { name: "conv" type: "Convolution" bottom: "data" top: "conv"
+        convolution_param { num_output: 1 kernel_size: 3 pad: 1 } }
+layer { name: "up" type: "Deconvolution" bottom: "conv" top: "up"
+        convolution_param { num_output: 1 kernel_size: 4 stride: 2 pad: 1 } }
+layer { name: "sum" type: "Eltwise" bottom: "bic" bottom: "up" top: "sum" }
+layer { name: "loss" type: "EuclideanLoss" bottom: "sum" bottom: "label" top: "loss" }
+"""
+
+
+def test_a_reader_top_takes_the_shape_of_the_blob_it_must_match(tmp_path):
+    """Unification: the Eltwise needs bic of up's shape, the loss needs label of sum's: each
+    searched top takes the shape of the blob it must match (up = 2 x data's size), and the line
+    says so; a shape given with --input is never changed (the error stays)."""
+    path = _write(tmp_path, TWO_SCALES)
+    inferred = []
+    rows, _ = summarize(path, phase=caffepy.TRAIN, inferred=inferred)
+    shapes = dict((r.name, r.top_shapes) for r in rows)
+    bic, data, label = shapes["data"]
+    assert shapes["up"][0] == bic == label
+    assert bic[2:] == (2 * data[2], 2 * data[3]) and bic[1] == 1
+    assert "bic given the shape of up" in inferred[0] and "label given the shape of sum" in inferred[0]
+    with pytest.raises(CaffeError, match="'sum' \\(Eltwise\\)"):
+        summarize(path, phase=caffepy.TRAIN, inputs={"bic": (2, 1, 50, 50),
+                                                     "data": (2, 1, 40, 40)})

@@ -134,7 +134,8 @@ def test_terminal_layers_that_fail_to_set_up_are_shown_with_unknown_tops(tmp_pat
     """A deploy file's leftover Accuracy (its label blob absent) and a fork's loss with one bottom
     more than Caffe's: no other layer reads their tops, so summary builds the rest, lists them
     with '?' tops and says why; the same failure in a layer that others read stays an error, and
-    a net (Net) is never built without them."""
+    a net (Net) is never built without them. (Shape errors are not dropped: they are the input
+    size search's, and the user's at a size the user gives.)"""
     import pytest
     from caffepy import Net
     from caffepy.errors import CaffeError
@@ -145,7 +146,7 @@ def test_terminal_layers_that_fail_to_set_up_are_shown_with_unknown_tops(tmp_pat
             'inner_product_param { num_output: 5 } }\n')
     tail = ('layer { name: "accuracy" type: "Accuracy" bottom: "ip" bottom: "label" '
             'top: "accuracy" }\n'
-            'layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "ip" bottom: "ip" '
+            'layer { name: "loss" type: "EuclideanLoss" bottom: "ip" bottom: "ip" bottom: "ip" '
             'top: "loss" }\n')
     path = tmp_path / "deploy.prototxt"
     path.write_text(head + tail)
@@ -155,9 +156,9 @@ def test_terminal_layers_that_fail_to_set_up_are_shown_with_unknown_tops(tmp_pat
         ("data", [(2, 3, 4, 4)]), ("ip", [(2, 5)]), ("accuracy", ["?"]), ("loss", ["?"])]
     assert len(notes) == 2
     assert "unknown bottom blob 'label'" in notes[0] and "deploy.prototxt:3" in notes[0]
-    assert "'loss' (SoftmaxWithLoss)" in notes[1] and "'?'" in notes[1]
+    assert "'loss' (EuclideanLoss)" in notes[1] and "'?'" in notes[1]
     with pytest.raises(CaffeError, match="unknown bottom blob 'label'"):
         Net(str(path), 1)
     path.write_text(head + tail + 'layer { name: "after" type: "ReLU" bottom: "loss" top: "r" }\n')
-    with pytest.raises(CaffeError, match="SoftmaxWithLoss"):
+    with pytest.raises(CaffeError, match="EuclideanLoss"):
         summarize(str(path))

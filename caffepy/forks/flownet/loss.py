@@ -2,7 +2,6 @@
 LpqLoss (extra.py)."""
 import numpy as np
 
-from ...errors import ShapeError
 from ...layers.base import LossLayer, register_layer
 
 
@@ -51,8 +50,8 @@ class L1LossLayer(_FlowDifferenceLoss):
 
     def reshape(self, bottom, top):
         if len(bottom) == 2 and bottom[0].shape != bottom[1].shape:
-            raise self.error("bottoms %s and %s must have equal shapes"
-                             % (bottom[0].shape, bottom[1].shape), ShapeError)
+            raise self.shape_mismatch("bottoms %s and %s must have equal shapes"
+                                      % (bottom[0].shape, bottom[1].shape), 1, 0, bottom)
         top[0].reshape(())
 
     def forward_cpu(self, bottom, top):

@@ -1,7 +1,5 @@
 """Crowd-counting losses: MAELoss of shizenglin/Deep-NCL (negative-correlation learning)."""
 import numpy as np
-
-from ...errors import ShapeError
 from ...layers.base import LossLayer, register_layer
 
 
@@ -22,8 +20,8 @@ class MAELossLayer(LossLayer):
     def reshape(self, bottom, top):
         super().reshape(bottom, top)
         if bottom[0].count != bottom[1].count:
-            raise self.error("inputs must have the same dimension (%s vs %s)"
-                             % (bottom[0].shape, bottom[1].shape), ShapeError)
+            raise self.shape_mismatch("inputs must have the same dimension (%s vs %s)"
+                                      % (bottom[0].shape, bottom[1].shape), 1, 0, bottom)
 
     def forward_cpu(self, bottom, top):
         a = np.sum(np.abs(bottom[0].data), dtype=np.float64)

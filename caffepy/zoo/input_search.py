@@ -298,7 +298,7 @@ def infer_input_shapes(net_param, phase=caffe_pb2.TEST, inputs=None, weights=Non
                 for c, h, w, _, where, _ in (cands[k] for k in plain)]
         at = plain[-1] + 1 if plain else len(cands)
         cands[at:at] = maps
-    tried = 0
+    tried, fallback = 0, None
     for c, h, w, guess, where, layout in cands[:max_candidates]:
         if tried and time.time() - start > max_seconds:
             break
@@ -310,6 +310,9 @@ def infer_input_shapes(net_param, phase=caffe_pb2.TEST, inputs=None, weights=Non
                 if not isinstance(e, ShapeError):
                     raise
                 first_error = e
+            if fallback is None and isinstance(e, CaffeError) and not isinstance(e, ShapeError):
+                name = terminal_layer(net_param, getattr(e, "layer_name", None))
+                fallback = (name, "at %d x %d: %s" % (h, w, e)) if name else None
             continue
         found = _shapes_by_top(param)
         source = where if guess else "%d x %d: %s" % (h, w, where)
@@ -319,11 +322,33 @@ def infer_input_shapes(net_param, phase=caffe_pb2.TEST, inputs=None, weights=Non
             source += "; %s given the shape of %s" % (top, other)
         return Inference(param, net, kept, source, tried)
     first = " ".join(str(first_error).split())
-    raise CaffeError("no input size makes every shape check pass (%d candidates tried in %.1f s: "
-                     "sizes from the net, the usual sizes, squares from 16 to 1024); at the "
-                     "first, %d x %d: %s; give the size with %s"
-                     % (tried, time.time() - start, cands[0][1], cands[0][2], first,
-                        " ".join("--input %s=N,C,H,W" % b for b in searched)))
+    error = CaffeError("no input size makes every shape check pass (%d candidates tried in %.1f "
+                       "s: sizes from the net, the usual sizes, squares from 16 to 1024); at the "
+                       "first, %d x %d: %s; give the size with %s"
+                       % (tried, time.time() - start, cands[0][1], cands[0][2], first,
+                          " ".join("--input %s=N,C,H,W" % b for b in searched)))
+    error.terminal_fallback = fallback
+    raise error
+
+
+def terminal_layer(net_param, name):
+    """``name`` when it names one layer of ``net_param`` whose tops no later layer reads (a loss,
+    an evaluation or output layer at the end of the net) and that is not a data layer, else
+    None. A candidate size at which only such a layer fails, on something other than a shape
+    check (a fork's form of the layer: its bottoms, its label layout), builds everything the rest
+    of the net needs: :func:`caffepy.zoo.summary.summarize` may show the net at that size
+    without it. (A terminal Concat or Crop failing its shape check is what the search is for.)"""
+    from . import is_data_layer
+    layers = list(net_param.layer)
+    at = [i for i, lp in enumerate(layers) if lp.name == name]
+    if name is None or len(at) != 1 or is_data_layer(layers[at[0]]):
+        return None
+    lp = layers[at[0]]
+    if any(t in lp.bottom for t in lp.top):          # in place: it rewrites a blob others read
+        return None
+    if any(t in x.bottom for x in layers[at[0] + 1:] for t in lp.top):
+        return None
+    return name
 
 
 MAX_UNIFY = 4

@@ -85,7 +85,7 @@ def summarize(source, inputs=None, phase=caffe_pb2.TEST, default_shape=(3, 224, 
     ``weights``: a .caffemodel whose blob shapes the net must match. ``inferred``: a list that
     receives the one-line report of the input sizes found by search (caffepy.zoo.input_search),
     when the file leaves a data layer's size open."""
-    from .input_search import infer_input_shapes, set_input_shapes
+    from .input_search import infer_input_shapes, set_input_shapes, terminal_layer
     original = proto_io.read_net(source)
     inputs = dict(inputs or {})
     order = [lp.name for lp in original.layer]
@@ -128,13 +128,29 @@ def summarize(source, inputs=None, phase=caffe_pb2.TEST, default_shape=(3, 224, 
                                        build=build, prepare=prepare, fixed=kept)
             break
         except CaffeError as e:
-            name = None if isinstance(e, ShapeError) else _failed_terminal(original, e)
+            why = e
+            stand_in = _kept_layer(original, keep, getattr(e, "layer_name", None))
+            if stand_in is not None and not _importable(stand_in):   # another fork's form
+                raise CaffeError(
+                    "layer '%s' (Python): python_param.module '%s' is not importable and caffepy's "
+                    "stand-in for it does not take this file's form of the layer (%s), so the "
+                    "shapes of its tops are unknown: give them with %s" % (
+                        stand_in.name, stand_in.python_param.module,
+                        " ".join(str(e).split())[:200],
+                        " ".join("--input %s=N,C,H,W" % t if j == 0 else "--input %s=N,..." % t
+                                 for j, t in enumerate(stand_in.top)))) from None
+            if isinstance(e, ShapeError):
+                name = None
+            elif getattr(e, "terminal_fallback", None) is not None:
+                name, why = e.terminal_fallback     # a size at which only that layer fails
+            else:
+                name = terminal_layer(original, getattr(e, "layer_name", None))
             if name is None or len(unresolved) >= MAX_FAILED_TERMINALS:
                 raise
             lp = next(x for x in original.layer if x.name == name)
             unresolved[name] = ("layer '%s' (%s) does not build here (%s); its tops (%s) are "
                                 "shown as '?' (no other layer reads them)" % (
-                                    name, lp.type, " ".join(str(e).split())[:200],
+                                    name, lp.type, " ".join(str(why).split())[:240],
                                     ", ".join(lp.top)))
             if notes is not None:
                 notes.append(unresolved[name])
@@ -169,6 +185,14 @@ def summarize(source, inputs=None, phase=caffe_pb2.TEST, default_shape=(3, 224, 
 MAX_FAILED_TERMINALS = 8
 
 
+def _kept_layer(param, keep, name):
+    """The kept Python data layer (a built-in stand-in) named ``name``, else None."""
+    for i in keep:
+        if param.layer[i].name == name:
+            return param.layer[i]
+    return None
+
+
 def _without(param, names):
     """A copy of ``param`` without the layers named in ``names``."""
     pruned = caffe_pb2.NetParameter()
@@ -176,26 +200,6 @@ def _without(param, names):
     del pruned.layer[:]
     pruned.layer.extend(lp for lp in param.layer if lp.name not in names)
     return pruned
-
-
-def _failed_terminal(param, error):
-    """The name of the layer whose setup raised ``error`` when no other layer reads its tops (a
-    loss, an accuracy, a fork's output layer: the net's structure does not depend on it), else
-    None. Data layers are never dropped, and shape errors are not this (they are what the input
-    size search answers, and at a size the user gives they are the user's to see)."""
-    from . import is_data_layer
-    name = getattr(error, "layer_name", None)
-    layers = list(param.layer)
-    at = [i for i, lp in enumerate(layers) if lp.name == name]
-    if name is None or len(at) != 1 or is_data_layer(layers[at[0]]):
-        return None
-    lp = layers[at[0]]
-    produced = [t for t in lp.top if t not in lp.bottom]        # in-place tops rewrite a bottom
-    if len(produced) != len(lp.top):
-        return None
-    if any(t in x.bottom for x in layers[at[0] + 1:] for t in lp.top):
-        return None
-    return name
 
 
 def _suggested_phase(error):
@@ -254,7 +258,7 @@ def _python_data_layers(param, inputs):
     Any other whose module does not import needs ``--input`` shapes for all its tops (they
     replace the layer); without them, a CaffeError asks for them."""
     import importlib
-    from ..errors import CaffeError, ShapeError
+    from ..errors import CaffeError
     from ..layers.python_layer import builtin_layer_class
     from . import is_data_layer
     keep = []

@@ -254,3 +254,30 @@ def test_a_reader_top_takes_the_shape_of_the_blob_it_must_match(tmp_path):
     with pytest.raises(CaffeError, match="'sum' \\(Eltwise\\)"):
         summarize(path, phase=caffepy.TRAIN, inputs={"bic": (2, 1, 50, 50),
                                                      "data": (2, 1, 40, 40)})
+
+
+def test_a_terminal_layer_failing_only_at_fitting_sizes_is_left_out(tmp_path):
+    """The Concats fit only at 3 mod 4; a fork's evaluation layer at the end fails there on its
+    own form (not on a shape check): summary shows the net at the size the rest fits, that layer
+    with '?' tops and a note naming the size and its error. A terminal Concat that fits nowhere
+    stays an error (the search is for it)."""
+    from caffepy.layers import plugins
+    from caffepy.layers.base import Layer
+    from caffepy.errors import NetError
+
+    @plugins.register_layer("ForkEvaluate")
+    class ForkEvaluate(Layer):
+        def reshape(self, bottom, top):
+            raise NetError("layer '%s' (ForkEvaluate): bottom[1] must be 1 x 1 x G x 8"
+                           % self.layer_param.name)
+    try:
+        text = GOOGLENET_LIKE + ('layer { name: "eval" type: "ForkEvaluate" bottom: "fc" '
+                                 'bottom: "label" top: "eval" }\n')
+        notes, inferred = [], []
+        rows, _ = summarize(_write(tmp_path, text), notes=notes, inferred=inferred)
+        shapes = dict((r.name, r.top_shapes) for r in rows)
+        assert shapes["eval"] == ["?"] and shapes["data"][0][2] % 4 == 3
+        assert "at 227 x 227" in notes[0] and "1 x 1 x G x 8" in notes[0]
+        assert "227" in inferred[0]
+    finally:
+        plugins.unregister_layer("ForkEvaluate")

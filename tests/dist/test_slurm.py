@@ -92,23 +92,33 @@ def _readme_script():
     return blocks[0]
 
 
+def _job_output(d, job):
+    try:
+        with open(d / ("slurm-%s.out" % job)) as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
 @pytest.mark.parametrize("launch", ["srun", "mpiexec"])
 def test_readme_sbatch_script(slurm_box, tmp_path, launch):
-    """The README's script submitted with sbatch from a directory holding its solver.prototxt and
-    cluster.prototxt; "mpiexec": its line for the mpich wheel (Hydra starts its proxies with srun
-    inside the allocation) in place of the srun line."""
+    """The README's script, submitted with sbatch from a directory holding its solver.prototxt and
+    cluster.prototxt. "srun": ``scancel --signal=TERM`` once it trains: the job checkpoints and
+    completes (exit 0); ``sbatch job.sbatch --resume`` finishes it. "mpiexec": the script's line
+    for the mpich wheel (Hydra starts its proxies with srun inside the allocation) in place of the
+    srun line, run to the end."""
     slurm = slurm_box(2)
     script = _readme_script()
     if launch == "mpiexec":
         alt = re.search(r"^# the mpich wheel instead: (mpiexec .*)$", script, re.M).group(1)
-        script = re.sub(r"^srun .*$", lambda m: alt, script, flags=re.M)
+        script = re.sub(r"^.*srun .*$", lambda m: alt, script, flags=re.M)
     d = tmp_path / "job"
     (d / "bin").mkdir(parents=True)
     (d / "job.sbatch").write_text(script)
     (d / "net.prototxt").write_text(nets.DUMMY)
     (d / "solver.prototxt").write_text(
-        'net: "net.prototxt" base_lr: 0.05 momentum: 0.9 lr_policy: "fixed" max_iter: 40 '
-        'random_seed: 5 display: 10 snapshot_after_train: false checkpoint_frequency: 20\n')
+        'net: "net.prototxt" base_lr: 0.05 momentum: 0.9 lr_policy: "fixed" max_iter: 300 '
+        'random_seed: 5 display: 10 snapshot_after_train: false checkpoint_frequency: 100\n')
     (d / "cluster.prototxt").write_text('nworker_groups: 2 nworkers_per_group: 2 '
                                         'nservers_per_group: 2 workspace: "ws/"\n')
     shim = d / "bin" / "caffepy"                  # this checkout's caffepy, as `pip install` would
@@ -116,10 +126,24 @@ def test_readme_sbatch_script(slurm_box, tmp_path, launch):
     shim.chmod(0o755)
     env = slurm.env(PYTHONPATH=ROOT, PATH="%s:%s" % (d / "bin", os.environ["PATH"]))
     job = slurm.sbatch("job.sbatch", cwd=str(d), env=env)
+    if launch == "srun":
+        deadline = time.time() + 120
+        while not re.search(r"Iteration [1-9]\d* \(group", _job_output(d, job)):
+            assert time.time() < deadline and slurm.job(job).get("JobState") in (
+                "PENDING", "RUNNING", "CONFIGURING"), _job_output(d, job)[-3000:]
+            time.sleep(0.1)
+        assert slurm.run(["scancel", "--signal=TERM", job]).returncode == 0
     state = slurm.wait_job(job, timeout=180)
-    with open(d / ("slurm-%s.out" % job)) as f:
-        out = f.read()
+    out = _job_output(d, job)
     assert state["JobState"] == "COMPLETED" and state["ExitCode"] == "0:0", out[-3000:]
-    assert "Optimization Done." in out, out[-3000:]
     assert "Hosts from MPI's shared-memory split: h1 (ranks 0,1), h2 (ranks 2,3)" in out
-    assert os.path.exists(d / "ws" / "checkpoint" / "step40.manifest")
+    if launch == "srun":
+        m = re.search(r"Stopped by SIGTERM at step (\d+): checkpoint \S+; continue with --resume", out)
+        assert m and int(m.group(1)) < 300, out[-3000:]
+        job = slurm.sbatch("job.sbatch", cwd=str(d), env=env, args=["--resume"])
+        state = slurm.wait_job(job, timeout=180)
+        out = _job_output(d, job)
+        assert state["JobState"] == "COMPLETED" and state["ExitCode"] == "0:0", out[-3000:]
+        assert "Resuming from checkpoint step %s" % m.group(1) in out, out[-3000:]
+    assert "Optimization Done." in out, out[-3000:]
+    assert os.path.exists(d / "ws" / "checkpoint" / "step300.manifest")

@@ -4,10 +4,10 @@ tools/cluster.py ``Cluster``, authenticated by munge.
 ::
 
     with Cluster(2) as c, SlurmBox(c) as s:
-        s.run(["srun", "-N", "2", "--ntasks-per-node=2", "--mpi=pmi2", "hostname"])
+        s.run(["srun", "-N", "2", "--ntasks-per-node=2", "--mpi=pmix", "hostname"])
         job = s.sbatch(script_path, cwd=d)             # -> job id
         s.wait_job(job, timeout=120)                    # -> {"JobState": "COMPLETED", ...}
-        s.kill_daemons("h2")                            # kill -9 slurmd and slurmstepd of h2
+        c.kill_host("h2")                               # the node dies: slurmd, steps, tasks
 
 Layout, all under ``<cluster dir>/slurm`` (removed with the cluster):
 
@@ -23,14 +23,19 @@ Layout, all under ``<cluster dir>/slurm`` (removed with the cluster):
   PMIx plugin's per-step directories of two hosts do not collide in the one /tmp they share;
 - the daemons run in the foreground (``-D``) inside their host's namespaces, started with
   ``Cluster.popen`` (so ``Cluster.close`` kills them, and every step daemon and task with their
-  host's PID namespace); their output goes to ``<host>.out`` files.
+  host's PID namespace); their output goes to ``<host>-<daemon>.out`` files. A node whose slurmd
+  was lost comes back when slurmd starts again (``ReturnToService=2``; ``SlurmdTimeout`` is
+  ``slurmd_timeout``, 10 s).
+
+MPI under srun: ``--mpi=pmix`` with Open MPI (mpi4py's Open MPI extension, ``MPI4PY_LIBMPI``);
+the mpich wheel speaks PMI-1 only, which Slurm's pmi2 plugin takes in reads of at most 1024
+bytes, so with it start ``mpiexec`` inside the allocation (Hydra launches through srun).
 
 ``SlurmUnavailable`` (from ``start``) and :func:`unavailable_reason` say in one line what is
 missing. Every wait is bounded in time.
 """
 import os
 import shutil
-import signal
 import subprocess
 import time
 
@@ -229,17 +234,3 @@ class SlurmBox(object):
                 return info
             time.sleep(0.25)
         raise TimeoutError("job %s not finished in %.0f s: %s" % (job_id, timeout, self.job(job_id)))
-
-    def kill_daemons(self, host, names=("slurmd", "slurmstepd")):
-        """kill -9 ``host``'s Slurm daemons (slurmd and every step daemon); the tasks stay."""
-        for pid in self.c.host_pids(host):
-            try:
-                with open("/proc/%d/comm" % pid) as f:
-                    comm = f.read().strip()
-            except OSError:
-                continue
-            if comm in names:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass

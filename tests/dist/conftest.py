@@ -117,10 +117,12 @@ def slurm_box(cluster_box):
     import slurm_box as sb
 
     def make(n_hosts=2):
+        box = sb.SlurmBox(cluster_box(n_hosts))      # (its daemons live in the cluster's hosts)
         try:
-            return sb.SlurmBox(cluster_box(n_hosts)).__enter__()
+            box.start()
         except sb.SlurmUnavailable as e:
             pytest.skip("slurm in a box: %s" % e)
+        return box
     return make
 
 

@@ -2,7 +2,8 @@
 host, and losing a worker, a server, the coordinator or a whole host stops the job quickly with one
 line naming it (mpiexec -disable-auto-cleanup, so Hydra leaves the watchdog's output path up);
 ``--resume`` then finishes, equals the single process and, bit for bit, the uninterrupted run
-(MemoryData feeds)."""
+(MemoryData feeds). Under Hydra's default clean-up the line is in failure.txt only; a host that
+does not see the workspace is refused before training."""
 import os
 import re
 import signal

@@ -27,7 +27,11 @@ disk but the temporary directory, which is removed. Holders get SIGKILL if this 
 
 MPI across the hosts: the mpich wheel's UCX must use TCP on ``eth0`` (``UCX_TLS=tcp``,
 ``UCX_NET_DEVICES=eth0``); without it ``MPI_Init`` hangs in the address exchange. :meth:`env`
-returns an environment with those set.
+returns an environment with those set. :meth:`mpiexec` starts MPICH's Hydra through the ssh
+launcher; :meth:`mpirun` starts Open MPI's ``mpirun`` (Debian's ``mpirun.openmpi``) through its rsh
+launcher (``plm_rsh_agent``: the same launcher), with TCP on ``eth0`` for both its out-of-band
+channel and MPI's messages; its ranks load mpi4py's Open MPI extension (``MPI4PY_LIBMPI``, see
+:data:`OPENMPI_ENV`). ``tools/slurm_box.py`` runs Slurm on the hosts.
 
 ``python3 tools/cluster.py [N] [RATE] -- CMD...`` runs CMD in h1 of a fresh cluster (e.g. an
 mpiexec line using ``$CAFFEPY_CLUSTER_LAUNCHER``) and tears it down afterwards.
@@ -48,6 +52,11 @@ from cluster_launch import LAUNCHER, Broker, kill_tree  # noqa: E402
 
 SUBNET = "10.213.%d"
 UCX_ENV = {"UCX_TLS": "tcp", "UCX_NET_DEVICES": "eth0"}
+# Open MPI: mpi4py's wheels (>= 4.1) carry an extension for Open MPI's ABI, loaded when mpi4py
+# opens Open MPI's library; Debian's is libmpi.so.40 (the pyenv / venv lib directory, searched
+# first, may hold the mpich wheel's libmpi.so)
+OPENMPI_ENV = {"MPI4PY_LIBMPI": "libmpi.so.40"}
+OPENMPI_MPIRUN = "mpirun.openmpi"
 _LIVE = []
 
 
@@ -255,6 +264,30 @@ class Cluster(object):
         """Start ``mpiexec`` in the first host with ranks placed ``ppn`` per host (block)."""
         hosts = list(hosts or self.hosts)
         return self.popen(hosts[0], self.mpiexec_argv(cmd, hosts, ppn, n, auto_cleanup), env=env, **kw)
+
+    def mpirun_argv(self, cmd, hosts=None, ppn=1, n=None, mpirun=None, export=()):
+        """Open MPI's ``mpirun`` line: ranks placed ``ppn`` per host, daemons started through the
+        launcher, TCP on ``eth0``; ``export``: environment variables forwarded (``-x``)."""
+        hosts = list(hosts or self.hosts)
+        n = n or ppn * len(hosts)
+        argv = [mpirun or os.environ.get("CAFFEPY_OPENMPI_MPIRUN", OPENMPI_MPIRUN),
+                "--allow-run-as-root", "--oversubscribe",
+                "-H", ",".join("%s:%d" % (h, ppn) for h in hosts), "-np", str(n),
+                "--mca", "plm_rsh_agent", self.launcher, "--mca", "pml", "ob1",
+                "--mca", "btl", "tcp,self", "--mca", "btl_tcp_if_include", "eth0",
+                "--mca", "oob_tcp_if_include", "eth0"]
+        for name in export:
+            argv += ["-x", name]
+        return argv + list(cmd)
+
+    def mpirun(self, cmd, hosts=None, ppn=1, n=None, env=None, **kw):
+        """Start Open MPI's ``mpirun`` in the first host (ranks ``ppn`` per host, block)."""
+        hosts = list(hosts or self.hosts)
+        env = dict(env or self.env())
+        for k, v in OPENMPI_ENV.items():
+            env.setdefault(k, v)
+        return self.popen(hosts[0], self.mpirun_argv(cmd, hosts, ppn, n, export=sorted(OPENMPI_ENV)),
+                          env=env, **kw)
 
     def host_pids(self, host):
         """Pids (seen from here) of every live process in ``host``'s PID namespace (zombies left:

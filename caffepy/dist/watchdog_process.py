@@ -4,13 +4,16 @@ caffepy.dist.watchdog): it accepts the ranks' connections, checks their handshak
 import os
 import secrets
 import selectors
+import signal
 import socket
 import sys
 import time
 
 from .handshake import (HANDSHAKE_TIMEOUT, LINE_MAX, MAX_PENDING, NONCE_BYTES, SECRET_BYTES,
                         WARN_MAX, HandshakeError, check_hello, proof)
-GRACE = 0.1      # s: ranks that drop this soon after the first are named with it
+GRACE = 0.1      # s: ranks of the first lost rank's host that drop this soon after it are named
+                 # with it (a host that dies); those of other hosts follow it (a launcher's clean-up,
+                 # MPI's own error handling) and are only counted
 
 
 def _describe(entry):
@@ -186,8 +189,8 @@ class _Watch(object):
         rank = conn.rank
         if closed:
             self._drop(rank)
-            if rank not in self.bye:
-                self.lost.setdefault(rank, (now, "died"))
+            if rank not in self.bye:     # (this event's own time: the first loss names the host)
+                self.lost.setdefault(rank, (time.time(), "died"))
             return
         self.last[rank] = now
         conn.buf += data
@@ -211,10 +214,8 @@ class _Watch(object):
 
     def _report(self, first):
         from .checkpoint import describe_latest
-        named = sorted(r for r, (t, _) in self.lost.items() if t - first <= GRACE)
-        parts = ["%s %s" % (_describe(self.entries[r]), self.lost[r][1]) for r in named]
-        line = ("caffepy dist: %s; the job stops; %s; continue with caffepy train --resume\n"
-                % (" and ".join(parts), describe_latest(self.workspace)))
+        line = "caffepy dist: %s; the job stops; %s; continue with caffepy train --resume\n" % (
+            self._what_was_lost(first), describe_latest(self.workspace))
         try:
             sys.stderr.write(line)
             sys.stderr.flush()
@@ -226,6 +227,20 @@ class _Watch(object):
         except (OSError, ImportError):
             pass
         return self._finish(1)
+
+    def _what_was_lost(self, first):
+        """The ranks lost within GRACE of ``first`` on the first lost rank's host, by rank; the
+        ranks of other hosts lost in that time are counted after them: when a launcher kills the
+        whole job, or MPI ends the ranks that talked to a dead one, they are a consequence."""
+        near = sorted((t, r) for r, (t, _) in self.lost.items() if t - first <= GRACE)
+        origin = self.entries[near[0][1]][1]
+        named = sorted(r for _, r in near if self.entries[r][1] == origin)
+        after = sorted(r for _, r in near if self.entries[r][1] != origin)
+        text = " and ".join("%s %s" % (_describe(self.entries[r]), self.lost[r][1]) for r in named)
+        if after:
+            text += " (then rank%s %s ended too)" % ("s" if len(after) > 1 else "",
+                                                     ", ".join(str(r) for r in after))
+        return text
 
     def _finish(self, code):
         for conn in list(self.pending.values()):
@@ -260,6 +275,11 @@ def listen(host, backlog=128):
 
 
 def main(argv):
+    # A scheduler's notice (scancel --signal=TERM, a preemption's SIGTERM) goes to every process of
+    # the job step, this one too: the ranks then stop at a common step and say BYE, and the watch
+    # must last until they have (it ends by itself then, or by SIGKILL with the job)
+    for name in ("SIGTERM", "SIGINT", "SIGHUP"):
+        signal.signal(getattr(signal, name), signal.SIG_IGN)
     workspace, timeout, interval, host = argv[0], float(argv[1]), float(argv[2]), argv[3]
     entries = {}
     for a in argv[4:]:

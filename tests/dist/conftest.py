@@ -105,6 +105,27 @@ def cluster_box():
             c.close()
 
 
+@pytest.fixture
+def slurm_box(cluster_box):
+    """``make(n_hosts=2)`` -> a started tools/slurm_box.py SlurmBox (slurmctld on h1, slurmd on
+    every host) on a fresh cluster_box; skips with one line where Slurm, munge or Open MPI (its
+    tests run srun --mpi=pmix) are missing. Everything dies with the cluster (also on failure)."""
+    import launchers
+    reason = cluster_box_reason() or launchers.slurm_reason()
+    if reason:
+        pytest.skip(reason)
+    import slurm_box as sb
+
+    def make(n_hosts=2):
+        box = sb.SlurmBox(cluster_box(n_hosts))      # (its daemons live in the cluster's hosts)
+        try:
+            box.start()
+        except sb.SlurmUnavailable as e:
+            pytest.skip("slurm in a box: %s" % e)
+        return box
+    return make
+
+
 def box_mpiexec(box, args, ppn, hosts=None, timeout=120, wait=True, script="mpi_run.py",
                 auto_cleanup=True, **env):
     """``mpiexec`` of tests/dist/<script> across the box's hosts, ``ppn`` ranks per host."""

@@ -60,6 +60,8 @@ def main():
     ap.add_argument("--sfb_mode", default="AUTO", choices=["AUTO", "ALWAYS", "NEVER"])
     ap.add_argument("--count_crossing", action="store_true",
                     help="every rank prints CROSSING: the GRAD / PARAM messages it sent to other hosts")
+    ap.add_argument("--signals", action="store_true",
+                    help="SIGTERM / SIGINT stop the job with a checkpoint, as under caffepy train")
     a = ap.parse_args()
     from caffepy import log
     log.setup()
@@ -93,7 +95,13 @@ def main():
             forward = layer.forward
             layer.forward = lambda bottom, top: (time.sleep(a.slow_delay), forward(bottom, top))[1]
     try:
-        result = dist.train(solver, cluster=cluster, resume=a.resume, feeder=feed)
+        if a.signals:
+            from caffepy.solvers.signals import SignalHandler
+            with SignalHandler() as handler:
+                solver.set_action_function(handler.action)
+                result = dist.train(solver, cluster=cluster, resume=a.resume, feeder=feed)
+        else:
+            result = dist.train(solver, cluster=cluster, resume=a.resume, feeder=feed)
     except CaffeError as e:
         print("ERROR: %s" % e, file=sys.stderr)
         return 1

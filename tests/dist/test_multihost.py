@@ -2,7 +2,8 @@
 host, and losing a worker, a server, the coordinator or a whole host stops the job quickly with one
 line naming it (mpiexec -disable-auto-cleanup, so Hydra leaves the watchdog's output path up);
 ``--resume`` then finishes, equals the single process and, bit for bit, the uninterrupted run
-(MemoryData feeds)."""
+(MemoryData feeds). Under Hydra's default clean-up the line is in failure.txt only; a host that
+does not see the workspace is refused before training."""
 import os
 import re
 import signal
@@ -216,3 +217,39 @@ def test_first_host_cut_leaves_no_rank_behind(cluster_box, tmp_path):
     while time.time() - t0 < 2 * timeout and ranks_left():
         time.sleep(0.1)
     assert not ranks_left(), "ranks left on h2 %.0f s after h1 was cut" % (time.time() - t0)
+
+
+def test_default_cleanup_line_in_failure_txt(cluster_box, tmp_path):
+    """Hydra's default clean-up (no -disable-auto-cleanup): when rank 3 is killed, mpiexec ends
+    every rank and itself within tens of ms, before the watchdog's line (its output went through
+    rank 0's proxy) can reach the terminal: mpiexec's own lines say a process "terminated badly";
+    failure.txt names rank 3 on h2 (rank 2, ended by Hydra on the same host, may be named with it:
+    the watchdog cannot tell that from a host's loss)."""
+    import launchers as L
+    box = cluster_box(2, rate="10gbit")
+    ws = str(tmp_path / "ws")
+    proc = box_mpiexec(box, L.long_args(ws), ppn=2, wait=False)
+    victim = L.rank_pid(box, "h2", 3, time.time() + 60)
+    line, shown = L.lost_rank(proc, ws, lambda: os.kill(victim, signal.SIGKILL),
+                              r"rank 3 \(worker 3 \(group 1\)\) on host h2 died")
+    assert shown in ([], [line]), proc.err[-3000:]
+    assert "terminated badly" in proc.err or "BAD TERMINATION" in proc.err, proc.err[-3000:]
+    # what rank 0 said at start, so the file is found
+    assert "one line here and in %s" % os.path.join(ws, "failure.txt") in proc.err
+
+
+def test_workspace_a_host_does_not_see_is_refused(cluster_box, tmp_path):
+    """h2 mounts a file system of its own over the workspace's path (a node without the shared
+    mount): before training every rank stops with one line naming the ranks and host that
+    rank 0 cannot see."""
+    box = cluster_box(2, rate="10gbit")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    r = box.run("h2", ["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(ws)])
+    assert r.returncode == 0, r.err
+    p = box_mpiexec(box, ["--workspace", str(ws)], ppn=2, timeout=90)
+    assert p.returncode != 0
+    errors = {l for l in p.err.splitlines() if l.startswith("ERROR: ")}
+    assert errors == {"ERROR: workspace %s is not shared: rank 0 (host h1) cannot see what rank 2 "
+                      "(host h2), rank 3 (host h2) wrote there; put the workspace on a filesystem "
+                      "every host mounts at the same path" % ws}, p.err[-3000:]

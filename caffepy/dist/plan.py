@@ -1,55 +1,61 @@
 """A performance model of the distributed solver: steps/s of a net on N hosts (``caffepy plan``).
 
 **What is predicted.** The steady-state step time ``T`` of a :mod:`caffepy.dist.trainer` run, its
-samples/s ``N_groups B / T`` (B: a worker group's batch) and its efficiency
-``E = samples/s / (N_hosts x samples/s of the single-process solver at batch B)``.
+samples/s ``G B / T`` (G worker groups of batch B) and its efficiency
+``E = samples/s / (N_hosts x B / T_1)``, T_1 the single-process solver's step at batch B.
 
 **The step, message by message.** One step of every worker is simulated as caffepy runs it, from
 the routes of :func:`caffepy.dist.routing.make_plan` (the trainer's own decision, with its
 :class:`~caffepy.dist.sfb.CostModel`) and the slices and placement of
-:class:`~caffepy.dist.topology.Topology` (``set_hosts``: ranks fill hosts in order):
+:class:`~caffepy.dist.topology.Topology` (``set_hosts``: the ranks fill the hosts in order):
 
-- compute: layer i's forward then, in reverse, its backward on the worker's core, ``f_i(m)`` and
-  ``b_i(m)`` at the sub-batch m = B / nworkers_per_group (iter_size passes);
-- dense params: worker → its stub (sums its host's workers: ``(K_h - 1) add(n)``) → one message per
-  slice to its server → the server, once its clock allows (BSP: every group's share; ASYNC / SSP:
-  each group's on arrival), adds the shares and applies the update rule (``update(size)``) → one
-  answer per stub → each stub forwards to its workers; param p's new version is there when every
-  slice is;
-- SFB weights: the factors, ``r (u + v)`` numbers (r = rows per worker x iter_size), from every
-  worker to every other; each worker rebuilds ``sum_w u_w^T v_w`` (W GEMMs of the layer's forward
-  size: ``W f_i(m)``) and steps its replica (``update(N K)``);
-- sharded tables: SPARSE_GRAD rows to every shard, the shard's step once all workers' rows are in
-  (``update(rows / P x width)``), and the next forward's LOOKUP / ROWS round trip (ids distinct);
-- waits: with wait-free backprop a layer's params leave when its backward ends and the next
-  forward waits layer by layer; without it all params leave after backward, last layer first,
-  and the next step waits for all. SSP (staleness s) waits only for the answer of step c - 1 - s.
+- compute: layer i's forward, then in reverse its backward, on the worker's core: ``f_i(m)``,
+  ``b_i(m)`` at the sub-batch m = B / nworkers_per_group, iter_size passes;
+- dense params: worker → its stub (with K > 1 the stub sums and scales: ``K_h add(n)``) → one
+  message per slice to its server → the server, when its clock allows (BSP: once every group's
+  stubs sent their share; ASYNC / SSP: each group's on arrival), sums the S shares
+  (``S add(size)`` for S > 1) and steps the slice (``update(size)``; ``+ copy(size)`` where answers
+  carry a snapshot: ASYNC, SSP, server-group replicas, which also get a SYNC every sync_frequency
+  steps) → one answer per stub → the stub forwards it to each of its workers; param p's new
+  version is at a worker when every slice is. SSP pushes carry a copy (``copy(n)``);
+- SFB weights: the factors, ``r (N + K)`` numbers (r = rows per worker x iter_size), from every
+  worker to every other; each worker rebuilds ``sum_w u_w^T v_w`` (W GEMMs the size of the
+  layer's forward: ``W f_i(m)``) and steps its replica (``update(N K)``) on its own core;
+- sharded tables: SPARSE_GRAD rows to every shard, the shard's step once every worker's rows are
+  in (``update(rows / P x width)``), and the next forward's LOOKUP / ROWS round trip, answered
+  once the shard took that step (ids taken distinct);
+- waits: with wait-free backprop a layer's params leave as its backward ends and the next forward
+  waits layer by layer; without it every param leaves after backward, last layer first, and the
+  next step waits for all. BSP / ASYNC wait for the answer to step c - 1, SSP (staleness s) for
+  the answer to step c - 1 - s.
 
-**Costs of a message of n bytes** between ranks a, b on hosts h_a, h_b (from measurements,
-:mod:`caffepy.dist.calibrate` and the transport figures of BENCHMARKS.md)::
+**Costs of a message of n bytes** from rank a on host h_a to rank b on host h_b::
 
-    same rank:    c_local                         (in-process hand-over between role threads)
-    other rank:   c_msg + c_byte n  on a's core, then c_msg + c_byte n on b's core
-    other host:   ... + the wire n / (eta R) on out(h_a) and in(h_b) at once, + latency lam
+    same rank:    c_local                                   (a hand-over between role threads)
+    other rank:   c_msg + c_byte n on a's core, then c_msg + c_byte n on b's core
+    other host:   in between, 8 n / (eta R) on out(h_a) and in(h_b) together, then latency lam
 
-fitted from the engine's one-way times t(n, R) between two emulated hosts at two rates R:
-``lam`` = plain mpi4py's 64 B time, ``c_msg = (engine - plain) / 2`` at 64 B, and the large-message
-slopes ``s(R) = 2 c_byte + 8 / (eta R)`` solved for eta (TCP goodput share) and c_byte.
+c_local is measured in process (:mod:`caffepy.dist.calibrate`); the others are fitted from the
+engine's one-way times t(n, R) between two emulated hosts (bench_transport.py): ``lam`` = plain
+mpi4py's 64 B time, ``c_msg = (engine - plain) / 2`` at 64 B, and the large-message slopes at two
+rates, ``s(R) = 2 c_byte + 8 / (eta R)``, solved for eta (the share of R TCP delivers) and c_byte.
+Array work (sums, updates, copies) costs ``a + c n`` for n elements, measured.
 
-**Resources.** Each rank has one core (the measured setup: a rank's worker, stub, server and
-communication threads share it; ``spare_core``: the communication and server work get a core of
-their own). Each host has an egress and an ingress link of rate R (full duplex; no switch
-contention: the fabric is non-blocking, a host's link is the only shared wire). Every resource
-serves its work in arrival order, a job at a time (list scheduling: ``start = max(ready,
-free(resources))``); a layer's forward or backward is not interrupted (the engine makes its
-progress rounds between layers).
+**Resources and order.** Each rank has one core (as measured: a rank's worker, stub, server and
+communication threads share it; ``spare_core``: its communication and server work get a core of
+their own). Each host has an egress and an ingress link of rate R (full duplex, a non-blocking
+fabric: a host's own link is the only wire it shares). Each resource serves work first come, first
+served, one job at a time, to its end (:mod:`caffepy.dist.simulate`); a layer's forward or
+backward is not interrupted (the engine makes its progress rounds between layers).
 
-**Steady state.** ``T`` is the mean spacing of the ends of backward over the last simulated steps
-(BSP: 3 steps, SSP: s + 4). In a deterministic model every worker is as fast as the others; the
-BSP barrier also waits for the slowest of G groups, ``E[max of G] - mean ~ sigma C sqrt(2 ln G)``
-(Gaussian extreme value; sigma = the measured coefficient of variation of a pass, C = compute),
-which SSP's slack spreads over s + 1 steps: ``/ (s + 1)``. Not modelled: data loading, test
-passes, checkpoints, the coordinator, stragglers other than that spread, TCP's slow start.
+**Steady state and the barrier.** T is the spacing of the ends of backward: BSP / ASYNC simulate 2
+steps (a step's forward waits for the last step's answers, so the second step is steady already),
+SSP 2 s + 6 and averages the second half. The simulated workers are identical; a real BSP step
+also waits for the slowest of G groups, ``E[max of G] - mean ~ sigma C sqrt(2 ln G)`` (Gaussian
+extremes; sigma: the measured coefficient of variation of a pass, C: the compute), which SSP's
+slack spreads over s + 1 steps (``/ (s + 1)``). Not modelled: data loading, test passes,
+checkpoints, the coordinator, any straggler beyond that spread, TCP slow start, and the engine's
+CPU beyond its measured per-message and per-byte costs (polling, the GIL, thread wake-ups).
 """
 import math
 
@@ -391,7 +397,8 @@ def predict(net_param, solver_param, cluster, costs, hosts, rate, batch=None, ho
     ``hosts`` hosts linked at ``rate`` bits/s. ``batch``: a worker group's (default: the net's);
     ``host``: a measured host of the calibration file (default: the compute times measured on this
     machine); ``net``: the net already built at that batch. Adds ``samples_per_s``, ``plain_step``
-    (the single-process solver's step at the group's batch: compute + every param's update) and
+    (the single-process solver's step at the group's batch: compute + every param's update; a
+    host profile's measured step) and
     ``efficiency`` = samples/s / (hosts x batch / plain_step)."""
     batch = batch or net_batch(net_param)
     if batch % cluster.nworkers_per_group:
@@ -405,7 +412,9 @@ def predict(net_param, solver_param, cluster, costs, hosts, rate, batch=None, ho
     result = model.predict()
     whole = costs.layer_times(net_param.name, names, batch, host)
     compute = sum(whole[0]) + sum(b for b, n in zip(whole[1], net.layer_need_backward) if n)
-    plain = compute * solver_param.iter_size + sum(costs.array("update", n) for n in model.count)
+    plain = compute * solver_param.iter_size   # a host profile's measured step has its update
+    if not host:
+        plain += sum(costs.array("update", n) for n in model.count)
     result.batch, result.plain_step, result.model = batch, plain, model
     result.samples_per_s = cluster.nworker_groups * batch / result.step
     result.efficiency = result.samples_per_s / (hosts * batch / plain)

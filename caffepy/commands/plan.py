@@ -4,9 +4,9 @@ distributed run (caffepy.dist.plan).
 Prints every learnable param's route as the trainer would choose it (``dense`` through the
 servers, ``sfb`` factors, sharded ``table``; caffepy.dist.routing.make_plan) with its bytes on the
 wire per step, then the predicted step on the busiest worker's core (compute, server work,
-messages, waiting, the BSP barrier), steps/s, samples/s and efficiency against one host running
-the single-process solver at the same batch. ``--table`` predicts over N = 1, 2, 4, ..., 32 hosts
-and every ``--link`` rate instead.
+messages, waiting, the BSP barrier), steps/s, samples/s and efficiency against the workers each
+running the single-process solver alone (one worker per host: against one host). ``--table``
+predicts over N = 1, 2, 4, ..., 32 hosts and every ``--link`` rate instead.
 
 The cluster: ``--cluster`` (a ClusterParameter file), else the solver's ``cluster { }``, else one
 worker group of one worker per host and one server group with a server on every host; with
@@ -112,6 +112,13 @@ def _cluster(args, param, hosts, table):
         cluster.wait_free = args.wait_free == "on"
     if args.sfb:
         cluster.sfb_mode = caffe_pb2.ClusterParameter.SFBMode.Value(args.sfb)
+    c = cluster
+    ranks = c.nworker_groups * c.nworkers_per_group + (
+        c.nserver_groups * c.nservers_per_group if c.server_worker_separate else 0)
+    if hosts > ranks:
+        raise CaffeError("%s: %d ranks (%d worker groups x %d workers) cannot fill %d hosts"
+                         % (args.cluster or "%s's cluster" % args.solver, ranks,
+                            c.nworker_groups, c.nworkers_per_group, hosts))
     return cluster
 
 
@@ -139,7 +146,7 @@ def run(args):
     if args.batch is not None and args.batch < 1:
         raise CaffeError("--batch must be >= 1 (got %d)" % args.batch)
     batch = args.batch or plan.net_batch(net_param)
-    net = plan.build_net(net_param, batch)
+    net = plan.build_net(net_param, batch, where)
     if args.table:
         print("Predicted for %s (%s), batch %d per worker group, one group per host%s:"
               % (net_param.name, where, batch, ", %s host" % args.host if args.host else ""))
@@ -178,7 +185,8 @@ def run(args):
         for label, value in (("compute", r.compute), ("server", r.server), ("messages", r.messages),
                              ("waiting", r.waiting), ("barrier", r.barrier), ("step", r.step)):
             print("  %-9s %10s" % (label, _ms(value)))
-        print("  %.2f steps/s, %.1f samples/s, efficiency %.1f%% (one host, single process: "
-              "%.1f samples/s)" % (1.0 / r.step, r.samples_per_s, 100 * r.efficiency,
-                                   batch / r.plain_step))
+        print("  %.2f steps/s, %.1f samples/s, efficiency %.1f%% (one worker alone, single "
+              "process at batch %d: %.1f samples/s)" % (1.0 / r.step, r.samples_per_s,
+                                                         100 * r.efficiency, batch // t.K,
+                                                         batch // t.K / r.plain_step))
     return 0

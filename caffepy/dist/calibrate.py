@@ -232,7 +232,8 @@ class Costs(object):
         through the two measured batches (``host``: scaled to that host's measured step)."""
         entry = self.compute.get(net_name)
         if entry is None:
-            raise CaffeError("%s has no compute times for net '%s' (it has: %s)"
+            raise CaffeError("%s has no compute times for net '%s' (it has: %s; "
+                             "benchmarks/bench_plan.py calibrate measures nets)"
                              % (self.where, net_name, ", ".join(sorted(self.compute)) or "none"))
         rows = {r[0]: r for r in entry["layers"]}
         b1, b2 = entry["batches"]

@@ -1,8 +1,9 @@
 """A performance model of the distributed solver: steps/s of a net on N hosts (``caffepy plan``).
 
 **What is predicted.** The steady-state step time ``T`` of a :mod:`caffepy.dist.trainer` run, its
-samples/s ``G B / T`` (G worker groups of batch B) and its efficiency
-``E = samples/s / (N_hosts x B / T_1)``, T_1 the single-process solver's step at batch B.
+samples/s ``G B / T`` (G worker groups of batch B, K workers each at m = B / K) and its
+efficiency ``E = samples/s / (G K m / T_1(m))``, T_1 the single-process solver's step: with one
+worker per host, against as many hosts each training alone.
 
 **The step, message by message.** One step of every worker is simulated as caffepy runs it, from
 the routes of :func:`caffepy.dist.routing.make_plan` (the trainer's own decision, with its
@@ -373,14 +374,14 @@ def net_batch(net_param):
     raise CaffeError("net '%s' has no data or Input layer to take a batch from" % net_param.name)
 
 
-def build_net(net_param, batch):
+def build_net(net_param, batch, filename=None):
     """The TRAIN net at ``batch`` (:func:`caffepy.dist.calibrate.trainable`), shapes only."""
     from ..layers.base import shapes_only
     from ..net import Net
     from ..proto import caffe_pb2
     from .calibrate import trainable
     with shapes_only():
-        return Net(trainable(net_param, batch), phase=caffe_pb2.TRAIN)
+        return Net(trainable(net_param, batch), phase=caffe_pb2.TRAIN, filename=filename)
 
 
 def default_cluster(hosts):
@@ -397,25 +398,24 @@ def predict(net_param, solver_param, cluster, costs, hosts, rate, batch=None, ho
     ``hosts`` hosts linked at ``rate`` bits/s. ``batch``: a worker group's (default: the net's);
     ``host``: a measured host of the calibration file (default: the compute times measured on this
     machine); ``net``: the net already built at that batch. Adds ``samples_per_s``, ``plain_step``
-    (the single-process solver's step at the group's batch: compute + every param's update; a
-    host profile's measured step) and
-    ``efficiency`` = samples/s / (hosts x batch / plain_step)."""
+    (the single-process solver's step at a worker's sub-batch m: compute + every param's update; a
+    host profile's measured step) and ``efficiency`` = samples/s / (W m / plain_step), W workers:
+    with one worker per host, against that many hosts each training alone."""
     batch = batch or net_batch(net_param)
-    if batch % cluster.nworkers_per_group:
-        raise CaffeError("batch %d does not split into %d workers per group"
-                         % (batch, cluster.nworkers_per_group))
+    K = cluster.nworkers_per_group
+    if batch % K:
+        raise CaffeError("batch %d does not split into %d workers per group" % (batch, K))
     net = net or build_net(net_param, batch)
     names = net._layer_names
-    times = costs.layer_times(net_param.name, names, batch // cluster.nworkers_per_group, host)
+    times = costs.layer_times(net_param.name, names, batch // K, host)
     model = Model(net, solver_param, cluster, opts or waitfree.options(cluster), costs, times,
                   hosts, rate, spare_core)
     result = model.predict()
-    whole = costs.layer_times(net_param.name, names, batch, host)
-    compute = sum(whole[0]) + sum(b for b, n in zip(whole[1], net.layer_need_backward) if n)
+    compute = sum(times[0]) + sum(b for b, n in zip(times[1], net.layer_need_backward) if n)
     plain = compute * solver_param.iter_size   # a host profile's measured step has its update
     if not host:
         plain += sum(costs.array("update", n) for n in model.count)
     result.batch, result.plain_step, result.model = batch, plain, model
     result.samples_per_s = cluster.nworker_groups * batch / result.step
-    result.efficiency = result.samples_per_s / (hosts * batch / plain)
+    result.efficiency = result.samples_per_s / (model.topo.W * (batch // K) / plain)
     return result

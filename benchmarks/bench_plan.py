@@ -9,8 +9,8 @@ against the measured two-host figures and its tables (BENCHMARKS.md, "Scaling pa
 
 calibrate: each measurement in a fresh process pinned to one core with one BLAS / OpenMP / numba
 thread (as a rank of bench_scaling.py): per net, every layer's forward / backward at two batches
-(caffepy.dist.calibrate.measure_net; the repeat with the fastest median pass is kept), the array
-costs of the servers' work and the in-process message. The transport constants are the engine's
+(caffepy.dist.calibrate.measure_net: CPU time of the computing thread; the repeat with the
+fastest median pass is kept), the array costs of the servers' work and the in-process message. The transport constants are the engine's
 and plain mpi4py's one-way times between two emulated hosts recorded by bench_transport.py, and the
 ``h200`` host profile is bench_gpu.py's training throughput on an H200 (both BENCHMARKS.md): the
 file cites them. check: the model against bench_scaling.py's table. table: markdown rows of
@@ -109,22 +109,45 @@ def calibrate(a):
         compute[entry.pop("net")] = entry
     data = {
         "version": 1,
-        "how": "python3 benchmarks/bench_plan.py calibrate --repeats %d, %s, 1-min load %.1f-%.1f: "
-               "every figure measured in a process pinned to one core with one BLAS / OpenMP / numba "
-               "thread (compute: per layer forward / backward medians of the loop of caffepy time at "
-               "two batches, the repeat with the fastest passes; arrays: seconds a + c n for n float32 "
-               "elements, best of 15; local: half an in-process ping-pong); transport and hosts cite "
-               "their source" % (a.repeats, started, min(loads), max(loads)),
+        "how": "python3 benchmarks/bench_plan.py calibrate --repeats %d, %s, 1-min load %.1f-%.1f "
+               "(other jobs on the machine): every figure measured in a process pinned to one core "
+               "with one BLAS / OpenMP / numba thread (compute: per layer, the median CPU time of the "
+               "computing thread over the passes of caffepy time's loop at two batches, the repeat "
+               "with the fastest passes kept; arrays: seconds a + c n for n float32 elements, best "
+               "of 15; local: the process's CPU time per message of an in-process ping-pong); "
+               "transport and hosts cite their source" % (a.repeats, started, min(loads), max(loads)),
         "machine": a.machine,
-        "arrays": costs["arrays"],
         "messages": {"local": costs["local"], "transport": TRANSPORT},
-        "compute": compute,
+        "arrays": costs["arrays"],
         "hosts": {"h200": H200},
+        "compute": compute,
     }
     with open(a.out, "w") as f:
-        json.dump(data, f, indent=1, sort_keys=True)
-        f.write("\n")
+        f.write(dump(data))
     print("wrote %s" % a.out)
+
+
+def dump(data):
+    """JSON with one line per layer row and per list of numbers (small; diffs read per layer)."""
+    flat = {}
+
+    def fold(x):
+        if isinstance(x, dict):
+            return {k: fold(v) for k, v in x.items()}
+        if isinstance(x, list) and x and not any(isinstance(v, dict) for v in x):
+            if all(isinstance(v, list) and v and isinstance(v[0], str) for v in x):
+                return [fold_row(v) for v in x]        # layer rows
+            return fold_row(x)
+        return x
+
+    def fold_row(row):
+        key = "@%d@" % len(flat)
+        flat[key] = json.dumps(row)
+        return key
+    text = json.dumps(fold(data), indent=1)
+    for key, row in flat.items():
+        text = text.replace('"%s"' % key, row)
+    return text + "\n"
 
 
 def _solver():

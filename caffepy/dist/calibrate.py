@@ -4,7 +4,8 @@ Three kinds of constants, each measured, none assumed:
 
 - **compute**: every layer's forward and backward time of a net's TRAIN pass at two batches
   (the loop of ``caffepy time``: one warm-up pass, then ``iters`` passes layer by layer; the median
-  per layer), and the spread of whole passes (``cv``: 1.4826 x the median absolute deviation / the
+  per layer of the computing thread's CPU time, which other processes on the machine do not
+  inflate), and the spread of whole passes (``cv``: 1.4826 x the median absolute deviation / the
   median of the pass times at the larger batch, a standard deviation that a burst of outside load
   does not move). :func:`trainable` turns a deploy net into the net that is timed.
 - **arrays**: the server's per-slice work as ``t(n) = a + c n`` for n elements of float32, fitted
@@ -13,7 +14,8 @@ Three kinds of constants, each measured, none assumed:
   weight decay unless a solver is given), ``add`` (``a += b``: the stub's and server's sums),
   ``copy`` (SSP's pushed copies).
 - **local**: one in-process message (``Endpoint.send`` → ``recv`` through an
-  :class:`~caffepy.dist.inproc.InprocEngine` between two threads): half a ping-pong's round trip.
+  :class:`~caffepy.dist.inproc.InprocEngine` between two threads of a process on one core): the
+  process's CPU time over a ping-pong, per message.
 
 Run it in a process pinned to one core with one BLAS / OpenMP / numba thread (the benchmark's
 ``ONE_THREAD`` environment, set before numpy is imported): that is one rank of
@@ -79,25 +81,28 @@ def _fill_inputs(net, rng):
 
 def time_layers(net, iters):
     """Per layer (forward s, backward s) medians over ``iters`` passes after one warm-up, and the
-    pass times (the loop of ``caffepy time``)."""
+    pass times (the loop of ``caffepy time``), in CPU time of this thread: with one BLAS / OpenMP /
+    numba thread all of a layer's work runs in it, and time other processes take on a shared
+    machine does not count."""
     layers, n = net.layers, len(net.layers)
+    clock = time.thread_time
     fwd, bwd = [[] for _ in range(n)], [[] for _ in range(n)]
     passes = []
     for it in range(iters + 1):
         f, b = [0.0] * n, [0.0] * n
-        t_pass = time.perf_counter()
+        t_pass = clock()
         for i, layer in enumerate(layers):
-            t = time.perf_counter()
+            t = clock()
             layer.forward(net.bottom_vecs[i], net.top_vecs[i])
-            f[i] = time.perf_counter() - t
+            f[i] = clock() - t
         for i in range(n - 1, -1, -1):
             if not net.layer_need_backward[i]:
                 continue
-            t = time.perf_counter()
+            t = clock()
             layers[i].backward(net.top_vecs[i], net.bottom_need_backward[i], net.bottom_vecs[i])
-            b[i] = time.perf_counter() - t
+            b[i] = clock() - t
         if it:
-            passes.append(time.perf_counter() - t_pass)
+            passes.append(clock() - t_pass)
             for i in range(n):
                 fwd[i].append(f[i])
                 bwd[i].append(b[i])
@@ -168,7 +173,7 @@ def measure_arrays(solver_param=None, sizes=(4096, 1 << 20), reps=15):
 
 
 def measure_local_message(reps=2000, size=64):
-    """Seconds per in-process message between two threads (half a ping-pong's round trip)."""
+    """CPU seconds per in-process message between two threads (a ping-pong's, per message)."""
     from ..proto import caffe_pb2
     from . import transport as T
     from .inproc import InprocEngine
@@ -185,15 +190,16 @@ def measure_local_message(reps=2000, size=64):
             b.send(0, h, bufs)
     t = threading.Thread(target=echo, daemon=True)
     t.start()
-    times = []
-    for i in range(reps + 10):
-        t0 = time.perf_counter()
+    for i in range(10):                          # warm-up
         a.send(1, T.header(T.GRAD, param=0, step=i), [buf])
         a.recv(timeout=10)
-        if i >= 10:
-            times.append(time.perf_counter() - t0)
+    cpu = time.process_time()
+    for i in range(reps):
+        a.send(1, T.header(T.GRAD, param=0, step=i), [buf])
+        a.recv(timeout=10)
+    cpu = time.process_time() - cpu
     t.join(5)
-    return float("%.4g" % (statistics.median(times) / 2))
+    return float("%.4g" % (cpu / (2 * reps)))
 
 
 class Costs(object):

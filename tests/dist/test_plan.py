@@ -201,7 +201,6 @@ def test_trainable_turns_a_deploy_net_into_a_training_net():
     assert out.layer[1].input_param.shape[0].dim[0] == 8
 
 
-@pytest.mark.skipif(not os.path.exists(CALIBRATION), reason="no calibration file")
 def test_predicts_the_measured_two_host_cifar10_quick_step():
     """BENCHMARKS.md, bench_scaling.py: one host 1277.9 samples/s at batch 100; two hosts at
     10 Gbit/s, wait-free off, one server: 2177.9 samples/s at batch 50 per host. Within 15%."""

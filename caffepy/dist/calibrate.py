@@ -7,7 +7,8 @@ Three kinds of constants, each measured, none assumed:
   per layer of the computing thread's CPU time, which other processes on the machine do not
   inflate), and the spread of whole passes (``cv``: 1.4826 x the median absolute deviation / the
   median of the pass times at the larger batch, a standard deviation that a burst of outside load
-  does not move). :func:`trainable` turns a deploy net into the net that is timed.
+  does not move; a net timed over fewer than ``MIN_PASSES`` passes takes the median spread of the
+  nets that were). :func:`trainable` turns a deploy net into the net that is timed.
 - **arrays**: the server's per-slice work as ``t(n) = a + c n`` for n elements of float32, fitted
   through two sizes (4 Ki and 1 Mi elements, best of several runs): ``update`` (the solver's
   regularize + update rule + apply, :func:`caffepy.dist.sparse.step_array`, SGD with momentum and
@@ -31,6 +32,7 @@ import numpy as np
 
 from ..errors import CaffeError
 
+MIN_PASSES = 10         # passes behind a net's own spread (fewer: the machine's, from other nets)
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
               "NUMBA_NUM_THREADS": "1"}
 
@@ -114,7 +116,7 @@ def measure_net(net_param, batches, iters):
     from ..net import Net
     from ..proto import caffe_pb2
     rng = np.random.default_rng(0)
-    out = {"batches": list(batches), "layers": None, "cv": None}
+    out = {"batches": list(batches), "passes": iters, "cv": None, "layers": None}
     for k, batch in enumerate(batches):
         net = Net(trainable(net_param, batch), phase=caffe_pb2.TRAIN)
         _fill_inputs(net, rng)
@@ -261,7 +263,17 @@ class Costs(object):
             b, per_s = _pair(ref)
             own = self.layer_times(net_name, names, b)
             scale = (b / float(per_s)) / (sum(own[0]) + sum(own[1]))
-        return [f * scale for f in fwd], [x * scale for x in bwd], float(entry.get("cv") or 0.0)
+        return [f * scale for f in fwd], [x * scale for x in bwd], self.cv(net_name)
+
+    def cv(self, net_name):
+        """A net's pass-to-pass spread: its own where measured over >= MIN_PASSES passes, else
+        the median of those that were (the machine's spread, measured on the faster nets)."""
+        entry = self.compute[net_name]
+        if entry.get("passes", 0) >= MIN_PASSES or entry.get("cv") is None:
+            return float(entry.get("cv") or 0.0)
+        others = [float(e["cv"]) for e in self.compute.values()
+                  if e.get("passes", 0) >= MIN_PASSES and e.get("cv") is not None]
+        return statistics.median(others) if others else float(entry["cv"])
 
 
 def _seconds(x):

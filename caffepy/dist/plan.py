@@ -49,9 +49,9 @@ fabric: a host's own link is the only wire it shares). Each resource serves work
 served, one job at a time, to its end (:mod:`caffepy.dist.simulate`); a layer's forward or
 backward is not interrupted (the engine makes its progress rounds between layers).
 
-**Steady state and the barrier.** T is the spacing of the ends of backward: BSP / ASYNC simulate 2
-steps (a step's forward waits for the last step's answers, so the second step is steady already),
-SSP 2 s + 6 and averages the second half. The simulated workers are identical; a real BSP step
+**Steady state and the barrier.** T is the spacing of the ends of backward over the second half of
+the simulated steps (BSP / ASYNC: 3, SSP: 2 s + 6), and at least the work per step of the busiest
+core or link (total busy time / steps: work that spills into the next step still counts once). The simulated workers are identical; a real BSP step
 also waits for the slowest of G groups, ``E[max of G] - mean ~ sigma C sqrt(2 ln G)`` (Gaussian
 extremes; sigma: the measured coefficient of variation of a pass, C: the compute), which SSP's
 slack spreads over s + 1 steps (``/ (s + 1)``). Not modelled: data loading, test passes,
@@ -163,7 +163,7 @@ class Model(object):
         t = self.topo
         ssp = t.consistency == SSP
         s = t.staleness if ssp else 0
-        steps = steps or (2 * s + 6 if ssp else 2)
+        steps = steps or (2 * s + 6 if ssp else 3)
         self.sched, self.wire, self.gathered, self.applied = Scheduler(), {}, {}, {}
         # version[w][p][c]: the answer to step c's push of param p has reached worker w
         self.version = [[[Signal() for _ in range(steps)] for _ in self.count] for _ in range(t.W)]
@@ -173,8 +173,11 @@ class Model(object):
             self._forward(w, 0, 0, 0.0)
         self.sched.run()
         ends = [max(e[c] for e in self.ends) for c in range(steps)]
-        k0 = 0 if steps <= 3 else steps // 2
-        return self._result((ends[-1] - ends[k0]) / float(steps - 1 - k0), s if ssp else None)
+        k0 = max(2, steps // 2)
+        spacing = (ends[-1] - ends[k0 - 1]) / float(steps - k0)
+        # in the steady state no core or link can do more than a step's work per step
+        return self._result(max([spacing] + [v / steps for v in self.sched.load.values()]),
+                            s if ssp else None)
 
     def _forward(self, w, c, i, now, k=0):
         """Forward of layer i in pass k of step c, once the params it reads are fresh enough."""

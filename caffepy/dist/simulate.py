@@ -10,21 +10,23 @@ Stages are taken in the order they become ready (ties in the order submitted), a
 serves one stage at a time, to its end: first come, first served, without preemption. When a job's
 last stage ends its ``then(t)`` runs and may submit further jobs, so dependencies are callbacks:
 :class:`Join` (after n arrivals) and :class:`Signal` (a time that is learnt once, awaited by
-many). Busy time is summed per ``tag`` (with whether the first resource is a ``"cpu"``).
+many). Busy time is summed per ``tag`` of a job's first stage (with whether its first resource is
+a ``"cpu"``) and per resource (``load``).
 """
 import heapq
 
 
 class Scheduler(object):
     def __init__(self):
-        self.heap, self.seq, self.free, self.busy = [], 0, {}, {}
+        self.heap, self.seq, self.free, self.busy, self.load = [], 0, {}, {}, {}
 
     def submit(self, t, stages, then=None, tag=None):
         self.seq += 1
         heapq.heappush(self.heap, (t, self.seq, stages, 0, then, tag))
 
     def run(self):
-        heap, free, busy, push, pop = self.heap, self.free, self.busy, heapq.heappush, heapq.heappop
+        heap, free, busy, load = self.heap, self.free, self.busy, self.load
+        push, pop = heapq.heappush, heapq.heappop
         while heap:
             now, _, stages, k, then, tag = pop(heap)
             res, dur, delay = stages[k]
@@ -36,6 +38,7 @@ class Scheduler(object):
             end = start + dur
             for x in res:
                 free[x] = end
+                load[x] = load.get(x, 0.0) + dur
             if tag is not None:
                 key = tag + (res[0][0] == "cpu",)
                 busy[key] = busy.get(key, 0.0) + dur

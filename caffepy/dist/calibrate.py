@@ -236,8 +236,10 @@ class Costs(object):
         return a + c * n if n else 0.0
 
     def layer_times(self, net_name, names, batch, host=None):
-        """Forward and backward seconds of each named layer at ``batch``: affine in the batch
-        through the two measured batches (``host``: scaled to that host's measured step)."""
+        """Forward and backward seconds of each named layer at ``batch`` (affine in the batch
+        through the two measured batches) and the spread of a pass. ``host``: a host profile,
+        whose measured step scales the layers (their proportions stay this machine's) and whose
+        own ``cv`` is the spread (none measured: 0)."""
         entry = self.compute.get(net_name)
         if entry is None:
             raise CaffeError("%s has no compute times for net '%s' (it has: %s; "
@@ -263,7 +265,8 @@ class Costs(object):
             b, per_s = _pair(ref)
             own = self.layer_times(net_name, names, b)
             scale = (b / float(per_s)) / (sum(own[0]) + sum(own[1]))
-        return [f * scale for f in fwd], [x * scale for x in bwd], self.cv(net_name)
+        cv = float(self.hosts[host].get("cv", 0.0)) if host else self.cv(net_name)
+        return [f * scale for f in fwd], [x * scale for x in bwd], cv
 
     def cv(self, net_name):
         """A net's pass-to-pass spread: its own where measured over >= MIN_PASSES passes, else

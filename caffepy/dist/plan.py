@@ -34,7 +34,9 @@ the routes of :func:`caffepy.dist.routing.make_plan` (the trainer's own decision
 
     same rank:    c_local                                   (a hand-over between role threads)
     other rank:   c_msg + c_byte n on a's core, then c_msg + c_byte n on b's core
-    other host:   in between, 8 n / (eta R) on out(h_a) and in(h_b) together, then latency lam
+    other host:   in between, w = 8 n / (eta R) on out(h_a), and w on in(h_b) from lam after the
+                  egress began (the switch holds what a busy ingress cannot take yet, so a sender
+                  is never blocked by another host's ingress: no head-of-line blocking)
 
 c_local is measured in process (:mod:`caffepy.dist.calibrate`); the others are fitted from the
 engine's one-way times t(n, R) between two emulated hosts (bench_transport.py): ``lam`` = plain
@@ -149,9 +151,9 @@ class Model(object):
             return self.sched.submit(t, [((self.comm[a],), cost.local, 0.0)], then, (a, "messages", c))
         end = cost.msg + cost.byte * nbytes
         stages = [((self.comm[a],), end, 0.0)]
-        if ha != hb:
-            stages.append((self.links[ha][:1] + self.links[hb][1:], 8.0 * nbytes / (cost.eta * self.rate),
-                           cost.lat))
+        if ha != hb:          # egress, then ingress from lam after the first byte left
+            wire = 8.0 * nbytes / (cost.eta * self.rate)
+            stages += [((self.links[ha][0],), wire, cost.lat - wire), ((self.links[hb][1],), wire, 0.0)]
         recv = [((self.comm[b],), end, 0.0)]
         self.sched.submit(t, stages, lambda t1: self.sched.submit(t1, recv, then, (b, "messages", c)),
                           (a, "messages", c))

@@ -51,9 +51,10 @@ fabric: a host's own link is the only wire it shares). Each resource serves work
 served, one job at a time, to its end (:mod:`caffepy.dist.simulate`); a layer's forward or
 backward is not interrupted (the engine makes its progress rounds between layers).
 
-**Steady state and the barrier.** T is the spacing of the ends of backward over the second half of
-the simulated steps (BSP / ASYNC: 3, SSP: 2 s + 6), and at least the work per step of the busiest
-core or link (total busy time / steps: work that spills into the next step still counts once). The simulated workers are identical; a real BSP step
+**Steady state and the barrier.** T is the mean spacing of the ends of backward over the last
+intervals of the simulated steps (BSP / ASYNC: 5, SSP: 2 s + 7; an even number of intervals, as
+a step whose communication runs into the next forward can make steps alternate long and short),
+and at least the work per step of the busiest core or link (its busy time / steps). The simulated workers are identical; a real BSP step
 also waits for the slowest of G groups, ``E[max of G] - mean ~ sigma C sqrt(2 ln G)`` (Gaussian
 extremes; sigma: the measured coefficient of variation of a pass, C: the compute), which SSP's
 slack spreads over s + 1 steps (``/ (s + 1)``). Not modelled: data loading, test passes,
@@ -107,7 +108,7 @@ class Model(object):
                  spare_core=False):
         self.net, self.param, self.opts, self.costs = net, solver_param, opts, costs
         self.fwd, self.bwd, self.cv = layer_times
-        self.rate = float(rate)
+        self.rate, self.spare = float(rate), spare_core
         self.plan = routing.make_plan(net, cluster, opts, solver_param)
         self.count = [int(b.count) for b in net.learnable_params]
         self.topo = t = Topology(cluster, self.count, net.param_display_names, excluded=self.plan.params())
@@ -121,9 +122,12 @@ class Model(object):
         self.hosts = max(self.host) + 1
         t.set_hosts(["h%d" % h for h in self.host])
         self.proc = [t.process_of(ep) for ep in range(t.n_endpoints)]
-        self.cpu = [("cpu", r) for r in range(n)]
-        self.comm = [("comm", r) for r in range(n)] if spare_core else self.cpu
-        self.links = [(("out", h), ("in", h)) for h in range(self.hosts)]
+        # resources: rank r's core r, its communication core n + r (a spare core) or r, host h's
+        # egress 2n + h and ingress 2n + H + h
+        self.cpu = list(range(n))
+        self.comm = [n + r for r in range(n)] if spare_core else self.cpu
+        self.links = [(2 * n + h, 2 * n + self.hosts + h) for h in range(self.hosts)]
+        self.n_resources = 2 * n + 2 * self.hosts
         self.lp = waitfree.LayerParams(net)
         self.itemsize = net.learnable_params[0].dtype.itemsize if self.count else 4
         bsp = t.consistency == BSP
@@ -133,40 +137,48 @@ class Model(object):
                          for g in range(t.G)}
 
     # -- work and messages ----------------------------------------------------------------------
+    def _tag(self, r, kind, c, cpu):
+        """The busy-time key: (rank, kind, step, on the rank's own core)."""
+        key = (r, kind, c, cpu)
+        return self.tags.setdefault(key, key)
+
     def _work(self, t, r, seconds, kind, c, then, compute=False):
         """``seconds`` on rank r's core (compute) or its communication core (the same without a
         spare core)."""
-        self.sched.submit(t, [((self.cpu[r] if compute else self.comm[r],), seconds, 0.0)], then,
-                          (r, kind, c))
+        x = self.cpu[r] if compute else self.comm[r]
+        self.sched.submit(t, [(x, seconds, 0.0, self._tag(r, kind, c, x == r))], then)
 
     def _msg(self, t, a, b, nbytes, p, c, then):
         """A message of ``nbytes`` from rank a to rank b; ``then(arrival)``."""
         cost, ha, hb = self.costs, self.host[a], self.host[b]
-        if c == 0 and ha != hb:
+        on = not self.spare
+        if a == b:
+            return self.sched.submit(t, [(self.comm[a], cost.local, 0.0,
+                                          self._tag(a, "messages", c, on))], then)
+        end = cost.msg + cost.byte * nbytes
+        send = (self.comm[a], end, 0.0, self._tag(a, "messages", c, on))
+        recv = (self.comm[b], end, 0.0, self._tag(b, "messages", c, on))
+        if ha == hb:
+            return self.sched.submit(t, [send, recv], then)
+        if c == 0:
             row = self.wire.setdefault(p, [0, {}])
             row[0] += nbytes
             row[1][ha] = row[1].get(ha, 0) + nbytes
             row[1][hb] = row[1].get(hb, 0) + nbytes
-        if a == b:
-            return self.sched.submit(t, [((self.comm[a],), cost.local, 0.0)], then, (a, "messages", c))
-        end = cost.msg + cost.byte * nbytes
-        stages = [((self.comm[a],), end, 0.0)]
-        if ha != hb:          # egress, then ingress from lam after the first byte left
-            wire = 8.0 * nbytes / (cost.eta * self.rate)
-            stages += [((self.links[ha][0],), wire, cost.lat - wire), ((self.links[hb][1],), wire, 0.0)]
-        recv = [((self.comm[b],), end, 0.0)]
-        self.sched.submit(t, stages, lambda t1: self.sched.submit(t1, recv, then, (b, "messages", c)),
-                          (a, "messages", c))
+        wire = 8.0 * nbytes / (cost.eta * self.rate)   # egress, then ingress from lam on
+        self.sched.submit(t, [send, (self.links[ha][0], wire, cost.lat - wire, None),
+                              (self.links[hb][1], wire, 0.0, None), recv], then)
 
     # -- the step -------------------------------------------------------------------------------
     def predict(self, steps=None):
-        """Simulate ``steps`` steps of every worker (BSP / ASYNC: 2, SSP: 2 s + 6) and return the
+        """Simulate ``steps`` steps of every worker (BSP / ASYNC: 5, SSP: 2 s + 7) and return the
         :class:`Result` of the steady state."""
         t = self.topo
         ssp = t.consistency == SSP
         s = t.staleness if ssp else 0
-        steps = steps or (2 * s + 6 if ssp else 3)
-        self.sched, self.wire, self.gathered, self.applied = Scheduler(), {}, {}, {}
+        steps = steps or (2 * s + 7 if ssp else 5)
+        self.sched, self.wire, self.gathered, self.applied = Scheduler(self.n_resources), {}, {}, {}
+        self.tags = {}
         # version[w][p][c]: the answer to step c's push of param p has reached worker w
         self.version = [[[Signal() for _ in range(steps)] for _ in self.count] for _ in range(t.W)]
         self.ends = [[0.0] * steps for _ in range(t.W)]
@@ -175,10 +187,10 @@ class Model(object):
             self._forward(w, 0, 0, 0.0)
         self.sched.run()
         ends = [max(e[c] for e in self.ends) for c in range(steps)]
-        k0 = max(2, steps // 2)
-        spacing = (ends[-1] - ends[k0 - 1]) / float(steps - k0)
+        k = max(1, (steps - 1) // 4 * 2)        # an even number of the last intervals
+        spacing = (ends[-1] - ends[-1 - k]) / float(k)
         # in the steady state no core or link can do more than a step's work per step
-        return self._result(max([spacing] + [v / steps for v in self.sched.load.values()]),
+        return self._result(max([spacing] + [v / steps for v in self.sched.load]),
                             s if ssp else None)
 
     def _forward(self, w, c, i, now, k=0):

@@ -1,53 +1,49 @@
 """List scheduling of jobs over resources: the event loop under the performance model (:mod:`.plan`).
 
-A job is a chain of stages ``(resources, busy, delay)``. A stage is ready when the stage before it
-ended (the first: when the job is submitted); it starts once every resource it names is free::
+A job is a chain of stages ``(resource, busy, delay, tag)``. A stage is ready when the stage
+before it ended (the first: when the job is submitted); it starts once its resource is free::
 
-    start = max(ready, free(r) for r in resources);   free(r) = start + busy  for each r
-    next stage ready at start + busy + delay          (delay: a wire's latency, holding nothing)
+    start = max(ready, free(r));   free(r) = start + busy
+    next stage ready at start + busy + delay          (delay: a wire's latency, holding nothing;
+                                                       negative: the next stage overlaps this one)
 
 Stages are taken in the order they become ready (ties in the order submitted), and a resource
 serves one stage at a time, to its end: first come, first served, without preemption. When a job's
 last stage ends its ``then(t)`` runs and may submit further jobs, so dependencies are callbacks:
 :class:`Join` (after n arrivals) and :class:`Signal` (a time that is learnt once, awaited by
-many). Busy time is summed per ``tag`` of a job's first stage (with whether its first resource is
-a ``"cpu"``) and per resource (``load``).
+many). Busy time is summed per stage ``tag`` and per resource (``load``).
 """
 import heapq
 
 
 class Scheduler(object):
-    def __init__(self):
-        self.heap, self.seq, self.free, self.busy, self.load = [], 0, {}, {}, {}
+    """Resources are the integers ``0 .. n - 1``; ``busy`` sums by tag, ``load`` by resource."""
 
-    def submit(self, t, stages, then=None, tag=None):
+    def __init__(self, n):
+        self.heap, self.seq, self.free, self.load, self.busy = [], 0, [0.0] * n, [0.0] * n, {}
+
+    def submit(self, t, stages, then=None):
         self.seq += 1
-        heapq.heappush(self.heap, (t, self.seq, stages, 0, then, tag))
+        heapq.heappush(self.heap, (t, self.seq, stages, 0, then))
 
     def run(self):
         heap, free, busy, load = self.heap, self.free, self.busy, self.load
         push, pop = heapq.heappush, heapq.heappop
         while heap:
-            now, _, stages, k, then, tag = pop(heap)
-            res, dur, delay = stages[k]
-            start = now
-            for x in res:
-                f = free.get(x, 0.0)
-                if f > start:
-                    start = f
-            end = start + dur
-            for x in res:
-                free[x] = end
-                load[x] = load.get(x, 0.0) + dur
+            now, _, stages, k, then = pop(heap)
+            x, dur, delay, tag = stages[k]
+            start = free[x]
+            if now > start:
+                start = now
+            end = free[x] = start + dur
+            load[x] += dur
             if tag is not None:
-                key = tag + (res[0][0] == "cpu",)
-                busy[key] = busy.get(key, 0.0) + dur
-            end += delay
+                busy[tag] = busy.get(tag, 0.0) + dur
             if k + 1 < len(stages):
                 self.seq += 1
-                push(heap, (end, self.seq, stages, k + 1, then, None))
+                push(heap, (end + delay, self.seq, stages, k + 1, then))
             elif then is not None:
-                then(end)
+                then(end + delay)
 
 
 class Join(object):

@@ -69,6 +69,24 @@ def trainable(net_param, batch):
     return out
 
 
+def net_batch(net_param):
+    """A net's own batch: the first dimension of its first data or Input layer."""
+    from ..zoo import replace_data_layers
+    for lp in replace_data_layers(net_param).layer:
+        if lp.type == "Input" and lp.input_param.shape and len(lp.input_param.shape[0].dim):
+            return int(lp.input_param.shape[0].dim[0])
+    raise CaffeError("net '%s' has no data or Input layer to take a batch from" % net_param.name)
+
+
+def build_net(net_param, batch, filename=None):
+    """The TRAIN net at ``batch`` (:func:`trainable`), built for its shapes only."""
+    from ..layers.base import shapes_only
+    from ..net import Net
+    from ..proto import caffe_pb2
+    with shapes_only():
+        return Net(trainable(net_param, batch), phase=caffe_pb2.TRAIN, filename=filename)
+
+
 def _fill_inputs(net, rng):
     from ..zoo.run import input_values
     for name in net.inputs if hasattr(net, "inputs") else ():

@@ -54,8 +54,8 @@ backward is not interrupted (the engine makes its progress rounds between layers
 **Steady state and the barrier.** T is the mean spacing of the ends of backward over the last
 intervals of the simulated steps (BSP / ASYNC: 5, SSP: 2 s + 7; an even number of intervals, as
 a step whose communication runs into the next forward can make steps alternate long and short),
-and at least the work per step of the busiest core or link (its busy time / steps). The simulated workers are identical; a real BSP step
-also waits for the slowest of G groups, ``E[max of G] - mean ~ sigma C sqrt(2 ln G)`` (Gaussian
+and at least the work per step of the busiest core or link (its busy time / steps). The
+simulated workers are identical; a real BSP step also waits for the slowest of G groups, ``E[max of G] - mean ~ sigma C sqrt(2 ln G)`` (Gaussian
 extremes; sigma: the measured coefficient of variation of a pass, C: the compute), which SSP's
 slack spreads over s + 1 steps (``/ (s + 1)``). Not modelled: data loading, test passes,
 checkpoints, the coordinator, any straggler beyond that spread, TCP slow start, and the engine's
@@ -65,6 +65,7 @@ import math
 
 from ..errors import CaffeError
 from . import routing, waitfree
+from .calibrate import build_net, net_batch
 from .simulate import Join, Scheduler, Signal, when_all
 from .topology import BSP, SSP, Topology
 
@@ -380,25 +381,6 @@ class Model(object):
         return Result(step=period + barrier, compute=compute, server=server, messages=messages,
                       waiting=max(0.0, period - compute - server - messages), barrier=barrier,
                       routes=routes, hosts=self.hosts, groups=t.G)
-
-
-def net_batch(net_param):
-    """A net's own batch: the first dimension of its first data or Input layer."""
-    from ..zoo import replace_data_layers
-    for lp in replace_data_layers(net_param).layer:
-        if lp.type == "Input" and lp.input_param.shape and len(lp.input_param.shape[0].dim):
-            return int(lp.input_param.shape[0].dim[0])
-    raise CaffeError("net '%s' has no data or Input layer to take a batch from" % net_param.name)
-
-
-def build_net(net_param, batch, filename=None):
-    """The TRAIN net at ``batch`` (:func:`caffepy.dist.calibrate.trainable`), shapes only."""
-    from ..layers.base import shapes_only
-    from ..net import Net
-    from ..proto import caffe_pb2
-    from .calibrate import trainable
-    with shapes_only():
-        return Net(trainable(net_param, batch), phase=caffe_pb2.TRAIN, filename=filename)
 
 
 def default_cluster(hosts):

@@ -103,7 +103,8 @@ class Model(object):
 
     ``net``: the train net built at a worker group's batch (shapes only is enough; the routes are
     decided on it as the trainer does); ``layer_times``: (forward s, backward s, cv) per layer at a
-    worker's sub-batch; ``hosts``: the ranks fill that many hosts in rank order, equally."""
+    worker's sub-batch; ``hosts``: the ranks fill that many hosts in rank order, in blocks as equal
+    as they divide."""
 
     def __init__(self, net, solver_param, cluster, opts, costs, layer_times, hosts, rate,
                  spare_core=False):
@@ -118,9 +119,8 @@ class Model(object):
             raise CaffeError("%d hosts for a cluster of %d ranks (%d worker groups x %d workers%s): "
                              "every host needs a rank" % (hosts, n, t.G, t.K, ", %d separate servers"
                                                            % t.S if cluster.server_worker_separate else ""))
-        per = -(-n // hosts)
-        self.host = [r // per for r in range(n)]
-        self.hosts = max(self.host) + 1
+        self.host = [r * hosts // n for r in range(n)]      # blocks of consecutive ranks
+        self.hosts = hosts
         t.set_hosts(["h%d" % h for h in self.host])
         self.proc = [t.process_of(ep) for ep in range(t.n_endpoints)]
         # resources: rank r's core r, its communication core n + r (a spare core) or r, host h's

@@ -86,6 +86,13 @@ class Graph(object):
         onnx.checker.check_model(model)
         return model
 
+    def to_bytes(self, name, producer_version, metadata=()):
+        """The serialised ModelProto, written without the ``onnx`` package and unchecked
+        (caffepy.onnx.wire; inference mode's onnxruntime engine)."""
+        from . import wire
+        return wire.model(self, name, producer_version, _IR_FOR_OPSET.get(self.opset, 7),
+                          metadata)
+
 
 # the IR version each opset first shipped with (older runtimes refuse newer IR versions)
 _IR_FOR_OPSET = {13: 7, 14: 7, 15: 8, 16: 8, 17: 8, 18: 8, 19: 9, 20: 9, 21: 10}

@@ -283,3 +283,14 @@ def test_the_model_bytes_are_what_onnx_writes():
     assert list(ours.graph.input) == list(ref.graph.input)
     assert list(ours.graph.output) == list(ref.graph.output)
     assert ours.ir_version == ref.ir_version and ours.opset_import == ref.opset_import
+
+
+def test_onnxruntime_is_imported_only_when_the_mode_is_entered():
+    import subprocess
+    code = ("import sys, caffepy, caffepy.infer, caffepy.onnx\n"
+            "from caffepy.infer import engine, ort, parts\n"
+            "print(sorted(m for m in ('onnx', 'onnxruntime') if m in sys.modules))")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=dict(os.environ, PYTHONPATH=root), check=True).stdout
+    assert out.strip() == "[]"

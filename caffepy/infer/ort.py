@@ -91,6 +91,7 @@ class OrtPlan(object):
         self.sources = {i for p in self.parts if p.kind == CAFFEPY for i in p.layers
                         if not net.bottom_vecs[i]}
         self.gone = {}
+        self.rebuilds = 0       # parts rebuilt for new input shapes
 
     def describe(self):
         """One line: how many layers run where."""
@@ -166,6 +167,7 @@ class OrtPlan(object):
         return io, copied
 
     def _rebuild(self, part):
+        self.rebuilds += 1
         self.cut.reshape(part)
         self.cut.build(part)
         self.bindings.pop(id(part), None)

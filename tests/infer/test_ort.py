@@ -195,6 +195,7 @@ def test_new_batch_rebuilds_the_part():
         want, got = exact.forward(data=x)["prob"], fast.forward(data=x)["prob"]
         assert got.shape == (n, 5)
         assert _rel(got, want) <= 1e-5
+    assert fast._plan.rebuilds == 2
 
 
 # -- the check and the fallback ----------------------------------------------------------------
@@ -294,3 +295,44 @@ def test_onnxruntime_is_imported_only_when_the_mode_is_entered():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env=dict(os.environ, PYTHONPATH=root), check=True).stdout
     assert out.strip() == "[]"
+
+
+RPN = '''
+name: "rpn"
+layer { name: "in" type: "Input" top: "rpn_cls_prob" top: "rpn_bbox" top: "im_info" top: "feat"
+  input_param { shape { dim: 1 dim: 18 dim: 12 dim: 14 } shape { dim: 1 dim: 36 dim: 12 dim: 14 }
+                shape { dim: 1 dim: 3 } shape { dim: 1 dim: 4 dim: 12 dim: 14 } } }
+layer { name: "proposal" type: "Python" bottom: "rpn_cls_prob" bottom: "rpn_bbox" bottom: "im_info"
+  top: "rois" top: "scores" python_param { module: "caffepy.forks.detection.frcnn.proposal"
+  layer: "ProposalLayer" param_str: "'feat_stride': 16" } }
+layer { name: "m" type: "Mish" bottom: "feat" top: "featm" }
+layer { name: "pool" type: "ROIPooling" bottom: "featm" bottom: "rois" top: "pool"
+  roi_pooling_param { pooled_w: 2 pooled_h: 2 spatial_scale: 0.0625 } }
+layer { name: "fc" type: "InnerProduct" bottom: "pool" top: "fc" inner_product_param { num_output: 3 } }
+'''
+
+
+def test_a_count_known_at_run_time_crosses_parts():
+    """An RPN proposal layer (rois counted at run time) in one part, a caffepy layer, then a part
+    whose inputs have a symbolic axis 0: new roi counts need no rebuild."""
+    exact = _net(RPN)
+    randomize(exact)
+    fast = _net(RPN)
+    fast.copy_trained_layers_from(exact.to_proto())
+    plan = fast.optimize(keep=["rois"], engine="onnxruntime")
+    assert [(p.kind, p.symbolic, p.dynamic) for p in plan.parts] == [
+        ("onnxruntime", True, False), ("caffepy", False, False), ("onnxruntime", True, True)]
+    counts = set()
+    for seed in (3, 4):
+        rng = np.random.default_rng(seed)
+        feeds = {n: rng.standard_normal(exact.blobs[n].shape).astype(np.float32)
+                 for n in ("rpn_cls_prob", "rpn_bbox", "feat")}
+        feeds["rpn_cls_prob"] = np.abs(feeds["rpn_cls_prob"])
+        feeds["rpn_bbox"] *= np.float32(0.2)
+        feeds["im_info"] = np.array([[192, 224, 1.0]], np.float32)
+        want = exact.forward(blobs=["rois"], **feeds)
+        got = fast.forward(blobs=["rois"], **feeds)
+        for k in want:
+            assert got[k].shape == want[k].shape and _rel(got[k], want[k]) <= 1e-5, k
+        counts.add(want["rois"].shape[0])
+    assert len(counts) == 2 and plan.rebuilds == 0

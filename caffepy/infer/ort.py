@@ -38,10 +38,14 @@ def available():
     return True
 
 
-def session(model, threads, spin):
-    """An onnxruntime CPU session for the ModelProto bytes ``model``."""
+def session(model, threads, spin, weights=()):
+    """An onnxruntime CPU session for the ModelProto bytes ``model`` and the arrays ``weights``
+    ([(initializer name, array)], kept alive by the caller) of its external initializers."""
     import onnxruntime as ort
     so = ort.SessionOptions()
+    if weights:
+        so.add_external_initializers([nm for nm, _ in weights],
+                                     [ort.OrtValue.ortvalue_from_numpy(a) for _, a in weights])
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     so.intra_op_num_threads = int(threads)
@@ -75,7 +79,8 @@ class OrtPlan(object):
         self.sessions, self.bindings = {}, {}
         for part in self.parts:
             if part.kind == ORT and part.model is not None:
-                self.sessions[id(part)] = session(part.model, self.nthreads, self.spin)
+                self.sessions[id(part)] = session(part.model, self.nthreads, self.spin,
+                                                  part.weights)
         names = net._layer_names
         self.folded = [(names[i], [names[k] for k in chain])
                        for i, (chain, _, _) in sorted(self.cut.chains.items())]
@@ -173,7 +178,8 @@ class OrtPlan(object):
         self.bindings.pop(id(part), None)
         self.sessions.pop(id(part), None)
         if part.model is not None:
-            self.sessions[id(part)] = session(part.model, self.nthreads, self.spin)
+            self.sessions[id(part)] = session(part.model, self.nthreads, self.spin,
+                                                  part.weights)
 
     def assign_buffers(self, net):
         """``Net.reshape()``: every layer reshaped; parts whose inputs changed are rebuilt on

@@ -29,6 +29,7 @@ from .fold import affine_of, folded_params, shallow
 from ..onnx.builder import CONVERTERS, ExportError, Graph, LayerContext
 
 OPSET = 13
+EXTERNAL_BYTES = 4096       # initializers this large go to onnxruntime as arrays, not as bytes
 FOLDABLE = ("Convolution", "InnerProduct", "DepthwiseConvolution", "ConvolutionDepthwise")
 ORT, CAFFEPY = "onnxruntime", "caffepy"
 
@@ -38,8 +39,11 @@ class Part(object):
     ``net.layers`` (for an onnxruntime part, folded layers included). An onnxruntime part also
     has ``inputs`` / ``outputs`` ([(value name, blob name)]), ``shapes`` (blob name -> the input
     shape it was built for), ``symbolic`` (axis 0 known only at run time inside), ``dynamic``
-    (its inputs' axis 0 too), ``entry`` (blob name -> value name when the part starts) and
-    ``model`` (the serialised ModelProto; None when nothing it computes is read)."""
+    (its inputs' axis 0 too), ``entry`` (blob name -> value name when the part starts),
+    ``model`` (the serialised ModelProto; None when nothing it computes is read) and ``weights``
+    ([(initializer name, array)] of the initializers of ``EXTERNAL_BYTES`` or more, which the
+    model names without their data: onnxruntime reads them from these arrays, the net's own
+    parameter memory where nothing was folded)."""
 
     def __init__(self, kind):
         self.kind = kind
@@ -49,6 +53,7 @@ class Part(object):
         self.symbolic = self.dynamic = False
         self.entry = {}
         self.model = None
+        self.weights = []
 
 
 class Cut(object):
@@ -216,7 +221,9 @@ class Cut(object):
         g.outputs = [(v, None if part.symbolic else self.blobs[t].shape)
                      for v, t in part.outputs]
         part.exit = {t: current[t] for t in written}
-        part.model = (g.to_bytes("%s/part%d" % (net.name, self.parts.index(part)), __version__)
+        part.weights = [(nm, a) for nm, a in g.initializers if a.nbytes >= EXTERNAL_BYTES]
+        part.model = (g.to_bytes("%s/part%d" % (net.name, self.parts.index(part)), __version__,
+                                 external={nm for nm, _ in part.weights})
                       if part.outputs else None)
 
     def _input_blobs(self, part):

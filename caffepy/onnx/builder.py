@@ -86,12 +86,13 @@ class Graph(object):
         onnx.checker.check_model(model)
         return model
 
-    def to_bytes(self, name, producer_version, metadata=()):
+    def to_bytes(self, name, producer_version, metadata=(), external=()):
         """The serialised ModelProto, written without the ``onnx`` package and unchecked
-        (caffepy.onnx.wire; inference mode's onnxruntime engine)."""
+        (caffepy.onnx.wire; inference mode's onnxruntime engine). ``external``: initializer
+        names written without data, for the caller to hand onnxruntime as arrays."""
         from . import wire
         return wire.model(self, name, producer_version, _IR_FOR_OPSET.get(self.opset, 7),
-                          metadata)
+                          metadata, external)
 
 
 # the IR version each opset first shipped with (older runtimes refuse newer IR versions)

@@ -10,7 +10,9 @@ emit are written; the field numbers are those of onnx.proto:
     GraphProto      node 1, name 2, initializer 5, input 11, output 12
     NodeProto       input 1, output 2, name 3, op_type 4, attribute 5
     AttributeProto  name 1, f 2, i 3, s 4, t 5, floats 7, ints 8, strings 9, type 20
-    TensorProto     dims 1, data_type 2, name 8, raw_data 9 (little-endian)
+    TensorProto     dims 1, data_type 2, name 8, raw_data 9 (little-endian); a tensor the
+                    caller hands onnxruntime itself (``external``) has no data, only
+                    data_location 14 = EXTERNAL and external_data 13 {location: "memory"}
     ValueInfoProto  name 1, type 2 -> TypeProto.tensor_type 1 -> elem_type 1, shape 2
                     -> TensorShapeProto.dim 1 -> dim_value 1 | dim_param 2
 
@@ -59,13 +61,16 @@ def _float(field, x):
     return _key(field, 5) + struct.pack("<f", float(x))
 
 
-def tensor(name, array):
-    """TensorProto of a numpy array (raw little-endian data)."""
+def tensor(name, array, external=False):
+    """TensorProto of a numpy array (raw little-endian data, or none when ``external``: see
+    module doc)."""
     a = np.ascontiguousarray(array)
     if a.dtype not in DTYPES:
         raise ValueError("tensor '%s': dtype %s has no ONNX encoding here" % (name, a.dtype))
     body = b"".join(_int(1, d) for d in a.shape)
     body += _int(2, DTYPES[a.dtype]) + _bytes(8, name)
+    if external:
+        return body + _bytes(13, _bytes(1, "location") + _bytes(2, "memory")) + _int(14, 1)
     return body + _bytes(9, a.astype(a.dtype.newbyteorder("<"), copy=False).tobytes())
 
 
@@ -111,10 +116,11 @@ def value_info(name, dims, elem=1):
     return _bytes(1, name) + _bytes(2, _bytes(1, tt))
 
 
-def model(graph, name, producer_version, ir_version, metadata=()):
-    """The ModelProto bytes of a :class:`caffepy.onnx.builder.Graph`."""
+def model(graph, name, producer_version, ir_version, metadata=(), external=()):
+    """The ModelProto bytes of a :class:`caffepy.onnx.builder.Graph`; ``external``: names of
+    initializers written without their data (see module doc)."""
     g = b"".join(_bytes(1, node(*n)) for n in graph.nodes) + _bytes(2, name or "caffepy")
-    g += b"".join(_bytes(5, tensor(nm, a)) for nm, a in graph.initializers)
+    g += b"".join(_bytes(5, tensor(nm, a, nm in external)) for nm, a in graph.initializers)
     g += b"".join(_bytes(11, value_info(nm, None if s is None else graph.dims(s)))
                   for nm, s in graph.inputs)
     g += b"".join(_bytes(12, value_info(nm, None if s is None else graph.dims(s)))

@@ -25,7 +25,9 @@ Optimize mode picks, per forward, the (BLAS, numba) thread setting that has been
 (caffepy.infer.threads; the row prints the moving average of each setting it ran); its
 first passes try each setting once, so optimize mode gets ``EXPLORE_PASSES`` extra warm-up
 passes before the timed ones (every 8th timed pass still tries another setting, as in use).
-``CAFFEPY_THREADS=fixed`` in the environment makes it always use the limits.
+``CAFFEPY_THREADS=fixed`` in the environment makes it always use the limits. Optimize mode runs
+its default engine (``CAFFEPY_INFER_ENGINE`` picks one, caffepy.infer.engine; the row names it);
+``--profile`` profiles caffepy's own steps.
 """
 import argparse
 import os
@@ -164,14 +166,14 @@ def bench(name, batch, threads, iters, tmp, cv2):
         err_opt = max(err_opt, _rel(fast.forward(**{inp: x})[out], ref))  # as last chosen
         limit.restore_original_limits()
         rows.append((name, batch, n, t_exact, t_fast, t_cv, t_ort))
-        choice = fast._plan.threads
+        choice = getattr(fast._plan, "threads", None)      # caffepy's engine only
         print("%-14s b%-2d %dT  exact %8.1f  optimize %8.1f  opencv %8.1f  onnxruntime %8.1f  "
-              "opt/cv %5.2f  opt/ort %5.2f  load %s  (optimize threads %s: %s)" % (
+              "opt/cv %5.2f  opt/ort %5.2f  load %s  (optimize engine %s%s)" % (
                   name, batch, n, t_exact, t_fast, t_cv, t_ort, t_fast / t_cv, t_fast / t_ort,
-                  " ".join(open("/proc/loadavg").read().split()[:3]), choice.mode,
-                  " ".join("blas %d numba %d parts %d: %.1f ms" % (k + (1e3 * v,))
-                           for k, v in sorted(choice.avg.items()))
-                  or "limit"), flush=True)
+                  " ".join(open("/proc/loadavg").read().split()[:3]), fast._plan.engine,
+                  "" if choice is None else ", threads %s: %s" % (choice.mode, " ".join(
+                      "blas %d numba %d parts %d: %.1f ms" % (k + (1e3 * v,))
+                      for k, v in sorted(choice.avg.items())) or "limit")), flush=True)
     print("%-14s b%-2d    max rel diff vs exact: optimize %.1e  opencv %s  onnxruntime %s" % (
         name, batch, err_opt, "%.1e" % err_cv if dnn is not None else "-",
         "%.1e" % err_ort if err_ort is not None else "-"), flush=True)
@@ -184,7 +186,7 @@ def profile(name, iters, tmp, batch=1, clock=time.perf_counter):
     randomize(exact)
     weights = os.path.join(tmp, "%s_p.caffemodel" % name)
     exact.save(weights)
-    fast = Net(proto, caffe_pb2.TEST, weights=weights, optimize=True)
+    fast = Net(proto, caffe_pb2.TEST, weights=weights, optimize="caffepy")   # its steps by layer
     exact_steps = [(n, l, (lambda l=l, b=b, t=t: l.forward(b, t)))
                    for n, l, b, t in zip(exact._layer_names, exact.layers, exact.bottom_vecs,
                                          exact.top_vecs)]

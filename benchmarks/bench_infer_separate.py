@@ -16,7 +16,8 @@ thread count and the runtime's own setting (``cv2.setNumThreads``, onnxruntime's
 ``intra_op_num_threads``, its pool left to spin as it does by default: alone in the process),
 loads the model, runs warm-up passes (optimize mode: its thread choice's exploring ones too) and
 prints the median of ``--iters`` forwards. A row is the median over the rounds, with every
-round's figure. ``/proc/loadavg`` is printed before and after.
+round's figure and the engine optimize mode ran (its default; ``CAFFEPY_INFER_ENGINE`` picks
+one: caffepy.infer.engine). ``/proc/loadavg`` is printed before and after.
 """
 import argparse
 import json
@@ -52,6 +53,7 @@ def child(runtime, proto, weights, model, threads, iters):
         from caffepy.proto import caffe_pb2
         from bench_infer import EXPLORE_PASSES
         net = Net(proto, caffe_pb2.TEST, weights=weights, optimize=True)
+        engine = net._plan.engine
         name = net.inputs[0]
         x = np.random.default_rng(1).standard_normal(net.blobs[name].shape).astype(np.float32)
         run = lambda: net.forward(**{name: x})            # noqa: E731
@@ -68,6 +70,7 @@ def child(runtime, proto, weights, model, threads, iters):
             dnn.setInput(x)
             dnn.forward()
         warm = 2
+        engine = "opencv"
     else:
         import onnxruntime as ort
         opts = ort.SessionOptions()
@@ -77,9 +80,10 @@ def child(runtime, proto, weights, model, threads, iters):
         x = np.random.default_rng(1).standard_normal(inp.shape).astype(np.float32)
         run = lambda: sess.run(None, {inp.name: x})        # noqa: E731
         warm = 2
+        engine = "onnxruntime"
     for _ in range(warm):
         run()
-    print("JSON " + json.dumps({"ms": _median_ms(run, iters)}))
+    print("JSON " + json.dumps({"ms": _median_ms(run, iters), "engine": engine}))
 
 
 def prepare(name, batch, tmp):
@@ -105,7 +109,7 @@ def run_child(runtime, files, threads, iters):
                           env=env, capture_output=True, text=True, timeout=900)
     for line in done.stdout.splitlines():
         if line.startswith("JSON "):
-            return json.loads(line[5:])["ms"]
+            return json.loads(line[5:])
     raise SystemExit("%s failed:\n%s" % (runtime, (done.stderr or done.stdout)[-2000:]))
 
 
@@ -124,23 +128,27 @@ def main(argv=None):
         return child(runtime, proto, weights, model, int(threads), int(iters))
     print("loadavg before: %s" % open("/proc/loadavg").read().strip(), flush=True)
     print("| net | batch | threads | optimize ms | OpenCV ms | onnxruntime ms | opt / OpenCV | "
-          "opt / ort | rounds (opt, cv, ort) |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "opt / ort | rounds (opt, cv, ort) | optimize engine |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         for name in a.nets.split(","):
             for batch in [int(b) for b in a.batches.split(",")]:
                 files = prepare(name, batch, tmp)
                 for n in [int(t) for t in a.threads.split(",")]:
                     got = {r: [] for r in RUNTIMES}
+                    engines = set()
                     for _ in range(a.rounds):
                         for r in RUNTIMES:
-                            got[r].append(run_child(r, files, n, a.iters))
+                            res = run_child(r, files, n, a.iters)
+                            got[r].append(res["ms"])
+                            if r == "optimize":
+                                engines.add(res["engine"])
                     med = {r: statistics.median(v) for r, v in got.items()}
-                    print("| %s | %d | %d | %.1f | %.1f | %.1f | %.2f | %.2f | %s |" % (
+                    print("| %s | %d | %d | %.1f | %.1f | %.1f | %.2f | %.2f | %s | %s |" % (
                         name, batch, n, med["optimize"], med["opencv"], med["onnxruntime"],
                         med["optimize"] / med["opencv"], med["optimize"] / med["onnxruntime"],
-                        "; ".join("%.1f, %.1f, %.1f" % v for v in zip(*got.values()))),
-                        flush=True)
+                        "; ".join("%.1f, %.1f, %.1f" % v for v in zip(*got.values())),
+                        ", ".join(sorted(engines))), flush=True)
     print("loadavg after: %s" % open("/proc/loadavg").read().strip())
     return 0
 

@@ -7,7 +7,8 @@ Each run is a fresh subprocess (``OPENBLAS_NUM_THREADS=1``) whose ``ru_maxrss`` 
 - ``caffenet_train``: CaffeNet batch 16 (the net of ``bench_cpu.py``: DummyData + SoftmaxWithLoss),
   two forward + backward steps;
 - ``resnet50_exact`` / ``resnet50_optimize``: models/resnet50's deploy net at batch 1, random
-  weights, two forwards on the exact path / in optimize mode.
+  weights, two forwards on the exact path / in optimize mode (its default engine;
+  ``CAFFEPY_INFER_ENGINE=caffepy|onnxruntime`` picks one; the line names it).
 
 The numba kernels are on unless ``CAFFEPY_NUMBA=0`` is set in the environment (the child inherits
 it). ``--child RUN`` is the subprocess entry point.
@@ -52,6 +53,8 @@ def child(run):
                 net.blobs[net.inputs[0]].shape).astype(np.float32)
             for _ in range(2):
                 net.forward(**{net.inputs[0]: x})
+            if net._plan is not None:
+                print("engine %s" % net._plan.engine)
     print("%.1f" % (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0))
 
 
@@ -67,8 +70,10 @@ def main(argv=None):
     for run in args.runs.split(","):
         out = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", run],
                              env=env, capture_output=True, text=True, check=True)
-        print("%-18s CAFFEPY_NUMBA=%s  peak RSS %s MB" % (run, numba, out.stdout.strip()),
-              flush=True)
+        lines = out.stdout.split()
+        print("%-18s CAFFEPY_NUMBA=%s  peak RSS %s MB%s" % (
+            run, numba, lines[-1], "  (%s)" % " ".join(lines[:-1]) if lines[:-1] else ""),
+            flush=True)
 
 
 if __name__ == "__main__":

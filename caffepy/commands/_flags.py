@@ -39,8 +39,23 @@ def iterations(args):
 
 def add_optimize(parser):
     parser.add_argument("--optimize", action="store_true",
-                        help="inference mode (caffepy.infer.plan): fold BatchNorm/Scale, fuse "
-                             "activations, reuse buffers; TEST phase, forward only")
+                        help="inference mode (caffepy.infer): TEST phase, forward only, run by "
+                             "onnxruntime or caffepy's own steps (--engine)")
+    parser.add_argument("--engine", choices=("auto", "caffepy", "onnxruntime"), default=None,
+                        help="inference mode's engine (with --optimize): auto (default, or "
+                             "CAFFEPY_INFER_ENGINE): onnxruntime where installed and its outputs "
+                             "match the exact path, else caffepy's steps (folded BatchNorm/Scale, "
+                             "fused activations, reused buffers)")
+
+
+def optimize_engine(args):
+    """The --engine of a command that takes --optimize (None: the default); an error without
+    --optimize."""
+    from ..errors import CaffeError
+    if args.engine is not None and not args.optimize:
+        raise CaffeError("--engine %s chooses inference mode's engine: add --optimize"
+                         % args.engine)
+    return args.engine
 
 
 def load_net(args, phase):

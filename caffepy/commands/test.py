@@ -2,7 +2,8 @@
 
 Builds the TEST-phase net (``--level`` / ``--stage`` select layers), copies the weights, runs
 ``--iterations`` forward passes and logs every output per batch (``Batch i, accuracy = ...``),
-the mean loss and the mean of every output.
+the mean loss and the mean of every output. ``--optimize`` runs the net in inference mode
+(``--engine``: caffepy.infer.engine).
 """
 import numpy as np
 
@@ -37,12 +38,14 @@ def _run(args):
         raise CaffeError("Need a model definition to score (--model)")
     if not args.weights:
         raise CaffeError("Need model weights to score (--weights)")
+    engine = _flags.optimize_engine(args)
     _gpu.single_device(args)
     net = _flags.load_net(args, caffe_pb2.TEST)
     for w in args.weights.split(","):
         net.copy_from(w)
     if args.optimize:
-        net.optimize()
+        plan = net.optimize(engine=engine)
+        info("caffe.cpp:290", "Optimize mode, engine %s" % plan.engine)
     n = _flags.iterations(args)
     info("caffe.cpp:290", "Running for %d iterations." % n)
     sums, loss = None, 0.0

@@ -5,7 +5,8 @@ iteration's forward-backward time, every layer's average forward and backward ms
 ``Average Forward pass`` / ``Average Backward pass`` / ``Average Forward-Backward`` /
 ``Total Time`` lines. The net takes no input blobs beyond what its layers produce (Input layers
 keep zeros), as in Caffe. ``--optimize`` times the TEST net in inference mode
-(caffepy.infer.plan), forward only, one line per executed step; ``--weights`` loads weights first.
+(caffepy.infer; ``--engine auto|caffepy|onnxruntime``), forward only, one line per executed step;
+``--weights`` loads weights first.
 """
 import time as _time
 
@@ -62,6 +63,7 @@ def _run(args):
         raise CaffeError('phase must be "TRAIN" or "TEST" (got "%s")' % args.phase)
     if args.optimize and args.phase == "TRAIN":
         raise CaffeError("--optimize times the TEST phase (forward only); drop --phase TRAIN")
+    engine = _flags.optimize_engine(args)
     phase = caffe_pb2.TEST if args.phase == "TEST" or args.optimize else caffe_pb2.TRAIN
     _gpu.single_device(args)
     net = _flags.load_net(args, phase)
@@ -71,7 +73,7 @@ def _run(args):
     if n < 1:
         raise CaffeError("--iterations must be >= 1 (got %d)" % n)
     if args.optimize:
-        return _time_optimized(net, n)
+        return _time_optimized(net, n, engine)
     info("caffe.cpp:365", "Performing Forward")
     info("caffe.cpp:367", "Initial loss: %s" % fmt(net.forward_prefilled()))
     info("caffe.cpp:368", "Performing Backward")
@@ -113,12 +115,13 @@ def _run(args):
     return 0
 
 
-def _time_optimized(net, n):
-    """Forward-only timing of the optimized plan: one line per step (a step is a layer with the
-    layers folded into it), in the same format as the exact table."""
-    plan = net.optimize()
-    info("caffe.cpp:365", "Performing Forward (optimize mode: %d layers run as %d steps)"
-         % (len(net.layers), len(plan.steps)))
+def _time_optimized(net, n, engine=None):
+    """Forward-only timing of the optimized plan: one line per step (caffepy's engine: a layer
+    with the layers folded into it; onnxruntime's: an onnxruntime part, named by its first and
+    last layer, or a caffepy layer between parts), in the same format as the exact table."""
+    plan = net.optimize(engine=engine)
+    info("caffe.cpp:365", "Performing Forward (optimize mode: %d layers run as %d steps, engine %s)"
+         % (len(net.layers), len(plan.steps), plan.engine))
     info("caffe.cpp:367", "Initial loss: %s" % fmt(net.forward_prefilled()))
     fwd = [0.0] * len(plan.steps)
     forward_total = 0.0

@@ -1,11 +1,16 @@
 """Inference mode: ``Net(proto, TEST, weights=w, optimize=True)``, ``net.optimize()``,
-``caffepy time|test --optimize``.
+``caffepy time|test --optimize [--engine ...]``.
 
-Modules: ``plan`` (the execution plan: folding, fused activations, identity layers removed, Concat
-elimination, buffers reused by liveness; :func:`optimize`), ``fold`` (BatchNorm / Scale / Bias
-folded into the weights), ``steps`` (each step compiled into a closure: GEMM / Winograd
-convolutions, depthwise, LRN, pooling), ``winograd`` (F(2x2, 3x3)), ``shards`` (the batch split
-over threads), ``threads`` (the BLAS / numba thread setting that has been fastest),
-``kernels`` (numba kernels of the steps, forward only).
+Modules: ``engine`` (which engine runs the mode: onnxruntime or caffepy's own steps, the check
+that decides, ``CAFFEPY_INFER_ENGINE``; :func:`optimize`), the onnxruntime engine: ``parts``
+(the net cut into onnxruntime and caffepy parts, each onnxruntime part's ONNX model, BatchNorm /
+Scale folded first) and ``ort`` (the sessions, running the parts, the check against the exact
+path); caffepy's own engine: ``plan`` (the execution plan: folding, fused activations, identity
+layers removed, Concat elimination, buffers reused by liveness), ``steps`` (each step compiled
+into a closure: GEMM / Winograd convolutions, depthwise, LRN, pooling), ``winograd``
+(F(2x2, 3x3)), ``shards`` (the batch split over threads), ``kernels`` (numba kernels of the
+steps, forward only); shared: ``fold`` (BatchNorm / Scale / Bias folded into the weights),
+``threads`` (the thread limit; the BLAS / numba thread setting that has been fastest).
 """
-from .plan import Plan, optimize  # noqa: F401
+from .engine import optimize  # noqa: F401
+from .plan import Plan  # noqa: F401

@@ -1,6 +1,7 @@
-"""Inference mode's folding (caffepy.infer.plan, step 1): a BatchNorm with fixed statistics, a
-Scale or a Bias as per-channel ``y = a x + c``, and a Convolution / InnerProduct that computes
-``a * (its output) + c`` with its weights scaled in place."""
+"""Inference mode's folding (caffepy.infer.plan, step 1; caffepy.infer.parts for the onnxruntime
+engine): a BatchNorm with fixed statistics, a Scale or a Bias as per-channel ``y = a x + c``, and
+a Convolution / InnerProduct that computes ``a * (its output) + c``: with its weights scaled in
+place (``folded_copy``), or as new arrays (``folded_params``)."""
 import copy
 
 import numpy as np
@@ -58,3 +59,15 @@ def folded_copy(layer, a, c):
     new.blobs = [layer.blobs[0], bb]
     new.bias_term = True
     return new
+
+
+def folded_params(layer, a, c):
+    """(W', b') as new float32 arrays for Convolution / InnerProduct ``layer`` computing
+    a * (its output) + c, in float64; the layer's own weights are left as they are."""
+    w = layer.blobs[0].data.astype(np.float64)
+    if layer.type == "InnerProduct" and layer.transpose:
+        w = w * a.reshape(1, -1)
+    else:
+        w = w * a.reshape((-1,) + (1,) * (w.ndim - 1))
+    b = layer.blobs[1].data.astype(np.float64).reshape(-1) if layer.bias_term else 0.0
+    return w.astype(np.float32), (a * b + c).astype(np.float32)

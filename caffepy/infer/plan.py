@@ -73,6 +73,7 @@ class Step(object):
 
 class Plan(object):
     """The rewritten layer sequence of an optimized net and its buffer pool."""
+    engine = "caffepy"
 
     def __init__(self, net, keep=(), threads=None):
         if not net.layers:
@@ -338,13 +339,11 @@ def _original(net, name):
     return net.layers[net._layer_names.index(name)]
 
 
-def optimize(net, keep=(), threads=None):
-    """Switch ``net`` (built, weights loaded) to inference mode; returns the Plan. ``keep``:
-    names of further blobs to keep readable (never folded away, memory of their own).
-    ``threads``: "auto" (default, or ``CAFFEPY_THREADS``) runs each forward pass with the BLAS
-    thread limit or one thread, whichever has been faster (caffepy.infer.threads); "fixed"
-    always uses the limit."""
+def validate(net, keep=(), threads=None):
+    """The checks of entering inference mode, whatever the engine."""
     from ..proto import caffe_pb2
+    if net._plan is not None:
+        raise NetError("net '%s' is already in %s" % (net.name, MODE))
     if net.phase != caffe_pb2.TEST:
         raise NetError("net '%s': %s needs a TEST-phase net" % (net.name, MODE))
     unknown = [k for k in keep if k not in net.blobs]
@@ -354,6 +353,16 @@ def optimize(net, keep=(), threads=None):
     if threads not in (None, "auto", "fixed"):
         raise NetError("net '%s': threads must be 'auto' or 'fixed' in %s, got %r"
                        % (net.name, MODE, threads))
+
+
+def optimize(net, keep=(), threads=None):
+    """Switch ``net`` (built, weights loaded) to inference mode with caffepy's own steps;
+    returns the Plan. ``keep``: names of further blobs to keep readable (never folded away,
+    memory of their own). ``threads``: "auto" (default, or ``CAFFEPY_THREADS``) runs each
+    forward pass with the BLAS thread limit or one thread, whichever has been faster
+    (caffepy.infer.threads); "fixed" always uses the limit. ``Net.optimize`` chooses the engine
+    first (caffepy.infer.engine)."""
+    validate(net, keep, threads)
     plan = Plan(net, keep, threads)
     net._plan = plan
     return plan

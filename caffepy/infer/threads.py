@@ -37,6 +37,13 @@ class _Blas(object):
         return cls.libs
 
 
+def limit():
+    """The thread limit of inference mode: the loaded BLAS libraries' (``OMP_NUM_THREADS`` /
+    ``OPENBLAS_NUM_THREADS``, ``threadpoolctl.threadpool_limits``, else the cores), at least 1.
+    The onnxruntime engine gives its sessions this many intra-op threads."""
+    return max([lib.get_num_threads() or 1 for lib in _Blas.get()] + [1])
+
+
 def _numba():
     if kernels.get() is None:
         return None
@@ -92,12 +99,12 @@ class ThreadChoice(object):
         of the batch as a function, or None when the batch cannot be split (``split`` None:
         never split)."""
         libs = _Blas.get()
-        limit = max([lib.get_num_threads() or 1 for lib in libs] + [1])
+        blas = limit()
         nb = _numba()
         numba_limit = nb.get_num_threads() if nb is not None else 1
-        full = (limit, numba_limit, 1)
-        parted = split(limit) if split is not None and limit > 1 else None
-        n = self.pick(limit, numba_limit, parted is not None)
+        full = (blas, numba_limit, 1)
+        parted = split(blas) if split is not None and blas > 1 else None
+        n = self.pick(blas, numba_limit, parted is not None)
         if n != full:
             _set(libs, n[0], n[1])
         start = time.perf_counter()
@@ -106,7 +113,7 @@ class ThreadChoice(object):
         finally:
             took = time.perf_counter() - start
             if n != full:
-                _set(libs, limit, numba_limit)
+                _set(libs, blas, numba_limit)
             if self.mode == "auto" and self.passes > 1 and max(full) > 1:
                 old = self.avg.get(n)
                 self.avg[n] = took if old is None else ALPHA * took + (1 - ALPHA) * old

@@ -66,15 +66,17 @@ class Net(NetParams, PycaffeNet):
             for w in (weights.split(",") if isinstance(weights, str) else weights):
                 self.copy_from(w)
         if optimize:
-            self.optimize()
+            self.optimize(engine=optimize if isinstance(optimize, str) else None)
 
-    def optimize(self, keep=(), threads=None):
-        """Inference mode (caffepy.infer.plan): BatchNorm/Scale folded, ReLUs fused, Split and
-        Dropout removed, activation buffers reused; forward only. Call after loading weights.
-        ``keep``: further blob names to keep readable; ``threads``: "auto" / "fixed"
-        (caffepy.infer.threads)."""
-        from ..infer.plan import optimize
-        return optimize(self, keep, threads)
+    def optimize(self, keep=(), threads=None, engine=None):
+        """Inference mode, forward only; call after loading weights. ``engine``: "auto"
+        (default, or ``CAFFEPY_INFER_ENGINE``: onnxruntime where installed and its outputs
+        match the exact path, caffepy.infer.engine), "onnxruntime" or "caffepy" (caffepy's own
+        steps, caffepy.infer.plan: BatchNorm/Scale folded, ReLUs fused, Split and Dropout
+        removed, activation buffers reused). ``keep``: further blob names to keep readable;
+        ``threads``: "auto" / "fixed" (caffepy.infer.threads)."""
+        from ..infer.engine import optimize
+        return optimize(self, keep, threads, engine)
 
     # -- building ------------------------------------------------------------------------------
     def _build(self):

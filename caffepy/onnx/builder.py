@@ -86,6 +86,14 @@ class Graph(object):
         onnx.checker.check_model(model)
         return model
 
+    def to_bytes(self, name, producer_version, metadata=(), external=()):
+        """The serialised ModelProto, written without the ``onnx`` package and unchecked
+        (caffepy.onnx.wire; inference mode's onnxruntime engine). ``external``: initializer
+        names written without data, for the caller to hand onnxruntime as arrays."""
+        from . import wire
+        return wire.model(self, name, producer_version, _IR_FOR_OPSET.get(self.opset, 7),
+                          metadata, external)
+
 
 # the IR version each opset first shipped with (older runtimes refuse newer IR versions)
 _IR_FOR_OPSET = {13: 7, 14: 7, 15: 8, 16: 8, 17: 8, 18: 8, 19: 9, 20: 9, 21: 10}

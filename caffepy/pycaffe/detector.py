@@ -6,7 +6,8 @@ size it has that much padding, mean-filled where it leaves the image), warps it 
 blob's size, preprocesses it with ``self.transformer`` and returns
 ``[{'window': ..., 'prediction': scores, 'filename': ...}]``.
 ``detect_selective_search`` needs the external selective-search MATLAB code and raises a
-one-line error naming it when that module is missing.
+one-line error naming it when that module is missing. ``optimize``: as for
+:class:`caffepy.Classifier` (True, or an inference engine's name).
 """
 import os
 

@@ -28,13 +28,13 @@ def _net(text_or_path, batch=None):
     return net
 
 
-def _compare(source, keep=(), batch=None, seed=0, tol=1e-5):
+def _compare(source, keep=(), batch=None, seed=0, tol=1e-5, engine="caffepy"):
     exact = _net(source, batch)
     randomize(exact, seed)
     calibrate(exact, keep)
     fast = _net(source, batch)
     fast.copy_trained_layers_from(exact.to_proto())
-    fast.optimize(keep=keep)
+    assert fast.optimize(keep=keep, engine=engine).engine == engine
     name = exact.inputs[0]
     x = np.random.default_rng(seed + 1).standard_normal(exact.blobs[name].shape)
     want = exact.forward(blobs=list(keep), **{name: x})
@@ -115,7 +115,7 @@ def test_optimize_reshape_to_a_new_batch_and_errors():
     randomize(exact)
     fast = _net(SMALL)
     fast.copy_trained_layers_from(exact.to_proto())
-    fast.optimize()
+    fast.optimize(engine="caffepy")
     for net in (exact, fast):
         net.blobs["data"].reshape(5, 3, 9, 8)
         net.reshape()
@@ -141,14 +141,14 @@ def test_time_and_test_commands_with_optimize(tmp_path, monkeypatch, capsys):
     net.save("w.caffemodel")
     capsys.readouterr()
     assert cli.main(["time", "-model", "net.prototxt", "-iterations", "2", "--optimize",
-                     "--weights", "w.caffemodel"]) == 0
+                     "--engine", "caffepy", "--weights", "w.caffemodel"]) == 0
     err = capsys.readouterr().err
-    assert re.search(r"optimize mode: 20 layers run as 10 steps", err)
+    assert re.search(r"optimize mode: 20 layers run as 10 steps, engine caffepy", err)
     assert re.search(r"\] +conv1\tforward: [\d.e+-]+ ms\.", err)
     assert "bn1\tforward" not in err and "Average Forward pass" in err
     assert cli.main(["time", "-model", "net.prototxt", "--optimize", "-phase", "TRAIN"]) == 1
     assert cli.main(["test", "-model", "net.prototxt", "-weights", "w.caffemodel",
-                     "-iterations", "1", "--optimize"]) == 0
+                     "-iterations", "1", "--optimize", "--engine", "caffepy"]) == 0
     assert "prob = " in capsys.readouterr().err
 
 
@@ -161,7 +161,7 @@ def test_classifier_optimize_matches_exact(tmp_path):
     images = [np.random.default_rng(i).random((12, 10, 3)).astype(np.float32) for i in range(2)]
     args = (str(tmp_path / "net.prototxt"), str(tmp_path / "w.caffemodel"))
     want = Classifier(*args, image_dims=(12, 10)).predict(images)
-    got = Classifier(*args, image_dims=(12, 10), optimize=True).predict(images)
+    got = Classifier(*args, image_dims=(12, 10), optimize="caffepy").predict(images)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
@@ -275,7 +275,7 @@ def test_max_pool_without_argmax_matches_the_exact_path_on_clipped_windows():
         layer { name: "p2" type: "Pooling" bottom: "data" top: "p2" pooling_param { pool: MAX kernel_h: 2 kernel_w: 3 stride_h: 1 stride_w: 2 pad_h: 0 pad_w: 1 } }
         layer { name: "p3" type: "Pooling" bottom: "data" top: "p3" pooling_param { pool: MAX kernel_h: 3 kernel_w: 2 stride: 1 pad_h: 2 pad_w: 1 } }'''
     exact, fast = _net(net), _net(net)
-    fast.optimize()
+    fast.optimize(engine="caffepy")
     x = np.random.default_rng(5).standard_normal((2, 3, 4, 5)).astype(np.float32)
     want, got = exact.forward(data=x), fast.forward(data=x)
     assert want["p1"].shape == (2, 3, 2, 3) and want["p2"].shape[2:] == (3, 3)

@@ -130,7 +130,7 @@ def test_forward_split_over_the_batch_matches_the_exact_path(parts, monkeypatch)
     monkeypatch.undo()
     single = _net(INCEPTION, batch=1)
     randomize(single)
-    single.optimize()
+    single.optimize(engine="caffepy")
     assert optimize_shards.segments(single._plan, 2) is None          # one image: no split
 
 

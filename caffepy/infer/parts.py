@@ -1,0 +1,263 @@
+"""Inference mode's onnxruntime engine, the graph side: the net cut into parts, and the ONNX model
+of each onnxruntime part (caffepy.infer.ort runs them).
+
+1. **Cutting.** Every layer but the Input layers is tried with its ONNX converter
+   (caffepy.onnx): a layer that converts runs in onnxruntime; a layer without a converter or
+   that its converter refuses (a Python layer, a data layer, a fork layer the exporter lacks, a
+   configuration ONNX cannot express) and a layer with a loss weight run as caffepy layers. A
+   part boundary sits at each such layer: the parts are the maximal runs of consecutive layers
+   of one kind, in layer order. Input layers belong to no part (their blobs are the user's).
+2. **Folding.** A Convolution / InnerProduct (one bottom, one top) whose value is read next only
+   by a BatchNorm with fixed statistics, a Scale or a Bias (learned, one bottom, over axis 1),
+   that one working in place or being the value's only reader while the blob is neither an
+   output nor kept, exports as one Conv / Gemm with ``W' = a W``, ``b' = a b + c``
+   (caffepy.infer.fold.folded_params, computed in float64; the net's own weights stay as they
+   are). Its output value is the last folded layer's. onnxruntime fuses what is left (Conv +
+   ReLU / Clip, Conv + Add, its NCHWc layouts) at ``ORT_ENABLE_ALL``.
+3. **Wiring.** A part's graph inputs are the blobs its layers read before writing them; its
+   graph outputs are the blobs it writes that a later layer reads, the net's outputs and the
+   ``keep`` blobs (their final values). Between parts blobs travel as numpy arrays in the net's
+   blob memory. Value names follow ``caffepy.onnx.export`` (a blob written in place by several
+   layers: ``<blob>/<layer>`` for all but the last writer).
+4. **Shapes.** Every shape is the blob's current static shape (opset 13, no Shape or computed
+   Reshape nodes). A part holding an RPN proposal layer (rows known only at run time) has a
+   symbolic axis 0 after it, and a part reading a blob downstream of one a symbolic batch axis.
+"""
+import types
+
+from .fold import affine_of, folded_params, shallow
+from ..onnx.builder import CONVERTERS, ExportError, Graph, LayerContext
+
+OPSET = 13
+EXTERNAL_BYTES = 4096       # initializers this large go to onnxruntime as arrays, not as bytes
+FOLDABLE = ("Convolution", "InnerProduct", "DepthwiseConvolution", "ConvolutionDepthwise")
+ORT, CAFFEPY = "onnxruntime", "caffepy"
+
+
+class Part(object):
+    """Consecutive layers run by one engine. ``kind``: ORT or CAFFEPY; ``layers``: indices into
+    ``net.layers`` (for an onnxruntime part, folded layers included). An onnxruntime part also
+    has ``inputs`` / ``outputs`` ([(value name, blob name)]), ``shapes`` (blob name -> the input
+    shape it was built for), ``symbolic`` (axis 0 known only at run time inside), ``dynamic``
+    (its inputs' axis 0 too), ``entry`` (blob name -> value name when the part starts),
+    ``model`` (the serialised ModelProto; None when nothing it computes is read) and ``weights``
+    ([(initializer name, array)] of the initializers of ``EXTERNAL_BYTES`` or more, which the
+    model names without their data: onnxruntime reads them from these arrays, the net's own
+    parameter memory where nothing was folded)."""
+
+    def __init__(self, kind):
+        self.kind = kind
+        self.layers = []
+        self.inputs, self.outputs = [], []
+        self.shapes = {}
+        self.symbolic = self.dynamic = False
+        self.entry = {}
+        self.model = None
+        self.weights = []
+
+
+class Cut(object):
+    """The parts of a net, the folding (``chains``: conv index -> [indices folded into it];
+    ``absorbed``: those indices) and the blobs folded away (``gone``: name -> why)."""
+
+    def __init__(self, net, keep=()):
+        from ..onnx.export import _load_converters, _value_names
+        _load_converters()
+        self.net = net
+        self.blobs = dict(net.blobs)            # the Blob objects (net.blobs gets stand-ins)
+        self.final = set(net.outputs) | set(keep)
+        names = Graph(OPSET)
+        self.tops_of = _value_names(net, names)
+        self.reserved = set(names._names)
+        self.readers = {}                       # id(blob) -> indices of the layers reading it
+        self.last_read = {}                     # blob name -> last layer index reading it
+        for i, lp in enumerate(net.net_param.layer):
+            for b, blob in zip(lp.bottom, net.bottom_vecs[i]):
+                self.readers.setdefault(id(blob), []).append(i)
+                self.last_read[b] = i
+        self._taint()
+        kinds = [None if lp.type == "Input" else (ORT if self._converts(i) else CAFFEPY)
+                 for i, lp in enumerate(net.net_param.layer)]
+        self.chains, self.absorbed, self.gone = {}, set(), {}
+        for i, kind in enumerate(kinds):
+            if kind == ORT and i not in self.absorbed:
+                self._fold(i, kinds)
+        self.parts = []
+        for i, kind in enumerate(kinds):
+            if kind is None:
+                continue
+            if not self.parts or self.parts[-1].kind != kind:
+                self.parts.append(Part(kind))
+            self.parts[-1].layers.append(i)
+        self._wire()
+
+    # -- 1. which layers convert ---------------------------------------------------------------
+    def _is_proposal(self, i):
+        from ..onnx.ops_proposal import proposal_impl
+        lp = self.net.net_param.layer[i]
+        return lp.type in ("Python", "Proposal") and \
+            proposal_impl(self.net.layers[i], lp) is not None
+
+    def _taint(self):
+        """``tainted``: blobs downstream of a proposal layer (axis 0 known at run time only)."""
+        self.tainted = set()
+        for i, lp in enumerate(self.net.net_param.layer):
+            if self._is_proposal(i) or any(b in self.tainted for b in lp.bottom):
+                self.tainted.update(lp.top)
+
+    def _converts(self, i):
+        net, lp, layer = self.net, self.net.net_param.layer[i], self.net.layers[i]
+        fn = CONVERTERS.get(lp.type)
+        if fn is None or any(getattr(layer, "loss_weights", ())):
+            return False
+        g = Graph(OPSET)
+        g.symbolic_axis0 = self._is_proposal(i) or any(b in self.tainted for b in lp.bottom)
+        ctx = LayerContext(g, layer, lp, ["in%d" % k for k in range(len(lp.bottom))],
+                           ["out%d" % k for k in range(len(lp.top))],
+                           [b.shape for b in net.bottom_vecs[i]],
+                           [t.shape for t in net.top_vecs[i]], net)
+        try:
+            fn(ctx)
+        except ExportError:
+            return False
+        return True
+
+    # -- 2. folding ----------------------------------------------------------------------------
+    def _sole_reader(self, j, blob, name):
+        """The layer right after j when it is the only one to see layer j's output ``blob``:
+        it works in place, or it is the blob's one reader and the blob is neither an output
+        nor kept. None otherwise."""
+        readers = [k for k in self.readers.get(id(blob), ()) if k > j]
+        if not readers or readers[0] != j + 1:
+            return None
+        tops = self.net.top_vecs[j + 1]
+        if len(tops) == 1 and tops[0] is blob:
+            return j + 1
+        if len(readers) == 1 and name not in self.final:
+            return j + 1
+        return None
+
+    def _fold(self, i, kinds):
+        net = self.net
+        if net.layers[i].type not in FOLDABLE or len(net.bottom_vecs[i]) != 1 \
+                or len(net.top_vecs[i]) != 1:
+            return
+        j, chain, a, c = i, [], None, None
+        while True:
+            blob, name = net.top_vecs[j][0], net.net_param.layer[j].top[0]
+            k = self._sole_reader(j, blob, name)
+            if k is None or kinds[k] != ORT:
+                break
+            affine = affine_of(net.layers[k], len(net.bottom_vecs[k]))
+            if affine is None:
+                break
+            na, nc = affine
+            a, c = (na, nc) if a is None else (a * na, c * na + nc)
+            if net.top_vecs[k][0] is not blob:
+                self.gone[name] = "folded into layer '%s'" % net._layer_names[i]
+            chain.append(k)
+            j = k
+        if chain:
+            self.chains[i] = (chain, a, c)
+            self.absorbed.update(chain)
+
+    # -- 3. wiring -----------------------------------------------------------------------------
+    def _wire(self):
+        net = self.net
+        current = {t: t for lp in net.net_param.layer if lp.type == "Input" for t in lp.top}
+        for part in self.parts:
+            part.entry = dict(current)
+            if part.kind == ORT:
+                self.build(part)
+                current.update(part.exit)
+            else:
+                for i in part.layers:
+                    current.update(zip(net.net_param.layer[i].top, self.tops_of[i]))
+
+    def build(self, part):
+        """(Re)build ``part``'s graph from the blobs' current shapes: its inputs, outputs,
+        ``exit`` (blob name -> value name after it) and ``model``."""
+        from .. import __version__
+        net = self.net
+        current = dict(part.entry)
+        part.dynamic = any(b in self.tainted for b in self._input_blobs(part))
+        part.symbolic = part.dynamic or any(self._is_proposal(i) for i in part.layers)
+        g = Graph(OPSET, part.dynamic)
+        g.symbolic_axis0 = part.symbolic
+        for name in self.reserved:
+            g.reserve(name)
+        part.inputs, part.shapes = [], {}
+        produced, written = set(), []
+        for i in part.layers:
+            if i in self.absorbed:
+                continue
+            lp, layer = net.net_param.layer[i], net.layers[i]
+            bottoms = []
+            for b, blob in zip(lp.bottom, net.bottom_vecs[i]):
+                v = current[b]
+                if v not in produced and b not in part.shapes:
+                    part.inputs.append((v, b))
+                    part.shapes[b] = tuple(blob.shape)
+                    g.inputs.append((v, blob.shape))
+                bottoms.append(v)
+            end = i
+            if i in self.chains:
+                chain, a, c = self.chains[i]
+                end = chain[-1]
+                w, bias = folded_params(layer, a, c)
+                layer = _with_params(layer, w, bias)
+            ctx = LayerContext(g, layer, lp, bottoms, self.tops_of[end],
+                               [b.shape for b in net.bottom_vecs[i]],
+                               [t.shape for t in net.top_vecs[i]], net)
+            CONVERTERS[lp.type](ctx)
+            for t, v in zip(net.net_param.layer[end].top, self.tops_of[end]):
+                current[t] = v
+                produced.add(v)
+                if t not in written:
+                    written.append(t)
+        last = part.layers[-1]
+        part.outputs = [(current[t], t) for t in written
+                        if self.last_read.get(t, -1) > last or t in self.final]
+        g.outputs = [(v, None if part.symbolic else self.blobs[t].shape)
+                     for v, t in part.outputs]
+        part.exit = {t: current[t] for t in written}
+        part.weights = [(nm, a) for nm, a in g.initializers if a.nbytes >= EXTERNAL_BYTES]
+        part.model = (g.to_bytes("%s/part%d" % (net.name, self.parts.index(part)), __version__,
+                                 external={nm for nm, _ in part.weights})
+                      if part.outputs else None)
+
+    def _input_blobs(self, part):
+        """Names of the blobs ``part`` reads before writing them."""
+        written, inputs = set(), []
+        for i in part.layers:
+            lp = self.net.net_param.layer[i]
+            inputs.extend(b for b in lp.bottom if b not in written and b not in inputs)
+            written.update(lp.top)
+        return inputs
+
+    def reshape(self, part):
+        """Run the reshape of every layer of ``part`` (the shapes its graph is built from)."""
+        net = self.net
+        for i in part.layers:
+            net.layers[i].reshape(net.bottom_vecs[i], net.top_vecs[i])
+
+    def readable(self):
+        """Blob names whose values stay in the net's blob memory: inputs, tops of caffepy
+        layers, outputs of onnxruntime parts."""
+        net = self.net
+        out = set(net.inputs)
+        for part in self.parts:
+            if part.kind == CAFFEPY:
+                for i in part.layers:
+                    out.update(net.net_param.layer[i].top)
+            else:
+                out.update(t for _, t in part.outputs)
+        return out
+
+
+def _with_params(layer, w, bias):
+    """A copy of ``layer`` whose converter reads the folded weights ``w`` and ``bias``."""
+    new = shallow(layer)
+    new.blobs = [types.SimpleNamespace(data=w), types.SimpleNamespace(data=bias)]
+    new.bias_term = True
+    return new

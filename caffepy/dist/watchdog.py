@@ -105,8 +105,8 @@ class MpiGuard(object):
         self.addr = (host, int(port))
         if self.rank == 0:        # (a launcher that ends every rank at once may cut the line off)
             from ..log import info
-            info("watchdog.py", "Watchdog at %s:%s: a lost rank stops the job with one line here and "
-                 "in %s" % (host, port, os.path.join(workspace, "failure.txt")))
+            info("watchdog.py", "Watchdog at %s:%s; a failure report goes to this terminal and to "
+                 "%s" % (host, port, os.path.join(workspace, "failure.txt")))
         self.sock, self.rest = self._join(secret)
         self.thread = threading.Thread(target=self._keep, name="dist-guard", daemon=True)
         self.thread.start()

@@ -23,6 +23,8 @@ import struct
 
 import numpy as np
 
+from ..proto.packed import varint
+
 # TensorProto.DataType
 DTYPES = {np.dtype(np.float32): 1, np.dtype(np.uint8): 2, np.dtype(np.int8): 3,
           np.dtype(np.int32): 6, np.dtype(np.int64): 7, np.dtype(np.bool_): 9,
@@ -31,16 +33,7 @@ FLOAT, INT, STRING, TENSOR, FLOATS, INTS, STRINGS = 1, 2, 3, 4, 6, 7, 8   # Attr
 
 
 def _varint(n):
-    n &= (1 << 64) - 1                     # negative int64: two's complement, 10 bytes
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
+    return varint(n & ((1 << 64) - 1))      # negative int64: two's complement, 10 bytes
 
 
 def _key(field, wire):

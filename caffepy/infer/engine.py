@@ -12,7 +12,9 @@ inputs beside the exact path; when every output and kept blob agrees within ``RT
 relative, the parts run from then on; otherwise caffepy's own steps run, after one WARNING line
 saying why. Without onnxruntime, in GPU mode or for a float64 net caffepy's steps run, without a
 word. ``onnxruntime`` raises :class:`caffepy.errors.NetError` where ``auto`` would fall back;
-``caffepy`` never tries onnxruntime.
+``caffepy`` never tries onnxruntime. ``threads`` ("auto" / "fixed") is caffepy's engine's
+per-pass thread choice; onnxruntime's sessions always run the thread limit
+(caffepy.infer.threads.limit).
 """
 import logging
 import os

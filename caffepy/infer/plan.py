@@ -1,6 +1,8 @@
-"""Inference mode for deploy nets: ``Net(..., optimize=True)`` or ``net.optimize()``.
+"""Inference mode's own engine, caffepy's steps: ``net.optimize(engine="caffepy")``, and
+``Net(..., optimize=True)`` / ``net.optimize()`` wherever onnxruntime does not run the net
+(caffepy.infer.engine).
 
-The exact path runs every layer of the prototxt on its own blob, as Caffe does. Inference mode
+The exact path runs every layer of the prototxt on its own blob, as Caffe does. This engine
 rewrites the *execution plan* of a built TEST net (``net.layers`` and ``net.params`` stay as
 they are, for introspection and saving) into fewer, larger passes:
 

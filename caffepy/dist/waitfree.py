@@ -184,10 +184,10 @@ class WaitFreeWorker(Worker):
                 self._wait_all(c)
                 self.barrier(c, final=True)
                 return
+            self.clock = c      # (before the wait: a PREEMPT meanwhile answers c + 1, not c)
             if c > self.start and self.barrier_step(c):
                 self._wait_all(c)
                 self.barrier(c, final=False)
-            self.clock = c
             t0, w0 = time.time(), self.t_wait
             self.set_computing(True)
             try:

@@ -65,7 +65,7 @@ def main():
     try:
         solver, result = train(a.db, a.workspace, a.max_iter, a.resume, groups=2, workers=1)
     except CaffeError as e:
-        print("ERROR: %s" % e, file=sys.stderr)
+        sys.stderr.write("ERROR: %s\n" % e)     # one write: ranks' lines interleave whole
         return 1
     if result is not None and a.out:
         np.savez(a.out, *[p.data for p in solver.net.learnable_params])

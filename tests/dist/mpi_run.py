@@ -103,7 +103,7 @@ def main():
         else:
             result = dist.train(solver, cluster=cluster, resume=a.resume, feeder=feed)
     except CaffeError as e:
-        print("ERROR: %s" % e, file=sys.stderr)
+        sys.stderr.write("ERROR: %s\n" % e)     # one write: ranks' lines interleave whole
         return 1
     if crossing is not None:
         print("CROSSING grad=%d param=%d" % (crossing["grad"], crossing["param"]), flush=True)

@@ -161,3 +161,38 @@ def test_sigterm_to_one_rank_of_an_mpi_job(tmp_path):
         assert p.returncode == 0, p.stderr[-2000:]
     a, b = _final_params(full), _final_params(d)
     assert a[0] == b[0] == MAX_ITER and a[1] == b[1]
+
+
+def test_preempt_while_a_barrier_step_waits_stops_the_job(tmp_path, monkeypatch):
+    """A stop signal that reaches the wait-free workers while they wait for a checkpoint step's
+    params (before its barrier): each answers the next boundary it has not passed (the step after
+    that barrier), so the job stops there with a final checkpoint rather than running on to
+    max_iter. In-process, threads engine; the signal arrives through the solver's action function
+    as ``caffepy train``'s SignalHandler delivers it."""
+    import numpy as np
+    from caffepy import dist
+    from caffepy.dist import waitfree
+    from caffepy.solvers import get_solver
+    G, K, B, N = 2, 2, 4, 400
+    seen, at_barrier = [], threading.Event()
+    wait_all = waitfree.WaitFreeWorker._wait_all
+
+    def watched(self, c):
+        seen.append((c, self.clock))
+        if c == 10:
+            at_barrier.set()
+            time.sleep(0.3)     # the signal watcher (0.1 s poll) sends PREEMPT meanwhile
+        return wait_all(self, c)
+    monkeypatch.setattr(waitfree.WaitFreeWorker, "_wait_all", watched)
+    x, y = nets.data(N * G * B)
+    solver = get_solver(nets.solver_param(B, N, extra="checkpoint_frequency: 5"), dtype=np.float64)
+    solver._action_fn = lambda: "stop" if at_barrier.is_set() else None
+    c = nets.cluster(nworker_groups=G, nworkers_per_group=K, nservers_per_group=2,
+                     workspace=str(tmp_path / "ws"))
+    result = dist.train(solver, cluster=c, feeder=nets.feeder(x, y),
+                        comm=waitfree.CommOptions(wait_free=True))
+    assert 10 < result.step <= 12, result.step
+    # the stop's own final barrier comes before its step's clock; every other wait is in its step
+    assert all(clock == step for step, clock in seen if step < result.step), seen
+    from caffepy.dist import checkpoint
+    assert checkpoint.latest_complete(str(tmp_path / "ws"), verify=True)[0] == result.step

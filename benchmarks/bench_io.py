@@ -3,8 +3,9 @@
     python benchmarks/bench_io.py                 # CaffeNet (244 MB) + a 3 x 5M-float checkpoint
     python benchmarks/bench_io.py --what caffemodel --repeat 3
 
-Times the public calls (``Net.save``, ``Net.copy_from``, ``solvers.state.write_state`` /
-``read_state``, ``dist.checkpoint.write_file`` + ``write_manifest`` / ``full_params``) in a
+Times the public calls (``Net.save``, ``Net.copy_from``, ``Net(proto, TEST, weights=...)``,
+``solvers.state.write_state`` / ``read_state``, ``dist.checkpoint.write_file`` +
+``write_manifest`` / ``full_params``) in a
 temporary directory (``--dir``), best of ``--repeat``. Only the APIs of the previous release are
 used, so the same script measures the old code (``PYTHONPATH=<old checkout>``).
 """
@@ -42,6 +43,8 @@ def bench_caffemodel(d, repeat):
     size = os.path.getsize(path)
     load = _best(lambda: net.copy_from(path), repeat)
     print("caffemodel CaffeNet %.0f MB: save %.2f s, load %.2f s" % (size / 1e6, save, load))
+    build = _best(lambda: caffepy.Net(zoo, caffepy.TEST, weights=path), repeat)
+    print("Net(deploy, TEST, weights=caffemodel) CaffeNet: %.2f s" % build)
     hist = [b.data.copy() for b in net.learnable_params]
     spath = os.path.join(d, "caffenet.solverstate")
     ssave = _best(lambda: state_io.write_state(spath, 1, path, 0, hist), repeat)

@@ -13,6 +13,7 @@ tops. A loss layer sets ``is_loss = True`` (default loss_weight 1 on top 0).
 """
 import contextlib
 import difflib
+import threading
 
 import numpy as np
 
@@ -101,6 +102,23 @@ def shapes_only():
         yield
     finally:
         _shapes_only[0] = before
+
+
+_provided = threading.local()
+
+
+@contextlib.contextmanager
+def weights_provided(names):
+    """Within this block (in this thread), the layers named in ``names`` allocate the parameter
+    blobs ``init_param_blobs`` declared without filling them: a weights file copied right after
+    the build overwrites every one (``Net(..., weights=...)``). Caffe fills them first; skipping
+    that leaves the net's other layers filled from the random stream without the skipped draws."""
+    before = getattr(_provided, "names", frozenset())
+    _provided.names = frozenset(names)
+    try:
+        yield
+    finally:
+        _provided.names = before
 
 
 def new_top_blob(dtype):
@@ -250,6 +268,8 @@ class Layer(object):
             return
         from ..fillers import get_filler
         self.blobs = [self.new_blob(b.shape) for b in self.blobs]
+        if self.layer_param.name in getattr(_provided, "names", ()):
+            return                              # overwritten next (see weights_provided)
         get_filler(fillers[0]).fill(self.blobs[0])
         if len(self.blobs) > 1:
             get_filler(fillers[1]).fill(self.blobs[1])

@@ -20,9 +20,9 @@ import numpy as np
 
 from . import passes as net_passes
 from ..errors import CaffeError, NetError, ShapeError, locate_layer_error
-from ..layers.base import create_layer, new_top_blob
+from ..layers.base import create_layer, new_top_blob, weights_provided
 from ..math.workspace import Workspace
-from .params import NetParams
+from .params import NetParams, provided_layers, read_weights
 from ..proto import caffe_pb2, io as proto_io
 from .pycaffe_net import PycaffeNet
 
@@ -50,11 +50,15 @@ class Net(NetParams, PycaffeNet):
         self.name = param.name
         self.on_backward_layer = []  # callables f(layer_index), fired after each layer's backward
         self._building = None
+        # the weights are read first: the layers they provide are not filled only to be overwritten
+        reads = [read_weights(w) for w in (weights.split(",") if isinstance(weights, str)
+                                           else weights)] if weights is not None else []
         try:
             state = net_passes.make_state(param, phase=phase, level=level, stages=stages)
             filtered = net_passes.filter_net(param, state)
             self.net_param = net_passes.insert_splits(filtered)
-            self._build()
+            with weights_provided(provided_layers(reads)):
+                self._build()
             self._building = None
             self._analyze_backward()
             self._share_workspace()
@@ -62,9 +66,8 @@ class Net(NetParams, PycaffeNet):
             if getattr(e, "layer_name", None) is None:
                 e.layer_name = self._building     # the layer being set up, if any (summary uses it)
             raise locate_layer_error(e, self.source)
-        if weights is not None:
-            for w in (weights.split(",") if isinstance(weights, str) else weights):
-                self.copy_from(w)
+        for read in reads:
+            self._copy_read(read)
         if optimize:
             self.optimize(engine=optimize if isinstance(optimize, str) else None)
 

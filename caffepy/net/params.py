@@ -1,15 +1,17 @@
 """Net's parameters and weights I/O (a mixin of :class:`caffepy.net.Net`).
 
 ``update`` is Caffe's ``Net::Update`` (``data -= diff`` for every learnable param; the solvers
-scale ``diff`` first); ``copy_from`` reads a .caffemodel (binary NetParameter, packed values as
-views of the file's bytes, then the V0/V1 upgrade) or an .h5 file and copies layers by name;
+scale ``diff`` first); ``copy_from`` reads a .caffemodel (binary NetParameter, memory-mapped when
+over 1 MB, packed values as views of the file's bytes, then the V0/V1 upgrade) or an .h5 file and
+copies layers by name (``Net(..., weights=...)`` reads first, builds without filling the layers
+the file provides, then copies);
 ``share_trained_layers_with`` makes params the same memory as another net's (test nets);
 ``save`` / ``save_hdf5`` / ``to_proto`` write them. In optimize mode (folded weights) loading and
 saving are refused with a one-line error naming the mode.
 """
 import os
 
-from ..errors import CaffeError, NetError, ShapeError
+from ..errors import CaffeError, NetError, ProtoError, ShapeError
 from ..proto import caffe_pb2, io as proto_io
 from .weights import copy_trained_layers, net_to_proto
 
@@ -35,24 +37,15 @@ class NetParams(object):
     def copy_from(self, path):
         """Copy weights from a .caffemodel (binary NetParameter) or .h5, matching layers by name."""
         self._refuse_in_optimize_mode("loading weights")
-        path = os.fspath(path)
-        if path.endswith((".h5", ".hdf5")):
+        self._copy_read(read_weights(path))
+
+    def _copy_read(self, read):
+        """Copy what :func:`read_weights` returned into this net's layers."""
+        path, src, values = read
+        if src is None:
             from .weights import load_hdf5
             load_hdf5(self, path)
             return
-        from ..proto import packed, upgrade
-        raw = proto_io._read_bytes(path)
-        split = packed.split_net(raw)          # blob values as views of the file's bytes
-        src = caffe_pb2.NetParameter()
-        proto_io.parse_binary(raw if split is None else split[0], src, filename=path)
-        values = None
-        if split is not None:
-            names = [lp.name for lp in src.layer]
-            if len(set(names)) == len(names):     # the upgrade keeps names, not indices
-                values = {(names[i], j): v for (i, j), v in split[1].items()}
-            else:
-                proto_io.parse_binary(raw, src, filename=path)
-        upgrade.upgrade_net(src, filename=path)
         try:
             copy_trained_layers(self, src, source_name=path, values=values)
         except CaffeError as e:
@@ -100,3 +93,43 @@ class NetParams(object):
         self._refuse_in_optimize_mode("loading weights")
         from .weights import load_hdf5
         load_hdf5(self, path)
+
+
+def read_weights(path):
+    """(path, NetParameter, packed values) of a .caffemodel, its blob values left as views of the
+    file's bytes (caffepy.proto.packed); (path, None, None) for an .h5 file, read when copied."""
+    path = os.fspath(path)
+    if path.endswith((".h5", ".hdf5")):
+        return path, None, None
+    from ..proto import packed, upgrade
+    raw = _map(path)
+    split = packed.split_net(raw)          # blob values as views of the file's bytes
+    src = caffe_pb2.NetParameter()
+    proto_io.parse_binary(raw if split is None else split[0], src, filename=path)
+    values = None
+    if split is not None:
+        names = [lp.name for lp in src.layer]
+        if len(set(names)) == len(names):     # the upgrade keeps names, not indices
+            values = {(names[i], j): v for (i, j), v in split[1].items()}
+        else:
+            proto_io.parse_binary(raw, src, filename=path)
+    upgrade.upgrade_net(src, filename=path)
+    return path, src, values
+
+
+def provided_layers(reads):
+    """Names of the layers whose blobs the :func:`read_weights` results ``reads`` hold."""
+    return {lp.name for _, src, _ in reads if src is not None for lp in src.layer if len(lp.blobs)}
+
+
+def _map(path):
+    """The bytes of weights file ``path``: a read-only memory map for a large one (its values are
+    copied once, from the page cache into the blobs), else read."""
+    import mmap
+    try:
+        with open(path, "rb") as f:
+            if os.fstat(f.fileno()).st_size < (1 << 20):
+                return f.read()
+            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError) as e:
+        raise ProtoError("%s: cannot read: %s" % (path, getattr(e, "strerror", None) or e))

@@ -144,3 +144,65 @@ def test_v1_and_duplicate_names_take_the_message_path(net, tmp_path):
         other.copy_from(str(p))
         assert other.learnable_params[0].data.tobytes() == net.learnable_params[0].data.tobytes()
         assert other.learnable_params[3].data[0] == np.float32(bias0)
+
+
+BIG = """name: "big"
+layer { name: "x" type: "Input" top: "x" input_param { shape { dim: 1 dim: 600 } } }
+layer { name: "ip1" type: "InnerProduct" bottom: "x" top: "a"
+  inner_product_param { num_output: 600 weight_filler { type: "gaussian" std: 1 } } }
+layer { name: "%s" type: "InnerProduct" bottom: "a" top: "y"
+  inner_product_param { num_output: 10 weight_filler { type: "gaussian" std: 1 }
+                        bias_filler { type: "constant" value: 0.5 } } }
+"""
+
+
+@pytest.mark.parametrize("which", ["small", "mapped"])
+def test_weights_in_the_constructor_skip_the_fill(net, tmp_path, monkeypatch, which):
+    """``Net(proto, TEST, weights=...)`` reads the file first and leaves the layers it provides
+    unfilled (each is overwritten): their values equal copy_from's bit for bit; a layer the file
+    lacks (renamed for fine-tuning) is filled as ever. "mapped": a file over 1 MB is read through
+    a memory map."""
+    from caffepy import fillers
+    if which == "small":
+        proto, path = str(tmp_path / "net.prototxt"), str(tmp_path / "w.caffemodel")
+        net.save(path)
+        new_proto = tmp_path / "tuned.prototxt"
+        new_proto.write_text(NET.replace('name: "ip"', 'name: "ip_new"'))
+    else:
+        (tmp_path / "big.prototxt").write_text(BIG % "ip2")
+        proto, path = str(tmp_path / "big.prototxt"), str(tmp_path / "w.caffemodel")
+        net = caffepy.Net(proto, caffepy.TEST)
+        net.save(path)
+        assert os.path.getsize(path) > (1 << 20)
+        new_proto = tmp_path / "tuned.prototxt"
+        new_proto.write_text(BIG % "ip_new")
+    filled = []
+    fill = fillers.Filler.fill
+    monkeypatch.setattr(fillers.Filler, "fill", lambda self, blob: (filled.append(blob.shape),
+                                                                   fill(self, blob))[1])
+    loaded = caffepy.Net(proto, caffepy.TEST, weights=path)
+    assert filled == []
+    copied = caffepy.Net(proto, caffepy.TEST)
+    copied.copy_from(path)
+    for a, b, c in zip(net.learnable_params, loaded.learnable_params, copied.learnable_params):
+        assert a.data.tobytes() == b.data.tobytes() == c.data.tobytes()
+    filled.clear()
+    tuned = caffepy.Net(str(new_proto), caffepy.TEST, weights=path)
+    last = tuned.layers[-1]
+    assert filled == [b.shape for b in last.blobs]      # only the new layer, weights then bias
+    assert tuned.learnable_params[0].data.tobytes() == net.learnable_params[0].data.tobytes()
+    assert np.any(last.blobs[0].data != 0)
+
+
+def test_weights_in_the_constructor_keep_caffes_errors(net, tmp_path):
+    """A file whose layer has another shape is still refused with Caffe's message, naming it."""
+    path = str(tmp_path / "w.caffemodel")
+    net.save(path)
+    other = tmp_path / "other.prototxt"
+    other.write_text(NET.replace("num_output: 4", "num_output: 5"))
+    from caffepy.errors import CaffeError
+    with pytest.raises(CaffeError, match=r"w\.caffemodel: Cannot copy param 0 weights "
+                                                 r"from layer 'conv'; shape mismatch"):
+        caffepy.Net(str(other), caffepy.TEST, weights=path)
+    with pytest.raises(CaffeError, match=r"nothere\.caffemodel: cannot read"):
+        caffepy.Net(str(other), caffepy.TEST, weights=str(tmp_path / "nothere.caffemodel"))

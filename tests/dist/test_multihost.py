@@ -3,7 +3,8 @@ host, and losing a worker, a server, the coordinator or a whole host stops the j
 line naming it (mpiexec -disable-auto-cleanup, so Hydra leaves the watchdog's output path up);
 ``--resume`` then finishes, equals the single process and, bit for bit, the uninterrupted run
 (MemoryData feeds). Under Hydra's default clean-up the line is in failure.txt only; a host that
-does not see the workspace is refused before training."""
+does not see the workspace is refused before training; a workspace one host exports over NFS and
+the other mounts trains as the single process (where the kernel has NFS)."""
 import os
 import re
 import signal
@@ -254,3 +255,35 @@ def test_workspace_a_host_does_not_see_is_refused(cluster_box, tmp_path):
     assert errors == {"ERROR: workspace %s is not shared: rank 0 (host h1) cannot see what rank 2 "
                       "(host h2), rank 3 (host h2) wrote there; put the workspace on a filesystem "
                       "every host mounts at the same path" % ws}, p.err[-3000:]
+
+
+
+def test_nfs_workspace_shared_by_two_hosts(cluster_box, tmp_path):
+    """h1 exports the workspace with the kernel's NFS server and h2 mounts it at the same path
+    (tools/nfs_share.py): BSP across both equals the single process, its checkpoints are complete
+    and verified, and h2 reads what h1 wrote. Skips with one line where the kernel has no NFS."""
+    import launchers
+    launchers._tools()
+    import nfs_share as nfs
+    reason = nfs.unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    box = cluster_box(2, rate="10gbit")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    stop = nfs.share(box, str(ws))
+    try:
+        (ws / "from_h1").write_text("h1")
+        seen = box.run("h2", ["cat", str(ws / "from_h1")])
+        assert seen.returncode == 0 and seen.out == "h1", seen.err
+        out = tmp_path / "final.npz"
+        p = box_mpiexec(box, ["--workspace", str(ws), "--out", str(out), "--checkpoint_frequency",
+                              "10"], ppn=2)
+        assert p.returncode == 0, p.err[-3000:]
+        _check_final(out, 20)
+        step, manifest = checkpoint.latest_complete(str(ws), verify=True)
+        assert step == 20, manifest
+        listed = box.run("h2", ["ls", str(ws / "checkpoint")])
+        assert os.path.basename(manifest) in listed.out.split(), listed.out + listed.err
+    finally:
+        stop()

@@ -152,8 +152,11 @@ def test_time_and_test_commands_with_optimize(tmp_path, monkeypatch, capsys):
     assert "prob = " in capsys.readouterr().err
 
 
-def test_classifier_optimize_matches_exact(tmp_path):
+@pytest.mark.parametrize("engine", ["caffepy", "onnxruntime"])
+def test_classifier_optimize_matches_exact(tmp_path, engine):
     from caffepy.pycaffe.classifier import Classifier
+    if engine == "onnxruntime":
+        pytest.importorskip("onnxruntime")
     (tmp_path / "net.prototxt").write_text(SMALL.replace("dim: 2 dim: 3", "dim: 1 dim: 3"))
     net = _net(str(tmp_path / "net.prototxt"))
     randomize(net)
@@ -161,8 +164,9 @@ def test_classifier_optimize_matches_exact(tmp_path):
     images = [np.random.default_rng(i).random((12, 10, 3)).astype(np.float32) for i in range(2)]
     args = (str(tmp_path / "net.prototxt"), str(tmp_path / "w.caffemodel"))
     want = Classifier(*args, image_dims=(12, 10)).predict(images)
-    got = Classifier(*args, image_dims=(12, 10), optimize="caffepy").predict(images)
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    clf = Classifier(*args, image_dims=(12, 10), optimize=engine)
+    assert clf._plan.engine == engine
+    np.testing.assert_allclose(clf.predict(images), want, rtol=1e-5, atol=1e-6)
 
 
 def test_nvcaffe_batchnorm_with_scale_bias_folds():

@@ -226,20 +226,6 @@ def test_without_onnxruntime_caffepys_steps_run(monkeypatch, caplog):
 
 
 # -- users of the mode -------------------------------------------------------------------------
-def test_classifier_on_the_onnxruntime_engine(tmp_path):
-    from caffepy.pycaffe.classifier import Classifier
-    (tmp_path / "net.prototxt").write_text(SMALL.replace("dim: 2 dim: 3", "dim: 1 dim: 3"))
-    net = _net(str(tmp_path / "net.prototxt"))
-    randomize(net)
-    net.save(str(tmp_path / "w.caffemodel"))
-    images = [np.random.default_rng(i).random((12, 10, 3)).astype(np.float32) for i in range(2)]
-    args = (str(tmp_path / "net.prototxt"), str(tmp_path / "w.caffemodel"))
-    want = Classifier(*args, image_dims=(12, 10)).predict(images)
-    clf = Classifier(*args, image_dims=(12, 10), optimize="onnxruntime")
-    assert clf._plan.engine == "onnxruntime"
-    np.testing.assert_allclose(clf.predict(images), want, rtol=1e-5, atol=1e-6)
-
-
 def test_engine_flag_of_time_and_test(tmp_path, monkeypatch, capsys):
     from caffepy import cli
     from caffepy.infer import engine

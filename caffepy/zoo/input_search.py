@@ -18,9 +18,9 @@ The rule:
   ``inputs`` gives; sizes from the net itself (crop and resize fields of other layers, e.g. the
   other phase's data layer, then height / width pairs of any layer: Interp, Upsample, Resize
   targets, then the H x W of Input / DummyData / net-level input shapes and 4-d Reshape dims);
-  the default (224); the usual sizes of the field (:data:`USUAL`); stride-friendly squares
-  (multiples of 32, then 16, then 8, from 16 to 1024). One size is given to every searched data
-  layer. At most ``max_candidates`` builds and ``max_seconds`` seconds.
+  the default (224); the usual sizes of the field (:data:`caffepy.zoo.candidates.USUAL`);
+  stride-friendly squares (multiples of 32, then 16, then 8, from 16 to 1024); all listed by
+  :mod:`caffepy.zoo.candidates`. One size is given to every searched data layer. At most ``max_candidates`` builds and ``max_seconds`` seconds.
 * Channels: the reader's own (``is_color``, else 3). When the file declares neither them nor
   the size, 1 and 3, the count of ``transform_param.mean_value`` and the input channels of the first convolution
   of ``weights`` are tried too (at the first candidate size, and after the sizes at the first
@@ -42,13 +42,12 @@ import time
 
 from ..errors import CaffeError, ShapeError
 from ..proto import caffe_pb2
+from .candidates import (candidates as _candidates, check_weights, shapes_by_top as _shapes_by_top,
+                         weight_shapes as _weight_shapes)
 
 MAX_CANDIDATES = 200
 MAX_SECONDS = 20.0
-USUAL = (224, 227, 256, 299, 300, 320, 321, 384, 416, 448, 473, 512, 28, 32, 40, 48, 64, 96, 112,
-         128, 160, 192, 480, 500, 513, 600)
 _SENTINELS = ((3, 517, 733), (5, 1031, 1237))    # two defaults no file declares
-_NOT_SIZES = ("kernel", "stride", "pad", "dilation", "pool", "step", "offset", "min", "max")
 
 
 class Inference(object):
@@ -70,11 +69,6 @@ def report_line(shapes, source, tried):
                     "d%d" % i for i in range(len(s)))) for b, s in shapes.items())))
 
 
-def _shapes_by_top(param):
-    return {t: tuple(s.dim) for lp in param.layer if lp.type == "Input"
-            for t, s in zip(lp.top, lp.input_param.shape)}
-
-
 def searched_tops(net_param, batch_size=None, fixed=()):
     """{blob: channels undeclared too} for the data-layer tops whose size the file leaves open,
     the first such top of each data layer (the image; its label maps follow it), less ``fixed``.
@@ -91,150 +85,6 @@ def searched_tops(net_param, batch_size=None, fixed=()):
                 if top not in fixed and not any(t in fixed for t in la.top):
                     out[top] = len(sa.dim) > 1 and sa.dim[1] != sb.dim[1]
                 break
-    return out
-
-
-def _walk(msg):
-    """(message, field name, value) of every set int field of ``msg`` and its sub-messages."""
-    for fd, value in msg.ListFields():
-        if fd.type == fd.TYPE_MESSAGE:
-            for sub in (value if fd.label == fd.LABEL_REPEATED else [value]):
-                for item in _walk(sub):
-                    yield item
-        elif fd.cpp_type in (fd.CPPTYPE_INT32, fd.CPPTYPE_UINT32, fd.CPPTYPE_INT64,
-                             fd.CPPTYPE_UINT64) and fd.label != fd.LABEL_REPEATED:
-            yield msg, fd.name, int(value)
-
-
-def _pairs(lp):
-    """(h, w, field names) of the size fields of one layer."""
-    out = []
-    for msg, name, v in _walk(lp):
-        if name == "crop_size" and v >= 8:
-            out.append((v, v, "crop_size"))
-        for hs, ws in (("height", "width"), ("_h", "_w")):
-            if name.endswith(hs) and not name.startswith(_NOT_SIZES) and v >= 8:
-                wname = name[:-len(hs)] + ws
-                if wname in msg.DESCRIPTOR.fields_by_name and getattr(msg, wname) >= 8:
-                    out.append((v, int(getattr(msg, wname)), "%s / %s" % (name, wname)))
-    return out
-
-
-def _dims(shape):
-    d = [int(x) for x in shape.dim]
-    return (d[2], d[3]) if len(d) == 4 and min(d[2:]) >= 8 else None
-
-
-def net_sizes(net_param):
-    """[(h, w, where)] sizes the net file itself names (see the module doc), in the order tried."""
-    from . import is_data_layer
-    readers, others, shapes = [], [], []
-    for lp in net_param.layer:
-        for h, w, what in _pairs(lp):
-            where = "%s of layer '%s'" % (what, lp.name)
-            (readers if is_data_layer(lp) or what == "crop_size" else others).append((h, w, where))
-        for what, field, shape_list in (("Input", "input_param", "shape"),
-                                        ("DummyData", "dummy_data_param", "shape"),
-                                        ("Reshape", "reshape_param", "shape")):
-            if lp.type == what:
-                sub = getattr(getattr(lp, field), shape_list)
-                for s in (sub if what != "Reshape" else [sub]):
-                    if _dims(s):
-                        shapes.append(_dims(s) + ("%s shape of layer '%s'" % (what, lp.name),))
-    for s in net_param.input_shape:
-        if _dims(s):
-            shapes.append(_dims(s) + ("input_shape of the net",))
-    dims = list(net_param.input_dim)
-    for i in range(0, len(dims) - 3, 4):
-        if min(dims[i + 2:i + 4]) >= 8:
-            shapes.append((dims[i + 2], dims[i + 3], "input_dim of the net"))
-    return readers + others + shapes
-
-
-def _weight_shapes(path):
-    """{layer name: [BlobProto]} of a .caffemodel (shapes; values left in the file's bytes)."""
-    from ..proto import io as proto_io, packed, upgrade
-    raw = proto_io._read_bytes(path)
-    split = packed.split_net(raw)
-    src = caffe_pb2.NetParameter()
-    proto_io.parse_binary(raw if split is None else split[0], src, filename=path)
-    upgrade.upgrade_net(src, filename=path)
-    return {lp.name: list(lp.blobs) for lp in src.layer if len(lp.blobs)}
-
-
-def check_weights(net, shapes):
-    """Raise ShapeError when a layer's parameter shapes differ from the weights' ``shapes``."""
-    import numpy as np
-    from ..blob import blobproto_shape
-    from ..net.weights import _proto_matches, shape_string
-    for name, layer in zip(net._layer_names, net.layers):
-        if name not in shapes or getattr(layer, "adopt_source_blob", None) is not None:
-            continue
-        loose = not getattr(layer.layer_param, "strict_dim", True)
-        for j, (blob, bp) in enumerate(zip(layer.blobs, shapes[name])):
-            same = _proto_matches(blob, bp) or (
-                loose and int(np.prod(blobproto_shape(bp))) == blob.count)
-            if not same:
-                raise ShapeError("layer '%s' (%s): param %d shape %s does not match the weights' "
-                                 "%s" % (name, layer.type, j, shape_string(blob.shape),
-                                         shape_string(blobproto_shape(bp))))
-
-
-def _channel_options(net_param, searched, weights):
-    """Channel counts to try besides the reader's own (module doc)."""
-    from . import is_data_layer
-    out = [1, 3]
-    for lp in net_param.layer:
-        if is_data_layer(lp) and any(t in searched for t in lp.top):
-            n = len(lp.transform_param.mean_value)
-            if n > 1:
-                out.append(n)
-    if weights:
-        for lp in net_param.layer:
-            if lp.type == "Convolution" and lp.bottom and lp.bottom[0] in searched:
-                bps = weights.get(lp.name)
-                if bps:
-                    from ..blob import blobproto_shape
-                    shape = blobproto_shape(bps[0])
-                    if len(shape) == 4:
-                        out.append(int(shape[1]) * max(int(lp.convolution_param.group), 1))
-                break
-    return out
-
-
-def _candidates(net_param, searched, default_shape, batch_size, inputs, weights):
-    """[(channels or None, h, w, guess, where)] in the order tried (module doc)."""
-    from . import replace_data_layers
-    sizes = []
-    guessed = _shapes_by_top(replace_data_layers(net_param, default_shape, batch_size))
-    plain = _shapes_by_top(replace_data_layers(net_param, default_shape, batch_size, guess=False))
-    first = []
-    if guessed != plain:
-        first.append((None, default_shape[1], default_shape[2], True,
-                      "caffepy.zoo's size for this reader, from its source or fork"))
-    for blob, shape in inputs.items():
-        if len(shape) == 4 and blob in plain:
-            sizes.append((shape[2], shape[3], "the size --input gives '%s'" % blob))
-    sizes += net_sizes(net_param)
-    sizes.append((default_shape[1], default_shape[2], "the default size"))
-    sizes += [(s, s, "a usual input size") for s in USUAL]
-    for step in (32, 16, 8):
-        sizes += [(s, s, "a multiple of %d" % step) for s in range(16, 1025, step)]
-    seen, ordered = set(), []
-    for h, w, where in sizes:
-        if (h, w) not in seen:
-            seen.add((h, w))
-            ordered.append((h, w, where))
-    out = first + [(None, h, w, False, where) for h, w, where in ordered]
-    if any(searched.values()):
-        alts = [c for c in _channel_options(net_param, searched, weights)
-                if c != default_shape[0]]
-        alts = list(dict.fromkeys(alts))
-        h, w, where = ordered[0]
-        out[len(first) + 1:len(first) + 1] = [(c, h, w, False, where + ", %d channels" % c)
-                                              for c in alts]
-        out += [(c, h, w, False, where + ", %d channels" % c)
-                for h, w, where in ordered[1:20] for c in alts]
     return out
 
 

@@ -12,7 +12,8 @@ from caffepy.errors import CaffeError, ShapeError
 from caffepy.layers.base import shapes_only
 from caffepy.proto import io as proto_io
 from caffepy.zoo import replace_data_layers
-from caffepy.zoo.input_search import infer_input_shapes, net_sizes, searched_tops
+from caffepy.zoo.candidates import net_sizes
+from caffepy.zoo.input_search import infer_input_shapes, searched_tops
 from caffepy.zoo.summary import summarize
 
 LMDB = '''layer { name: "data" type: "Data" top: "data" top: "label" include { phase: TEST }

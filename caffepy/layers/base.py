@@ -14,6 +14,7 @@ tops. A loss layer sets ``is_loss = True`` (default loss_weight 1 on top 0).
 import contextlib
 import difflib
 import threading
+import weakref
 
 import numpy as np
 
@@ -199,6 +200,9 @@ class Layer(object):
     equal_num_bottom_top_blobs = False
     auto_top_blobs = False
     is_loss = False
+    #: The Net building this layer (a weak proxy, set by :meth:`set_net` before ``setup``), or None
+    #: for a layer built on its own.
+    net = None
 
     def __init__(self, layer_param, phase=None, dtype=np.float32):
         from ..proto import caffe_pb2
@@ -219,6 +223,12 @@ class Layer(object):
     @property
     def name(self):
         return self.layer_param.name
+
+    def set_net(self, net):
+        """Caffe's ``Layer::set_net``: the net calls it before ``setup``. While the layer is set
+        up, ``net.layers`` holds the layers before it; the few layers that read the net around
+        them use it (RCF's AutoCrop). Kept as a weak proxy: a layer does not keep its net alive."""
+        self.net = weakref.proxy(net)
 
     def error(self, message, cls=NetError):
         return cls("layer '%s' (%s): %s" % (self.layer_param.name, self.layer_param.type, message))

@@ -13,12 +13,13 @@ from .base import Layer, register_layer
 FLT_MIN = float(np.finfo(np.float32).tiny)
 
 
-def pooled_size(size, kernel, stride, pad, ceil=True):
+def pooled_size(size, kernel, stride, pad, ceil=True, grow=0):
     """Caffe's output size: ceil (or floor) rounding, then the last window must start in the
     image or the top/left padding: ``if pad and (pooled - 1) * stride >= size + pad: pooled -= 1``.
+    ``grow``: outputs a fork's pooling adds before that check (none in BVLC).
     """
     span = size + 2 * pad - kernel
-    pooled = (-(-span // stride) if ceil else span // stride) + 1
+    pooled = (-(-span // stride) if ceil else span // stride) + 1 + grow
     if pad and (pooled - 1) * stride >= size + pad:
         pooled -= 1
     return pooled
@@ -27,11 +28,11 @@ def pooled_size(size, kernel, stride, pad, ceil=True):
 class PoolGeometry(object):
     """Kernel, stride, pad and output size for (H, W) inputs; slabs of the padded input."""
 
-    def __init__(self, in_hw, kernel, stride, pad, ceil=True):
+    def __init__(self, in_hw, kernel, stride, pad, ceil=True, grow=(0, 0)):
         self.in_hw = tuple(in_hw)
         self.kernel, self.stride, self.pad = tuple(kernel), tuple(stride), tuple(pad)
-        self.out_hw = tuple(pooled_size(s, k, st, p, ceil) for s, k, st, p in
-                            zip(in_hw, kernel, stride, pad))
+        self.out_hw = tuple(pooled_size(s, k, st, p, ceil, g) for s, k, st, p, g in
+                            zip(in_hw, kernel, stride, pad, grow))
         # extra bottom/right padding so that every (ceil-rounded) window lies inside the buffer
         self.extra = tuple(max(0, (o - 1) * st + k - (s + 2 * p)) for s, k, st, p, o in
                            zip(in_hw, kernel, stride, pad, self.out_hw))
@@ -247,12 +248,17 @@ class PoolingLayer(Layer):
         b = bottom[0]
         hw = pool_input_hw(self, b)
         kernel = hw if self.global_pooling else self.kernel
-        self.geom = PoolGeometry(hw, kernel, self.stride, self.pad, self.ceil)
+        self.geom = PoolGeometry(hw, kernel, self.stride, self.pad, self.ceil,
+                                 self.output_growth(kernel))
         if min(self.geom.out_hw) <= 0:
             raise self.error("pooled output %s is empty for input %s" % (self.geom.out_hw, hw),
                              ShapeError)
         for t in top:
             t.reshape(b.shape[:2] + self.geom.out_hw)
+
+    def output_growth(self, kernel):
+        """Outputs added per axis before the padding check: none (a fork's variant adds some)."""
+        return (0, 0)
 
     def _planes(self, a):
         return a.reshape((-1,) + a.shape[2:])

@@ -105,6 +105,7 @@ class Net(NetParams, PycaffeNet):
                 raise NetError("layer '%s' (%s): propagate_down has %d values for %d bottoms"
                                % (lp.name, lp.type, len(lp.propagate_down), len(lp.bottom)))
             layer = create_layer(lp, phase=self.phase, dtype=self.dtype)
+            layer.set_net(self)
             bottoms, need = [], []
             for j, name in enumerate(lp.bottom):
                 if name not in self.blobs:

@@ -58,6 +58,8 @@ COMPUTED = frozenset([
     "PoolingParameter.stride_shape", "PoolingParameter.pad_shape",
     # CropCenter (lltcggie/caffe; caffepy/forks/misc/waifu2x.py)
     "LayerParameter.crop_center_param", "CropCenterParameter.crop_size",
+    # ColorConv (the colorization Caffe; caffepy/forks/misc/colorization.py)
+    "LayerParameter.color_conv_param", "ColorConvParameter.input", "ColorConvParameter.output",
 ])
 
 

@@ -34,8 +34,8 @@ from ..proto import caffe_pb2, io as proto_io
 Row = collections.namedtuple("Row", "name type top_shapes params flops memory")
 
 NO_COMPUTE = frozenset(["Input", "Split", "Reshape", "Flatten", "Silence", "Concat", "Slice",
-                        "Permute", "Crop", "Dropout", "Data", "DummyData", "Python", "Tile",
-                        "Reorg", "ShuffleChannel", "BatchReindex", "Parameter", "Filter"])
+                        "Permute", "Crop", "AutoCrop", "Dropout", "Data", "DummyData", "Python",
+                        "Tile", "Reorg", "ShuffleChannel", "BatchReindex", "Parameter", "Filter"])
 
 
 def _count(shape):

@@ -7,9 +7,12 @@ darknet2caffe forks; synopsys-caffe's HardSwish and HardSigmoid; the compact-bil
 SignedSqrt and L2Normalize; Scalar, the multiply-by-a-second-bottom layer of video_prop_networks /
 DSCLRCN / Curve-Text-Detector), ``counting`` (shizenglin/Deep-NCL's MAELoss), ``dropout``
 (Cysu/dgd_person_reid's GuidedDropout), ``inplace_reshape`` (the in-place Reshape of older Caffe:
-happynear/caffe-windows, ECO's caffe_3d), ``waifu2x`` (lltcggie/caffe's CropCenter).
+happynear/caffe-windows, ECO's caffe_3d), ``waifu2x`` (lltcggie/caffe's CropCenter), ``rcf``
+(yun-liu/rcf's AutoCrop: the crop offset from the net's coordinate maps), ``colorization`` (the
+colorization Caffe's ColorConv: BGR / RGB / XYZ / Lab / Gray, as split-brain autoencoders use it).
 Built-in Python layer: Caffe's example ``pyloss.EuclideanLossLayer`` (``pyloss``).
-Schema: proto/additions.json, proto/additions.d/surveyed_forks.json.
+Schema: proto/additions.json, proto/additions.d/surveyed_forks.json; the harvested fields of
+HardSigmoid, Scalar, CropCenter and ColorConv (caffepy.proto.harvest_policy.COMPUTED).
 """
 from ...layers.python_layer import register_stand_in
 

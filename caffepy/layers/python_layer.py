@@ -15,16 +15,15 @@ name) is set too.
 
 Well-known third-party layers: when ``module`` is not on ``sys.path`` (neither it nor its
 package is found; a module that is found but fails while importing is the user's, and its error
-is reported) and (module, layer) is one of
-py-faster-rcnn's RPN layers (``rpn.proposal_layer.ProposalLayer``,
-``rpn.anchor_target_layer.AnchorTargetLayer``, ``rpn.proposal_target_layer.ProposalTargetLayer``)
-and data layer (``roi_data_layer.layer.RoIDataLayer``),
-Caffe's example ``pyloss.EuclideanLossLayer``, or NVCaffe DetectNet's
-``caffe.layers.detectnet.clustering`` / ``mean_ap`` layers, caffepy's own implementation
-(``caffepy.forks``)
-stands in and one WARNING line (on the ``caffepy`` logger, so also from the Python API and
-``caffepy summary``) names it and why the module did not import; a module of that name on
-``sys.path`` always wins. User modules may ``import caffe`` (the ``caffe`` package is caffepy).
+is reported) and (module, layer) is one that a fork family builds in (py-faster-rcnn's RPN and
+data layers, and the forks' layers of the same names, CTPN, ENet, DetectNet, Caffe's example
+``pyloss`` ...: each family's ``__init__`` lists its own), caffepy's implementation
+(``caffepy.forks``) stands in and one WARNING line (on the ``caffepy`` logger, so also from the
+Python API and ``caffepy summary``) names it and why the module did not import; a module of that
+name on ``sys.path`` always wins. Where forks share a (module, layer) name, the stand-in whose form
+(bottom / top counts, param_str keys, bottom shapes) fits the layer is chosen, and a layer that
+fits none is an error naming the forms known (``caffepy.layers.stand_ins``). User modules may
+``import caffe`` (the ``caffe`` package is caffepy).
 As in pycaffe, ``net.layers[i]`` of a Python layer answers for the user's object: attributes the
 layer itself lacks (``set_roidb``, ...) are the user object's.
 """
@@ -33,6 +32,8 @@ import logging
 
 from ..blob import Blob
 from .base import Layer as _CaffepyLayer, register_layer
+from .stand_ins import NoStandInFits, builtin_layer_class, fitting_stand_ins, form_of
+from .stand_ins import register_stand_in  # noqa: F401  (the fork families register through here)
 
 _log = logging.getLogger("caffepy")
 
@@ -71,28 +72,6 @@ class Layer(object):
 
     def backward(self, top, propagate_down, bottom):
         pass
-
-
-#: (python_param.module, python_param.layer) -> "package.module:Class" of caffepy's stand-in.
-_STAND_INS = {}
-
-
-def register_stand_in(module_name, class_name, target):
-    """Name caffepy's class ``target`` ("package.module:Class") as the stand-in for a well-known
-    third-party Python layer ``module_name.class_name``. Fork families register theirs in their
-    package ``__init__`` (found when the layer registry discovers ``caffepy.forks``)."""
-    _STAND_INS[(module_name, class_name)] = target
-
-
-def builtin_layer_class(module_name, class_name):
-    """caffepy's class standing in for ``module_name.class_name``, or None when there is none."""
-    from .base import load_all
-    load_all()
-    target = _STAND_INS.get((module_name, class_name))
-    if target is None:
-        return None
-    module, _, attr = target.partition(":")
-    return getattr(importlib.import_module(module), attr)
 
 
 class ModuleMissing(ImportError):
@@ -138,15 +117,14 @@ class PythonLayer(_CaffepyLayer):
     def __init__(self, layer_param, phase=None, dtype="float32"):
         super(PythonLayer, self).__init__(layer_param, phase=phase, dtype=dtype)
         pp = layer_param.python_param
+        self.py_layer, self._missing = None, None
         try:
             cls = load_python_layer_class(pp.module, pp.layer)
         except ModuleMissing as e:
-            cls = builtin_layer_class(pp.module, pp.layer)
-            if cls is None:
+            if builtin_layer_class(pp.module, pp.layer) is None:
                 raise self.error(str(e))
-            _log.warning("Python layer '%s': %s; caffepy's built-in %s.%s stands in for %s.%s",
-                         layer_param.name, " ".join(str(e).split()), cls.__module__, cls.__name__,
-                         pp.module, pp.layer)
+            self._missing = " ".join(str(e).split())
+            cls = None          # a stand-in, chosen in setup by the blobs (see stand_ins)
         except ImportError as e:  # the user's module is there but failed: it is not replaced
             hint = ""
             if builtin_layer_class(pp.module, pp.layer) is not None:
@@ -158,7 +136,17 @@ class PythonLayer(_CaffepyLayer):
         except Exception as e:  # an error raised while importing the user's module
             raise self.error("importing python_param.module '%s' failed: %s: %s"
                              % (pp.module, type(e).__name__, " ".join(str(e).split())))
-        self.py_layer = cls(layer_param)
+        if cls is not None:
+            self._instantiate(cls)
+
+    def _instantiate(self, cls):
+        pp = self.layer_param.python_param
+        if self._missing:
+            form = form_of(cls)
+            _log.warning("Python layer '%s': %s; caffepy's built-in %s.%s stands in for %s.%s%s",
+                         self.layer_param.name, self._missing, cls.__module__, cls.__name__,
+                         pp.module, pp.layer, " (as %s's layer)" % form.fork if form else "")
+        self.py_layer = cls(self.layer_param)
         self.py_layer.param_str = pp.param_str
         self.py_layer.param_str_ = pp.param_str
         self.py_layer.phase = self.phase
@@ -172,6 +160,13 @@ class PythonLayer(_CaffepyLayer):
         return getattr(py_layer, name)
 
     def layer_setup(self, bottom, top):
+        if self.py_layer is None:
+            try:
+                cls = fitting_stand_ins(self.layer_param.python_param, [b.shape for b in bottom],
+                                        len(top))[0]
+            except NoStandInFits as why:
+                raise self.error("%s, and %s" % (self._missing, why))
+            self._instantiate(cls)
         self.py_layer.setup(bottom, top)
         self.blobs = self.py_layer.blobs
 

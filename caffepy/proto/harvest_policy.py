@@ -56,6 +56,8 @@ COMPUTED = frozenset([
     "ConvolutionParameter.kernel_shape", "ConvolutionParameter.stride_shape",
     "ConvolutionParameter.pad_shape", "PoolingParameter.kernel_shape",
     "PoolingParameter.stride_shape", "PoolingParameter.pad_shape",
+    # R-C3D's ROIPooling (caffepy/forks/video/rc3d.py)
+    "ROIPoolingParameter.pooled_l", "ROIPoolingParameter.temporal_scale",
     # CropCenter (lltcggie/caffe; caffepy/forks/misc/waifu2x.py)
     "LayerParameter.crop_center_param", "CropCenterParameter.crop_size",
     # ColorConv (the colorization Caffe; caffepy/forks/misc/colorization.py)

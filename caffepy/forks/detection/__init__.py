@@ -1,4 +1,5 @@
-"""Two-stage detectors: py-faster-rcnn, R-FCN, PVANet, MSCNN and Cascade R-CNN.
+"""Two-stage detectors: py-faster-rcnn, R-FCN, PVANet, MSCNN and Cascade R-CNN, and the RPN
+proposal layers of Curve-Text-Detector and SSH.
 
 Modules: ``roi`` (ROIPooling, PSROIPooling), ``proposal`` (the C++ ``Proposal`` layer), ``rfcn``
 (R-FCN's SoftmaxWithLoss / SmoothL1Loss with per-instance tops), ``ohem`` (SoftmaxWithLossOHEM,
@@ -8,18 +9,38 @@ SmoothL1LossOHEM, BoxAnnotatorOHEM), ``mscnn`` (BoxOutput, DecodeBBox), ``mscnn_
 BboxAccuracy, DetectionAccuracy, DetectionGroupLoss / Accuracy, FrcnnOutput), ``zoo_mscnn`` (the
 input shapes of MSCNN / Cascade R-CNN data layers for the zoo helpers), ``frcnn_cpp``
 (makefile/frcnn's C++ FrcnnProposal, FrcnnAnchorTarget, FrcnnProposalTarget, configured from the
-fork's JSON config), ``sds_rcnn`` (SDS-RCNN's SoftmaxWithLoss with a per-label weight bottom).
-Built-in Python layers (``frcnn``): py-faster-rcnn's ``rpn.proposal_layer.ProposalLayer``,
-``rpn.anchor_target_layer.AnchorTargetLayer``, ``rpn.proposal_target_layer.ProposalTargetLayer``
-and ``roi_data_layer.layer.RoIDataLayer``, used when the user's module is not on sys.path.
+fork's JSON config), ``sds_rcnn`` (SDS-RCNN's SoftmaxWithLoss with a per-label weight bottom),
+``ctd`` and ``ssh`` (Curve-Text-Detector's and SSH's Python proposal layers).
+Built-in Python layers, used when the user's module is not on sys.path:
+
+===============================================  ===========================================
+python_param (module, layer)                     caffepy class (the fork's form)
+===============================================  ===========================================
+rpn.proposal_layer, ProposalLayer                ``frcnn.proposal.ProposalLayer``
+                                                 (py-faster-rcnn: 3 bottoms, 2A / 4A channels
+                                                 for its 9 anchors or param_str's);
+                                                 ``ctd.CtdProposalLayer`` (Curve-Text-Detector:
+                                                 the same bottoms for its 12 anchors);
+                                                 R-C3D's twin layer (2 bottoms) is in
+                                                 ``caffepy.forks.video.rc3d``
+rpn.anchor_target_layer, AnchorTargetLayer       ``frcnn.anchor_target.AnchorTargetLayer``
+rpn.proposal_target_layer, ProposalTargetLayer   ``frcnn.proposal_target.ProposalTargetLayer``
+roi_data_layer.layer, RoIDataLayer               ``frcnn.roi_data.RoIDataLayer``
+SSH.layers.proposal_layer, ProposalLayer         ``ssh.SshProposalLayer`` (SSH's face boxes)
+===============================================  ===========================================
+
+Where several classes stand in for one name, the first registered whose form fits the layer is
+used (``caffepy.layers.stand_ins``): py-faster-rcnn's first, so the layers that fit it keep it.
 Schema: proto/additions.d/mscnn_cascade.json, surveyed_forks.json (PVANet's proposal_param).
 """
 from ...layers.python_layer import register_stand_in
 
 for _module, _layer, _target in [
         ('rpn.proposal_layer', 'ProposalLayer', 'frcnn.proposal:ProposalLayer'),
+        ('rpn.proposal_layer', 'ProposalLayer', 'ctd:CtdProposalLayer'),
         ('rpn.anchor_target_layer', 'AnchorTargetLayer', 'frcnn.anchor_target:AnchorTargetLayer'),
         ('rpn.proposal_target_layer', 'ProposalTargetLayer', 'frcnn.proposal_target:ProposalTargetLayer'),
         ('roi_data_layer.layer', 'RoIDataLayer', 'frcnn.roi_data:RoIDataLayer'),
+        ('SSH.layers.proposal_layer', 'ProposalLayer', 'ssh:SshProposalLayer'),
 ]:
     register_stand_in(_module, _layer, __name__ + "." + _target)

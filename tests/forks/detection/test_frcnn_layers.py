@@ -68,8 +68,9 @@ def test_proposal_post_nms_top_n_by_phase(train_cfg):
 
 
 def test_proposal_checks_channels_against_anchors():
-    layer = _py("rpn.proposal_layer", "ProposalLayer", "'feat_stride': 16")   # 9 anchors
-    with pytest.raises(ValueError, match="9 anchors need 18 score"):
+    # neither py-faster-rcnn's 9 anchors nor Curve-Text-Detector's 12 fit 2 / 4 channels
+    layer = _py("rpn.proposal_layer", "ProposalLayer", "'feat_stride': 16")
+    with pytest.raises(caffepy.errors.NetError, match="9 anchors need 18 score.*12 anchors need 24"):
         run_layer(layer, make_blobs([np.zeros((1, 2, 1, 2)), np.zeros((1, 4, 1, 2)),
                                      [[10, 10, 1]]]), make_blobs(1))
 

@@ -22,6 +22,7 @@ pre_nms_topn post_nms_topn nms_thresh }`` where the schema has it) runs the same
 import numpy as np
 
 from ....layers.python_layer import Layer
+from ....layers.stand_ins import StandInForm
 from . import boxes
 from .config import cfg
 
@@ -29,7 +30,8 @@ from .config import cfg
 def propose(scores, deltas, im_info, anchors, feat_stride, pre_nms_top_n, post_nms_top_n,
             nms_thresh, min_size):
     """Proposals ``(R x 4, R)`` of one image from its ``2A x H x W`` scores, ``4A x H x W``
-    deltas and ``im_info`` row (see module doc)."""
+    deltas and ``im_info`` row (see module doc); ``nms_thresh`` None: no NMS (and no
+    ``post_nms_top_n``)."""
     a = anchors.shape[0]
     height, width = scores.shape[-2:]
     all_anchors = boxes.shifted_anchors(anchors, height, width, feat_stride)
@@ -44,22 +46,60 @@ def propose(scores, deltas, im_info, anchors, feat_stride, pre_nms_top_n, post_n
     if pre_nms_top_n > 0:
         order = order[:pre_nms_top_n]
     props, fg = props[order], fg[order]
+    if nms_thresh is None:
+        return props, fg
     keep = boxes.nms(props, fg, nms_thresh)
     if post_nms_top_n > 0:
         keep = keep[:post_nms_top_n]
     return props[keep], fg[keep]
 
 
+def anchor_channels_problem(num_anchors, shapes):
+    """Why bottoms of these ``shapes`` are not ``N x 2A x H x W`` scores and ``N x 4A x H x W``
+    deltas for ``num_anchors`` anchors (A), or None."""
+    a = num_anchors
+    if len(shapes) < 2 or len(shapes[0]) != 4 or len(shapes[1]) != 4 \
+            or shapes[0][1] != 2 * a or shapes[1][1] != 4 * a:
+        return "%d anchors need %d score and %d delta channels, got %s and %s" % (
+            a, 2 * a, 4 * a, *(tuple(s) for s in shapes[:2]))
+    return None
+
+
+def channels_check(anchors_for):
+    """A :class:`StandInForm` ``shapes`` check: :func:`anchor_channels_problem` for the anchors
+    ``anchors_for(params)`` makes from the layer's parsed ``param_str``."""
+    def check(param_str, shapes):
+        try:
+            params = boxes.parse_param_str(param_str)
+        except ValueError as e:
+            return str(e)
+        return anchor_channels_problem(len(anchors_for(params)), shapes)
+    return check
+
+
 class ProposalLayer(Layer):
-    """See module doc."""
+    """See module doc. Subclasses for forks of this layer override ``make_anchors`` and
+    ``config``."""
+
+    stand_in_form = StandInForm("py-faster-rcnn", bottoms=3, tops=(1, 2),
+                                shapes=channels_check(boxes.anchors_from_params),
+                                note="2A score and 4A delta channels for A anchors (9 unless "
+                                     "param_str has scales / ratios)")
+
+    def make_anchors(self, params):
+        return boxes.anchors_from_params(params)
+
+    def config(self):
+        return cfg
 
     def setup(self, bottom, top):
         params = boxes.parse_param_str(self.param_str)
         if "feat_stride" not in params:
-            raise ValueError("ProposalLayer: param_str %r has no 'feat_stride'" % self.param_str)
+            raise ValueError("%s: param_str %r has no 'feat_stride'"
+                             % (type(self).__name__, self.param_str))
         self.feat_stride = params["feat_stride"]
-        self.anchors = boxes.anchors_from_params(params)
-        self.settings = dict(cfg[boxes.phase_key(self.phase)])
+        self.anchors = self.make_anchors(params)
+        self.settings = dict(self.config()[boxes.phase_key(self.phase)])
         self._check(bottom, top)
         top[0].reshape(1, 5)
         if len(top) > 1:
@@ -69,11 +109,9 @@ class ProposalLayer(Layer):
         if len(bottom) != 3 or not 1 <= len(top) <= 2:
             raise ValueError("ProposalLayer takes 3 bottoms (scores, bbox deltas, im_info) and "
                              "1-2 tops (rois, scores); got %d and %d" % (len(bottom), len(top)))
-        a = self.anchors.shape[0]
-        if bottom[0].data.shape[1] != 2 * a or bottom[1].data.shape[1] != 4 * a:
-            raise ValueError("ProposalLayer: %d anchors need %d score and %d delta channels, got "
-                             "%s and %s" % (a, 2 * a, 4 * a, bottom[0].data.shape,
-                                            bottom[1].data.shape))
+        problem = anchor_channels_problem(len(self.anchors), [b.data.shape for b in bottom])
+        if problem:
+            raise ValueError("%s: %s" % (type(self).__name__, problem))
 
     def reshape(self, bottom, top):
         pass

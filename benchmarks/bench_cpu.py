@@ -1,22 +1,33 @@
-"""CPU training-step benchmark: caffepy vs PyTorch on LeNet, CIFAR10-quick and CaffeNet.
+"""CPU training-step benchmark: caffepy vs PyTorch on five Caffe nets, LeNet to ResNet-50.
 
     python benchmarks/bench_cpu.py [--iters 20] [--threads N] [--profile] [--numpy-too]
-                                   [--nets lenet,cifar10_quick,caffenet]
+                                   [--nets lenet,cifar10_quick,caffenet,googlenet,resnet50]
+                                   [--batch 8] [--rounds R] [--separate] [--check-torch]
 
-Times one forward + backward pass (the solver's inner step) of Caffe's LeNet (MNIST, batch 64)
-and CIFAR10-quick (batch 100), both fed by DummyData (gaussian data, constant labels), in float32.
-CaffeNet (models/caffenet, batch 16, 227x227) gets a DummyData input and a SoftmaxWithLoss.
-The same nets are built with torch.nn and timed the same way when torch is installed (it is not a
-caffepy dependency). ``--profile`` prints caffepy's time per layer, forward and backward.
-``--numpy-too`` also times caffepy with its numba kernels switched off (the pure-numpy path),
-back to back in the same process. ``--rounds R`` alternates caffepy and torch R times and prints
-the medians (on a shared machine both then see the same bursts of load). ``--separate`` times
-each framework in a process of its own instead (alternated R times): then neither one's OpenMP
-runtime (wait policy, spinning threads) or thread pool sits beside the other's. ``--cpu-time`` times
-every step by the process's CPU time and reports the fastest step (with ``--threads 1``: a figure
-that the other processes of a loaded machine disturb far less than wall-clock time).
+Times one forward + backward pass (the solver's inner step, param diffs cleared first), float32,
+of Caffe's LeNet (MNIST, batch 64), CIFAR10-quick (batch 100), CaffeNet (models/caffenet, batch
+16, 227x227), BVLC GoogLeNet and ResNet-50 (the zoo's deploy files, 224x224, batch ``--batch``,
+8 by default; ResNet-50's BatchNorm on batch statistics), each fed by DummyData (gaussian data,
+constant labels) and ending in a SoftmaxWithLoss: cpu_nets.py builds them. The same nets run in
+torch when it is installed (it is not a caffepy dependency): LeNet, CIFAR10-quick and CaffeNet
+hand-written with torch.nn, GoogLeNet and ResNet-50 converted from the caffepy net with its
+weights (torch_from_caffe.py), timed the same way (torch.randn input, CrossEntropyLoss).
+``--check-torch`` times nothing: it compares the torch conversion of each net with caffepy on one
+step (loss and gradients, float64 and float32; see ``check_torch``).
+
+``--profile`` prints caffepy's time per layer, forward and backward, then the layers and layer
+types that take the most. ``--numpy-too`` also times caffepy with its numba kernels switched off
+(the pure-numpy path), back to back in the same process. ``--rounds R`` alternates caffepy and
+torch R times and prints the medians (on a shared machine both then see the same bursts of
+load). ``--separate`` times each framework in a process of its own instead (alternated R times):
+then neither one's OpenMP runtime (wait policy, spinning threads) or thread pool sits beside the
+other's; with ``--profile`` the last caffepy process prints the profile (in one process,
+torch's threads slow down caffepy's threaded layers, and the profile with them). ``--cpu-time``
+times every step by the process's CPU time and reports the fastest step (with ``--threads 1``: a
+figure that the other processes of a loaded machine disturb far less than wall-clock time).
 """
 import argparse
+import importlib.util
 import os
 import subprocess
 import sys
@@ -38,87 +49,11 @@ _set_threads(sys.argv)
 
 import numpy as np  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
 
-from caffepy.net import Net  # noqa: E402
-from caffepy.proto import caffe_pb2  # noqa: E402
-from google.protobuf import text_format  # noqa: E402
-
-
-def _data(n, c, h, w):
-    return ('layer { name: "data" type: "DummyData" top: "data" top: "label" dummy_data_param {'
-            ' data_filler { type: "gaussian" std: 1 } data_filler { type: "constant" value: 1 }'
-            ' shape { dim: %d dim: %d dim: %d dim: %d } shape { dim: %d } } }\n' % (n, c, h, w, n))
-
-
-def _conv(name, bottom, n, k, pad=0, std=None):
-    filler = 'type: "gaussian" std: %g' % std if std else 'type: "xavier"'
-    return ('layer { name: "%s" type: "Convolution" bottom: "%s" top: "%s" convolution_param {'
-            ' num_output: %d kernel_size: %d pad: %d stride: 1 weight_filler { %s }'
-            ' bias_filler { type: "constant" } } }\n' % (name, bottom, name, n, k, pad, filler))
-
-
-def _pool(name, bottom, method, k, s):
-    return ('layer { name: "%s" type: "Pooling" bottom: "%s" top: "%s" pooling_param {'
-            ' pool: %s kernel_size: %d stride: %d } }\n' % (name, bottom, name, method, k, s))
-
-
-def _ip(name, bottom, n, std=None):
-    filler = 'type: "gaussian" std: %g' % std if std else 'type: "xavier"'
-    return ('layer { name: "%s" type: "InnerProduct" bottom: "%s" top: "%s" inner_product_param {'
-            ' num_output: %d weight_filler { %s } bias_filler { type: "constant" } } }\n'
-            % (name, bottom, name, n, filler))
-
-
-def _relu(name, blob):
-    return 'layer { name: "%s" type: "ReLU" bottom: "%s" top: "%s" }\n' % (name, blob, blob)
-
-
-LOSS = ('layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip2" bottom: "label"'
-        ' top: "loss" }\n')
-
-LENET = ('name: "LeNet"\n' + _data(64, 1, 28, 28) + _conv("conv1", "data", 20, 5)
-         + _pool("pool1", "conv1", "MAX", 2, 2) + _conv("conv2", "pool1", 50, 5)
-         + _pool("pool2", "conv2", "MAX", 2, 2) + _ip("ip1", "pool2", 500) + _relu("relu1", "ip1")
-         + _ip("ip2", "ip1", 10) + LOSS)
-
-CIFAR10_QUICK = ('name: "CIFAR10_quick"\n' + _data(100, 3, 32, 32)
-                 + _conv("conv1", "data", 32, 5, 2, 0.0001) + _pool("pool1", "conv1", "MAX", 3, 2)
-                 + _relu("relu1", "pool1") + _conv("conv2", "pool1", 32, 5, 2, 0.01)
-                 + _relu("relu2", "conv2") + _pool("pool2", "conv2", "AVE", 3, 2)
-                 + _conv("conv3", "pool2", 64, 5, 2, 0.01) + _relu("relu3", "conv3")
-                 + _pool("pool3", "conv3", "AVE", 3, 2) + _ip("ip1", "pool3", 64, 0.1)
-                 + _ip("ip2", "ip1", 10, 0.1) + LOSS)
-
-def _caffenet(batch=16):
-    """models/caffenet's deploy net fed by DummyData, with a SoftmaxWithLoss on fc8."""
-    param = caffe_pb2.NetParameter()
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "models",
-                        "caffenet", "caffenet_deploy.prototxt")
-    with open(path) as f:
-        text_format.Parse(f.read(), param)
-    body = [l for l in param.layer if l.type != "Input"]
-    for layer in body:          # the deploy file has no fillers: gaussian weights, zero biases
-        if layer.type in ("Convolution", "InnerProduct"):
-            p = layer.convolution_param if layer.type == "Convolution" else \
-                layer.inner_product_param
-            p.weight_filler.type, p.weight_filler.std = "gaussian", 0.01
-    text = ('name: "CaffeNet"\n' + _data(batch, 3, 227, 227)
-            + "".join("layer { %s }\n" % text_format.MessageToString(l, as_one_line=True)
-                      for l in body)
-            + LOSS.replace('"ip2"', '"fc8"'))
-    return text
-
-
-NETS = {"lenet": LENET, "cifar10_quick": CIFAR10_QUICK, "caffenet": None}
-
-
-def build_caffepy(text):
-    if text is None:
-        text = _caffenet()
-    param = caffe_pb2.NetParameter()
-    text_format.Parse(text, param)
-    return Net(param, caffe_pb2.TRAIN)
+from cpu_nets import NETS, ZOO_BATCH, ZOO_FILES, build_caffepy, build_torch  # noqa: E402
 
 
 CPU_TIME = [False]     # --cpu-time: the fastest step by process CPU time instead of the mean
@@ -161,10 +96,23 @@ def profile_caffepy(net, iters):
                 net.layers[i].backward(net.top_vecs[i], net.bottom_need_backward[i],
                                        net.bottom_vecs[i])
                 bwd[i] += time.perf_counter() - t
+    fwd, bwd = 1e3 * fwd / iters, 1e3 * bwd / iters
+    width = max(10, max(len(name) for name in net._layer_names))
     for i in range(n):
-        print("    %-10s %-16s forward %7.2f ms  backward %7.2f ms"
-              % (net._layer_names[i], net.layers[i].type, 1e3 * fwd[i] / iters,
-                 1e3 * bwd[i] / iters))
+        print("    %-*s %-16s forward %7.2f ms  backward %7.2f ms"
+              % (width, net._layer_names[i], net.layers[i].type, fwd[i], bwd[i]))
+    total = fwd + bwd
+    print("  sum %.1f ms (forward %.1f, backward %.1f); the most, forward + backward:"
+          % (total.sum(), fwd.sum(), bwd.sum()))
+    for i in np.argsort(-total)[:10]:
+        print("    %-*s %-16s %7.2f ms (%4.1f%%)" % (width, net._layer_names[i],
+                                                 net.layers[i].type, total[i],
+                                                 100 * total[i] / total.sum()))
+    by_type = {}
+    for i in range(n):
+        by_type[net.layers[i].type] = by_type.get(net.layers[i].type, 0.0) + total[i]
+    print("  per layer type: " + ", ".join("%s %.1f" % kv for kv in
+                                            sorted(by_type.items(), key=lambda kv: -kv[1])))
 
 
 def ab_numba(args):
@@ -172,7 +120,7 @@ def ab_numba(args):
     machine: both see the same load)."""
     from caffepy.math import kernels
     for name in args.nets.split(","):
-        net = build_caffepy(NETS[name])
+        net = build_caffepy(name, args.batch)
         res = {True: [], False: []}
         for flag in (True, False):
             kernels.set_enabled(flag)
@@ -188,37 +136,22 @@ def ab_numba(args):
               flush=True)
 
 
-def build_torch(name):
-    import torch.nn as nn
-    if name == "lenet":
-        model = nn.Sequential(
-            nn.Conv2d(1, 20, 5), nn.MaxPool2d(2, 2, ceil_mode=True), nn.Conv2d(20, 50, 5),
-            nn.MaxPool2d(2, 2, ceil_mode=True), nn.Flatten(), nn.Linear(800, 500), nn.ReLU(True),
-            nn.Linear(500, 10))
-        return model, (64, 1, 28, 28)
-    if name == "caffenet":
-        lrn = lambda: nn.LocalResponseNorm(5, 1e-4, 0.75)  # noqa: E731
-        model = nn.Sequential(
-            nn.Conv2d(3, 96, 11, 4), nn.ReLU(True), nn.MaxPool2d(3, 2, ceil_mode=True), lrn(),
-            nn.Conv2d(96, 256, 5, padding=2, groups=2), nn.ReLU(True),
-            nn.MaxPool2d(3, 2, ceil_mode=True), lrn(),
-            nn.Conv2d(256, 384, 3, padding=1), nn.ReLU(True),
-            nn.Conv2d(384, 384, 3, padding=1, groups=2), nn.ReLU(True),
-            nn.Conv2d(384, 256, 3, padding=1, groups=2), nn.ReLU(True),
-            nn.MaxPool2d(3, 2, ceil_mode=True), nn.Flatten(),
-            nn.Linear(9216, 4096), nn.ReLU(True), nn.Dropout(0.5),
-            nn.Linear(4096, 4096), nn.ReLU(True), nn.Dropout(0.5), nn.Linear(4096, 1000))
-        return model, (16, 3, 227, 227)
-    model = nn.Sequential(
-        nn.Conv2d(3, 32, 5, padding=2), nn.MaxPool2d(3, 2, ceil_mode=True), nn.ReLU(True),
-        nn.Conv2d(32, 32, 5, padding=2), nn.ReLU(True), nn.AvgPool2d(3, 2, ceil_mode=True),
-        nn.Conv2d(32, 64, 5, padding=2), nn.ReLU(True), nn.AvgPool2d(3, 2, ceil_mode=True),
-        nn.Flatten(), nn.Linear(1024, 64), nn.Linear(64, 10))
-    return model, (100, 3, 32, 32)
-
-
-def time_torch(name, iters, warmup=3):
+def torch_step(name, batch):
+    """One training step of the torch model of ``name``: hand-written (LeNet, CIFAR10-quick,
+    CaffeNet) or, for the zoo nets, converted from the caffepy net with its weights."""
     import torch
+    if name in ZOO_FILES:
+        from torch_from_caffe import TorchNet
+        net = build_caffepy(name, batch)
+        model = TorchNet(net)
+        shape = tuple(net.blobs["data"].shape)
+        del net
+        label = torch.ones(shape[0])
+
+        def step():
+            model.zero_grad()
+            model.loss(model(data=torch.randn(shape), label=label)).backward()
+        return step
     model, shape = build_torch(name)
     loss_fn = torch.nn.CrossEntropyLoss()
     label = torch.ones(shape[0], dtype=torch.long)
@@ -226,54 +159,137 @@ def time_torch(name, iters, warmup=3):
     def step():
         model.zero_grad()
         loss_fn(model(torch.randn(shape)), label).backward()
+    return step
+
+
+def time_torch(step, iters, warmup=3):
     for _ in range(warmup):
         step()
     return _timed(step, iters)
 
 
-def _child(args, framework, name):
+def _rel(a, b):
+    """max |a - b| / max |b|."""
+    return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-30))
+
+
+def _compare(name, batch, dtype):
+    """(loss, torch's loss, [(relative difference, "layer[k]", max |gradient|)]) of one
+    training step of caffepy and its torch conversion on the same input (no dropout)."""
+    import torch
+    from torch_from_caffe import TorchNet
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64 if dtype == np.float64 else torch.float32)
+    try:
+        net = build_caffepy(name, batch, dropout=False, dtype=dtype)
+        model = TorchNet(net)
+        net.clear_param_diffs()
+        loss = float(net.forward_backward())
+        tloss = model.loss(model(**{n: torch.from_numpy(net.blobs[n].data.copy())
+                                    for n in model.inputs}))
+        tloss.backward()
+    finally:
+        torch.set_default_dtype(default)
+    grads = [(_rel(p.grad.numpy(), net.params[layer][k].diff), "%s[%d]" % (layer, k),
+              float(np.abs(net.params[layer][k].diff).max())) for layer, k, p in model.params]
+    return loss, float(tloss.detach()), grads
+
+
+def check_torch(args):
+    """--check-torch: caffepy against its torch conversion on one training step (differences
+    relative to caffepy's largest value), in float64 (the loss and every gradient to 1e-6) and in
+    float32 (the loss and the last layer's weight gradient to 1e-3; the first layer's gradient is
+    printed only: float32 rounding alone moves it by up to a few percent in a deep net at random
+    initialisation, in both frameworks alike, against a float64 torch run of the same weights).
+    Gradients under 1e-6 of the largest one are skipped (a bias followed by BatchNorm: zero)."""
+    ok = True
+    for name in args.nets.split(","):
+        for dtype, tol in ((np.float64, 1e-6), (np.float32, 1e-3)):
+            loss, tloss, grads = _compare(name, args.batch, dtype)
+            scale = max(g[2] for g in grads)
+            kept = [g for g in grads if g[2] >= 1e-6 * scale]
+            loss_rel = abs(tloss - loss) / abs(loss)
+            if dtype == np.float64:
+                worst = max(kept)
+                good = max(loss_rel, worst[0]) < tol
+                detail = "worst grad %s %.1e (%d of %d params)" % (worst[1], worst[0],
+                                                                    len(kept), len(grads))
+            else:
+                last = [g for g in kept if g[1].endswith("[0]")][-1]    # a weight
+                good = max(loss_rel, last[0]) < tol
+                detail = "grad %s %.1e, %s %.1e" % (last[1], last[0], kept[0][1], kept[0][0])
+            ok &= good
+            print("%-14s %-7s loss %.6f torch %.6f rel %.1e | %s  %s" % (
+                name, np.dtype(dtype).name, loss, tloss, loss_rel, detail,
+                "ok" if good else "FAILED"), flush=True)
+    return 0 if ok else 1
+
+
+def _child(args, framework, name, profile=False):
+    """(ms per step, the rest of the child's output: its profile)."""
     cmd = [sys.executable, os.path.abspath(__file__), "--only", framework, "--nets", name,
-           "--iters", str(args.iters)] + (["--threads", str(args.threads)] if args.threads else [])
+           "--iters", str(args.iters), "--batch", str(args.batch)] + \
+        (["--threads", str(args.threads)] if args.threads else []) + \
+        (["--profile"] if profile else [])
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-    return float(out.split()[-1])
+    rest, _, last = out.rstrip().rpartition("\n")
+    return float(last), rest
 
 
 def separate(args):
     """--separate: per net, ROUNDS alternations of a caffepy process and a torch process."""
-    print("each framework in its own process; %s threads; %d CPUs" % (args.threads or "default",
-                                                                       os.cpu_count()))
+    has_torch = importlib.util.find_spec("torch") is not None
+    print("each framework in its own process; %s threads; %d CPUs%s"
+          % (args.threads or "default", os.cpu_count(), "" if has_torch else
+             "; torch not installed: skipped"))
     print("%-14s %14s %14s %8s  %s" % ("net", "caffepy ms", "torch ms", "ratio", "load average"))
     for name in args.nets.split(","):
         ours, theirs = [], []
-        for _ in range(args.rounds):
-            ours.append(_child(args, "caffepy", name))
-            theirs.append(_child(args, "torch", name))
-        a, b = float(np.median(ours)), float(np.median(theirs))
+        for r in range(args.rounds):
+            ms, profile = _child(args, "caffepy", name, args.profile and r == args.rounds - 1)
+            ours.append(ms)
+            if has_torch:
+                theirs.append(_child(args, "torch", name)[0])
+        a = float(np.median(ours))
+        b = float(np.median(theirs)) if theirs else float("nan")
         print("%-14s %14.1f %14.1f %8.2f  %s  (per round: %s / %s)" % (
             name, a, b, a / b, " ".join(open("/proc/loadavg").read().split()[:3]),
             " ".join("%.1f" % v for v in ours), " ".join("%.1f" % v for v in theirs)), flush=True)
+        if profile:
+            print(profile, flush=True)
 
 
 def only(args):
-    """--only FRAMEWORK (the child of --separate): prints ms per step of one net."""
+    """--only FRAMEWORK (the child of --separate): prints ms per step of one net (last), after
+    caffepy's profile with --profile."""
     if args.only == "torch":
         import torch
         if args.threads:
             torch.set_num_threads(args.threads)
-        ms = 1e3 * time_torch(args.nets, args.iters)
+        ms = 1e3 * time_torch(torch_step(args.nets, args.batch), args.iters)
     else:
         from caffepy.math import kernels
         if args.threads:
             kernels.set_threads(args.threads)
-        ms = 1e3 * time_caffepy(build_caffepy(NETS[args.nets]), args.iters)
+        net = build_caffepy(args.nets, args.batch)
+        ms = 1e3 * time_caffepy(net, args.iters)
+        if args.profile:
+            profile_caffepy(net, max(1, args.iters // 2))
     print("%.3f" % ms)
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--iters", type=int, default=20)
-    ap.add_argument("--nets", default="lenet,cifar10_quick")
-    ap.add_argument("--profile", action="store_true", help="per-layer caffepy times")
+    ap.add_argument("--nets", default="lenet,cifar10_quick",
+                    help="comma-separated, of: %s" % ",".join(NETS))
+    ap.add_argument("--batch", type=int, default=ZOO_BATCH,
+                    help="batch size of googlenet and resnet50 (default %(default)s)")
+    ap.add_argument("--check-torch", action="store_true",
+                    help="compare the torch conversion of each net with caffepy (loss and "
+                         "gradients of one step) instead of timing")
+    ap.add_argument("--profile", action="store_true",
+                    help="per-layer caffepy times (with --separate: of its last process)")
     ap.add_argument("--threads", type=int, default=0, help="BLAS / torch threads (0: default)")
     ap.add_argument("--numpy-too", action="store_true",
                     help="also time caffepy with the numba kernels off")
@@ -291,6 +307,14 @@ def main(argv=None):
     ap.add_argument("--only", choices=("caffepy", "torch"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     CPU_TIME[0] = args.cpu_time
+    for name in args.nets.split(","):
+        if name not in NETS:
+            ap.error("unknown net %r (one of %s)" % (name, ",".join(NETS)))
+    if args.check_torch:
+        if importlib.util.find_spec("torch") is None:
+            print("torch not installed: nothing to check")
+            return 0
+        return check_torch(args)
     if args.separate:
         return separate(args)
     if args.only:
@@ -316,13 +340,14 @@ def main(argv=None):
     print("%-14s %14s %14s %8s %14s  %s" % ("net", "caffepy ms", "torch ms", "ratio",
                                             "numpy-path ms", "load average"))
     for name in args.nets.split(","):
-        net = build_caffepy(NETS[name])
+        net = build_caffepy(name, args.batch)
+        step = torch_step(name, args.batch) if torch is not None else None
         kernels.set_enabled(None)
         ours, theirs = [], []
         for r in range(args.rounds):        # alternated, so that both share the load's bursts
             ours.append(time_caffepy(net, args.iters, warmup=3 if r == 0 else 0))
-            if torch is not None:
-                theirs.append(time_torch(name, args.iters, warmup=3 if r == 0 else 1))
+            if step is not None:
+                theirs.append(time_torch(step, args.iters, warmup=3 if r == 0 else 0))
         ours = float(np.median(ours))
         theirs = float(np.median(theirs)) if theirs else float("nan")
         plain = float("nan")
@@ -337,4 +362,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -31,8 +31,8 @@ def child(run):
     from caffepy.net import Net
     from caffepy.proto import caffe_pb2
     if run == "caffenet_train":
-        import bench_cpu
-        net = bench_cpu.build_caffepy(None)
+        import cpu_nets
+        net = cpu_nets.build_caffepy("caffenet")
         for _ in range(2):
             net.clear_param_diffs()
             net.forward_backward()

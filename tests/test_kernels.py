@@ -231,3 +231,47 @@ def test_pooling_wide_rows_and_ties_equal_numpy(fields, pool):
         np.testing.assert_array_equal(fast_arg, layer.arg)
     else:
         np.testing.assert_allclose(fast, top[0].data, rtol=1e-12, atol=1e-12)
+
+
+def _train_bn_and_scale(x, in_place):
+    """BatchNorm (batch statistics) then Scale with bias, in place or not: the tops, the bottom
+    diff and every param's data and diff after two forward / backward passes."""
+    from caffepy.blob import Blob
+    bn = make_layer('type: "BatchNorm" batch_norm_param { use_global_stats: false }',
+                    dtype=np.float32)
+    sc = make_layer('type: "Scale" scale_param { bias_term: true }', dtype=np.float32)
+    bottom = make_blobs([x], np.float32)
+    mid = bottom if in_place else make_blobs(1, np.float32)
+    top = mid if in_place else make_blobs(1, np.float32)
+    bn.setup(bottom, mid)
+    sc.setup(mid, top)
+    sc.blobs[0].data[...] = [0.5, -1.5, 2.0]
+    sc.blobs[1].data[...] = [0.1, 0.2, -0.3]
+    out = []
+    for step in range(2):
+        if in_place:
+            bottom[0].data[...] = x + step
+        bn.reshape(bottom, mid)
+        sc.reshape(mid, top)
+        bn.forward(bottom, mid)
+        sc.forward(mid, top)
+        out.append(top[0].data.copy())
+        top[0].diff[...] = np.random.default_rng(step).standard_normal(top[0].shape)
+        sc.backward(top, [True], mid)
+        bn.backward(mid, [True], bottom)
+        out.append(bottom[0].diff.copy())
+    assert isinstance(bottom[0], Blob)
+    return out + [b.data.copy() for b in bn.blobs + sc.blobs] + [b.diff.copy() for b in sc.blobs]
+
+
+@needs_numba
+@pytest.mark.parametrize("in_place", [False, True])
+def test_batch_norm_training_and_scale_backward_numba_equal_numpy(in_place):
+    """The fused kernels of training (BatchNorm's batch statistics, forward and backward, and
+    Scale's backward) give the numpy path's tops, gradients and moving averages."""
+    x = np.random.default_rng(3).standard_normal((4, 3, 5, 6)) * 3 + 1
+    fast = _train_bn_and_scale(x, in_place)
+    with kernels.disabled():
+        slow = _train_bn_and_scale(x, in_place)
+    for a, b in zip(fast, slow):
+        np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-5)

@@ -88,24 +88,46 @@ class BatchNormLayer(Layer):
         if top[0] is not bottom[0]:
             top[0].reshape(bottom[0].shape)
 
+    def _accumulate(self, mu, var, count):
+        """The moving averages (class doc) take this batch's mu and var."""
+        sum_mu, sum_var, s = (b.data.reshape(-1) for b in self.blobs[:3])
+        m = count // self.channels
+        s *= self.maf
+        s += 1
+        sum_mu *= self.maf
+        sum_mu += mu
+        sum_var *= self.maf
+        sum_var += (m / (m - 1.0) if m > 1 else 1.0) * var
+
+    def _forward_batch_fused(self, x, y):
+        """Batch statistics and normalisation in one kernel (numba): True when it ran."""
+        k = kernels.get()
+        if k is None or self.scale_bias or not (x.flags.c_contiguous and y.flags.c_contiguous):
+            return False
+        buf = getattr(self, "_x_norm_buf", None)
+        if buf is None or buf.shape != x.shape or buf.dtype != x.dtype:
+            buf = self._x_norm_buf = np.empty_like(x)
+        mu, var = np.empty(self.channels), np.empty(self.channels)
+        self.std = np.empty(self.channels, self.dtype)
+        k.batch_norm_train(x, float(self.eps), mu, var, self.std, buf, y)
+        self.x_norm = buf
+        self._accumulate(mu, var, x.size)
+        return True
+
     def forward_cpu(self, bottom, top):
         x = _ncs(bottom[0].data, self.channels)
+        y = _ncs(top[0].data, self.channels)
         sum_mu, sum_var, s = (b.data.reshape(-1) for b in self.blobs[:3])
         if self.use_global_stats:
             factor = 0.0 if s[0] == 0 else 1.0 / s[0]
             mu, var = factor * sum_mu, factor * sum_var
         else:
+            if self._forward_batch_fused(x, y):
+                return
             mu = x.mean(axis=(0, 2))
             var = np.square(x - _bcast(mu)).mean(axis=(0, 2))
-            m = x.size // self.channels
-            s *= self.maf
-            s += 1
-            sum_mu *= self.maf
-            sum_mu += mu
-            sum_var *= self.maf
-            sum_var += (m / (m - 1.0) if m > 1 else 1.0) * var
+            self._accumulate(mu, var, x.size)
         self.std = np.sqrt(var + self.eps).astype(self.dtype)
-        y = _ncs(top[0].data, self.channels)
         if self.use_global_stats and not self.scale_bias:   # backward needs only std: no copy
             self.x_norm = None
             k = kernels.get()
@@ -130,6 +152,12 @@ class BatchNormLayer(Layer):
             dx = dy / _bcast(self.std)
         else:
             y = self.x_norm
+            dx = _ncs(bottom[0].diff, self.channels)
+            k = kernels.get()
+            if k is not None and dy.flags.c_contiguous and dx.flags.c_contiguous \
+                    and y.flags.c_contiguous:
+                k.batch_norm_train_backward(dy, y, self.std, dx)
+                return
             dx = (dy - dy.mean(axis=(0, 2), keepdims=True)
                   - y * (dy * y).mean(axis=(0, 2), keepdims=True)) / _bcast(self.std)
         _ncs(bottom[0].diff, self.channels)[...] = dx

@@ -112,7 +112,27 @@ class ScaleLayer(Layer):
         if self.bias_index is not None:
             y += self.blobs[self.bias_index].data.reshape(1, -1, 1)
 
+    def _backward_fused(self, top, propagate_down, bottom):
+        """The learned per-channel scale's gradients and dx in one kernel (numba), where the bottom
+        gets its gradient (else Caffe's scratch use of its diff must show): True when it ran."""
+        k = kernels.get()
+        if k is None or len(bottom) != 1 or not propagate_down[0] or self.dims[1] != \
+                self.blobs[0].count:
+            return False
+        dy, dx = top[0].diff.reshape(self.dims), bottom[0].diff.reshape(self.dims)
+        x = self.saved_x if self.saved_x is not None else bottom[0].data.reshape(self.dims)
+        scale = self.blobs[0].data.reshape(-1)
+        if not all(a.flags.c_contiguous for a in (dy, dx, x, scale)):
+            return False
+        want_bias = self.bias_index is not None and self.param_propagate_down[self.bias_index]
+        dbias = self.blobs[self.bias_index].diff.reshape(-1) if want_bias else scale[:0]
+        k.scale_backward(dy, x, scale, self.blobs[0].diff.reshape(-1), dbias,
+                         bool(self.param_propagate_down[0]), want_bias, dx)
+        return True
+
     def backward_cpu(self, top, propagate_down, bottom):
+        if self._backward_fused(top, propagate_down, bottom):
+            return
         dy = top[0].diff.reshape(self.dims)
         if self.bias_index is not None and self.param_propagate_down[self.bias_index]:
             self.blobs[self.bias_index].diff.reshape(-1)[...] += dy.sum(axis=(0, 2))

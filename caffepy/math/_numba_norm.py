@@ -1,0 +1,80 @@
+"""numba kernels of the training-mode channel layers (BatchNorm with batch statistics, Scale's
+backward), imported through :mod:`caffepy.math._numba_kernels`.
+
+Each loops with ``prange`` over the channels of a (N, C, S) view, a channel's values being
+N blocks of S contiguous numbers, and makes every pass over one channel before the next (its
+data stays in cache): sums are accumulated in float64. A top may be its bottom (in place) and a
+bottom's diff its top's: every element is read before it is written."""
+import numpy as np
+from numba import njit, prange
+
+_opts = dict(parallel=True, cache=True, nogil=True, fastmath=False)
+
+
+@njit(**_opts)
+def batch_norm_train(x, eps, mu, var, std, x_norm, y):
+    """Per channel c of x (N, C, S): mu[c] = mean, var[c] = biased variance (two passes),
+    std[c] = sqrt(var[c] + eps), x_norm = y = (x - mu[c]) / std[c]."""
+    n, c, s = x.shape
+    count = n * s
+    for ci in prange(c):
+        acc = 0.0
+        for b in range(n):
+            for k in range(s):
+                acc += x[b, ci, k]
+        m = acc / count
+        acc = 0.0
+        for b in range(n):
+            for k in range(s):
+                d = x[b, ci, k] - m
+                acc += d * d
+        v = acc / count
+        mu[ci] = m
+        var[ci] = v
+        sd = np.sqrt(v + eps)
+        std[ci] = sd
+        for b in range(n):
+            for k in range(s):
+                val = (x[b, ci, k] - m) / sd
+                x_norm[b, ci, k] = val
+                y[b, ci, k] = val
+
+
+@njit(**_opts)
+def batch_norm_train_backward(dy, x_norm, std, dx):
+    """dx = (dy - mean(dy) - x_norm * mean(dy * x_norm)) / std[c], means per channel."""
+    n, c, s = dy.shape
+    count = n * s
+    for ci in prange(c):
+        a = 0.0
+        b2 = 0.0
+        for b in range(n):
+            for k in range(s):
+                d = dy[b, ci, k]
+                a += d
+                b2 += d * x_norm[b, ci, k]
+        ma, mb, sd = a / count, b2 / count, std[ci]
+        for b in range(n):
+            for k in range(s):
+                dx[b, ci, k] = (dy[b, ci, k] - ma - x_norm[b, ci, k] * mb) / sd
+
+
+@njit(**_opts)
+def scale_backward(dy, x, scale, dscale, dbias, want_scale, want_bias, dx):
+    """Scale (outer, C, inner) with a per-channel scale: dscale[c] += sum(dy * x),
+    dbias[c] += sum(dy) (each when wanted), dx = dy * scale[c]."""
+    outer, c, inner = dy.shape
+    for ci in prange(c):
+        a = 0.0
+        b2 = 0.0
+        sc = scale[ci]
+        for o in range(outer):
+            for k in range(inner):
+                d = dy[o, ci, k]
+                a += d * x[o, ci, k]
+                b2 += d
+                dx[o, ci, k] = d * sc
+        if want_scale:
+            dscale[ci] += a
+        if want_bias:
+            dbias[ci] += b2

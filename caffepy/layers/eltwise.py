@@ -92,7 +92,10 @@ class EltwiseLayer(Layer):
                     g = top[0].data / b.data
                 b.diff[...] = dy * g
             elif self.op == _ELT.SUM:
-                b.diff[...] = self.coeffs[i] * dy
+                if self.coeffs[i] != 1:
+                    np.multiply(dy, self.coeffs[i], out=b.diff)
+                elif b.diff is not dy:
+                    np.copyto(b.diff, dy)
             else:
                 b.diff[...] = dy * (self.mask == i)
 

@@ -99,15 +99,26 @@ class ScaleLayer(Layer):
 
     def forward_cpu(self, bottom, top):
         x = bottom[0].data.reshape(self.dims)
-        self.saved_x = x.copy() if top[0] is bottom[0] else None
+        self.saved_x = None
+        if top[0] is bottom[0]:             # in place: x is kept for the scale's gradient
+            buf = getattr(self, "_saved_buf", None)
+            if buf is None or buf.shape != x.shape or buf.dtype != x.dtype:
+                buf = self._saved_buf = np.empty_like(x)
+            self.saved_x = buf
         y = top[0].data.reshape(self.dims)
         s = self._scale(bottom)
         k = kernels.get()
         if k is not None and x.flags.c_contiguous and y.flags.c_contiguous:
             b = (self.blobs[self.bias_index].data.reshape(-1) if self.bias_index is not None
                  else np.zeros(s.size, s.dtype))
-            k.channel_affine(x, np.ascontiguousarray(s.reshape(-1)), b, y)
+            s = np.ascontiguousarray(s.reshape(-1))
+            if self.saved_x is not None:
+                k.channel_affine_keep(x, s, b, self.saved_x, y)
+            else:
+                k.channel_affine(x, s, b, y)
             return
+        if self.saved_x is not None:
+            np.copyto(self.saved_x, x)
         np.multiply(x, s, out=y)
         if self.bias_index is not None:
             y += self.blobs[self.bias_index].data.reshape(1, -1, 1)

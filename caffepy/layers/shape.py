@@ -132,8 +132,11 @@ class SplitLayer(Layer):
     def backward_cpu(self, top, propagate_down, bottom):
         if propagate_down[0]:
             diff = bottom[0].diff
-            diff[...] = top[0].diff
-            for t in top[1:]:
+            if len(top) == 1:
+                diff[...] = top[0].diff
+                return
+            np.add(top[0].diff, top[1].diff, out=diff)      # one pass, as Caffe's caffe_add
+            for t in top[2:]:
                 diff += t.diff
 
 

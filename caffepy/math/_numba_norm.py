@@ -3,12 +3,14 @@ backward), imported through :mod:`caffepy.math._numba_kernels`.
 
 Each loops with ``prange`` over the channels of a (N, C, S) view, a channel's values being
 N blocks of S contiguous numbers, and makes every pass over one channel before the next (its
-data stays in cache): sums are accumulated in float64. A top may be its bottom (in place) and a
+data stays in cache): sums are accumulated in float64, in SIMD partial sums. A top may be its bottom (in place) and a
 bottom's diff its top's: every element is read before it is written."""
 import numpy as np
 from numba import njit, prange
 
-_opts = dict(parallel=True, cache=True, nogil=True, fastmath=False)
+# reassociation lets the per-channel sums run in SIMD lanes (each a float64 partial sum); no
+# other fast-math assumption (NaN and infinity propagate as in numpy)
+_opts = dict(parallel=True, cache=True, nogil=True, fastmath={"reassoc", "contract"})
 
 
 @njit(**_opts)
@@ -78,3 +80,17 @@ def scale_backward(dy, x, scale, dscale, dbias, want_scale, want_bias, dx):
             dscale[ci] += a
         if want_bias:
             dbias[ci] += b2
+
+
+@njit(parallel=True, cache=True, nogil=True, fastmath=False)     # as channel_affine, bit for bit
+def channel_affine_keep(x, scale, shift, kept, y):
+    """x, y (N, C, S), y possibly x itself: kept = x (for the gradient), y = x * scale[c] +
+    shift[c], in one pass (an in-place Scale layer's forward)."""
+    n, c, s = x.shape
+    for t in prange(n * c):
+        b, ci = t // c, t % c
+        a, o = scale[ci], shift[ci]
+        for k in range(s):
+            v = x[b, ci, k]
+            kept[b, ci, k] = v
+            y[b, ci, k] = v * a + o

@@ -275,3 +275,17 @@ def test_batch_norm_training_and_scale_backward_numba_equal_numpy(in_place):
         slow = _train_bn_and_scale(x, in_place)
     for a, b in zip(fast, slow):
         np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-5)
+
+
+@needs_numba
+@pytest.mark.parametrize("shape", [(2, 7, 5, 9), (1, 6, 30, 40)])   # the second: 3 blocks
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_lrn_across_channels_numba_equals_numpy(shape, dtype):
+    """The window sums run in numpy's order and the power is numpy's: bit for bit."""
+    text = 'type: "LRN" lrn_param { local_size: 5 alpha: 0.5 beta: 0.75 k: 2 }'
+    x = np.random.default_rng(5).standard_normal(shape) * 3
+    fast = _forward_backward(text, x, dtype)
+    with kernels.disabled():
+        slow = _forward_backward(text, x, dtype)
+    for a, b in zip(fast, slow):
+        assert a.tobytes() == b.tobytes()

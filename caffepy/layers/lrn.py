@@ -2,6 +2,7 @@
 import numpy as np
 
 from ..errors import ShapeError
+from ..math import kernels
 from .base import Layer, register_layer
 from .pooling import PoolGeometry, ave_pool, ave_pool_backward
 
@@ -53,9 +54,27 @@ class LRNLayer(Layer):
             half = (self.size - 1) // 2
             self.geom = PoolGeometry(bottom[0].shape[2:], (self.size,) * 2, (1, 1), (half, half))
 
+    def _buffer(self, name, like):
+        buf = getattr(self, name, None)
+        if buf is None or buf.shape != like.shape or buf.dtype != like.dtype:
+            buf = np.empty_like(like)
+            setattr(self, name, buf)
+        return buf
+
     def forward_cpu(self, bottom, top):
         x = bottom[0].data
         dt = x.dtype.type
+        self.powed = None
+        k = kernels.get()
+        if self.across and k is not None and kernels.contiguous(x, top[0].data):
+            n, c = x.shape[:2]
+            self.scale = self._buffer("_scale_buf", x)
+            self.powed = self._buffer("_powed_buf", x)
+            k.lrn_across_scale(x.reshape(n, c, -1), self.size, dt(self.alpha / self.size),
+                               dt(self.k), self.scale.reshape(n, c, -1))
+            np.power(self.scale, dt(-self.beta), out=self.powed)     # numpy's SIMD power
+            np.multiply(x, self.powed, out=top[0].data)
+            return
         if self.across:
             self.scale = _channel_window_sum(x * x, self.size)
             self.scale *= dt(self.alpha / self.size)
@@ -71,6 +90,13 @@ class LRNLayer(Layer):
             return
         x, y, dy = bottom[0].data, top[0].data, top[0].diff
         dt = x.dtype.type
+        k = kernels.get()
+        if self.powed is not None and k is not None and kernels.contiguous(dy, bottom[0].diff):
+            n, c = x.shape[:2]
+            v = [a.reshape(n, c, -1) for a in (x, y, dy, self.scale, self.powed)]
+            k.lrn_across_backward(*v, self.size, dt(2 * self.alpha * self.beta / self.size),
+                                  bottom[0].diff.reshape(n, c, -1))
+            return
         ratio = dy * y / self.scale
         if self.across:
             acc = _channel_window_sum(ratio, self.size) * dt(2 * self.alpha * self.beta / self.size)

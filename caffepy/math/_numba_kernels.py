@@ -6,7 +6,8 @@ import numpy as np
 from numba import njit, prange
 
 from ._numba_norm import (batch_norm_train, batch_norm_train_backward,  # noqa: F401
-                          channel_affine_keep, scale_backward)
+                          channel_affine_keep, lrn_across_backward, lrn_across_scale,
+                          scale_backward)
 from ._numba_train import (ave_pool, col2im_last, im2col_last,  # noqa: F401
                            image_to_rows, max_pool, pad_last, rows_to_image)
 

@@ -94,3 +94,55 @@ def channel_affine_keep(x, scale, shift, kept, y):
             v = x[b, ci, k]
             kept[b, ci, k] = v
             y[b, ci, k] = v * a + o
+
+
+_LRN_BLOCK = 512      # positions of one image handled by one prange iteration
+
+
+@njit(parallel=True, cache=True, nogil=True, fastmath=False)    # numpy's order of float32 ops
+def lrn_across_scale(x, size, a_over_n, k, scale):
+    """LRN ACROSS_CHANNELS on x (N, C, S): scale = k + a_over_n * (the window's x^2 summed from
+    its first channel to its last, channels outside the blob skipped)."""
+    n, c, s = x.shape
+    half = (size - 1) // 2
+    nb = (s + _LRN_BLOCK - 1) // _LRN_BLOCK
+    for t in prange(n * nb):
+        b = t // nb
+        lo = (t % nb) * _LRN_BLOCK
+        hi = min(s, lo + _LRN_BLOCK)
+        acc = np.empty(hi - lo, x.dtype)
+        for ci in range(c):
+            acc[:] = 0
+            for cj in range(max(0, ci - half), min(c, ci - half + size)):
+                for q in range(lo, hi):
+                    v = x[b, cj, q]
+                    acc[q - lo] += v * v
+            for q in range(lo, hi):
+                sc = acc[q - lo] * a_over_n
+                scale[b, ci, q] = sc + k
+
+
+@njit(parallel=True, cache=True, nogil=True, fastmath=False)
+def lrn_across_backward(x, y, dy, scale, powed, size, coef, dx):
+    """dx = dy * powed - x * (coef * the window's sum of dy * y / scale), coef = 2 alpha beta / n,
+    powed = scale^-beta (the forward's), in numpy's order of float32 operations."""
+    n, c, s = x.shape
+    half = (size - 1) // 2
+    nb = (s + _LRN_BLOCK - 1) // _LRN_BLOCK
+    for t in prange(n * nb):
+        b = t // nb
+        lo = (t % nb) * _LRN_BLOCK
+        hi = min(s, lo + _LRN_BLOCK)
+        ratio = np.empty((c, hi - lo), x.dtype)
+        for ci in range(c):
+            for q in range(lo, hi):
+                ratio[ci, q - lo] = dy[b, ci, q] * y[b, ci, q] / scale[b, ci, q]
+        acc = np.empty(hi - lo, x.dtype)
+        for ci in range(c):
+            acc[:] = 0
+            for cj in range(max(0, ci - half), min(c, ci - half + size)):
+                for q in range(hi - lo):
+                    acc[q] += ratio[cj, q]
+            for q in range(lo, hi):
+                a = acc[q - lo] * coef
+                dx[b, ci, q] = dy[b, ci, q] * powed[b, ci, q] - x[b, ci, q] * a

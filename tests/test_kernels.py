@@ -1,6 +1,8 @@
 """The numba kernels (caffepy.math.kernels) against the pure-numpy path, and the direct depthwise
 convolution against the naive formula and the gradient checker. Without numba the comparisons
 skip; the numpy path is what the rest of the suite then runs."""
+import os
+
 import numpy as np
 import pytest
 
@@ -289,3 +291,23 @@ def test_lrn_across_channels_numba_equals_numpy(shape, dtype):
         slow = _forward_backward(text, x, dtype)
     for a, b in zip(fast, slow):
         assert a.tobytes() == b.tobytes()
+
+
+@needs_numba
+def test_omp_num_threads_is_followed_by_numba_and_openmp():
+    """A user's OMP_NUM_THREADS=1 holds after numba's kernels load (its OpenMP layer would set the
+    thread's OpenMP count, which oneDNN's primitives take, to all cores)."""
+    import subprocess
+    import sys
+    code = ("import ctypes, numpy as np\n"
+            "from caffepy.math import kernels\n"
+            "k = kernels.get()\n"
+            "a = np.ones(1000, np.float32); k.relu(a, np.float32(0), a)\n"
+            "import numba\n"
+            "print(numba.get_num_threads(), ctypes.CDLL('libgomp.so.1').omp_get_max_threads())\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_NUM_THREADS", "CAFFEPY_NUMBA")}
+    env["OMP_NUM_THREADS"] = "1"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["1", "1"], out.stdout

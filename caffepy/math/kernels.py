@@ -13,7 +13,9 @@ installed, or it is switched off by ``CAFFEPY_NUMBA=0`` in the environment or by
 call, once per dtype, and cached on disk next to the module (numba's ``cache=True``), so a process
 pays the compile time only the first time a machine runs them.
 
-Threads: numba's pool uses ``NUMBA_NUM_THREADS`` (default: all cores) or :func:`set_threads`.
+Threads: numba's pool uses ``NUMBA_NUM_THREADS`` (default: all cores), else ``OMP_NUM_THREADS``
+where the user set it (numba's OpenMP layer would otherwise hand its count to oneDNN's
+primitives too), or :func:`set_threads`.
 Its OpenMP threads sleep between kernels (``OMP_WAIT_POLICY=PASSIVE`` unless the environment
 says otherwise): spinning threads would compete with the BLAS threads of the GEMM that follows.
 """
@@ -64,9 +66,26 @@ def _load():
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     try:
         from . import _numba_kernels
-        return _numba_kernels
     except ImportError:
         return None
+    _follow_omp_num_threads()
+    return _numba_kernels
+
+
+def _follow_omp_num_threads():
+    """numba's OpenMP layer sets the calling thread's OpenMP count to its own pool's (all cores)
+    at each kernel, and oneDNN's primitives run from that thread then take it: a user's
+    ``OMP_NUM_THREADS`` (without ``NUMBA_NUM_THREADS``) becomes numba's count too."""
+    value = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
+    if not value.isdigit() or int(value) < 1 or os.environ.get("NUMBA_NUM_THREADS"):
+        return
+    import numba
+    numba.set_num_threads(max(1, min(int(value), numba.config.NUMBA_NUM_THREADS)))
+    try:                    # loading numba's layer set this thread's OpenMP count to its pool's
+        import ctypes
+        ctypes.CDLL("libgomp.so.1").omp_set_num_threads(int(value))
+    except OSError:
+        pass
 
 
 _switch = Switch("CAFFEPY_NUMBA", _load)

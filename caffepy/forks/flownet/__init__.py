@@ -5,6 +5,6 @@ Modules: ``flow`` (Correlation, ChannelNorm, FlowWarp, Resample, Downsample), ``
 (DataAugmentation, GenerateAugmentationParameters, FlowAugmentation, BlackAugmentation; the math in
 ``augment_math``), ``data`` (CustomData), ``files`` (FLOWriter, FloatWriter, FloatReader,
 ImgReader), ``liteflownet`` (twhui/LiteFlowNet's Warp: bilinear sampling at absolute coordinates,
-not FlowWarp).
+not FlowWarp; its Grid: the pixel coordinates added to a flow before Warp).
 Schema: proto/additions.d/segnet_c3d_face_flownet.json, flownet_augment.json.
 """

@@ -1,4 +1,5 @@
-"""LiteFlowNet's Warp (twhui/LiteFlowNet, src/caffe/layers/warp_layer.cpp / .cu).
+"""LiteFlowNet's Warp and Grid (twhui/LiteFlowNet, src/caffe/layers/warp_layer.cpp / .cu,
+grid_layer.cpp).
 
 Not FlowNet 2's FlowWarp: Warp samples at absolute coordinates (LiteFlowNet adds a Grid to the
 flow before it), and drops each bilinear tap that falls outside the image on its own instead of
@@ -81,3 +82,32 @@ class WarpLayer(Layer):
                 gxy[:, 0] += gx * v.sum(axis=1)
                 gxy[:, 1] += gy * v.sum(axis=1)
             bottom[1].diff[...] = gxy
+
+
+@register_layer("Grid")
+class GridLayer(Layer):
+    """The pixel coordinates of the bottom's H x W grid (LiteFlowNet's Grid,
+    src/caffe/layers/grid_layer.cpp): added to a flow, they give the absolute sampling positions
+    Warp reads.
+
+    y[n, 0, h, w] = w, y[n, 1, h, w] = h (x then y, in pixels); the bottom gives only its shape.
+    prototxt: no parameters (``type: "Grid"``, one bottom, one top; LiteFlowNet sets
+    ``propagate_down: false``). The fork's schema declares ``grid_param { height width batch }``,
+    which its layer never reads. Bottom (N, C, H, W) -> top (N, 2, H, W).
+    No backward (the fork refuses one).
+    """
+    exact_num_bottom_blobs = 1
+    exact_num_top_blobs = 1
+
+    def reshape(self, bottom, top):
+        shape = tuple(bottom[0].shape)
+        if len(shape) != 4 or shape[2] < 1 or shape[3] < 1:
+            raise self.error("the bottom must be N x C x H x W with H, W > 0, got %s" % (shape,),
+                             ShapeError)
+        top[0].reshape((shape[0], 2) + shape[2:])
+
+    def forward_cpu(self, bottom, top):
+        N, _, H, W = top[0].shape
+        y = top[0].data
+        y[:, 0] = np.arange(W)[None, None, :]
+        y[:, 1] = np.arange(H)[None, :, None]

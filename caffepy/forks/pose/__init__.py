@@ -1,6 +1,7 @@
 """Pose estimation: the layers of CMU's OpenPose / realtime-pose Caffe forks.
 
 Modules: ``imresize`` (CMU-Perceptual-Computing-Lab/caffe_rtpose's ImResize: multi-scale bicubic
-resize and fusion of heat maps). OpenPose's training readers (``CPMData``, ``OPData``) are data
+resize and fusion of heat maps), ``switch`` (caffe_rtpose's Switch: one bottom, the last by
+default, passed through). OpenPose's training readers (``CPMData``, ``OPData``) are data
 layers: ``caffepy.zoo`` replaces them by inputs. Schema: harvested (``imresize_param``).
 """

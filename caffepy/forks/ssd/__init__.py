@@ -3,6 +3,8 @@
 Modules: ``detection`` (Permute, PriorBox, DetectionOutput), ``multibox`` (MultiBoxLoss),
 ``evaluate`` (DetectionEvaluate), ``textboxes`` (PriorBox with ``denser_prior_boxes``),
 ``textboxes_polygon`` (DetectionOutput with ``use_polygon``), ``refinedet`` (RefineDet's
-MultiBoxLoss and DetectionOutput with the ARM bottoms).
-Schema: proto/additions.json (SSD's messages) and proto/additions.d/surveyed_forks.json.
+MultiBoxLoss and DetectionOutput with the ARM bottoms), ``rrd`` (MhLiao/RRD's Extend: channels
+repeated per orientation).
+Schema: proto/additions.json (SSD's messages) and proto/additions.d/surveyed_forks.json; RRD's
+``orn_param`` is harvested.
 """

@@ -50,3 +50,56 @@ def test_warp_shape_check():
     with pytest.raises(ShapeError, match="coords"):
         run_layer(make_layer('type: "Warp"'),
                   make_blobs([np.ones((1, 3, 4, 5)), np.ones((1, 2, 4, 4))]), make_blobs(1))
+
+
+def test_grid_forward_shape_and_no_backward():
+    from caffepy.errors import NetError
+    flow = np.random.default_rng(2).standard_normal((2, 3, 4, 5))
+    layer = make_layer('type: "Grid"')
+    bottom, top = make_blobs([flow]), make_blobs(1)
+    (grid,) = run_layer(layer, bottom, top)
+    assert grid.shape == (2, 2, 4, 5)
+    for n in range(2):
+        for h in range(4):
+            for w in range(5):
+                assert (grid[n, 0, h, w], grid[n, 1, h, w]) == (w, h)
+    layer.backward(top, [False], bottom)                       # nothing asked: nothing done
+    with pytest.raises(NetError, match="backward is not implemented"):
+        layer.backward(top, [True], bottom)
+    with pytest.raises(ShapeError, match="N x C x H x W"):
+        make_layer('type: "Grid"').setup(make_blobs([np.zeros((2, 3))]), make_blobs(1))
+
+
+GRID_NET = """
+input: "img" input_shape { dim: 1 dim: 2 dim: 4 dim: 5 }
+input: "flow" input_shape { dim: 1 dim: 2 dim: 4 dim: 5 }
+layer {
+   name: "gxy_L6"
+   type: "Grid"
+   top: "gxy_L6"
+   bottom: "flow"
+   propagate_down: false
+}
+layer { name: "coords" type: "Eltwise" bottom: "flow" bottom: "gxy_L6" top: "coords"
+  eltwise_param { operation: SUM coeff: 1 coeff: 1 } }
+layer { name: "warp" type: "Warp" bottom: "img" bottom: "coords" top: "warped" }
+"""
+
+
+def test_grid_then_warp_in_a_net():
+    from caffepy.net import Net
+    from caffepy.proto import caffe_pb2, io as proto_io
+    net = Net(proto_io.read_net(GRID_NET), caffe_pb2.TEST)
+    rng = np.random.default_rng(3)
+    img = rng.standard_normal((1, 2, 4, 5))
+    net.blobs["img"].data[...] = img
+    net.blobs["flow"].data[...] = 0
+    net.forward()
+    np.testing.assert_allclose(net.blobs["warped"].data, img, rtol=1e-6)   # zero flow: identity
+    flow = np.zeros((1, 2, 4, 5))
+    flow[:, 0] = 1.0                                                       # one pixel right
+    net.blobs["flow"].data[...] = flow
+    net.forward()
+    want = np.zeros_like(img)
+    want[..., :4] = img[..., 1:]                                           # last column: outside
+    np.testing.assert_allclose(net.blobs["warped"].data, want, rtol=1e-6, atol=1e-6)

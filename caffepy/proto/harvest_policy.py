@@ -62,8 +62,10 @@ COMPUTED = frozenset([
     "LayerParameter.crop_center_param", "CropCenterParameter.crop_size",
     # ColorConv (the colorization Caffe; caffepy/forks/misc/colorization.py)
     "LayerParameter.color_conv_param", "ColorConvParameter.input", "ColorConvParameter.output",
-    # RRD's Extend (MhLiao/RRD; caffepy/forks/ssd/rrd.py)
+    # RRD's Extend and ORPooling (MhLiao/RRD; caffepy/forks/ssd/rrd.py)
     "LayerParameter.orn_param", "ORNParameter.orientations",
+    # LiteFlowNet's NegSquare (twhui/LiteFlowNet; caffepy/forks/flownet/liteflownet.py): no fields
+    "LayerParameter.negsquare_param",
 ])
 
 

@@ -5,6 +5,7 @@ Modules: ``flow`` (Correlation, ChannelNorm, FlowWarp, Resample, Downsample), ``
 (DataAugmentation, GenerateAugmentationParameters, FlowAugmentation, BlackAugmentation; the math in
 ``augment_math``), ``data`` (CustomData), ``files`` (FLOWriter, FloatWriter, FloatReader,
 ImgReader), ``liteflownet`` (twhui/LiteFlowNet's Warp: bilinear sampling at absolute coordinates,
-not FlowWarp; its Grid: the pixel coordinates added to a flow before Warp).
+not FlowWarp; its Grid: the pixel coordinates added to a flow before Warp; its NegSquare:
+y = -x^2).
 Schema: proto/additions.d/segnet_c3d_face_flownet.json, flownet_augment.json.
 """

@@ -1,5 +1,5 @@
-"""LiteFlowNet's Warp and Grid (twhui/LiteFlowNet, src/caffe/layers/warp_layer.cpp / .cu,
-grid_layer.cpp).
+"""LiteFlowNet's Warp, Grid and NegSquare (twhui/LiteFlowNet, src/caffe/layers/warp_layer.cpp /
+.cu, grid_layer.cpp, negsquare_layer.cpp / .cu).
 
 Not FlowNet 2's FlowWarp: Warp samples at absolute coordinates (LiteFlowNet adds a Grid to the
 flow before it), and drops each bilinear tap that falls outside the image on its own instead of
@@ -9,6 +9,7 @@ import numpy as np
 
 from ...errors import ShapeError
 from ...layers.base import Layer, register_layer
+from ...layers.neuron import ElementwiseLayer
 
 
 @register_layer("Warp")
@@ -111,3 +112,22 @@ class GridLayer(Layer):
         y = top[0].data
         y[:, 0] = np.arange(W)[None, None, :]
         y[:, 1] = np.arange(H)[None, :, None]
+
+
+@register_layer("NegSquare")
+class NegSquareLayer(ElementwiseLayer):
+    """The negated square, element-wise (LiteFlowNet's NegSquare): y = -x^2.
+
+    LiteFlowNet feeds it feature distances before ExpMax, to build the exp(-d^2) kernels of its
+    flow regularization. Backward: dL/dx = dL/dy * (-2 x). (The fork's CPU pass aborts, and its
+    GPU backward multiplies the top diff by the negated previous bottom diff instead of by -2 x;
+    here the derivative of the forward is used.)
+    prototxt: no parameters (``type: "NegSquare"``; the fork's ``negsquare_param {}`` has no
+    fields). Bottom any shape -> top the same shape (in place allowed).
+    """
+
+    def f(self, x):
+        return -(x * x)
+
+    def df(self, x, y):
+        return -2.0 * x

@@ -4,7 +4,7 @@ Modules: ``detection`` (Permute, PriorBox, DetectionOutput), ``multibox`` (Multi
 ``evaluate`` (DetectionEvaluate), ``textboxes`` (PriorBox with ``denser_prior_boxes``),
 ``textboxes_polygon`` (DetectionOutput with ``use_polygon``), ``refinedet`` (RefineDet's
 MultiBoxLoss and DetectionOutput with the ARM bottoms), ``rrd`` (MhLiao/RRD's Extend: channels
-repeated per orientation).
+repeated per orientation; its ORPooling: the max over each orientation group).
 Schema: proto/additions.json (SSD's messages) and proto/additions.d/surveyed_forks.json; RRD's
 ``orn_param`` is harvested.
 """

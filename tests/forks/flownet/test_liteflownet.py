@@ -103,3 +103,46 @@ def test_grid_then_warp_in_a_net():
     want = np.zeros_like(img)
     want[..., :4] = img[..., 1:]                                           # last column: outside
     np.testing.assert_allclose(net.blobs["warped"].data, want, rtol=1e-6, atol=1e-6)
+
+
+def test_negsquare_forward_gradient_and_in_place():
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((2, 3, 4, 5))
+    (y,) = run_layer(make_layer('type: "NegSquare"'), make_blobs([x]), make_blobs(1))
+    want = np.array([-(v * v) for v in x.ravel()]).reshape(x.shape)
+    np.testing.assert_allclose(y, want, rtol=1e-12)
+    assert (y <= 0).all()
+    check_layer_gradient(make_layer('type: "NegSquare"'), make_blobs([x[:1, :2]]), make_blobs(1),
+                         stepsize=1e-4)
+    # in place: the backward still uses the input, -2 x dy
+    layer = make_layer('type: "NegSquare"')
+    blobs = make_blobs([x])
+    layer.setup(blobs, blobs)
+    layer.forward(blobs, blobs)
+    np.testing.assert_allclose(blobs[0].data, want, rtol=1e-12)
+    blobs[0].diff[...] = 1.0
+    layer.backward(blobs, [True], blobs)
+    np.testing.assert_allclose(blobs[0].diff, -2 * x, rtol=1e-12)
+
+
+NEGSQ_NET = """
+input: "dist_R_L6" input_shape { dim: 1 dim: 9 dim: 3 dim: 4 }
+layer {
+  name: "neg_sq_dist_R_L6"
+  type: "NegSquare"
+  bottom: "dist_R_L6"
+  top: "neg_sq_dist_R_L6"
+}
+layer { name: "exp" type: "Exp" bottom: "neg_sq_dist_R_L6" top: "kernel" }
+"""
+
+
+def test_negsquare_in_a_net():
+    from caffepy.net import Net
+    from caffepy.proto import caffe_pb2, io as proto_io
+    net = Net(proto_io.read_net(NEGSQ_NET), caffe_pb2.TEST)
+    d = np.random.default_rng(5).standard_normal((1, 9, 3, 4))
+    net.blobs["dist_R_L6"].data[...] = d
+    net.forward()
+    assert net.blobs["kernel"].shape == (1, 9, 3, 4)
+    np.testing.assert_allclose(net.blobs["kernel"].data, np.exp(-d ** 2), rtol=1e-5)

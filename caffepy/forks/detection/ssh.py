@@ -54,10 +54,7 @@ class SshProposalLayer(Layer):
 
     def setup(self, bottom, top):
         params = boxes.parse_param_str(self.param_str)
-        if "feat_stride" not in params:
-            raise ValueError("SshProposalLayer: param_str %r has no 'feat_stride'"
-                             % self.param_str)
-        self.feat_stride = params["feat_stride"]
+        self.feat_stride = boxes.feat_stride(self, params)
         self.anchors = boxes.anchors_from_params(params)
         self.settings = dict(cfg[boxes.phase_key(self.phase)])
         problem = anchor_channels_problem(len(self.anchors), [b.data.shape for b in bottom])
@@ -90,12 +87,7 @@ class SshProposalLayer(Layer):
         rois = np.vstack(rois)
         if not len(rois):
             rois = np.array([EMPTY_ROI])
-        top[0].reshape(*rois.shape)
-        top[0].data[...] = rois
-        if len(top) > 1:
-            scores = np.concatenate(scores)[:, None]
-            top[1].reshape(*scores.shape)
-            top[1].data[...] = scores
+        boxes.write_proposals(top, rois, scores)
 
     def backward(self, top, propagate_down, bottom):
         pass

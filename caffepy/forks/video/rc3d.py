@@ -138,10 +138,7 @@ class TwinProposalLayer(Layer):
 
     def setup(self, bottom, top):
         params = boxes.parse_param_str(self.param_str)
-        if "feat_stride" not in params:
-            raise ValueError("TwinProposalLayer: param_str %r has no 'feat_stride'"
-                             % self.param_str)
-        self.feat_stride = params["feat_stride"]
+        self.feat_stride = boxes.feat_stride(self, params)
         self.anchors = twin_anchors(params.get("scales", SCALES))
         self.settings = dict(cfg[boxes.phase_key(self.phase)])
         problem = twin_shapes_problem(len(self.anchors), [b.data.shape for b in bottom])
@@ -165,12 +162,7 @@ class TwinProposalLayer(Layer):
             rois.append(np.hstack([np.full((len(props), 1), n), props]))
             scores.append(fg)
         rois = np.vstack(rois)
-        top[0].reshape(*rois.shape)
-        top[0].data[...] = rois
-        if len(top) > 1:
-            scores = np.concatenate(scores)[:, None]
-            top[1].reshape(*scores.shape)
-            top[1].data[...] = scores
+        boxes.write_proposals(top, rois, scores)
 
     def backward(self, top, propagate_down, bottom):
         pass

@@ -147,3 +147,23 @@ def phase_key(phase):
     if isinstance(phase, str):
         return "TRAIN" if phase.upper() == "TRAIN" else "TEST"
     return "TRAIN" if int(phase) == 0 else "TEST"
+
+
+def feat_stride(layer, params):
+    """A proposal layer's required ``feat_stride`` from its parsed ``param_str``; ValueError
+    naming the layer's class and its param_str when it is missing."""
+    if "feat_stride" not in params:
+        raise ValueError("%s: param_str %r has no 'feat_stride'"
+                         % (type(layer).__name__, layer.param_str))
+    return params["feat_stride"]
+
+
+def write_proposals(top, rois, scores):
+    """A proposal layer's tops: ``rois`` (R x k) in top[0], and, when there is a second top, the
+    scores (a list of per-image arrays) as an R x 1 column."""
+    top[0].reshape(*rois.shape)
+    top[0].data[...] = rois
+    if len(top) > 1:
+        scores = np.concatenate(scores)[:, None]
+        top[1].reshape(*scores.shape)
+        top[1].data[...] = scores

@@ -94,10 +94,7 @@ class ProposalLayer(Layer):
 
     def setup(self, bottom, top):
         params = boxes.parse_param_str(self.param_str)
-        if "feat_stride" not in params:
-            raise ValueError("%s: param_str %r has no 'feat_stride'"
-                             % (type(self).__name__, self.param_str))
-        self.feat_stride = params["feat_stride"]
+        self.feat_stride = boxes.feat_stride(self, params)
         self.anchors = self.make_anchors(params)
         self.settings = dict(self.config()[boxes.phase_key(self.phase)])
         self._check(bottom, top)
@@ -128,12 +125,7 @@ class ProposalLayer(Layer):
             rois.append(np.hstack([np.full((len(props), 1), n), props]))
             scores.append(fg)
         rois = np.vstack(rois)
-        top[0].reshape(*rois.shape)
-        top[0].data[...] = rois
-        if len(top) > 1:
-            scores = np.concatenate(scores)[:, None]
-            top[1].reshape(*scores.shape)
-            top[1].data[...] = scores
+        boxes.write_proposals(top, rois, scores)
 
     def backward(self, top, propagate_down, bottom):
         pass

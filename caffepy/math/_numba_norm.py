@@ -99,6 +99,13 @@ def channel_affine_keep(x, scale, shift, kept, y):
 _LRN_BLOCK = 512      # positions of one image handled by one prange iteration
 
 
+@njit(cache=True, inline="always")
+def _lrn_block(t, nb, s):
+    """Iteration t of nb blocks per image: (image, first position, end position)."""
+    lo = (t % nb) * _LRN_BLOCK
+    return t // nb, lo, min(s, lo + _LRN_BLOCK)
+
+
 @njit(parallel=True, cache=True, nogil=True, fastmath=False)    # numpy's order of float32 ops
 def lrn_across_scale(x, size, a_over_n, k, scale):
     """LRN ACROSS_CHANNELS on x (N, C, S): scale = k + a_over_n * (the window's x^2 summed from
@@ -107,9 +114,7 @@ def lrn_across_scale(x, size, a_over_n, k, scale):
     half = (size - 1) // 2
     nb = (s + _LRN_BLOCK - 1) // _LRN_BLOCK
     for t in prange(n * nb):
-        b = t // nb
-        lo = (t % nb) * _LRN_BLOCK
-        hi = min(s, lo + _LRN_BLOCK)
+        b, lo, hi = _lrn_block(t, nb, s)
         acc = np.empty(hi - lo, x.dtype)
         for ci in range(c):
             acc[:] = 0
@@ -130,9 +135,7 @@ def lrn_across_backward(x, y, dy, scale, powed, size, coef, dx):
     half = (size - 1) // 2
     nb = (s + _LRN_BLOCK - 1) // _LRN_BLOCK
     for t in prange(n * nb):
-        b = t // nb
-        lo = (t % nb) * _LRN_BLOCK
-        hi = min(s, lo + _LRN_BLOCK)
+        b, lo, hi = _lrn_block(t, nb, s)
         ratio = np.empty((c, hi - lo), x.dtype)
         for ci in range(c):
             for q in range(lo, hi):

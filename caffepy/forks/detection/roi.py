@@ -24,6 +24,18 @@ def features_diff_wanted(propagate_down, bottom):
     return bool(propagate_down[0])
 
 
+def roi_bins(dtype, start, end, pooled, limit):
+    """Caffe ROIPooling's bins along one axis: [lo, hi) of each of ``pooled`` bins over the roi's
+    ``start`` .. ``end`` (inclusive; at least 1 wide), bin size computed in ``dtype``, clipped to
+    [0, limit)."""
+    dt = np.dtype(dtype).type
+    b = dt(max(end - start + 1, 1)) / dt(pooled)
+    p = np.arange(pooled, dtype=dtype)
+    lo = np.clip(np.floor(p * b).astype(int) + start, 0, limit)
+    hi = np.clip(np.ceil((p + 1) * b).astype(int) + start, 0, limit)
+    return lo, hi
+
+
 class _ROIBase(Layer):
     exact_num_bottom_blobs = 2
     exact_num_top_blobs = 1
@@ -76,12 +88,7 @@ class ROIPoolingLayer(_ROIBase):
         top[0].reshape(rois.shape[0], bottom[0].shape[1], self.ph, self.pw)
 
     def _bins(self, start, end, pooled, limit):
-        dt = self.dtype.type
-        b = dt(max(end - start + 1, 1)) / dt(pooled)
-        p = np.arange(pooled, dtype=self.dtype)
-        lo = np.clip(np.floor(p * b).astype(int) + start, 0, limit)
-        hi = np.clip(np.ceil((p + 1) * b).astype(int) + start, 0, limit)
-        return lo, hi
+        return roi_bins(self.dtype, start, end, pooled, limit)
 
     def forward_cpu(self, bottom, top):
         x = bottom[0].data

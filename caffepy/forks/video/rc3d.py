@@ -12,6 +12,7 @@ import numpy as np
 
 from ..detection.frcnn import boxes
 from ..detection.frcnn.config import Section
+from ..detection.roi import roi_bins
 from ...layers.base import Layer as BaseLayer, register_variant
 from ...layers.python_layer import Layer
 from ...layers.stand_ins import StandInForm
@@ -218,12 +219,7 @@ class TemporalROIPoolingLayer(BaseLayer):
         top[0].reshape(bottom[1].shape[0], bottom[0].shape[1], *self.pooled)
 
     def _bins(self, start, end, pooled, limit):
-        dt = self.dtype.type
-        b = dt(max(end - start + 1, 1)) / dt(pooled)
-        p = np.arange(pooled, dtype=self.dtype)
-        lo = np.clip(np.floor(p * b).astype(int) + start, 0, limit)
-        hi = np.clip(np.ceil((p + 1) * b).astype(int) + start, 0, limit)
-        return lo, hi
+        return roi_bins(self.dtype, start, end, pooled, limit)
 
     def forward_cpu(self, bottom, top):
         x = bottom[0].data

@@ -9,6 +9,21 @@ from ...errors import NetError, ShapeError
 from ...layers.base import Layer, register_layer
 
 
+def _orientations(layer, p):
+    """``orn_param.orientations``; the fork refuses 1 or fewer."""
+    if int(p.orientations) <= 1:
+        raise layer.error("orn_param.orientations should be greater than 1, got %d"
+                          % p.orientations, NetError)
+    return int(p.orientations)
+
+
+def _bottom_4d(layer, bottom):
+    shape = tuple(bottom[0].shape)
+    if len(shape) != 4:
+        raise layer.error("the bottom must be N x C x H x W, got %s" % (shape,), ShapeError)
+    return shape
+
+
 @register_layer("Extend")
 class ExtendLayer(Layer):
     """Repeats every channel ``orientations`` times, consecutively (RRD's Extend).
@@ -23,15 +38,10 @@ class ExtendLayer(Layer):
     exact_num_top_blobs = 1
 
     def layer_setup(self, bottom, top):
-        self.orientations = int(self.layer_param.orn_param.orientations)
-        if self.orientations <= 1:
-            raise self.error("orn_param.orientations should be greater than 1, got %d"
-                             % self.orientations, NetError)
+        self.orientations = _orientations(self, self.layer_param.orn_param)
 
     def reshape(self, bottom, top):
-        shape = tuple(bottom[0].shape)
-        if len(shape) != 4:
-            raise self.error("the bottom must be N x C x H x W, got %s" % (shape,), ShapeError)
+        shape = _bottom_4d(self, bottom)
         top[0].reshape((shape[0], shape[1] * self.orientations) + shape[2:])
 
     def forward_cpu(self, bottom, top):
@@ -59,15 +69,10 @@ class ORPoolingLayer(Layer):
     exact_num_top_blobs = 1
 
     def layer_setup(self, bottom, top):
-        self.orientations = int(self.layer_param.orn_param.orientations)
-        if self.orientations <= 1:
-            raise self.error("orn_param.orientations should be greater than 1, got %d"
-                             % self.orientations, NetError)
+        self.orientations = _orientations(self, self.layer_param.orn_param)
 
     def reshape(self, bottom, top):
-        shape = tuple(bottom[0].shape)
-        if len(shape) != 4:
-            raise self.error("the bottom must be N x C x H x W, got %s" % (shape,), ShapeError)
+        shape = _bottom_4d(self, bottom)
         if shape[1] % self.orientations:
             raise self.error("the bottom's %d channels are not a multiple of orientations %d"
                              % (shape[1], self.orientations), ShapeError)

@@ -18,6 +18,7 @@ import os
 
 import numpy as np
 
+from . import fusion as net_fusion
 from . import passes as net_passes
 from ..errors import CaffeError, NetError, ShapeError, locate_layer_error
 from ..layers.base import create_layer, new_top_blob, weights_provided
@@ -31,6 +32,7 @@ class Net(NetParams, PycaffeNet):
     """A built net; pycaffe's batching and MemoryData helpers come from PycaffeNet."""
 
     _plan = None    # caffepy.infer.plan.Plan once in inference mode
+    fusion = None   # caffepy.net.fusion.Fusion: the layer chains run as one step in training
 
     def __init__(self, source, *args, phase=None, weights=None, level=0, stages=(),
                  dtype=np.float32, filename=None, strict=None, optimize=False, **kwargs):
@@ -62,6 +64,7 @@ class Net(NetParams, PycaffeNet):
             self._building = None
             self._analyze_backward()
             self._share_workspace()
+            self.fusion = net_fusion.find(self)   # BatchNorm -> Scale -> ReLU chains: one step
         except CaffeError as e:
             if getattr(e, "layer_name", None) is None:
                 e.layer_name = self._building     # the layer being set up, if any (summary uses it)
@@ -261,9 +264,15 @@ class Net(NetParams, PycaffeNet):
                 raise NetError("net '%s': forward from/to a layer is not available in optimize "
                                "mode (layers are merged)" % self.name)
             return self._plan.forward()
-        loss = 0.0
-        for i in range(start, end + 1):
+        loss, i = 0.0, start
+        chains = self.fusion.by_first if self.fusion and self.fusion.enabled else {}
+        while i <= end:
+            chain = chains.get(i)
+            if chain is not None and chain.last <= end and chain.forward():
+                i = chain.last + 1
+                continue
             loss += self.layers[i].forward(self.bottom_vecs[i], self.top_vecs[i])
+            i += 1
         return loss
 
     def backward_from_to(self, start=None, end=0):
@@ -271,11 +280,21 @@ class Net(NetParams, PycaffeNet):
             raise NetError("net '%s': backward is not available in optimize mode" % self.name)
         start = len(self.layers) - 1 if start is None else start
         callbacks = self.on_backward_layer
-        for i in range(start, end - 1, -1):
+        chains = self.fusion.by_last if self.fusion and self.fusion.enabled else {}
+        i = start
+        while i >= end:
+            chain = chains.get(i)
+            if chain is not None and chain.first >= end and chain.backward():
+                for j in range(chain.last, chain.first - 1, -1):
+                    for cb in callbacks:
+                        cb(j)
+                i = chain.first - 1
+                continue
             if self.layer_need_backward[i]:
                 self.layers[i].backward(self.top_vecs[i], self.bottom_need_backward[i], self.bottom_vecs[i])
                 for cb in callbacks:
                     cb(i)
+            i -= 1
 
     def forward_prefilled(self):
         return self.forward_from_to(0, len(self.layers) - 1)

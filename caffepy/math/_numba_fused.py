@@ -1,0 +1,87 @@
+"""numba kernels of a training net's BatchNorm -> Scale -> ReLU chain run as one step
+(caffepy.net.fusion), imported through :mod:`caffepy.math._numba_kernels`.
+
+Per channel c of x (N, C, S), one channel at a time (its values stay in cache between passes),
+``prange`` over the channels; sums in float64:
+
+forward   mu, var = batch mean and biased variance of x (two passes), std = sqrt(var + eps),
+          x_norm = (x - mu) / std (BatchNorm's top, rounded to the blob's dtype),
+          z = x_norm * scale[c] + shift[c] (Scale), y = z if z > 0 else slope * z (ReLU; y = z
+          without it).
+backward  g = dy if y > 0 else slope * dy (ReLU; g = dy without it),
+          dscale[c] += sum(g x_norm), dshift[c] += sum(g) (Scale's parameter gradients),
+          gs = scale[c] g (Scale's bottom gradient, BatchNorm's top gradient),
+          dx = (gs - mean(gs) - x_norm mean(gs x_norm)) / std (BatchNorm's gradient), where
+          mean(gs) = scale[c] sum(g) / m and mean(gs x_norm) = scale[c] sum(g x_norm) / m,
+          m = N S: two passes over dy, y and x_norm instead of the three layers' six.
+
+The separate layers' kernels (_numba_norm.py, _numba_kernels.py) give the same values up to the
+float32 rounding of the intermediate gs (one ulp-level difference in the sums).
+"""
+import numpy as np
+from numba import njit, prange
+
+_opts = dict(parallel=True, cache=True, nogil=True, fastmath={"reassoc", "contract"})
+
+
+@njit(**_opts)
+def bn_scale_relu_train(x, eps, scale, shift, slope, relu, mu, var, std, x_norm, y):
+    """The forward (module doc); y may be x itself (in place)."""
+    n, c, s = x.shape
+    count = n * s
+    for ci in prange(c):
+        acc = 0.0
+        for b in range(n):
+            for k in range(s):
+                acc += x[b, ci, k]
+        m = acc / count
+        acc = 0.0
+        for b in range(n):
+            for k in range(s):
+                d = x[b, ci, k] - m
+                acc += d * d
+        v = acc / count
+        mu[ci] = m
+        var[ci] = v
+        sd = np.sqrt(v + eps)
+        std[ci] = sd
+        a, o = scale[ci], shift[ci]
+        for b in range(n):
+            for k in range(s):
+                x_norm[b, ci, k] = (x[b, ci, k] - m) / sd
+                z = x_norm[b, ci, k] * a + o
+                y[b, ci, k] = z if (not relu or z > 0) else z * slope
+
+
+@njit(**_opts)
+def bn_scale_relu_train_backward(dy, y, x_norm, scale, std, slope, relu, dscale, dshift,
+                                 want_scale, want_shift, gs, write_gs, dx):
+    """The backward (module doc); dx may be dy itself (in place). ``write_gs``: also store gs
+    (the gradient at BatchNorm's top, when that is a blob of its own)."""
+    n, c, s = dy.shape
+    count = n * s
+    for ci in prange(c):
+        sg = 0.0
+        sgx = 0.0
+        for b in range(n):
+            for k in range(s):
+                g = dy[b, ci, k]
+                if relu and not y[b, ci, k] > 0:
+                    g = g * slope
+                sg += g
+                sgx += g * x_norm[b, ci, k]
+        if want_scale:
+            dscale[ci] += sgx
+        if want_shift:
+            dshift[ci] += sg
+        a, sd = scale[ci], std[ci]
+        ma, mb = a * sg / count, a * sgx / count
+        for b in range(n):
+            for k in range(s):
+                g = dy[b, ci, k]
+                if relu and not y[b, ci, k] > 0:
+                    g = g * slope
+                g = g * a
+                if write_gs:
+                    gs[b, ci, k] = g
+                dx[b, ci, k] = (g - ma - x_norm[b, ci, k] * mb) / sd

@@ -311,3 +311,19 @@ def test_omp_num_threads_is_followed_by_numba_and_openmp():
                          timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["1", "1"], out.stdout
+
+
+@needs_numba
+@pytest.mark.parametrize("size", [100, cpu.PARALLEL_MIN + 7])
+def test_flat_add_and_copy_equal_numpy(size):
+    """Eltwise SUM's and Split's passes: the kernels (large arrays) and numpy (small ones) give
+    the same floats, also in place."""
+    rng = np.random.default_rng(4)
+    a, b = (rng.standard_normal(size).astype(np.float32) for _ in range(2))
+    out = np.empty_like(a)
+    np.testing.assert_array_equal(cpu.add_into(a, b, out), a + b)
+    np.testing.assert_array_equal(cpu.copy_into(b, out), b)
+    want = a + b
+    np.testing.assert_array_equal(cpu.add_into(a, b, a), want)
+    strided = np.empty(2 * size, np.float32)[::2]      # not contiguous: numpy's pass
+    np.testing.assert_array_equal(cpu.add_into(a, b, strided), a + b)

@@ -55,13 +55,18 @@ class EltwiseLayer(Layer):
                 y *= x
         elif self.op == _ELT.SUM:
             if not any(top[0] is b for b in bottom[1:]):     # sum straight into the top
-                y = top[0].data
+                y, rest = top[0].data, list(zip(self.coeffs[1:], xs[1:]))
                 if self.coeffs[0] != 1:
                     np.multiply(xs[0], self.coeffs[0], out=y)
+                elif rest and rest[0][0] == 1:      # x0 + x1 in one pass (ResNet's shortcuts)
+                    cpu.add_into(xs[0], rest.pop(0)[1], y)
                 elif top[0] is not bottom[0]:
-                    np.copyto(y, xs[0])
-                for c, x in zip(self.coeffs[1:], xs[1:]):
-                    y += x if c == 1 else c * x
+                    cpu.copy_into(xs[0], y)
+                for c, x in rest:
+                    if c == 1:
+                        cpu.add_into(y, x, y)
+                    else:
+                        y += c * x
                 cpu.relu_inplace(y, self.fused_relu)
                 return
             y = self.coeffs[0] * xs[0]
@@ -95,7 +100,7 @@ class EltwiseLayer(Layer):
                 if self.coeffs[i] != 1:
                     np.multiply(dy, self.coeffs[i], out=b.diff)
                 elif b.diff is not dy:
-                    np.copyto(b.diff, dy)
+                    cpu.copy_into(dy, b.diff)
             else:
                 b.diff[...] = dy * (self.mask == i)
 

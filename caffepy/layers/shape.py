@@ -2,6 +2,7 @@
 import numpy as np
 
 from ..errors import ShapeError
+from ..math import cpu
 from .base import Layer, register_layer
 
 
@@ -133,11 +134,11 @@ class SplitLayer(Layer):
         if propagate_down[0]:
             diff = bottom[0].diff
             if len(top) == 1:
-                diff[...] = top[0].diff
+                cpu.copy_into(top[0].diff, diff)
                 return
-            np.add(top[0].diff, top[1].diff, out=diff)      # one pass, as Caffe's caffe_add
+            cpu.add_into(top[0].diff, top[1].diff, diff)    # one pass, as Caffe's caffe_add
             for t in top[2:]:
-                diff += t.diff
+                cpu.add_into(diff, t.diff, diff)
 
 
 class _ViewLayer(Layer):

@@ -146,6 +146,19 @@ def relu(x, slope, y):
 
 
 @njit(**_opts)
+def add(a, b, y):
+    """Flat a, b, y: y = a + b (y may be a or b)."""
+    for i in prange(a.shape[0]):
+        y[i] = a[i] + b[i]
+
+
+@njit(**_opts)
+def copy(src, dst):
+    for i in prange(src.shape[0]):
+        dst[i] = src[i]
+
+
+@njit(**_opts)
 def relu_backward(x, dy, slope, dx):
     for i in prange(x.shape[0]):
         dx[i] = dy[i] if x[i] > 0 else dy[i] * slope

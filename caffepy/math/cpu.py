@@ -215,6 +215,42 @@ def relu_inplace(y, slope):
         np.maximum(y, 0, out=y)
 
 
+PARALLEL_MIN = 1 << 16    # elements: below this numpy's one-core pass beats a kernel's start-up
+
+
+def _flat_kernel(*arrays):
+    """The numba kernels where they may run on these arrays (same dtype, C-contiguous, large
+    enough), else None."""
+    k = kernels.get()
+    first = arrays[0]
+    if (k is None or first.size < PARALLEL_MIN
+            or not all(a.flags.c_contiguous and a.dtype == first.dtype and a.size == first.size
+                       for a in arrays)):
+        return None
+    return k
+
+
+def add_into(a, b, out):
+    """``out[...] = a + b`` for arrays of one shape, in one pass over the cores (numba) or numpy's
+    one; the same float sums either way."""
+    k = _flat_kernel(a, b, out)
+    if k is None:
+        np.add(a, b, out=out)
+    else:
+        k.add(a.reshape(-1), b.reshape(-1), out.reshape(-1))
+    return out
+
+
+def copy_into(src, out):
+    """``out[...] = src`` (one shape), over the cores where the numba kernels may run."""
+    k = _flat_kernel(src, out)
+    if k is None:
+        np.copyto(out, src)
+    else:
+        k.copy(src.reshape(-1), out.reshape(-1))
+    return out
+
+
 def transpose_into(a, out):
     """``out[...] = a.T`` for a 2-d ``a`` (R, C), copied in slabs of rows that stay in the cache:
     128 rows of a tall ``a``, 16 of a wide one (measured 2-3x faster than numpy's one strided copy

@@ -14,6 +14,18 @@ pytestmark = pytest.mark.skipif(
     not onednn.available(),
     reason="oneDNN is not installed (pip install caffepy[onednn]) or CAFFEPY_ONEDNN=0")
 
+
+
+RULE = conv_onednn.MIN_CHANNEL_EFFICIENCY
+
+
+@pytest.fixture(autouse=True)
+def every_geometry(monkeypatch):
+    """The comparisons run oneDNN on their small channel counts too, which the layers otherwise
+    leave to the GEMM path (MIN_CHANNEL_EFFICIENCY)."""
+    monkeypatch.setattr(conv_onednn, "MIN_CHANNEL_EFFICIENCY", 0.0)
+
+
 GEOMETRIES = [
     ((2, 4, 7, 6), "kernel_size: 3", 3),
     ((2, 4, 7, 6), "kernel_h: 3 kernel_w: 2 stride_h: 2 stride_w: 1 pad_h: 1 pad_w: 0", 2),
@@ -277,3 +289,24 @@ def test_parameter_gradients_are_summed_as_accurately_as_caffes_blas_path():
         _, _, (dw, db) = _run(layer, x, dy, on)
         assert np.max(np.abs(db - want_db) / np.abs(want_db)) < 4.4e-7, on     # Caffe: 4.4e-7
         assert np.max(np.abs(dw - want_dw)) / np.max(np.abs(want_dw)) < 2e-5, on
+
+
+@pytest.mark.parametrize("channels, num_output, ruled_out", [(20, 50, True), (32, 50, False),
+                                                             (1, 20, False), (64, 64, False)])
+def test_padded_channel_blocks_leave_the_layer_to_gemm(channels, num_output, ruled_out,
+                                                       monkeypatch):
+    """A geometry whose channels fill too little of oneDNN's padded blocks runs the GEMM path
+    (LeNet's conv2, 20 -> 50); the same output either way."""
+    monkeypatch.setattr(conv_onednn, "MIN_CHANNEL_EFFICIENCY", RULE)
+    x = np.random.default_rng(2).standard_normal((4, channels, 12, 12)).astype(np.float32)
+    a, b = _pair("kernel_size: 5", num_output, x)
+    dy = np.random.default_rng(3).standard_normal((4, num_output, 8, 8)).astype(np.float32)
+    got, want = _run(a, x, dy, True), _run(b, x, dy, False)
+    p = list(a._dnnl_plans.values())[0]
+    assert (p is None) == ruled_out
+    if p is None:
+        assert onednn.ConvPlan(4, channels, (12, 12), num_output, (8, 8), 1, (5, 5), (1, 1),
+                               (0, 0), (1, 1), True).channel_efficiency() \
+            < RULE
+    for g, w in zip(list(got[:2]) + got[2], list(want[:2]) + want[2]):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4 * max(1.0, np.abs(w).max()))

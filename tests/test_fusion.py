@@ -162,3 +162,40 @@ def test_global_statistics_run_the_layers(tmp_path):
     (chain,) = net.fusion.by_first.values()
     assert not chain.forward() and not chain.backward()
     _assert_same(_step(net), _step(_net(tmp_path, global_stats=True), False, False), 0)
+
+
+SUM_RELU = """
+input: "a" input_shape { dim: 2 dim: 3 dim: 4 dim: 5 }
+input: "b" input_shape { dim: 2 dim: 3 dim: 4 dim: 5 }
+input: "t" input_shape { dim: 2 dim: 3 dim: 4 dim: 5 }
+force_backward: %s
+layer { name: "sum" type: "Eltwise" bottom: "a" bottom: "b" top: "s"%s }
+layer { name: "relu" type: "ReLU" bottom: "s" top: "s" relu_param { negative_slope: %g } }
+layer { name: "loss" type: "EuclideanLoss" bottom: "s" bottom: "t" top: "loss" }
+"""
+
+
+def _sum_relu_net(tmp_path, slope=0.0, coeff="", force=True):
+    path = tmp_path / "sum.prototxt"
+    path.write_text(SUM_RELU % ("true" if force else "false", coeff, slope))
+    net = Net(str(path), caffe_pb2.TRAIN)
+    rng = np.random.default_rng(8)
+    for name in "abt":
+        net.blobs[name].data[...] = rng.standard_normal(net.blobs[name].shape)
+    return net
+
+
+@needs_numba
+@pytest.mark.parametrize("slope", [0.0, 0.25])
+@pytest.mark.parametrize("force", [True, False])
+def test_sum_relu_chain_equals_the_layers_bit_for_bit(tmp_path, slope, force):
+    nets = [_sum_relu_net(tmp_path, slope, force=force) for _ in range(2)]
+    assert len(nets[0].fusion) == 1
+    (chain,) = nets[0].fusion.by_first.values()
+    assert (chain.first, chain.last) == (nets[0]._index("sum"), nets[0]._index("relu"))
+    _assert_same(_step(nets[0]), _step(nets[1], False, False), 0)
+    _assert_same(_step(nets[0], True, False), _step(nets[1], False, True), 0)
+
+
+def test_sum_relu_needs_two_bottoms_with_unit_coefficients(tmp_path):
+    assert len(_sum_relu_net(tmp_path, coeff=" eltwise_param { coeff: 1 coeff: -1 }").fusion) == 0

@@ -117,10 +117,13 @@ layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: "
 
 
 @pytest.mark.parametrize("dnnl", [False, True])
-def test_net_shares_one_workspace_and_keeps_columns_only_for_weight_gradients(dnnl):
-    """GEMM path: c1 keeps its columns; oneDNN (where installed): c1 runs through it, no columns."""
+def test_net_shares_one_workspace_and_keeps_columns_only_for_weight_gradients(dnnl, monkeypatch):
+    """GEMM path: c1 keeps its columns; oneDNN (where installed): c1 runs through it, no columns
+    (its few channels too, which the layer would otherwise leave to the GEMM path)."""
     if dnnl and not onednn.available():
         pytest.skip("oneDNN is not installed or CAFFEPY_ONEDNN=0")
+    from caffepy.layers import conv_onednn
+    monkeypatch.setattr(conv_onednn, "MIN_CHANNEL_EFFICIENCY", 0.0)
     onednn.set_enabled(dnnl)
     try:
         _workspace_and_columns(dnnl)

@@ -1,5 +1,6 @@
-"""numba kernels of a training net's BatchNorm -> Scale -> ReLU chain run as one step
-(caffepy.net.fusion), imported through :mod:`caffepy.math._numba_kernels`.
+"""numba kernels of the layer chains a net runs as one step (caffepy.net.fusion): a training
+net's BatchNorm -> Scale -> ReLU, and Eltwise SUM -> ReLU (:func:`sum2_relu`,
+:func:`relu_grad_to2`); imported through :mod:`caffepy.math._numba_kernels`.
 
 Per channel c of x (N, C, S), one channel at a time (its values stay in cache between passes),
 ``prange`` over the channels; sums in float64:
@@ -85,3 +86,24 @@ def bn_scale_relu_train_backward(dy, y, x_norm, scale, std, slope, relu, dscale,
                 if write_gs:
                     gs[b, ci, k] = g
                 dx[b, ci, k] = (g - ma - x_norm[b, ci, k] * mb) / sd
+
+
+@njit(parallel=True, cache=True, nogil=True, fastmath=False)     # numpy's float32 sum, bit for bit
+def sum2_relu(a, b, slope, y):
+    """Flat a, b, y: y = relu(a + b) (Eltwise SUM of two bottoms, then an in-place ReLU)."""
+    for i in prange(a.shape[0]):
+        z = a[i] + b[i]
+        y[i] = z if z > 0 else z * slope
+
+
+@njit(parallel=True, cache=True, nogil=True, fastmath=False)
+def relu_grad_to2(y, dy, slope, dx0, dx1, want0, want1):
+    """Flat: g = dy if y > 0 else slope dy; dy = g (the in-place ReLU's own diff), dx0 = dx1 = g
+    (Eltwise SUM's bottoms, each when wanted)."""
+    for i in prange(y.shape[0]):
+        g = dy[i] if y[i] > 0 else dy[i] * slope
+        dy[i] = g
+        if want0:
+            dx0[i] = g
+        if want1:
+            dx1[i] = g

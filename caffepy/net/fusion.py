@@ -1,4 +1,5 @@
-"""Layer chains a net runs as one step in training: BatchNorm -> Scale (-> ReLU), in place.
+"""Layer chains a net runs as one step: BatchNorm -> Scale (-> ReLU) in training, in place, and
+Eltwise SUM -> ReLU (:class:`SumReLU`).
 
 ResNet-style nets follow every convolution with a BatchNorm on batch statistics, a Scale with a
 bias and often a ReLU, all three in place on the convolution's top::
@@ -29,10 +30,14 @@ import os
 import numpy as np
 
 from .. import common
+from ..layers.eltwise import EltwiseLayer
 from ..layers.neuron import ReLULayer
 from ..layers.normalization import BatchNormLayer
 from ..layers.scale import ScaleLayer
 from ..math import kernels
+from ..proto import caffe_pb2
+
+_SUM = caffe_pb2.EltwiseParameter.SUM
 
 
 class BNScaleReLU:
@@ -106,6 +111,49 @@ class BNScaleReLU:
         return True
 
 
+class SumReLU:
+    """Eltwise SUM of two bottoms (coefficients 1) into a blob of its own, then a ReLU in place on
+    it (ResNet's shortcut joins): forward y = relu(a + b) in one pass instead of two; backward
+    g = relu'(y) dy written to the top's diff (as the in-place ReLU leaves it) and to both bottoms'
+    diffs in one pass instead of three. Equal to the layers bit for bit; neither direction keeps
+    state, so either may follow the other's layer-by-layer run."""
+
+    def __init__(self, net, first):
+        self.net, self.first, self.last = net, first, first + 1
+        self.relu = net.layers[first + 1]
+        self.bottom, self.top = net.bottom_vecs[first], net.top_vecs[first][0]
+
+    def _flat(self, *arrays):
+        if common.mode() != common.CPU or kernels.get() is None:
+            return None
+        flat = [a.reshape(-1) for a in arrays]
+        ok = all(a.flags.c_contiguous and a.dtype == flat[0].dtype and a.size == flat[0].size
+                 for a in arrays) and flat[0].dtype in (np.float32, np.float64)
+        return flat if ok else None
+
+    def forward(self):
+        net = self.net
+        for i in (self.first, self.last):
+            net.layers[i].reshape(net.bottom_vecs[i], net.top_vecs[i])
+        flat = self._flat(self.bottom[0].data, self.bottom[1].data, self.top.data)
+        if flat is None:
+            return False
+        kernels.get().sum2_relu(*flat[:2], float(self.relu.negative_slope), flat[2])
+        return True
+
+    def backward(self):
+        net = self.net
+        if not all(net.layer_need_backward[self.first:self.last + 1]):
+            return False
+        down = net.bottom_need_backward[self.first]
+        flat = self._flat(self.top.data, self.top.diff, self.bottom[0].diff, self.bottom[1].diff)
+        if flat is None:
+            return False
+        kernels.get().relu_grad_to2(*flat[:2], float(self.relu.negative_slope), *flat[2:],
+                                    bool(down[0]), bool(down[1]))
+        return True
+
+
 def _ncs(arr, channels):
     return arr.reshape(arr.shape[0] if arr.ndim else 1, channels, -1)
 
@@ -131,11 +179,25 @@ class Fusion:
         return len(self.by_first)
 
 
+def _sum_relu(net, i):
+    """Whether layers i, i + 1 are a :class:`SumReLU` chain."""
+    layer, bottom = net.layers[i], net.bottom_vecs[i]
+    return (type(layer) is EltwiseLayer and layer.op == _SUM and len(bottom) == 2
+            and all(c == 1 for c in layer.coeffs) and layer.fused_relu is None
+            and bottom[0] is not bottom[1] and not any(layer.loss_weights)
+            and all(net.top_vecs[i][0] is not b for b in bottom)
+            and _in_place_on(net, i + 1, net.top_vecs[i][0], ReLULayer))
+
+
 def find(net):
-    """The net's BatchNorm -> Scale (-> ReLU) chains (module doc)."""
+    """The net's BatchNorm -> Scale (-> ReLU) and Eltwise SUM -> ReLU chains (module doc)."""
     chains, i = [], 0
     while i < len(net.layers):
         layer = net.layers[i]
+        if _sum_relu(net, i):
+            chains.append(SumReLU(net, i))
+            i += 2
+            continue
         if (type(layer) is BatchNormLayer and not layer.scale_bias
                 and len(net.bottom_vecs[i]) == 1 and len(net.top_vecs[i]) == 1
                 and not any(layer.loss_weights) and net.bottom_vecs[i][0].num_axes >= 2):

@@ -57,6 +57,7 @@ from cpu_nets import NETS, ZOO_BATCH, ZOO_FILES, build_caffepy, build_torch  # n
 
 
 CPU_TIME = [False]     # --cpu-time: the fastest step by process CPU time instead of the mean
+MIN_TIME = [0.0]       # --min-time: wall-clock seconds a timing runs at the least (more steps)
 
 
 def _timed(step, iters):
@@ -67,10 +68,11 @@ def _timed(step, iters):
             step()
             best = min(best, time.process_time() - start)
         return best
-    start = time.perf_counter()
-    for _ in range(iters):
+    start, n = time.perf_counter(), 0
+    while n < iters or time.perf_counter() - start < MIN_TIME[0]:
         step()
-    return (time.perf_counter() - start) / iters
+        n += 1
+    return (time.perf_counter() - start) / n
 
 
 def time_caffepy(net, iters, warmup=3):
@@ -228,9 +230,10 @@ def check_torch(args):
 def _child(args, framework, name, profile=False):
     """(ms per step, the rest of the child's output: its profile)."""
     cmd = [sys.executable, os.path.abspath(__file__), "--only", framework, "--nets", name,
-           "--iters", str(args.iters), "--batch", str(args.batch)] + \
+           "--iters", str(args.iters), "--batch", str(args.batch),
+           "--min-time", str(args.min_time)] + \
         (["--threads", str(args.threads)] if args.threads else []) + \
-        (["--profile"] if profile else [])
+        (["--profile"] if profile else []) + (["--cpu-time"] if args.cpu_time else [])
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     rest, _, last = out.rstrip().rpartition("\n")
     return float(last), rest
@@ -281,6 +284,9 @@ def only(args):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--min-time", type=float, default=1.0,
+                    help="time at least this many seconds of steps (more than --iters for a "
+                         "small net; a short window catches one burst of the machine's load)")
     ap.add_argument("--nets", default="lenet,cifar10_quick",
                     help="comma-separated, of: %s" % ",".join(NETS))
     ap.add_argument("--batch", type=int, default=ZOO_BATCH,
@@ -307,6 +313,7 @@ def main(argv=None):
     ap.add_argument("--only", choices=("caffepy", "torch"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     CPU_TIME[0] = args.cpu_time
+    MIN_TIME[0] = args.min_time
     for name in args.nets.split(","):
         if name not in NETS:
             ap.error("unknown net %r (one of %s)" % (name, ",".join(NETS)))

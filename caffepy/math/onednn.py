@@ -14,7 +14,7 @@ with GNU OpenMP, the runtime numba's ``omp`` layer also uses (one pool, ``OMP_NU
 threads). ``CAFFEPY_ONEDNN=0`` or :func:`set_enabled(False)` switches it off;
 :func:`get` returns None then, or where the library is missing, and the layers keep im2col + GEMM.
 
-:class:`ConvPlan` holds the three primitives of one convolution geometry (forward, data gradient,
+:class:`ConvPlan` (:mod:`caffepy.math.onednn_conv`) holds the three primitives of one convolution geometry (forward, data gradient,
 weight + bias gradient). oneDNN picks its own (blocked) memory formats; the plan reorders Caffe's
 NCHW blobs and OIHW weights into them and back, in scratch arrays of the net's workspace, so the
 blobs stay plain numpy arrays. Results equal im2col + GEMM up to float32 rounding (another
@@ -311,113 +311,4 @@ def _reorder(src_md, dst_md):
                       dst_md, engine, _attr())
 
 
-class ConvPlan:
-    """The primitives of one convolution: x (N, C, *S) -> y (N, M, *O) with weights
-    (M, C / G, *K) (Caffe's layout), bias (M,), ``pad`` on both sides of each spatial axis.
-    ``transposed``: Caffe's Deconvolution instead (oneDNN's deconvolution primitives), weights
-    (C, M / G, *K), O = stride (S - 1) + dilation (K - 1) + 1 - 2 pad.
-
-    Raises OneDNNError where oneDNN has no implementation (the caller falls back to im2col +
-    GEMM)."""
-
-    def __init__(self, n, c, spatial, m, out_spatial, group, kernel, stride, pad, dilation,
-                 bias, transposed=False):
-        lib, engine = get(), _state["engine"]
-        kind = "deconvolution" if transposed else "convolution"
-        x_shape = (n, c) + tuple(spatial)
-        y_shape = (n, m) + tuple(out_spatial)
-        kk = int(np.prod(kernel))
-        k_strides = [int(np.prod(kernel[i + 1:])) for i in range(len(kernel))]
-        w_dims = (group, m // group, c // group) + tuple(kernel)
-        # the weights as (G, M/G, C/G, *K) over Caffe's memory: element (g, m, c) at
-        # ((g C/G + c) M/G + m) K in Deconvolution's (C, M/G, *K), at ((g M/G + m) C/G + c) K in
-        # Convolution's (M, C/G, *K)
-        if transposed:
-            w_strides = [(c // group) * (m // group) * kk, kk, (m // group) * kk] + k_strides
-        else:
-            w_strides = [(m // group) * (c // group) * kk, (c // group) * kk, kk] + k_strides
-        if group == 1:
-            w_dims, w_strides = w_dims[1:], w_strides[1:]
-        small, big = (spatial, out_spatial) if transposed else (out_spatial, spatial)
-        pad_r = [(o - 1) * s + d * (k - 1) + 1 - i - p for o, s, d, k, i, p in
-                 zip(small, stride, dilation, kernel, big, pad)]
-        geo = (_dims(stride), _dims([d - 1 for d in dilation]), _dims(pad), _dims(pad_r))
-        self.bias = bias
-        x_any, y_any, w_any = _Md(x_shape), _Md(y_shape), _Md(w_dims)
-        x_plain, y_plain = _Md.plain(x_shape), _Md.plain(y_shape)
-        w_plain, b_plain = _Md(w_dims, w_strides), _Md.plain((m,))
-        self._keep = [x_any, y_any, w_any, x_plain, y_plain, w_plain, b_plain]
-        alg = DECONV_DIRECT if transposed else CONV_DIRECT
-
-        def make(step, *args):
-            return _primitive(getattr(lib, "dnnl_%s_%s_primitive_desc_create" % (kind, step)),
-                              "%s %s" % (kind, step.replace("_", " ")), engine, *args)
-        self.fwd = make("forward", FORWARD_TRAINING, alg, x_any.handle, w_any.handle,
-                        b_plain.handle if bias else None, y_any.handle, *geo, _attr())
-        self.fx = _Layout(x_plain.handle, self.fwd.md(Q_SRC))
-        self.fw = _Layout(w_plain.handle, self.fwd.md(Q_WEIGHTS))
-        self.fy = _Layout(y_plain.handle, self.fwd.md(Q_DST))
-        self.b = _Memory(b_plain.handle)
-        self.bwd_data = make("backward_data", alg, x_any.handle, w_any.handle, y_any.handle,
-                             *geo, self.fwd.pd, _attr())
-        self.dx = _Layout(x_plain.handle, self.bwd_data.md(Q_DIFF_SRC))
-        self.dw_w = _Layout(w_plain.handle, self.bwd_data.md(Q_WEIGHTS))
-        self.dy_d = _Layout(y_plain.handle, self.bwd_data.md(Q_DIFF_DST))
-        self.bwd_weights = make("backward_weights", alg, x_any.handle, w_any.handle,
-                                b_plain.handle if bias else None, y_any.handle, *geo,
-                                self.fwd.pd, _attr())
-        self.bx = _Layout(x_plain.handle, self.bwd_weights.md(Q_SRC))
-        self.dw = _Layout(w_plain.handle, self.bwd_weights.md(Q_DIFF_WEIGHTS))
-        self.dy_w = _Layout(y_plain.handle, self.bwd_weights.md(Q_DIFF_DST))
-        # both gradients read dY in one blocked format: reorder it once per backward
-        self.dy_shared = (not self.dy_d.same and lib.dnnl_memory_desc_equal(
-            self.bwd_data.md(Q_DIFF_DST), self.bwd_weights.md(Q_DIFF_DST)) == 1)
-        self.db = _Memory(b_plain.handle)
-
-    def channel_efficiency(self):
-        """The share of the forward's work on real channels: oneDNN's blocked formats pad the
-        input and output channels to the block (16 floats with AVX-512, 8 with AVX2), and a
-        convolution computes every padded channel (LeNet's conv2, 20 -> 50 channels: 20/32 x
-        50/64 = 0.49)."""
-        def share(layout):
-            return 1.0 if layout.same else layout.plain.nbytes / float(layout.inner.nbytes)
-        return share(self.fx) * share(self.fy)
-
-    def forward(self, x, w, b, y, scratch):
-        """y = conv(x, w) + b; ``scratch(slot, floats)`` gives float32 work arrays."""
-        sx = scratch("dnnl_x", self.fx.scratch_floats())
-        args = [(ARG_SRC, self.fx.to_inner(x, sx)),
-                (ARG_WEIGHTS, self.fw.to_inner(w, scratch("dnnl_w", self.fw.scratch_floats())))]
-        if self.bias:
-            args.append((ARG_BIAS, self.b.bind(b)))
-        sy = scratch("dnnl_y", self.fy.scratch_floats())
-        args.append((ARG_DST, self.fy.inner_handle(y, sy)))
-        self.fwd.run(args)
-        self.fy.to_plain(sy, y)
-
-    def backward(self, x, w, dy, dw, db, dx, scratch):
-        """Writes the weight (``dw``) and bias (``db``) gradients of ``dy`` when they are not
-        None, and the data gradient into ``dx`` when it is not None (all overwritten)."""
-        if dw is not None:
-            dyh = self.dy_w.to_inner(dy, scratch("dnnl_y", self.dy_w.scratch_floats()))
-            args = [(ARG_SRC, self.bx.to_inner(x, scratch("dnnl_x", self.bx.scratch_floats()))),
-                    (ARG_DIFF_DST, dyh)]
-            sdw = scratch("dnnl_dw", self.dw.scratch_floats())
-            args.append((ARG_DIFF_WEIGHTS, self.dw.inner_handle(dw, sdw)))
-            if self.bias:
-                args.append((ARG_DIFF_BIAS, self.db.bind(db)))
-            self.bwd_weights.run(args)
-            self.dw.to_plain(sdw, dw)
-        if dx is not None:
-            sy = scratch("dnnl_y", self.dy_d.scratch_floats())
-            if dw is not None and self.dy_shared:      # dY is in that format already
-                dyh = self.dy_d.inner.bind(sy)
-            else:
-                dyh = self.dy_d.to_inner(dy, sy)
-            args = [(ARG_DIFF_DST, dyh),
-                    (ARG_WEIGHTS, self.dw_w.to_inner(
-                        w, scratch("dnnl_w", self.dw_w.scratch_floats())))]
-            sdx = scratch("dnnl_x", self.dx.scratch_floats())
-            args.append((ARG_DIFF_SRC, self.dx.inner_handle(dx, sdx)))
-            self.bwd_data.run(args)
-            self.dx.to_plain(sdx, dx)
+from .onednn_conv import ConvPlan  # noqa: E402,F401  (the convolution primitives' plan)

@@ -19,8 +19,9 @@ backward  g = dy if y > 0 else slope * dy (ReLU; g = dy without it),
 The separate layers' kernels (_numba_norm.py, _numba_kernels.py) give the same values up to the
 float32 rounding of the intermediate gs (one ulp-level difference in the sums).
 """
-import numpy as np
 from numba import njit, prange
+
+from ._numba_norm import channel_stats
 
 _opts = dict(parallel=True, cache=True, nogil=True, fastmath={"reassoc", "contract"})
 
@@ -29,23 +30,8 @@ _opts = dict(parallel=True, cache=True, nogil=True, fastmath={"reassoc", "contra
 def bn_scale_relu_train(x, eps, scale, shift, slope, relu, mu, var, std, x_norm, y):
     """The forward (module doc); y may be x itself (in place)."""
     n, c, s = x.shape
-    count = n * s
     for ci in prange(c):
-        acc = 0.0
-        for b in range(n):
-            for k in range(s):
-                acc += x[b, ci, k]
-        m = acc / count
-        acc = 0.0
-        for b in range(n):
-            for k in range(s):
-                d = x[b, ci, k] - m
-                acc += d * d
-        v = acc / count
-        mu[ci] = m
-        var[ci] = v
-        sd = np.sqrt(v + eps)
-        std[ci] = sd
+        m, sd = channel_stats(x, ci, eps, mu, var, std)
         a, o = scale[ci], shift[ci]
         for b in range(n):
             for k in range(s):

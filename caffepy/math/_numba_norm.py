@@ -13,28 +13,37 @@ from numba import njit, prange
 _opts = dict(parallel=True, cache=True, nogil=True, fastmath={"reassoc", "contract"})
 
 
+@njit(cache=True, inline="always")
+def channel_stats(x, ci, eps, mu, var, std):
+    """Channel ci of x (N, C, S): mu[ci] = mean, var[ci] = biased variance (two passes, float64
+    sums), std[ci] = sqrt(var[ci] + eps); returns (mean, std)."""
+    n, s = x.shape[0], x.shape[2]
+    count = n * s
+    acc = 0.0
+    for b in range(n):
+        for k in range(s):
+            acc += x[b, ci, k]
+    m = acc / count
+    acc = 0.0
+    for b in range(n):
+        for k in range(s):
+            d = x[b, ci, k] - m
+            acc += d * d
+    v = acc / count
+    mu[ci] = m
+    var[ci] = v
+    sd = np.sqrt(v + eps)
+    std[ci] = sd
+    return m, sd
+
+
 @njit(**_opts)
 def batch_norm_train(x, eps, mu, var, std, x_norm, y):
     """Per channel c of x (N, C, S): mu[c] = mean, var[c] = biased variance (two passes),
     std[c] = sqrt(var[c] + eps), x_norm = y = (x - mu[c]) / std[c]."""
     n, c, s = x.shape
-    count = n * s
     for ci in prange(c):
-        acc = 0.0
-        for b in range(n):
-            for k in range(s):
-                acc += x[b, ci, k]
-        m = acc / count
-        acc = 0.0
-        for b in range(n):
-            for k in range(s):
-                d = x[b, ci, k] - m
-                acc += d * d
-        v = acc / count
-        mu[ci] = m
-        var[ci] = v
-        sd = np.sqrt(v + eps)
-        std[ci] = sd
+        m, sd = channel_stats(x, ci, eps, mu, var, std)
         for b in range(n):
             for k in range(s):
                 val = (x[b, ci, k] - m) / sd

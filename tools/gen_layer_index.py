@@ -68,11 +68,23 @@ def _tests_for(type_name, module_file, texts):
     return [_rel(p) for p, text in texts if needle.search(text)][:2]
 
 
+def _own_source(cls):
+    """The class's source and that of its bases in the same module that no layer type registers
+    (a family's private base, such as the one two layers share for their common field)."""
+    from caffepy.layers import base
+    registered = set(base._REGISTRY.values())
+    parts = []
+    for k in cls.__mro__:
+        if k is cls or (k.__module__ == cls.__module__ and k not in registered):
+            try:
+                parts.append(inspect.getsource(k))
+            except (OSError, TypeError):
+                pass
+    return "\n".join(parts)
+
+
 def _schema(cls, type_name, layer_fields):
-    try:
-        source = inspect.getsource(cls)
-    except (OSError, TypeError):
-        source = ""
+    source = _own_source(cls)
     names = []
     for m in PARAM_RE.finditer(source):
         name = m.group(1) or m.group(2)

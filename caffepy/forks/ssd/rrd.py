@@ -9,23 +9,27 @@ from ...errors import NetError, ShapeError
 from ...layers.base import Layer, register_layer
 
 
-def _orientations(layer, p):
-    """``orn_param.orientations``; the fork refuses 1 or fewer."""
-    if int(p.orientations) <= 1:
-        raise layer.error("orn_param.orientations should be greater than 1, got %d"
-                          % p.orientations, NetError)
-    return int(p.orientations)
+class _OrnLayer(Layer):
+    """One 4-axis bottom, one top, ``orn_param.orientations`` (the fork refuses 1 or fewer)."""
+    exact_num_bottom_blobs = 1
+    exact_num_top_blobs = 1
 
+    def layer_setup(self, bottom, top):
+        p = self.layer_param.orn_param
+        if int(p.orientations) <= 1:
+            raise self.error("orn_param.orientations should be greater than 1, got %d"
+                             % p.orientations, NetError)
+        self.orientations = int(p.orientations)
 
-def _bottom_4d(layer, bottom):
-    shape = tuple(bottom[0].shape)
-    if len(shape) != 4:
-        raise layer.error("the bottom must be N x C x H x W, got %s" % (shape,), ShapeError)
-    return shape
+    def _bottom_4d(self, bottom):
+        shape = tuple(bottom[0].shape)
+        if len(shape) != 4:
+            raise self.error("the bottom must be N x C x H x W, got %s" % (shape,), ShapeError)
+        return shape
 
 
 @register_layer("Extend")
-class ExtendLayer(Layer):
+class ExtendLayer(_OrnLayer):
     """Repeats every channel ``orientations`` times, consecutively (RRD's Extend).
 
     y[n, c * O + k, h, w] = x[n, c, h, w] for k = 0 .. O-1, O = ``orn_param.orientations``
@@ -34,14 +38,9 @@ class ExtendLayer(Layer):
     O <= 1). Bottom (N, C, H, W), 4 axes -> top (N, C * O, H, W).
     No backward (the fork's Backward is empty and writes no gradient): RRD puts it on the data.
     """
-    exact_num_bottom_blobs = 1
-    exact_num_top_blobs = 1
-
-    def layer_setup(self, bottom, top):
-        self.orientations = _orientations(self, self.layer_param.orn_param)
 
     def reshape(self, bottom, top):
-        shape = _bottom_4d(self, bottom)
+        shape = self._bottom_4d(bottom)
         top[0].reshape((shape[0], shape[1] * self.orientations) + shape[2:])
 
     def forward_cpu(self, bottom, top):
@@ -54,7 +53,7 @@ _ORPOOL_FLOOR = -999999.0
 
 
 @register_layer("ORPooling")
-class ORPoolingLayer(Layer):
+class ORPoolingLayer(_OrnLayer):
     """Max over each group of ``orientations`` consecutive channels (RRD's ORPooling).
 
     With O = ``orn_param.orientations``:
@@ -65,14 +64,9 @@ class ORPoolingLayer(Layer):
     prototxt: ``orn_param { orientations: 8 }`` (default 1; the fork refuses O <= 1).
     Bottom (N, C * O, H, W), 4 axes, C * O a multiple of O -> top (N, C, H, W).
     """
-    exact_num_bottom_blobs = 1
-    exact_num_top_blobs = 1
-
-    def layer_setup(self, bottom, top):
-        self.orientations = _orientations(self, self.layer_param.orn_param)
 
     def reshape(self, bottom, top):
-        shape = _bottom_4d(self, bottom)
+        shape = self._bottom_4d(bottom)
         if shape[1] % self.orientations:
             raise self.error("the bottom's %d channels are not a multiple of orientations %d"
                              % (shape[1], self.orientations), ShapeError)

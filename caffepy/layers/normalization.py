@@ -99,14 +99,20 @@ class BatchNormLayer(Layer):
         sum_var *= self.maf
         sum_var += (m / (m - 1.0) if m > 1 else 1.0) * var
 
+    def x_norm_buffer(self, x):
+        """The layer's array for the normalised input of x's shape and dtype (reused between
+        forwards; the fused chain of caffepy.net.fusion writes it too)."""
+        buf = getattr(self, "_x_norm_buf", None)
+        if buf is None or buf.shape != x.shape or buf.dtype != x.dtype:
+            buf = self._x_norm_buf = np.empty_like(x)
+        return buf
+
     def _forward_batch_fused(self, x, y):
         """Batch statistics and normalisation in one kernel (numba): True when it ran."""
         k = kernels.get()
         if k is None or self.scale_bias or not (x.flags.c_contiguous and y.flags.c_contiguous):
             return False
-        buf = getattr(self, "_x_norm_buf", None)
-        if buf is None or buf.shape != x.shape or buf.dtype != x.dtype:
-            buf = self._x_norm_buf = np.empty_like(x)
+        buf = self.x_norm_buffer(x)
         mu, var = np.empty(self.channels), np.empty(self.channels)
         self.std = np.empty(self.channels, self.dtype)
         k.batch_norm_train(x, float(self.eps), mu, var, self.std, buf, y)

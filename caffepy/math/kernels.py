@@ -22,6 +22,12 @@ says otherwise): spinning threads would compete with the BLAS threads of the GEM
 import contextlib
 import os
 
+def env_on(name):
+    """Whether the environment variable ``name`` leaves a switch on: unset, or anything but
+    ``0`` / ``false`` / ``no`` / ``off``."""
+    return os.environ.get(name, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
 class Switch:
     """An optional accelerator that is loaded on first use: ``get()`` returns what ``load()``
     returned (None: not installed), or None while it is switched off by the environment variable
@@ -35,8 +41,7 @@ class Switch:
     def get(self):
         enabled = self.enabled
         if enabled is None:
-            enabled = self.enabled = os.environ.get(self.env, "1").strip().lower() not in (
-                "0", "false", "no", "off")
+            enabled = self.enabled = env_on(self.env)
         if not enabled:
             return None
         if not self.tried:

@@ -25,14 +25,12 @@ batch statistics (not ``use_global_stats``), float32 / float64 contiguous blobs;
 needs every layer of the chain to run backward down to BatchNorm's bottom. ``net.fusion.enabled
 = False`` (or ``CAFFEPY_FUSE=0``) runs every layer by itself.
 """
-import os
-
 import numpy as np
 
 from .. import common
 from ..layers.eltwise import EltwiseLayer
 from ..layers.neuron import ReLULayer
-from ..layers.normalization import BatchNormLayer
+from ..layers.normalization import BatchNormLayer, _ncs
 from ..layers.scale import ScaleLayer
 from ..math import kernels
 from ..proto import caffe_pb2
@@ -73,9 +71,7 @@ class BNScaleReLU:
         scale = self.scale.blobs[0].data.reshape(-1)
         if not all(a.flags.c_contiguous for a in (x, y, scale)):
             return False
-        buf = getattr(bn, "_x_norm_buf", None)
-        if buf is None or buf.shape != x.shape or buf.dtype != x.dtype:
-            buf = bn._x_norm_buf = np.empty_like(x)
+        buf = bn.x_norm_buffer(x)
         mu, var = np.empty(c), np.empty(c)
         std = np.empty(c, x.dtype)
         slope = float(self.relu.negative_slope) if self.relu is not None else 0.0
@@ -154,10 +150,6 @@ class SumReLU:
         return True
 
 
-def _ncs(arr, channels):
-    return arr.reshape(arr.shape[0] if arr.ndim else 1, channels, -1)
-
-
 def _in_place_on(net, i, blob, cls):
     return (i < len(net.layers) and type(net.layers[i]) is cls
             and len(net.bottom_vecs[i]) == 1 and len(net.top_vecs[i]) == 1
@@ -172,8 +164,7 @@ class Fusion:
     def __init__(self, chains):
         self.by_first = {g.first: g for g in chains}
         self.by_last = {g.last: g for g in chains}
-        self.enabled = os.environ.get("CAFFEPY_FUSE", "1").strip().lower() not in (
-            "0", "false", "no", "off")
+        self.enabled = kernels.env_on("CAFFEPY_FUSE")
 
     def __len__(self):
         return len(self.by_first)

@@ -84,7 +84,8 @@ def forward(layer, bottom, top):
 def backward(layer, top, propagate_down, bottom):
     """Runs the backward through oneDNN; False where the GEMM path must do it."""
     p = plan(layer)
-    arrays = [layer.blobs[0].data] + [t.diff for t in top] + [x.data for x in bottom]
+    arrays = [layer.blobs[0].data, layer.blobs[0].diff] + [t.diff for t in top] + \
+        [x.data for x in bottom]
     if p is None or not kernels.contiguous(*arrays, *(x.diff for x in bottom)):
         return False
     want_w = layer.param_propagate_down[0]
@@ -97,9 +98,7 @@ def backward(layer, top, propagate_down, bottom):
         # after another and drifts from Caffe's (1.5e-3 relative on a 112 x 112 face-net map).
         if want_b:
             layer._bias_grad(y.diff.reshape(layer.outer, layer.num_output, -1))
-        dw = layer._scratch("dnnl_dw_plain", w.shape) if want_w else None
         db = layer._scratch("dnnl_db_plain", (layer.num_output,)) if want_w else None   # unused
-        p.backward(x.data, w, y.diff, dw, db, x.diff if down else None, scratch)
-        if want_w:
-            layer.blobs[0].diff += dw
+        p.backward(x.data, w, y.diff, layer.blobs[0].diff if want_w else None, db,
+                   x.diff if down else None, scratch)
     return True

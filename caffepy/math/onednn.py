@@ -29,7 +29,7 @@ import numpy as np
 
 from . import kernels
 
-F32 = 3                                   # dnnl_f32
+UNDEF, F32 = 0, 3                         # dnnl_data_type_undef, dnnl_f32
 ANY = 1                                   # dnnl_format_tag_any
 CPU = 1                                   # dnnl_cpu
 FORWARD_TRAINING = 64
@@ -51,7 +51,7 @@ class _ExecArg(ctypes.Structure):
     _fields_ = [("arg", ctypes.c_int), ("memory", _vp)]
 
 
-_state = {"engine": None, "error": None, "attr": None}
+_state = {"engine": None, "error": None, "attr": None, "attr_sum": None}
 _attr_lock = threading.Lock()
 _local = threading.local()      # a stream per thread (a stream is not meant to be shared)
 
@@ -182,20 +182,31 @@ class _Md:
             lib.dnnl_memory_desc_destroy(self.handle)
 
 
-def _attr():
+def _attr(accumulate=False):
     """The primitive attributes every primitive is made with (a descriptor keeps its own copy):
     the scratchpad is the user's, so each primitive gets its own and primitives may run in
     threads other than the one that made them, and at once (the library's default scratchpad is
     one per thread, shared by all its primitives: a primitive run from another thread may share
-    it with one running there). Made once."""
+    it with one running there). ``accumulate``: also a sum post-op, dst = result + dst (a reorder
+    that adds into its destination). Made once each."""
+    key = "attr_sum" if accumulate else "attr"
     with _attr_lock:
-        if _state["attr"] is None:
+        if _state[key] is None:
             lib, attr = get(), _vp()
             _check(lib.dnnl_primitive_attr_create(ctypes.byref(attr)), "attr create")
             _check(lib.dnnl_primitive_attr_set_scratchpad_mode(attr, SCRATCHPAD_USER),
                    "scratchpad mode")
-            _state["attr"] = attr
-        return _state["attr"]
+            if accumulate:
+                ops = _vp()
+                _check(lib.dnnl_post_ops_create(ctypes.byref(ops)), "post-ops create")
+                try:
+                    _check(lib.dnnl_post_ops_append_sum(ops, ctypes.c_float(1.0), 0, UNDEF),
+                           "sum post-op")
+                    _check(lib.dnnl_primitive_attr_set_post_ops(attr, ops), "set post-ops")
+                finally:
+                    lib.dnnl_post_ops_destroy(ops)
+            _state[key] = attr
+        return _state[key]
 
 
 def aligned(buf, floats):
@@ -271,7 +282,7 @@ class _Layout:
         self.plain = _Memory(plain_md)
         self.same = bool(lib.dnnl_memory_desc_equal(plain_md, inner_md))
         self.inner = self.plain if self.same else _Memory(inner_md)
-        self._in = self._out = None
+        self._in = self._out = self._out_add = None
         if not self.same:
             self._in = _reorder(plain_md, inner_md)
             self._out = _reorder(inner_md, plain_md)
@@ -294,6 +305,12 @@ class _Layout:
         if not self.same:
             self._out.run([(ARG_SRC, self.inner.bind(scratch)), (ARG_DST, self.plain.bind(array))])
 
+    def add_to_plain(self, scratch, array):
+        """``array += scratch`` seen plain, in one reorder with a sum post-op (not ``same``)."""
+        if self._out_add is None:
+            self._out_add = _reorder(self.inner.md, self.plain.md, accumulate=True)
+        self._out_add.run([(ARG_SRC, self.inner.bind(scratch)), (ARG_DST, self.plain.bind(array))])
+
     def scratch_floats(self):
         return 0 if self.same else (self.inner.nbytes + 3) // 4
 
@@ -305,10 +322,10 @@ def _primitive(create, what, *args):
     return _Primitive(pd)
 
 
-def _reorder(src_md, dst_md):
+def _reorder(src_md, dst_md, accumulate=False):
     engine = _state["engine"]
     return _primitive(get().dnnl_reorder_primitive_desc_create, "reorder", src_md, engine,
-                      dst_md, engine, _attr())
+                      dst_md, engine, _attr(accumulate))
 
 
 from .onednn_conv import ConvPlan  # noqa: E402,F401  (the convolution primitives' plan)

@@ -93,22 +93,28 @@ class ConvPlan:
         self.fwd.run(args)
         self.fy.to_plain(sy, y)
 
-    def backward(self, x, w, dy, dw, db, dx, scratch):
-        """Writes the weight (``dw``) and bias (``db``) gradients of ``dy`` when they are not
-        None, and the data gradient into ``dx`` when it is not None (all overwritten)."""
-        if dw is not None:
+    def backward(self, x, w, dy, dw_sum, db, dx, scratch):
+        """Adds the weight gradient of ``dy`` to ``dw_sum`` (Caffe's parameter diffs
+        accumulate; from oneDNN's format in one reorder that adds) and writes the bias gradient
+        into ``db`` when they are not None, and the data gradient into ``dx`` when it is not
+        None (overwritten)."""
+        if dw_sum is not None:
             dyh = self.dy_w.to_inner(dy, scratch("dnnl_y", self.dy_w.scratch_floats()))
             args = [(ARG_SRC, self.bx.to_inner(x, scratch("dnnl_x", self.bx.scratch_floats()))),
                     (ARG_DIFF_DST, dyh)]
-            sdw = scratch("dnnl_dw", self.dw.scratch_floats())
-            args.append((ARG_DIFF_WEIGHTS, self.dw.inner_handle(dw, sdw)))
+            plain_floats = self.dw.plain.nbytes // 4
+            sdw = scratch("dnnl_dw", self.dw.scratch_floats() or plain_floats)
+            args.append((ARG_DIFF_WEIGHTS, self.dw.inner.bind(sdw)))
             if self.bias:
                 args.append((ARG_DIFF_BIAS, self.db.bind(db)))
             self.bwd_weights.run(args)
-            self.dw.to_plain(sdw, dw)
+            if self.dw.same:
+                dw_sum += sdw.reshape(dw_sum.shape)
+            else:
+                self.dw.add_to_plain(sdw, dw_sum)
         if dx is not None:
             sy = scratch("dnnl_y", self.dy_d.scratch_floats())
-            if dw is not None and self.dy_shared:      # dY is in that format already
+            if dw_sum is not None and self.dy_shared:      # dY is in that format already
                 dyh = self.dy_d.inner.bind(sy)
             else:
                 dyh = self.dy_d.to_inner(dy, sy)

@@ -310,3 +310,28 @@ def test_padded_channel_blocks_leave_the_layer_to_gemm(channels, num_output, rul
             < RULE
     for g, w in zip(list(got[:2]) + got[2], list(want[:2]) + want[2]):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4 * max(1.0, np.abs(w).max()))
+
+
+def test_weight_gradient_adds_from_blocked_format_onto_the_diff():
+    """Where oneDNN's weight gradient is blocked, one reorder with a sum post-op adds it onto the
+    parameter diff (Caffe accumulates): equal to the GEMM path's on a diff that starts nonzero,
+    and twice the gradient after a second backward."""
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((2, 32, 8, 8)).astype(np.float32)
+    a, b = _pair("kernel_size: 3 pad: 1", 32, x)
+    ya, _, _ = _run(a, x, 0.0, True)
+    (plan,) = [p for p in a._dnnl_plans.values()]
+    assert not plan.dw.same, "oneDNN chose plain weights here: the test needs blocked ones"
+    dy = rng.standard_normal(ya.shape).astype(np.float32)
+    _, _, pa = _run(a, x, dy, True, pre=0.5)
+    _, _, pb = _run(b, x, dy, False, pre=0.5)
+    np.testing.assert_allclose(pa[0], pb[0], rtol=0, atol=1e-5 * float(np.abs(pb[0]).max()))
+    bottom, top = make_blobs([x], np.float32), make_blobs(1, np.float32)
+    a.reshape(bottom, top)
+    a.forward(bottom, top)
+    top[0].diff[...] = dy
+    a.blobs[0].diff[...] = 0.0
+    a.backward(top, [False], bottom)
+    once = a.blobs[0].diff.copy()
+    a.backward(top, [False], bottom)
+    np.testing.assert_allclose(a.blobs[0].diff, 2 * once, rtol=1e-6, atol=1e-6)

@@ -81,6 +81,43 @@ def test_max_pooling_ties_pick_the_first_maximum_like_numpy():
 
 
 @needs_numba
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(2, 3, 8, 6), (1, 2, 7, 6), (1, 2, 6, 5)],
+                         ids=["even", "odd-rows", "odd-columns"])
+def test_two_by_two_max_pooling_equals_the_general_kernel(dtype, shape):
+    """2 x 2 / stride 2 MAX pooling has its own kernels where no window is clipped (even planes):
+    the same top, argmax codes and bottom diff as the general kernel and numpy, with ties
+    (the first maximum in Caffe's scan order) and a NaN (never taken)."""
+    rng = np.random.default_rng(8)
+    x = rng.integers(0, 3, shape).astype(dtype)     # many ties inside windows
+    x[0, 0, 0, 0] = np.nan
+    text = 'type: "Pooling" pooling_param { pool: MAX kernel_size: 2 stride: 2 }'
+    layer = make_layer(text, dtype=dtype)
+    bottom, top = make_blobs([x], dtype), make_blobs(1, dtype)
+    run_layer(layer, bottom, top)
+    assert layer._two_by_two(bottom[0].data.reshape(-1, *shape[2:]),
+                             top[0].data.reshape(-1, *top[0].shape[2:])) == (shape[2:] == (8, 6))
+    dy = rng.standard_normal(top[0].shape)
+    top[0].diff[...] = dy
+    bottom[0].diff[...] = 5.0
+    layer.backward(top, [True], bottom)
+    fast = (top[0].data.copy(), layer.arg.copy(), bottom[0].diff.copy())
+    # the general kernel: the same layer with the 2 x 2 kernels ruled out
+    layer._two_by_two = lambda *a: False
+    run_layer(layer, bottom, top)
+    top[0].diff[...] = dy
+    layer.backward(top, [True], bottom)
+    for a, b in zip(fast, (top[0].data, layer.arg, bottom[0].diff)):
+        np.testing.assert_array_equal(a, b)
+    assert fast[0][0, 0, 0, 0] == np.nanmax(x[0, 0, :2, :2])
+    with kernels.disabled():         # numpy's path: the same top and argmax, the NaN included
+        run_layer(layer, bottom, top)
+    np.testing.assert_array_equal(fast[0], top[0].data)
+    np.testing.assert_array_equal(fast[1], layer.arg)
+    _both_paths(text, shape, dtype)
+
+
+@needs_numba
 @pytest.mark.parametrize("slope", [0.0, 0.1])
 def test_relu_numba_equals_numpy(slope):
     _both_paths('type: "ReLU" relu_param { negative_slope: %g }' % slope, (2, 3, 5, 4))

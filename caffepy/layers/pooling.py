@@ -64,19 +64,22 @@ class PoolGeometry(object):
 def max_pool(x, g):
     """(y, arg): max over each window and the offset index (i * kw + j) of its first maximum
     in row-major order, as Caffe's scan finds it. The max is taken separably (rows, then
-    columns); ``arg`` is the first offset whose value equals it."""
+    columns); ``arg`` is the first offset whose value equals it. A NaN is never the maximum
+    (Caffe compares ``value > max`` from -FLT_MAX): a window of NaNs gives -FLT_MAX, arg 0, as
+    the numba kernels do."""
     (kh, kw), (sh, sw), (oh, ow) = g.kernel, g.stride, g.out_hw
-    xp = g.padded(x, -np.finfo(x.dtype).max)
-    rows = xp[..., :, 0:sw * (ow - 1) + 1:sw].copy()
+    lowest = -np.finfo(x.dtype).max
+    xp = g.padded(x, lowest)
+    rows = np.fmax(xp[..., :, 0:sw * (ow - 1) + 1:sw], lowest)
     for j in range(1, kw):
-        np.maximum(rows, xp[..., :, j:j + sw * (ow - 1) + 1:sw], out=rows)
+        np.fmax(rows, xp[..., :, j:j + sw * (ow - 1) + 1:sw], out=rows)
     y = rows[..., 0:sh * (oh - 1) + 1:sh, :].copy()
     for i in range(1, kh):
-        np.maximum(y, rows[..., i:i + sh * (oh - 1) + 1:sh, :], out=y)
+        np.fmax(y, rows[..., i:i + sh * (oh - 1) + 1:sh, :], out=y)
     n = kh * kw
     arg_type = np.uint8 if n <= 256 else np.int32
-    arg = np.full(y.shape, n - 1, dtype=arg_type)
-    for idx in range(n - 2, -1, -1):
+    arg = np.zeros(y.shape, dtype=arg_type)
+    for idx in range(n - 1, -1, -1):
         arg = np.where(xp[g.slab(idx // kw, idx % kw)] == y, arg_type(idx), arg)
     return y, arg
 
@@ -263,6 +266,14 @@ class PoolingLayer(Layer):
     def _planes(self, a):
         return a.reshape((-1,) + a.shape[2:])
 
+    def _two_by_two(self, x, y):
+        """2 x 2 windows at stride 2, no padding, the planes exactly twice the output's size:
+        the kernels of max_pool_2x2."""
+        g = self.geom
+        return (tuple(g.kernel) == (2, 2) and tuple(g.stride) == (2, 2)
+                and tuple(g.pad) == (0, 0)
+                and x.shape[1:] == (2 * y.shape[1], 2 * y.shape[2]))
+
     def _forward_kernel(self, k, bottom, top):
         """MAX / AVE by the numba kernels, written straight into the top."""
         P = type(self.layer_param.pooling_param)
@@ -274,7 +285,10 @@ class PoolingLayer(Layer):
             return
         n = g.kernel[0] * g.kernel[1]
         self.arg = np.empty(top[0].shape, np.uint8 if n <= 256 else np.int32)
-        k.max_pool(x, *geo, -np.finfo(x.dtype).max, y, self._planes(self.arg))
+        if self._two_by_two(x, y):
+            k.max_pool_2x2(x, -np.finfo(x.dtype).max, y, self._planes(self.arg))
+        else:
+            k.max_pool(x, *geo, -np.finfo(x.dtype).max, y, self._planes(self.arg))
         if len(top) > 1:
             top[1].data[...] = max_pool_mask(self.arg, g)
 
@@ -284,6 +298,8 @@ class PoolingLayer(Layer):
         dy, dx = self._planes(top[0].diff), self._planes(bottom[0].diff)
         if self.method == P.AVE:
             k.ave_pool_backward(dy, *(g.kernel + g.stride + g.pad), dx)
+        elif self._two_by_two(dx, dy):
+            k.max_pool_2x2_backward(dy, self._planes(self.arg), dx)
         else:
             k.max_pool_backward(dy, self._planes(self.arg), g.kernel[1], *(g.stride + g.pad), dx)
 

@@ -11,7 +11,8 @@ from ._numba_norm import (batch_norm_train, batch_norm_train_backward,  # noqa: 
                           channel_affine_keep, lrn_across_backward, lrn_across_scale,
                           scale_backward)
 from ._numba_train import (ave_pool, col2im_last, im2col_last,  # noqa: F401
-                           image_to_rows, max_pool, pad_last, rows_to_image)
+                           image_to_rows, max_pool, max_pool_2x2, max_pool_2x2_backward,
+                           pad_last, rows_to_image)
 
 _opts = dict(parallel=True, cache=True, nogil=True, fastmath=False)
 

@@ -118,6 +118,51 @@ def test_two_by_two_max_pooling_equals_the_general_kernel(dtype, shape):
 
 
 @needs_numba
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("fields", ["stride: 1", "stride: 1 pad: 1", "stride: 2",
+                                    "stride: 2 pad: 1", "stride: 2 round_mode: FLOOR",
+                                    "stride: 2 pad: 2"])
+def test_three_by_three_max_pooling_equals_the_general_kernel(dtype, fields, monkeypatch):
+    """3 x 3 MAX pooling at stride 1 or 2 has kernels of its own (a plane padded with the lowest
+    value where windows reach past it): the same top, argmax codes and bottom diff as the
+    general kernel, with ties and a NaN, on planes whose last windows Caffe's ceil clips."""
+    text = 'type: "Pooling" pooling_param { pool: MAX kernel_size: 3 %s }' % fields
+    k = kernels.get()
+    own = {1: k.max_pool_3x3_s1, 2: k.max_pool_3x3_s2}
+    calls = []
+
+    def spy(stride, fast):
+        """The layer's call of the stride's own kernel: run it, or the general kernel."""
+        def run(x, ph, pw, lowest, y, arg):
+            calls.append(stride)
+            if fast:
+                return own[stride](x, ph, pw, lowest, y, arg)
+            return k.max_pool(x, 3, 3, stride, stride, ph, pw, lowest, y, arg)
+        return run
+    for shape in [(2, 3, 9, 8), (1, 2, 7, 6)]:
+        rng = np.random.default_rng(9)
+        x = rng.integers(0, 3, shape).astype(dtype)
+        x[0, 0, 1, 1] = np.nan
+        dy = rng.standard_normal(run_layer(make_layer(text, dtype=dtype), make_blobs([x], dtype),
+                                           make_blobs(1, dtype))[0].shape)
+        runs = []
+        for fast in (True, False):
+            for stride in (1, 2):
+                monkeypatch.setattr(k, "max_pool_3x3_s%d" % stride, spy(stride, fast))
+            layer = make_layer(text, dtype=dtype)
+            bottom, top = make_blobs([x], dtype), make_blobs(1, dtype)
+            run_layer(layer, bottom, top)
+            top[0].diff[...] = dy
+            layer.backward(top, [True], bottom)
+            runs.append((top[0].data.copy(), layer.arg.copy(), bottom[0].diff.copy()))
+        for a, b in zip(*runs):
+            np.testing.assert_array_equal(a, b)
+        monkeypatch.undo()
+        _both_paths(text, shape, dtype)
+    assert len(calls) == 4 and set(calls) == {1 if "stride: 1" in fields else 2}
+
+
+@needs_numba
 @pytest.mark.parametrize("slope", [0.0, 0.1])
 def test_relu_numba_equals_numpy(slope):
     _both_paths('type: "ReLU" relu_param { negative_slope: %g }' % slope, (2, 3, 5, 4))

@@ -285,10 +285,14 @@ class PoolingLayer(Layer):
             return
         n = g.kernel[0] * g.kernel[1]
         self.arg = np.empty(top[0].shape, np.uint8 if n <= 256 else np.int32)
+        lowest, arg = -np.finfo(x.dtype).max, self._planes(self.arg)
         if self._two_by_two(x, y):
-            k.max_pool_2x2(x, -np.finfo(x.dtype).max, y, self._planes(self.arg))
+            k.max_pool_2x2(x, lowest, y, arg)
+        elif g.kernel == (3, 3) and g.stride in ((1, 1), (2, 2)):
+            three = k.max_pool_3x3_s1 if g.stride == (1, 1) else k.max_pool_3x3_s2
+            three(x, *g.pad, lowest, y, arg)
         else:
-            k.max_pool(x, *geo, -np.finfo(x.dtype).max, y, self._planes(self.arg))
+            k.max_pool(x, *geo, lowest, y, arg)
         if len(top) > 1:
             top[1].data[...] = max_pool_mask(self.arg, g)
 

@@ -12,6 +12,7 @@ from ._numba_norm import (batch_norm_train, batch_norm_train_backward,  # noqa: 
                           scale_backward)
 from ._numba_train import (ave_pool, col2im_last, im2col_last,  # noqa: F401
                            image_to_rows, max_pool, max_pool_2x2, max_pool_2x2_backward,
+                           max_pool_3x3_s1, max_pool_3x3_s2,
                            pad_last, rows_to_image)
 
 _opts = dict(parallel=True, cache=True, nogil=True, fastmath=False)

@@ -131,6 +131,24 @@ def col2im_last(col, kh, kw, ph, pw, sh, sw, dh, dw, oh, ow, dx):
                     d[xx] = acc[a0 + xx * n]
 
 
+@njit(inline="always")
+def _window_max(src, y0, x0, kh, kw, lowest):
+    """(max, arg) of the kh x kw window at (y0, x0) of plane src, clipped to the plane: Caffe's
+    scan (rows, then columns), the first value above all before it, from ``lowest``."""
+    h, w = src.shape
+    best = lowest
+    bi = 0
+    for yy in range(max(y0, 0), min(y0 + kh, h)):
+        row = src[yy]
+        code0 = (yy - y0) * kw - x0
+        for xx in range(max(x0, 0), min(x0 + kw, w)):
+            v = row[xx]
+            c = v > best
+            best = v if c else best
+            bi = (code0 + xx) if c else bi
+    return best, bi
+
+
 @njit(**_opts)
 def max_pool(x, kh, kw, sh, sw, ph, pw, lowest, y, arg):
     """x (P, H, W) -> y, arg (P, OH, OW): Caffe's scan, the first maximum of each window clipped
@@ -180,19 +198,7 @@ def max_pool(x, kh, kw, sh, sw, ph, pw, lowest, y, arg):
                     arow[ox], arow[ox + 1], arow[ox + 2], arow[ox + 3] = i0, i1, i2, i3
                     ox += 4
                     continue
-                xa, xb = max(x0, 0), min(x0 + kw, w)
-                best = lowest
-                bi = 0
-                for yy in range(ya, yb):
-                    row = src[yy]
-                    code0 = (yy - y0) * kw - x0
-                    for xx in range(xa, xb):
-                        v = row[xx]
-                        c = v > best
-                        best = v if c else best
-                        bi = (code0 + xx) if c else bi
-                yrow[ox] = best
-                arow[ox] = bi
+                yrow[ox], arow[ox] = _window_max(src, y0, x0, kh, kw, lowest)
                 ox += 1
 
 
@@ -227,6 +233,88 @@ def max_pool_2x2(x, lowest, y, arg):
                 bi = 3 if c else bi
                 yrow[ox] = best
                 arow[ox] = bi
+
+
+@njit(inline="always")
+def _max3x3(r0, r1, r2, x0, lowest):
+    """(max, arg) of the 3 x 3 window at column x0 of rows r0-r2, none clipped; the same scan,
+    written out as selects (a loop over the nine, or selects of tuples, ran 2-4x slower)."""
+    best = lowest
+    bi = 0
+    v = r0[x0]
+    c = v > best
+    best = v if c else best
+    v = r0[x0 + 1]
+    c = v > best
+    best = v if c else best
+    bi = 1 if c else bi
+    v = r0[x0 + 2]
+    c = v > best
+    best = v if c else best
+    bi = 2 if c else bi
+    v = r1[x0]
+    c = v > best
+    best = v if c else best
+    bi = 3 if c else bi
+    v = r1[x0 + 1]
+    c = v > best
+    best = v if c else best
+    bi = 4 if c else bi
+    v = r1[x0 + 2]
+    c = v > best
+    best = v if c else best
+    bi = 5 if c else bi
+    v = r2[x0]
+    c = v > best
+    best = v if c else best
+    bi = 6 if c else bi
+    v = r2[x0 + 1]
+    c = v > best
+    best = v if c else best
+    bi = 7 if c else bi
+    v = r2[x0 + 2]
+    c = v > best
+    best = v if c else best
+    bi = 8 if c else bi
+    return best, bi
+
+
+@njit(inline="always")
+def _max_pool_3x3_plane(src, s, ph, pw, lowest, y, arg):
+    """One plane of a 3 x 3 MAX pooling at stride s in both axes (a constant where this is
+    inlined: the loop over a row's windows then vectorises). Where a window reaches past the
+    plane (padding, Caffe's ceil rounding) the plane is first copied into one padded with
+    ``lowest``, which no value is above: the same maxima and arg codes as clipped windows."""
+    h, w = src.shape
+    oh, ow = y.shape
+    hp, wp = (oh - 1) * s + 3, (ow - 1) * s + 3        # the rows and columns the windows span
+    plane = src
+    if ph or pw or hp > h or wp > w:
+        plane = np.full((hp, wp), lowest, src.dtype)
+        rows, cols = min(h, hp - ph), min(w, wp - pw)
+        plane[ph:ph + rows, pw:pw + cols] = src[:rows, :cols]
+    for oy in range(oh):
+        r0, r1, r2 = plane[oy * s], plane[oy * s + 1], plane[oy * s + 2]
+        yrow, arow = y[oy], arg[oy]
+        for ox in range(ow):
+            b, i = _max3x3(r0, r1, r2, ox * s, lowest)
+            yrow[ox] = b
+            arow[ox] = i
+
+
+@njit(**_opts)
+def max_pool_3x3_s1(x, ph, pw, lowest, y, arg):
+    """:func:`max_pool` for 3 x 3 windows at stride 1 (GoogLeNet's inception pools): the same
+    values and arg codes, 4-15x faster (measured, 2 threads)."""
+    for t in prange(x.shape[0]):
+        _max_pool_3x3_plane(x[t], 1, ph, pw, lowest, y[t], arg[t])
+
+
+@njit(**_opts)
+def max_pool_3x3_s2(x, ph, pw, lowest, y, arg):
+    """:func:`max_pool` for 3 x 3 windows at stride 2 (CaffeNet, CIFAR10, GoogLeNet, ResNet)."""
+    for t in prange(x.shape[0]):
+        _max_pool_3x3_plane(x[t], 2, ph, pw, lowest, y[t], arg[t])
 
 
 @njit(**_opts)

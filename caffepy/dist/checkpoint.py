@@ -10,12 +10,8 @@ one. Files under ``<workspace>/checkpoint/`` (each written atomically, mode from
     step<N>.manifest         DistManifest, written last: the files above with their sizes and
                              checksums, current_step, solver type
 
-File format 2 (this release): ``CPYCKPT2``, the header length (uint64, little-endian), the header
-(a DistCheckpoint whose DistSlices hold no values but ``raw_offset`` / ``raw_length`` /
-``raw_dtype`` / ``raw_history``), then the payload: every slice's values and history arrays as raw
-little-endian buffers. No protobuf message holds tensor data, so a file may be any size and is read
-with ``numpy.frombuffer``. Format 1 (caffepy 0.1: one DistCheckpoint, values as BlobProto float
-lists, manifests without sizes) is still read.
+The file format is in :mod:`caffepy.dist.checkpoint_format` (format 2: a protobuf header, then
+raw little-endian buffers, so a file may be any size; format 1 of caffepy 0.1 is still read).
 
 A step is complete when its manifest parses, every file it lists exists with the recorded size and,
 when verified (resume), the recorded checksum (``blake2b``). ``--resume`` takes the latest complete
@@ -31,17 +27,16 @@ import glob
 import hashlib
 import os
 import re
-import struct
 
 import numpy as np
 
 from ..errors import CaffeError
 from ..log import info, warning
-from ..proto import caffe_pb2, io as proto_io, packed
+from ..proto import caffe_pb2, io as proto_io
+from .checkpoint_format import (FORMAT, MAGIC, MAX_HISTORY, Slice, encode,  # noqa: F401
+                                make_slice, read_file, read_slices)
 
 _MANIFEST = re.compile(r"step(\d+)\.manifest$")
-MAGIC = b"CPYCKPT2"
-FORMAT = 2
 HASH = "blake2b"
 _written = {}      # abs path -> (size, mtime_ns, checksum) of the files this process wrote
 
@@ -57,53 +52,6 @@ def checkpoint_dir(workspace):
 
 def file_name(step, role, ident):
     return "step%d-%s%d.bin" % (step, role, ident)
-
-
-class Slice(object):
-    """A DistSlice header (``msg``; its fields read and set through this object) and its arrays."""
-
-    def __init__(self, msg, values, history):
-        object.__setattr__(self, "msg", msg)
-        object.__setattr__(self, "values", values)
-        object.__setattr__(self, "history", list(history))
-
-    def __getattr__(self, name):
-        return getattr(self.msg, name)
-
-    def __setattr__(self, name, value):
-        setattr(self.msg, name, value)
-
-
-def make_slice(name, p, k, offset, version, values, history=(), count=None, shape=None):
-    s = caffe_pb2.DistSlice()
-    s.name, s.param, s.slice, s.offset, s.version = name, p, k, offset, version
-    s.count = int(values.size if count is None else count)
-    if shape is not None:
-        s.shape.dim.extend(shape)
-    return Slice(s, values, history)
-
-
-def _le(arr):
-    arr = np.asarray(arr)
-    return np.ascontiguousarray(arr, arr.dtype.newbyteorder("<")).reshape(-1)
-
-
-def encode(ck, slices):
-    """Chunks of a format-2 file: ``ck`` (a DistCheckpoint without slices) with ``slices``."""
-    payload, offset = [], 0
-    for s in slices:
-        arrays = [_le(s.values)] + [_le(h) for h in s.history]
-        msg = ck.slices.add()
-        msg.CopyFrom(s.msg)
-        msg.raw_offset, msg.raw_length = offset, arrays[0].size
-        msg.raw_dtype, msg.raw_history = arrays[0].dtype.str, len(arrays) - 1
-        for a in arrays:
-            if a.size != arrays[0].size or a.dtype != arrays[0].dtype:
-                raise CaffeError("checkpoint slice %s: history arrays differ from the values" % s.name)
-            payload.append(memoryview(a).cast("B"))
-            offset += a.nbytes
-    header = ck.SerializeToString()
-    return [MAGIC, struct.pack("<Q", len(header)), header] + payload
 
 
 def write_file(workspace, step, role, ident, slices, current_step=0, solver_type="",
@@ -248,73 +196,6 @@ def describe_latest(workspace):
     if step is None:
         return "no complete checkpoint in %s" % checkpoint_dir(workspace)
     return "last complete checkpoint: step %d in %s" % (step, checkpoint_dir(workspace))
-
-
-def _read_bytes(path):
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError as e:
-        raise CaffeError("%s: cannot read: %s" % (path, e.strerror or e))
-
-
-def read_slices(path):
-    """(DistCheckpoint header, [(slice msg, values, [history])]) of a format 2 or 1 file."""
-    raw = _read_bytes(path)
-    ck = caffe_pb2.DistCheckpoint()
-    out = []
-    if raw[:8] == MAGIC:
-        if len(raw) < 16:
-            raise CaffeError("%s: truncated checkpoint file (%d bytes)" % (path, len(raw)))
-        n = struct.unpack("<Q", raw[8:16])[0]
-        proto_io.parse_binary(raw[16:16 + n], ck, path)
-        base = 16 + n
-        for s in ck.slices:
-            dt = _slice_dtype(s.raw_dtype or "<f4", path, s.name)
-            if not 0 <= s.raw_history <= MAX_HISTORY:
-                raise CaffeError("%s: slice %s declares %d history arrays (at most %d)"
-                                 % (path, s.name, s.raw_history, MAX_HISTORY))
-            arrays = []
-            for i in range(1 + s.raw_history):
-                lo = base + s.raw_offset + i * s.raw_length * dt.itemsize
-                if lo + s.raw_length * dt.itemsize > len(raw):
-                    raise CaffeError("%s: truncated checkpoint file (slice %s needs %d bytes, the "
-                                     "file has %d)" % (path, s.name, lo + s.raw_length * dt.itemsize,
-                                                       len(raw)))
-                arrays.append(np.frombuffer(raw, dt, s.raw_length, lo))
-            out.append((s, arrays[0], arrays[1:]))
-        return ck, out
-    proto_io.parse_binary(raw, ck, path)          # format 1: values in BlobProtos
-    for s in ck.slices:
-        out.append((s, _legacy_values(s.data), [_legacy_values(h) for h in s.history]))
-    return ck, out
-
-
-MAX_HISTORY = 16      # history arrays of one slice (solvers keep at most 2)
-
-
-def _slice_dtype(code, path, name):
-    """The numpy dtype of a slice's raw values: a number type, or a one-line error."""
-    try:
-        dt = np.dtype(code)
-    except (TypeError, ValueError, SyntaxError):     # (numpy parses some strings as Python)
-        dt = None
-    if dt is None or dt.kind not in "fiub" or dt.itemsize == 0:
-        raise CaffeError("%s: slice %s has raw_dtype %r, not a number type" % (path, name, code))
-    return dt
-
-
-def _legacy_values(bp):
-    for name in ("double_data", "data"):
-        values = packed.field_array(bp, name)
-        if values is not None:
-            return values
-    return np.zeros(0, np.float32)
-
-
-def read_file(path):
-    """The DistCheckpoint header of a checkpoint file (slices without values)."""
-    return read_slices(path)[0]
 
 
 def _listed(name, d):

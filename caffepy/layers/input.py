@@ -1,5 +1,5 @@
 """Layers that make blobs from nothing or consume them: Input, DummyData, Parameter, Silence."""
-from ..fillers import get_filler
+from ..fillers import GaussianFiller, gaussian_float32, get_filler
 from ..proto import caffe_pb2
 from .base import Layer, register_layer
 
@@ -40,7 +40,8 @@ class InputLayer(Layer):
 
 @register_layer("DummyData")
 class DummyDataLayer(Layer):
-    """Tops filled by fillers: constant fillers once at setup, the others at every forward.
+    """Tops filled by fillers: constant fillers once at setup, the others at every forward (a
+    dense gaussian by :func:`caffepy.fillers.gaussian_float32`, the same values in any dtype).
 
     prototxt: ``dummy_data_param { data_filler {...} shape { dim: ... } }`` with data_filler given
     0 times (constant 0), once (for all tops) or once per top; the shape either as ``shape``
@@ -87,7 +88,13 @@ class DummyDataLayer(Layer):
 
     def forward_cpu(self, bottom, top):
         for t, filler, refill in zip(top, self.fillers, self.refill):
-            if refill and t.count:
+            if not (refill and t.count):
+                continue
+            p = filler.param
+            if type(filler) is GaussianFiller and p.sparse == -1:
+                # drawn at every forward: the float32 Box-Muller draw, any blob dtype
+                t.data[...] = gaussian_float32(t.count, p.mean, p.std).reshape(t.shape)
+            else:
                 filler.fill(t)
 
     def backward_cpu(self, top, propagate_down, bottom):

@@ -45,6 +45,32 @@ def test_dummy_data_shapes_and_fillers():
     assert first.std() > 0.3 and not np.allclose(top[1].data, first)  # others: every forward
 
 
+@pytest.mark.parametrize("count", [200001, 200000])
+def test_dummy_data_gaussian_is_normal_seeded_and_the_same_in_any_dtype(count):
+    """A dense gaussian DummyData top is drawn by the float32 Box-Muller transform: its mean,
+    standard deviation, quantiles and moments are those of N(mean, std^2), a seed repeats it,
+    and a float64 net gets the same values as a float32 one."""
+    stats = pytest.importorskip("scipy.stats")
+    text = ('type: "DummyData" dummy_data_param { shape { dim: %d } '
+            'data_filler { type: "gaussian" mean: 2 std: 3 } }' % count)
+    tops = {}
+    for dtype in (np.float32, np.float64, np.float32):
+        common.set_random_seed(11)
+        layer = make_layer(text, dtype=dtype)
+        top = make_blobs(1, dtype)
+        layer.setup([], top)
+        layer.forward([], top)
+        tops.setdefault(dtype, []).append(top[0].data.copy())
+    a, b, c = tops[np.float32][0], tops[np.float64][0], tops[np.float32][1]
+    np.testing.assert_array_equal(a, c)
+    np.testing.assert_array_equal(a.astype(np.float64), b)
+    z = (b - 2.0) / 3.0
+    assert abs(z.mean()) < 0.01 and abs(z.std() - 1.0) < 0.01
+    assert abs(stats.skew(z)) < 0.02 and abs(stats.kurtosis(z)) < 0.05
+    assert stats.kstest(z, "norm").pvalue > 1e-3
+    assert np.isfinite(z).all() and np.abs(z).max() < 5.8
+
+
 def test_dummy_data_legacy_dims_default_zero():
     text = 'type: "DummyData" dummy_data_param { num: 2 num: 3 channels: 4 height: 1 width: 5 }'
     _, top = setup(text, 2)

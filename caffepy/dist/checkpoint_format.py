@@ -64,17 +64,9 @@ def encode(ck, slices):
     return [MAGIC, struct.pack("<Q", len(header)), header] + payload
 
 
-def _read_bytes(path):
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError as e:
-        raise CaffeError("%s: cannot read: %s" % (path, e.strerror or e))
-
-
 def read_slices(path):
     """(DistCheckpoint header, [(slice msg, values, [history])]) of a format 2 or 1 file."""
-    raw = _read_bytes(path)
+    raw = proto_io._read_bytes(path)        # a one-line error where it cannot be read
     ck = caffe_pb2.DistCheckpoint()
     out = []
     if raw[:8] == MAGIC:

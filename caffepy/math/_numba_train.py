@@ -202,12 +202,20 @@ def max_pool(x, kh, kw, sh, sw, ph, pw, lowest, y, arg):
                 ox += 1
 
 
+@njit(inline="always")
+def _above(v, best, bi, code):
+    """One step of Caffe's scan: (v, code) where v is above the maximum so far, else (best, bi);
+    two selects, no branch."""
+    c = v > best
+    return (v if c else best), (code if c else bi)
+
+
 @njit(**_opts)
 def max_pool_2x2(x, lowest, y, arg):
     """:func:`max_pool` for 2 x 2 windows at stride 2, no padding, H = 2 OH and W = 2 OW (LeNet's
     and VGG's pooling; no window clipped): the same first maximum in Caffe's scan order (from
-    ``lowest``, so a NaN is never taken) and arg codes 0-3, straight-line selects over two rows
-    that the compiler vectorises (measured 3-7x faster than the general kernel, 2 threads)."""
+    ``lowest``, so a NaN is never taken) and arg codes 0-3, four :func:`_above` steps over two
+    rows that the compiler vectorises (measured 3-7x faster than the general kernel, 2 threads)."""
     p = x.shape[0]
     oh, ow = y.shape[1], y.shape[2]
     for t in prange(p):
@@ -215,22 +223,10 @@ def max_pool_2x2(x, lowest, y, arg):
             r0, r1 = x[t, 2 * oy], x[t, 2 * oy + 1]
             yrow, arow = y[t, oy], arg[t, oy]
             for ox in range(ow):
-                best, bi = lowest, 0
-                v = r0[2 * ox]
-                c = v > best
-                best = v if c else best
-                v = r0[2 * ox + 1]
-                c = v > best
-                best = v if c else best
-                bi = 1 if c else bi
-                v = r1[2 * ox]
-                c = v > best
-                best = v if c else best
-                bi = 2 if c else bi
-                v = r1[2 * ox + 1]
-                c = v > best
-                best = v if c else best
-                bi = 3 if c else bi
+                best, bi = _above(r0[2 * ox], lowest, 0, 0)
+                best, bi = _above(r0[2 * ox + 1], best, bi, 1)
+                best, bi = _above(r1[2 * ox], best, bi, 2)
+                best, bi = _above(r1[2 * ox + 1], best, bi, 3)
                 yrow[ox] = best
                 arow[ox] = bi
 
@@ -238,44 +234,16 @@ def max_pool_2x2(x, lowest, y, arg):
 @njit(inline="always")
 def _max3x3(r0, r1, r2, x0, lowest):
     """(max, arg) of the 3 x 3 window at column x0 of rows r0-r2, none clipped; the same scan,
-    written out as selects (a loop over the nine, or selects of tuples, ran 2-4x slower)."""
-    best = lowest
-    bi = 0
-    v = r0[x0]
-    c = v > best
-    best = v if c else best
-    v = r0[x0 + 1]
-    c = v > best
-    best = v if c else best
-    bi = 1 if c else bi
-    v = r0[x0 + 2]
-    c = v > best
-    best = v if c else best
-    bi = 2 if c else bi
-    v = r1[x0]
-    c = v > best
-    best = v if c else best
-    bi = 3 if c else bi
-    v = r1[x0 + 1]
-    c = v > best
-    best = v if c else best
-    bi = 4 if c else bi
-    v = r1[x0 + 2]
-    c = v > best
-    best = v if c else best
-    bi = 5 if c else bi
-    v = r2[x0]
-    c = v > best
-    best = v if c else best
-    bi = 6 if c else bi
-    v = r2[x0 + 1]
-    c = v > best
-    best = v if c else best
-    bi = 7 if c else bi
-    v = r2[x0 + 2]
-    c = v > best
-    best = v if c else best
-    bi = 8 if c else bi
+    written out (a loop over the nine ran 2-4x slower: not unrolled)."""
+    best, bi = _above(r0[x0], lowest, 0, 0)
+    best, bi = _above(r0[x0 + 1], best, bi, 1)
+    best, bi = _above(r0[x0 + 2], best, bi, 2)
+    best, bi = _above(r1[x0], best, bi, 3)
+    best, bi = _above(r1[x0 + 1], best, bi, 4)
+    best, bi = _above(r1[x0 + 2], best, bi, 5)
+    best, bi = _above(r2[x0], best, bi, 6)
+    best, bi = _above(r2[x0 + 1], best, bi, 7)
+    best, bi = _above(r2[x0 + 2], best, bi, 8)
     return best, bi
 
 

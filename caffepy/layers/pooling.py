@@ -270,8 +270,7 @@ class PoolingLayer(Layer):
         """2 x 2 windows at stride 2, no padding, the planes exactly twice the output's size:
         the kernels of max_pool_2x2."""
         g = self.geom
-        return (tuple(g.kernel) == (2, 2) and tuple(g.stride) == (2, 2)
-                and tuple(g.pad) == (0, 0)
+        return (g.kernel == (2, 2) and g.stride == (2, 2) and g.pad == (0, 0)
                 and x.shape[1:] == (2 * y.shape[1], 2 * y.shape[2]))
 
     def _forward_kernel(self, k, bottom, top):

@@ -306,7 +306,12 @@ class _Layout:
             self._out.run([(ARG_SRC, self.inner.bind(scratch)), (ARG_DST, self.plain.bind(array))])
 
     def add_to_plain(self, scratch, array):
-        """``array += scratch`` seen plain, in one reorder with a sum post-op (not ``same``)."""
+        """``array += scratch`` seen plain: one reorder with a sum post-op, or an add where the
+        formats are equal (``scratch`` then holds the plain values; ``array`` contiguous)."""
+        if self.same:
+            flat = array.reshape(-1)
+            flat += scratch
+            return
         if self._out_add is None:
             self._out_add = _reorder(self.inner.md, self.plain.md, accumulate=True)
         self._out_add.run([(ARG_SRC, self.inner.bind(scratch)), (ARG_DST, self.plain.bind(array))])

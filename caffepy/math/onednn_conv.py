@@ -108,10 +108,7 @@ class ConvPlan:
             if self.bias:
                 args.append((ARG_DIFF_BIAS, self.db.bind(db)))
             self.bwd_weights.run(args)
-            if self.dw.same:
-                dw_sum += sdw.reshape(dw_sum.shape)
-            else:
-                self.dw.add_to_plain(sdw, dw_sum)
+            self.dw.add_to_plain(sdw, dw_sum)
         if dx is not None:
             sy = scratch("dnnl_y", self.dy_d.scratch_floats())
             if dw_sum is not None and self.dy_shared:      # dY is in that format already

@@ -21,6 +21,22 @@ MAX_PLANS = 4   # per layer: a net fed images of many sizes must not keep a plan
 # 20 -> 50 channels (0.49) 7.3 ms against GEMM's 6.3; 20 -> 64 (0.63) 7.4 / 7.3; 24 -> 40
 # (0.63) 3.9 / 5.3; 32 -> 50 (0.78) 7.3 / 10.1.
 MIN_CHANNEL_EFFICIENCY = 0.55
+# A 1x1 convolution (stride any, no padding) over planes of at least this many positions runs
+# in Caffe's NCHW layout (ConvPlan plain): there it is one GEMM per image, and the reorders into
+# and out of the channel-blocked formats cost more than the blocked kernels save. Forward +
+# backward at 2 threads (2026-11-28, AVX-512, batch 8, plain / blocked time): 64 -> 256 at
+# 56 x 56 0.70, 256 -> 64 at 56 0.66, 512 -> 128 at 28 0.86, 1024 -> 256 at 14 0.91,
+# 256 -> 128 stride 2 at 56 0.65, 1024 -> 2048 stride 2 at 14 0.90; on 7 x 7 planes blocked
+# wins (2048 -> 512 1.08, 512 -> 2048 1.10, 832 -> 384 1.04), and for every 3x3 and 5x5 kernel
+# measured (64 -> 64 3x3 at 56 1.74, CIFAR10-quick's 5x5 2.0-2.7).
+PLAIN_1X1_MIN_POSITIONS = 14 * 14
+
+
+def _plain(layer):
+    """Whether the layer's plan runs in the plain layout (see PLAIN_1X1_MIN_POSITIONS)."""
+    return (not layer.reverse and layer.group == 1 and layer.num_spatial == 2
+            and all(k == 1 for k in layer.kernel) and not any(layer.pad)
+            and int(np.prod(layer.in_spatial)) >= PLAIN_1X1_MIN_POSITIONS)
 
 
 def _scratch_fn(layer):
@@ -52,7 +68,7 @@ def plan(layer):
             p = onednn.ConvPlan(
                 layer.outer, layer.channels, layer.in_spatial, layer.num_output,
                 layer.out_spatial, layer.group, layer.kernel, layer.stride, layer.pad,
-                layer.dilation, layer.bias_term, transposed=layer.reverse)
+                layer.dilation, layer.bias_term, transposed=layer.reverse, plain=_plain(layer))
             plans[key] = p if p.channel_efficiency() >= MIN_CHANNEL_EFFICIENCY else None
         except onednn.OneDNNError:
             plans[key] = None

@@ -13,13 +13,16 @@ class ConvPlan:
     """The primitives of one convolution: x (N, C, *S) -> y (N, M, *O) with weights
     (M, C / G, *K) (Caffe's layout), bias (M,), ``pad`` on both sides of each spatial axis.
     ``transposed``: Caffe's Deconvolution instead (oneDNN's deconvolution primitives), weights
-    (C, M / G, *K), O = stride (S - 1) + dilation (K - 1) + 1 - 2 pad.
+    (C, M / G, *K), O = stride (S - 1) + dilation (K - 1) + 1 - 2 pad. ``plain``: the primitives
+    read and write x, y and their gradients in Caffe's NCHW layout themselves (no reorders; for
+    1x1 kernels oneDNN then runs them as GEMMs over each image's C x HW matrix) instead of in the
+    channel-blocked formats they would choose.
 
     Raises OneDNNError where oneDNN has no implementation (the caller falls back to im2col +
     GEMM)."""
 
     def __init__(self, n, c, spatial, m, out_spatial, group, kernel, stride, pad, dilation,
-                 bias, transposed=False):
+                 bias, transposed=False, plain=False):
         lib, engine = get(), _state["engine"]
         kind = "deconvolution" if transposed else "convolution"
         x_shape = (n, c) + tuple(spatial)
@@ -41,8 +44,9 @@ class ConvPlan:
                  zip(small, stride, dilation, kernel, big, pad)]
         geo = (_dims(stride), _dims([d - 1 for d in dilation]), _dims(pad), _dims(pad_r))
         self.bias = bias
-        x_any, y_any, w_any = _Md(x_shape), _Md(y_shape), _Md(w_dims)
         x_plain, y_plain = _Md.plain(x_shape), _Md.plain(y_shape)
+        x_any, y_any = (x_plain, y_plain) if plain else (_Md(x_shape), _Md(y_shape))
+        w_any = _Md(w_dims)
         w_plain, b_plain = _Md(w_dims, w_strides), _Md.plain((m,))
         self._keep = [x_any, y_any, w_any, x_plain, y_plain, w_plain, b_plain]
         alg = DECONV_DIRECT if transposed else CONV_DIRECT

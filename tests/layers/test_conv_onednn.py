@@ -335,3 +335,27 @@ def test_weight_gradient_adds_from_blocked_format_onto_the_diff():
     once = a.blobs[0].diff.copy()
     a.backward(top, [False], bottom)
     np.testing.assert_allclose(a.blobs[0].diff, 2 * once, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("shape,fields,plain", [
+    ((2, 8, 14, 15), "kernel_size: 1", True),
+    ((2, 8, 16, 14), "kernel_size: 1 stride: 2 bias_term: false", True),
+    ((2, 8, 7, 7), "kernel_size: 1", False),            # small planes: blocked formats
+    ((2, 8, 14, 14), "kernel_size: 1 pad: 1", False),
+    ((2, 8, 14, 14), "kernel_size: 3 pad: 1", False)])
+def test_large_1x1_convolutions_run_in_caffes_layout(shape, fields, plain):
+    """1x1 convolutions over planes of PLAIN_1X1_MIN_POSITIONS or more read and write NCHW
+    blobs directly (no reorders); the same results as the GEMM path either way."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal(shape).astype(np.float32)
+    a, b = _pair(fields, 12, x)
+    ya, _, _ = _run(a, x, 0.0, True)
+    (plan,) = a._dnnl_plans.values()
+    assert conv_onednn._plain(a) == plain
+    if plain:
+        assert plan.fx.same and plan.fy.same and plan.dx.same and plan.dy_w.same and plan.bx.same
+    dy = rng.standard_normal(ya.shape).astype(np.float32)
+    ya, dxa, pa = _run(a, x, dy, True, pre=0.5)
+    yb, dxb, pb = _run(b, x, dy, False, pre=0.5)
+    for got, want in zip([ya, dxa] + pa, [yb, dxb] + pb):
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-5 * max(1.0, np.abs(want).max()))

@@ -2,6 +2,8 @@
 roidb of small images: scaling, means, BGR, flips, RPN and Fast R-CNN blobs, RoI sampling, order,
 the prefetch thread, the one-line errors and a net trained from it."""
 import gc
+import time
+import weakref
 
 import numpy as np
 import pytest
@@ -200,10 +202,14 @@ def test_prefetch_thread(cfg, tmp_path):
     with pytest.raises(CaffeError, match="gone.png"):
         layer.forward([], top)
     layer.set_roidb(roidb)
-    thread = layer._prefetcher
+    thread, alive = layer._prefetcher, weakref.ref(layer)
     del layer, top
-    gc.collect()
-    thread.join(timeout=5)
+    deadline = time.monotonic() + 5
+    while (alive() is not None or thread.is_alive()) and time.monotonic() < deadline:
+        gc.collect()
+        thread.join(timeout=0.1)
+    assert alive() is None, "the layer outlived its last reference: %r" % (
+        [type(r).__name__ for r in gc.get_referrers(alive())],)
     assert not thread.is_alive()                  # the layer's end stops its thread
 
 

@@ -173,11 +173,17 @@ layer { name: "sum" type: "Eltwise" bottom: "a" bottom: "b" top: "s"%s }
 layer { name: "relu" type: "ReLU" bottom: "s" top: "s" relu_param { negative_slope: %g } }
 layer { name: "loss" type: "EuclideanLoss" bottom: "s" bottom: "t" top: "loss" }
 """
+# the join's output read by more layers: the net splits it after the ReLU
+CONSUMERS = """
+layer { name: "p%d" type: "Power" bottom: "s" top: "p%d" power_param { scale: %g shift: 0.5 } }
+layer { name: "loss%d" type: "EuclideanLoss" bottom: "p%d" bottom: "t" top: "loss%d" }
+"""
 
 
-def _sum_relu_net(tmp_path, slope=0.0, coeff="", force=True):
+def _sum_relu_net(tmp_path, slope=0.0, coeff="", force=True, more=0):
     path = tmp_path / "sum.prototxt"
-    path.write_text(SUM_RELU % ("true" if force else "false", coeff, slope))
+    text = SUM_RELU % ("true" if force else "false", coeff, slope)
+    path.write_text(text + "".join(CONSUMERS % (k, k, k + 2.0, k, k, k) for k in range(more)))
     net = Net(str(path), caffe_pb2.TRAIN)
     rng = np.random.default_rng(8)
     for name in "abt":
@@ -199,3 +205,29 @@ def test_sum_relu_chain_equals_the_layers_bit_for_bit(tmp_path, slope, force):
 
 def test_sum_relu_needs_two_bottoms_with_unit_coefficients(tmp_path):
     assert len(_sum_relu_net(tmp_path, coeff=" eltwise_param { coeff: 1 coeff: -1 }").fusion) == 0
+
+
+@needs_numba
+@pytest.mark.parametrize("slope", [0.0, 0.25])
+@pytest.mark.parametrize("force", [True, False])
+def test_sum_relu_takes_in_the_split_after_it(tmp_path, slope, force):
+    """A join read by two layers: the chain ends with the net's Split, whose two tops' diffs it
+    sums in its backward; bit for bit the layers' results (every blob's data and diff)."""
+    nets = [_sum_relu_net(tmp_path, slope, force=force, more=1) for _ in range(2)]
+    (chain,) = nets[0].fusion.by_first.values()
+    split = chain.last
+    assert nets[0].layers[split].type == "Split" and len(nets[0].top_vecs[split]) == 2
+    assert (chain.first, split) == (nets[0]._index("sum"), nets[0]._index("relu") + 1)
+    _assert_same(_step(nets[0]), _step(nets[1], False, False), 0)
+    _assert_same(_step(nets[0], True, False), _step(nets[1], False, True), 0)
+    if force:       # without it no layer here needs a gradient: nothing runs backward
+        assert float(np.abs(nets[0].blobs["s"].diff).max()) > 0
+        assert float(np.abs(nets[0].blobs["a"].diff).max()) > 0
+        assert chain.backward()         # the fused pass ran, not the layers
+
+
+def test_a_split_into_three_stays_a_layer_of_its_own(tmp_path):
+    net = _sum_relu_net(tmp_path, more=2)
+    (chain,) = net.fusion.by_first.values()
+    assert chain.last == net._index("relu") and chain.split is None
+    assert net.layers[chain.last + 1].type == "Split"

@@ -93,3 +93,18 @@ def relu_grad_to2(y, dy, slope, dx0, dx1, want0, want1):
             dx0[i] = g
         if want1:
             dx1[i] = g
+
+
+@njit(parallel=True, cache=True, nogil=True, fastmath=False)
+def relu_grad_sum2_to2(y, dt0, dt1, slope, dy, dx0, dx1, want0, want1):
+    """Flat: d = dt0 + dt1 (a Split's two tops' diffs, summed into its bottom's), g = d if
+    y > 0 else slope d; dy = g (the in-place ReLU's own diff), dx0 = dx1 = g (Eltwise SUM's
+    bottoms, each when wanted)."""
+    for i in prange(y.shape[0]):
+        d = dt0[i] + dt1[i]
+        g = d if y[i] > 0 else d * slope
+        dy[i] = g
+        if want0:
+            dx0[i] = g
+        if want1:
+            dx1[i] = g

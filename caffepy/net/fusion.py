@@ -1,5 +1,5 @@
 """Layer chains a net runs as one step: BatchNorm -> Scale (-> ReLU) in training, in place, and
-Eltwise SUM -> ReLU (:class:`SumReLU`).
+Eltwise SUM -> ReLU (-> the Split the net put after it) (:class:`SumReLU`).
 
 ResNet-style nets follow every convolution with a BatchNorm on batch statistics, a Scale with a
 bias and often a ReLU, all three in place on the convolution's top::
@@ -32,6 +32,7 @@ from ..layers.eltwise import EltwiseLayer
 from ..layers.neuron import ReLULayer
 from ..layers.normalization import BatchNormLayer, _ncs
 from ..layers.scale import ScaleLayer
+from ..layers.shape import SplitLayer
 from ..math import kernels
 from ..proto import caffe_pb2
 
@@ -111,12 +112,18 @@ class SumReLU:
     """Eltwise SUM of two bottoms (coefficients 1) into a blob of its own, then a ReLU in place on
     it (ResNet's shortcut joins): forward y = relu(a + b) in one pass instead of two; backward
     g = relu'(y) dy written to the top's diff (as the in-place ReLU leaves it) and to both bottoms'
-    diffs in one pass instead of three. Equal to the layers bit for bit; neither direction keeps
-    state, so either may follow the other's layer-by-layer run."""
+    diffs in one pass instead of three. Where the net's Split of y into two tops follows (the
+    join feeding the next block and its shortcut), the chain takes it in too: its forward shares
+    y as before, and the backward's dy is the sum of the two tops' diffs, made in the same pass
+    (Split's own backward writes that sum into y's diff, which the ReLU then overwrites with g).
+    Equal to the layers bit for bit; no direction keeps state, so either may follow the other's
+    layer-by-layer run."""
 
-    def __init__(self, net, first):
-        self.net, self.first, self.last = net, first, first + 1
+    def __init__(self, net, first, split):
+        self.net, self.first = net, first
+        self.last = first + (2 if split else 1)
         self.relu = net.layers[first + 1]
+        self.split = net.layers[first + 2] if split else None
         self.bottom, self.top = net.bottom_vecs[first], net.top_vecs[first][0]
 
     def _flat(self, *arrays):
@@ -129,12 +136,15 @@ class SumReLU:
 
     def forward(self):
         net = self.net
-        for i in (self.first, self.last):
+        for i in (self.first, self.first + 1):
             net.layers[i].reshape(net.bottom_vecs[i], net.top_vecs[i])
         flat = self._flat(self.bottom[0].data, self.bottom[1].data, self.top.data)
         if flat is None:
             return False
         kernels.get().sum2_relu(*flat[:2], float(self.relu.negative_slope), flat[2])
+        if self.split is not None:
+            i = self.last
+            self.split.forward(net.bottom_vecs[i], net.top_vecs[i])
         return True
 
     def backward(self):
@@ -142,11 +152,21 @@ class SumReLU:
         if not all(net.layer_need_backward[self.first:self.last + 1]):
             return False
         down = net.bottom_need_backward[self.first]
-        flat = self._flat(self.top.data, self.top.diff, self.bottom[0].diff, self.bottom[1].diff)
+        k, slope = kernels.get(), float(self.relu.negative_slope)
+        diffs = (self.bottom[0].diff, self.bottom[1].diff)
+        if self.split is None:
+            flat = self._flat(self.top.data, self.top.diff, *diffs)
+            if flat is None:
+                return False
+            k.relu_grad_to2(*flat[:2], slope, *flat[2:], bool(down[0]), bool(down[1]))
+            return True
+        if not net.bottom_need_backward[self.last][0]:
+            return False
+        tops = net.top_vecs[self.last]
+        flat = self._flat(self.top.data, tops[0].diff, tops[1].diff, self.top.diff, *diffs)
         if flat is None:
             return False
-        kernels.get().relu_grad_to2(*flat[:2], float(self.relu.negative_slope), *flat[2:],
-                                    bool(down[0]), bool(down[1]))
+        k.relu_grad_sum2_to2(*flat[:3], slope, *flat[3:], bool(down[0]), bool(down[1]))
         return True
 
 
@@ -170,6 +190,15 @@ class Fusion:
         return len(self.by_first)
 
 
+def _split_of(net, i, blob):
+    """Whether layer i is a Split of ``blob`` into two tops of their own."""
+    return (i < len(net.layers) and type(net.layers[i]) is SplitLayer
+            and len(net.bottom_vecs[i]) == 1 and net.bottom_vecs[i][0] is blob
+            and len(net.top_vecs[i]) == 2 and all(t is not blob for t in net.top_vecs[i])
+            and net.top_vecs[i][0] is not net.top_vecs[i][1]
+            and not any(net.layers[i].loss_weights))
+
+
 def _sum_relu(net, i):
     """Whether layers i, i + 1 are a :class:`SumReLU` chain."""
     layer, bottom = net.layers[i], net.bottom_vecs[i]
@@ -186,8 +215,8 @@ def find(net):
     while i < len(net.layers):
         layer = net.layers[i]
         if _sum_relu(net, i):
-            chains.append(SumReLU(net, i))
-            i += 2
+            chains.append(SumReLU(net, i, _split_of(net, i + 2, net.top_vecs[i][0])))
+            i = chains[-1].last + 1
             continue
         if (type(layer) is BatchNormLayer and not layer.scale_bias
                 and len(net.bottom_vecs[i]) == 1 and len(net.top_vecs[i]) == 1

@@ -283,7 +283,7 @@ def test_batch_norm_training_and_scale_backward_numba_equal_numpy(in_place):
 @pytest.mark.parametrize("shape", [(2, 7, 5, 9), (1, 6, 30, 40)])   # the second: 3 blocks
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_lrn_across_channels_numba_equals_numpy(shape, dtype):
-    """The window sums run in numpy's order and the power is numpy's: bit for bit."""
+    """Both slide the window sums in Caffe's order and take numpy's power: bit for bit."""
     text = 'type: "LRN" lrn_param { local_size: 5 alpha: 0.5 beta: 0.75 k: 2 }'
     x = np.random.default_rng(5).standard_normal(shape) * 3
     fast = _forward_backward(text, x, dtype)

@@ -7,16 +7,45 @@ from .base import Layer, register_layer
 from .pooling import PoolGeometry, ave_pool, ave_pool_backward
 
 
-def _channel_window_sum(a, size):
-    """sum over the channel window [c - (size-1)/2, c + (size-1)/2] of a (N, C, ...), zero-padded."""
-    half = (size - 1) // 2
-    c = a.shape[1]
-    padded = np.zeros((a.shape[0], c + size - 1) + a.shape[2:], dtype=a.dtype)
-    padded[:, half:half + c] = a
-    out = padded[:, 0:c].copy()
-    for o in range(1, size):
-        out += padded[:, o:o + c]
-    return out
+def _across_scale(x, size, a_over_n, k):
+    """ACROSS_CHANNELS scale of x (N, C, ...) as Caffe's CPU layer sums it (the numba kernel
+    lrn_across_scale makes the same float32 operations): channel 0's = k + a_over_n x^2 of each
+    channel of its window in turn, channel c's = channel (c - 1)'s + a_over_n x^2 of the channel
+    entering the window - a_over_n x^2 of the one leaving it (channels outside the blob: zeros,
+    skipped)."""
+    c, pre = x.shape[1], (size - 1) // 2
+    sq = x * x
+    scale = np.empty_like(x)
+    scale[:, 0] = k
+    for cj in range(max(0, -pre), min(c, size - pre)):
+        scale[:, 0] += a_over_n * sq[:, cj]
+    for ci in range(1, c):
+        head, tail = ci + size - 1 - pre, ci - 1 - pre
+        scale[:, ci] = scale[:, ci - 1]
+        if head < c:
+            scale[:, ci] += a_over_n * sq[:, head]
+        if tail >= 0:
+            scale[:, ci] -= a_over_n * sq[:, tail]
+    return scale
+
+
+def _across_backward(x, y, dy, scale, powed, size, coef):
+    """dx = dy * powed - coef * (x * acc), acc the window's sum of dy * y / scale slid over the
+    channels in Caffe's order (as the numba kernel lrn_across_backward)."""
+    c, pre = x.shape[1], (size - 1) // 2
+    ratio = dy * y / scale
+    dx = dy * powed
+    acc = np.zeros_like(ratio[:, 0])
+    for cj in range(max(0, -pre), min(c, size - 1 - pre)):
+        acc += ratio[:, cj]
+    for ci in range(c):
+        head, tail = ci + size - 1 - pre, ci - pre
+        if head < c:
+            acc += ratio[:, head]
+        dx[:, ci] -= coef * (x[:, ci] * acc)
+        if tail >= 0:
+            acc -= ratio[:, tail]
+    return dx
 
 
 @register_layer("LRN")
@@ -24,7 +53,9 @@ class LRNLayer(Layer):
     """Local response normalisation, y = x * scale^-beta.
 
     ACROSS_CHANNELS: scale = k + alpha / n * sum of x^2 over the n channels centred on c
-    (zero outside the blob). Backward:
+    (zero outside the blob), the sum slid over the channels as Caffe's CPU layer does (channel
+    c's from channel c - 1's: + the entering channel's term, - the leaving one's; so too the
+    backward's window sum). Backward:
     dx = dy * scale^-beta - (2 alpha beta / n) * x * sum_window(dy * y / scale).
     WITHIN_CHANNEL (as Caffe builds it from Power/Pooling/Eltwise): scale = 1 + alpha *
     AVE-pool(x^2) over an n x n window, stride 1, pad (n - 1) / 2, padding counting as zeros
@@ -70,15 +101,13 @@ class LRNLayer(Layer):
             n, c = x.shape[:2]
             self.scale = self._buffer("_scale_buf", x)
             self.powed = self._buffer("_powed_buf", x)
-            k.lrn_across_scale(x.reshape(n, c, -1), self.size, dt(self.alpha / self.size),
+            k.lrn_across_scale(x.reshape(n, c, -1), self.size, dt(self.alpha) / dt(self.size),
                                dt(self.k), self.scale.reshape(n, c, -1))
             np.power(self.scale, dt(-self.beta), out=self.powed)     # numpy's SIMD power
             np.multiply(x, self.powed, out=top[0].data)
             return
         if self.across:
-            self.scale = _channel_window_sum(x * x, self.size)
-            self.scale *= dt(self.alpha / self.size)
-            self.scale += dt(self.k)
+            self.scale = _across_scale(x, self.size, dt(self.alpha) / dt(self.size), dt(self.k))
         else:
             self.scale = ave_pool(x * x, self.geom)
             self.scale *= dt(self.alpha)
@@ -97,9 +126,10 @@ class LRNLayer(Layer):
             k.lrn_across_backward(*v, self.size, dt(2 * self.alpha * self.beta / self.size),
                                   bottom[0].diff.reshape(n, c, -1))
             return
-        ratio = dy * y / self.scale
+        powed = np.power(self.scale, dt(-self.beta))
         if self.across:
-            acc = _channel_window_sum(ratio, self.size) * dt(2 * self.alpha * self.beta / self.size)
-        else:
-            acc = ave_pool_backward(ratio, self.geom) * dt(2 * self.alpha * self.beta)
-        bottom[0].diff[...] = dy * np.power(self.scale, dt(-self.beta)) - x * acc
+            bottom[0].diff[...] = _across_backward(
+                x, y, dy, self.scale, powed, self.size, dt(2 * self.alpha * self.beta / self.size))
+            return
+        acc = ave_pool_backward(dy * y / self.scale, self.geom) * dt(2 * self.alpha * self.beta)
+        bottom[0].diff[...] = dy * powed - x * acc

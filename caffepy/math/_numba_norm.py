@@ -115,46 +115,70 @@ def _lrn_block(t, nb, s):
     return t // nb, lo, min(s, lo + _LRN_BLOCK)
 
 
-@njit(parallel=True, cache=True, nogil=True, fastmath=False)    # numpy's order of float32 ops
+@njit(parallel=True, cache=True, nogil=True, fastmath=False)    # Caffe's order of float32 ops
 def lrn_across_scale(x, size, a_over_n, k, scale):
-    """LRN ACROSS_CHANNELS on x (N, C, S): scale = k + a_over_n * (the window's x^2 summed from
-    its first channel to its last, channels outside the blob skipped)."""
+    """LRN ACROSS_CHANNELS on x (N, C, S), as Caffe's CPU layer sums its window: channel 0's
+    scale = k, then + a_over_n x^2 of each channel of its window in turn; channel c's = channel
+    (c - 1)'s + a_over_n x^2 of the channel entering the window - a_over_n x^2 of the one leaving
+    it. Channels outside the blob are zeros there (adding them changes nothing: skipped)."""
     n, c, s = x.shape
-    half = (size - 1) // 2
+    pre = (size - 1) // 2
     nb = (s + _LRN_BLOCK - 1) // _LRN_BLOCK
     for t in prange(n * nb):
         b, lo, hi = _lrn_block(t, nb, s)
-        acc = np.empty(hi - lo, x.dtype)
-        for ci in range(c):
-            acc[:] = 0
-            for cj in range(max(0, ci - half), min(c, ci - half + size)):
-                for q in range(lo, hi):
-                    v = x[b, cj, q]
-                    acc[q - lo] += v * v
+        for q in range(lo, hi):
+            scale[b, 0, q] = k
+        for cj in range(max(0, -pre), min(c, size - pre)):
             for q in range(lo, hi):
-                sc = acc[q - lo] * a_over_n
-                scale[b, ci, q] = sc + k
+                v = x[b, cj, q]
+                scale[b, 0, q] = a_over_n * (v * v) + scale[b, 0, q]
+        for ci in range(1, c):
+            head, tail = ci + size - 1 - pre, ci - 1 - pre
+            if head < c and tail >= 0:
+                for q in range(lo, hi):
+                    v, u = x[b, head, q], x[b, tail, q]
+                    sc = a_over_n * (v * v) + scale[b, ci - 1, q]
+                    scale[b, ci, q] = sc - a_over_n * (u * u)
+            elif head < c:
+                for q in range(lo, hi):
+                    v = x[b, head, q]
+                    scale[b, ci, q] = a_over_n * (v * v) + scale[b, ci - 1, q]
+            elif tail >= 0:
+                for q in range(lo, hi):
+                    u = x[b, tail, q]
+                    scale[b, ci, q] = scale[b, ci - 1, q] - a_over_n * (u * u)
+            else:
+                for q in range(lo, hi):
+                    scale[b, ci, q] = scale[b, ci - 1, q]
 
 
 @njit(parallel=True, cache=True, nogil=True, fastmath=False)
 def lrn_across_backward(x, y, dy, scale, powed, size, coef, dx):
-    """dx = dy * powed - x * (coef * the window's sum of dy * y / scale), coef = 2 alpha beta / n,
-    powed = scale^-beta (the forward's), in numpy's order of float32 operations."""
+    """dx = dy * powed - coef * (x * acc), coef = 2 alpha beta / n, powed = scale^-beta (the
+    forward's), acc = the window's sum of dy * y / scale, slid over the channels as Caffe's CPU
+    layer does (the first window's channels added in turn, then per channel the entering one
+    added and, after dx, the leaving one subtracted), in its order of float32 operations."""
     n, c, s = x.shape
-    half = (size - 1) // 2
+    pre = (size - 1) // 2
     nb = (s + _LRN_BLOCK - 1) // _LRN_BLOCK
     for t in prange(n * nb):
         b, lo, hi = _lrn_block(t, nb, s)
-        ratio = np.empty((c, hi - lo), x.dtype)
+        m = hi - lo
+        ratio = np.empty((c, m), x.dtype)
         for ci in range(c):
             for q in range(lo, hi):
                 ratio[ci, q - lo] = dy[b, ci, q] * y[b, ci, q] / scale[b, ci, q]
-        acc = np.empty(hi - lo, x.dtype)
+        acc = np.zeros(m, x.dtype)
+        for cj in range(max(0, -pre), min(c, size - 1 - pre)):
+            for q in range(m):
+                acc[q] = ratio[cj, q] + acc[q]
         for ci in range(c):
-            acc[:] = 0
-            for cj in range(max(0, ci - half), min(c, ci - half + size)):
-                for q in range(hi - lo):
-                    acc[q] += ratio[cj, q]
-            for q in range(lo, hi):
-                a = acc[q - lo] * coef
-                dx[b, ci, q] = dy[b, ci, q] * powed[b, ci, q] - x[b, ci, q] * a
+            head, tail = ci + size - 1 - pre, ci - pre
+            # one pass per channel: the entering channel added, dx, the leaving one subtracted
+            hd, tl = min(head, c - 1), max(tail, 0)
+            add, sub = head < c, tail >= 0
+            for q in range(m):
+                a = ratio[hd, q] + acc[q] if add else acc[q]
+                g = x[b, ci, lo + q] * a
+                dx[b, ci, lo + q] = dy[b, ci, lo + q] * powed[b, ci, lo + q] - coef * g
+                acc[q] = a - ratio[tl, q] if sub else a

@@ -29,7 +29,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from caffepy.proto import caffe_pb2
+from caffepy.proto import caffe_pb2, is_repeated
 
 
 def _pair(p, name, h_name, w_name, default):
@@ -37,7 +37,7 @@ def _pair(p, name, h_name, w_name, default):
     if p.HasField(h_name) or p.HasField(w_name):
         return getattr(p, h_name), getattr(p, w_name)
     field = p.DESCRIPTOR.fields_by_name[name]
-    if field.label != field.LABEL_REPEATED:
+    if not is_repeated(field):
         return (getattr(p, name),) * 2 if p.HasField(name) else (default, default)
     vals = list(getattr(p, name))
     if len(vals) > 2:

@@ -13,8 +13,10 @@ Usage::
 
     python tools/gen_caffe_proto.py [--schema PATH] [--no-compile] [--out-dir DIR]
 
-Compilation uses grpcio-tools 1.62.x (protoc 25.1), whose output has no runtime version check and
-therefore imports under every protobuf the project supports (>=4.21,<8).
+Compilation into the repository needs grpcio-tools 1.62.x (protoc 25.1), whose output has no runtime
+version check and therefore imports under every protobuf the project supports (>=4.21,<8); it pins
+protobuf 4, so it lives in a venv of its own. With ``--out-dir`` any grpcio-tools compiles (the
+staleness test compares the embedded descriptors, not the Python around them).
 """
 import argparse
 import json
@@ -292,6 +294,8 @@ def main(argv=None):
     ap.add_argument("--harvest", default=HARVEST,
                     help="harvested fork schemas to declare ('' for none; default %(default)s)")
     args = ap.parse_args(argv)
+    if not args.no_compile:
+        _check_protoc(args.out_dir)
     with open(args.schema) as f:
         schema = json.load(f)
     additions = load_additions()
@@ -312,6 +316,20 @@ def main(argv=None):
                out_proto]
         subprocess.check_call(cmd)
     print("wrote", out_proto)
+
+
+def _check_protoc(out_dir):
+    """The committed caffe_pb2.py must come from grpcio-tools 1.62.x (no runtime version check)."""
+    from importlib import metadata
+    try:
+        version = metadata.version("grpcio-tools")
+    except metadata.PackageNotFoundError:
+        sys.exit("gen_caffe_proto: compiling needs grpcio-tools: pip install 'grpcio-tools==1.62.*'")
+    if out_dir is None and not version.startswith("1.62."):
+        sys.exit("gen_caffe_proto: grpcio-tools %s writes a caffe_pb2.py that checks the protobuf "
+                 "runtime's version; the committed one comes from 1.62.x: in a separate venv, "
+                 "pip install 'grpcio-tools==1.62.*' (or pass --out-dir to compile elsewhere)"
+                 % version)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,8 @@ import tempfile
 
 import numpy as np
 
+from caffepy.proto import is_repeated
+
 try:
     from . import harness
 except ImportError:             # imported as a top-level module (tools/fuzz.py, pytest rootdir)
@@ -205,7 +207,7 @@ def _fields(msg, out, depth=0):
     for fd, value in present:
         out.append((msg, fd))
         if fd.message_type is not None:
-            items = value if fd.label == fd.LABEL_REPEATED else [value]
+            items = value if is_repeated(fd) else [value]
             for item in list(items)[:8]:
                 _fields(item, out, depth + 1)
 
@@ -222,7 +224,7 @@ def mutate_message(src, msg):
         op = src.int(0, 3)
         try:
             if fd.message_type is not None:
-                if fd.label == fd.LABEL_REPEATED:
+                if is_repeated(fd):
                     items = getattr(owner, fd.name)
                     if op == 0 or not len(items):
                         items.add()
@@ -235,7 +237,7 @@ def mutate_message(src, msg):
                     owner.ClearField(fd.name)
                 continue
             value = _value(src, fd)
-            if fd.label == fd.LABEL_REPEATED:
+            if is_repeated(fd):
                 items = getattr(owner, fd.name)
                 if op == 0 and len(items):
                     del items[src.int(0, len(items) - 1):]

@@ -5,7 +5,7 @@ import pytest
 
 from caffepy.errors import NetError, ProtoError, ShapeError
 from caffepy.forks.video.nd import NdConvolutionLayer, NdPoolingLayer, PoolingNdLayer
-from caffepy.proto import caffe_pb2, io as proto_io
+from caffepy.proto import caffe_pb2, field_label, io as proto_io
 from caffepy.testing import check_layer_gradient, make_blobs, make_layer, run_layer
 
 from ..nets import forward, train_step
@@ -42,9 +42,9 @@ layer { name: "d" type: "Convolution" convolution_param { kernel_size: [3, 3, 3]
 def test_bvlc_pooling_fields_keep_their_schema():
     fields = caffe_pb2.PoolingParameter.DESCRIPTOR.fields_by_name
     for name, number in (("kernel_size", 2), ("stride", 3), ("pad", 4)):
-        assert fields[name].number == number and fields[name].label == fields[name].LABEL_OPTIONAL
+        assert fields[name].number == number and field_label(fields[name]) == "optional"
     for name, number in (("kernel_size_nd", 10600), ("stride_nd", 10601), ("pad_nd", 10602)):
-        assert fields[name].number == number and fields[name].label == fields[name].LABEL_REPEATED
+        assert fields[name].number == number and field_label(fields[name]) == "repeated"
 
 
 def test_later_errors_keep_their_line_and_other_duplicates_stay_errors():

@@ -84,5 +84,5 @@ def test_helpers_answer_on_this_protobuf():
     fields = caffe_pb2.NetParameter.DESCRIPTOR.fields_by_name
     assert is_repeated(fields["layer"]) and field_label(fields["layer"]) == "repeated"
     assert not is_repeated(fields["name"]) and field_label(fields["name"]) == "optional"
-    if pytest.importorskip("google.protobuf").__version__.split(".")[0] >= "7":
+    if int(pytest.importorskip("google.protobuf").__version__.split(".")[0]) >= 7:
         assert not hasattr(fields["layer"], "label")

@@ -9,7 +9,9 @@
 #            one, else built from its sdist (16 cores) and the wheel copied to $OUT, to be
 #            carried next time
 #   tests    the GPU tests: every GPU layer forward/backward against the CPU (float32, float64),
-#            on-GPU gradient checks, cuBLAS, kernel cache, Philox, fused solver updates
+#            on-GPU gradient checks, cuBLAS, the kernel cache (one family compiled once from 8
+#            threads, tests/gpu/test_device_cache.py), Philox, fused solver updates; the -n 6
+#            processes share caffepy's cubin cache (CAFFEPY_KERNEL_CACHE, fresh per run)
 #   lenet    LeNet on MNIST in GPU mode (Caffe's solver: 10,000 iterations, tested every 2,500)
 #            and its last test accuracy (>= 99%?)
 #   time     (when named in STAGES) per-layer forward / backward times of GoogLeNet and ResNet-50
@@ -63,8 +65,9 @@ install() {
 
 gpu_tests() {
   mkdir -p /tmp/shared/datasets && ln -sfn "$PWD/.gpu/mnist" /tmp/shared/datasets/mnist
-  CAFFEPY_SHARED=/tmp/shared python3 -m pytest -q -p no:cacheprovider --timeout=120 -n 6 -rfE \
-    --tb=short -m "gpu" tests/gpu tests/layers tests/solvers tests/dist/test_gpu_workers.py
+  CAFFEPY_SHARED=/tmp/shared CAFFEPY_KERNEL_CACHE=$(mktemp -d) \
+    python3 -m pytest -q -p no:cacheprovider --timeout=120 -n 6 -rfE --tb=short \
+    -m "gpu" tests/gpu tests/layers tests/solvers tests/dist/test_gpu_workers.py
 }
 
 lenet() {

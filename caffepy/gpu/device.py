@@ -8,6 +8,12 @@ cuBLAS, copies) is queued on one stream; ``download`` waits for it, nothing else
 
 The same interface is what the blob mirrors (``alloc`` / ``upload`` / ``download``) and the GPU
 layers (``empty`` / ``zeros`` / ``fill`` / ``copy`` / ``kernels`` / ``blas``) use.
+
+Worker threads share one device, so everything made on first use is made once, under a lock: the
+device itself (``caffepy.gpu.activate``), with its cuBLAS handle; the cuDNN handle; each kernel
+family's module per dtype (:class:`~.kernels.KernelCache`), its cubin compiled by nvcc once
+across threads and processes into caffepy's cache directory (:class:`~.compile_cache.CubinCompiler`,
+``$CAFFEPY_KERNEL_CACHE``).
 """
 import atexit
 import struct
@@ -16,11 +22,11 @@ import threading
 import numpy as np
 
 from . import import_pycuda, unavailable
+from .compile_cache import CubinCompiler, OnceMap
 from .cublas import Cublas, CublasNotFound
-from .kernels import KernelCache, Kernels
+from .kernels import KernelCache
 
 _local = threading.local()
-_UNSET = object()
 
 
 class Device(object):
@@ -38,10 +44,8 @@ class Device(object):
         self._owner = threading.get_ident()
         atexit.register(self._close)
         from pycuda import gpuarray
-        from pycuda.compiler import SourceModule
         from pycuda.tools import DeviceMemoryPool
         self._gpuarray = gpuarray
-        self._source_module = SourceModule
         self.stream = drv.Stream()
         self.pool = DeviceMemoryPool()
         block = self.pool.allocate(256)
@@ -50,11 +54,11 @@ class Device(object):
             self.blas = Cublas(self.stream.handle)
         except CublasNotFound as e:
             raise unavailable(str(e))
-        self.cache = KernelCache(self._compile)
         self.arch = "sm_%d%d" % self.cu_device.compute_capability()
-        self._cudnn = _UNSET
+        self.compiler = CubinCompiler(self.arch)
+        self.cache = KernelCache(self.compiler)
+        self._handles = OnceMap()         # "cudnn": made once, however many threads ask
         self._kernels = {}
-        self._fill = {}
 
     # -- context -------------------------------------------------------------------------------
     def make_current(self):
@@ -76,16 +80,19 @@ class Device(object):
     @property
     def cudnn(self):
         """The cuDNN handle on this device's stream (:class:`caffepy.gpu.cudnn.Cudnn`), or None
-        where cuDNN does not load (said once, as a warning: convolutions then use im2col)."""
-        if self._cudnn is _UNSET:
-            from .cudnn import Cudnn, CudnnNotFound
-            try:
-                self._cudnn = Cudnn(self.stream.handle, self.empty, tf32=self.blas.tf32)
-            except CudnnNotFound as e:
-                import logging
-                logging.getLogger("caffepy").warning("%s; convolutions use im2col + cuBLAS", e)
-                self._cudnn = None
-        return self._cudnn
+        where cuDNN does not load (said once, as a warning: convolutions then use im2col). Made
+        once per device under a lock: threads asking at once share one handle."""
+        return self._handles.get_or_create("cudnn", self._make_cudnn)
+
+    def _make_cudnn(self):
+        from .cudnn import Cudnn, CudnnNotFound
+        self.make_current()
+        try:
+            return Cudnn(self.stream.handle, self.empty, tf32=self.blas.tf32)
+        except CudnnNotFound as e:
+            import logging
+            logging.getLogger("caffepy").warning("%s; convolutions use im2col + cuBLAS", e)
+            return None
 
     def _close(self):
         # The pool keeps its blocks (and its hold on the context) until the process ends: device
@@ -94,8 +101,9 @@ class Device(object):
         # empty pool came after the context was popped.
         try:
             self.synchronize()
-            if self._cudnn not in (None, _UNSET):
-                self._cudnn.close()
+            cud = self._handles.get("cudnn")
+            if cud is not None:
+                cud.close()
             self.blas.close()
             self.context.pop()
         except Exception:  # noqa: BLE001  (interpreter shutdown: the driver may be gone already)
@@ -155,10 +163,6 @@ class Device(object):
         return dev
 
     # -- kernels -------------------------------------------------------------------------------
-    def _compile(self, text):
-        return self._source_module(text, no_extern_c=True, arch=self.arch,
-                                   options=["-std=c++14"])
-
     @staticmethod
     def _get_function(module, name, codes):
         f = module.get_function(name)
@@ -173,15 +177,11 @@ class Device(object):
         fn._launch_kernel(grid, block, packer.pack(*args), 0, self.stream)
 
     def kernels(self, name, dtype):
-        """The kernels of family ``name`` compiled for ``dtype`` (once per context)."""
+        """The kernels of family ``name`` compiled for ``dtype`` (once per context, however many
+        threads ask: the cache makes one object per key; this dict only remembers it by the
+        caller's spelling of the dtype)."""
         k = self._kernels.get((name, dtype))     # as the caller names the dtype: no normalising
-        if k is not None:
-            return k
-        key = (name, np.dtype(dtype).name)
-        k = self._kernels.get(key)
         if k is None:
-            module = self.cache.module(self.device_id, name, dtype)
-            k = Kernels(name, dtype, module, self._get_function, self._launch)
-            self._kernels[key] = k
-        self._kernels[(name, dtype)] = k
+            k = self.cache.kernels(self.device_id, name, dtype, self._get_function, self._launch)
+            self._kernels[(name, dtype)] = k
         return k

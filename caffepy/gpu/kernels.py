@@ -9,17 +9,20 @@ once against the type ``Dtype``. The translation unit of (family, dtype) is::
 
 so the float and double kernels come from the same text and the double path never names
 ``float``. Kernels are compiled once per (context, family, dtype) by :class:`KernelCache`, never
-inside ``forward``. Launches are 1-d: ``n`` work items, ``THREADS`` threads per block, at most
-``MAX_BLOCKS`` blocks (grid-stride loops cover the rest). Kernel signatures are parsed from the
-source (``Dtype*`` -> pointer, ``Dtype`` -> the dtype, ``int`` ...), so the Python side never
-repeats them.
+inside ``forward``, however many threads ask at once (the binaries are cached on disk by
+:mod:`.compile_cache`, safely across threads and processes). Launches are 1-d: ``n`` work items,
+``THREADS`` threads per block, at most ``MAX_BLOCKS`` blocks (grid-stride loops cover the rest).
+Kernel signatures are parsed from the source (``Dtype*`` -> pointer, ``Dtype`` -> the dtype,
+``int`` ...), so the Python side never repeats them.
 """
 import importlib
 import re
+import threading
 
 import numpy as np
 
 from ..errors import CaffeError
+from .compile_cache import OnceMap
 
 THREADS = 512
 MAX_BLOCKS = 65535
@@ -155,11 +158,18 @@ def device_pointer(a):
 
 # -- cache -------------------------------------------------------------------------------------
 class KernelCache(object):
-    """Compiled modules keyed by (context key, family, dtype); ``compile_fn(text)`` on a miss."""
+    """Compiled modules keyed by (context key, family, dtype); ``compile_fn(text)`` on a miss.
+
+    Safe from many threads: each key is compiled once (:class:`~.compile_cache.OnceMap`: the
+    others wait for that module), and an entry is visible only once complete. :meth:`kernels`
+    likewise makes one :class:`Kernels` per key.
+    """
 
     def __init__(self, compile_fn):
         self.compile_fn = compile_fn
-        self._modules = {}
+        self._modules = OnceMap()
+        self._kernels = OnceMap()
+        self._count = threading.Lock()
         self.compiles = 0
 
     @staticmethod
@@ -170,15 +180,28 @@ class KernelCache(object):
         key = self.key(context_key, name, dtype)
         mod = self._modules.get(key)
         if mod is None:
-            if name not in SOURCES:
-                load_all_sources()
-            if name not in SOURCES:
-                raise CaffeError("no kernel source named '%s' (known: %s)"
-                                 % (name, ", ".join(sorted(SOURCES))))
-            mod = self.compile_fn(translation_unit(name, dtype))
-            self.compiles += 1
-            self._modules[key] = mod
+            mod = self._modules.get_or_create(key, lambda: self._compile(name, dtype))
         return mod
+
+    def _compile(self, name, dtype):
+        if name not in SOURCES:
+            load_all_sources()
+        if name not in SOURCES:
+            raise CaffeError("no kernel source named '%s' (known: %s)"
+                             % (name, ", ".join(sorted(SOURCES))))
+        mod = self.compile_fn(translation_unit(name, dtype))
+        with self._count:
+            self.compiles += 1
+        return mod
+
+    def kernels(self, context_key, name, dtype, get_function, launch):
+        """The :class:`Kernels` of (context, family, dtype), made once (a device's ``kernels``)."""
+        key = self.key(context_key, name, dtype)
+        k = self._kernels.get(key)
+        if k is None:
+            k = self._kernels.get_or_create(key, lambda: Kernels(
+                name, dtype, self.module(context_key, name, dtype), get_function, launch))
+        return k
 
 
 class Kernels(object):

@@ -5,6 +5,8 @@
   ``blockDim`` / ``gridDim`` = 1, ``__umulhi``, ``atomicAdd``) into a shared library and called
   through ctypes. With one thread in one block, every grid-stride loop runs all its items in
   order, so the kernels' arithmetic and indexing are checked; races between threads are not.
+  The libraries are cached by content in ``<tmp>/caffepy-emu-kernels``, each built once however
+  many threads and processes ask at once (:func:`build_library`).
 * cuBLAS: :class:`ColumnMajorBlas` is a numpy implementation of the column-major BLAS calls
   (with cuBLAS's argument checks), driven by caffepy's own row-major mapping in
   ``caffepy.gpu.cublas.Blas``, so the operand swap and leading dimensions are exercised too.
@@ -14,7 +16,6 @@
 ``caffepy.gpu.install(EmulatedDevice())``.
 """
 import ctypes
-import hashlib
 import os
 import shutil
 import subprocess
@@ -23,8 +24,8 @@ import tempfile
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from caffepy.gpu import cublas
-from caffepy.gpu.kernels import KernelCache, Kernels
+from caffepy.gpu import compile_cache, cublas
+from caffepy.gpu.kernels import KernelCache
 
 SHIM = r"""
 #include <math.h>
@@ -56,24 +57,39 @@ def compiler():
     return shutil.which(os.environ.get("CXX", "g++")) or shutil.which("c++")
 
 
-def build_library(text, cache_dir=None):
-    """Compile a translation unit (with the shim) into a shared library; cached by content."""
-    cache_dir = cache_dir or os.path.join(tempfile.gettempdir(), "caffepy-emu-kernels")
-    os.makedirs(cache_dir, exist_ok=True)
-    full = SHIM + text
-    digest = hashlib.sha1(full.encode()).hexdigest()[:16]
-    path = os.path.join(cache_dir, "k%s.so" % digest)
-    if not os.path.exists(path):
-        src = path[:-3] + ".cpp"
+def compile_cxx(source, out):
+    """One host compiler run: ``source`` (text) into the shared library ``out``. The source goes
+    to ``out + ".cpp"`` (``out`` is a temporary name of the caller's own, so this one is too)."""
+    src = out + ".cpp"
+    try:
         with open(src, "w") as f:
-            f.write(full)
-        tmp = path + ".%d.tmp" % os.getpid()
-        r = subprocess.run([compiler(), "-O1", "-shared", "-fPIC", "-std=c++14", "-w", "-o", tmp,
+            f.write(source)
+        r = subprocess.run([compiler(), "-O1", "-shared", "-fPIC", "-std=c++14", "-w", "-o", out,
                             src], capture_output=True, text=True)
-        if r.returncode:
-            raise RuntimeError("host build of kernels failed:\n%s" % r.stderr[-4000:])
-        os.replace(tmp, path)
-    return ctypes.CDLL(path)
+    finally:
+        if os.path.exists(src):
+            os.unlink(src)
+    if r.returncode:
+        raise RuntimeError("host build of kernels failed:\n%s" % r.stderr[-4000:])
+
+
+def default_cache_dir():
+    return os.path.join(tempfile.gettempdir(), "caffepy-emu-kernels")
+
+
+def build_library(text, cache_dir=None):
+    """Compile a translation unit (with the shim) into a shared library and load it; cached by
+    content in ``cache_dir`` (default: ``<tmp>/caffepy-emu-kernels``).
+
+    Built once however many threads and processes ask at once, into a temporary file renamed
+    into place, so a library is loaded only when complete; a cached library shorter than its
+    ELF headers say (truncated) or that does not load is rebuilt once
+    (``caffepy.gpu.compile_cache.cached``).
+    """
+    full = SHIM + text
+    path = os.path.join(cache_dir or default_cache_dir(), "k%s.so" % compile_cache.digest(full))
+    return compile_cache.cached(path, lambda tmp: compile_cxx(full, tmp), ctypes.CDLL,
+                                what="emulated kernel library", check=compile_cache.elf_complete)
 
 
 class ColumnMajorBlas(cublas.Blas):
@@ -188,13 +204,7 @@ class EmulatedDevice(object):
 
     def kernels(self, name, dtype):
         k = self._kernels.get((name, dtype))     # as the caller names the dtype: no normalising
-        if k is not None:
-            return k
-        key = (name, np.dtype(dtype).name)
-        k = self._kernels.get(key)
         if k is None:
-            module = self.cache.module("emu", name, dtype)
-            k = Kernels(name, dtype, module, self._get_function, self._launch)
-            self._kernels[key] = k
-        self._kernels[(name, dtype)] = k
+            k = self.cache.kernels("emu", name, dtype, self._get_function, self._launch)
+            self._kernels[(name, dtype)] = k
         return k

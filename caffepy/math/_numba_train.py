@@ -36,6 +36,22 @@ def image_to_rows(dy, bsum, out):
 
 
 @njit(**_opts)
+def bias_sum(dy, bsum):
+    """bsum[m] += sum of dy[:, m] for dy (N, M, P), summed in float64 in image_to_rows's order
+    (blocks of 16 positions, each over every image), so both give the same bias gradient."""
+    n, m, p = dy.shape
+    for mi in prange(m):
+        s = 0.0
+        for q0 in range(0, p, 16):
+            q1 = min(q0 + 16, p)
+            for b in range(n):
+                src = dy[b, mi]
+                for q in range(q0, q1):
+                    s += src[q]
+        bsum[mi] += s
+
+
+@njit(**_opts)
 def rows_to_image(a, bias, slope, relu, out):
     """a (M, P * N) -> out (N, M, P) [+ bias[m]] [then leaky ReLU with ``slope`` if relu]: each
     image's row written in one contiguous run (the strided reads stay in the cache)."""

@@ -37,18 +37,21 @@ def image_to_rows(dy, bsum, out):
 
 @njit(**_opts)
 def bias_sum(dy, bsum):
-    """bsum[m] += sum of dy[:, m] for dy (N, M, P), summed in float64 in image_to_rows's order
-    (blocks of 16 positions, each over every image), so both give the same bias gradient."""
+    """bsum[m] += sum of dy[:, m] for dy (N, M, P), summed in float64: eight running sums per
+    channel (position q into sum q % 8, vectorised), then added together. Every convolution path
+    sums its bias gradient here (numba on), so all give the same result."""
     n, m, p = dy.shape
+    body = p - p % 8
     for mi in prange(m):
-        s = 0.0
-        for q0 in range(0, p, 16):
-            q1 = min(q0 + 16, p)
-            for b in range(n):
-                src = dy[b, mi]
-                for q in range(q0, q1):
-                    s += src[q]
-        bsum[mi] += s
+        acc = np.zeros(8)
+        for b in range(n):
+            src = dy[b, mi]
+            for q0 in range(0, body, 8):
+                for lane in range(8):
+                    acc[lane] += src[q0 + lane]
+            for q in range(body, p):
+                acc[q - body] += src[q]
+        bsum[mi] += ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))
 
 
 @njit(**_opts)

@@ -171,8 +171,26 @@ class _ConvolutionBase(Layer):
             y += self.blobs[1].data.reshape((1, -1) + (1,) * (y.ndim - 2))
 
     def _bias_grad(self, dy):
-        if self.bias_term and self.param_propagate_down[1]:
-            self.blobs[1].diff += dy.reshape(dy.shape[0], dy.shape[1], -1).sum(axis=(0, 2))
+        """db += the sum of dy (N, M, ...) over images and positions, where the bias is trained
+        (``param_propagate_down[1]``: Caffe's Net sets it for lr_mult > 0 or force_backward).
+
+        Every path (GEMM, oneDNN, depthwise, Deconvolution) sums here, in float64 (numba's
+        bias_sum, or numpy's), rounded once when added to the diff.
+        A float32 sum drifts from the exact one by about eps * sum |dy|, which is the whole
+        result where dy's terms cancel (a convolution feeding a BatchNorm on batch statistics,
+        whose bias is then conventionally frozen with lr_mult 0 but still summed under
+        force_backward); the float64 sum is at most half a float32 ulp from exact, never
+        farther than Caffe's float32 GEMV against a ones vector."""
+        if not (self.bias_term and self.param_propagate_down[1]):
+            return
+        dy = dy.reshape(dy.shape[0], dy.shape[1], -1)
+        k = kernels.get()
+        if k is not None and dy.flags.c_contiguous:
+            bsum = np.zeros(dy.shape[1])
+            k.bias_sum(dy, bsum)
+        else:
+            bsum = dy.sum(axis=(0, 2), dtype=np.float64)
+        self.blobs[1].diff += bsum
 
 
 @register_layer("Convolution")
@@ -296,18 +314,15 @@ class ConvolutionLayer(_ConvolutionBase):
 
     def _dy_rows(self, dy):
         """dy (N, M, P) -> (M, P * N), the column order of the forward GEMM; adds the bias
-        gradient. With numba and more than one thread one parallel pass does both; on one thread
-        numpy's cache-blocked copy and sum (numba's loop took 0.9-1.7x their time there)."""
+        gradient (_bias_grad, the same sum as every path). The copy: with numba and more than one
+        thread its parallel pass, on one thread numpy's cache-blocked copy (numba's loop took
+        0.9-1.7x its time there)."""
         out = self._scratch("rows", (dy.shape[1], dy.shape[2] * self.outer))
+        self._bias_grad(dy)
         k = kernels.get()
         if k is not None and kernels.threads() > 1 and dy.flags.c_contiguous:
-            want = self.bias_term and self.param_propagate_down[1]
-            bsum = np.zeros(self.num_output if want else 0)
-            k.image_to_rows(dy, bsum, out)
-            if want:
-                self.blobs[1].diff += bsum
+            k.image_to_rows(dy, np.empty(0), out)
             return out
-        self._bias_grad(dy)
         cpu.transpose_into(dy.reshape(self.outer, -1), out.reshape(-1, self.outer))
         return out
 

@@ -109,12 +109,12 @@ def backward(layer, top, propagate_down, bottom):
     scratch = _scratch_fn(layer)
     w = layer.blobs[0].data
     for x, y, down in zip(bottom, top, propagate_down):
-        # The bias gradient is summed by caffepy (numpy's pairwise sum over each map, as the
-        # GEMM path does), never by oneDNN: its diff_bias adds a large map in float32 one value
-        # after another and drifts from Caffe's (1.5e-3 relative on a 112 x 112 face-net map).
+        # The bias gradient is summed by caffepy in float64, as on every path (_bias_grad), never
+        # by oneDNN: its diff_bias adds a large map in float32 one value after another and
+        # drifts from the exact sum (1.5e-3 relative on a 112 x 112 face-net map), and a
+        # float32 sum of any order is far from it where the map's values cancel.
         if want_b:
             layer._bias_grad(y.diff.reshape(layer.outer, layer.num_output, -1))
-        db = layer._scratch("dnnl_db_plain", (layer.num_output,)) if want_w else None   # unused
-        p.backward(x.data, w, y.diff, layer.blobs[0].diff if want_w else None, db,
+        p.backward(x.data, w, y.diff, layer.blobs[0].diff if want_w else None,
                    x.diff if down else None, scratch)
     return True

@@ -10,7 +10,7 @@ from ._numba_fused import (bn_scale_relu_train, bn_scale_relu_train_backward,  #
 from ._numba_norm import (batch_norm_train, batch_norm_train_backward,  # noqa: F401
                           channel_affine_keep, lrn_across_backward, lrn_across_scale,
                           scale_backward)
-from ._numba_train import (ave_pool, col2im_last, im2col_last,  # noqa: F401
+from ._numba_train import (ave_pool, bias_sum, col2im_last, im2col_last,  # noqa: F401
                            image_to_rows, max_pool, max_pool_2x2, max_pool_2x2_backward,
                            max_pool_3x3_s1, max_pool_3x3_s2,
                            pad_last, rows_to_image)

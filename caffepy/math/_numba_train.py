@@ -36,6 +36,25 @@ def image_to_rows(dy, bsum, out):
 
 
 @njit(**_opts)
+def bias_sum(dy, bsum):
+    """bsum[m] += sum of dy[:, m] for dy (N, M, P), summed in float64: eight running sums per
+    channel (position q into sum q % 8, vectorised), then added together. Every convolution path
+    sums its bias gradient here (numba on), so all give the same result."""
+    n, m, p = dy.shape
+    body = p - p % 8
+    for mi in prange(m):
+        acc = np.zeros(8)
+        for b in range(n):
+            src = dy[b, mi]
+            for q0 in range(0, body, 8):
+                for lane in range(8):
+                    acc[lane] += src[q0 + lane]
+            for q in range(body, p):
+                acc[q - body] += src[q]
+        bsum[mi] += ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))
+
+
+@njit(**_opts)
 def rows_to_image(a, bias, slope, relu, out):
     """a (M, P * N) -> out (N, M, P) [+ bias[m]] [then leaky ReLU with ``slope`` if relu]: each
     image's row written in one contiguous run (the strided reads stay in the cache)."""

@@ -3,7 +3,7 @@
 layouts and the blocked formats the primitives choose)."""
 import numpy as np
 
-from .onednn import (ARG_BIAS, ARG_DIFF_BIAS, ARG_DIFF_DST, ARG_DIFF_SRC, ARG_DIFF_WEIGHTS,
+from .onednn import (ARG_BIAS, ARG_DIFF_DST, ARG_DIFF_SRC, ARG_DIFF_WEIGHTS,
                      ARG_DST, ARG_SRC, ARG_WEIGHTS, CONV_DIRECT, DECONV_DIRECT, FORWARD_TRAINING,
                      Q_DIFF_DST, Q_DIFF_SRC, Q_DIFF_WEIGHTS, Q_DST, Q_SRC, Q_WEIGHTS, _attr, _dims,
                      _Layout, _Md, _Memory, _primitive, _state, get)
@@ -65,16 +65,16 @@ class ConvPlan:
         self.dx = _Layout(x_plain.handle, self.bwd_data.md(Q_DIFF_SRC))
         self.dw_w = _Layout(w_plain.handle, self.bwd_data.md(Q_WEIGHTS))
         self.dy_d = _Layout(y_plain.handle, self.bwd_data.md(Q_DIFF_DST))
-        self.bwd_weights = make("backward_weights", alg, x_any.handle, w_any.handle,
-                                b_plain.handle if bias else None, y_any.handle, *geo,
-                                self.fwd.pd, _attr())
+        # no diff_bias: the layer sums the bias gradient itself (conv.py _bias_grad); oneDNN's
+        # adds each map in float32 and drifts from the exact sum on large or cancelling maps
+        self.bwd_weights = make("backward_weights", alg, x_any.handle, w_any.handle, None,
+                                y_any.handle, *geo, self.fwd.pd, _attr())
         self.bx = _Layout(x_plain.handle, self.bwd_weights.md(Q_SRC))
         self.dw = _Layout(w_plain.handle, self.bwd_weights.md(Q_DIFF_WEIGHTS))
         self.dy_w = _Layout(y_plain.handle, self.bwd_weights.md(Q_DIFF_DST))
         # both gradients read dY in one blocked format: reorder it once per backward
         self.dy_shared = (not self.dy_d.same and lib.dnnl_memory_desc_equal(
             self.bwd_data.md(Q_DIFF_DST), self.bwd_weights.md(Q_DIFF_DST)) == 1)
-        self.db = _Memory(b_plain.handle)
 
     def channel_efficiency(self):
         """The share of the forward's work on real channels: oneDNN's blocked formats pad the
@@ -97,11 +97,11 @@ class ConvPlan:
         self.fwd.run(args)
         self.fy.to_plain(sy, y)
 
-    def backward(self, x, w, dy, dw_sum, db, dx, scratch):
+    def backward(self, x, w, dy, dw_sum, dx, scratch):
         """Adds the weight gradient of ``dy`` to ``dw_sum`` (Caffe's parameter diffs
-        accumulate; from oneDNN's format in one reorder that adds) and writes the bias gradient
-        into ``db`` when they are not None, and the data gradient into ``dx`` when it is not
-        None (overwritten)."""
+        accumulate; from oneDNN's format in one reorder that adds) when it is not None, and
+        writes the data gradient into ``dx`` when it is not None (overwritten). The bias
+        gradient is the caller's (no diff_bias)."""
         if dw_sum is not None:
             dyh = self.dy_w.to_inner(dy, scratch("dnnl_y", self.dy_w.scratch_floats()))
             args = [(ARG_SRC, self.bx.to_inner(x, scratch("dnnl_x", self.bx.scratch_floats()))),
@@ -109,8 +109,6 @@ class ConvPlan:
             plain_floats = self.dw.plain.nbytes // 4
             sdw = scratch("dnnl_dw", self.dw.scratch_floats() or plain_floats)
             args.append((ARG_DIFF_WEIGHTS, self.dw.inner.bind(sdw)))
-            if self.bias:
-                args.append((ARG_DIFF_BIAS, self.db.bind(db)))
             self.bwd_weights.run(args)
             self.dw.add_to_plain(sdw, dw_sum)
         if dx is not None:

@@ -173,7 +173,7 @@ class Net(NetParams, PycaffeNet):
         any_need = False
         for k, blob in enumerate(layer.blobs):
             spec = lp.param[k] if k < len(lp.param) else caffe_pb2.ParamSpec()
-            need = spec.lr_mult > 0     # Caffe: a negative lr_mult computes no gradient either
+            need = spec.lr_mult != 0    # Caffe (net.cpp): a negative lr_mult computes a gradient too
             layer.param_propagate_down[k] = need
             any_need |= need
             display = spec.name or str(k)

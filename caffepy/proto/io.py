@@ -14,6 +14,7 @@ before the text error is reported.
 Text errors read ``file:line:column: what is wrong (layer 'name')``, for example
 ``net.prototxt:12:5: no field named "foo" in LayerParameter (layer 'conv1')``.
 """
+import contextvars
 import logging
 import os
 import re
@@ -173,8 +174,9 @@ def _parse_text(text, msg, filename, strict, hints):
     if not unknown and not values:
         raise first_error
     strict = _unknown.strict_default() if strict is None else strict
+    kept_types, dropped, checked = _structure_values(values, strict)
     risky = [u for u in unknown if not u.harmless]
-    first_bad = sorted(risky + [v for v in values if strict or not v.harmless],
+    first_bad = sorted(risky + [v for v in checked if strict or not v.harmless],
                        key=lambda u: u.start)
     if first_bad and (strict or isinstance(first_bad[0], _unknown.UnknownValue)):
         u = first_bad[0]
@@ -194,11 +196,46 @@ def _parse_text(text, msg, filename, strict, hints):
     if risky:
         _log.warning("%s: ignored %d unknown field(s) (%s): %s", filename, len(risky),
                      _unknown.lenient_reason(), "; ".join(u.where() for u in risky))
-    if values:
+    if checked:
         _log.warning("%s: ignored %d unknown enum value(s) of fields that change no math "
-                     "(%s): %s", filename, len(values), _unknown.lenient_reason(),
-                     "; ".join(v.where() for v in values))
+                     "(%s): %s", filename, len(checked), _unknown.lenient_reason(),
+                     "; ".join(v.where() for v in checked))
+    if kept_types:
+        _log.warning("%s: %d V1 layer type(s) the V1 enum lacks (a fork's) kept as their names "
+                     "for the structure: %s", filename, len(kept_types),
+                     "; ".join(v.where() for v in kept_types))
+    if dropped:
+        _log.warning("%s: ignored %d unknown enum value(s) (%s): %s", filename, len(dropped),
+                     _unknown.lenient_reason(), "; ".join(v.where() for v in dropped))
     return msg
+
+
+_RAW_TYPES = contextvars.ContextVar("caffepy_raw_v1_types", default=None)
+
+
+def _structure_values(values, strict):
+    """Split the unknown enum ``values`` of a text: (V1 layer types kept as names, values dropped,
+    values left to the usual policy). In the structure-only mode
+    (:func:`caffepy.proto.harvest_policy.structure_only`: summary, draw) a V1 ``layers`` block's
+    ``type`` that the V1 enum lacks (a fork's layer type) is kept as its name, recorded for
+    :func:`read_net`, which gives it to the upgraded layer; when not ``strict`` every other unknown
+    enum value is dropped with a WARNING (nothing is computed from it). Outside that mode every
+    value is left to the usual policy."""
+    if not values or not _harvest.is_structure_only():
+        return [], [], values
+    raw, kept, dropped, checked = _RAW_TYPES.get(), [], [], []
+    for v in values:
+        ref = v.layer
+        if v.message == "V1LayerParameter" and v.name == "type" and \
+                getattr(ref, "field", None) == "layers":
+            if raw is not None:
+                raw[ref.ordinal] = str(v.value)
+            kept.append(v)
+        elif not strict:
+            dropped.append(v)
+        else:
+            checked.append(v)
+    return kept, dropped, checked
 
 
 def check_binary_values(msg, filename, strict=None):
@@ -320,19 +357,25 @@ def read_net(source, upgrade=True, strict=None):
     """
     from . import upgrade as _upgrade
     net = caffe_pb2.NetParameter()
-    hints = []
+    hints, raw_types = [], None
     if isinstance(source, caffe_pb2.NetParameter):
         net.CopyFrom(source)
         name = "<NetParameter>"
-    elif isinstance(source, (bytes, bytearray, memoryview)):
-        name = "<bytes>"
-        parse_any(bytes(source), net, name, strict=strict, hints=hints)
     else:
-        name = _read_path_or_text(source, net, strict, hints)
+        token = _RAW_TYPES.set({})      # V1 layer types kept as names (structure only)
+        try:
+            if isinstance(source, (bytes, bytearray, memoryview)):
+                name = "<bytes>"
+                parse_any(bytes(source), net, name, strict=strict, hints=hints)
+            else:
+                name = _read_path_or_text(source, net, strict, hints)
+            raw_types = _RAW_TYPES.get()
+        finally:
+            _RAW_TYPES.reset(token)
     if name != "<NetParameter>":
         _log_hints(net, name, hints)
     if upgrade:
-        _upgrade.upgrade_net(net, filename=name)
+        _upgrade.upgrade_net(net, filename=name, raw_types=raw_types)
     return net
 
 

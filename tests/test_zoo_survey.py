@@ -57,3 +57,15 @@ def test_zoo_survey_categories(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "build, all files:                 2 / 3 (66.7%)" in text
     assert "NoSuchLayerType" in text
+
+
+def test_a_summary_listing_a_layer_without_class_counts_as_its_unknown_type():
+    unbuilt = _tool()._unbuilt
+    assert unbuilt("table\n", "W... layer 'odd' (type NoSuchLayerType): no class and no shape "
+                   "rule — a plug-in must supply it: ...") == (
+        "layer 'odd': unknown layer type 'NoSuchLayerType' (summary: shown as '?')")
+    assert unbuilt("table\n~ shape carried: FancyLoss (loss, l2): a loss: a scalar top\n", "") == (
+        "layer 'loss': unknown layer type 'FancyLoss' (summary: shape carried by a rule)")
+    assert unbuilt("", "layer 'a' (type Odd and 1 more of this type: b): no class and no shape "
+                   "rule") == "layer 'a': unknown layer type 'Odd' (summary: shown as '?')"
+    assert unbuilt("table\n", "") is None

@@ -59,13 +59,15 @@ def test_zoo_survey_categories(tmp_path, capsys):
     assert "NoSuchLayerType" in text
 
 
-def test_a_summary_listing_a_layer_without_class_counts_as_its_unknown_type():
+def test_a_summary_showing_layers_after_an_unknown_type_as_unknown_counts_as_that_type():
     unbuilt = _tool()._unbuilt
-    assert unbuilt("table\n", "W... layer 'odd' (type NoSuchLayerType): no class and no shape "
-                   "rule — a plug-in must supply it: ...") == (
-        "layer 'odd': unknown layer type 'NoSuchLayerType' (summary: shown as '?')")
-    assert unbuilt("table\n~ shape carried: FancyLoss (loss, l2): a loss: a scalar top\n", "") == (
-        "layer 'loss': unknown layer type 'FancyLoss' (summary: shape carried by a rule)")
-    assert unbuilt("", "layer 'a' (type Odd and 1 more of this type: b): no class and no shape "
-                   "rule") == "layer 'a': unknown layer type 'Odd' (summary: shown as '?')"
-    assert unbuilt("table\n", "") is None
+    assert unbuilt("W... layer 'odd' (type NoSuchLayerType): no class and no shape rule — a "
+                   "plug-in must supply it: ...; shown as '?' with the 2 layer(s) that depend on "
+                   "its tops: a, b") == ("layer 'odd': unknown layer type 'NoSuchLayerType' "
+                                         "(summary: shown as '?' with 2 layer(s) after it)")
+    assert unbuilt("layer 'a' (type Odd and 1 more of this type: b): no class and no shape rule"
+                   " — ...; shown as '?' with the 1 layer(s) that depend on its tops: c").startswith(
+        "layer 'a': unknown layer type 'Odd'")
+    assert unbuilt("layer 'a' (type Odd): no class and no shape rule — ...; shown as '?' with no "
+                   "layer depending on its tops") is None          # the end of a net: as before
+    assert unbuilt("") is None

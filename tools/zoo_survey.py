@@ -9,8 +9,9 @@ Each net file goes through caffepy's own command, in process, in a fresh forked 
    ``caffepy summary FILE --phase TRAIN`` is run and its result kept.
 2. When (1) fails, the same again with ``--ignore-unknown-fields``, recorded apart (``ok_lenient``).
 
-A run that exits 0 but lists a layer caffepy has no class for (``?`` tops, or its shapes carried
-by a rule of caffepy.zoo.shape_rules) fails as that unknown type: the file does not build.
+A run that exits 0 but shows layers with ``?`` tops because a layer before them has no class and
+no shape rule (caffepy.zoo.shape_rules) fails as that unknown type; ``?`` layers nothing depends
+on (the end of a net) and shapes a rule carries pass, as end layers did before shape rules.
 
 Skipped (listed, not measured): solver files (``net:`` / ``train_net:`` / ``base_lr`` and no layer
 block, or a solver with an inline ``net_param``) and files with no ``layer {`` / ``layers {`` block.
@@ -206,32 +207,32 @@ def category(rc, stderr):
     return "other"
 
 
-_NO_CLASS = re.compile(r"layer '([^']*)' \(type ([^\s),]+)[^)]*\): no class and no shape rule")
-_CARRIED = re.compile(r"^~ shape carried: (\S+) \(([^,)]*)", re.M)
+_NO_CLASS = re.compile(r"layer '([^']*)' \(type ([^\s),]+)[^)]*\): no class and no shape rule"
+                       r".*shown as '\?' with the (\d+) layer\(s\) that depend on its tops")
 
 
-def _unbuilt(out, err):
-    """summary passed (exit 0) but some layer has no class: the one-line error the file counts
-    with (an unknown type's), else None. summary lists such layers with '?' tops, or carries their
-    shapes by a rule; neither is caffepy building them."""
-    m = _NO_CLASS.search(err) or _CARRIED.search(out)
+def _unbuilt(err):
+    """summary passed (exit 0) but listed a layer caffepy has no class for, and no shape rule,
+    with layers depending on it (all shown with '?' tops): the one-line error the file counts
+    with (an unknown type's), else None. '?' layers nothing depends on (the end of a net) and
+    layers whose shapes a rule carries leave the table complete, as before them."""
+    m = _NO_CLASS.search(err)
     if m is None:
         return None
-    layer, kind = (m.group(1), m.group(2)) if m.re is _NO_CLASS else (m.group(2), m.group(1))
-    return "layer '%s': unknown layer type '%s' (summary: %s)" % (
-        layer, kind, "shown as '?'" if m.re is _NO_CLASS else "shape carried by a rule")
+    return "layer '%s': unknown layer type '%s' (summary: shown as '?' with %s layer(s) after it)" \
+        % m.groups()
 
 
 def attempt(path, extra, test_layers):
     """The user's run (TEST, then TRAIN on a phase problem): (ok, phase, error, category, secs).
-    A run that lists a layer caffepy has no class for (with '?' tops or its shape carried) is
-    counted as an unknown type's failure."""
-    rc, out, err, secs = run_cli(["summary", path] + extra)
+    A run that shows layers with '?' tops because one before them has no class (and no shape
+    rule) is counted as that unknown type's failure."""
+    rc, _, err, secs = run_cli(["summary", path] + extra)
     phase = "TEST"
     if (rc != 0 and _PHASE.search(last_line(err))) or not test_layers:
-        rc2, out, err2, secs2 = run_cli(["summary", path, "--phase", "TRAIN"] + extra)
+        rc2, _, err2, secs2 = run_cli(["summary", path, "--phase", "TRAIN"] + extra)
         rc, err, secs, phase = rc2, err2, secs + secs2, "TRAIN"
-    unbuilt = _unbuilt(out, err) if rc == 0 else None
+    unbuilt = _unbuilt(err) if rc == 0 else None
     if unbuilt is not None:
         return False, phase, unbuilt, "unknown_type", secs
     error = "" if rc == 0 else "timeout (%ds)" % TIMEOUT if rc == "timeout" else last_line(err)

@@ -160,7 +160,7 @@ def summarize(source, inputs=None, phase=caffe_pb2.TEST, default_shape=(3, 224, 
             else:
                 name = terminal_layer(original, getattr(e, "layer_name", None))
             if name is None or len(unresolved) >= MAX_FAILED_TERMINALS:
-                raise
+                raise _retyped(e, carried)
             lp = next(x for x in original.layer if x.name == name)
             unresolved[name] = ("layer '%s' (%s) does not build here (%s); its tops (%s) are "
                                 "shown as '?' (no other layer reads them)" % (
@@ -229,11 +229,30 @@ def _carry(param):
             continue
         rule = rule_for(lp)
         if rule is None:
-            roots[lp.name] = (lp.type, why, lp.python_param.module if lp.type == "Python" else "")
+            roots[lp.name] = (lp.type, why, lp.python_param.module if lp.type == "Python" else "",
+                              len(lp.top))
             continue
         carried[lp.name] = (lp.type, rule.text)
         lp.CopyFrom(rule.stand_in)
     return carried, roots
+
+
+def _retyped(error, carried):
+    """``error`` with each carried layer it names shown with its own type ("layer 'x'
+    (Convolution)" from the stand-in becomes "layer 'x' (FancyConv, shape carried as a
+    Convolution's)"), or ``error`` itself when it names none."""
+    import re
+    text = str(error)
+    for name, (kind, _) in carried.items():
+        text = re.sub(r"layer '%s' \(([^)]*)\)" % re.escape(name),
+                      lambda m: "layer '%s' (%s, shape carried as a %s's)" % (
+                          name, kind, m.group(1)) if m.group(1) == "Convolution" else
+                      "layer '%s' (%s, shape carried)" % (name, kind), text)
+    if text == str(error):
+        return error
+    out = type(error)(text)
+    out.__dict__.update(error.__dict__)
+    return out
 
 
 def _prune(param, phase, roots):
@@ -271,16 +290,16 @@ def _unknown_notes(roots, dropped):
     """One line per type of the layers caffepy cannot build and no rule carries: what must supply
     it, and the layers shown with '?' because of it."""
     by_type = collections.OrderedDict()
-    for name, (kind, why, module) in roots.items():
+    for name, (kind, why, module, n_tops) in roots.items():
         if name in dropped:
-            by_type.setdefault((kind, module), []).append((name, why))
+            by_type.setdefault((kind, module), []).append((name, why, n_tops))
     lines = []
     for (kind, module), layers in by_type.items():
-        names = {n for n, _ in layers}
+        names = {n for n, _, _ in layers}
         after = [n for n, r in dropped.items() if n not in names and r & names]
-        first, why = layers[0]
+        first, why, _ = layers[0]
         more = " and %d more of this type: %s" % (len(layers) - 1, ", ".join(
-            n for n, _ in layers[1:])) if len(layers) > 1 else ""
+            n for n, _, _ in layers[1:])) if len(layers) > 1 else ""
         if kind == "Python":
             need = ("%s and no shape rule — the module must be importable (PYTHONPATH), or a "
                     "plug-in must supply the layer: @caffepy.register_layer(\"Python\") loaded "
@@ -290,7 +309,8 @@ def _unknown_notes(roots, dropped):
                     "@caffepy.register_layer(\"%s\") loaded with --layers MODULE" % kind)
         shown = "; shown as '?' with %s" % (
             "the %d layer(s) that depend on its tops: %s" % (len(after), ", ".join(after))
-            if after else "no layer depending on its tops")
+            if after else "no layer depending on its tops") if any(
+                n for _, _, n in layers) else "; listed without shapes (no tops)"
         lines.append("layer '%s' (type %s%s): %s%s" % (first, kind, more, need, shown))
     return lines
 

@@ -186,3 +186,29 @@ def test_a_plug_in_replaces_the_rule(tmp_path):
                                       ("pool", "Pooling", [(1, 8, 15, 15)], False)]
     finally:
         base._REGISTRY.pop("SeLuFoo")
+
+
+def test_a_carried_layer_that_fails_is_named_with_its_own_type():
+    """A convolution-like layer whose kernel does not fit: the error names the fork's type, not
+    the Convolution standing in for it."""
+    text = HEAD + ('layer { name: "big" type: "MyConv" bottom: "conv" top: "big" '
+                   'convolution_param { num_output: 4 kernel_size: 31 } }\n')
+    with pytest.raises(CaffeError, match=r"layer 'big' \(MyConv, shape carried as a "
+                                         r"Convolution's\): output spatial shape"):
+        summarize(text)
+
+
+def test_layers_without_tops_and_in_place_python_layers():
+    text = HEAD + '''layer { name: "sink" type: "Sinky" bottom: "conv" }
+layer { name: "py" type: "Python" bottom: "conv" top: "conv" python_param { module: "no_such_mod_x" layer: "L" } }
+layer { name: "relu" type: "ReLU" bottom: "conv" top: "r" }
+'''
+    notes = []
+    rows, total = summarize(text, notes=notes)
+    assert [(r.name, r.top_shapes, r.carried) for r in rows][2:] == [
+        ("sink", [], None), ("py", [(1, 8, 30, 30)], "in place: same shape as its bottom"),
+        ("relu", [(1, 8, 30, 30)], None)]
+    assert notes == ["layer 'sink' (type Sinky): no class and no shape rule — a plug-in must "
+                     "supply it: @caffepy.register_layer(\"Sinky\") loaded with --layers MODULE; "
+                     "listed without shapes (no tops)"]
+    assert "~ shape carried: Python (py): in place" in format_summary(rows, total)

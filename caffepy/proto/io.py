@@ -129,7 +129,9 @@ def parse_text(text, msg, filename="<string>", strict=None, hints=None):
     other is an error unless ``strict`` is false (``None``: :func:`unknown_fields.strict_default`),
     in which case it is dropped and named in one WARNING. A value an enum field's enum lacks (a
     fork's value) is an error naming the field and value; when not strict, one in a field that
-    changes no math (a hint) is dropped with a WARNING, and any other stays an error saying so.
+    changes no math (a hint) is dropped with a WARNING, and any other stays an error saying so;
+    under :func:`caffepy.proto.harvest_policy.structure_only` a V1 layer type the enum lacks is
+    kept as its name (see :func:`read_net`) and, when not strict, any other value is dropped.
     Fields the schema declares only because forks define them follow
     :mod:`caffepy.proto.harvest_policy` (an error when strict and set to a non-default value,
     except in its structure-only mode). With a fork's schema loaded (:mod:`caffepy.proto.user_schema`)
@@ -241,9 +243,42 @@ def _structure_values(values, strict):
 def check_binary_values(msg, filename, strict=None):
     """Enum numbers in a binary ``msg`` that the schema's enums lack (protobuf keeps them as
     unknown fields and leaves the field at its default): an error naming the field, the number
-    and the layer; when not strict, those in fields that change no math get a WARNING."""
-    _reject_values(_unknown.binary_unknown_values(msg), filename, strict)
+    and the layer; when not strict, those in fields that change no math get a WARNING. Under
+    the structure-only mode a V1 layer's type number the V1 enum lacks is kept (as the number)
+    and any other value dropped with a WARNING unless ``strict``, as for text."""
+    values = _unknown.binary_unknown_values(msg)
+    if values and _harvest.is_structure_only() and msg.DESCRIPTOR.name == "NetParameter":
+        kept = _binary_v1_types(msg)
+        values = [v for v in values if not (v.message == "V1LayerParameter" and v.name == "type")]
+        if kept:
+            _log.warning("%s: %d V1 layer type number(s) the V1 enum lacks (a fork's) kept for the "
+                         "structure: %s", filename, len(kept), ", ".join(
+                             "layer %d = %s" % (i, n) for i, n in sorted(kept.items())))
+        strict = _unknown.strict_default() if strict is None else strict
+        if values and not strict:
+            _log.warning("%s: ignored %d unknown enum value(s) (%s): %s", filename, len(values),
+                         _unknown.lenient_reason(), "; ".join(v.where() for v in values))
+            return msg
+    _reject_values(values, filename, strict)
     return msg
+
+
+def _binary_v1_types(msg):
+    """{index in ``msg.layers``: type number} of the V1 layers whose type number the V1 enum lacks
+    (protobuf keeps it as an unknown field), recorded for :func:`read_net`."""
+    try:
+        from google.protobuf import unknown_fields as pb_unknown
+    except ImportError:
+        return {}
+    number = caffe_pb2.V1LayerParameter.DESCRIPTOR.fields_by_name["type"].number
+    raw, out = _RAW_TYPES.get(), {}
+    for i, v1 in enumerate(msg.layers):
+        for uf in pb_unknown.UnknownFieldSet(v1):
+            if uf.field_number == number and uf.wire_type == 0 and not v1.HasField("type"):
+                out[i] = str(uf.data)
+    if raw is not None:
+        raw.update(out)
+    return out
 
 
 def _reject_values(values, filename, strict):

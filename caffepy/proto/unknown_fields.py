@@ -15,7 +15,10 @@ its message lacks:
 A value that a known enum field's enum lacks (a fork's enum value, in text or as a number in a
 binary file) is an error naming the file, line, field and value by default; lenient reading drops
 it with a WARNING only where the field changes no math (the hints above and ``solver_mode``):
-anything else stays an error that says it may change the math (:class:`UnknownValue`).
+anything else stays an error that says it may change the math (:class:`UnknownValue`). Commands
+that only read the structure (:func:`caffepy.proto.harvest_policy.structure_only`: summary, draw)
+keep a V1 layer type the V1 enum lacks as its name and drop any other value with a WARNING unless
+strict (:func:`caffepy.proto.io.parse_text`).
 
 Fields the schema declares (proto/additions.d) parse normally; those of them that are such hints
 (:data:`DECLARED_HINTS`) are named in the same INFO line by :func:`declared_hints`.

@@ -110,3 +110,26 @@ def test_summary_of_the_same_files(tmp_path, capsys):
         out = capsys.readouterr().out.splitlines()
         rows = [tuple(ln.split()[:3]) for ln in out if ln.split()[:1] in ([w[0]] for w in want)]
         assert rows == want
+
+
+def test_a_binary_v1_net_with_a_type_number_the_enum_lacks(tmp_path):
+    """A .caffemodel of a V1 fork: the type number rides as an unknown field; draw keeps it as
+    the layer's type, the commands that compute refuse it."""
+    from google.protobuf.internal import encoder
+    from caffepy.proto import caffe_pb2
+    V1Layer = caffe_pb2.V1LayerParameter
+    net = caffe_pb2.NetParameter(name="b", input=["data"], input_dim=[1, 3, 8, 8])
+    net.layers.add(name="conv", type=V1Layer.CONVOLUTION, bottom=["data"], top=["conv"])
+    odd = V1Layer(name="odd", bottom=["conv"], top=["odd"]).SerializeToString() + \
+        encoder._VarintBytes(V1Layer.DESCRIPTOR.fields_by_name["type"].number << 3) + \
+        encoder._VarintBytes(999)
+    field = caffe_pb2.NetParameter.DESCRIPTOR.fields_by_name["layers"].number
+    blob = net.SerializeToString() + encoder._VarintBytes(field << 3 | 2) + \
+        encoder._VarintBytes(len(odd)) + odd
+    with pytest.raises(CaffeError, match="no value numbered 999"):
+        proto_io.read_net(blob)
+    path = tmp_path / "v1.caffemodel"
+    path.write_bytes(blob)
+    out = tmp_path / "v1.json"
+    assert main(["draw", str(path), "--json", str(out)]) == 0
+    assert _types(json.loads(out.read_text()))[-1] == ("odd", "999")

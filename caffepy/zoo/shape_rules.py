@@ -33,15 +33,19 @@ _SYNOPSYS = "foss-for-synopsys-dwc-arc-processors/synopsys-caffe"
 #: so (``top[0]->ReshapeLike(*bottom[0])``, or a NeuronLayer subclass). Only types no caffepy
 #: layer registers are useful here (a registered type is built, not carried).
 SAME_SHAPE = {
-    # activations
-    "SeLU": _SYNOPSYS, "HardTanH": _SYNOPSYS, "ScaledTanH": _SYNOPSYS, "Sin": _SYNOPSYS,
-    "Softplus": _SYNOPSYS, "LogSoftmax": _SYNOPSYS,
+    # activations and other element-wise functions
+    "SeLU": _SYNOPSYS, "HardTanH": _SYNOPSYS, "ScaledTanH": _SYNOPSYS, "Softplus": _SYNOPSYS,
+    "Softsign": _SYNOPSYS, "ThresholdedReLU": _SYNOPSYS, "XLU": _SYNOPSYS,
+    "LogSoftmax": _SYNOPSYS, "Sin": _SYNOPSYS, "Atan": _SYNOPSYS, "Ceil": _SYNOPSYS,
+    "Floor": _SYNOPSYS, "Round": _SYNOPSYS,
     "HSwish": "aovoc/caffe", "HSigmoid": "aovoc/caffe",
     # normalizations
     "LayerNorm": _SYNOPSYS,
     "GroupNorm": "blankWorld/GroupNorm-caffe",
     # dropout-like
     "SeLUDropout": _SYNOPSYS,
+    # scale-like: bottom 0 scaled by bottom 1 (a per-position map across the channels)
+    "SpatialProduct": _SYNOPSYS,
 }
 
 STAND_IN_SAME = "caffepy.summary.SameShape"
@@ -57,7 +61,8 @@ class Rule(object):
 
 
 def _stand_in(lp, type_name):
-    """A copy of ``lp``'s wiring (name, bottoms, tops, phase rules, loss weights) of another type."""
+    """A copy of ``lp``'s wiring (name, bottoms, tops, phase rules, loss weights), of another
+    type."""
     out = caffe_pb2.LayerParameter(name=lp.name, type=type_name)
     out.bottom.extend(lp.bottom)
     out.top.extend(lp.top)

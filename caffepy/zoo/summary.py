@@ -12,7 +12,10 @@ shape of any input blob and takes it out of that search. A Python data layer who
 The net is built for its shapes only (``caffepy.layers.base.shapes_only``): no parameter is
 allocated or filled and no activation allocated, so VGG16 takes a fraction of a second. A net
 whose requested phase cannot be built because its data layers are in the other phase is shown
-in that phase, with a note.
+in that phase, with a note. A layer caffepy cannot build (no class, an absent Python module) has
+its shapes carried by a rule of caffepy.zoo.shape_rules (its row's ``carried`` names the rule;
+params and FLOPs those of the stand-in), or is listed with '?' tops, as is every layer that
+depends on them, with a note naming the plug-in to write; ``strict=True``: an error instead.
 
 FLOPs count a multiply-add as 2 and are estimates of the forward pass:
 Convolution (and NdConvolution) ``2 * weight.size * H_out * W_out * N`` (+ bias), Deconvolution

@@ -57,3 +57,17 @@ def test_zoo_survey_categories(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "build, all files:                 2 / 3 (66.7%)" in text
     assert "NoSuchLayerType" in text
+
+
+def test_a_summary_showing_layers_after_an_unknown_type_as_unknown_counts_as_that_type():
+    unbuilt = _tool()._unbuilt
+    assert unbuilt("W... layer 'odd' (type NoSuchLayerType): no class and no shape rule — a "
+                   "plug-in must supply it: ...; shown as '?' with the 2 layer(s) that depend on "
+                   "its tops: a, b") == ("layer 'odd': unknown layer type 'NoSuchLayerType' "
+                                         "(summary: shown as '?' with 2 layer(s) after it)")
+    assert unbuilt("layer 'a' (type Odd and 1 more of this type: b): no class and no shape rule"
+                   " — ...; shown as '?' with the 1 layer(s) that depend on its tops: c").startswith(
+        "layer 'a': unknown layer type 'Odd'")
+    assert unbuilt("layer 'a' (type Odd): no class and no shape rule — ...; shown as '?' with no "
+                   "layer depending on its tops") is None          # the end of a net: as before
+    assert unbuilt("") is None

@@ -9,6 +9,10 @@ Each net file goes through caffepy's own command, in process, in a fresh forked 
    ``caffepy summary FILE --phase TRAIN`` is run and its result kept.
 2. When (1) fails, the same again with ``--ignore-unknown-fields``, recorded apart (``ok_lenient``).
 
+A run that exits 0 but shows layers with ``?`` tops because a layer before them has no class and
+no shape rule (caffepy.zoo.shape_rules) fails as that unknown type; ``?`` layers nothing depends
+on (the end of a net) and shapes a rule carries pass, as end layers did before shape rules.
+
 Skipped (listed, not measured): solver files (``net:`` / ``train_net:`` / ``base_lr`` and no layer
 block, or a solver with an inline ``net_param``) and files with no ``layer {`` / ``layers {`` block.
 
@@ -203,13 +207,34 @@ def category(rc, stderr):
     return "other"
 
 
+_NO_CLASS = re.compile(r"layer '([^']*)' \(type ([^\s),]+)[^)]*\): no class and no shape rule"
+                       r".*shown as '\?' with the (\d+) layer\(s\) that depend on its tops")
+
+
+def _unbuilt(err):
+    """summary passed (exit 0) but listed a layer caffepy has no class for, and no shape rule,
+    with layers depending on it (all shown with '?' tops): the one-line error the file counts
+    with (an unknown type's), else None. '?' layers nothing depends on (the end of a net) and
+    layers whose shapes a rule carries leave the table complete, as before them."""
+    m = _NO_CLASS.search(err)
+    if m is None:
+        return None
+    return "layer '%s': unknown layer type '%s' (summary: shown as '?' with %s layer(s) after it)" \
+        % m.groups()
+
+
 def attempt(path, extra, test_layers):
-    """The user's run (TEST, then TRAIN on a phase problem): (ok, phase, error, category, secs)."""
+    """The user's run (TEST, then TRAIN on a phase problem): (ok, phase, error, category, secs).
+    A run that shows layers with '?' tops because one before them has no class (and no shape
+    rule) is counted as that unknown type's failure."""
     rc, _, err, secs = run_cli(["summary", path] + extra)
     phase = "TEST"
     if (rc != 0 and _PHASE.search(last_line(err))) or not test_layers:
         rc2, _, err2, secs2 = run_cli(["summary", path, "--phase", "TRAIN"] + extra)
         rc, err, secs, phase = rc2, err2, secs + secs2, "TRAIN"
+    unbuilt = _unbuilt(err) if rc == 0 else None
+    if unbuilt is not None:
+        return False, phase, unbuilt, "unknown_type", secs
     error = "" if rc == 0 else "timeout (%ds)" % TIMEOUT if rc == "timeout" else last_line(err)
     error = re.sub(r"; known types: .*", "; known types: ...", error)   # the list is 2 kB
     return rc == 0, phase, error, category(rc, err), secs

@@ -5,6 +5,11 @@ totals; data layers are replaced by Input layers of their declared shape (see ca
 A size the file leaves open is searched for (caffepy.zoo.input_search) and printed in one line
 before the table; ``--input`` gives it instead. ``--weights`` adds the shapes of a .caffemodel's
 blobs to the checks.
+
+A layer caffepy cannot build (a fork's type no plug-in gives) has its shapes carried by a rule of
+caffepy.zoo.shape_rules (its type marked ``~`` and the rule in a footnote), or is listed with '?'
+tops, as is every layer that depends on them, and a WARNING names what a plug-in must supply;
+the command still exits 0. ``--strict``: such a layer is an error.
 """
 from . import _flags
 
@@ -50,7 +55,7 @@ def _run(args):
     notes, inferred = [], []
     rows, total = summarize(args.net, inputs=inputs, phase=getattr(caffe_pb2, args.phase),
                             notes=notes, weights=getattr(args, "weights", None),
-                            inferred=inferred)
+                            inferred=inferred, strict=args.strict)
     for note in notes:
         log.warning("summary.py", note)
     for line in inferred:

@@ -14,6 +14,7 @@ before the text error is reported.
 Text errors read ``file:line:column: what is wrong (layer 'name')``, for example
 ``net.prototxt:12:5: no field named "foo" in LayerParameter (layer 'conv1')``.
 """
+import contextvars
 import logging
 import os
 import re
@@ -128,7 +129,9 @@ def parse_text(text, msg, filename="<string>", strict=None, hints=None):
     other is an error unless ``strict`` is false (``None``: :func:`unknown_fields.strict_default`),
     in which case it is dropped and named in one WARNING. A value an enum field's enum lacks (a
     fork's value) is an error naming the field and value; when not strict, one in a field that
-    changes no math (a hint) is dropped with a WARNING, and any other stays an error saying so.
+    changes no math (a hint) is dropped with a WARNING, and any other stays an error saying so;
+    under :func:`caffepy.proto.harvest_policy.structure_only` a V1 layer type the enum lacks is
+    kept as its name (see :func:`read_net`) and, when not strict, any other value is dropped.
     Fields the schema declares only because forks define them follow
     :mod:`caffepy.proto.harvest_policy` (an error when strict and set to a non-default value,
     except in its structure-only mode). With a fork's schema loaded (:mod:`caffepy.proto.user_schema`)
@@ -173,8 +176,9 @@ def _parse_text(text, msg, filename, strict, hints):
     if not unknown and not values:
         raise first_error
     strict = _unknown.strict_default() if strict is None else strict
+    kept_types, dropped, checked = _structure_values(values, strict)
     risky = [u for u in unknown if not u.harmless]
-    first_bad = sorted(risky + [v for v in values if strict or not v.harmless],
+    first_bad = sorted(risky + [v for v in checked if strict or not v.harmless],
                        key=lambda u: u.start)
     if first_bad and (strict or isinstance(first_bad[0], _unknown.UnknownValue)):
         u = first_bad[0]
@@ -194,19 +198,87 @@ def _parse_text(text, msg, filename, strict, hints):
     if risky:
         _log.warning("%s: ignored %d unknown field(s) (%s): %s", filename, len(risky),
                      _unknown.lenient_reason(), "; ".join(u.where() for u in risky))
-    if values:
+    if checked:
         _log.warning("%s: ignored %d unknown enum value(s) of fields that change no math "
-                     "(%s): %s", filename, len(values), _unknown.lenient_reason(),
-                     "; ".join(v.where() for v in values))
+                     "(%s): %s", filename, len(checked), _unknown.lenient_reason(),
+                     "; ".join(v.where() for v in checked))
+    if kept_types:
+        _log.warning("%s: %d V1 layer type(s) the V1 enum lacks (a fork's) kept as their names "
+                     "for the structure: %s", filename, len(kept_types),
+                     "; ".join(v.where() for v in kept_types))
+    if dropped:
+        _log.warning("%s: ignored %d unknown enum value(s) (%s): %s", filename, len(dropped),
+                     _unknown.lenient_reason(), "; ".join(v.where() for v in dropped))
     return msg
+
+
+_RAW_TYPES = contextvars.ContextVar("caffepy_raw_v1_types", default=None)
+
+
+def _structure_values(values, strict):
+    """Split the unknown enum ``values`` of a text: (V1 layer types kept as names, values dropped,
+    values left to the usual policy). In the structure-only mode
+    (:func:`caffepy.proto.harvest_policy.structure_only`: summary, draw) a V1 ``layers`` block's
+    ``type`` that the V1 enum lacks (a fork's layer type) is kept as its name, recorded for
+    :func:`read_net`, which gives it to the upgraded layer; when not ``strict`` every other unknown
+    enum value is dropped with a WARNING (nothing is computed from it). Outside that mode every
+    value is left to the usual policy."""
+    if not values or not _harvest.is_structure_only():
+        return [], [], values
+    raw, kept, dropped, checked = _RAW_TYPES.get(), [], [], []
+    for v in values:
+        ref = v.layer
+        if v.message == "V1LayerParameter" and v.name == "type" and \
+                getattr(ref, "field", None) == "layers":
+            if raw is not None:
+                raw[ref.ordinal] = str(v.value)
+            kept.append(v)
+        elif not strict:
+            dropped.append(v)
+        else:
+            checked.append(v)
+    return kept, dropped, checked
 
 
 def check_binary_values(msg, filename, strict=None):
     """Enum numbers in a binary ``msg`` that the schema's enums lack (protobuf keeps them as
     unknown fields and leaves the field at its default): an error naming the field, the number
-    and the layer; when not strict, those in fields that change no math get a WARNING."""
-    _reject_values(_unknown.binary_unknown_values(msg), filename, strict)
+    and the layer; when not strict, those in fields that change no math get a WARNING. Under
+    the structure-only mode a V1 layer's type number the V1 enum lacks is kept (as the number)
+    and any other value dropped with a WARNING unless ``strict``, as for text."""
+    values = _unknown.binary_unknown_values(msg)
+    if values and _harvest.is_structure_only() and msg.DESCRIPTOR.name == "NetParameter":
+        kept = _binary_v1_types(msg)
+        values = [v for v in values if not (v.message == "V1LayerParameter" and v.name == "type")]
+        if kept:
+            _log.warning("%s: %d V1 layer type number(s) the V1 enum lacks (a fork's) kept for the "
+                         "structure: %s", filename, len(kept), ", ".join(
+                             "layer %d = %s" % (i, n) for i, n in sorted(kept.items())))
+        strict = _unknown.strict_default() if strict is None else strict
+        if values and not strict:
+            _log.warning("%s: ignored %d unknown enum value(s) (%s): %s", filename, len(values),
+                         _unknown.lenient_reason(), "; ".join(v.where() for v in values))
+            return msg
+    _reject_values(values, filename, strict)
     return msg
+
+
+def _binary_v1_types(msg):
+    """{index in ``msg.layers``: type number} of the V1 layers whose type number the V1 enum lacks
+    (protobuf keeps it as an unknown field), recorded for :func:`read_net`."""
+    try:
+        from google.protobuf import unknown_fields as pb_unknown
+    except ImportError:
+        return {}
+    number = caffe_pb2.V1LayerParameter.DESCRIPTOR.fields_by_name["type"].number
+    raw, out = _RAW_TYPES.get(), {}
+    for i, v1 in enumerate(msg.layers):
+        for uf in pb_unknown.UnknownFieldSet(v1):
+            if uf.field_number == number and uf.wire_type == 0 and not v1.HasField("type"):
+                out[i] = str(uf.data)
+    if raw is not None:
+        raw.update(out)
+    return out
 
 
 def _reject_values(values, filename, strict):
@@ -320,19 +392,25 @@ def read_net(source, upgrade=True, strict=None):
     """
     from . import upgrade as _upgrade
     net = caffe_pb2.NetParameter()
-    hints = []
+    hints, raw_types = [], None
     if isinstance(source, caffe_pb2.NetParameter):
         net.CopyFrom(source)
         name = "<NetParameter>"
-    elif isinstance(source, (bytes, bytearray, memoryview)):
-        name = "<bytes>"
-        parse_any(bytes(source), net, name, strict=strict, hints=hints)
     else:
-        name = _read_path_or_text(source, net, strict, hints)
+        token = _RAW_TYPES.set({})      # V1 layer types kept as names (structure only)
+        try:
+            if isinstance(source, (bytes, bytearray, memoryview)):
+                name = "<bytes>"
+                parse_any(bytes(source), net, name, strict=strict, hints=hints)
+            else:
+                name = _read_path_or_text(source, net, strict, hints)
+            raw_types = _RAW_TYPES.get()
+        finally:
+            _RAW_TYPES.reset(token)
     if name != "<NetParameter>":
         _log_hints(net, name, hints)
     if upgrade:
-        _upgrade.upgrade_net(net, filename=name)
+        _upgrade.upgrade_net(net, filename=name, raw_types=raw_types)
     return net
 
 

@@ -15,7 +15,10 @@ its message lacks:
 A value that a known enum field's enum lacks (a fork's enum value, in text or as a number in a
 binary file) is an error naming the file, line, field and value by default; lenient reading drops
 it with a WARNING only where the field changes no math (the hints above and ``solver_mode``):
-anything else stays an error that says it may change the math (:class:`UnknownValue`).
+anything else stays an error that says it may change the math (:class:`UnknownValue`). Commands
+that only read the structure (:func:`caffepy.proto.harvest_policy.structure_only`: summary, draw)
+keep a V1 layer type the V1 enum lacks as its name and drop any other value with a WARNING unless
+strict (:func:`caffepy.proto.io.parse_text`).
 
 Fields the schema declares (proto/additions.d) parse normally; those of them that are such hints
 (:data:`DECLARED_HINTS`) are named in the same INFO line by :func:`declared_hints`.
@@ -109,6 +112,17 @@ class Unknown:
         return "%d:%d: %s.%s%s" % (self.line, self.col, self.message, self.name, layer)
 
 
+class _LayerRef(list):
+    """The one-item list holding the name of the layer a record is in (filled in when the scan
+    reaches its ``name``), and where the layer is: ``field`` ("layer" or "layers") and ``ordinal``
+    (its index among the net's blocks of that field)."""
+
+    def __init__(self, field, counts):
+        list.__init__(self, [None])
+        self.field, self.ordinal = field, counts.get(field, 0)
+        counts[field] = self.ordinal + 1
+
+
 def _tokens(text):
     line, line_start = 1, 0
     for m in _TOK.finditer(text):
@@ -129,6 +143,7 @@ class _Scanner:
         self.found = []
         self.duplicates = []   # a second value of a singular field (forks that made it repeated)
         self.bad_values = []   # enum fields whose value the schema's enum lacks (a fork's value)
+        self.blocks = {}       # "layer" / "layers" -> top-level blocks of that name seen so far
         self.known = None      # a list: every known field's (descriptor, name, line, col, layer)
         self.spellings = None  # {(message, field)}: singular fields whose list / repeated form
         self.respelled = []    # is recorded (an NdSpelling per message block that so gives one)
@@ -190,7 +205,8 @@ class _Scanner:
                 watched.setdefault(word, []).append((start, line, bool(nxt and nxt[1] == "[")))
             if nxt and nxt[1] in "{<" and fd is not None and fd.message_type is not None:
                 self.take()
-                sub_layer = [None] if top and word in ("layer", "layers") else layer
+                sub_layer = _LayerRef(word, self.blocks) if top and word in (
+                    "layer", "layers") else layer
                 self.fields(fd.message_type, "}" if nxt[1] == "{" else ">", sub_layer)
             elif nxt and nxt[1] == "[" and fd is not None and fd.message_type is not None:
                 self.take()

@@ -198,12 +198,17 @@ def upgrade_v1_layer(v1, problems):
     return layer
 
 
-def upgrade_v1_net(net, problems, filename="<net>"):
-    """``layers { type: CONVOLUTION ... }`` → ``layer { type: "Convolution" ... }``, in place."""
+def upgrade_v1_net(net, problems, filename="<net>", raw_types=None):
+    """``layers { type: CONVOLUTION ... }`` → ``layer { type: "Convolution" ... }``, in place.
+    ``raw_types``: {index in ``layers``: type name} for layers whose type the V1 enum lacks (kept
+    as their names when only the structure is read)."""
     if len(net.layer):
         problems.append("net has both 'layers' (V1) and 'layer' entries; the 'layer' entries are "
                         "dropped, as Caffe does")
     layers = [upgrade_v1_layer(v1, problems) for v1 in net.layers]
+    for i, name in (raw_types or {}).items():
+        if i < len(layers) and not net.layers[i].HasField("type"):
+            layers[i].type = name
     crops = [i for i, v1 in enumerate(net.layers) if v1.type == getattr(V1, "CROP", None)]
     if crops:
         from .v1_crop import resolve_v1_crops
@@ -258,18 +263,24 @@ def upgrade_batch_norm(net):
     return net
 
 
-def upgrade_net(net, filename="<net>"):
+def upgrade_net(net, filename="<net>", raw_types=None):
     """Bring a NetParameter (text or binary, any vintage) to the current format, in place.
 
     Returns ``net``. Each step runs only when needed, in Caffe's order (see the module doc).
+    When only the structure is read (:func:`caffepy.proto.harvest_policy.structure_only`), a V0
+    type Caffe does not know and a V1 type the enum lacks (``raw_types``: {index in ``layers``:
+    name}, from the text) become layers of that type name, for ``draw`` and ``summary`` to show;
+    otherwise an unknown V0 type is an error.
     """
+    from .harvest_policy import is_structure_only
     problems = []
+    raw = dict(raw_types or {}) if is_structure_only() else None
     if net_needs_v0_upgrade(net):
-        upgrade_v0_net(net, filename, problems)
+        upgrade_v0_net(net, filename, problems, raw_types=raw)
     if net_needs_data_upgrade(net):
         upgrade_data_transformation(net)
     if net_needs_v1_upgrade(net):
-        upgrade_v1_net(net, problems, filename)
+        upgrade_v1_net(net, problems, filename, raw_types=raw)
     if net_needs_input_upgrade(net):
         upgrade_net_input(net, filename)
     if net_needs_batch_norm_upgrade(net):

@@ -128,8 +128,10 @@ def _set(msg, name, value):
         setattr(msg, name, value)
 
 
-def upgrade_v0_layer(conn, problems):
-    """One V0 connection (``layers { layer {...} bottom top }``) as a V1 layer."""
+def upgrade_v0_layer(conn, problems, raw=None):
+    """One V0 connection (``layers { layer {...} bottom top }``) as a V1 layer. ``raw``: a
+    one-item list that receives a type Caffe does not know (the V1 layer then has no type),
+    instead of the error."""
     v1 = V1()
     v1.bottom.extend(conn.bottom)
     v1.top.extend(conn.top)
@@ -140,10 +142,15 @@ def upgrade_v0_layer(conn, problems):
     if v0.HasField("name"):
         v1.name = v0.name
     if v0.HasField("type"):
-        if vtype not in V0_TYPES:
+        if vtype not in V0_TYPES and raw is not None:
+            raw.append(vtype)
+            problems.append("layer '%s': V0 type \"%s\" is not one Caffe knows (kept as its name: "
+                            "the structure only)" % (v0.name, vtype))
+        elif vtype not in V0_TYPES:
             raise ProtoError("layer '%s': unknown V0 layer type \"%s\" (known: %s)"
                              % (v0.name, vtype, ", ".join(sorted(V0_TYPES))))
-        v1.type = V0_TYPES[vtype]
+        else:
+            v1.type = V0_TYPES[vtype]
     v1.blobs.extend(v0.blobs)
     v1.blobs_lr.extend(v0.blobs_lr)
     v1.weight_decay.extend(v0.weight_decay)
@@ -166,11 +173,18 @@ def upgrade_v0_layer(conn, problems):
     return v1
 
 
-def upgrade_v0_net(net, filename, problems):
-    """Rewrite ``net`` (a V0 NetParameter) in place as a V1 net."""
+def upgrade_v0_net(net, filename, problems, raw_types=None):
+    """Rewrite ``net`` (a V0 NetParameter) in place as a V1 net. ``raw_types``: None, or a dict
+    that receives {index in the V1 ``layers``: V0 type} for the types Caffe does not know
+    (instead of the error; for reading the structure only)."""
     try:
         connections = _fold_padding(net, filename)
-        layers = [upgrade_v0_layer(conn, problems) for conn in connections]
+        layers = []
+        for conn in connections:
+            raw = [] if raw_types is not None else None
+            layers.append(upgrade_v0_layer(conn, problems, raw))
+            if raw:
+                raw_types[len(layers) - 1] = raw[0]
     except ProtoError as e:
         msg = str(e)
         raise ProtoError(msg if msg.startswith(filename) else "%s: %s" % (filename, msg))

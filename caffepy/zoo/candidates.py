@@ -3,8 +3,9 @@
 :func:`candidates` lists (channels, height, width, guessed, where) for a net whose data layers
 leave their size open: the reader's guessed size, sizes ``--input`` gives, sizes the net itself
 names (:func:`net_sizes`: crop / resize fields, height / width pairs, declared input shapes), the
-default, the usual sizes (:data:`USUAL`) and stride-friendly squares; channel counts besides the
-reader's own where the file declares neither. :func:`weight_shapes` and :func:`check_weights` make
+default, the usual sizes (:data:`USUAL`) and stride-friendly squares (those divisible by the
+net's :func:`stride_divisor` first, when it is over 32); channel counts besides the reader's own
+where the file declares neither. :func:`weight_shapes` and :func:`check_weights` make
 a .caffemodel's blob shapes a check on each candidate.
 """
 from ..errors import ShapeError
@@ -126,6 +127,45 @@ def _channel_options(net_param, searched, weights):
     return out
 
 
+def _layer_stride(lp):
+    """(stride, divides): the spatial stride a layer applies, and whether it divides the size
+    (a convolution, a pooling, a Reorg) rather than multiplying it (a Deconvolution)."""
+    def most(p):
+        values = [int(v) for v in (p.stride if is_repeated(
+            p.DESCRIPTOR.fields_by_name["stride"]) else [p.stride])]
+        values += [int(p.stride_h), int(p.stride_w)]
+        return max([v for v in values if v > 0] or [1])
+    if lp.type == "Reorg" and not lp.reorg_param.reverse:
+        return max(int(lp.reorg_param.stride), 1), True
+    if lp.HasField("pooling_param") and not lp.pooling_param.global_pooling:
+        return most(lp.pooling_param), True
+    if lp.HasField("convolution_param"):
+        return most(lp.convolution_param), "deconv" not in lp.type.lower()
+    return 1, True
+
+
+MAX_DIVISOR = 256
+
+
+def stride_divisor(net_param):
+    """The product of the strides along the most strided path of the net (data tops count 1): a
+    size divisible by it passes every stride-2 stage without a remainder (Reorg needs it; Concat /
+    Eltwise joins of branches whose strided layers round differently often do). At most
+    :data:`MAX_DIVISOR`."""
+    stride, need = {}, 1
+    for lp in net_param.layer:
+        s_in = max([stride.get(b, 1) for b in lp.bottom] or [1])
+        f, divides = _layer_stride(lp)
+        if divides:
+            s_out = s_in * f
+            need = max(need, s_out) if f > 1 else need
+        else:
+            s_out = max(s_in // f, 1)
+        for t in lp.top:
+            stride[t] = min(s_out, MAX_DIVISOR)
+    return min(need, MAX_DIVISOR)
+
+
 def candidates(net_param, searched, default_shape, batch_size, inputs, weights):
     """[(channels or None, h, w, guess, where)] in the order tried (module doc)."""
     from . import replace_data_layers
@@ -141,9 +181,15 @@ def candidates(net_param, searched, default_shape, batch_size, inputs, weights):
             sizes.append((shape[2], shape[3], "the size --input gives '%s'" % blob))
     sizes += net_sizes(net_param)
     sizes.append((default_shape[1], default_shape[2], "the default size"))
-    sizes += [(s, s, "a usual input size") for s in USUAL]
+    usual = [(s, s, "a usual input size") for s in USUAL]
     for step in (32, 16, 8):
-        sizes += [(s, s, "a multiple of %d" % step) for s in range(16, 1025, step)]
+        usual += [(s, s, "a multiple of %d" % step) for s in range(16, 1025, step)]
+    d = stride_divisor(net_param)
+    if d > 32:              # deeper than the usual sizes allow for: sizes divisible by it first
+        usual = ([(h, w, where) for h, w, where in usual if h % d == 0] +
+                 [(s, s, "a multiple of %d, the net's stride" % d) for s in range(d, 1025, d)] +
+                 [(h, w, where) for h, w, where in usual if h % d])
+    sizes += usual
     seen, ordered = set(), []
     for h, w, where in sizes:
         if (h, w) not in seen:

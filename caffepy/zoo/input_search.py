@@ -19,8 +19,10 @@ The rule:
   other phase's data layer, then height / width pairs of any layer: Interp, Upsample, Resize
   targets, then the H x W of Input / DummyData / net-level input shapes and 4-d Reshape dims);
   the default (224); the usual sizes of the field (:data:`caffepy.zoo.candidates.USUAL`);
-  stride-friendly squares (multiples of 32, then 16, then 8, from 16 to 1024); all listed by
-  :mod:`caffepy.zoo.candidates`. One size is given to every searched data layer. At most ``max_candidates`` builds and ``max_seconds`` seconds.
+  stride-friendly squares (multiples of 32, then 16, then 8, from 16 to 1024); when the product
+  of the strides along the net's most strided path is over 32 (a YOLO passthrough's Reorg after
+  five stride-2 stages, a deep PVANet), the usual sizes and squares divisible by it come first,
+  with its multiples; all listed by :mod:`caffepy.zoo.candidates`. One size is given to every searched data layer. At most ``max_candidates`` builds and ``max_seconds`` seconds.
 * Channels: the reader's own (``is_color``, else 3). When the file declares neither them nor
   the size, 1 and 3, the count of ``transform_param.mean_value`` and the input channels of the first convolution
   of ``weights`` are tried too (at the first candidate size, and after the sizes at the first
@@ -33,6 +35,9 @@ The rule:
   the other's shape and the candidate is built again (at most 4 times): a super-resolution net's
   bicubic input takes the shape of its upsampled output, a density map the shape of the
   prediction.
+* Every layer's shape checks are the candidate's: Concat (bottoms equal off the concat axis),
+  Eltwise (equal shapes), Crop (the reference fits), Reorg (its stride divides H and W), and the
+  sizes Caffe's rounding gives (pooling rounds up, convolution down) are what they compare.
 * A candidate fails on any exception; when the first candidate fails on something other than a
   shape (:class:`caffepy.errors.ShapeError`), nothing is searched and that error is raised.
   When no candidate builds, a one-line :class:`caffepy.errors.CaffeError` gives the count tried

@@ -12,7 +12,10 @@ shape of any input blob and takes it out of that search. A Python data layer who
 The net is built for its shapes only (``caffepy.layers.base.shapes_only``): no parameter is
 allocated or filled and no activation allocated, so VGG16 takes a fraction of a second. A net
 whose requested phase cannot be built because its data layers are in the other phase is shown
-in that phase, with a note.
+in that phase, with a note. A layer caffepy cannot build (no class, an absent Python module) has
+its shapes carried by a rule of caffepy.zoo.shape_rules (its row's ``carried`` names the rule;
+params and FLOPs those of the stand-in), or is listed with '?' tops, as is every layer that
+depends on them, with a note naming the plug-in to write; ``strict=True``: an error instead.
 
 FLOPs count a multiply-add as 2 and are estimates of the forward pass:
 Convolution (and NdConvolution) ``2 * weight.size * H_out * W_out * N`` (+ bias), Deconvolution
@@ -31,7 +34,8 @@ from ..net import Net
 from ..net.passes import PhaseError
 from ..proto import caffe_pb2, io as proto_io
 
-Row = collections.namedtuple("Row", "name type top_shapes params flops memory")
+Row = collections.namedtuple("Row", "name type top_shapes params flops memory carried",
+                             defaults=(None,))
 
 NO_COMPUTE = frozenset(["Input", "Split", "Reshape", "Flatten", "Silence", "Concat", "Slice",
                         "Permute", "Crop", "AutoCrop", "Dropout", "Data", "DummyData", "Python",
@@ -79,25 +83,31 @@ def layer_flops(layer, bottom, top):
 
 
 def summarize(source, inputs=None, phase=caffe_pb2.TEST, default_shape=(3, 224, 224),
-              notes=None, weights=None, inferred=None):
+              notes=None, weights=None, inferred=None, strict=False):
     """Build the net for its shapes and return (rows, total row). ``inputs``: {blob name: shape}.
-    ``notes``: a list that receives one-line notes (the phase shown when another was asked for).
+    ``notes``: a list that receives one-line notes (the phase shown when another was asked for,
+    the layers shown with '?' tops and what a plug-in must supply for them).
     ``weights``: a .caffemodel whose blob shapes the net must match. ``inferred``: a list that
     receives the one-line report of the input sizes found by search (caffepy.zoo.input_search),
-    when the file leaves a data layer's size open."""
+    when the file leaves a data layer's size open.
+
+    A layer caffepy cannot build (a type no layer or plug-in registers, a Python layer whose
+    module does not import) has its top shapes carried by a rule of
+    :mod:`caffepy.zoo.shape_rules` when one applies (its row's ``carried`` names the rule);
+    otherwise its tops, and those of every layer that depends on them, are '?' and a note names
+    what a plug-in must supply. ``strict``: neither; such a layer is the one-line error of the
+    build."""
     from .input_search import infer_input_shapes, set_input_shapes, terminal_layer
+    from .shape_rules import carriers
     original = proto_io.read_net(source)
     inputs = dict(inputs or {})
     order = [lp.name for lp in original.layer]
     tops_of = {lp.name: (lp.type, len(lp.top)) for lp in original.layer}
-    unresolved = _terminal_unresolvable_layers(original)
-    if unresolved:
-        original = _without(original, unresolved)
-        if notes is not None:
-            notes.extend(unresolved.values())
+    carried, roots = ({}, {}) if strict else _carry(original)
+    unresolved = {}
     keep = _python_data_layers(original, inputs)
     filename = source if isinstance(source, str) else None
-    phase_note = []
+    phase_note, dropped = [], {}
 
     def prepare(param):
         for i in keep:                   # importable Python data layers set their own shapes
@@ -106,11 +116,18 @@ def summarize(source, inputs=None, phase=caffe_pb2.TEST, default_shape=(3, 224, 
         if unknown:
             raise ValueError("--input names no input blob of the net: %s" % ", ".join(unknown))
 
+    def net_of(param, at):
+        dropped.clear()
+        if roots:
+            param, found = _prune(param, at, roots)
+            dropped.update(found)
+        return Net(param, at, filename=filename)
+
     def build(param):
         del phase_note[:]
-        with shapes_only():
+        with shapes_only(), carriers():
             try:
-                return Net(param, phase, filename=filename)
+                return net_of(param, phase)
             except PhaseError as e:
                 other = _suggested_phase(e)
                 if other is None:
@@ -119,7 +136,7 @@ def summarize(source, inputs=None, phase=caffe_pb2.TEST, default_shape=(3, 224, 
                     "phase %s cannot be built (its data layers are in phase %s); showing phase "
                     "%s" % (caffe_pb2.Phase.Name(phase), caffe_pb2.Phase.Name(other),
                             caffe_pb2.Phase.Name(other)))
-                return Net(param, other, filename=filename)
+                return net_of(param, other)
 
     for _ in range(MAX_FAILED_TERMINALS + 1):
         kept = {t for i in keep for t in original.layer[i].top}
@@ -139,14 +156,14 @@ def summarize(source, inputs=None, phase=caffe_pb2.TEST, default_shape=(3, 224, 
                         " ".join(str(e).split())[:200],
                         " ".join("--input %s=N,C,H,W" % t if j == 0 else "--input %s=N,..." % t
                                  for j, t in enumerate(stand_in.top)))) from None
-            if isinstance(e, ShapeError):
+            if isinstance(e, ShapeError) or strict:
                 name = None
             elif getattr(e, "terminal_fallback", None) is not None:
                 name, why = e.terminal_fallback     # a size at which only that layer fails
             else:
                 name = terminal_layer(original, getattr(e, "layer_name", None))
             if name is None or len(unresolved) >= MAX_FAILED_TERMINALS:
-                raise
+                raise _retyped(e, carried)
             lp = next(x for x in original.layer if x.name == name)
             unresolved[name] = ("layer '%s' (%s) does not build here (%s); its tops (%s) are "
                                 "shown as '?' (no other layer reads them)" % (
@@ -158,6 +175,7 @@ def summarize(source, inputs=None, phase=caffe_pb2.TEST, default_shape=(3, 224, 
             keep = _python_data_layers(original, inputs)
     net = found.net
     if notes is not None:
+        notes.extend(_unknown_notes(roots, dropped))
         notes.extend(phase_note)
     if inferred is not None and found.line:
         inferred.append(found.line)
@@ -169,17 +187,135 @@ def summarize(source, inputs=None, phase=caffe_pb2.TEST, default_shape=(3, 224, 
         n_params = sum(b.count for b in layer.blobs)
         memory = sum(t.count * t.dtype.itemsize for t in top if all(t is not b for b in bottom)) + \
             sum(b.count * b.dtype.itemsize for b in layer.blobs)
-        rows.append(Row(name, layer.type, [tuple(t.shape) for t in top], n_params,
-                        layer_flops(layer, bottom, top), memory))
-    if unresolved:          # shown where the file has them, their tops not computed
+        kind, rule = carried.get(name, (layer.type, None))
+        rows.append(Row(name, kind, [tuple(t.shape) for t in top], n_params,
+                        layer_flops(layer, bottom, top), memory, rule))
+    missing = list(unresolved) + [n for n in dropped if n not in unresolved]
+    if missing:             # shown where the file has them, their tops not computed
         at = {n: i for i, n in enumerate(order)}
-        for name in sorted(unresolved, key=at.get):
+        for name in sorted(missing, key=at.get):
             before = [k for k, r in enumerate(rows) if at.get(r.name, -1) < at[name]]
             rows.insert(before[-1] + 1 if before else 0,
                         Row(name, tops_of[name][0], ["?"] * tops_of[name][1], 0, 0, 0))
     total = Row("total", "", [], sum(r.params for r in rows), sum(r.flops for r in rows),
                 sum(r.memory for r in rows))
     return rows, total
+
+
+def _unbuildable(lp):
+    """Why caffepy cannot build ``lp`` (a type nothing registers, a Python layer with bottoms whose
+    module does not import and that caffepy does not build in), or None."""
+    from ..layers.base import has_layer_type
+    from ..layers.python_layer import builtin_layer_class
+    from . import is_data_layer
+    if is_data_layer(lp):
+        return None
+    if lp.type == "Python":
+        if not len(lp.bottom) or _importable(lp) or builtin_layer_class(
+                lp.python_param.module, lp.python_param.layer) is not None:
+            return None
+        return "python_param.module '%s' is not importable" % lp.python_param.module
+    if has_layer_type(lp.type):
+        return None
+    return "no class"
+
+
+def _carry(param):
+    """Put the stand-in of :mod:`caffepy.zoo.shape_rules` in ``param`` (in place) for each layer
+    caffepy cannot build and a rule carries; return ({name: (type, rule text)} of those,
+    {name: (type, why)} of the others, whose tops are unknown)."""
+    from .shape_rules import rule_for
+    carried, roots = {}, {}
+    for lp in param.layer:
+        why = _unbuildable(lp)
+        if why is None:
+            continue
+        rule = rule_for(lp)
+        if rule is None:
+            roots[lp.name] = (lp.type, why, lp.python_param.module if lp.type == "Python" else "",
+                              len(lp.top))
+            continue
+        carried[lp.name] = (lp.type, rule.text)
+        lp.CopyFrom(rule.stand_in)
+    return carried, roots
+
+
+def _retyped(error, carried):
+    """``error`` with each carried layer it names shown with its own type ("layer 'x'
+    (Convolution)" from the stand-in becomes "layer 'x' (FancyConv, shape carried as a
+    Convolution's)"), or ``error`` itself when it names none."""
+    import re
+    text = str(error)
+    for name, (kind, _) in carried.items():
+        text = re.sub(r"layer '%s' \(([^)]*)\)" % re.escape(name),
+                      lambda m: "layer '%s' (%s, shape carried as a %s's)" % (
+                          name, kind, m.group(1)) if m.group(1) == "Convolution" else
+                      "layer '%s' (%s, shape carried)" % (name, kind), text)
+    if text == str(error):
+        return error
+    out = type(error)(text)
+    out.__dict__.update(error.__dict__)
+    return out
+
+
+def _prune(param, phase, roots):
+    """``param`` without the ``roots`` included in ``phase`` and the layers that read, directly
+    or not, a top of theirs; and {dropped layer: the roots its tops depend on}."""
+    from ..net.passes import layer_included, make_state
+    state = make_state(param, phase)
+    out = caffe_pb2.NetParameter()
+    out.CopyFrom(param)
+    del out.layer[:]
+    unknown, dropped = {}, {}          # blob -> roots it depends on
+    for lp in param.layer:
+        try:
+            included = layer_included(lp, state)
+        except CaffeError:
+            included = True             # (the build reports it)
+        if included:
+            why = set()
+            if lp.name in roots:
+                why.add(lp.name)
+            for b in lp.bottom:
+                why |= unknown.get(b, set())
+            if why:
+                dropped[lp.name] = why
+                for t in lp.top:
+                    unknown[t] = set(why)
+                continue
+            for t in lp.top:
+                unknown.pop(t, None)
+        out.layer.add().CopyFrom(lp)
+    return out, dropped
+
+
+def _unknown_notes(roots, dropped):
+    """One line per type of the layers caffepy cannot build and no rule carries: what must supply
+    it, and the layers shown with '?' because of it."""
+    by_type = collections.OrderedDict()
+    for name, (kind, why, module, n_tops) in roots.items():
+        if name in dropped:
+            by_type.setdefault((kind, module), []).append((name, why, n_tops))
+    lines = []
+    for (kind, module), layers in by_type.items():
+        names = {n for n, _, _ in layers}
+        after = [n for n, r in dropped.items() if n not in names and r & names]
+        first, why, _ = layers[0]
+        more = " and %d more of this type: %s" % (len(layers) - 1, ", ".join(
+            n for n, _, _ in layers[1:])) if len(layers) > 1 else ""
+        if kind == "Python":
+            need = ("%s and no shape rule — the module must be importable (PYTHONPATH), or a "
+                    "plug-in must supply the layer: @caffepy.register_layer(\"Python\") loaded "
+                    "with --layers MODULE" % why)
+        else:
+            need = ("no class and no shape rule — a plug-in must supply it: "
+                    "@caffepy.register_layer(\"%s\") loaded with --layers MODULE" % kind)
+        shown = "; shown as '?' with %s" % (
+            "the %d layer(s) that depend on its tops: %s" % (len(after), ", ".join(after))
+            if after else "no layer depending on its tops") if any(
+                n for _, _, n in layers) else "; listed without shapes (no tops)"
+        lines.append("layer '%s' (type %s%s): %s%s" % (first, kind, more, need, shown))
+    return lines
 
 
 MAX_FAILED_TERMINALS = 8
@@ -217,39 +353,6 @@ def _importable(lp):
         return True
     except Exception:
         return False
-
-
-def _terminal_unresolvable_layers(param):
-    """{name: note} of the layers caffepy cannot build here — a type no layer (or plug-in)
-    registers, or a Python layer with bottoms whose module does not import and that caffepy does
-    not build in — whose tops no other layer reads, except other such layers (a loss, an NMS or
-    a decoder at the end of a net): the rest of the net does not depend on them, so ``summary``
-    builds it and lists them with unknown ('?') tops. One whose tops a built layer reads stays
-    an error (it names the type and the way out)."""
-    from ..layers.base import has_layer_type
-    from ..layers.python_layer import builtin_layer_class
-    from . import is_data_layer
-    out = {}
-    layers = list(param.layer)
-    for i in range(len(layers) - 1, -1, -1):
-        lp = layers[i]
-        if is_data_layer(lp):
-            continue
-        if lp.type == "Python":
-            if not len(lp.bottom) or _importable(lp) or builtin_layer_class(
-                    lp.python_param.module, lp.python_param.layer) is not None:
-                continue
-            why = "python_param.module '%s' is not importable" % lp.python_param.module
-        elif has_layer_type(lp.type):
-            continue
-        else:
-            why = "caffepy has no layer of type '%s' (a plug-in: --layers MODULE)" % lp.type
-        readers = [x for x in layers[i + 1:] if any(t in x.bottom for t in lp.top)]
-        if any(x.name not in out for x in readers):
-            continue
-        out[lp.name] = "layer '%s' (%s): %s; its tops (%s) are shown as '?' (only such layers read them)" % (
-            lp.name, lp.type, why, ", ".join(lp.top))
-    return dict(reversed(list(out.items())))
 
 
 def _python_data_layers(param, inputs):
@@ -291,21 +394,34 @@ def _human(n, unit=""):
     return "%d%s" % (n, unit)
 
 
+CARRIED = "~"
+
+
 def format_summary(rows, total):
-    """A fixed-width text table, one line per layer and a total line."""
+    """A fixed-width text table, one line per layer and a total line; a layer whose shapes a rule
+    carried (caffepy.zoo.shape_rules) has its type marked ``~``, and a footnote per type and rule
+    follows the table (``~ shape carried: TYPE (layers): rule``)."""
     shapes = [", ".join("x".join(str(d) for d in s) or "scalar" for s in r.top_shapes) for r in rows]
+    types = [r.type + (CARRIED if r.carried else "") for r in rows]
     wn = max([len(r.name) for r in rows] + [5])
-    wt = max([len(r.type) for r in rows] + [4])
+    wt = max([len(t) for t in types] + [4])
     ws = max([len(s) for s in shapes] + [10])
     head = "%-*s  %-*s  %-*s  %12s  %10s  %10s" % (wn, "layer", wt, "type", ws, "top shapes",
                                                    "params", "FLOPs", "memory")
     lines = [head, "-" * len(head)]
-    for r, s in zip(rows, shapes):
+    for r, t, s in zip(rows, types, shapes):
         lines.append("%-*s  %-*s  %-*s  %12s  %10s  %10s" % (
-            wn, r.name, wt, r.type, ws, s, "{:,}".format(r.params), _human(r.flops),
+            wn, r.name, wt, t, ws, s, "{:,}".format(r.params), _human(r.flops),
             _human(r.memory, "B")))
     lines.append("-" * len(head))
     lines.append("%-*s  %-*s  %-*s  %12s  %10s  %10s" % (
         wn, "total", wt, "", ws, "%d layers" % len(rows), "{:,}".format(total.params),
         _human(total.flops), _human(total.memory, "B")))
+    notes = collections.OrderedDict()
+    for r in rows:
+        if r.carried:
+            notes.setdefault((r.type, r.carried), []).append(r.name)
+    for (kind, rule), names in notes.items():
+        shown = ", ".join(names[:3]) + (", +%d" % (len(names) - 3) if len(names) > 3 else "")
+        lines.append("%s shape carried: %s (%s): %s" % (CARRIED, kind, shown, rule))
     return "\n".join(lines)

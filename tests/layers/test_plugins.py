@@ -246,7 +246,15 @@ def test_shapes_only_plugin_forward_is_one_line(plugdir, capsys):
 
 
 def test_unknown_type_names_the_way_out(plugdir, capsys):
-    assert cli.main(["summary", "square.prototxt"]) == 1
+    """summary shows the layer and what depends on it as '?' and names the plug-in to write in
+    one line (exit 0); --strict: the one-line error."""
+    assert cli.main(["summary", "square.prototxt"]) == 0
+    captured = capsys.readouterr()
+    assert [ln.split()[:3] for ln in captured.out.splitlines()[3:5]] == [
+        ["sq", "PlugSquare", "?"], ["ip", "InnerProduct", "?"]]
+    assert captured.err.count("\n") == 1 and ('a plug-in must supply it: @caffepy.register_layer('
+                                              '"PlugSquare") loaded with --layers MODULE') in captured.err
+    assert cli.main(["summary", "--strict", "square.prototxt"]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert "layer 'sq': unknown layer type 'PlugSquare'" in err

@@ -80,8 +80,8 @@ def test_python_data_layer_with_a_builtin_stand_in_gives_its_own_shapes(tmp_path
 
 
 def test_terminal_python_layer_without_its_module_is_shown_with_unknown_tops(tmp_path):
-    """A Python loss whose module is absent: nothing reads its top, so the rest of the net is
-    built and the layer is listed with '?' tops and a note; one whose top is read stays an error."""
+    """A Python loss whose module is absent: the rest of the net is built and the layer is listed
+    with '?' tops and a note; a layer reading its top is '?' too; strict: an error."""
     import pytest
     from caffepy.errors import CaffeError
     from caffepy.zoo.summary import format_summary, summarize
@@ -101,13 +101,18 @@ def test_terminal_python_layer_without_its_module_is_shown_with_unknown_tops(tmp
     loss_line = [ln for ln in format_summary(rows, total).splitlines() if ln.startswith("loss")]
     assert loss_line[0].split()[:3] == ["loss", "Python", "?"]
     path.write_text(body + 'layer { name: "after" type: "ReLU" bottom: "loss" top: "after" }\n')
+    notes = []
+    rows, _ = summarize(str(path), notes=notes)
+    assert [(r.name, r.top_shapes) for r in rows][2:] == [("loss", ["?"]), ("after", ["?"])]
+    assert len(notes) == 1 and "that depend on its tops: after" in notes[0]
     with pytest.raises(CaffeError, match="no_such_module_here"):
-        summarize(str(path))
+        summarize(str(path), strict=True)
 
 
 def test_terminal_layers_of_unknown_types_are_shown_with_unknown_tops(tmp_path):
     """An NMS and a decoder no layer registers, at the end of a net (one reading the other): the
-    net before them is built; an unknown type that a built layer reads stays an error."""
+    net before them is built; a layer reading an unknown type's top is '?' too; strict: an
+    error naming the type."""
     import pytest
     from caffepy.errors import CaffeError
     from caffepy.zoo.summary import summarize
@@ -124,10 +129,14 @@ def test_terminal_layers_of_unknown_types_are_shown_with_unknown_tops(tmp_path):
     assert [(r.name, r.type, r.top_shapes) for r in rows][1:] == [
         ("conv", "Convolution", [(1, 2, 6, 6)]), ("nms", "ForkNms", ["?"]),
         ("decode", "ForkDecode", ["?"])]
-    assert len(notes) == 2 and "no layer of type 'ForkNms'" in notes[0]
+    assert len(notes) == 2 and notes[0].startswith("layer 'nms' (type ForkNms): no class and no "
+                                                   "shape rule")
+    assert "the 1 layer(s) that depend on its tops: decode" in notes[0]
     path.write_text(body + 'layer { name: "relu" type: "ReLU" bottom: "out" top: "relu" }\n')
+    rows, _ = summarize(str(path))
+    assert rows[-1].name == "relu" and rows[-1].top_shapes == ["?"]
     with pytest.raises(CaffeError, match="unknown layer type 'ForkNms'"):
-        summarize(str(path))
+        summarize(str(path), strict=True)
 
 
 def test_terminal_layers_that_fail_to_set_up_are_shown_with_unknown_tops(tmp_path):

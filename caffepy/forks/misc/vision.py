@@ -3,6 +3,7 @@
 """
 import numpy as np
 
+from ...errors import ShapeError
 from ...layers.base import Layer, register_layer
 
 
@@ -234,7 +235,8 @@ class ReorgLayer(Layer):
         N, C, H, W = bottom[0].shape
         s = self.s
         if C % (s * s) or (not self.reverse and (H % s or W % s)):
-            raise self.error("shape %s is not divisible by stride %d" % (bottom[0].shape, s))
+            raise self.error("shape %s is not divisible by stride %d" % (bottom[0].shape, s),
+                             ShapeError)
         if self.reverse:
             top[0].reshape(N, C // (s * s), H * s, W * s)
         else:

@@ -3,7 +3,8 @@
 ``import caffepy as caffe`` gives the pycaffe surface: ``Net``, ``TRAIN`` / ``TEST``, solvers,
 ``set_mode_cpu`` / ``set_mode_gpu``, ``layers`` / ``params`` / ``NetSpec``, ``io``, ``draw``;
 ``register_layer`` and ``LayerBase`` for plug-in layers (see caffepy.layers.plugins).
-Heavy optional pieces (solvers, data, draw) are imported lazily on first attribute access.
+Heavy optional pieces (solvers, data, draw) are imported lazily on first attribute access;
+inference mode (caffepy.infer) when a net first enters it (the hook in caffepy.net).
 """
 import importlib as _importlib
 import os as _os
@@ -39,6 +40,16 @@ from .layers.python_layer import Layer  # noqa: F401,E402  (base class of Python
 from .layers.base import Layer as LayerBase  # noqa: F401,E402
 from .layers.plugins import register_layer  # noqa: F401,E402
 from .net import Net  # noqa: F401,E402
+from . import net as _net  # noqa: E402
+
+
+def _optimize(net, keep=(), threads=None, engine=None):
+    """caffepy.net's inference-mode hook: imports caffepy.infer (which installs its own front
+    door in its place) on first use."""
+    return _importlib.import_module("caffepy.infer").optimize(net, keep, threads, engine)
+
+
+_net.set_optimizer(_optimize)
 from .blob import Blob  # noqa: F401,E402
 # ``caffepy.layers`` is pycaffe's DSL object (``L.Convolution(...)``); it still resolves the layer
 # package's modules (``caffepy.layers.base`` ...), so both uses of the name keep working.

@@ -11,6 +11,12 @@ into a closure: GEMM / Winograd convolutions, depthwise, LRN, pooling), ``winogr
 (F(2x2, 3x3)), ``shards`` (the batch split over threads), ``kernels`` (numba kernels of the
 steps, forward only); shared: ``fold`` (BatchNorm / Scale / Bias folded into the weights),
 ``threads`` (the thread limit; the BLAS / numba thread setting that has been fastest).
+
+Importing this package installs :func:`optimize` as ``Net.optimize``'s front door
+(``caffepy.net.set_optimizer``): the net never imports inference mode.
 """
 from .engine import optimize  # noqa: F401
 from .plan import Plan  # noqa: F401
+from ..net import set_optimizer as _set_optimizer
+
+_set_optimizer(optimize)

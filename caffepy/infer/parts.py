@@ -1,12 +1,13 @@
 """Inference mode's onnxruntime engine, the graph side: the net cut into parts, and the ONNX model
 of each onnxruntime part (caffepy.infer.ort runs them).
 
-1. **Cutting.** Every layer but the Input layers is tried with its ONNX converter
-   (caffepy.onnx): a layer that converts runs in onnxruntime; a layer without a converter or
-   that its converter refuses (a Python layer, a data layer, a fork layer the exporter lacks, a
-   configuration ONNX cannot express) and a layer with a loss weight run as caffepy layers. A
-   part boundary sits at each such layer: the parts are the maximal runs of consecutive layers
-   of one kind, in layer order. Input layers belong to no part (their blobs are the user's).
+1. **Cutting.** Every layer but the Input layers is exported alone as a one-layer part
+   (caffepy.onnx.part.export_part): a layer that converts runs in onnxruntime; a layer without
+   a converter or that its converter refuses (a Python layer, a data layer, a fork layer the
+   exporter lacks, a configuration ONNX cannot express) and a layer with a loss weight run as
+   caffepy layers. A part boundary sits at each such layer: the parts are the maximal runs of
+   consecutive layers of one kind, in layer order. Input layers belong to no part (their
+   blobs are the user's).
 2. **Folding.** A Convolution / InnerProduct (one bottom, one top) whose value is read next only
    by a BatchNorm with fixed statistics, a Scale or a Bias (learned, one bottom, over axis 1),
    that one working in place or being the value's only reader while the blob is neither an
@@ -17,16 +18,18 @@ of each onnxruntime part (caffepy.infer.ort runs them).
 3. **Wiring.** A part's graph inputs are the blobs its layers read before writing them; its
    graph outputs are the blobs it writes that a later layer reads, the net's outputs and the
    ``keep`` blobs (their final values). Between parts blobs travel as numpy arrays in the net's
-   blob memory. Value names follow ``caffepy.onnx.export`` (a blob written in place by several
-   layers: ``<blob>/<layer>`` for all but the last writer).
+   blob memory. Each onnxruntime part's model is built at once by
+   ``caffepy.onnx.part.export_part`` (the folded layers handed to it as substitutes), which
+   names the values as ``caffepy.onnx.export`` does, so the parts' inputs and outputs match up.
 4. **Shapes.** Every shape is the blob's current static shape (opset 13, no Shape or computed
    Reshape nodes). A part holding an RPN proposal layer (rows known only at run time) has a
-   symbolic axis 0 after it, and a part reading a blob downstream of one a symbolic batch axis.
+   symbolic axis 0 after it, and a part reading a blob downstream of one a symbolic batch axis
+   (``export_part`` decides both).
 """
 import types
 
 from .fold import affine_of, folded_params, shallow
-from ..onnx.builder import CONVERTERS, ExportError, Graph, LayerContext
+from ..onnx.part import ExportError, export_part
 
 OPSET = 13
 EXTERNAL_BYTES = 4096       # initializers this large go to onnxruntime as arrays, not as bytes
@@ -39,11 +42,10 @@ class Part(object):
     ``net.layers`` (for an onnxruntime part, folded layers included). An onnxruntime part also
     has ``inputs`` / ``outputs`` ([(value name, blob name)]), ``shapes`` (blob name -> the input
     shape it was built for), ``symbolic`` (axis 0 known only at run time inside), ``dynamic``
-    (its inputs' axis 0 too), ``entry`` (blob name -> value name when the part starts),
-    ``model`` (the serialised ModelProto; None when nothing it computes is read) and ``weights``
-    ([(initializer name, array)] of the initializers of ``EXTERNAL_BYTES`` or more, which the
-    model names without their data: onnxruntime reads them from these arrays, the net's own
-    parameter memory where nothing was folded)."""
+    (its inputs' axis 0 too), ``model`` (the serialised ModelProto; None when nothing it
+    computes is read) and ``weights`` ([(initializer name, array)] of the initializers of
+    ``EXTERNAL_BYTES`` or more, which the model names without their data: onnxruntime reads
+    them from these arrays, the net's own parameter memory where nothing was folded)."""
 
     def __init__(self, kind):
         self.kind = kind
@@ -51,7 +53,6 @@ class Part(object):
         self.inputs, self.outputs = [], []
         self.shapes = {}
         self.symbolic = self.dynamic = False
-        self.entry = {}
         self.model = None
         self.weights = []
 
@@ -61,21 +62,15 @@ class Cut(object):
     ``absorbed``: those indices) and the blobs folded away (``gone``: name -> why)."""
 
     def __init__(self, net, keep=()):
-        from ..onnx.export import _load_converters, _value_names
-        _load_converters()
         self.net = net
         self.blobs = dict(net.blobs)            # the Blob objects (net.blobs gets stand-ins)
         self.final = set(net.outputs) | set(keep)
-        names = Graph(OPSET)
-        self.tops_of = _value_names(net, names)
-        self.reserved = set(names._names)
         self.readers = {}                       # id(blob) -> indices of the layers reading it
         self.last_read = {}                     # blob name -> last layer index reading it
         for i, lp in enumerate(net.net_param.layer):
             for b, blob in zip(lp.bottom, net.bottom_vecs[i]):
                 self.readers.setdefault(id(blob), []).append(i)
                 self.last_read[b] = i
-        self._taint()
         kinds = [None if lp.type == "Input" else (ORT if self._converts(i) else CAFFEPY)
                  for i, lp in enumerate(net.net_param.layer)]
         self.chains, self.absorbed, self.gone = {}, set(), {}
@@ -92,32 +87,12 @@ class Cut(object):
         self._wire()
 
     # -- 1. which layers convert ---------------------------------------------------------------
-    def _is_proposal(self, i):
-        from ..onnx.ops_proposal import proposal_impl
-        lp = self.net.net_param.layer[i]
-        return lp.type in ("Python", "Proposal") and \
-            proposal_impl(self.net.layers[i], lp) is not None
-
-    def _taint(self):
-        """``tainted``: blobs downstream of a proposal layer (axis 0 known at run time only)."""
-        self.tainted = set()
-        for i, lp in enumerate(self.net.net_param.layer):
-            if self._is_proposal(i) or any(b in self.tainted for b in lp.bottom):
-                self.tainted.update(lp.top)
-
     def _converts(self, i):
-        net, lp, layer = self.net, self.net.net_param.layer[i], self.net.layers[i]
-        fn = CONVERTERS.get(lp.type)
-        if fn is None or any(getattr(layer, "loss_weights", ())):
+        """Whether layer ``i`` exports as a one-layer part (and has no loss weight)."""
+        if any(getattr(self.net.layers[i], "loss_weights", ())):
             return False
-        g = Graph(OPSET)
-        g.symbolic_axis0 = self._is_proposal(i) or any(b in self.tainted for b in lp.bottom)
-        ctx = LayerContext(g, layer, lp, ["in%d" % k for k in range(len(lp.bottom))],
-                           ["out%d" % k for k in range(len(lp.top))],
-                           [b.shape for b in net.bottom_vecs[i]],
-                           [t.shape for t in net.top_vecs[i]], net)
         try:
-            fn(ctx)
+            export_part(self.net, [i], opset=OPSET)
         except ExportError:
             return False
         return True
@@ -163,77 +138,28 @@ class Cut(object):
 
     # -- 3. wiring -----------------------------------------------------------------------------
     def _wire(self):
-        net = self.net
-        current = {t: t for lp in net.net_param.layer if lp.type == "Input" for t in lp.top}
         for part in self.parts:
-            part.entry = dict(current)
             if part.kind == ORT:
                 self.build(part)
-                current.update(part.exit)
-            else:
-                for i in part.layers:
-                    current.update(zip(net.net_param.layer[i].top, self.tops_of[i]))
 
     def build(self, part):
-        """(Re)build ``part``'s graph from the blobs' current shapes: its inputs, outputs,
-        ``exit`` (blob name -> value name after it) and ``model``."""
-        from .. import __version__
+        """(Re)build ``part``'s graph from the blobs' current shapes: its inputs, outputs and
+        ``model`` (caffepy.onnx.part.export_part, the folded layers as substitutes)."""
         net = self.net
-        current = dict(part.entry)
-        part.dynamic = any(b in self.tainted for b in self._input_blobs(part))
-        part.symbolic = part.dynamic or any(self._is_proposal(i) for i in part.layers)
-        g = Graph(OPSET, part.dynamic)
-        g.symbolic_axis0 = part.symbolic
-        for name in self.reserved:
-            g.reserve(name)
-        part.inputs, part.shapes = [], {}
-        produced, written = set(), []
+        substitutes = {}
         for i in part.layers:
-            if i in self.absorbed:
-                continue
-            lp, layer = net.net_param.layer[i], net.layers[i]
-            bottoms = []
-            for b, blob in zip(lp.bottom, net.bottom_vecs[i]):
-                v = current[b]
-                if v not in produced and b not in part.shapes:
-                    part.inputs.append((v, b))
-                    part.shapes[b] = tuple(blob.shape)
-                    g.inputs.append((v, blob.shape))
-                bottoms.append(v)
-            end = i
             if i in self.chains:
                 chain, a, c = self.chains[i]
-                end = chain[-1]
-                w, bias = folded_params(layer, a, c)
-                layer = _with_params(layer, w, bias)
-            ctx = LayerContext(g, layer, lp, bottoms, self.tops_of[end],
-                               [b.shape for b in net.bottom_vecs[i]],
-                               [t.shape for t in net.top_vecs[i]], net)
-            CONVERTERS[lp.type](ctx)
-            for t, v in zip(net.net_param.layer[end].top, self.tops_of[end]):
-                current[t] = v
-                produced.add(v)
-                if t not in written:
-                    written.append(t)
+                w, bias = folded_params(net.layers[i], a, c)
+                substitutes[i] = (_with_params(net.layers[i], w, bias), chain[-1])
         last = part.layers[-1]
-        part.outputs = [(current[t], t) for t in written
-                        if self.last_read.get(t, -1) > last or t in self.final]
-        g.outputs = [(v, None if part.symbolic else self.blobs[t].shape)
-                     for v, t in part.outputs]
-        part.exit = {t: current[t] for t in written}
-        part.weights = [(nm, a) for nm, a in g.initializers if a.nbytes >= EXTERNAL_BYTES]
-        part.model = (g.to_bytes("%s/part%d" % (net.name, self.parts.index(part)), __version__,
-                                 external={nm for nm, _ in part.weights})
-                      if part.outputs else None)
-
-    def _input_blobs(self, part):
-        """Names of the blobs ``part`` reads before writing them."""
-        written, inputs = set(), []
-        for i in part.layers:
-            lp = self.net.net_param.layer[i]
-            inputs.extend(b for b in lp.bottom if b not in written and b not in inputs)
-            written.update(lp.top)
-        return inputs
+        wanted = {b for b, k in self.last_read.items() if k > last} | self.final
+        built = export_part(net, part.layers, wanted, substitutes, opset=OPSET,
+                            name="%s/part%d" % (net.name, self.parts.index(part)),
+                            external_bytes=EXTERNAL_BYTES)
+        part.inputs, part.outputs, part.shapes = built.inputs, built.outputs, built.shapes
+        part.symbolic, part.dynamic = built.symbolic, built.dynamic
+        part.model, part.weights = built.model, built.weights
 
     def reshape(self, part):
         """Run the reshape of every layer of ``part`` (the shapes its graph is built from)."""

@@ -8,6 +8,10 @@ then :meth:`Net._analyze_backward` decides which layers and bottoms need backwar
 a layer needs backward if a bottom or parameter does, and only if it contributes to a loss;
 ``propagate_down`` and ``force_backward`` override). Tops nobody consumes are the net's outputs.
 
+Inference mode (:meth:`Net.optimize`) is reached through a hook, :func:`set_optimizer`:
+``caffepy.infer`` installs its front door when imported and ``caffepy/__init__`` installs one that
+imports it on first use, so this package never imports inference mode.
+
 Construct as pycaffe does::
 
     net = Net("deploy.prototxt", caffepy.TEST, weights="w.caffemodel")
@@ -26,6 +30,14 @@ from ..math.workspace import Workspace
 from .params import NetParams, provided_layers, read_weights
 from ..proto import caffe_pb2, io as proto_io
 from .pycaffe_net import PycaffeNet
+
+_optimizer = [None]
+
+
+def set_optimizer(optimize):
+    """Install ``optimize(net, keep, threads, engine)``, inference mode's front door, which
+    :meth:`Net.optimize` calls (caffepy.infer installs its own when imported)."""
+    _optimizer[0] = optimize
 
 
 class Net(NetParams, PycaffeNet):
@@ -81,8 +93,10 @@ class Net(NetParams, PycaffeNet):
         steps, caffepy.infer.plan: BatchNorm/Scale folded, ReLUs fused, Split and Dropout
         removed, activation buffers reused). ``keep``: further blob names to keep readable;
         ``threads``: "auto" / "fixed" (caffepy.infer.threads)."""
-        from ..infer.engine import optimize
-        return optimize(self, keep, threads, engine)
+        if _optimizer[0] is None:
+            raise NetError("net '%s': inference mode is not available (import caffepy.infer)"
+                           % self.name)
+        return _optimizer[0](self, keep, threads, engine)
 
     # -- building ------------------------------------------------------------------------------
     def _build(self):

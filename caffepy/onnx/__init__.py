@@ -10,9 +10,14 @@ each layer with Caffe's exact semantics (one module per family: ``ops_conv``, ``
 value names, and writes the model atomically. A layer without a faithful ONNX form raises
 :class:`ExportError`, one line naming the layer, its type and why. The ``onnx`` package is
 imported only inside the functions that need it, so this package never shadows it.
+
+``export_part`` (``part.py``) builds the model of a run of consecutive layers at once, with the
+whole net's value names: inference mode's onnxruntime parts (caffepy.infer.parts).
 """
 from .builder import ExportError
 from .check import check, compare
 from .export import DEFAULT_OPSET, export, load_net, to_model
+from .part import export_part
 
-__all__ = ["ExportError", "check", "compare", "export", "load_net", "to_model", "DEFAULT_OPSET"]
+__all__ = ["ExportError", "check", "compare", "export", "export_part", "load_net", "to_model",
+           "DEFAULT_OPSET"]

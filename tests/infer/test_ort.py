@@ -272,6 +272,31 @@ def test_the_model_bytes_are_what_onnx_writes():
     assert ours.ir_version == ref.ir_version and ours.opset_import == ref.opset_import
 
 
+def test_a_part_holding_every_layer_is_the_exported_graph():
+    """caffepy.onnx.part.export_part over all layers but the Input layer builds the graph that
+    ``caffepy export`` builds; a one-layer part of a layer without a converter is refused."""
+    onnx = pytest.importorskip("onnx")
+    from caffepy.onnx.export import to_model
+    from caffepy.onnx.part import ExportError, export_part
+    net = _net(FIRE)
+    randomize(net)
+    layers = [i for i, lp in enumerate(net.net_param.layer) if lp.type != "Input"]
+    part = export_part(net, layers, net.outputs, name=net.name)
+    assert part.inputs == [("data", "data")] and [b for _, b in part.outputs] == net.outputs
+    ours = onnx.ModelProto()
+    ours.ParseFromString(part.model)
+    ref = to_model(net)
+    assert list(ours.graph.node) == list(ref.graph.node)
+    assert list(ours.graph.initializer) == list(ref.graph.initializer)
+    assert list(ours.graph.input) == list(ref.graph.input)
+    assert list(ours.graph.output) == list(ref.graph.output)
+    assert export_part(net, layers[:1]).model is None          # no outputs asked for
+    mish = _net(CUT.split('layer { name: "py"')[0] +
+                'layer { name: "mish" type: "Mish" bottom: "conv1" top: "mish" }')
+    with pytest.raises(ExportError, match="layer 'mish' \\(Mish\\): no ONNX converter"):
+        export_part(mish, [len(mish.layers) - 1])
+
+
 def test_onnxruntime_is_imported_only_when_the_mode_is_entered():
     import subprocess
     code = ("import sys, caffepy, caffepy.infer, caffepy.onnx\n"

@@ -79,12 +79,13 @@ def layer_flops(layer, bottom, top):
 
 
 def summarize(source, inputs=None, phase=caffe_pb2.TEST, default_shape=(3, 224, 224),
-              notes=None, weights=None, inferred=None):
+              notes=None, weights=None, inferred=None, nets=None):
     """Build the net for its shapes and return (rows, total row). ``inputs``: {blob name: shape}.
     ``notes``: a list that receives one-line notes (the phase shown when another was asked for).
     ``weights``: a .caffemodel whose blob shapes the net must match. ``inferred``: a list that
     receives the one-line report of the input sizes found by search (caffepy.zoo.input_search),
-    when the file leaves a data layer's size open."""
+    when the file leaves a data layer's size open. ``nets``: a list that receives the Net built
+    (for shapes only)."""
     from .input_search import infer_input_shapes, set_input_shapes, terminal_layer
     original = proto_io.read_net(source)
     inputs = dict(inputs or {})
@@ -157,6 +158,8 @@ def summarize(source, inputs=None, phase=caffe_pb2.TEST, default_shape=(3, 224, 
             original = _without(original, {name})
             keep = _python_data_layers(original, inputs)
     net = found.net
+    if nets is not None:
+        nets.append(net)
     if notes is not None:
         notes.extend(phase_note)
     if inferred is not None and found.line:

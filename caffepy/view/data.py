@@ -166,7 +166,15 @@ def _phase_graph(param, path, phase, inputs, weights):
 
 
 def from_prototxt(path, inputs=None, weights=None, phase=None):
-    """The page's document for a net prototxt (both phases when their layers differ)."""
+    """The page's document for a net prototxt (both phases when their layers differ). Read for
+    the structure only (caffepy.proto.harvest_policy.structure_only): fields known only from
+    forks are named in a WARNING and in the layers' panels."""
+    from ..proto.harvest_policy import structure_only
+    with structure_only():
+        return _from_prototxt(path, inputs, weights, phase)
+
+
+def _from_prototxt(path, inputs, weights, phase):
     from ..proto.io import read_net
     param = read_net(path)
     names = {p: [lp.name for lp in param.layer if p in layer_phases(lp)] for p in PHASES}

@@ -10,18 +10,19 @@ import importlib
 from ..proto import field_label
 from ..proto.harvest_policy import COMPUTED, table
 
-_FAMILY_DOC = {}
+_MODULE_DOC = {}
+LONGEST = 240
 
 
-def _family_line(module):
-    parts = module.split(".")
-    if len(parts) < 3 or parts[:2] != ["caffepy", "forks"]:
+def _module_line(module):
+    """The first paragraph of a ``caffepy.forks`` module's doc (shortened), else None."""
+    if not module.startswith("caffepy.forks."):
         return None
-    family = ".".join(parts[:3])
-    if family not in _FAMILY_DOC:
-        doc = (importlib.import_module(family).__doc__ or "").strip().splitlines()
-        _FAMILY_DOC[family] = doc[0].rstrip(".") if doc else parts[2]
-    return _FAMILY_DOC[family]
+    if module not in _MODULE_DOC:
+        doc = (importlib.import_module(module).__doc__ or "").strip().split("\n\n")[0]
+        text = " ".join(doc.split()).replace("``", "") or module.split(".")[2]
+        _MODULE_DOC[module] = text if len(text) <= LONGEST else text[:LONGEST - 3] + "..."
+    return _MODULE_DOC[module]
 
 
 def type_origin(layer_type):
@@ -29,7 +30,7 @@ def type_origin(layer_type):
     from ..layers.base import _REGISTRY, has_layer_type
     if not has_layer_type(layer_type):
         return "type '%s': no caffepy layer (a fork's; a plug-in: --layers MODULE)" % layer_type
-    line = _family_line(getattr(_REGISTRY[layer_type], "__module__", ""))
+    line = _module_line(getattr(_REGISTRY[layer_type], "__module__", ""))
     return "type %s: %s" % (layer_type, line) if line else None
 
 

@@ -378,6 +378,7 @@
         (held[sh.shard] = held[sh.shard] || []).push(r.param + " " + where);
       });
     });
+    clusterDiagram(p, c, held);
     el("h3", {}, "Worker groups", p);
     var t = el("table", {"class": "groups"}, null, p), h = el("tr", {}, null, t);
     ["group", "server group", "workers", "per-host sums"].forEach(function (x) { el("th", {}, x, h); });
@@ -413,6 +414,48 @@
         el("td", {}, (r.shards || []).map(function (s) { return s.shard; }).join(", "), tr);
       });
     }
+  }
+  // worker groups above, server shards below, a push / pull line between a group and each
+  // server of its server group
+  function clusterDiagram(p, c, held) {
+    var groups = c.worker_groups || [], servers = c.servers || [];
+    var BW = 150, GAP = 16, n = Math.max(groups.length, servers.length, 1);
+    var lines = servers.map(function (s) { return 2 + (held[s.shard] || []).length; });
+    var SH = 14 * Math.max.apply(null, lines.concat([3])) + 8;
+    var GH = 14 * (1 + Math.max.apply(null, groups.map(function (g) { return (g.workers || []).length; }).concat([1]))) + 8;
+    var W = n * (BW + GAP) + GAP, H = GH + SH + 70;
+    var s = el("svg:svg", {id: "cluster-diagram", width: String(W), height: String(H)}, null, p);
+    function row(items, y, h, cls, lines) {
+      var off = (W - items.length * (BW + GAP) + GAP) / 2;
+      return items.map(function (it, k) {
+        var x = off + k * (BW + GAP), g = el("svg:g", {"class": cls}, null, s);
+        el("svg:rect", {x: String(x), y: String(y), width: String(BW), height: String(h), rx: "5",
+                        fill: cls === "group" ? "#dbe9f7" : "#f7e6d0", stroke: "#555"}, null, g);
+        lines(it).forEach(function (t, j) {
+          el("svg:text", {x: String(x + 6), y: String(y + 15 + 14 * j), "font-size": "11",
+                          "font-weight": j ? "normal" : "bold"}, t, g);
+        });
+        return x + BW / 2;
+      });
+    }
+    var gx = row(groups, 10, GH, "group", function (g) {
+      return ["worker group " + g.group].concat((g.workers || []).map(function (w) {
+        return "worker " + w.id + " @" + w.host + ":" + w.rank; }));
+    });
+    var sy = GH + 60;
+    var sx = row(servers, sy, SH, "server", function (v) {
+      return ["server " + v.id + ": shard " + v.shard, "@" + v.host + ":" + v.rank].concat(held[v.shard] || []);
+    });
+    groups.forEach(function (g, a) {
+      servers.forEach(function (v, b) {
+        if (v.server_group !== (g.server_group || 0)) return;
+        el("svg:line", {x1: String(gx[a]), y1: String(10 + GH), x2: String(sx[b]), y2: String(sy),
+                        stroke: "#777", "stroke-width": "1.2"}, null, s);
+      });
+    });
+    el("svg:text", {x: String(W / 2), y: String(GH + 38), "text-anchor": "middle", "font-size": "10",
+                    fill: "#555", stroke: "#fff", "stroke-width": "4", "paint-order": "stroke"},
+       "push gradients / pull parameters", s);
   }
   var COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"];
   function chart(parent, title, series, logY) {
@@ -540,5 +583,6 @@
   poll();
   showTab(DATA.cluster ? "cluster" : "panel");
   if (!DATA.cluster) showPanel();
+  document.body.setAttribute("data-ready-ms", String(Math.round(performance.now())));
   document.body.setAttribute("data-ready", "1");
 })();

@@ -294,6 +294,10 @@
       e.classList.toggle("match", hit);
       if (hit) found.push(k);
     });
+    found.sort(function (a, b) {        // exact names first, then in graph order
+      var ea = label(v.nodes[a])[0].toLowerCase() === q, eb = label(v.nodes[b])[0].toLowerCase() === q;
+      return ea === eb ? a - b : (ea ? -1 : 1);
+    });
     st.matches = found;
     var info = document.getElementById("search-info");
     info.textContent = q ? (found.length ? found.length + " found" : "none") : "";

@@ -197,3 +197,39 @@ def test_net_json_and_workspace(tmp_path):
     assert curves.read_curves(data.workspace_logs(str(ws)))["series"]
     doc2 = data.from_net_json(str(ws / "visualization" / "net.json"))
     assert doc2["cluster"] == doc["cluster"]
+
+
+def test_command_serves_until_interrupted(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import urllib.request
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.Popen([sys.executable, "-m", "caffepy", "view", LENET, "--no-browser"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            cwd=str(tmp_path),
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        line = proc.stdout.readline()
+        url = re.search(r"http://127\.0\.0\.1:\d+/", line).group(0)
+        with urllib.request.urlopen(url, timeout=10) as r:
+            assert b'id="caffepy-data"' in r.read()
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0 and "stopped" in out
+
+
+def test_browser_opened_unless_told_not(monkeypatch):
+    import webbrowser
+    from caffepy.commands import view
+    opened = []
+    monkeypatch.setattr(webbrowser, "open", opened.append)
+
+    def interrupted(self, *a, **k):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(ViewServer, "serve_forever", interrupted)
+    doc = data.from_prototxt(LENET)
+    assert view.serve(doc, [], browser=True) == 0 and len(opened) == 1
+    assert opened[0].startswith("http://127.0.0.1:")
+    assert view.serve(doc, [], browser=False) == 0 and len(opened) == 1

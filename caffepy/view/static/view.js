@@ -532,6 +532,7 @@
 
   // -- tabs, phase, collapse ---------------------------------------------------------------------
   function showTab(name) {
+    document.getElementById("side").classList.toggle("wide", name === "table");
     ["panel", "table", "cluster", "curves", "notes"].forEach(function (t) {
       document.getElementById("tab-" + t).classList.toggle("on", t === name);
       document.getElementById(t === "table" ? "table-wrap" : t).classList.toggle("on", t === name);

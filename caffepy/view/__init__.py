@@ -1,7 +1,7 @@
 """``caffepy view``: a net as an interactive page (graph, layer panel, summary table, cluster,
 training curves). :mod:`.data` builds the page's JSON from a prototxt, a net.json or a training
 workspace; :mod:`.layout` places the nodes (Graphviz ``dot``, else layers in Python); :mod:`.page`
-writes the self-contained HTML around ``static/view.js`` and ``static/view.css``; :mod:`.server`
+writes the self-contained HTML around ``static/graph.js``, ``panels.js`` and ``view.css``; :mod:`.server`
 serves it on 127.0.0.1; :mod:`.curves` reads the training logs; :mod:`.forks` names the forks a
 layer's type or fields come from.
 """

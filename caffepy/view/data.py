@@ -97,7 +97,12 @@ def _graph(layers, inputs):
 
 
 def _total(layers):
-    return {k: sum(lr.get(k) or 0 for lr in layers) for k in ("param_count", "flops", "memory")}
+    """Sums over the layers; None for a column no layer knows (a net.json has no FLOPs)."""
+    out = {}
+    for k in ("param_count", "flops", "memory"):
+        known = [lr[k] for lr in layers if lr.get(k) is not None]
+        out[k] = sum(known) if known else None
+    return out
 
 
 # -- a prototxt ----------------------------------------------------------------------------------

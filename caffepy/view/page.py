@@ -2,7 +2,7 @@
 
 The data (:mod:`caffepy.view.data`) sit in ``<script type="application/json">`` with ``<``, ``>``,
 ``&`` and U+2028 / U+2029 escaped, so no text of a net can close the element; the script
-(static/view.js) reads them with ``JSON.parse`` and shows every string through ``textContent``.
+(static/graph.js and static/panels.js, joined in one function) reads them with ``JSON.parse`` and shows every string through ``textContent``.
 The Content-Security-Policy allows only that script (by its SHA-256), inline styles, and requests
 to the page's own origin (the served page polls ``curves.json``).
 """
@@ -56,7 +56,7 @@ def _family_css():
 
 def render_page(doc):
     """The page's HTML (str) for a document of :mod:`caffepy.view.data`."""
-    script = _static("view.js")
+    script = "(function () {\n\"use strict\";\n%s%s})();\n" % (_static("graph.js"), _static("panels.js"))
     digest = base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode("ascii")
     csp = ("default-src 'none'; script-src 'sha256-%s'; style-src 'unsafe-inline'; "
            "connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'" % digest)

@@ -175,7 +175,7 @@ def test_server_serves_only_the_page_and_curves():
         assert _get(port, "/") == (200, b"<html>page</html>")
         assert _get(port, "/", host="localhost:%d" % port)[0] == 200
         assert _get(port, "/curves.json") == (200, b'{"series": []}') and calls
-        for path in ("/etc/passwd", "/../../etc/passwd", "/static/view.js", "/curves.json/x",
+        for path in ("/etc/passwd", "/../../etc/passwd", "/static/graph.js", "/curves.json/x",
                      "//127.0.0.1/", "/%2e%2e/"):
             assert _get(port, path)[0] == 404, path
         for host in ("evil.example:%d" % port, "127.0.0.1", "127.0.0.1:1", "localhost.evil.com:%d" % port, ""):

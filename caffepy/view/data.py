@@ -240,10 +240,13 @@ def from_net_json(path, doc=None):
         graph["total"] = _total(layers)
         graph["notes"], graph["error"] = [], None
         phases[p] = graph
+    if not phases:                          # a net.json without layers: an empty page
+        phases["TEST"] = dict(_graph([], []), input_shapes=[], total=_total([]), notes=[], error=None)
     if len(phases) == 2 and [lr["name"] for lr in phases["TRAIN"]["layers"]] == \
             [lr["name"] for lr in phases["TEST"]["layers"]]:
         del phases["TRAIN"]
-    shown = "TRAIN" if "TRAIN" in phases and doc.get("cluster") else next(iter(phases), "TEST")
+    prefer = ("TRAIN", "TEST") if doc.get("cluster") else ("TEST", "TRAIN")   # a run trains
+    shown = next((p for p in prefer if p in phases), "TEST")
     return {"title": str(doc.get("name") or os.path.basename(path)), "file": os.path.basename(path),
             "source": "netjson", "phases": phases, "phase": shown,
             "cluster": doc.get("cluster"), "curves": None, "notes": []}

@@ -233,3 +233,19 @@ def test_browser_opened_unless_told_not(monkeypatch):
     assert view.serve(doc, [], browser=True) == 0 and len(opened) == 1
     assert opened[0].startswith("http://127.0.0.1:")
     assert view.serve(doc, [], browser=False) == 0 and len(opened) == 1
+
+
+def test_net_json_of_both_phases_and_an_empty_one(tmp_path):
+    from caffepy import draw
+    path = tmp_path / "lenet.json"
+    draw.write_net_json(LENET, str(path))
+    doc = data.from_net_json(str(path))
+    assert doc["phase"] == "TEST" and set(doc["phases"]) == {"TRAIN", "TEST"}
+    assert "accuracy" in [lr["name"] for lr in doc["phases"]["TEST"]["layers"]]
+    assert "accuracy" not in [lr["name"] for lr in doc["phases"]["TRAIN"]["layers"]]
+    assert doc["phases"]["TEST"]["total"]["flops"] is None
+    empty = tmp_path / "empty.json"
+    empty.write_text(json.dumps({"schema": "caffepy.netjson", "version": 1, "name": "e",
+                                 "phase": "ALL", "nodes": [], "links": []}))
+    doc = data.from_net_json(str(empty))
+    assert doc["phases"]["TEST"]["layers"] == [] and page.render_page(doc)

@@ -225,3 +225,26 @@ def test_1000_layers_in_under_2s(open_page, pages, tmp_path):
     pg.page.click("#collapse")
     assert pg.page.locator(".node.block").count() == len(g["blocks"]) >= 77
     assert pg.errors == []
+
+
+def test_unbuilt_layer_and_empty_net(open_page, pages, tmp_path):
+    src = tmp_path / "unbuilt.prototxt"
+    src.write_text(
+        'layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 1 dim: 3 dim: 8 dim: 8 } } }\n'
+        'layer { name: "conv" type: "Convolution" bottom: "data" top: "conv" convolution_param { num_output: 2 kernel_size: 3 } }\n'
+        'layer { name: "decode" type: "MysteryDecoder" bottom: "conv" top: "boxes" }\n')
+    doc = data.from_prototxt(str(src))
+    pg = open_page(_write(doc, pages, "unbuilt.html"))
+    p = pg.page
+    assert p.locator(".node.layer.bad").count() == 1
+    p.locator(".node.layer.bad").click()
+    assert p.text_content("#panel h2") == "decode"
+    assert "MysteryDecoder" in p.text_content("#panel .error")
+    assert "no caffepy layer" in p.text_content("#panel .fork")
+    p.click("#tab-notes")
+    assert "does not build" in p.text_content("#notes") or "MysteryDecoder" in p.text_content("#notes")
+    empty = tmp_path / "empty.json"
+    empty.write_text('{"schema": "caffepy.netjson", "version": 1, "name": "e", "phase": "ALL", '
+                     '"nodes": [], "links": []}')
+    pg = open_page(_write(data.from_net_json(str(empty)), pages, "empty.html"))
+    assert pg.page.locator(".node").count() == 0 and pg.errors == []

@@ -79,12 +79,12 @@ def run(args):
 
 
 def serve(doc, logs, port=0, browser=True):
-    from ..view.curves import read_curves
+    from ..view.curves import Follow
     from ..view.page import render_page
     from ..view.server import ViewServer
     doc["poll"] = bool(logs)
     body = render_page(doc).encode("utf-8")
-    server = ViewServer(lambda: body, (lambda: read_curves(logs)) if logs else None, port)
+    server = ViewServer(lambda: body, Follow(logs) if logs else None, port)
     print("caffepy view: serving %s (Ctrl-C to stop)" % server.url, flush=True)
     if browser:
         import webbrowser

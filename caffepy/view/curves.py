@@ -66,3 +66,33 @@ def read_curves(logs):
         series += _series(train, "train", prefix + "train ")
         series += _series(test, "test", prefix + "test ")
     return {"series": series, "files": files} if series else None
+
+
+class Follow(object):
+    """``Follow(logs)()``: :func:`read_curves` of ``logs``, parsed again only when a log (or one
+    of its ``.rank<N>`` files) changed size or modification time since the last call: what the
+    served page's ``/curves.json`` returns at each poll."""
+
+    def __init__(self, logs):
+        import threading
+        self.logs, self._key, self._value = list(logs), None, None
+        self._lock = threading.Lock()
+
+    def _stamp(self):
+        from ..dist.report import log_files
+        out = []
+        for path in self.logs:
+            for name in log_files(path):
+                try:
+                    st = os.stat(name)
+                except OSError:
+                    continue
+                out.append((name, st.st_size, st.st_mtime_ns))
+        return tuple(out)
+
+    def __call__(self):
+        with self._lock:
+            key = self._stamp()
+            if key != self._key:
+                self._value, self._key = read_curves(self.logs), key
+            return self._value

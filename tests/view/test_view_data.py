@@ -152,6 +152,12 @@ def test_curves_from_a_log(tmp_path):
     kinds = {(s["phase"], s["kind"]) for s in c["series"]}
     assert {("train", "loss"), ("train", "lr"), ("test", "accuracy"), ("test", "loss")} <= kinds
     assert curves.read_curves([str(tmp_path / "absent.log")]) is None
+    follow = curves.Follow([str(log)])
+    first = follow()
+    assert follow() is first                        # unchanged log: not parsed again
+    with open(str(log), "a") as f:
+        f.write("".join(lines[1:]).replace("Iteration 0,", "Iteration 300,"))
+    assert follow() is not first and follow() == curves.read_curves([str(log)])
 
 
 def _get(port, path, host=None, method="GET"):

@@ -2,8 +2,8 @@
 
 The data (:mod:`caffepy.view.data`) sit in ``<script type="application/json">`` with ``<``, ``>``,
 ``&`` and U+2028 / U+2029 escaped, so no text of a net can close the element; the script
-(static/graph.js and static/panels.js, joined in one function) reads them with ``JSON.parse`` and shows every string through ``textContent``.
-The Content-Security-Policy allows only that script (by its SHA-256), inline styles, and requests
+(static/graph.js and static/panels.js, joined in one function) reads them with ``JSON.parse``
+and shows every string through ``textContent``. The Content-Security-Policy allows only that script (by its SHA-256), inline styles, and requests
 to the page's own origin (the served page polls ``curves.json``).
 """
 import base64
@@ -26,7 +26,9 @@ _BODY = """<header>
 <main>
 <section id="graph-pane"><svg id="graph" xmlns="http://www.w3.org/2000/svg"></svg></section>
 <aside id="side">
-<nav id="tabs"><button id="tab-panel" type="button">Layer</button><button id="tab-table" type="button">Summary</button><button id="tab-cluster" type="button">Cluster</button><button id="tab-curves" type="button">Curves</button><button id="tab-notes" type="button">Notes</button></nav>
+<nav id="tabs"><button id="tab-panel" type="button">Layer</button>
+<button id="tab-table" type="button">Summary</button><button id="tab-cluster" type="button">Cluster</button>
+<button id="tab-curves" type="button">Curves</button><button id="tab-notes" type="button">Notes</button></nav>
 <div id="panel" class="tab"></div>
 <div id="table-wrap" class="tab"><table id="summary"></table></div>
 <div id="cluster" class="tab"></div>

@@ -4,8 +4,6 @@ import json
 import os
 import re
 
-import pytest
-
 from caffepy import cli
 from caffepy.view import curves, data, layout, page
 from caffepy.view.server import ViewServer

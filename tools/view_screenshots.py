@@ -16,10 +16,11 @@ sys.path.insert(0, ROOT)
 
 from caffepy.view import data, page  # noqa: E402
 from caffepy.view.curves import read_curves  # noqa: E402
-from tests.view.conftest import ARGS  # noqa: E402
 from tests.view.netgen import make_workspace  # noqa: E402
 
 OUT = os.path.join(ROOT, "docs", "images")
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--no-first-run"]
 
 
 def _shoot(browser, doc, folder, name, actions):

@@ -44,6 +44,12 @@ def build(args):
     path = args.net
     if not os.path.exists(path):
         raise CaffeError("%s: no such file or folder" % path)
+    for log in args.log:
+        if not os.path.exists(log):
+            raise CaffeError("--log %s: no such file" % log)
+    structure = os.path.isdir(path) or path.lower().endswith(".json")
+    if structure and (args.input or args.weights):
+        raise CaffeError("--input and --weights apply to a .prototxt; %s brings its own shapes" % path)
     logs = list(args.log)
     if os.path.isdir(path):
         doc = data.from_workspace(path)
@@ -53,9 +59,6 @@ def build(args):
     else:
         inputs = dict(_input(t) for t in args.input)
         doc = data.from_prototxt(path, inputs=inputs, weights=args.weights, phase=args.phase)
-    for log in args.log:
-        if not os.path.exists(log):
-            raise CaffeError("--log %s: no such file" % log)
     if args.phase in doc["phases"]:
         doc["phase"] = args.phase
     return doc, logs

@@ -101,6 +101,20 @@ def test_search_collapse_phase_and_table(open_page, pages):
     assert p.text_content("#search-info") == "1 of 2"
     p.keyboard.press("Enter")                             # the next match
     assert p.text_content("#search-info") == "2 of 2"
+    pane = p.locator("#graph-pane").bounding_box()
+    box = p.locator(".node.match", has_text="inception_4c/pool_proj").bounding_box()
+    centre = (box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    assert abs(centre[0] - (pane["x"] + pane["width"] / 2)) < 2       # centred on the match
+    assert abs(centre[1] - (pane["y"] + pane["height"] / 2)) < 2
+    p.mouse.move(pane["x"] + 100, pane["y"] + 100)                   # pan: drag
+    p.mouse.down()
+    p.mouse.move(pane["x"] + 160, pane["y"] + 140, steps=4)
+    p.mouse.up()
+    moved = p.locator(".node.match", has_text="inception_4c/pool_proj").bounding_box()
+    assert abs(moved["x"] - box["x"] - 60) < 2 and abs(moved["y"] - box["y"] - 40) < 2
+    p.mouse.wheel(0, -300)                                           # zoom in
+    assert p.locator(".node.match", has_text="inception_4c/pool_proj").bounding_box()["width"] > \
+        moved["width"] * 1.2
     p.fill("#search", "Concat")
     assert p.locator(".node.match").count() == 9
     p.click("#collapse")

@@ -92,18 +92,46 @@ def _run_pygraphviz(source):
         return None
 
 
+def _order(n, preds):
+    """A topological order of the nodes (Kahn's); where a cycle stops it (blocks of a collapsed
+    graph can form one), the lowest-numbered waiting node goes next."""
+    import heapq
+    waiting = [len(set(p for p in preds[i] if p != i)) for i in range(n)]
+    succs = [[] for _ in range(n)]
+    for i in range(n):
+        for p in set(preds[i]):
+            if p != i:
+                succs[p].append(i)
+    ready = [i for i in range(n) if waiting[i] == 0]
+    heapq.heapify(ready)
+    done, out = [False] * n, []
+    while len(out) < n:
+        if not ready:
+            heapq.heappush(ready, next(i for i in range(n) if not done[i]))
+        i = heapq.heappop(ready)
+        if done[i]:
+            continue
+        done[i] = True
+        out.append(i)
+        for s in succs[i]:
+            waiting[s] -= 1
+            if waiting[s] == 0 and not done[s]:
+                heapq.heappush(ready, s)
+    return out
+
+
 def layered(sizes, edges):
-    """A layout with no Graphviz: rank = longest path from a source; within a rank, nodes are
-    ordered by the mean x of their predecessors and packed left to right; edges are drawn by the
-    page (empty point lists)."""
+    """A layout with no Graphviz: rank = longest path from a source (edges closing a cycle are
+    left out); within a rank, nodes are ordered by the mean x of their predecessors and packed
+    left to right; edges are drawn by the page (empty point lists)."""
     n = len(sizes)
     preds = [[] for _ in range(n)]
     for a, b in edges:
         if a != b:
             preds[b].append(a)
-    rank = [0] * n
-    for i in range(n):                      # nodes come in topological (prototxt) order
-        rank[i] = 1 + max([rank[p] for p in preds[i] if p < i] or [-1])
+    rank = [-1] * n
+    for i in _order(n, preds):
+        rank[i] = 1 + max([rank[p] for p in preds[i] if rank[p] >= 0 and p != i] or [-1])
     rows = {}
     for i in range(n):
         rows.setdefault(rank[i], []).append(i)

@@ -114,6 +114,12 @@ def test_layered_layout_without_graphviz(monkeypatch):
     for a, b, _ in g["edges"]:
         assert ys[a][1] < ys[b][1]          # top-down
     assert data._graph([], [])["layout"]["nodes"] == []
+    c = data.from_prototxt(RESNET50)["phases"]["TEST"]["collapsed"]     # blocks come first there
+    ys = c["layout"]["nodes"]
+    assert c["layout"]["engine"] == "layered"
+    assert all(ys[a][1] < ys[b][1] for a, b in c["edges"])
+    cyc = layout.layered([(50, 30)] * 3, [(0, 1), (1, 2), (2, 1)])       # a cycle still places
+    assert cyc["nodes"][0][1] < cyc["nodes"][1][1] < cyc["nodes"][2][1]
 
 
 def test_resnet50_page_under_1mb(tmp_path):

@@ -117,6 +117,9 @@ def test_search_collapse_phase_and_table(open_page, pages):
         moved["width"] * 1.2
     p.fill("#search", "Concat")
     assert p.locator(".node.match").count() == 9
+    p.keyboard.press("Escape")
+    assert p.locator(".node.match").count() == 0 and p.input_value("#search") == ""
+    p.fill("#search", "Concat")
     p.click("#collapse")
     assert p.locator(".node.block").count() == len(g["blocks"])
     outside = sum(1 for lr in g["layers"] if lr.get("block") is None)
@@ -189,6 +192,8 @@ def test_distributed_run(open_page, pages, tmp_path):
     assert p.locator("#cluster-diagram .server").count() == 2
     slices = p.locator("#cluster table.servers").text_content()
     assert "ip2:0 [0:" in slices
+    assert p.locator(".node.layer", has_text="ip2").locator("text.badge").text_content() == "shards 0,1"
+    assert "SFB" in p.locator(".node.layer", has_text="ip1").locator("text.badge").text_content()
     _find(pg, "ip1").click()
     assert "worker group" in p.locator("#panel table.kv").text_content()
     p.click("#tab-curves")

@@ -78,6 +78,29 @@
     if (lr.error) out.push("does not build: " + lr.error);
     return out.join("\n");
   }
+  // a distributed run: where a layer's parameters live (the cluster's routes, else the
+  // placement in net.json), and its worker group when the groups hold different layers
+  var ROUTES = {};
+  ((DATA.cluster && DATA.cluster.routes) || []).forEach(function (r) { ROUTES[r.param] = r; });
+  function badge(lr) {
+    var shards = {}, sfb = false, out = [], g = graph();
+    (lr.params || []).forEach(function (q) {
+      var r = ROUTES[q.name];
+      if (r && r.route === "sfb") sfb = true;
+      if (r) (r.shards || []).forEach(function (sh) { shards[sh.shard] = 1; });
+      else if (q.placement && q.placement.server_shard !== undefined) shards[q.placement.server_shard] = 1;
+    });
+    if (g.groupsDiffer === undefined) {
+      var seen = {};
+      g.layers.forEach(function (l) { if (l.placement && l.placement.worker_group !== undefined) seen[l.placement.worker_group] = 1; });
+      g.groupsDiffer = Object.keys(seen).length > 1;
+    }
+    if (g.groupsDiffer && lr.placement && lr.placement.worker_group !== undefined) out.push("wg " + lr.placement.worker_group);
+    if (sfb) out.push("SFB");
+    var ks = Object.keys(shards).sort(function (a, b) { return a - b; });
+    if (ks.length) out.push((ks.length > 1 ? "shards " : "shard ") + ks.join(","));
+    return out.join(" \u00b7 ");
+  }
   function draw() {
     var v = view(), g = graph();
     clear(svg);
@@ -115,6 +138,8 @@
       el("svg:title", {}, tooltip(n), t);
       el("svg:text", {x: String(n.w / 2), y: String(n.h / 2 - 2)}, l[0], t);
       el("svg:text", {"class": "sub", x: String(n.w / 2), y: String(n.h / 2 + 9)}, l[1], t);
+      var where = n.kind === "layer" ? badge(g.layers[n.i]) : "";
+      if (where) el("svg:text", {"class": "badge", x: String(n.w + 4), y: String(n.h / 2 + 3)}, where, t);
       return t;
     });
     st.view = v;
@@ -329,5 +354,8 @@
   }
   var box = document.getElementById("search");
   box.addEventListener("input", function () { st.matchAt = -1; search(box.value, true); });
-  box.addEventListener("keydown", function (ev) { if (ev.key === "Enter") search(box.value, true); });
+  box.addEventListener("keydown", function (ev) {
+    if (ev.key === "Enter") search(box.value, true);
+    if (ev.key === "Escape") { box.value = ""; search("", false); }
+  });
 

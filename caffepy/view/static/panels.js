@@ -56,7 +56,10 @@
   function notes() {
     var p = clear(document.getElementById("notes")), g = graph();
     if (g.error) el("div", {"class": "error"}, g.error, p);
-    (DATA.notes || []).concat(g.notes || []).forEach(function (n) { el("p", {"class": "note"}, n, p); });
+    var all = (DATA.notes || []).concat(g.notes || []);
+    all.forEach(function (n) { el("p", {"class": "note"}, n, p); });
+    var count = all.length + (g.error ? 1 : 0);
+    document.getElementById("tab-notes").textContent = "Notes" + (count ? " (" + count + ")" : "");
   }
   function cluster() {
     var c = DATA.cluster, p = document.getElementById("cluster");

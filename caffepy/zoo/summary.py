@@ -83,7 +83,7 @@ def layer_flops(layer, bottom, top):
 
 
 def summarize(source, inputs=None, phase=caffe_pb2.TEST, default_shape=(3, 224, 224),
-              notes=None, weights=None, inferred=None, strict=False):
+              notes=None, weights=None, inferred=None, strict=False, nets=None):
     """Build the net for its shapes and return (rows, total row). ``inputs``: {blob name: shape}.
     ``notes``: a list that receives one-line notes (the phase shown when another was asked for,
     the layers shown with '?' tops and what a plug-in must supply for them).
@@ -96,7 +96,7 @@ def summarize(source, inputs=None, phase=caffe_pb2.TEST, default_shape=(3, 224, 
     :mod:`caffepy.zoo.shape_rules` when one applies (its row's ``carried`` names the rule);
     otherwise its tops, and those of every layer that depends on them, are '?' and a note names
     what a plug-in must supply. ``strict``: neither; such a layer is the one-line error of the
-    build."""
+    build. ``nets``: a list that receives the Net built (for shapes only)."""
     from .input_search import infer_input_shapes, set_input_shapes, terminal_layer
     from .shape_rules import carriers
     original = proto_io.read_net(source)
@@ -174,6 +174,8 @@ def summarize(source, inputs=None, phase=caffe_pb2.TEST, default_shape=(3, 224, 
             original = _without(original, {name})
             keep = _python_data_layers(original, inputs)
     net = found.net
+    if nets is not None:
+        nets.append(net)
     if notes is not None:
         notes.extend(_unknown_notes(roots, dropped))
         notes.extend(phase_note)

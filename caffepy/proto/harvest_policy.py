@@ -16,7 +16,8 @@ that sets one to a value other than its default is read according to the mode:
 A field holding its default value changes nothing and is accepted silently. The check runs where
 :func:`caffepy.proto.io.parse_text` reads text; line numbers come from the same token scan
 :mod:`caffepy.proto.unknown_fields` uses. Harvested fields that a caffepy layer now reads are listed
-in :data:`COMPUTED`: they are accepted like any field of caffepy's own schema. With a fork's own schema loaded (``--proto``,
+in :data:`COMPUTED`: they are accepted like any field of caffepy's own schema; so is a forks' V1 layer
+type that upgrades to the type string of a caffepy layer (:mod:`caffepy.proto.v1_fork_types`). With a fork's own schema loaded (``--proto``,
 :mod:`caffepy.proto.user_schema`), the harvested fields and values its file defines are accepted.
 """
 import contextlib
@@ -166,6 +167,18 @@ def _is_default(fd, value, fork_default=None):
     return _same(fd, value, fd.default_value)
 
 
+def _v1_type_computed(number):
+    """Whether a fork's V1 layer type upgrades (caffepy.proto.v1_fork_types) to a type string a
+    caffepy layer class computes."""
+    from ..layers import base
+    from .upgrade import V1_TYPES
+    name = V1_TYPES.get(number)
+    if not name:
+        return False
+    base.load_all()
+    return base.has_layer_type(name)
+
+
 def find_harvested(msg):
     """Every harvested field ``msg`` (and its sub-messages) sets to a non-default value, and every
     harvested enum value it holds: :class:`Harvested` records (field path, layer name, forks)."""
@@ -193,6 +206,8 @@ def _walk(msg, path, layer, out, tab):
             for v in values:
                 ev = fd.enum_type.values_by_number.get(v)
                 entry = tab.get("%s=%s" % (key, ev.name)) if ev is not None else None
+                if entry is not None and key == "V1LayerParameter.type" and _v1_type_computed(v):
+                    entry = None
                 if entry is not None:
                     out.append(Harvested(mname, fd.name, ".".join(fpath), layer, entry, ev.name))
                     break

@@ -61,6 +61,8 @@ COMPUTED = frozenset([
     "LayerParameter.imresize_param", "ImResizeParameter.target_spatial_width",
     "ImResizeParameter.target_spatial_height", "ImResizeParameter.factor",
     "ImResizeParameter.start_scale", "ImResizeParameter.scale_gap",
+    # What's the Point's SoftmaxWithLossExpectation (caffepy/forks/segmentation/whats_the_point.py)
+    "LossParameter.ignore_rank",
     # NdConvolution / NdPooling (chuckcho/video-caffe; caffepy/forks/video/nd.py)
     "ConvolutionParameter.kernel_shape", "ConvolutionParameter.stride_shape",
     "ConvolutionParameter.pad_shape", "PoolingParameter.kernel_shape",

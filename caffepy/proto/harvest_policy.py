@@ -63,6 +63,10 @@ COMPUTED = frozenset([
     "ImResizeParameter.start_scale", "ImResizeParameter.scale_gap",
     # What's the Point's SoftmaxWithLossExpectation (caffepy/forks/segmentation/whats_the_point.py)
     "LossParameter.ignore_rank",
+    # caffe-video_triplet's RankHardLoss (caffepy/forks/video/video_triplet.py)
+    "LayerParameter.rank_param", "V1LayerParameter.rank_param", "RankParameter.neg_num",
+    "RankParameter.pair_size", "RankParameter.hard_ratio", "RankParameter.rand_ratio",
+    "RankParameter.margin",
     # NdConvolution / NdPooling (chuckcho/video-caffe; caffepy/forks/video/nd.py)
     "ConvolutionParameter.kernel_shape", "ConvolutionParameter.stride_shape",
     "ConvolutionParameter.pad_shape", "PoolingParameter.kernel_shape",

@@ -67,6 +67,9 @@ COMPUTED = frozenset([
     "LayerParameter.rank_param", "V1LayerParameter.rank_param", "RankParameter.neg_num",
     "RankParameter.pair_size", "RankParameter.hard_ratio", "RankParameter.rand_ratio",
     "RankParameter.margin",
+    # jolibrain's DiceCoefLoss (caffepy/forks/segmentation/dice.py)
+    "LayerParameter.dice_coef_loss_param", "DiceCoefLossParameter.generalization",
+    "DiceCoefLossParameter.ignore_label",
     # NdConvolution / NdPooling (chuckcho/video-caffe; caffepy/forks/video/nd.py)
     "ConvolutionParameter.kernel_shape", "ConvolutionParameter.stride_shape",
     "ConvolutionParameter.pad_shape", "PoolingParameter.kernel_shape",

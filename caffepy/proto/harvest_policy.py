@@ -70,6 +70,16 @@ COMPUTED = frozenset([
     # jolibrain's DiceCoefLoss (caffepy/forks/segmentation/dice.py)
     "LayerParameter.dice_coef_loss_param", "DiceCoefLossParameter.generalization",
     "DiceCoefLossParameter.ignore_label",
+    # RMPE's DataHeatmap (caffepy/forks/pose/rmpe.py)
+    "LayerParameter.heatmap_data_param", "V1LayerParameter.heatmap_data_param",
+    "HeatmapDataParameter.source", "HeatmapDataParameter.root_img_dir",
+    "HeatmapDataParameter.batchsize", "HeatmapDataParameter.outsize",
+    "HeatmapDataParameter.label_width", "HeatmapDataParameter.label_height",
+    "HeatmapDataParameter.multfact", "HeatmapDataParameter.labelinds",
+    "HeatmapDataParameter.bbox_or_centerscale", "HeatmapDataParameter.scale_width",
+    "HeatmapDataParameter.scale_height", "HeatmapDataParameter.shuffle",
+    "HeatmapDataParameter.segmentation", "HeatmapDataParameter.data_augment",
+    "HeatmapDataParameter.angle_max", "HeatmapDataParameter.sample_per_cluster",
     # NdConvolution / NdPooling (chuckcho/video-caffe; caffepy/forks/video/nd.py)
     "ConvolutionParameter.kernel_shape", "ConvolutionParameter.stride_shape",
     "ConvolutionParameter.pad_shape", "PoolingParameter.kernel_shape",

@@ -80,6 +80,11 @@ COMPUTED = frozenset([
     "HeatmapDataParameter.scale_height", "HeatmapDataParameter.shuffle",
     "HeatmapDataParameter.segmentation", "HeatmapDataParameter.data_augment",
     "HeatmapDataParameter.angle_max", "HeatmapDataParameter.sample_per_cluster",
+    # CReLU, Trunc, Quant_Trun (caffepy/forks/misc/fork_neurons.py)
+    "LayerParameter.crelu_param", "V1LayerParameter.crelu_param", "CReLUParameter.negative_slope",
+    "CReLUParameter.concat_axis", "CReLUParameter.engine", "LayerParameter.trunc_param",
+    "V1LayerParameter.trunc_param", "TruncParameter.scale", "LayerParameter.quant_trun_param",
+    "V1LayerParameter.quant_trun_param", "Quant_TrunParameter.quant",
     # NdConvolution / NdPooling (chuckcho/video-caffe; caffepy/forks/video/nd.py)
     "ConvolutionParameter.kernel_shape", "ConvolutionParameter.stride_shape",
     "ConvolutionParameter.pad_shape", "PoolingParameter.kernel_shape",

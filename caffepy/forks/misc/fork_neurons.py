@@ -1,0 +1,119 @@
+"""Small element-wise and sink layers of single forks, each the layer behind one of that fork's
+V1 types: CReLU (Cambricon/caffe, V1 CRELU), Trunc and Quant_Trun (Ante-Su/RXGNet, V1 TRUNC and
+QUANT_TRUN), BlackHole (BobLiu20/caffe, V1 BLACKHOLE).
+"""
+import numpy as np
+
+from ...layers.base import Layer, NeuronLayer, register_layer
+
+
+@register_layer("CReLU")
+class CReLULayer(Layer):
+    """Concatenated ReLU (Cambricon/caffe, src/caffe/layers/crelu_layer.cpp): along
+    ``concat_axis`` the top holds, for each outer index, f(x) then f(-x), with
+    f(v) = max(v, 0) + negative_slope min(v, 0):
+
+        top[i, 0:K] = f(x[i]);  top[i, K:2K] = f(-x[i])   (i over the axes before concat_axis,
+                                                          K = x's size from concat_axis on)
+        dL/dx = f'(x) dL/dtop[:K] - f'(-x) dL/dtop[K:]
+
+    The fork runs forward only (an inference fork); the backward is the derivative.
+    prototxt: ``crelu_param { negative_slope: 0 concat_axis: 1 }`` (engine ignored). Not in
+    place. Top: bottom's shape with concat_axis doubled.
+    """
+    exact_num_bottom_blobs = 1
+    exact_num_top_blobs = 1
+
+    def layer_setup(self, bottom, top):
+        if top[0] is bottom[0]:
+            raise self.error("CReLU does not run in place")
+        p = self.layer_param.crelu_param
+        self.slope = p.negative_slope
+        n = bottom[0].num_axes
+        if not -n <= p.concat_axis < n:
+            raise self.error("concat_axis %d out of range for %d axes" % (p.concat_axis, n))
+        self.axis = p.concat_axis % n
+
+    def reshape(self, bottom, top):
+        shape = list(bottom[0].shape)
+        shape[self.axis] *= 2
+        top[0].reshape(tuple(shape))
+
+    def _f(self, v):
+        return np.maximum(v, 0) + self.slope * np.minimum(v, 0)
+
+    def _df(self, v):
+        return np.where(v > 0, 1.0, self.slope)
+
+    def forward_cpu(self, bottom, top):
+        x = bottom[0].data
+        outer = int(np.prod(x.shape[:self.axis]))
+        xv = x.reshape(outer, 1, -1)
+        top[0].data[...] = np.concatenate([self._f(xv), self._f(-xv)], 1).reshape(top[0].shape)
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        if propagate_down[0]:
+            x = bottom[0].data
+            xv = x.reshape(int(np.prod(x.shape[:self.axis])), -1)
+            dy = top[0].diff.reshape(xv.shape[0], 2, -1)
+            dx = self._df(xv) * dy[:, 0] - self._df(-xv) * dy[:, 1]
+            bottom[0].diff[...] = dx.reshape(x.shape)
+
+
+@register_layer("Trunc")
+class TruncLayer(NeuronLayer):
+    """Clip to [-scale, scale] (Ante-Su/RXGNet, src/caffe/layers/trunc_layer.cpp):
+
+        y = min(max(x, -scale), scale);  dL/dx = dL/dy where -scale < x < scale, else 0
+
+    prototxt: ``trunc_param { scale: 3 }``.
+    """
+
+    def layer_setup(self, bottom, top):
+        self.scale = self.layer_param.trunc_param.scale
+
+    def forward_cpu(self, bottom, top):
+        x = bottom[0].data
+        self._inside = (x > -self.scale) & (x < self.scale)
+        top[0].data[...] = np.clip(x, -self.scale, self.scale)
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        if propagate_down[0]:
+            bottom[0].diff[...] = top[0].diff * self._inside
+
+
+@register_layer("Quant_Trun")
+class QuantTrunLayer(NeuronLayer):
+    """Quantise and clip (Ante-Su/RXGNet, src/caffe/layers/quant_trun_layer.cpp):
+
+        y = min(int(x / quant), 4) for x > 0;  max(int(x / quant), -4) otherwise
+
+    (int truncates toward 0). The fork's backward does nothing; caffepy's writes a zero
+    gradient. prototxt: ``quant_trun_param { quant: 1 }``.
+    """
+
+    def forward_cpu(self, bottom, top):
+        q = np.trunc(bottom[0].data / self.layer_param.quant_trun_param.quant)
+        top[0].data[...] = np.clip(q, -4, 4)
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        if propagate_down[0]:
+            bottom[0].diff[...] = 0
+
+
+@register_layer("BlackHole")
+class BlackHoleLayer(Layer):
+    """A sink (BobLiu20/caffe, include/caffe/layers/blackhole_layer.hpp): one bottom, no top;
+    forward and backward do nothing (unlike Silence, the bottom's diff is not zeroed)."""
+    exact_num_bottom_blobs = 1
+    exact_num_top_blobs = 0
+
+    def reshape(self, bottom, top):
+        pass
+
+    def forward_cpu(self, bottom, top):
+        pass
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        pass
+

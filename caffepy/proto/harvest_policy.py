@@ -86,7 +86,7 @@ COMPUTED = frozenset([
     "V1LayerParameter.trunc_param", "TruncParameter.scale", "LayerParameter.quant_trun_param",
     "V1LayerParameter.quant_trun_param", "Quant_TrunParameter.quant",
     # Regularization, AccuracyDistance (caffepy/forks/misc/fork_losses.py)
-    "LayerParameter.regularization_param", "V1LayerParameter.regularization_param",
+    "LayerParameter.regularization_param",
     "RegularizationParameter.norm", "RegularizationParameter.method",
     "RegularizationParameter.regular", "RegularizationParameter.level1",
     "RegularizationParameter.level2", "RegularizationParameter.level3",
@@ -99,6 +99,15 @@ COMPUTED = frozenset([
     "LayerParameter.accuracy_distance_param", "V1LayerParameter.accuracy_distance_param",
     "AccuracyDistanceParameter.dh", "AccuracyDistanceParameter.dw",
     "AccuracyDistanceParameter.axis", "AccuracyDistanceParameter.ignore_label",
+    # limuhit/CCN's ConstScale, Dtow, MTranspose, MulToBin (caffepy/forks/misc/ccn.py)
+    "LayerParameter.const_scale_param", "V1LayerParameter.const_scale_param",
+    "ConstScaleParameter.scale", "ConstScaleParameter.bias", "LayerParameter.dtow_param",
+    "V1LayerParameter.dtow_param", "DtowParameter.psize", "DtowParameter.method",
+    "DtowParameter.ngroup", "LayerParameter.mtranspose_param", "V1LayerParameter.mtranspose_param",
+    "MTransposeParameter.groups", "MTransposeParameter.inverse", "MTransposeParameter.width",
+    "MTransposeParameter.height", "MTransposeParameter.channel", "LayerParameter.multobin_param",
+    "V1LayerParameter.multobin_param", "MulToBinParameter.levels", "MulToBinParameter.mod",
+    "MulToBinParameter.inverse", "MulToBinParameter.imp",
     # NdConvolution / NdPooling (chuckcho/video-caffe; caffepy/forks/video/nd.py)
     "ConvolutionParameter.kernel_shape", "ConvolutionParameter.stride_shape",
     "ConvolutionParameter.pad_shape", "PoolingParameter.kernel_shape",

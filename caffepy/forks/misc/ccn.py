@@ -1,0 +1,200 @@
+"""Layers of limuhit/CCN (a learned image-compression Caffe) behind its V1 types CONST_SCALE,
+DTOW, MTRANSPOSE and MULTOBIN: ConstScale, Dtow (depth <-> space rearrangement, plain or along
+anti-diagonals), MTranspose (channel groups moved last) and MulToBin (integer codes split into
+bit groups). Each rearrangement is a permutation; its backward is the inverse permutation.
+"""
+import numpy as np
+
+from ...errors import ShapeError
+from ...layers.base import Layer, NeuronLayer, register_layer
+
+
+@register_layer("ConstScale")
+class ConstScaleLayer(NeuronLayer):
+    """y = scale x + bias;  dL/dx = scale dL/dy (limuhit/CCN, const_scale_layer.cpp).
+    prototxt: ``const_scale_param { scale: 1 bias: 0 }``."""
+
+    def forward_cpu(self, bottom, top):
+        p = self.layer_param.const_scale_param
+        top[0].data[...] = bottom[0].data * p.scale + p.bias
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        if propagate_down[0]:
+            bottom[0].diff[...] = top[0].diff * self.layer_param.const_scale_param.scale
+
+
+class _Permute(Layer):
+    """top.flat[dst] = bottom.flat (``scatter``) or top.flat = bottom.flat[dst]; the backward
+    applies the inverse."""
+    exact_num_bottom_blobs = 1
+    exact_num_top_blobs = 1
+
+    def forward_cpu(self, bottom, top):
+        src, out = bottom[0].data.reshape(-1), top[0].data.reshape(-1)
+        if self.scatter:
+            out[self.dst] = src
+        else:
+            out[...] = src[self.dst]
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        if propagate_down[0]:
+            dy, dx = top[0].diff.reshape(-1), bottom[0].diff.reshape(-1)
+            if self.scatter:
+                dx[...] = dy[self.dst]
+            else:
+                dx[self.dst] = dy
+
+
+@register_layer("Dtow")
+class DtowLayer(_Permute):
+    """Depth to space and back (limuhit/CCN, dtow_layer.cpp), p = ``psize``:
+
+    MDTOW: N x C x H x W -> N x C/p^2 x pH x pW, channel c = c' p^2 + r going to the pixel
+    (h p + r // p, w p + r % p) of channel c'; MWTOD: the inverse arrangement
+    (N x C x H x W -> N x C p^2 x H/p x W/p). LDTOW / LWTOD: the same with the p x p cell
+    filled along its anti-diagonals (the fork's zig-zag index) and the channels taken in
+    ``ngroup`` interleaved groups. prototxt: ``dtow_param { psize: 2 method: MDTOW ngroup: 1 }``.
+    """
+
+    def layer_setup(self, bottom, top):
+        p = self.layer_param.dtow_param
+        m = type(p).DtowMethod
+        self.p, self.g = int(p.psize), int(p.ngroup)
+        if self.p < 1 or self.g < 1:
+            raise self.error("dtow_param: psize and ngroup must be positive")
+        self.d2w = p.method in (m.Value("MDTOW"), m.Value("LDTOW"))
+        self.zig = p.method in (m.Value("LDTOW"), m.Value("LWTOD"))
+        p2 = self.p * self.p
+        self.offset = np.zeros((2, p2), np.int64)
+        xi = 0
+        for i in range(2 * self.p - 1):
+            for j in range(max(0, i - self.p + 1), min(self.p, i + 1)):
+                self.offset[0, xi] = j - xi // self.p
+                self.offset[1, xi] = i - j - xi % self.p
+                xi += 1
+
+    def reshape(self, bottom, top):
+        if bottom[0].num_axes != 4:
+            raise self.error("bottom must be N x C x H x W", ShapeError)
+        n, c, h, w = bottom[0].shape
+        p2 = self.p * self.p
+        if self.d2w:
+            if c % (p2 * (self.g if self.zig else 1)):
+                raise self.error("channels %d must be a multiple of psize^2 (x ngroup)" % c,
+                                 ShapeError)
+            shape = (n, c // p2, h * self.p, w * self.p)
+        else:
+            if h % self.p or w % self.p:
+                raise self.error("height and width must be multiples of psize", ShapeError)
+            shape = (n, c * p2, h // self.p, w // self.p)
+        top[0].reshape(shape)
+        self._index(bottom[0].shape, shape)
+
+    def _zig(self, n, c, h, w):
+        """The fork's zig kernel: the target index of each element of an N x c x h x w array."""
+        p, g = self.p, self.g
+        i = np.arange(n * c * h * w)
+        pw, ph = i % w, (i // w) % h
+        pc, pn = (i // (w * h)) % c, i // (w * h * c)
+        mod = p * p * g
+        tch = c // mod * g
+        tt = pc % mod
+        tc = pc // mod * g + tt % g
+        tt = tt // g
+        fh, fw = tt // p, tt % p
+        th = ph * p + fh + self.offset[0, tt]
+        tw = pw * p + fw + self.offset[1, tt]
+        return ((pn * tch + tc) * h * p + th) * w * p + tw
+
+    def _index(self, shape, out):
+        n, c, h, w = shape
+        p, p2 = self.p, self.p * self.p
+        self.scatter = True
+        if self.zig:
+            if self.d2w:
+                self.dst = self._zig(n, c, h, w)
+            else:
+                self.dst, self.scatter = self._zig(*out), False
+            return
+        i = np.arange(n * c * h * w)
+        tw, th = i % w, (i // w) % h
+        tc, tn = (i // (w * h)) % c, i // (w * h * c)
+        _, co, ho, wo = out
+        if self.d2w:
+            pc, rc = tc // p2, tc % p2
+            ph, pw = th * p + rc // p, tw * p + rc % p
+        else:
+            ph, pw = th // p, tw // p
+            pc = tc * p2 + (th % p) * p + tw % p
+        self.dst = tn * c * h * w + (pc * ho + ph) * wo + pw
+
+
+@register_layer("MTranspose")
+class MTransposeLayer(_Permute):
+    """Channel groups moved to the last axis (limuhit/CCN, mtranspose_layer.cpp), G = ``groups``:
+    N x C x H x W -> (N C H W / G) x G, element (n, c, s) going to row
+    n C S / G + (c // G) S + s, column c % G (S = H W). ``inverse: true`` undoes it into
+    N x channel x height x width from the given ``width``, ``height``, ``channel`` (the fork has
+    no backward for the inverse; caffepy's is the permutation's). prototxt: ``mtranspose_param
+    { groups: 1 inverse: false width height channel }``.
+    """
+
+    def reshape(self, bottom, top):
+        p = self.layer_param.mtranspose_param
+        g = int(p.groups)
+        if p.inverse:
+            c, h, w = int(p.channel), int(p.height), int(p.width)
+            if not c * h * w or bottom[0].count % (c * h * w):
+                raise self.error("mtranspose_param: channel x height x width must divide the "
+                                 "bottom's count", ShapeError)
+            n = bottom[0].count // (c * h * w)
+            top[0].reshape((n, c, h, w))
+        else:
+            if bottom[0].num_axes != 4:
+                raise self.error("bottom must be N x C x H x W", ShapeError)
+            n, c, h, w = bottom[0].shape
+            top[0].reshape((n * c * h * w // g, g))
+        if g < 1 or c % g:
+            raise self.error("channels %d must be a multiple of groups %d" % (c, g), ShapeError)
+        s = h * w
+        i = np.arange(n * c * s)
+        pn, pc, ps = i // (s * c), (i // s) % c, i % s
+        self.dst = (pn * s * c // g + pc // g * s + ps) * g + pc % g
+        self.scatter = not p.inverse
+
+
+@register_layer("MulToBin")
+class MulToBinLayer(Layer):
+    """Integer codes split into ``levels`` groups of ``mod`` bits (limuhit/CCN,
+    multobin_layer.cpp): N x C x H x W -> N x C levels x H x W, channel c l + j holding
+    (v >> (j mod)) % 2^mod for v = int(x) (j counted from the last channel with ``inverse``).
+    ``imp``: v = 0 gives all zeros, else (v - 1) is split and each digit is 1 + its value.
+    No backward in the fork; caffepy writes a zero gradient. prototxt: ``multobin_param
+    { levels: 1 mod: 1 inverse: false imp: false }``.
+    """
+    exact_num_bottom_blobs = 1
+    exact_num_top_blobs = 1
+
+    def reshape(self, bottom, top):
+        if bottom[0].num_axes != 4:
+            raise self.error("bottom must be N x C x H x W", ShapeError)
+        n, c, h, w = bottom[0].shape
+        top[0].reshape((n, c * self.layer_param.multobin_param.levels, h, w))
+
+    def forward_cpu(self, bottom, top):
+        p = self.layer_param.multobin_param
+        v = bottom[0].data.astype(np.int64) & 0xFFFFFFFF
+        flag = np.ones_like(v)
+        if p.imp:
+            flag = (v > 0).astype(np.int64)
+            v = np.where(v > 0, v - 1, v)
+        n, c, h, w = v.shape
+        digits = [((v >> (j * p.mod)) % (1 << p.mod)) * flag + (flag if p.imp else 0)
+                  for j in range(p.levels)]
+        if p.inverse:
+            digits = digits[::-1]
+        top[0].data[...] = np.stack(digits, 2).reshape(top[0].shape)
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        if propagate_down[0]:
+            bottom[0].diff[...] = 0

@@ -1,0 +1,74 @@
+import numpy as np
+
+from caffepy.testing import check_layer_gradient, make_blobs, make_layer, run_layer
+
+
+def _loop_dtow(x, p):
+    n, c, h, w = x.shape
+    out = np.zeros((n, c // (p * p), h * p, w * p))
+    for tn in range(n):
+        for tc in range(c):
+            for th in range(h):
+                for tw in range(w):
+                    rc = tc % (p * p)
+                    out[tn, tc // (p * p), th * p + rc // p, tw * p + rc % p] = x[tn, tc, th, tw]
+    return out
+
+
+def test_const_scale():
+    x = np.random.default_rng(16).standard_normal((2, 3))
+    layer = 'type: "ConstScale" const_scale_param { scale: 2.5 bias: -1 }'
+    (y,) = run_layer(make_layer(layer), make_blobs([x]), make_blobs(1))
+    np.testing.assert_allclose(y, 2.5 * x - 1)
+    check_layer_gradient(make_layer(layer), make_blobs([x]), make_blobs(1))
+
+
+def test_dtow_plain_round_trip_and_gradient():
+    x = np.arange(2 * 8 * 2 * 3, dtype=float).reshape(2, 8, 2, 3)
+    (y,) = run_layer(make_layer('type: "Dtow" dtow_param { psize: 2 }'), make_blobs([x]),
+                     make_blobs(1))
+    np.testing.assert_allclose(y, _loop_dtow(x, 2))
+    (z,) = run_layer(make_layer('type: "Dtow" dtow_param { psize: 2 method: MWTOD }'),
+                     make_blobs([y]), make_blobs(1))
+    np.testing.assert_allclose(z, x)
+    check_layer_gradient(make_layer('type: "Dtow" dtow_param { psize: 2 }'),
+                         make_blobs([np.random.default_rng(0).standard_normal((1, 4, 2, 2))]),
+                         make_blobs(1))
+
+
+def test_dtow_zigzag_round_trip_and_gradient():
+    x = np.random.default_rng(17).standard_normal((1, 18, 2, 2))
+    text = 'type: "Dtow" dtow_param { psize: 3 method: %s ngroup: 2 }'
+    (y,) = run_layer(make_layer(text % "LDTOW"), make_blobs([x]), make_blobs(1))
+    assert y.shape == (1, 2, 6, 6)
+    assert sorted(y.ravel()) == sorted(x.ravel())
+    (z,) = run_layer(make_layer(text % "LWTOD"), make_blobs([y]), make_blobs(1))
+    np.testing.assert_allclose(z, x)
+    check_layer_gradient(make_layer(text % "LDTOW"), make_blobs([x]), make_blobs(1))
+    check_layer_gradient(make_layer(text % "LWTOD"), make_blobs([y]), make_blobs(1))
+
+
+def test_mtranspose_and_inverse():
+    x = np.arange(2 * 4 * 3, dtype=float).reshape(2, 4, 1, 3)
+    (y,) = run_layer(make_layer('type: "MTranspose" mtranspose_param { groups: 2 }'),
+                     make_blobs([x]), make_blobs(1))
+    assert y.shape == (12, 2)
+    assert y[0, 0] == x[0, 0, 0, 0] and y[0, 1] == x[0, 1, 0, 0] and y[3, 0] == x[0, 2, 0, 0]
+    inv = ('type: "MTranspose" mtranspose_param { groups: 2 inverse: true channel: 4 height: 1 '
+           'width: 3 }')
+    (z,) = run_layer(make_layer(inv), make_blobs([y]), make_blobs(1))
+    np.testing.assert_allclose(z, x)
+    check_layer_gradient(make_layer('type: "MTranspose" mtranspose_param { groups: 2 }'),
+                         make_blobs([x]), make_blobs(1))
+    check_layer_gradient(make_layer(inv), make_blobs([y]), make_blobs(1))
+
+
+def test_multobin():
+    x = np.array([[[[5.0, 0.0]]]])                   # 1 x 1 x 1 x 2
+    (y,) = run_layer(make_layer('type: "MulToBin" multobin_param { levels: 3 mod: 1 }'),
+                     make_blobs([x]), make_blobs(1))
+    np.testing.assert_allclose(y[0, :, 0], [[1, 0], [0, 0], [1, 0]])
+    (y,) = run_layer(make_layer('type: "MulToBin" multobin_param { levels: 2 mod: 2 imp: true '
+                                'inverse: true }'), make_blobs([x]), make_blobs(1))
+    # v = 5 - 1 = 4 = digits (0, 1) base 4, each + 1, reversed
+    np.testing.assert_allclose(y[0, :, 0], [[2, 0], [1, 0]])

@@ -108,6 +108,11 @@ COMPUTED = frozenset([
     "MTransposeParameter.height", "MTransposeParameter.channel", "LayerParameter.multobin_param",
     "V1LayerParameter.multobin_param", "MulToBinParameter.levels", "MulToBinParameter.mod",
     "MulToBinParameter.inverse", "MulToBinParameter.imp",
+    # hyojinie/crn's Netvlad, Intranorm (caffepy/forks/misc/crn.py)
+    "LayerParameter.netvlad_param", "V1LayerParameter.netvlad_param",
+    "NetvladParameter.cluster_num", "NetvladParameter.local_dim", "NetvladParameter.vlad_dim",
+    "NetvladParameter.weight_filler", "LayerParameter.intranorm_param",
+    "V1LayerParameter.intranorm_param", "IntranormParameter.cluster_num",
     # NdConvolution / NdPooling (chuckcho/video-caffe; caffepy/forks/video/nd.py)
     "ConvolutionParameter.kernel_shape", "ConvolutionParameter.stride_shape",
     "ConvolutionParameter.pad_shape", "PoolingParameter.kernel_shape",

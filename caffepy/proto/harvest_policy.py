@@ -113,6 +113,9 @@ COMPUTED = frozenset([
     "NetvladParameter.cluster_num", "NetvladParameter.local_dim", "NetvladParameter.vlad_dim",
     "NetvladParameter.weight_filler", "LayerParameter.intranorm_param",
     "V1LayerParameter.intranorm_param", "IntranormParameter.cluster_num",
+    # Look into Person's ParseEvaluate (caffepy/forks/segmentation/lip.py)
+    "LayerParameter.parse_evaluate_param", "ParseEvaluateParameter.num_labels",
+    "ParseEvaluateParameter.ignore_label",
     # NdConvolution / NdPooling (chuckcho/video-caffe; caffepy/forks/video/nd.py)
     "ConvolutionParameter.kernel_shape", "ConvolutionParameter.stride_shape",
     "ConvolutionParameter.pad_shape", "PoolingParameter.kernel_shape",

@@ -1,6 +1,7 @@
 """Small element-wise and sink layers of single forks, each the layer behind one of that fork's
 V1 types: CReLU (Cambricon/caffe, V1 CRELU), Trunc and Quant_Trun (Ante-Su/RXGNet, V1 TRUNC and
-QUANT_TRUN), BlackHole (BobLiu20/caffe, V1 BLACKHOLE).
+QUANT_TRUN), BlackHole (BobLiu20/caffe, V1 BLACKHOLE), GetDataDim (ArcherFMY/caffe-sal-ensemble,
+V1 GETDATADIM).
 """
 import numpy as np
 
@@ -117,3 +118,23 @@ class BlackHoleLayer(Layer):
     def backward_cpu(self, top, propagate_down, bottom):
         pass
 
+
+
+@register_layer("GetDataDim")
+class GetDataDimLayer(Layer):
+    """The bottom's spatial size per sample (ArcherFMY/caffe-sal-ensemble,
+    caffe/src/caffe/layers/get_data_dim_layer.cpp): top (N x 1 x 1 x 2) holds (H, W) for every
+    sample. No backward (the fork's does nothing; no gradient is written)."""
+    exact_num_bottom_blobs = 1
+    exact_num_top_blobs = 1
+
+    def reshape(self, bottom, top):
+        if bottom[0].num_axes != 4:
+            raise self.error("bottom must be N x C x H x W")
+        top[0].reshape((bottom[0].shape[0], 1, 1, 2))
+
+    def forward_cpu(self, bottom, top):
+        top[0].data[...] = np.array(bottom[0].shape[2:], dtype=top[0].data.dtype)
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        pass

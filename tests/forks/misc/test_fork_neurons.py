@@ -40,3 +40,10 @@ def test_blackhole_takes_a_bottom_and_leaves_its_diff():
     layer.forward(bottom, [])
     layer.backward([], [True], bottom)
     assert (bottom[0].diff == 7).all()
+
+
+def test_get_data_dim():
+    (d,) = run_layer(make_layer('type: "GetDataDim"'), make_blobs([np.zeros((3, 2, 5, 7))]),
+                     make_blobs(1))
+    assert d.shape == (3, 1, 1, 2)
+    np.testing.assert_allclose(d[:, 0, 0], [[5, 7]] * 3)

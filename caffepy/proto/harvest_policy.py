@@ -116,6 +116,10 @@ COMPUTED = frozenset([
     # Look into Person's ParseEvaluate (caffepy/forks/segmentation/lip.py)
     "LayerParameter.parse_evaluate_param", "ParseEvaluateParameter.num_labels",
     "ParseEvaluateParameter.ignore_label",
+    # CCL's SemiContrastLoss (caffepy/forks/misc/fork_losses.py)
+    "LayerParameter.semicontrast_loss_param", "V1LayerParameter.semicontrast_loss_param",
+    "SemiContrastLossParameter.margin", "SemiContrastLossParameter.feature_index",
+    "SemiContrastLossParameter.lambda",
     # NdConvolution / NdPooling (chuckcho/video-caffe; caffepy/forks/video/nd.py)
     "ConvolutionParameter.kernel_shape", "ConvolutionParameter.stride_shape",
     "ConvolutionParameter.pad_shape", "PoolingParameter.kernel_shape",

@@ -3,7 +3,7 @@ Regularization (k402xxxcenxxx/SICE, V1 REGULARIZATION; its V1 L1_LOSS, sum |a - 
 FlowNet 2's L1Loss with the default l1_loss_param, caffepy.forks.flownet.loss),
 WeightedSoftmaxWithLoss (201power/caffe, V1 WEIGHTED_SOFTMAX_LOSS), SigmoidEuclideanLoss
 (zeakey/DeepSkeleton, V1 SIGMOID_EUCLIDEAN_LOSS), AccuracyDistance (CamlinZ/face_alignment,
-V1 ACCURACYDISTANCE).
+V1 ACCURACYDISTANCE), SemiContrastLoss (PKU-ICST-MIPL/CCL_TMM2018, V1 SEMICONTRAST_LOSS).
 """
 import numpy as np
 
@@ -212,3 +212,61 @@ class AccuracyDistanceLayer(Layer):
     def backward_cpu(self, top, propagate_down, bottom):
         if any(propagate_down):
             raise self.error("AccuracyDistance has no backward")
+
+
+@register_layer("SemiContrastLoss")
+class SemiContrastLossLayer(LossLayer):
+    """Cross-modal contrastive loss over all image / text pairs (PKU-ICST-MIPL/CCL_TMM2018,
+    caffe-master/src/caffe/layers/semicontrast_loss_layer_divide.cpp). With images u_i, texts
+    v_j (rows of bottoms 0 and 1), labels l (bottom 2) and d_ij = ||u_i - v_j||:
+
+        loss = [ sum_{l_i = l_j} d_ij^2 + sum_{l_i != l_j} max(m - d_ij, 0)^2 ] / (2 N)
+        dL/du_i = (2 g / N) [ sum_same (u_i - v_j) - sum_diff,d<m (m - d)/(d + 1e-4) (u_i - v_j) ]
+
+    and the mirror image for v_j, written only with ``feature_index: 1`` (0: the texts get a
+    zero gradient). The gradient is the fork's: twice the loss's derivative. (The fork draws a
+    random choice for dissimilar pairs that always keeps them.) prototxt:
+    ``semicontrast_loss_param { margin: 1 feature_index: 0 | 1 }`` (lambda and knn_k not read).
+    Bottoms: images N x D, texts N x D, labels N. Top: loss.
+    """
+    exact_num_bottom_blobs = 3
+
+    def layer_setup(self, bottom, top):
+        p = self.layer_param.semicontrast_loss_param
+        if p.feature_index not in (0, 1):
+            raise self.error("semicontrast_loss_param: feature_index must be 0 or 1")
+
+    def reshape(self, bottom, top):
+        super().reshape(bottom, top)
+        n = bottom[0].shape[0]
+        if bottom[1].shape != bottom[0].shape or bottom[0].count != n * bottom[0].shape[1] \
+                or bottom[2].count != n:
+            raise self.error("bottoms must be N x D, N x D and N labels, got %s"
+                             % ([b.shape for b in bottom],), ShapeError)
+
+    def forward_cpu(self, bottom, top):
+        n = bottom[0].shape[0]
+        u, v = bottom[0].data.reshape(n, -1), bottom[1].data.reshape(n, -1)
+        lab = bottom[2].data.reshape(-1)
+        self.diff = u[:, None, :] - v[None, :, :]
+        self.d = np.sqrt((self.diff ** 2).sum(2))
+        self.same = lab[:, None] == lab[None, :]
+        m = self.layer_param.semicontrast_loss_param.margin
+        loss = np.where(self.same, self.d ** 2, np.maximum(m - self.d, 0) ** 2).sum()
+        top[0].data[...] = loss / n / 2
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        if propagate_down[2]:
+            raise self.error("cannot backpropagate to the labels")
+        n = bottom[0].shape[0]
+        m = self.layer_param.semicontrast_loss_param.margin
+        w = np.where(self.same, 1.0, np.where(m - self.d > 0, -(m - self.d) / (self.d + 1e-4),
+                                              0.0))
+        alpha = 2 * float(top[0].diff) / n
+        g = alpha * w[:, :, None] * self.diff
+        if propagate_down[0]:
+            bottom[0].diff[...] = g.sum(1).reshape(bottom[0].shape)
+        if propagate_down[1]:
+            text = -g.sum(0) if self.layer_param.semicontrast_loss_param.feature_index == 1 \
+                else np.zeros_like(g[0])
+            bottom[1].diff[...] = text.reshape(bottom[1].shape)

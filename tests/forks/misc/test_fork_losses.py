@@ -72,3 +72,29 @@ def test_accuracy_distance():
     (d,) = run_layer(layer, make_blobs([p, t]), make_blobs(1))
     # pixels: (2, 2) vs (2, 3); (4, 0) vs (4, 4): distances 1 and 4
     assert float(d) == pytest.approx((1 + 4) / 2)
+
+
+def test_semicontrast_loss_values_and_forks_gradient():
+    rng = np.random.default_rng(21)
+    u, v = rng.standard_normal((3, 2)) * 0.3, rng.standard_normal((3, 2)) * 0.3
+    lab = np.array([0.0, 1.0, 0.0])
+    text = 'type: "SemiContrastLoss" semicontrast_loss_param { margin: 1.5 feature_index: 1 }'
+    layer = make_layer(text)
+    bottom, top = make_blobs([u, v, lab]), make_blobs(1)
+    (loss,) = run_layer(layer, bottom, top)
+    d = np.sqrt(((u[:, None] - v[None]) ** 2).sum(2))
+    same = lab[:, None] == lab[None]
+    ref = np.where(same, d ** 2, np.maximum(1.5 - d, 0) ** 2).sum() / 3 / 2
+    assert float(loss) == pytest.approx(ref)
+    top[0].diff[...] = 1
+    layer.backward(top, [True, True, False], bottom)
+
+    def f(uu, vv):
+        return float(run_layer(make_layer(text), make_blobs([uu, vv, lab]), make_blobs(1))[0])
+    h = 1e-6
+    for which, arr in ((0, u), (1, v)):
+        e = np.zeros_like(arr)
+        e[1, 0] = h
+        args = [(u + e, v), (u - e, v)] if which == 0 else [(u, v + e), (u, v - e)]
+        num = (f(*args[0]) - f(*args[1])) / (2 * h)
+        assert bottom[which].diff[1, 0] == pytest.approx(2 * num, rel=1e-3)

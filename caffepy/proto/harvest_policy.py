@@ -120,6 +120,8 @@ COMPUTED = frozenset([
     "LayerParameter.semicontrast_loss_param", "V1LayerParameter.semicontrast_loss_param",
     "SemiContrastLossParameter.margin", "SemiContrastLossParameter.feature_index",
     "SemiContrastLossParameter.lambda",
+    # Label85's TriVerLoss (caffepy/forks/face/label85.py)
+    "LayerParameter.triver_loss_param", "TriVerLossParameter.k", "TriVerLossParameter.lamda",
     # NdConvolution / NdPooling (chuckcho/video-caffe; caffepy/forks/video/nd.py)
     "ConvolutionParameter.kernel_shape", "ConvolutionParameter.stride_shape",
     "ConvolutionParameter.pad_shape", "PoolingParameter.kernel_shape",

@@ -16,9 +16,10 @@ that sets one to a value other than its default is read according to the mode:
 A field holding its default value changes nothing and is accepted silently. The check runs where
 :func:`caffepy.proto.io.parse_text` reads text; line numbers come from the same token scan
 :mod:`caffepy.proto.unknown_fields` uses. Harvested fields that a caffepy layer now reads are listed
-in :data:`COMPUTED`: they are accepted like any field of caffepy's own schema; so is a forks' V1 layer
-type that upgrades to the type string of a caffepy layer (:mod:`caffepy.proto.v1_fork_types`). With a fork's own schema loaded (``--proto``,
-:mod:`caffepy.proto.user_schema`), the harvested fields and values its file defines are accepted.
+in :data:`COMPUTED`: they are accepted like any field of caffepy's own schema; so is a fork's V1
+layer type that upgrades to the type string of a caffepy layer (:mod:`caffepy.proto.v1_fork_types`).
+With a fork's own schema loaded (``--proto``, :mod:`caffepy.proto.user_schema`), the harvested
+fields and values its file defines are accepted.
 """
 import contextlib
 import contextvars

@@ -7,7 +7,8 @@ from ...layers.base import LossLayer, register_layer
 
 @register_layer("DiceCoefLoss")
 class DiceCoefLossLayer(LossLayer):
-    """Soft Dice loss on per-class maps (jolibrain/caffe, src/caffe/layers/dice_coef_loss_layer.cpp).
+    """Soft Dice loss on per-class maps (jolibrain/caffe,
+    src/caffe/layers/dice_coef_loss_layer.cpp).
 
     With p the prediction of image j (C x H x W, usually a softmax or sigmoid), t the one-hot of
     its label map (label values rounded) and m a mask over the channels (1; 0 on the channel

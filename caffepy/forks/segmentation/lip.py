@@ -1,6 +1,7 @@
 """Human-parsing evaluation layers of Look into Person's Caffe (Betterthinking/caffe at 36001c2),
 its V1 types PARSE_OUTPUT and PARSE_EVALUATE: ParseOutput (per-pixel argmax) and ParseEvaluate
-(per-class counts for IoU). Neither has a backward.
+(per-class counts for IoU), neither with a backward; and PcaGetCoord of ALISCIFP/Segmentation's
+PCA-layer Caffe (its V1 PCA_GET_COORD), landmarks from a PCA shape model.
 """
 import numpy as np
 
@@ -78,3 +79,63 @@ class ParseEvaluateLayer(Layer):
     def backward_cpu(self, top, propagate_down, bottom):
         if any(propagate_down):
             raise self.error("ParseEvaluate has no backward")
+
+
+@register_layer("PcaGetCoord")
+class PcaGetCoordLayer(Layer):
+    """Landmark coordinates from a PCA shape model and a per-image affine transform
+    (ALISCIFP/Segmentation's caffe-with-pcalayer, src/caffe/layers/pca_get_coord_layer.cpp).
+    Bottoms: U (t x P x 2, the shape basis), b (N x t coefficients), q (P x 2, the mean shape),
+    T (N x 6, a 2 x 3 affine per image). For image i and point j:
+
+        s_i = q + b_i U  (as P x 2);     y[i, j] = T_i [s_ij, 1]
+        dL/dT_i = sum_j dL/dy_ij [s_ij, 1]^T;  dL/db_i = U (R_i^T dL/dy_i),  R_i = T_i[:, :2]
+
+    U and q get no gradient. The fork keeps s in a parameter blob (N x P x 2, rewritten from q
+    at every reshape, its diff holding dL/ds); caffepy keeps that blob, rewritten at every
+    forward, so weight files carry it. Top: N x P x 2.
+    """
+    exact_num_bottom_blobs = 4
+    exact_num_top_blobs = 1
+
+    def layer_setup(self, bottom, top):
+        if not self.blobs:
+            self.blobs = [self.new_blob(())]
+        self.param_propagate_down = [False]
+
+    def reshape(self, bottom, top):
+        u, b, q, t = bottom
+        if u.num_axes != 3 or u.shape[2] != 2 or q.count != u.shape[1] * 2 or \
+                b.count != t.shape[0] * u.shape[0] or t.count != t.shape[0] * 6:
+            raise self.error("bottoms must be t x P x 2, N x t, P x 2, N x 6; got %s"
+                             % ([x.shape for x in bottom],), ShapeError)
+        shape = (t.shape[0], u.shape[1], 2)
+        top[0].reshape(shape)
+        self.blobs[0].reshape(shape)
+
+    def forward_cpu(self, bottom, top):
+        u, b, q, t = (x.data for x in bottom)
+        n = t.shape[0]
+        s = q.reshape(1, -1) + b.reshape(n, -1) @ u.reshape(u.shape[0], -1)
+        s = s.reshape(n, -1, 2)
+        self.blobs[0].data[...] = s
+        aff = t.reshape(n, 2, 3)
+        top[0].data[...] = np.einsum("nij,npj->npi", aff[:, :, :2], s) + aff[:, None, :, 2]
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        u, t = bottom[0].data, bottom[3].data
+        n = t.shape[0]
+        dy = top[0].diff.reshape(n, -1, 2)
+        s = self.blobs[0].data.reshape(n, -1, 2)
+        aff = t.reshape(n, 2, 3)
+        ds = np.einsum("npi,nij->npj", dy, aff[:, :, :2])
+        self.blobs[0].diff[...] = ds.reshape(self.blobs[0].shape)
+        if propagate_down[3]:
+            dt = np.concatenate([np.einsum("npi,npj->nij", dy, s), dy.sum(1)[:, :, None]], 2)
+            bottom[3].diff[...] = dt.reshape(bottom[3].shape)
+        if propagate_down[1]:
+            db = ds.reshape(n, -1) @ u.reshape(u.shape[0], -1).T
+            bottom[1].diff[...] = db.reshape(bottom[1].shape)
+        for i in (0, 2):
+            if propagate_down[i]:
+                bottom[i].diff[...] = 0

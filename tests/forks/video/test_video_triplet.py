@@ -3,7 +3,8 @@ import pytest
 
 from caffepy.testing import check_layer_gradient, make_blobs, make_layer, run_layer
 
-RANK = 'type: "RankHardLoss" rank_param { neg_num: %d pair_size: 2 hard_ratio: %g rand_ratio: %g margin: %g }'
+RANK = ('type: "RankHardLoss" rank_param { neg_num: %d pair_size: 2 hard_ratio: %g '
+        'rand_ratio: %g margin: %g }')
 
 
 def test_rank_hard_loss_values():

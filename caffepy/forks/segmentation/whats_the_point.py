@@ -1,6 +1,7 @@
 """Point-supervision losses of "What's the Point: Semantic Segmentation with Point Supervision"
-(abearman/whats-the-point1's Caffe): SoftmaxWithLossExpectation and SoftmaxWithLossObjectness,
-its V1 types SOFTMAX_LOSS_EXPECTATION and SOFTMAX_LOSS_OBJECTNESS.
+(abearman/whats-the-point1's Caffe): SoftmaxWithLossExpectation, SoftmaxWithLossObjectness and
+SoftmaxWithLossObjectnessPresence, its V1 types SOFTMAX_LOSS_EXPECTATION, SOFTMAX_LOSS_OBJECTNESS
+and SOFTMAX_LOSS_OBJECTNESS_PRESENCE.
 
 Both are softmax losses over the class axis (``softmax_param { axis }``, default 1) whose label
 bottom carries extra channels after the per-pixel label: labelled pixels (user clicks) get the
@@ -142,4 +143,39 @@ class SoftmaxWithLossExpectationLayer(_PointLoss):
             grad[:, j] = prob[:, j]
             for c in sorted(set(classes)):
                 grad[c, j] = prob[c, j] * (1 - ac / s)
+        return loss
+
+
+@register_layer("SoftmaxWithLossObjectnessPresence")
+class SoftmaxWithLossObjectnessPresenceLayer(_PointLoss):
+    """Softmax loss with an objectness prior over the classes present in the image
+    (abearman/whats-the-point1, src/caffe/layers/softmax_loss_objectness_presence_layer.cpp).
+    Label bottom: N x 2 x H x W (label, objectness); the present classes are the distinct label
+    values other than 255. For an ignored pixel, with Q = sum_present S_c:
+
+        l = -(P log S0 + (1 - P) log Q)
+        dl/dz_0 = S0 - P;  dl/dz_c = S_c (P + Q - 1) / Q (c > 0 present);  S_c otherwise
+
+    (the loss's derivative, except that the fork leaves out the -(1 - P) S0 / Q term of class 0
+    when the background is itself among the present classes).
+    """
+    label_channels = 2
+
+    def _image(self, prob, lab, grad):
+        label = lab[0]
+        ign = (label == self.ignore) if self.ignore is not None else np.zeros(label.shape, bool)
+        loss = self._labelled(prob, label, grad, ~ign)
+        j = np.nonzero(ign)[0]
+        if j.size:
+            present = sorted(set(int(v) for v in label) - {255})
+            p = 1.0 - lab[1, j].astype(int) / 255.0
+            s0 = np.maximum(prob[0, j], _FLT_MIN)
+            q = sum(np.maximum(prob[c, j], _FLT_MIN) for c in present) if present else \
+                np.full(j.shape, _FLT_MIN)
+            loss -= (p * np.log(s0) + (1 - p) * np.log(q)).sum()
+            grad[:, j] = prob[:, j]
+            grad[0, j] = prob[0, j] - p
+            for c in present:
+                if c > 0:
+                    grad[c, j] = prob[c, j] * (p + q - 1) / q
         return loss

@@ -72,3 +72,21 @@ def test_label_count_is_checked():
     with pytest.raises(NetError, match="label count"):
         run_layer(make_layer(EXP), make_blobs([np.zeros((1, 2, 2, 2)), np.zeros((1, 2, 2, 2))]),
                   make_blobs(1))
+
+
+def test_objectness_presence_values_and_gradient():
+    rng = np.random.default_rng(24)
+    x = rng.standard_normal((1, 4, 2, 3))
+    label = np.full((1, 1, 2, 3), 255.0)
+    label[0, 0, 0, 0], label[0, 0, 1, 2] = 2, 3          # present: 2, 3 (no background)
+    obj = rng.integers(0, 256, (1, 1, 2, 3)).astype(float)
+    lab = np.concatenate([label, obj], axis=1)
+    text = 'type: "SoftmaxWithLossObjectnessPresence" loss_param { ignore_label: 255 }'
+    (loss,) = run_layer(make_layer(text), make_blobs([x, lab]), make_blobs(1))
+    p = _softmax(x.reshape(1, 4, 6))[0]
+    pb = 1 - obj.ravel() / 255
+    q = p[2] + p[3]
+    terms = -(pb * np.log(p[0]) + (1 - pb) * np.log(q))
+    terms[0], terms[5] = -np.log(p[2, 0]), -np.log(p[3, 5])
+    assert float(loss) == pytest.approx(terms.sum() / 6)
+    check_layer_gradient(make_layer(text), make_blobs([x, lab]), make_blobs(1), check_bottom=[0])

@@ -123,6 +123,9 @@ COMPUTED = frozenset([
     "SemiContrastLossParameter.lambda",
     # Label85's TriVerLoss (caffepy/forks/face/label85.py)
     "LayerParameter.triver_loss_param", "TriVerLossParameter.k", "TriVerLossParameter.lamda",
+    # SICE's SSIMLoss (caffepy/forks/misc/fork_losses.py)
+    "LayerParameter.ssim_loss_param", "SSIMLossParameter.kernel_size", "SSIMLossParameter.stride",
+    "SSIMLossParameter.c1", "SSIMLossParameter.c2",
     # NdConvolution / NdPooling (chuckcho/video-caffe; caffepy/forks/video/nd.py)
     "ConvolutionParameter.kernel_shape", "ConvolutionParameter.stride_shape",
     "ConvolutionParameter.pad_shape", "PoolingParameter.kernel_shape",

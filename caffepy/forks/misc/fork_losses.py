@@ -1,5 +1,5 @@
 """Losses and a metric of single forks, each the layer behind one of that fork's V1 types:
-Regularization (k402xxxcenxxx/SICE, V1 REGULARIZATION; its V1 L1_LOSS, sum |a - b| / N, is
+Regularization and SSIMLoss (k402xxxcenxxx/SICE, V1 REGULARIZATION, SSIM_LOSS; its V1 L1_LOSS, sum |a - b| / N, is
 FlowNet 2's L1Loss with the default l1_loss_param, caffepy.forks.flownet.loss),
 WeightedSoftmaxWithLoss (201power/caffe, V1 WEIGHTED_SOFTMAX_LOSS), SigmoidEuclideanLoss
 (zeakey/DeepSkeleton, V1 SIGMOID_EUCLIDEAN_LOSS), AccuracyDistance (CamlinZ/face_alignment,
@@ -270,3 +270,88 @@ class SemiContrastLossLayer(LossLayer):
             text = -g.sum(0) if self.layer_param.semicontrast_loss_param.feature_index == 1 \
                 else np.zeros_like(g[0])
             bottom[1].diff[...] = text.reshape(bottom[1].shape)
+
+
+@register_layer("SSIMLoss")
+class SSIMLossLayer(LossLayer):
+    """1 - SSIM over Gaussian windows (k402xxxcenxxx/SICE, caffe/src/caffe/layers/
+    ssim_loss_layer.cpp). Windows of k x k (``kernel_size``) at ``stride`` (P = ceil((H - k) /
+    stride) + 1 per axis, the last ones clipped at the border), weighted by a Gaussian with
+    sigma = k / 6 centred at k / 2, normalised to sum 1 (clipped windows are not renormalised).
+    Per window: means u_x, u_y, variances s_x, s_y and covariance s_xy from the weighted sums;
+
+        l = (2 u_x u_y + C1) / (u_x^2 + u_y^2 + C1);  c = (2 s_xy + C2) / (s_x + s_y + C2)
+        loss = (number of windows - sum l c) / N
+
+    and its derivative for x (bottom 0; the reference y gets none). prototxt:
+    ``ssim_loss_param { kernel_size stride c1 c2 }`` (all four required by the fork).
+    Bottoms: x, y (N x C x H x W). Top: loss.
+    """
+
+    def layer_setup(self, bottom, top):
+        p = self.layer_param.ssim_loss_param
+        for f in ("kernel_size", "stride", "c1", "c2"):
+            if not p.HasField(f):
+                raise self.error("ssim_loss_param: %s is required" % f)
+        if p.kernel_size < 1 or p.stride < 1 or p.c1 <= 0 or p.c2 <= 0:
+            raise self.error("ssim_loss_param: kernel_size, stride, c1, c2 must be positive")
+        k = p.kernel_size
+        sigma = 2 * k / 12.0
+        i = np.arange(k) - k / 2.0
+        g = np.exp(-(i[:, None] ** 2 + i[None, :] ** 2) / (2 * sigma * sigma))
+        self.k, self.s, self.g = k, p.stride, g / g.sum()
+
+    def reshape(self, bottom, top):
+        super().reshape(bottom, top)
+        if bottom[0].num_axes != 4 or bottom[0].shape != bottom[1].shape:
+            raise self.error("x and y must be N x C x H x W of one shape, got %s and %s"
+                             % (bottom[0].shape, bottom[1].shape), ShapeError)
+        h, w = bottom[0].shape[2:]
+        self.ph = int(np.ceil(float(h - self.k) / self.s)) + 1
+        self.pw = int(np.ceil(float(w - self.k) / self.s)) + 1
+
+    def _windows(self):
+        h, w = self.shape
+        for a in range(self.k):
+            for b in range(self.k):
+                rows = np.arange(self.ph) * self.s + a
+                cols = np.arange(self.pw) * self.s + b
+                ri, ci = rows < h, cols < w
+                yield self.g[a, b], rows, cols, ri, ci
+
+    def _conv(self, v):
+        out = np.zeros(v.shape[:2] + (self.ph, self.pw))
+        for g, rows, cols, ri, ci in self._windows():
+            out[:, :, ri[:, None] & ci[None, :]] += g * v[:, :, rows[ri]][:, :, :, cols[ci]] \
+                .reshape(v.shape[:2] + (-1,))
+        return out
+
+    def forward_cpu(self, bottom, top):
+        x, y = bottom[0].data.astype(np.float64), bottom[1].data.astype(np.float64)
+        self.shape = x.shape[2:]
+        p = self.layer_param.ssim_loss_param
+        ux, uy = self._conv(x), self._conv(y)
+        sx = self._conv(x * x) - ux * ux
+        sy = self._conv(y * y) - uy * uy
+        sxy = self._conv(x * y) - ux * uy
+        a, b = ux * ux + uy * uy + p.c1, sx + sy + p.c2
+        lp, cs = (2 * ux * uy + p.c1) / a, (2 * sxy + p.c2) / b
+        self.saved = (x, y, ux, uy, lp, cs, a, b)
+        top[0].data[...] = (lp.size - (lp * cs).sum()) / x.shape[0]
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        if propagate_down[1]:
+            raise self.error("SSIMLoss gives no gradient to its reference (bottom 1)")
+        if not propagate_down[0]:
+            return
+        x, y, ux, uy, lp, cs, a, b = self.saved
+        d1 = 2 * cs * (uy - ux * lp) / a
+        d2 = 2 * lp / b
+        dx = np.zeros_like(x)
+        for g, rows, cols, ri, ci in self._windows():
+            r, c = rows[ri], cols[ci]
+            sub = (slice(None), slice(None), np.nonzero(ri)[0][:, None], np.nonzero(ci)[0][None])
+            xs, ys = x[:, :, r][:, :, :, c], y[:, :, r][:, :, :, c]
+            term = g * (d1[sub] + d2[sub] * ((ys - uy[sub]) - cs[sub] * (xs - ux[sub])))
+            np.add.at(dx, (slice(None), slice(None), r[:, None], c[None]), term)
+        bottom[0].diff[...] = -float(top[0].diff) / x.shape[0] * dx

@@ -98,3 +98,17 @@ def test_semicontrast_loss_values_and_forks_gradient():
         args = [(u + e, v), (u - e, v)] if which == 0 else [(u, v + e), (u, v - e)]
         num = (f(*args[0]) - f(*args[1])) / (2 * h)
         assert bottom[which].diff[1, 0] == pytest.approx(2 * num, rel=1e-3)
+
+
+def test_ssim_loss_values_and_gradient():
+    rng = np.random.default_rng(25)
+    x = rng.uniform(0, 1, (1, 2, 5, 6))
+    y = rng.uniform(0, 1, (1, 2, 5, 6))
+    text = 'type: "SSIMLoss" ssim_loss_param { kernel_size: 3 stride: 2 c1: 0.01 c2: 0.03 }'
+    (loss,) = run_layer(make_layer(text), make_blobs([x, x]), make_blobs(1))
+    # x against itself: l = c = 1 on full windows; the clipped last column of windows (P_w = 3,
+    # 6 = 2 * 2 + 3 - 1) still gives l = 1 and c = 1
+    assert float(loss) == pytest.approx(0, abs=1e-9)
+    (loss,) = run_layer(make_layer(text), make_blobs([x, y]), make_blobs(1))
+    assert float(loss) > 0
+    check_layer_gradient(make_layer(text), make_blobs([x, y]), make_blobs(1), check_bottom=[0])

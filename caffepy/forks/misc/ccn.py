@@ -1,12 +1,13 @@
 """Layers of limuhit/CCN (a learned image-compression Caffe) behind its V1 types CONST_SCALE,
-DTOW, MTRANSPOSE and MULTOBIN: ConstScale, Dtow (depth <-> space rearrangement, plain or along
-anti-diagonals), MTranspose (channel groups moved last) and MulToBin (integer codes split into
-bit groups). Each rearrangement is a permutation; its backward is the inverse permutation.
+DTOW, MTRANSPOSE, MULTOBIN and BCODER_LOSS: ConstScale, Dtow (depth <-> space rearrangement,
+plain or along anti-diagonals), MTranspose (channel groups moved last), MulToBin (integer codes
+split into bit groups) and BcoderLoss. Each rearrangement is a permutation; its backward is the
+inverse permutation.
 """
 import numpy as np
 
 from ...errors import ShapeError
-from ...layers.base import Layer, NeuronLayer, register_layer
+from ...layers.base import Layer, LossLayer, NeuronLayer, register_layer
 
 
 @register_layer("ConstScale")
@@ -198,3 +199,49 @@ class MulToBinLayer(Layer):
     def backward_cpu(self, top, propagate_down, bottom):
         if propagate_down[0]:
             bottom[0].diff[...] = 0
+
+
+@register_layer("BcoderLoss")
+class BcoderLossLayer(LossLayer):
+    """Binary cross-entropy of codes against targets, as a KL divergence (limuhit/CCN,
+    bcoder_loss_layer.cpp). With e = 1e-6, per element of x (bottom 0) and t (bottom 1):
+
+        d = t log(t + e) - t log(x + e) + (1 - t) log(1 - t + e) - (1 - t) log(1 - x + e)
+        loss = sum |w d| / W;   dL/dx = g w (-t / (x + e) + (1 - t) / (1 + e - x)) / W
+
+    with w the optional third bottom (W = sum |w|) or 1 (W = the element count). Bottoms: x, t
+    [, w], all of one count. Top: loss.
+    """
+    exact_num_bottom_blobs = None
+    min_bottom_blobs = 2
+    max_bottom_blobs = 3
+
+    def reshape(self, bottom, top):
+        if any(b.count != bottom[0].count for b in bottom[1:]):
+            raise self.error("bottoms must have one count, got %s"
+                             % ([b.shape for b in bottom],), ShapeError)
+        top[0].reshape(())
+
+    def forward_cpu(self, bottom, top):
+        e = 1e-6
+        x = bottom[0].data.astype(np.float64)
+        t = bottom[1].data.reshape(x.shape)
+        d = (t * np.log(t + e) - t * np.log(x + e) + (1 - t) * np.log(1 - t + e)
+             - (1 - t) * np.log(1 - x + e))
+        self.w = bottom[2].data.reshape(x.shape) if len(bottom) > 2 else None
+        if self.w is not None:
+            d = d * self.w
+        self.norm = float(np.abs(self.w).sum()) if self.w is not None else x.size
+        top[0].data[...] = np.abs(d).sum() / self.norm
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        if any(propagate_down[1:]):
+            raise self.error("cannot backpropagate to the targets or the weights")
+        if propagate_down[0]:
+            e = 1e-6
+            x = bottom[0].data
+            t = bottom[1].data.reshape(x.shape)
+            g = (-t / (x + e) + (1 - t) / (1 + e - x)) * float(top[0].diff) / self.norm
+            if self.w is not None:
+                g = g * self.w
+            bottom[0].diff[...] = g

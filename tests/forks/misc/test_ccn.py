@@ -72,3 +72,18 @@ def test_multobin():
                                 'inverse: true }'), make_blobs([x]), make_blobs(1))
     # v = 5 - 1 = 4 = digits (0, 1) base 4, each + 1, reversed
     np.testing.assert_allclose(y[0, :, 0], [[2, 0], [1, 0]])
+
+
+def test_bcoder_loss_values_and_gradient():
+    import pytest
+    rng = np.random.default_rng(26)
+    x = rng.uniform(0.1, 0.9, (2, 3))
+    t = rng.integers(0, 2, (2, 3)).astype(float)
+    w = rng.uniform(0.5, 1.5, (2, 3))
+    (loss,) = run_layer(make_layer('type: "BcoderLoss"'), make_blobs([x, t]), make_blobs(1))
+    e = 1e-6
+    d = t * np.log(t + e) - t * np.log(x + e) + (1 - t) * np.log(1 - t + e) - \
+        (1 - t) * np.log(1 - x + e)
+    assert float(loss) == pytest.approx(np.abs(d).sum() / 6)
+    check_layer_gradient(make_layer('type: "BcoderLoss"'), make_blobs([x, t, w]),
+                         make_blobs(1), check_bottom=[0])

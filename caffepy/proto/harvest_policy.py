@@ -126,6 +126,11 @@ COMPUTED = frozenset([
     # SICE's SSIMLoss (caffepy/forks/misc/fork_losses.py)
     "LayerParameter.ssim_loss_param", "SSIMLossParameter.kernel_size", "SSIMLossParameter.stride",
     "SSIMLossParameter.c1", "SSIMLossParameter.c2",
+    # Cambricon's ImageDetect (caffepy/forks/detection/cambricon.py)
+    "LayerParameter.image_detect_param", "V1LayerParameter.image_detect_param",
+    "ImageDetectParameter.engine", "ImageDetectParameter.num_class", "ImageDetectParameter.im_h",
+    "ImageDetectParameter.im_w", "ImageDetectParameter.scale", "ImageDetectParameter.nms_thresh",
+    "ImageDetectParameter.score_thresh",
     # NdConvolution / NdPooling (chuckcho/video-caffe; caffepy/forks/video/nd.py)
     "ConvolutionParameter.kernel_shape", "ConvolutionParameter.stride_shape",
     "ConvolutionParameter.pad_shape", "PoolingParameter.kernel_shape",

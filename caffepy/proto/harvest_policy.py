@@ -131,6 +131,13 @@ COMPUTED = frozenset([
     "ImageDetectParameter.engine", "ImageDetectParameter.num_class", "ImageDetectParameter.im_h",
     "ImageDetectParameter.im_w", "ImageDetectParameter.scale", "ImageDetectParameter.nms_thresh",
     "ImageDetectParameter.score_thresh",
+    # Cambricon's DetectionOut (caffepy/forks/detection/cambricon.py)
+    "LayerParameter.detection_out_param", "V1LayerParameter.detection_out_param",
+    "DetectionOutParameter.side", "DetectionOutParameter.num_classes",
+    "DetectionOutParameter.num_box", "DetectionOutParameter.coords",
+    "DetectionOutParameter.confidence_threshold", "DetectionOutParameter.nms_threshold",
+    "DetectionOutParameter.biases", "DetectionOutParameter.label_map_file",
+    "DetectionOutParameter.engine",
     # NdConvolution / NdPooling (chuckcho/video-caffe; caffepy/forks/video/nd.py)
     "ConvolutionParameter.kernel_shape", "ConvolutionParameter.stride_shape",
     "ConvolutionParameter.pad_shape", "PoolingParameter.kernel_shape",

@@ -1,5 +1,6 @@
-"""Cambricon/caffe's ImageDetect (its V1 IMAGE_DETECT): Faster R-CNN box decoding and per-class
-non-maximum suppression for the final detections, as the fork's CPU forward does it."""
+"""Cambricon/caffe's inference post-processing behind its V1 types IMAGE_DETECT and DETECTION_OUT:
+ImageDetect (Faster R-CNN box decoding and per-class suppression) and DetectionOut (YOLOv2 region
+boxes and per-class suppression), as the fork's CPU forwards compute them."""
 import numpy as np
 
 from ...errors import ShapeError
@@ -80,3 +81,104 @@ class ImageDetectLayer(Layer):
     def backward_cpu(self, top, propagate_down, bottom):
         if any(propagate_down):
             raise self.error("ImageDetect has no backward")
+
+
+def _corners(x, y, w, h):
+    return np.clip([x - w / 2, y - h / 2, x + w / 2, y + h / 2], [0, 0, -np.inf, -np.inf],
+                   [np.inf, np.inf, 1, 1])
+
+
+def _iou(a, b):
+    iw = min(a[2], b[2]) - max(a[0], b[0])
+    ih = min(a[3], b[3]) - max(a[1], b[1])
+    if iw <= 0 or ih <= 0:
+        return 0.0
+
+    def size(r):
+        w, h = r[2] - r[0], r[3] - r[1]
+        return 0.0 if w < 0 or h < 0 else w * h
+    inter = iw * ih
+    return inter / (size(a) + size(b) - inter)
+
+
+def _sigmoid(v):
+    return 1 / (1 + np.exp(-v))
+
+
+@register_layer("DetectionOut")
+class DetectionOutLayer(Layer):
+    """YOLOv2 region output to detections (Cambricon/caffe, src/caffe/layers/
+    detection_out_layer.cpp with include/caffe/util/bbox.hpp). The bottom (N x B (5 + K) x S x S,
+    B = ``num_box``, K = ``num_classes``, S = ``side``) holds per cell and box tx, ty, tw, th,
+    the objectness and K class scores. For cell (row j, column i) and box n, with anchors
+    ``biases`` (w_n, h_n):
+
+        x = (i + sigmoid(tx)) / S,  y = (j + sigmoid(ty)) / S,  w = e^tw w_n / S,  h = e^th h_n / S
+        confidence_k = sigmoid(objectness) p_k  (p = softmax of the class scores; only p_k above
+        confidence_threshold counts), a candidate when above confidence_threshold
+
+    Per class, candidates sorted by confidence are suppressed pairwise as the fork does: for
+    each unsuppressed i and later unsuppressed j with IoU >= nms_threshold (boxes as corners
+    clipped to [0, 1]), the lower of the two is suppressed (the loop over j goes on). Top:
+    1 x D x 1 x 7 rows (image, class, confidence, x, y, w, h) by class; D may be 0. The fork
+    keeps the candidates and results of earlier images when it handles a later one (batch > 1);
+    caffepy treats each image alone (the same at batch 1). Forward only. prototxt:
+    ``detection_out_param { side: 13 num_classes: 20 num_box: 5 coords: 4
+    confidence_threshold: 0.01 nms_threshold: 0.45 biases }`` (label_map_file, engine unused).
+    """
+    exact_num_bottom_blobs = 1
+    exact_num_top_blobs = 1
+
+    def reshape(self, bottom, top):
+        p = self.layer_param.detection_out_param
+        n, c, h, w = bottom[0].shape if bottom[0].num_axes == 4 else (0, 0, 0, 0)
+        if not n or h != p.side or w != p.side or c != p.num_box * (5 + p.num_classes) \
+                or len(p.biases) < 2 * p.num_box:
+            raise self.error("bottom must be N x num_box (5 + num_classes) x side x side with "
+                             "2 num_box biases, got %s" % (bottom[0].shape,), ShapeError)
+        top[0].reshape((1, 1, 1, 7))
+
+    def forward_cpu(self, bottom, top):
+        p = self.layer_param.detection_out_param
+        s, nb, k = p.side, p.num_box, p.num_classes
+        x = bottom[0].data.astype(np.float32)
+        n = x.shape[0]
+        v = x.reshape(n, nb, 5 + k, s, s)
+        bias = np.asarray(p.biases, np.float32).reshape(-1, 2)
+        rows = []
+        for b in range(n):
+            cand = []
+            for j in range(s):
+                for i in range(s):
+                    for m in range(nb):
+                        t = v[b, m, :, j, i]
+                        box = ((i + _sigmoid(t[0])) / s, (j + _sigmoid(t[1])) / s,
+                               np.exp(t[2]) * bias[m, 0] / s, np.exp(t[3]) * bias[m, 1] / s)
+                        e = np.exp(t[5:] - t[5:].max())
+                        prob = e / e.sum()
+                        obj = _sigmoid(t[4])
+                        for c in range(k):
+                            conf = obj * (prob[c] if prob[c] > p.confidence_threshold else 0)
+                            if conf > p.confidence_threshold:
+                                cand.append((c, conf) + box)
+            for c in range(k):
+                cur = [r for r in cand if r[0] == c]
+                cur.sort(key=lambda r: -r[1])
+                gone = set()
+                for a in range(len(cur) - 1):
+                    if a in gone:
+                        continue
+                    for z in range(a + 1, len(cur)):
+                        if z in gone:
+                            continue
+                        if _iou(_corners(*cur[a][2:]), _corners(*cur[z][2:])) >= \
+                                p.nms_threshold:
+                            gone.add(z if cur[a][1] > cur[z][1] else a)
+                rows += [(b,) + r for q, r in enumerate(cur) if q not in gone]
+        top[0].reshape((1, len(rows), 1, 7))
+        if rows:
+            top[0].data[...] = np.asarray(rows, np.float64).reshape(top[0].shape)
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        if any(propagate_down):
+            raise self.error("DetectionOut has no backward")

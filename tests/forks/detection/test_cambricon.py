@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 
 from caffepy.testing import make_blobs, make_layer, run_layer
 
@@ -20,3 +21,23 @@ def test_image_detect_decodes_and_suppresses():
     # class 1: only ROI 2 scores above 0.3; its box is shifted by 10
     np.testing.assert_allclose(rows[2], [70, 60, 90, 80, 1, 0.6], rtol=1e-6)
     assert not rows[3:].any()
+
+
+def test_detection_out_boxes_and_suppression():
+    s, nb, k = 2, 2, 2
+    x = np.full((1, nb, 5 + k, s, s), -20.0)           # objectness ~0 everywhere
+    x[0, :, 5:] = 0.0
+    # cell (row 0, col 1), box 0: a confident class-1 box; box 1 the same place, less confident
+    x[0, 0, :, 0, 1] = [0, 0, 0, 0, 3.0, 0, 2.0]
+    x[0, 1, :, 0, 1] = [0, 0, 0, 0, 1.0, 0, 2.0]
+    text = ('type: "DetectionOut" detection_out_param { side: 2 num_classes: 2 num_box: 2 '
+            'confidence_threshold: 0.1 nms_threshold: 0.45 biases: 1 biases: 1 biases: 1 '
+            'biases: 1 }')
+    (out,) = run_layer(make_layer(text), make_blobs([x.reshape(1, nb * 7, s, s)]), make_blobs(1))
+    p1 = np.exp(2) / (1 + np.exp(2))
+    conf = 1 / (1 + np.exp(-3.0)) * p1
+    # the two boxes coincide: the second is suppressed; class 0 (p = 0.12) scores 0.95 * 0.12
+    rows = out.reshape(-1, 7)
+    assert rows.shape[0] == 2
+    np.testing.assert_allclose(rows[1], [0, 1, conf, 0.75, 0.25, 0.5, 0.5], rtol=1e-5)
+    assert rows[0][1] == 0 and rows[0][2] == pytest.approx(conf / p1 * (1 - p1), rel=1e-5)

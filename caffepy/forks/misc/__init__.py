@@ -11,7 +11,7 @@ happynear/caffe-windows, ECO's caffe_3d), ``waifu2x`` (lltcggie/caffe's CropCent
 (yun-liu/rcf's AutoCrop: the crop offset from the net's coordinate maps), ``colorization`` (the
 colorization Caffe's ColorConv: BGR / RGB / XYZ / Lab / Gray, as split-brain autoencoders use it).
 Layers behind single forks' V1 types (caffepy.proto.v1_fork_types): ``fork_neurons`` (CReLU,
-Trunc, Quant_Trun, BlackHole, GetDataDim), ``fork_losses`` (Regularization, SSIMLoss,
+Trunc, Quant_Trun, BlackHole, GetDataDim, GatingInnerProduct), ``fork_losses`` (Regularization, SSIMLoss,
 WeightedSoftmaxWithLoss, SigmoidEuclideanLoss, SemiContrastLoss, AccuracyDistance), ``ccn``
 (limuhit/CCN's ConstScale, Dtow, MTranspose, MulToBin, BcoderLoss), ``crn`` (hyojinie/crn's
 Netvlad, Intranorm, Spfilter).

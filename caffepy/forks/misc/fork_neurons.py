@@ -1,10 +1,12 @@
 """Small element-wise and sink layers of single forks, each the layer behind one of that fork's
 V1 types: CReLU (Cambricon/caffe, V1 CRELU), Trunc and Quant_Trun (Ante-Su/RXGNet, V1 TRUNC and
 QUANT_TRUN), BlackHole (BobLiu20/caffe, V1 BLACKHOLE), GetDataDim (ArcherFMY/caffe-sal-ensemble,
-V1 GETDATADIM).
+V1 GETDATADIM), GatingInnerProduct (mees/deep_adaptive_fusion, V1 GATING_INNER_PRODUCT).
 """
 import numpy as np
 
+from ...errors import ShapeError
+from ...fillers import get_filler
 from ...layers.base import Layer, NeuronLayer, register_layer
 
 
@@ -138,3 +140,60 @@ class GetDataDimLayer(Layer):
 
     def backward_cpu(self, top, propagate_down, bottom):
         pass
+
+
+@register_layer("GatingInnerProduct")
+class GatingInnerProductLayer(Layer):
+    """Mixture of expert predictions by per-sample gates (mees/deep_adaptive_fusion,
+    caffe-fast-rcnn/src/caffe/layers/gating_inner_product_layer.cpp). Bottoms: the experts'
+    outputs E (M x K N: K experts, N = ``num_output`` classes, expert-major), the gates G
+    (M x K), and two label blobs that must agree (the experts' data layers' labels):
+
+        top[m, n] = sum_k G[m, k] E[m, k, n];   dL/dG[m, k] = sum_n dL/dtop[m, n] E[m, k, n]
+
+    The experts get no gradient (as in the fork). The fork declares an N x K weight and an N
+    bias (inner_product_param's fillers) that nothing reads; caffepy declares them too so weight
+    files line up. (The fork also appends gate values to /tmp/gating_probout_*.txt; caffepy
+    does not.) prototxt: ``inner_product_param { num_output bias_term weight_filler bias_filler
+    axis: 1 }``. Top: M x N.
+    """
+    exact_num_bottom_blobs = 4
+    exact_num_top_blobs = 1
+
+    def layer_setup(self, bottom, top):
+        p = self.layer_param.inner_product_param
+        self.n = int(p.num_output)
+        self.axis = p.axis % bottom[1].num_axes
+        self.k = bottom[1].count_range(self.axis)
+        if not self.blobs:
+            self.blobs = [self.new_blob((self.n, self.k))]
+            get_filler(p.weight_filler).fill(self.blobs[0])
+            if p.bias_term:
+                self.blobs.append(self.new_blob((self.n,)))
+                get_filler(p.bias_filler).fill(self.blobs[1])
+        self.param_propagate_down = [False] * len(self.blobs)
+
+    def reshape(self, bottom, top):
+        m = bottom[1].count // self.k
+        if bottom[1].count_range(self.axis) != self.k or bottom[0].count != m * self.k * self.n \
+                or bottom[2].count != bottom[3].count:
+            raise self.error("experts must hold M x K x num_output values for M x K gates, "
+                             "got %s and %s" % (bottom[0].shape, bottom[1].shape), ShapeError)
+        top[0].reshape(tuple(bottom[0].shape[:self.axis]) + (self.n,))
+
+    def forward_cpu(self, bottom, top):
+        if np.any(np.trunc(bottom[2].data) != np.trunc(bottom[3].data)):
+            raise self.error("the experts' labels disagree")
+        m = bottom[1].count // self.k
+        e = bottom[0].data.reshape(m, self.k, self.n)
+        g = bottom[1].data.reshape(m, self.k)
+        top[0].data[...] = np.einsum("mk,mkn->mn", g, e).reshape(top[0].shape)
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        m = bottom[1].count // self.k
+        if propagate_down[1]:
+            e = bottom[0].data.reshape(m, self.k, self.n)
+            dy = top[0].diff.reshape(m, self.n)
+            bottom[1].diff[...] = np.einsum("mn,mkn->mk", dy, e).reshape(bottom[1].shape)
+        if propagate_down[0]:
+            bottom[0].diff[...] = 0

@@ -47,3 +47,17 @@ def test_get_data_dim():
                      make_blobs(1))
     assert d.shape == (3, 1, 1, 2)
     np.testing.assert_allclose(d[:, 0, 0], [[5, 7]] * 3)
+
+
+def test_gating_inner_product():
+    rng = np.random.default_rng(27)
+    e = rng.standard_normal((3, 2 * 4))
+    g = rng.uniform(0, 1, (3, 2))
+    lab = np.array([1.0, 0.0, 2.0])
+    text = 'type: "GatingInnerProduct" inner_product_param { num_output: 4 }'
+    layer = make_layer(text)
+    (y,) = run_layer(layer, make_blobs([e, g, lab, lab]), make_blobs(1))
+    np.testing.assert_allclose(y, np.einsum("mk,mkn->mn", g, e.reshape(3, 2, 4)))
+    assert [b.shape for b in layer.blobs] == [(4, 2), (4,)]
+    check_layer_gradient(make_layer(text), make_blobs([e, g, lab, lab]), make_blobs(1),
+                         check_bottom=[1], check_params=False)

@@ -91,6 +91,7 @@ FORK_V1_TYPES = (
     ("BLACKHOLE", "BlackHole", "BobLiu20/caffe", "class"),
     ("DEFORMABLECONVOLUTION", "DeformableConvolution", "dengshuo/D-M-F-ConvNets", "class"),
     ("DEPTH_WISE_CONVOLUTION", "DepthwiseConvolution", "CHANYUEPO/caffe-ssd", "class"),
+    # (Label85's FaceImage class is registered in its caffe-addition/ tree)
     ("FACE_IMAGE", "FaceImage", "JoeFannie/Label85:caffe-master", "class"),
     ("TRIVER_LOSS", "TriVerLoss", "JoeFannie/Label85:caffe-master", "class"),
     ("TXTFEAT_DATA", "TxtFeatData", "JoeFannie/Label85:caffe-master", "class"),

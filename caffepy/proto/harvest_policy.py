@@ -138,6 +138,12 @@ COMPUTED = frozenset([
     "DetectionOutParameter.confidence_threshold", "DetectionOutParameter.nms_threshold",
     "DetectionOutParameter.biases", "DetectionOutParameter.label_map_file",
     "DetectionOutParameter.engine",
+    # Label85's TxtFeatData (caffepy/forks/face/label85.py)
+    "LayerParameter.txtfeat_data_param", "TxtFeatDataParameter.source",
+    "TxtFeatDataParameter.batch_size", "TxtFeatDataParameter.rand_skip",
+    "TxtFeatDataParameter.shuffle", "TxtFeatDataParameter.feat_dim",
+    "TxtFeatDataParameter.b_binary_file", "TxtFeatDataParameter.root_folder",
+    "TxtFeatDataParameter.dislab_alpha",
     # NdConvolution / NdPooling (chuckcho/video-caffe; caffepy/forks/video/nd.py)
     "ConvolutionParameter.kernel_shape", "ConvolutionParameter.stride_shape",
     "ConvolutionParameter.pad_shape", "PoolingParameter.kernel_shape",

@@ -52,7 +52,7 @@ class _HeatmapLoader(ListLoaderState):
 
     def __init__(self, layer):
         p = layer.layer_param.heatmap_data_param
-        self.p, self.dtype = p, layer.dtype
+        self.p, self.dtype, self.what = p, layer.dtype, layer.describe()
         inds = [int(float(s)) for s in p.labelinds.split(",") if s.strip()]
         self.rng = np.random.default_rng(int(common.rng().integers(0, 2 ** 63)))
         self.read_lines(p.source, 4, "'<image> <x1,y1,...> <crop info> <cluster>'")

@@ -25,3 +25,21 @@ def test_triver_loss_values_and_gradient():
     f = rng.standard_normal((6, 3))
     check_layer_gradient(make_layer('type: "TriVerLoss" triver_loss_param { k: 0.001 lamda: 1 }'),
                          make_blobs([f, lab]), make_blobs(1), check_bottom=[0])
+
+
+def test_txtfeat_data_reads_text_and_binary_features(tmp_path):
+    (tmp_path / "a.txt").write_text("1 2 3\n")
+    np.array([4, 5, 6], "<f4").tofile(str(tmp_path / "b.bin"))
+    (tmp_path / "list.txt").write_text("a.txt 0 0 1 1 3\n")
+    (tmp_path / "blist.txt").write_text("b.bin 0 0 1 1 7\nb.bin 0 0 1 1 2\n")
+    text = ('type: "TxtFeatData" txtfeat_data_param { source: "%s" root_folder: "%s/" '
+            'batch_size: 2 feat_dim: 3 %s }')
+    data, label = run_layer(make_layer(text % (tmp_path / "list.txt", tmp_path, "")), [],
+                            make_blobs(2))
+    assert data.shape == (2, 3, 1, 1)
+    np.testing.assert_allclose(data[:, :, 0, 0], [[1, 2, 3], [1, 2, 3]])
+    np.testing.assert_allclose(label, [3, 3])
+    data, label = run_layer(make_layer(text % (tmp_path / "blist.txt", tmp_path,
+                                               "b_binary_file: true")), [], make_blobs(2))
+    np.testing.assert_allclose(data[:, :, 0, 0], [[4, 5, 6], [4, 5, 6]])
+    np.testing.assert_allclose(label, [7, 2])

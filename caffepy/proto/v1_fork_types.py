@@ -135,6 +135,41 @@ UNMAPPED = {
 }
 
 
+#: Type strings of the table that no caffepy layer computes, with the reason (the upgrade still
+#: maps them; building a net that uses one fails naming the type).
+UNIMPLEMENTED = {
+    "DetectionPoseOutput": "Cambricon/caffe: SSD pose detection output (its CPU forward); "
+                           "not implemented yet",
+    "LstmReshape": "Cambricon/caffe: only a name in its UpgradeV1LayerType (no layer class)",
+    "Nms": "Cambricon/caffe: only a name in its UpgradeV1LayerType (no layer class)",
+    "Region": "Cambricon/caffe: only a name in its UpgradeV1LayerType (no layer class)",
+    "Resizecrop": "Cambricon/caffe: an MLU-only layer (no CPU reference)",
+    "RPN": "Cambricon/caffe: only a name in its UpgradeV1LayerType (no layer class)",
+    "Transformation": "Cambricon/caffe: only a name in its UpgradeV1LayerType (no layer class)",
+    "YuvToNormalizedGray": "Cambricon/caffe: only a name in its UpgradeV1LayerType (no layer "
+                           "class)",
+    "YuvToRgb": "Cambricon/caffe: an MLU-only layer (no CPU reference)",
+    "Recurrent": "Cambricon/caffe: BVLC's abstract base of RNN / LSTM, not a layer by itself",
+    "EuclideanWeightLoss": "CamlinZ/face_alignment: the fork writes its weights into a buffer's "
+                           "diff and reads the buffer's (zero) data, so its loss and gradient are "
+                           "always 0",
+    "DeformableConvolution": "dengshuo/D-M-F-ConvNets: GPU-only, and its port groups channels by "
+                             "the image height and calls its col2im with (height, width, "
+                             "channels) for (channels, height, width): no coherent reference",
+    "FaceImage": "JoeFannie/Label85: needs the fork's DataTransformer::FaceImageTransform "
+                 "(centred crops with random shift and size, reflect padding, noise) and its "
+                 "transform_param fields; not implemented",
+    "SemiPairLoss": "PKU-ICST-MIPL/CCL_TMM2018: declared in a header only (no source)",
+    "DiversityLoss": "limuhit/CCN: declared in a header only (no source)",
+    "EleOpt": "limuhit/CCN: declared in a header only (no source)",
+    "LinearMeanLoss": "limuhit/CCN: declared in a header only (no source)",
+    "MeanLoss": "limuhit/CCN: declared in a header only (no source)",
+    "NSwitch": "limuhit/CCN: declared in a header only (no source)",
+    "MLQuant": "limuhit/CCN: a learned multi-level quantiser with running statistics; not "
+               "implemented yet",
+}
+
+
 def fork_v1_types(enum):
     """{enum number: type string} for the rows whose name ``enum`` (a V1 LayerType) declares."""
     out = {}

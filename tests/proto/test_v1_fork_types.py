@@ -4,7 +4,7 @@ import pytest
 from caffepy.errors import ProtoError
 from caffepy.layers import base
 from caffepy.proto import caffe_pb2, harvest_policy, io, upgrade
-from caffepy.proto.v1_fork_types import FORK_V1_TYPES, UNMAPPED
+from caffepy.proto.v1_fork_types import FORK_V1_TYPES, UNIMPLEMENTED, UNMAPPED
 
 V1 = caffe_pb2.V1LayerParameter
 #: the string each declared name upgrades to (the first row of a name, as fork_v1_types keeps)
@@ -51,3 +51,12 @@ def test_unmapped_fork_values_keep_their_enum_name(name):
     with harvest_policy.structure_only():
         net = io.read_net('layers { name: "l" type: %s }' % name)
     assert net.layer[0].type == name
+
+
+def test_every_type_string_is_computed_or_listed_as_not():
+    base.load_all()
+    types = {t for _n, t, _f, _w in FORK_V1_TYPES}
+    missing = sorted(t for t in types if not base.has_layer_type(t) and t not in UNIMPLEMENTED)
+    assert missing == []
+    stale = sorted(t for t in UNIMPLEMENTED if base.has_layer_type(t) or t not in types)
+    assert stale == []

@@ -144,6 +144,12 @@ COMPUTED = frozenset([
     "TxtFeatDataParameter.shuffle", "TxtFeatDataParameter.feat_dim",
     "TxtFeatDataParameter.b_binary_file", "TxtFeatDataParameter.root_folder",
     "TxtFeatDataParameter.dislab_alpha",
+    # Label85's FaceImage (caffepy/forks/face/label85.py) and its transform fields
+    "LayerParameter.face_image_param", "FaceImageParameter.source",
+    "FaceImageParameter.batch_size", "FaceImageParameter.rand_skip", "FaceImageParameter.shuffle",
+    "FaceImageParameter.triplet_ver", "FaceImageParameter.root_folder",
+    "TransformationParameter.rand_shift", "TransformationParameter.rand_s_width",
+    "TransformationParameter.rand_s_height", "TransformationParameter.rand_noise",
     # NdConvolution / NdPooling (chuckcho/video-caffe; caffepy/forks/video/nd.py)
     "ConvolutionParameter.kernel_shape", "ConvolutionParameter.stride_shape",
     "ConvolutionParameter.pad_shape", "PoolingParameter.kernel_shape",

@@ -156,9 +156,6 @@ UNIMPLEMENTED = {
     "DeformableConvolution": "dengshuo/D-M-F-ConvNets: GPU-only, and its port groups channels by "
                              "the image height and calls its col2im with (height, width, "
                              "channels) for (channels, height, width): no coherent reference",
-    "FaceImage": "JoeFannie/Label85: needs the fork's DataTransformer::FaceImageTransform "
-                 "(centred crops with random shift and size, reflect padding, noise) and its "
-                 "transform_param fields; not implemented",
     "SemiPairLoss": "PKU-ICST-MIPL/CCL_TMM2018: declared in a header only (no source)",
     "DiversityLoss": "limuhit/CCN: declared in a header only (no source)",
     "EleOpt": "limuhit/CCN: declared in a header only (no source)",

@@ -43,3 +43,38 @@ def test_txtfeat_data_reads_text_and_binary_features(tmp_path):
                                                "b_binary_file: true")), [], make_blobs(2))
     np.testing.assert_allclose(data[:, :, 0, 0], [[4, 5, 6], [4, 5, 6]])
     np.testing.assert_allclose(label, [7, 2])
+
+
+def _gray(path, img):
+    from caffepy.data.image import encode_image
+    path.write_bytes(encode_image(img[:, :, None].astype(np.uint8), "png"))
+
+
+def test_face_image_crops_around_the_centre(tmp_path):
+    img = (np.arange(10)[:, None] * 10 + np.arange(12)[None, :]).astype(np.uint8)   # 10 x 12
+    _gray(tmp_path / "f.png", img)
+    (tmp_path / "list.txt").write_text("f.png 6 5 3 4 9\n")
+    text = ('type: "FaceImage" face_image_param { source: "%s" root_folder: "%s/" batch_size: 1 }'
+            ' transform_param { crop_width: 4 crop_height: 4 scale: 0.5 %s }')
+    data, label = run_layer(make_layer(text % (tmp_path / "list.txt", tmp_path, "")), [],
+                            make_blobs(2))
+    assert data.shape == (1, 1, 4, 4) and label.tolist() == [9]
+    np.testing.assert_allclose(data[0, 0], img[3:7, 4:8] * 0.5)
+    # mirror (always at TEST): the second centre, flipped
+    data, _ = run_layer(make_layer(text % (tmp_path / "list.txt", tmp_path, "mirror: true")),
+                        [], make_blobs(2))
+    np.testing.assert_allclose(data[0, 0], img[2:6, 1:5][:, ::-1] * 0.5)
+
+
+def test_face_image_reflects_past_the_border_and_triplets(tmp_path):
+    img = (np.arange(6)[:, None] * 6 + np.arange(6)[None, :]).astype(np.uint8)
+    for name in ("a", "b", "c"):
+        _gray(tmp_path / (name + ".png"), img)
+    (tmp_path / "list.txt").write_text("a.png 1 1 1 1 0\nb.png 1 1 1 1 0\nc.png 1 1 1 1 5\n")
+    text = ('type: "FaceImage" face_image_param { source: "%s" root_folder: "%s/" batch_size: 3 '
+            'triplet_ver: true } transform_param { crop_width: 4 crop_height: 4 }'
+            % (tmp_path / "list.txt", tmp_path))
+    data, label = run_layer(make_layer(text), [], make_blobs(2))
+    assert label.tolist() == [0, 0, 5]
+    ref = np.pad(img, 1, mode="reflect")[0:4, 0:4]          # rows / cols -1..2 about (1, 1)
+    np.testing.assert_allclose(data[0, 0], ref)

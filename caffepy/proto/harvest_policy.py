@@ -150,6 +150,9 @@ COMPUTED = frozenset([
     "FaceImageParameter.triplet_ver", "FaceImageParameter.root_folder",
     "TransformationParameter.rand_shift", "TransformationParameter.rand_s_width",
     "TransformationParameter.rand_s_height", "TransformationParameter.rand_noise",
+    # limuhit/CCN's MLQuant (caffepy/forks/misc/ccn.py)
+    "LayerParameter.mlquant_param", "V1LayerParameter.mlquant_param", "MLQuantParameter.groups",
+    "MLQuantParameter.method",
     # NdConvolution / NdPooling (chuckcho/video-caffe; caffepy/forks/video/nd.py)
     "ConvolutionParameter.kernel_shape", "ConvolutionParameter.stride_shape",
     "ConvolutionParameter.pad_shape", "PoolingParameter.kernel_shape",

@@ -162,8 +162,6 @@ UNIMPLEMENTED = {
     "LinearMeanLoss": "limuhit/CCN: declared in a header only (no source)",
     "MeanLoss": "limuhit/CCN: declared in a header only (no source)",
     "NSwitch": "limuhit/CCN: declared in a header only (no source)",
-    "MLQuant": "limuhit/CCN: a learned multi-level quantiser with running statistics; not "
-               "implemented yet",
 }
 
 

@@ -13,7 +13,7 @@ colorization Caffe's ColorConv: BGR / RGB / XYZ / Lab / Gray, as split-brain aut
 Layers behind single forks' V1 types (caffepy.proto.v1_fork_types): ``fork_neurons`` (CReLU,
 Trunc, Quant_Trun, BlackHole, GetDataDim, GatingInnerProduct), ``fork_losses`` (Regularization, SSIMLoss,
 WeightedSoftmaxWithLoss, SigmoidEuclideanLoss, SemiContrastLoss, AccuracyDistance), ``ccn``
-(limuhit/CCN's ConstScale, Dtow, MTranspose, MulToBin, BcoderLoss), ``crn`` (hyojinie/crn's
+(limuhit/CCN's ConstScale, Dtow, MTranspose, MulToBin, BcoderLoss, MLQuant), ``crn`` (hyojinie/crn's
 Netvlad, Intranorm, Spfilter).
 Built-in Python layer: Caffe's example ``pyloss.EuclideanLossLayer`` (``pyloss``).
 Schema: proto/additions.json, proto/additions.d/surveyed_forks.json; the harvested fields of

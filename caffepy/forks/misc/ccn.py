@@ -1,7 +1,7 @@
 """Layers of limuhit/CCN (a learned image-compression Caffe) behind its V1 types CONST_SCALE,
-DTOW, MTRANSPOSE, MULTOBIN and BCODER_LOSS: ConstScale, Dtow (depth <-> space rearrangement,
-plain or along anti-diagonals), MTranspose (channel groups moved last), MulToBin (integer codes
-split into bit groups) and BcoderLoss. Each rearrangement is a permutation; its backward is the
+DTOW, MTRANSPOSE, MULTOBIN, BCODER_LOSS and MLQUANT: ConstScale, Dtow (depth <-> space
+rearrangement, plain or along anti-diagonals), MTranspose (channel groups moved last), MulToBin
+(integer codes split into bit groups), BcoderLoss and MLQuant (a learned per-channel quantiser). Each rearrangement is a permutation; its backward is the
 inverse permutation.
 """
 import numpy as np
@@ -245,3 +245,113 @@ class BcoderLossLayer(LossLayer):
             if self.w is not None:
                 g = g * self.w
             bottom[0].diff[...] = g
+
+
+@register_layer("MLQuant")
+class MLQuantLayer(Layer):
+    """Learned multi-level quantiser per channel (limuhit/CCN, ml_quant_layer.cpp), the
+    ``method: SINGLE`` form. Blob 0 holds per channel c and L = ``groups`` levels the values
+    b[c, 0..L-1]: level k of channel c is q_k = b[c, 0] + sum_{1..k} exp(b[c, i]). Each input
+    goes to its nearest level (below q_0: q_0; above q_{L-1}: q_{L-1}):
+
+        top[0] = q_{k(x)};  top[1] (optional) = k(x)
+        dL/dx = dL/dtop[0] + s dL/dtop[1]   (straight through; s = blob 1[0])
+        d/db[c, i] = sum over the channel's inputs with k(x) >= i of (q_{k(x)} - x), times
+        exp(b[c, i]) for i > 0: the levels follow the quantisation error, not the loss.
+
+    Blob 1 holds (s = 1, decay = 0.999, the forward count, the period P = 200, the last mean
+    squared error written by backward); blob 2 the decayed per-level use counts. Every forward
+    multiplies the counts by the decay; every P-th forward first respreads the unused top levels
+    (the last used step split evenly in their place) and, when level 0 went unused, moves it up
+    by one step (the fork's check_weight). New blobs: b[c, 0] = 1 / (2L), b[c, i] = log(1 / L).
+    ``method: NEIGHBOR`` (levels chosen by the neighbours' codes) is refused. prototxt:
+    ``mlquant_param { groups: L method: SINGLE }``. Bottom: N x C x H x W; tops: the quantised
+    values [, the level indices].
+    """
+    exact_num_bottom_blobs = 1
+    min_top_blobs = 1
+    max_top_blobs = 2
+
+    def layer_setup(self, bottom, top):
+        p = self.layer_param.mlquant_param
+        if p.method != type(p).MLQuantMethod.Value("SINGLE"):
+            raise self.error("mlquant_param: only method SINGLE is supported")
+        self.levels, self.ch = int(p.groups), bottom[0].shape[1]
+        if self.levels < 3:
+            raise self.error("mlquant_param: groups must be at least 3")
+        shape = (1, self.ch, 1, self.levels)
+        if not self.blobs:
+            b = np.full(shape, np.log(1.0 / self.levels))
+            b[..., 0] = 0.5 / self.levels
+            self.blobs = [self.new_blob(shape), self.new_blob((5, 1, 1, 1)), self.new_blob(shape)]
+            self.blobs[0].data[...] = b
+            self.blobs[1].data.reshape(-1)[:4] = (1.0, 0.999, 0, 200)
+        if self.blobs[0].count != self.ch * self.levels or self.blobs[1].count != 5:
+            raise self.error("parameter blobs do not match %d channels x %d levels"
+                             % (self.ch, self.levels))
+        self.param_propagate_down = [True, False, False]
+
+    def reshape(self, bottom, top):
+        for t in top:
+            t.reshape(bottom[0].shape)
+
+    def _check_weight(self):
+        b = self.blobs[0].data.reshape(self.ch, self.levels)
+        cnt = self.blobs[2].data.reshape(self.ch, self.levels)
+        n = self.levels
+        for c in range(self.ch):
+            j = n - 1
+            while j > 1 and not cnt[c, j] > 0:
+                j -= 1
+            b[c, j:] = b[c, j] - np.log(n - j)
+            if cnt[c, 0] < 1:
+                b[c, 0] += np.exp(b[c, 1])
+                b[c, 1] = b[c, 2] = np.log((np.exp(b[c, 1]) + np.exp(b[c, 2])) / 2)
+
+    def forward_cpu(self, bottom, top):
+        state = self.blobs[1].data.reshape(-1)
+        it, period = int(state[2]), int(state[3])
+        state[2] += 1
+        if it != 0 and period and it % period == 0:
+            self._check_weight()
+        b = self.blobs[0].data.reshape(self.ch, self.levels)
+        steps = np.concatenate([b[:, :1], np.exp(b[:, 1:])], 1)
+        self.steps = steps
+        q = np.cumsum(steps, 1)                                    # C x L levels
+        x = bottom[0].data
+        xc = np.moveaxis(x, 1, -1)                                 # ... x C
+        below = xc[..., None] >= q                                 # reached level k
+        k = np.maximum(below.sum(-1) - 1, 0)
+        up = np.minimum(k + 1, self.levels - 1)
+        lo, hi = np.take_along_axis(np.broadcast_to(q, xc.shape + (self.levels,)),
+                                    np.stack([k, up], -1), -1).transpose(-1, *range(xc.ndim))
+        nearer_up = (up > k) & (xc - lo >= hi - xc)    # the fork rounds midpoints up
+        k = np.where(nearer_up, up, k)
+        k = np.where(xc < q[:, 0], 0, k)
+        self.k = np.moveaxis(k, -1, 1)
+        qv = np.take_along_axis(np.broadcast_to(q, xc.shape + (self.levels,)), k[..., None],
+                                -1)[..., 0]
+        counts = self.blobs[2].data.reshape(self.ch, self.levels)
+        counts *= state[1]
+        np.add.at(counts, (np.broadcast_to(np.arange(self.ch), k.shape).reshape(-1),
+                           k.reshape(-1)), 1)
+        top[0].data[...] = np.moveaxis(qv, -1, 1)
+        if len(top) > 1:
+            top[1].data[...] = self.k
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        x = bottom[0].data
+        err = top[0].data - x
+        self.blobs[1].data.reshape(-1)[4] = float((err * err).mean())
+        if propagate_down[0]:
+            dx = top[0].diff.copy()
+            if len(top) > 1:
+                dx += self.blobs[1].data.reshape(-1)[0] * top[1].diff
+            bottom[0].diff[...] = dx
+        if self.param_propagate_down[0]:
+            e = np.moveaxis(err, 1, -1).reshape(-1, self.ch)
+            k = np.moveaxis(self.k, 1, -1).reshape(-1, self.ch)
+            reached = k[..., None] >= np.arange(self.levels)       # M x C x L
+            g = (reached * e[..., None]).sum(0)
+            g[:, 1:] *= self.steps[:, 1:]
+            self.blobs[0].diff[...] = g.reshape(self.blobs[0].shape)

@@ -87,3 +87,42 @@ def test_bcoder_loss_values_and_gradient():
     assert float(loss) == pytest.approx(np.abs(d).sum() / 6)
     check_layer_gradient(make_layer('type: "BcoderLoss"'), make_blobs([x, t, w]),
                          make_blobs(1), check_bottom=[0])
+
+
+def test_mlquant_single_levels_and_gradients():
+    x = np.array([-1.0, 0.2, 0.45, 0.62, 1.0, 5.0]).reshape(1, 1, 1, 6)
+    layer = make_layer('type: "MLQuant" mlquant_param { groups: 4 }')
+    bottom, top = make_blobs([x]), make_blobs(2)
+    q, k = run_layer(layer, bottom, top)
+    # new blobs: levels 1/8 + (0, 1, 2, 3) / 4 = 0.125, 0.375, 0.625, 0.875
+    np.testing.assert_allclose(k.ravel(), [0, 0, 1, 2, 3, 3])
+    np.testing.assert_allclose(q.ravel(), [0.125, 0.125, 0.375, 0.625, 0.875, 0.875])
+    np.testing.assert_allclose(layer.blobs[2].data.ravel(), [2, 1, 1, 2])
+    top[0].diff[...] = 1.0
+    top[1].diff[...] = 2.0
+    layer.blobs[0].diff[...] = 0
+    layer.backward(top, [True], bottom)
+    np.testing.assert_allclose(bottom[0].diff.ravel(), [3] * 6)      # straight through
+    err = q.ravel() - x.ravel()
+    want = [err.sum(), err[[2, 3, 4, 5]].sum() * 0.25, err[[3, 4, 5]].sum() * 0.25,
+            err[[4, 5]].sum() * 0.25]
+    np.testing.assert_allclose(layer.blobs[0].diff.ravel(), want)
+    assert layer.blobs[1].data.ravel()[2] == 1                       # one forward counted
+    (q,) = run_layer(make_layer('type: "MLQuant" mlquant_param { groups: 4 }'),
+                     make_blobs([np.full((1, 1, 1, 1), 0.5)]), make_blobs(1))
+    assert q.ravel().tolist() == [0.625]                             # a midpoint rounds up
+
+
+def test_mlquant_respreads_unused_levels_every_period():
+    layer = make_layer('type: "MLQuant" mlquant_param { groups: 4 }')
+    bottom, top = make_blobs([np.full((1, 1, 1, 2), 0.3)]), make_blobs(1)
+    run_layer(layer, bottom, top)                 # level 1 only: counts (0, 2, 0, 0)
+    layer.blobs[1].data.ravel()[2:4] = (3, 3)     # the next forward is a check
+    b = layer.blobs[0].data.ravel().copy()
+    layer.forward(bottom, top)
+    got = layer.blobs[0].data.ravel()
+    # levels 2, 3 unused: step 1 split in three; level 0 unused: moved up one step, steps 1 and
+    # 2 replaced by their mean
+    s1 = np.exp(b[1]) / 3
+    np.testing.assert_allclose(got[0], b[0] + s1)
+    np.testing.assert_allclose(np.exp(got[1:]), [s1, s1, s1])

@@ -1,7 +1,7 @@
 """JoeFannie/Label85's (caffe-master) TriVerLoss, TxtFeatData and FaceImage, its V1 types
-TRIVER_LOSS, TXTFEAT_DATA and FACE_IMAGE: a triplet verification loss with a margin taken from the
-batch, a reader of precomputed feature vectors and a reader of face crops. (Its TRIPLET_LOSS is happynear's TripletLoss,
-:mod:`caffepy.forks.face.happynear`.)
+TRIVER_LOSS, TXTFEAT_DATA and FACE_IMAGE: a triplet verification loss with a margin taken from
+the batch, a reader of precomputed feature vectors and a reader of face crops. (Its TRIPLET_LOSS
+is happynear's TripletLoss, :mod:`caffepy.forks.face.happynear`.)
 """
 import numpy as np
 

@@ -1,8 +1,8 @@
-"""Layers of limuhit/CCN (a learned image-compression Caffe) behind its V1 types CONST_SCALE,
-DTOW, MTRANSPOSE, MULTOBIN, BCODER_LOSS and MLQUANT: ConstScale, Dtow (depth <-> space
-rearrangement, plain or along anti-diagonals), MTranspose (channel groups moved last), MulToBin
-(integer codes split into bit groups), BcoderLoss and MLQuant (a learned per-channel quantiser). Each rearrangement is a permutation; its backward is the
-inverse permutation.
+"""Layers of limuhit/CCN (a learned image-compression Caffe) behind its V1 types CONST_SCALE, DTOW,
+MTRANSPOSE, MULTOBIN, BCODER_LOSS and MLQUANT: ConstScale, Dtow (depth <-> space rearrangement,
+plain or along anti-diagonals), MTranspose (channel groups moved last), MulToBin (integer codes
+split into bit groups), BcoderLoss and MLQuant (a learned per-channel quantiser). Each
+rearrangement is a permutation; its backward is the inverse permutation.
 """
 import numpy as np
 

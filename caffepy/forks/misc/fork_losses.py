@@ -1,9 +1,9 @@
 """Losses and a metric of single forks, each the layer behind one of that fork's V1 types:
-Regularization and SSIMLoss (k402xxxcenxxx/SICE, V1 REGULARIZATION, SSIM_LOSS; its V1 L1_LOSS, sum |a - b| / N, is
-FlowNet 2's L1Loss with the default l1_loss_param, caffepy.forks.flownet.loss),
+Regularization and SSIMLoss (k402xxxcenxxx/SICE, V1 REGULARIZATION, SSIM_LOSS; its V1 L1_LOSS, sum
+|a - b| / N, is FlowNet 2's L1Loss with the default l1_loss_param, caffepy.forks.flownet.loss),
 WeightedSoftmaxWithLoss (201power/caffe, V1 WEIGHTED_SOFTMAX_LOSS), SigmoidEuclideanLoss
-(zeakey/DeepSkeleton, V1 SIGMOID_EUCLIDEAN_LOSS), AccuracyDistance (CamlinZ/face_alignment,
-V1 ACCURACYDISTANCE), SemiContrastLoss (PKU-ICST-MIPL/CCL_TMM2018, V1 SEMICONTRAST_LOSS).
+(zeakey/DeepSkeleton, V1 SIGMOID_EUCLIDEAN_LOSS), AccuracyDistance (CamlinZ/face_alignment, V1
+ACCURACYDISTANCE), SemiContrastLoss (PKU-ICST-MIPL/CCL_TMM2018, V1 SEMICONTRAST_LOSS).
 """
 import numpy as np
 

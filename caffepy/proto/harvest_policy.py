@@ -153,6 +153,16 @@ COMPUTED = frozenset([
     # limuhit/CCN's MLQuant (caffepy/forks/misc/ccn.py)
     "LayerParameter.mlquant_param", "V1LayerParameter.mlquant_param", "MLQuantParameter.groups",
     "MLQuantParameter.method",
+    # Cambricon's DetectionPoseOutput (caffepy/forks/detection/cambricon.py)
+    "LayerParameter.detection_pose_output_param", "V1LayerParameter.detection_pose_output_param",
+    "DetectionPoseOutputParameter.num_classes", "DetectionPoseOutputParameter.share_location",
+    "DetectionPoseOutputParameter.background_label_id", "DetectionPoseOutputParameter.nms_param",
+    "DetectionPoseOutputParameter.save_output_param", "DetectionPoseOutputParameter.code_type",
+    "DetectionPoseOutputParameter.keep_top_k",
+    "DetectionPoseOutputParameter.variance_encoded_in_target",
+    "DetectionPoseOutputParameter.confidence_threshold", "DetectionPoseOutputParameter.visualize",
+    "DetectionPoseOutputParameter.visualize_threshold", "DetectionPoseOutputParameter.num_poses",
+    "DetectionPoseOutputParameter.share_pose",
     # NdConvolution / NdPooling (chuckcho/video-caffe; caffepy/forks/video/nd.py)
     "ConvolutionParameter.kernel_shape", "ConvolutionParameter.stride_shape",
     "ConvolutionParameter.pad_shape", "PoolingParameter.kernel_shape",

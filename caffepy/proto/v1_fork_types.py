@@ -138,8 +138,6 @@ UNMAPPED = {
 #: Type strings of the table that no caffepy layer computes, with the reason (the upgrade still
 #: maps them; building a net that uses one fails naming the type).
 UNIMPLEMENTED = {
-    "DetectionPoseOutput": "Cambricon/caffe: SSD pose detection output (its CPU forward); "
-                           "not implemented yet",
     "LstmReshape": "Cambricon/caffe: only a name in its UpgradeV1LayerType (no layer class)",
     "Nms": "Cambricon/caffe: only a name in its UpgradeV1LayerType (no layer class)",
     "Region": "Cambricon/caffe: only a name in its UpgradeV1LayerType (no layer class)",

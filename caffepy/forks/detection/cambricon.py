@@ -1,10 +1,12 @@
-"""Cambricon/caffe's inference post-processing behind its V1 types IMAGE_DETECT and DETECTION_OUT:
-ImageDetect (Faster R-CNN box decoding and per-class suppression) and DetectionOut (YOLOv2 region
-boxes and per-class suppression), as the fork's CPU forwards compute them."""
+"""Cambricon/caffe's inference post-processing behind its V1 types IMAGE_DETECT, DETECTION_OUT and
+DETECTION_POSE_OUTPUT: ImageDetect (Faster R-CNN box decoding and per-class suppression),
+DetectionOut (YOLOv2 region boxes and per-class suppression) and DetectionPoseOutput (SSD boxes
+with a pose class), as the fork's CPU forwards compute them."""
 import numpy as np
 
 from ...errors import ShapeError
 from ...layers.base import Layer, register_layer
+from ..ssd.detection import decode_boxes
 
 
 @register_layer("ImageDetect")
@@ -182,3 +184,116 @@ class DetectionOutLayer(Layer):
     def backward_cpu(self, top, propagate_down, bottom):
         if any(propagate_down):
             raise self.error("DetectionOut has no backward")
+
+
+def _size(b):
+    w, h = b[..., 2] - b[..., 0], b[..., 3] - b[..., 1]
+    return np.where((w < 0) | (h < 0), 0.0, w * h)
+
+
+def _old_nms(boxes, scores, threshold, top_k):
+    """Old SSD's ApplyNMS: all boxes by descending score (stable), tiny boxes (size < 1e-5)
+    dropped, a box removed when its IoU with a kept one exceeds the threshold."""
+    order = list(np.argsort(-scores, kind="stable"))
+    if top_k > -1:
+        order = order[:top_k]
+    keep = []
+    while order:
+        best = order.pop(0)
+        if _size(boxes[best]) < 1e-5:
+            continue
+        keep.append(int(best))
+        if top_k > -1 and len(keep) >= top_k:
+            break
+        rest = []
+        for i in order:
+            if _size(boxes[i]) < 1e-5:
+                continue
+            if _iou(boxes[best], boxes[i]) <= threshold:
+                rest.append(i)
+        order = rest
+    return keep
+
+
+@register_layer("DetectionPoseOutput")
+class DetectionPoseOutputLayer(Layer):
+    """SSD detections with a pose class per box (Cambricon/caffe, src/caffe/layers/
+    detection_pose_output_layer.cpp, after the SSD-pose Caffe). Bottoms: loc (N x 4 P L), conf
+    (N x P C, already normalised), pose scores (N x P Q B), priors (1 x 2 x 4 P) [, the image,
+    which only the fork's visualisation reads]; P priors, L = 1 or C location classes
+    (share_location), Q = 1 or C pose classes (share_pose), B = ``num_poses``. Boxes are decoded
+    as SSD does (CORNER or CENTER_SIZE), then per class but the background: the old SSD NMS (no
+    score threshold: ``confidence_threshold`` is read and not used by the fork; tiny boxes
+    dropped; ``nms_param { nms_threshold top_k }``) and ``keep_top_k`` over the image's classes.
+    Top: 1 x 1 x D x 9 rows (image, class, score, box clipped to [0, 1], pose = argmax of the
+    box's pose scores, that score), by class. Forward only; save_output_param and visualize are
+    not honoured. prototxt: ``detection_pose_output_param { num_classes num_poses share_location
+    share_pose background_label_id code_type keep_top_k variance_encoded_in_target nms_param }``.
+    """
+    min_bottom_blobs = 4
+    max_bottom_blobs = 5
+    exact_num_bottom_blobs = None
+    exact_num_top_blobs = 1
+
+    def layer_setup(self, bottom, top):
+        p = self.layer_param.detection_pose_output_param
+        if not p.HasField("num_classes") or not p.HasField("num_poses"):
+            raise self.error("detection_pose_output_param: num_classes and num_poses are "
+                             "required")
+        if p.code_type not in (1, 2):
+            raise self.error("detection_pose_output_param: code_type must be CORNER or "
+                             "CENTER_SIZE")
+        self.c, self.b = int(p.num_classes), int(p.num_poses)
+        self.lc = 1 if p.share_location else self.c
+        self.pc = 1 if p.share_pose else self.c
+
+    def reshape(self, bottom, top):
+        n = bottom[0].shape[0]
+        self.np = bottom[3].count // 8
+        want = (self.np * self.lc * 4, self.np * self.c, self.np * self.pc * self.b)
+        got = tuple(bottom[i].count // n for i in range(3))
+        if got != want or bottom[1].shape[0] != n or bottom[2].shape[0] != n:
+            raise self.error("loc / conf / pose hold %s values per image, the %d priors want %s"
+                             % (got, self.np, want), ShapeError)
+        top[0].reshape((1, 1, 1, 9))
+
+    def forward_cpu(self, bottom, top):
+        p = self.layer_param.detection_pose_output_param
+        n, np_ = bottom[0].shape[0], self.np
+        loc = bottom[0].data.reshape(n, np_, self.lc, 4).astype(np.float64)
+        conf = bottom[1].data.reshape(n, np_, self.c).astype(np.float64)
+        pose = bottom[2].data.reshape(n, np_, self.pc, self.b).astype(np.float64)
+        prior = bottom[3].data.reshape(2, np_, 4).astype(np.float64)
+        nms = p.nms_param
+        top_k = nms.top_k if nms.HasField("top_k") else -1
+        rows = []
+        for i in range(n):
+            boxes = [decode_boxes(prior[0], prior[1], loc[i, :, l], p.code_type,
+                                  p.variance_encoded_in_target) for l in range(self.lc)]
+            kept = {}
+            for c in range(self.c):
+                if c == p.background_label_id:
+                    continue
+                kept[c] = _old_nms(boxes[0 if p.share_location else c], conf[i, :, c],
+                                   nms.nms_threshold, top_k)
+            total = sum(len(v) for v in kept.values())
+            if p.keep_top_k > -1 and total > p.keep_top_k:
+                pairs = sorted(((conf[i, j, c], c, j) for c, js in kept.items() for j in js),
+                               key=lambda t: -t[0])[:p.keep_top_k]
+                kept = {}
+                for _s, c, j in pairs:
+                    kept.setdefault(c, []).append(j)
+            for c in sorted(kept):
+                bx = boxes[0 if p.share_location else c]
+                ps = pose[i, :, 0 if p.share_pose else c]
+                for j in kept[c]:
+                    k = int(np.argmax(ps[j]))
+                    rows.append([i, c, conf[i, j, c]] + list(np.clip(bx[j], 0, 1))
+                                + [k, ps[j, k]])
+        top[0].reshape((1, 1, len(rows), 9))
+        if rows:
+            top[0].data[...] = np.asarray(rows).reshape(top[0].shape)
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        if any(propagate_down):
+            raise self.error("DetectionPoseOutput has no backward")

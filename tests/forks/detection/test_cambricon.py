@@ -41,3 +41,26 @@ def test_detection_out_boxes_and_suppression():
     assert rows.shape[0] == 2
     np.testing.assert_allclose(rows[1], [0, 1, conf, 0.75, 0.25, 0.5, 0.5], rtol=1e-5)
     assert rows[0][1] == 0 and rows[0][2] == pytest.approx(conf / p1 * (1 - p1), rel=1e-5)
+
+
+def test_detection_pose_output():
+    # 3 priors (corner boxes), CORNER decoding with zero offsets: the priors themselves
+    prior = np.array([[0.1, 0.1, 0.5, 0.5], [0.12, 0.12, 0.5, 0.5], [0.6, 0.6, 0.9, 1.2]])
+    priors = np.stack([prior.ravel(), np.full(12, 0.1)])[None]       # 1 x 2 x 12
+    loc = np.zeros((1, 12))
+    conf = np.array([[0.1, 0.9, 0.0, 0.2, 0.8, 0.0, 0.3, 0.0, 0.7]])    # 3 priors x 3 classes
+    pose = np.array([[0.1, 0.7, 0.2, 0.5, 0.4, 0.1, 0.0, 0.0, 0.9]])   # 3 priors x 3 poses
+    text = ('type: "DetectionPoseOutput" detection_pose_output_param { num_classes: 3 '
+            'num_poses: 3 code_type: CORNER nms_param { nms_threshold: 0.5 } }')
+    (out,) = run_layer(make_layer(text), make_blobs([loc, conf, pose, priors]), make_blobs(1))
+    rows = out.reshape(-1, 9)
+    # no score threshold (as the fork): per class the priors 0 and 1 overlap, 1 goes; prior 2
+    # stays whatever its score
+    assert rows.shape == (4, 9)
+    np.testing.assert_allclose(rows[0], [0, 1, 0.9, 0.1, 0.1, 0.5, 0.5, 1, 0.7])
+    np.testing.assert_allclose(rows[1], [0, 1, 0.0, 0.6, 0.6, 0.9, 1.0, 2, 0.9])
+    np.testing.assert_allclose(rows[2], [0, 2, 0.7, 0.6, 0.6, 0.9, 1.0, 2, 0.9])
+    np.testing.assert_allclose(rows[3], [0, 2, 0.0, 0.1, 0.1, 0.5, 0.5, 1, 0.7])
+    text = text.replace("code_type", "keep_top_k: 2 code_type")
+    (out,) = run_layer(make_layer(text), make_blobs([loc, conf, pose, priors]), make_blobs(1))
+    np.testing.assert_allclose(out.reshape(-1, 9)[:, :3], [[0, 1, 0.9], [0, 2, 0.7]])

@@ -16,8 +16,10 @@ that sets one to a value other than its default is read according to the mode:
 A field holding its default value changes nothing and is accepted silently. The check runs where
 :func:`caffepy.proto.io.parse_text` reads text; line numbers come from the same token scan
 :mod:`caffepy.proto.unknown_fields` uses. Harvested fields that a caffepy layer now reads are listed
-in :data:`COMPUTED`: they are accepted like any field of caffepy's own schema. With a fork's own schema loaded (``--proto``,
-:mod:`caffepy.proto.user_schema`), the harvested fields and values its file defines are accepted.
+in :data:`COMPUTED`: they are accepted like any field of caffepy's own schema; so is a fork's V1
+layer type that upgrades to the type string of a caffepy layer (:mod:`caffepy.proto.v1_fork_types`).
+With a fork's own schema loaded (``--proto``, :mod:`caffepy.proto.user_schema`), the harvested
+fields and values its file defines are accepted.
 """
 import contextlib
 import contextvars
@@ -42,6 +44,14 @@ COMPUTED = frozenset([
     "LayerParameter.hard_sigmoid_param", "HardSigmoidParameter.alpha", "HardSigmoidParameter.beta",
     "LayerParameter.scalar_param", "ScalarParameter.axis",
     "LayerParameter.insanity_param", "InsanityParameter.lb", "InsanityParameter.ub",
+    "V1LayerParameter.insanity_param",
+    # happynear/caffe-windows' TripletLoss, EltwiseAffine, Local (caffepy/forks/face/happynear.py)
+    "LayerParameter.triplet_loss_param", "V1LayerParameter.triplet_loss_param",
+    "TripletLossParameter.margin", "LayerParameter.eltwise_affine_param",
+    "V1LayerParameter.eltwise_affine_param", "LayerParameter.local_param",
+    "V1LayerParameter.local_param", "LocalParameter.num_output", "LocalParameter.bias_term",
+    "LocalParameter.pad", "LocalParameter.kernel_size", "LocalParameter.stride",
+    "LocalParameter.weight_filler", "LocalParameter.bias_filler",
     "LayerParameter.general_contrastive_loss_param",
     "GeneralContrastiveParameter.positive_margin", "GeneralContrastiveParameter.negative_margin",
     "GeneralContrastiveParameter.positive_weight", "GeneralContrastiveParameter.negative_weight",
@@ -52,6 +62,107 @@ COMPUTED = frozenset([
     "LayerParameter.imresize_param", "ImResizeParameter.target_spatial_width",
     "ImResizeParameter.target_spatial_height", "ImResizeParameter.factor",
     "ImResizeParameter.start_scale", "ImResizeParameter.scale_gap",
+    # What's the Point's SoftmaxWithLossExpectation (caffepy/forks/segmentation/whats_the_point.py)
+    "LossParameter.ignore_rank",
+    # caffe-video_triplet's RankHardLoss (caffepy/forks/video/video_triplet.py)
+    "LayerParameter.rank_param", "V1LayerParameter.rank_param", "RankParameter.neg_num",
+    "RankParameter.pair_size", "RankParameter.hard_ratio", "RankParameter.rand_ratio",
+    "RankParameter.margin",
+    # jolibrain's DiceCoefLoss (caffepy/forks/segmentation/dice.py)
+    "LayerParameter.dice_coef_loss_param", "DiceCoefLossParameter.generalization",
+    "DiceCoefLossParameter.ignore_label",
+    # RMPE's DataHeatmap (caffepy/forks/pose/rmpe.py)
+    "LayerParameter.heatmap_data_param", "V1LayerParameter.heatmap_data_param",
+    "HeatmapDataParameter.source", "HeatmapDataParameter.root_img_dir",
+    "HeatmapDataParameter.batchsize", "HeatmapDataParameter.outsize",
+    "HeatmapDataParameter.label_width", "HeatmapDataParameter.label_height",
+    "HeatmapDataParameter.multfact", "HeatmapDataParameter.labelinds",
+    "HeatmapDataParameter.bbox_or_centerscale", "HeatmapDataParameter.scale_width",
+    "HeatmapDataParameter.scale_height", "HeatmapDataParameter.shuffle",
+    "HeatmapDataParameter.segmentation", "HeatmapDataParameter.data_augment",
+    "HeatmapDataParameter.angle_max", "HeatmapDataParameter.sample_per_cluster",
+    # CReLU, Trunc, Quant_Trun (caffepy/forks/misc/fork_neurons.py)
+    "LayerParameter.crelu_param", "V1LayerParameter.crelu_param", "CReLUParameter.negative_slope",
+    "CReLUParameter.concat_axis", "CReLUParameter.engine", "LayerParameter.trunc_param",
+    "V1LayerParameter.trunc_param", "TruncParameter.scale", "LayerParameter.quant_trun_param",
+    "V1LayerParameter.quant_trun_param", "Quant_TrunParameter.quant",
+    # Regularization, AccuracyDistance (caffepy/forks/misc/fork_losses.py)
+    "LayerParameter.regularization_param",
+    "RegularizationParameter.norm", "RegularizationParameter.method",
+    "RegularizationParameter.regular", "RegularizationParameter.level1",
+    "RegularizationParameter.level2", "RegularizationParameter.level3",
+    "RegularizationParameter.level4", "RegularizationParameter.level5",
+    "RegularizationParameter.level6", "RegularizationParameter.level7",
+    "RegularizationParameter.value1", "RegularizationParameter.value2",
+    "RegularizationParameter.value3", "RegularizationParameter.value4",
+    "RegularizationParameter.value5", "RegularizationParameter.value6",
+    "RegularizationParameter.value7", "RegularizationParameter.value8",
+    "LayerParameter.accuracy_distance_param", "V1LayerParameter.accuracy_distance_param",
+    "AccuracyDistanceParameter.dh", "AccuracyDistanceParameter.dw",
+    "AccuracyDistanceParameter.axis", "AccuracyDistanceParameter.ignore_label",
+    # limuhit/CCN's ConstScale, Dtow, MTranspose, MulToBin (caffepy/forks/misc/ccn.py)
+    "LayerParameter.const_scale_param", "V1LayerParameter.const_scale_param",
+    "ConstScaleParameter.scale", "ConstScaleParameter.bias", "LayerParameter.dtow_param",
+    "V1LayerParameter.dtow_param", "DtowParameter.psize", "DtowParameter.method",
+    "DtowParameter.ngroup", "LayerParameter.mtranspose_param", "V1LayerParameter.mtranspose_param",
+    "MTransposeParameter.groups", "MTransposeParameter.inverse", "MTransposeParameter.width",
+    "MTransposeParameter.height", "MTransposeParameter.channel", "LayerParameter.multobin_param",
+    "V1LayerParameter.multobin_param", "MulToBinParameter.levels", "MulToBinParameter.mod",
+    "MulToBinParameter.inverse", "MulToBinParameter.imp",
+    # hyojinie/crn's Netvlad, Intranorm (caffepy/forks/misc/crn.py)
+    "LayerParameter.netvlad_param", "V1LayerParameter.netvlad_param",
+    "NetvladParameter.cluster_num", "NetvladParameter.local_dim", "NetvladParameter.vlad_dim",
+    "NetvladParameter.weight_filler", "LayerParameter.intranorm_param",
+    "V1LayerParameter.intranorm_param", "IntranormParameter.cluster_num",
+    # Look into Person's ParseEvaluate (caffepy/forks/segmentation/lip.py)
+    "LayerParameter.parse_evaluate_param", "ParseEvaluateParameter.num_labels",
+    "ParseEvaluateParameter.ignore_label",
+    # CCL's SemiContrastLoss (caffepy/forks/misc/fork_losses.py)
+    "LayerParameter.semicontrast_loss_param", "V1LayerParameter.semicontrast_loss_param",
+    "SemiContrastLossParameter.margin", "SemiContrastLossParameter.feature_index",
+    "SemiContrastLossParameter.lambda",
+    # Label85's TriVerLoss (caffepy/forks/face/label85.py)
+    "LayerParameter.triver_loss_param", "TriVerLossParameter.k", "TriVerLossParameter.lamda",
+    # SICE's SSIMLoss (caffepy/forks/misc/fork_losses.py)
+    "LayerParameter.ssim_loss_param", "SSIMLossParameter.kernel_size", "SSIMLossParameter.stride",
+    "SSIMLossParameter.c1", "SSIMLossParameter.c2",
+    # Cambricon's ImageDetect (caffepy/forks/detection/cambricon.py)
+    "LayerParameter.image_detect_param", "V1LayerParameter.image_detect_param",
+    "ImageDetectParameter.engine", "ImageDetectParameter.num_class", "ImageDetectParameter.im_h",
+    "ImageDetectParameter.im_w", "ImageDetectParameter.scale", "ImageDetectParameter.nms_thresh",
+    "ImageDetectParameter.score_thresh",
+    # Cambricon's DetectionOut (caffepy/forks/detection/cambricon.py)
+    "LayerParameter.detection_out_param", "V1LayerParameter.detection_out_param",
+    "DetectionOutParameter.side", "DetectionOutParameter.num_classes",
+    "DetectionOutParameter.num_box", "DetectionOutParameter.coords",
+    "DetectionOutParameter.confidence_threshold", "DetectionOutParameter.nms_threshold",
+    "DetectionOutParameter.biases", "DetectionOutParameter.label_map_file",
+    "DetectionOutParameter.engine",
+    # Label85's TxtFeatData (caffepy/forks/face/label85.py)
+    "LayerParameter.txtfeat_data_param", "TxtFeatDataParameter.source",
+    "TxtFeatDataParameter.batch_size", "TxtFeatDataParameter.rand_skip",
+    "TxtFeatDataParameter.shuffle", "TxtFeatDataParameter.feat_dim",
+    "TxtFeatDataParameter.b_binary_file", "TxtFeatDataParameter.root_folder",
+    "TxtFeatDataParameter.dislab_alpha",
+    # Label85's FaceImage (caffepy/forks/face/label85.py) and its transform fields
+    "LayerParameter.face_image_param", "FaceImageParameter.source",
+    "FaceImageParameter.batch_size", "FaceImageParameter.rand_skip", "FaceImageParameter.shuffle",
+    "FaceImageParameter.triplet_ver", "FaceImageParameter.root_folder",
+    "TransformationParameter.rand_shift", "TransformationParameter.rand_s_width",
+    "TransformationParameter.rand_s_height", "TransformationParameter.rand_noise",
+    # limuhit/CCN's MLQuant (caffepy/forks/misc/ccn.py)
+    "LayerParameter.mlquant_param", "V1LayerParameter.mlquant_param", "MLQuantParameter.groups",
+    "MLQuantParameter.method",
+    # Cambricon's DetectionPoseOutput (caffepy/forks/detection/cambricon.py)
+    "LayerParameter.detection_pose_output_param", "V1LayerParameter.detection_pose_output_param",
+    "DetectionPoseOutputParameter.num_classes", "DetectionPoseOutputParameter.share_location",
+    "DetectionPoseOutputParameter.background_label_id", "DetectionPoseOutputParameter.nms_param",
+    "DetectionPoseOutputParameter.save_output_param", "DetectionPoseOutputParameter.code_type",
+    "DetectionPoseOutputParameter.keep_top_k",
+    "DetectionPoseOutputParameter.variance_encoded_in_target",
+    "DetectionPoseOutputParameter.confidence_threshold", "DetectionPoseOutputParameter.visualize",
+    "DetectionPoseOutputParameter.visualize_threshold", "DetectionPoseOutputParameter.num_poses",
+    "DetectionPoseOutputParameter.share_pose",
     # NdConvolution / NdPooling (chuckcho/video-caffe; caffepy/forks/video/nd.py)
     "ConvolutionParameter.kernel_shape", "ConvolutionParameter.stride_shape",
     "ConvolutionParameter.pad_shape", "PoolingParameter.kernel_shape",
@@ -166,6 +277,18 @@ def _is_default(fd, value, fork_default=None):
     return _same(fd, value, fd.default_value)
 
 
+def _v1_type_computed(number):
+    """Whether a fork's V1 layer type upgrades (caffepy.proto.v1_fork_types) to a type string a
+    caffepy layer class computes."""
+    from ..layers import base
+    from .upgrade import V1_TYPES
+    name = V1_TYPES.get(number)
+    if not name:
+        return False
+    base.load_all()
+    return base.has_layer_type(name)
+
+
 def find_harvested(msg):
     """Every harvested field ``msg`` (and its sub-messages) sets to a non-default value, and every
     harvested enum value it holds: :class:`Harvested` records (field path, layer name, forks)."""
@@ -193,6 +316,8 @@ def _walk(msg, path, layer, out, tab):
             for v in values:
                 ev = fd.enum_type.values_by_number.get(v)
                 entry = tab.get("%s=%s" % (key, ev.name)) if ev is not None else None
+                if entry is not None and key == "V1LayerParameter.type" and _v1_type_computed(v):
+                    entry = None
                 if entry is not None:
                     out.append(Harvested(mname, fd.name, ".".join(fpath), layer, entry, ev.name))
                     break

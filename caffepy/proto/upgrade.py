@@ -38,6 +38,7 @@ from ..errors import ProtoError
 from . import caffe_pb2
 from . import is_repeated
 from .upgrade_v0 import net_needs_v0_upgrade, upgrade_v0_net
+from .v1_fork_types import fork_v1_types
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +84,10 @@ V1_TYPES.update((getattr(V1, name), new) for name, new in (
 #: BVLC's Crop with the offsets its coordinate maps give (caffepy.proto.v1_crop).
 V1_TYPES.update((getattr(V1, name), new) for name, new in (
     ("CROP", "Crop"), ("MULTI_STAGE_MEANFIELD", "MultiStageMeanfield")) if hasattr(V1, name))
+#: Other forks' V1 types (:mod:`.v1_fork_types`: the fork and where each string was read); the
+#: entries above win.
+for _number, _new in fork_v1_types(V1.LayerType).items():
+    V1_TYPES.setdefault(_number, _new)
 
 #: The deprecated ``solver_type`` enum → the ``type`` string.
 SOLVER_TYPES = {

@@ -10,7 +10,9 @@ BboxAccuracy, DetectionAccuracy, DetectionGroupLoss / Accuracy, FrcnnOutput), ``
 input shapes of MSCNN / Cascade R-CNN data layers for the zoo helpers), ``frcnn_cpp``
 (makefile/frcnn's C++ FrcnnProposal, FrcnnAnchorTarget, FrcnnProposalTarget, configured from the
 fork's JSON config), ``sds_rcnn`` (SDS-RCNN's SoftmaxWithLoss with a per-label weight bottom),
-``ctd`` and ``ssh`` (Curve-Text-Detector's and SSH's Python proposal layers).
+``ctd`` and ``ssh`` (Curve-Text-Detector's and SSH's Python proposal layers), ``conadd``
+(busyboxs/roi_roi's zero-padding sum Conadd), ``cambricon`` (Cambricon/caffe's ImageDetect, DetectionOut and
+DetectionPoseOutput).
 Built-in Python layers, used when the user's module is not on sys.path:
 
 ===============================================  ===========================================

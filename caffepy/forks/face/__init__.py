@@ -6,7 +6,8 @@ Modules: ``losses`` (CenterLoss, MarginInnerProduct, LargeMarginInnerProduct), `
 ``margin`` (LabelSpecificMargin / Affine / Rescale / HardMargin, Arccos, Noise), ``arcface``
 (CombinedMargin, AdaCosAddmScale, NormL2), ``focal`` (FocalLoss, Accuracy min_is_better), ``lse``
 (GlobalLSEMargin, Scale min_value), ``inner_distance`` (InnerDistance), ``happynear``
-(happynear/caffe-windows' Insanity, the randomized leaky ReLU, and GeneralContrastiveLoss),
+(happynear/caffe-windows' Insanity, the randomized leaky ReLU, GeneralContrastiveLoss,
+TripletLoss, EltwiseAffine and the locally connected Local), ``label85`` (TriVerLoss, TxtFeatData, FaceImage),
 ``ip_bottom`` (happynear's InnerProduct with its weights from a second bottom).
 Schema: proto/additions.json (caffe-face, SphereFace), proto/additions.d/segnet_c3d_face_flownet.json,
 face_ocr.json, crfasrnn_tsn_pose.json.

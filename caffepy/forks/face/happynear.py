@@ -1,10 +1,14 @@
 """Layers of happynear/caffe-windows (NormFace's fork) besides its AM-Softmax pieces: Insanity
-(randomized leaky ReLU) and GeneralContrastiveLoss (the contrastive loss on per-class distances).
+(randomized leaky ReLU), GeneralContrastiveLoss (the contrastive loss on per-class distances),
+TripletLoss, EltwiseAffine (a per-channel slope and bias) and Local (the locally connected layer);
+the last three are the fork's V1 types TRIPLET_LOSS, ELTWISE_AFFINE and LOCAL.
 """
 import numpy as np
 
 from ...errors import ShapeError
-from ...layers.base import LossLayer, NeuronLayer, register_layer
+from ...fillers import get_filler
+from ...layers.base import Layer, LossLayer, NeuronLayer, register_layer
+from ...math.cpu import col2im, im2col
 
 
 @register_layer("Insanity")
@@ -151,3 +155,192 @@ class GeneralContrastiveLossLayer(LossLayer):
 
     def allow_force_backward(self, bottom_index):
         return bottom_index == 0
+
+
+@register_layer("TripletLoss")
+class TripletLossLayer(LossLayer):
+    """Triplet loss on anchor / positive / negative feature rows (happynear/caffe-windows,
+    src/caffe/layers/triplet_loss_layer.cpp; the same layer is in Aliang-SEU/MTCNN-on-caffe-window,
+    Centerus/caffe-windows and JoeFannie/Label85). With a_i, p_i, n_i the rows of bottoms 0, 1, 2
+    and m the margin:
+
+        l_i = max(0, m + ||a_i - p_i||^2 - ||a_i - n_i||^2);    loss = sum l_i / (2 N)
+        for the rows with l_i > 0 (the fork zeroes the others, l_i < 1e-9):
+        dL/da_i = (n_i - p_i) g / N,  dL/dp_i = (p_i - a_i) g / N,  dL/dn_i = (a_i - n_i) g / N
+
+    with g the top's diff (loss_weight). prototxt: ``triplet_loss_param { margin: 1 }`` (the
+    other TripletLossParameter fields belong to other forks' triplet losses and are not read).
+    Bottoms: a, p, n, each N x C (x 1 x 1: the fork wants height = width = 1); a fourth bottom
+    (per-sample weights) is accepted and ignored, as the fork ignores it. Top: loss.
+    """
+    exact_num_bottom_blobs = None
+    min_bottom_blobs = 3
+    max_bottom_blobs = 4
+
+    def reshape(self, bottom, top):
+        a = bottom[0]
+        for i in (1, 2):
+            if bottom[i].shape[:2] != a.shape[:2]:
+                raise self.error("bottom[%d] shape %s differs from the anchor's %s"
+                                 % (i, bottom[i].shape, a.shape), ShapeError)
+        for i in range(3):
+            if bottom[i].count_range(2) != 1:
+                raise self.error("bottom[%d] must be N x C x 1 x 1, got %s"
+                                 % (i, bottom[i].shape), ShapeError)
+        top[0].reshape(())
+
+    def allow_force_backward(self, bottom_index):
+        return bottom_index < 3
+
+    def forward_cpu(self, bottom, top):
+        n = bottom[0].shape[0]
+        a, p, ng = (bottom[i].data.reshape(n, -1) for i in range(3))
+        m = self.layer_param.triplet_loss_param.margin
+        loss = np.maximum(m + ((a - p) ** 2).sum(1) - ((a - ng) ** 2).sum(1), 0)
+        self._active = (loss >= 1e-9)[:, None]
+        self._rows = (a, p, ng)
+        top[0].data[...] = loss.sum() / n / 2
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        a, p, ng = self._rows
+        scale = float(top[0].diff) / a.shape[0]
+        grads = (ng - p, p - a, a - ng)
+        for i in range(3):
+            if propagate_down[i]:
+                g = np.where(self._active, grads[i], 0) * scale
+                bottom[i].diff[...] = g.reshape(bottom[i].shape)
+
+
+@register_layer("EltwiseAffine")
+class EltwiseAffineLayer(NeuronLayer):
+    """A learned slope and bias per channel (happynear/caffe-windows,
+    src/caffe/layers/eltwise_affine_layer.cpp, removed from the fork in February 2016):
+
+        y = s_c x + b_c;  dL/dx = s_c dL/dy;  dL/ds_c += sum dL/dy x;  dL/db_c += sum dL/dy
+
+    sums over the samples and the axes after 1. prototxt: ``eltwise_affine_param { slope_filler
+    (default constant 1.0001) bias_filler (default constant 0.0001) channel_shared: false }``.
+    Blobs: slope, bias, each (C,), or () when channel_shared. In place allowed. (The fork's bias
+    gradient with channel_shared writes C values into the one-value blob; caffepy sums them.)
+    """
+
+    def layer_setup(self, bottom, top):
+        if bottom[0].num_axes < 2:
+            raise self.error("bottom needs at least 2 axes, got shape %s" % (bottom[0].shape,),
+                             ShapeError)
+        p = self.layer_param.eltwise_affine_param
+        self.channel_shared = p.channel_shared
+        shape = () if self.channel_shared else (bottom[0].shape[1],)
+        if not self.blobs:
+            self.blobs = [self.new_blob(shape), self.new_blob(shape)]
+            for blob, field, value in ((self.blobs[0], "slope_filler", 1.0001),
+                                       (self.blobs[1], "bias_filler", 0.0001)):
+                if p.HasField(field):
+                    get_filler(getattr(p, field)).fill(blob)
+                else:
+                    blob.data[...] = value
+        count = int(np.prod(shape))
+        if len(self.blobs) != 2 or any(b.count != count for b in self.blobs):
+            raise self.error("slope and bias blobs must hold %d value(s) each" % count)
+        self.param_propagate_down = [True, True]
+
+    def _per_channel(self, blob, x):
+        v = blob.data
+        return v.reshape(()) if self.channel_shared else v.reshape((1, -1) + (1,) * (x.ndim - 2))
+
+    def forward_cpu(self, bottom, top):
+        x = bottom[0].data
+        self._x = x.copy() if top[0] is bottom[0] else x
+        top[0].data[...] = x * self._per_channel(self.blobs[0], x) + self._per_channel(
+            self.blobs[1], x)
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        x, dy = self._x, top[0].diff
+        axes = None if self.channel_shared else (0,) + tuple(range(2, x.ndim))
+        if self.param_propagate_down[1]:
+            self.blobs[1].diff[...] += dy.sum(axis=axes)
+        if self.param_propagate_down[0]:
+            self.blobs[0].diff[...] += (dy * x).sum(axis=axes)
+        if propagate_down[0]:
+            bottom[0].diff[...] = dy * self._per_channel(self.blobs[0], x)
+
+
+@register_layer("Local")
+class LocalLayer(Layer):
+    """Locally connected layer: a convolution whose filters differ at every output position
+    (happynear/caffe-windows, src/caffe/layers/local_layer.cpp). With col the im2col columns of
+    one image (K = C k k rows, P = H_out W_out positions), weights W (M x 1 x K x P) and bias
+    b (1 x 1 x M x P):
+
+        y[m, q] = sum_k W[m, k, q] col[k, q] + b[m, q]
+        dL/dW[m, k, q] += sum_n dL/dy[n, m, q] col_n[k, q];  dL/db[m, q] += sum_n dL/dy[n, m, q]
+        dL/dcol[k, q] = sum_m W[m, k, q] dL/dy[m, q], summed back into the image (col2im)
+
+    prototxt: ``local_param { num_output kernel_size stride: 1 pad: 0 bias_term: true
+    weight_filler bias_filler }`` (square kernel, stride and pad). Bottom: N x C x H x W (one;
+    its C, H, W fixed at setup, as the fork's weights are); top: N x M x H_out x W_out.
+    """
+    exact_num_bottom_blobs = 1
+    exact_num_top_blobs = 1
+
+    def layer_setup(self, bottom, top):
+        p = self.layer_param.local_param
+        if bottom[0].num_axes != 4:
+            raise self.error("bottom must be N x C x H x W, got %s" % (bottom[0].shape,),
+                             ShapeError)
+        self.k, self.s, self.pad = p.kernel_size, p.stride, p.pad
+        self.m = p.num_output
+        if self.k <= 0 or self.m <= 0 or self.s <= 0:
+            raise self.error("local_param needs kernel_size > 0, num_output > 0, stride > 0")
+        _, c, h, w = bottom[0].shape
+        if h < self.k or w < self.k:
+            raise self.error("input %dx%d smaller than kernel_size %d" % (h, w, self.k),
+                             ShapeError)
+        self.in_shape = (c, h, w)
+        self.out_hw = ((h + 2 * self.pad - self.k) // self.s + 1,
+                       (w + 2 * self.pad - self.k) // self.s + 1)
+        kk, pp = c * self.k * self.k, self.out_hw[0] * self.out_hw[1]
+        self.bias_term = p.bias_term
+        if not self.blobs:
+            self.blobs = [self.new_blob((self.m, 1, kk, pp))]
+            get_filler(p.weight_filler).fill(self.blobs[0])
+            if self.bias_term:
+                self.blobs.append(self.new_blob((1, 1, self.m, pp)))
+                get_filler(p.bias_filler).fill(self.blobs[1])
+        want = [self.m * kk * pp] + ([self.m * pp] if self.bias_term else [])
+        if [b.count for b in self.blobs] != want:
+            raise self.error("weight/bias blobs hold %s values; expected %s"
+                             % ([b.count for b in self.blobs], want))
+        self.param_propagate_down = [True] * len(self.blobs)
+
+    def reshape(self, bottom, top):
+        if tuple(bottom[0].shape[1:]) != self.in_shape:
+            raise self.error("bottom C x H x W %s differs from the setup's %s"
+                             % (bottom[0].shape[1:], self.in_shape), ShapeError)
+        top[0].reshape((bottom[0].shape[0], self.m) + self.out_hw)
+
+    def _cols(self, x):
+        return im2col(x, (self.k, self.k), (self.pad, self.pad), (self.s, self.s), (1, 1))
+
+    def forward_cpu(self, bottom, top):
+        x = bottom[0].data
+        self._col = self._cols(x)                                   # N x K x P
+        w = self.blobs[0].data.reshape(self.m, *self._col.shape[1:])
+        y = np.einsum("nkp,mkp->nmp", self._col, w)
+        if self.bias_term:
+            y += self.blobs[1].data.reshape(1, self.m, -1)
+        top[0].data[...] = y.reshape(top[0].shape)
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        n = bottom[0].shape[0]
+        dy = top[0].diff.reshape(n, self.m, -1)
+        if self.bias_term and self.param_propagate_down[1]:
+            self.blobs[1].diff[...] += dy.sum(0).reshape(self.blobs[1].shape)
+        if self.param_propagate_down[0]:
+            dw = np.einsum("nmp,nkp->mkp", dy, self._col)
+            self.blobs[0].diff[...] += dw.reshape(self.blobs[0].shape)
+        if propagate_down[0]:
+            w = self.blobs[0].data.reshape(self.m, *self._col.shape[1:])
+            dcol = np.einsum("nmp,mkp->nkp", dy, w)
+            bottom[0].diff[...] = col2im(dcol, bottom[0].shape, (self.k, self.k),
+                                         (self.pad, self.pad), (self.s, self.s), (1, 1))

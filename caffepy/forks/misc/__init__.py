@@ -10,6 +10,11 @@ DSCLRCN / Curve-Text-Detector), ``counting`` (shizenglin/Deep-NCL's MAELoss), ``
 happynear/caffe-windows, ECO's caffe_3d), ``waifu2x`` (lltcggie/caffe's CropCenter), ``rcf``
 (yun-liu/rcf's AutoCrop: the crop offset from the net's coordinate maps), ``colorization`` (the
 colorization Caffe's ColorConv: BGR / RGB / XYZ / Lab / Gray, as split-brain autoencoders use it).
+Layers behind single forks' V1 types (caffepy.proto.v1_fork_types): ``fork_neurons`` (CReLU, Trunc,
+Quant_Trun, BlackHole, GetDataDim, GatingInnerProduct), ``fork_losses`` (Regularization, SSIMLoss,
+WeightedSoftmaxWithLoss, SigmoidEuclideanLoss, SemiContrastLoss, AccuracyDistance), ``ccn``
+(limuhit/CCN's ConstScale, Dtow, MTranspose, MulToBin, BcoderLoss, MLQuant), ``crn``
+(hyojinie/crn's Netvlad, Intranorm, Spfilter).
 Built-in Python layer: Caffe's example ``pyloss.EuclideanLossLayer`` (``pyloss``).
 Schema: proto/additions.json, proto/additions.d/surveyed_forks.json; the harvested fields of
 HardSigmoid, Scalar, CropCenter and ColorConv (caffepy.proto.harvest_policy.COMPUTED).

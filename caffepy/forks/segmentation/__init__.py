@@ -3,7 +3,9 @@
 Modules: ``segnet`` (BN, the pooling-mask Upsample, DenseImageData, Bayesian test-time Dropout),
 ``deeplab`` (ImageSegData), ``deeplab_v1`` (Padding, SoftmaxWithLoss with softmaxloss_param),
 ``psanet`` (PointwiseSpatialAttention), ``deconvnet`` (Unpooling, EltwiseAccuracy), ``crfasrnn``
-(MultiStageMeanfield). PSPNet / DeepLab's Interp is in :mod:`caffepy.forks.misc.vision`.
+(MultiStageMeanfield), ``whats_the_point`` (the point-supervision softmax losses with
+objectness), ``dice`` (jolibrain's DiceCoefLoss), ``lip`` (Look into Person's ParseOutput and
+ParseEvaluate; PcaGetCoord). PSPNet / DeepLab's Interp is in :mod:`caffepy.forks.misc.vision`.
 Built-in Python layer: ENet's ``spatial_dropout.SpatialDropoutLayer``.
 Schema: proto/additions.json (PSPNet, DeepLab), proto/additions.d/segnet_c3d_face_flownet.json,
 crfasrnn_tsn_pose.json, surveyed_forks.json.

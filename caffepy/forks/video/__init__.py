@@ -5,7 +5,8 @@ chuckcho/video-caffe).
 Modules: ``video3d`` (Convolution3D, Pooling3D, Deconvolution3D, VoxelWiseSoftmax(WithLoss)),
 ``data`` (VideoData of C3D and TSN), ``tsn`` (Gather), ``nd`` (Pooling over N spatial axes from
 a list or repeated kernel_size / stride / pad, NdPooling, NdConvolution), ``scnn`` (S-CNN's
-SoftmaxWithLoss with an overlap bottom).
+SoftmaxWithLoss with an overlap bottom), ``video_triplet`` (caffe-video_triplet's RankHardLoss
+and Norm).
 Built-in Python layer: R-C3D's twin proposal layer ``rpn.proposal_layer.ProposalLayer`` (``rc3d``;
 chosen by its form, 2 bottoms, beside py-faster-rcnn's layer of that name in
 ``caffepy.forks.detection``).

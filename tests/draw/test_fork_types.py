@@ -59,7 +59,7 @@ def test_v1_types_the_enum_lacks_are_nodes_of_their_name(tmp_path, capsys):
         assert rc == 0
         assert _types(doc) == [("input", "Input"), ("conv", "Convolution"),
                                ("sel", "SELECT_SEG_BINARY"), ("", "987"), ("relu", "ReLU"),
-                               ("dw", "DEPTH_WISE_CONVOLUTION")]
+                               ("dw", "DepthwiseConvolution")]     # a fork's V1 type, mapped
         assert "SELECT_SEG_BINARY" in (tmp_path / "net.dot").read_text()
         err = capsys.readouterr().err
         assert "kept as their names for the structure" in err and "SELECT_SEG_BINARY" in err
@@ -99,11 +99,11 @@ def test_commands_that_compute_still_refuse_them():
 
 def test_summary_of_the_same_files(tmp_path, capsys):
     """summary shows the kept types: a V0 loss carried as a scalar, a V1 type without a rule
-    as '?' with the layers depending on it (the harvested depthwise V1 type too, which a rule
-    would carry: its bottom's shape is unknown)."""
+    as '?' with the layers depending on it (the harvested depthwise V1 type too, mapped to its
+    fork's type string: its bottom's shape is unknown)."""
     for text, want in ((V0, [("loss", "squaredhingeloss~", "scalar")]),
                        (V1, [("sel", "SELECT_SEG_BINARY", "?"), ("relu", "ReLU", "?"),
-                             ("dw", "DEPTH_WISE_CONVOLUTION", "?")])):
+                             ("dw", "DepthwiseConvolution", "?")])):
         path = tmp_path / "net.prototxt"
         path.write_text(text)
         assert main(["summary", str(path)]) == 0

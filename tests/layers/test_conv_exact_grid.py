@@ -268,10 +268,11 @@ def test_lr_mult_and_force_backward_as_caffe(tmp_path, engine, force):
                          "%s batch %d lr %s/%s force %s" % (engine, n, wlr, blr, force))
 
 
-def test_negative_lr_mult_computes_no_gradient(tmp_path):
-    """Caffe's Net: param_propagate_down is lr_mult > 0."""
-    net = _net(tmp_path, NET_GEOMETRIES[3], 1, force=False, lr=(-1, 1))
-    assert net.layers[net._index("conv")].param_propagate_down == [False, True]
+def test_lr_mult_zero_alone_computes_no_gradient(tmp_path):
+    """Caffe's Net::Init: param_propagate_down is lr_mult != 0 (a negative lr_mult computes its
+    gradient, lr_mult 0 does not)."""
+    net = _net(tmp_path, NET_GEOMETRIES[3], 1, force=False, lr=(-1, 0))
+    assert net.layers[net._index("conv")].param_propagate_down == [True, False]
 
 
 @pytest.mark.parametrize("chain", ["bn", "sum"])

@@ -38,6 +38,7 @@ from .checkpoint_format import (FORMAT, MAGIC, MAX_HISTORY, Slice, encode,  # no
 
 _MANIFEST = re.compile(r"step(\d+)\.manifest$")
 HASH = "blake2b"
+MANIFEST_FORMAT = 3     # format 2 files; the manifest records the shape and the total batch
 _written = {}      # abs path -> (size, mtime_ns, checksum) of the files this process wrote
 
 
@@ -88,13 +89,17 @@ def checksum(path):
     return "%s:%s" % (HASH, digest.hexdigest())
 
 
-def write_manifest(workspace, step, files, current_step, solver_type, nservers, nworkers, keep=0):
+def write_manifest(workspace, step, files, current_step, solver_type, nservers, nworkers, keep=0,
+                   shape=None):
     """Write the manifest of a step (sizes and checksums of ``files``) last, atomically; then keep
-    only the last ``keep`` complete steps (0: all)."""
+    only the last ``keep`` complete steps (0: all). ``shape``: the cluster's
+    :class:`caffepy.dist.elastic.Shape`, recorded for a resume onto another shape."""
     d = checkpoint_dir(workspace)
     m = caffe_pb2.DistManifest()
     m.step, m.current_step, m.solver_type = step, current_step, solver_type
-    m.nservers, m.nworkers, m.format = nservers, nworkers, FORMAT
+    m.nservers, m.nworkers, m.format = nservers, nworkers, MANIFEST_FORMAT
+    if shape is not None:
+        shape.record(m)
     for f in sorted(files):
         path = os.path.join(d, f)
         if not os.path.exists(path):
@@ -257,6 +262,23 @@ def full_params(workspace, manifest, dtype, role="server"):
             h[lo:hi] = src
         seen[lo:hi] = True
     return {name: (v, h) for name, (v, h, seen) in out.items()}
+
+
+def param_versions(workspace, manifest):
+    """{param name: version} of a step's server files (server group 0): the updates each param had
+    (a param cut in slices: its least updated slice's)."""
+    d = checkpoint_dir(workspace)
+    first = manifest.nservers_per_group or manifest.nservers    # server group 0: ids below
+    out = {}
+    for f in manifest.file:
+        match = re.search(r"-server(\d+)\.bin$", _listed(f, d))
+        if not match or (first and int(match.group(1)) >= first):
+            continue
+        ck = read_file(os.path.join(d, f))
+        for s in ck.slices:
+            if not s.table_shards:
+                out[s.name] = min(out.get(s.name, s.version), int(s.version))
+    return out
 
 
 def worker_states(workspace, manifest):

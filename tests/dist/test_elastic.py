@@ -1,0 +1,191 @@
+"""--resume onto another cluster shape (caffepy.dist.elastic): a checkpoint written by G x K workers
+and P server shards resumes on G' x K' and P', the total batch kept, servers re-sliced, every
+worker's data position re-mapped. Under BSP the run that changed shape at step k ends equal (within
+rounding) to the run that never changed; under ASYNC it converges like an unchanged run."""
+import os
+
+import numpy as np
+import pytest
+
+import nets
+from conftest import box_mpiexec, needs_mpi
+from caffepy import dist
+from caffepy.dist import checkpoint, elastic
+from caffepy.proto import caffe_pb2
+from caffepy.solvers import get_solver
+
+TOTAL, N = 8, 80            # total batch per step; rows of the global order (10 steps an epoch)
+X, Y = nets.data(N)
+
+
+def _train(ws, shape, max_iter, resume=False, consistency="BSP", dtype=np.float32, batch=None):
+    """The MLP on shape (G, K, P); the solver's batch is the per-group one (TOTAL / G) unless
+    given (a resume keeps the checkpoint's total whatever the solver says)."""
+    G, K, P = shape
+    param = nets.solver_param(batch or TOTAL // G, max_iter, extra="checkpoint_frequency: 4")
+    solver = get_solver(param, dtype=dtype)
+    c = nets.cluster(nworker_groups=G, nworkers_per_group=K, nservers_per_group=P,
+                     workspace=str(ws), consistency=consistency, timeout=60)
+    result = dist.train(solver, cluster=c, resume=resume, feeder=nets.feeder(X, Y))
+    return [p.data.copy() for p in solver.net.learnable_params], result
+
+
+def _diff(a, b):
+    return max(float(np.abs(x.astype(np.float64) - y).max()) for x, y in zip(a, b))
+
+
+@pytest.mark.parametrize("before,after", [
+    ((1, 2, 2), (1, 1, 1)),       # 2 workers, 2 shards -> 1 worker, 1 shard
+    ((1, 1, 1), (1, 2, 2)),       # and back
+    ((2, 1, 2), (1, 1, 1)),       # two groups -> one: the per-group batch doubles
+], ids=["2to1", "1to2", "groups2to1"])
+def test_bsp_shape_change_ends_as_the_unchanged_run(tmp_path, monkeypatch, before, after):
+    lines = []
+    monkeypatch.setattr(elastic, "info", lambda where, text: lines.append(text))
+    unchanged, _ = _train(tmp_path / "a", before, 12)
+    other, _ = _train(tmp_path / "b", after, 12)
+    _train(tmp_path / "cut", before, 6)                        # stops at step 6, checkpoint there
+    resumed, result = _train(tmp_path / "cut", after, 12, resume=True, batch=TOTAL // before[0])
+    assert result.step == 12
+    (change,) = lines
+    assert change.startswith("Resume: shape changed: %d group" % before[0]), change
+    assert "total %d kept" % TOTAL in change and "data positions re-mapped" in change, change
+    d = _diff(resumed, unchanged)
+    print("%s -> %s: %.3g from the unchanged run, %.3g from the other shape's; the two unchanged "
+          "runs differ by %.3g" % (before, after, d, _diff(resumed, other), _diff(unchanged, other)))
+    assert d <= 1e-5
+    assert _diff(resumed, other) <= 1e-5
+    # the next checkpoint records the new shape and the kept total
+    _, m = checkpoint.latest_complete(str(tmp_path / "cut"))
+    assert (m.nworker_groups, m.nworkers_per_group, m.nservers_per_group) == after
+    assert m.format == 3 and list(m.total_batch) == [TOTAL] and list(m.batch_layer) == ["data"]
+
+
+def test_same_worker_split_is_bit_identical(tmp_path):
+    """1 x 2 workers, 2 shards -> 1 x 2 workers, 3 shards: only the servers change, each worker's
+    share of a step is the same: bit for bit the unchanged run; param versions continue."""
+    unchanged, full = _train(tmp_path / "a", (1, 2, 2), 12, dtype=np.float64)
+    _train(tmp_path / "cut", (1, 2, 2), 6, dtype=np.float64)
+    resumed, result = _train(tmp_path / "cut", (1, 2, 3), 12, resume=True, dtype=np.float64)
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(unchanged, resumed))
+    assert set(result.param_versions.values()) == {12} == set(full.param_versions.values())
+
+
+def test_format_2_manifest_still_resumes(tmp_path, monkeypatch):
+    """A checkpoint whose manifest predates the shape (format 2: worker and server counts only)
+    resumes on its own shape as before and on another with the shape inferred, in one line."""
+    unchanged, _ = _train(tmp_path / "a", (1, 2, 2), 12)
+    _train(tmp_path / "cut", (1, 2, 2), 6)
+    step, m = checkpoint.latest_complete(str(tmp_path / "cut"))
+    for f in ("nworker_groups", "nworkers_per_group", "nserver_groups", "nservers_per_group",
+              "consistency", "batch_layer", "total_batch"):
+        m.ClearField(f)
+    m.format = 2
+    from caffepy.proto import io as proto_io
+    proto_io.write_binary(m, os.path.join(checkpoint.checkpoint_dir(str(tmp_path / "cut")),
+                                          "step%d.manifest" % step))
+    lines = []
+    monkeypatch.setattr(elastic, "info", lambda where, text: lines.append(text))
+    resumed, _ = _train(tmp_path / "cut", (1, 1, 1), 12, resume=True)
+    assert len(lines) == 1 and "inferred" in lines[0], lines
+    assert _diff(resumed, unchanged) <= 1e-5
+
+
+def test_lmdb_positions_no_item_skipped_or_repeated(tmp_path):
+    """A Data layer (LMDB, item i labelled i): 2 workers cut at step 3, resumed on 1 and then on 3
+    workers (total batch 6 kept): the items read, step after step, are the global order 0, 1, 2,
+    ... with nothing skipped or repeated (wrapping around the 30 items)."""
+    pytest.importorskip("lmdb")
+    import test_data_partition as part
+    from caffepy.data import db as dbmod
+    from caffepy.data.datum import array_to_datum
+    from caffepy.proto import io as proto_io
+    path = str(tmp_path / "lmdb")
+    with dbmod.open_db(path, "lmdb", "w") as db:
+        for i in range(30):
+            db.put(b"%08d" % i, array_to_datum(np.full((1, 1, 2), i, np.uint8), label=i % 16)
+                   .SerializeToString())
+    seen = {}
+
+    def run(max_iter, workers, resume):
+        param = caffe_pb2.SolverParameter()
+        proto_io.parse_text('base_lr: 0.01 lr_policy: "fixed" display: 0 checkpoint_frequency: 3 '
+                            'snapshot_after_train: false max_iter: %d' % max_iter, param)
+        param.net_param.CopyFrom(proto_io.read_net(part.NET % {
+            "type": "Data", "param": 'data_param { source: "%s" backend: LMDB batch_size: 6 }' % path}))
+        solver = get_solver(param)
+
+        def record(w, nworkers, net):
+            layer = net.layers[0]
+            forward = layer.forward_cpu
+
+            def watched(bottom, top):
+                forward(bottom, top)
+                seen.setdefault((max_iter, w), []).extend(int(v) for v in top[0].data[:, 0, 0, 0])
+            layer.forward_cpu = watched
+        c = caffe_pb2.ClusterParameter(nworkers_per_group=workers, workspace=str(tmp_path / "ws"))
+        return dist.train(solver, cluster=c, feeder=record, resume=resume).step
+
+    assert run(3, 2, False) == 3 and run(6, 1, True) == 6 and run(10, 3, True) == 10
+    order = []
+    for max_iter, workers, steps in ((3, 2, 3), (6, 1, 3), (10, 3, 4)):
+        per = 6 // workers
+        for t in range(steps):
+            for i in range(per):
+                for w in range(workers):
+                    order.append(seen[(max_iter, w)][t * per + i])
+    assert order == [i % 30 for i in range(60)], order
+
+
+def _eval_loss(params):
+    """Mean softmax loss of the MLP with ``params`` over the whole data set."""
+    w1, b1, w2 = [p.astype(np.float64) for p in params]
+    h = np.maximum(X.reshape(N, -1) @ w1.T + b1, 0) @ w2.T
+    h -= h.max(axis=1, keepdims=True)
+    logp = h - np.log(np.exp(h).sum(axis=1, keepdims=True))
+    return float(-logp[np.arange(N), Y.astype(int)].mean())
+
+
+@pytest.mark.parametrize("consistency", ["ASYNC", "SSP"])
+def test_async_ssp_resume_converges_like_unchanged_runs(tmp_path, consistency):
+    """ASYNC / SSP runs differ from run to run (arrival order): 2 groups x 1 worker cut at step 10
+    and resumed on 1 group x 2 workers ends with a loss within the spread of unchanged runs."""
+    losses = [_eval_loss(_train(tmp_path / ("u%d" % i), (2, 1, 2), 24, consistency=consistency)[0])
+              for i in range(3)]
+    _train(tmp_path / "cut", (2, 1, 2), 10, consistency=consistency)
+    resumed, result = _train(tmp_path / "cut", (1, 2, 1), 24, resume=True, consistency=consistency,
+                             batch=TOTAL // 2)
+    assert result.step == 24
+    loss, spread = _eval_loss(resumed), max(losses) - min(losses)
+    print("%s: resumed loss %.4f, unchanged runs %s" % (consistency, loss,
+                                                        ", ".join("%.4f" % v for v in losses)))
+    margin = max(2 * spread, 0.02 * np.mean(losses))
+    assert min(losses) - margin <= loss <= max(losses) + margin
+
+
+@needs_mpi
+@pytest.mark.slow
+def test_bsp_two_emulated_hosts_to_one(cluster_box, tmp_path):
+    """1 group x 2 workers, 2 shards, a rank on each of two emulated hosts, cut at step 6; resumed
+    on one host (1 worker, 1 shard): within 1e-5 of the uninterrupted two-host run at step 12."""
+    box = cluster_box(2, rate="10gbit")
+    common = ["--groups", "1", "--batch", str(TOTAL), "--checkpoint_frequency", "4"]
+
+    def run(ws, ranks, max_iter, *extra):
+        hosts = None if ranks == 2 else box.hosts[:1]
+        p = box_mpiexec(box, common + ["--workspace", str(ws), "--max_iter", str(max_iter),
+                                       "--workers", str(ranks), "--servers", str(ranks)] +
+                        list(extra), ppn=1, hosts=hosts, timeout=180)
+        assert p.returncode == 0, p.err[-2000:]
+        return p
+
+    run(tmp_path / "full", 2, 12, "--out", str(tmp_path / "full.npz"))
+    run(tmp_path / "cut", 2, 6)
+    p = run(tmp_path / "cut", 1, 12, "--resume", "--out", str(tmp_path / "resumed.npz"))
+    assert "Resume: shape changed: 1 group x 2 workers, 2 server shards -> 1 group x 1 worker, " \
+           "1 server shard (per-worker batch 4 -> 8, total 8 kept)" in p.err + p.out
+    full = np.load(str(tmp_path / "full.npz"), allow_pickle=False)
+    resumed = np.load(str(tmp_path / "resumed.npz"), allow_pickle=False)
+    d = max(float(np.abs(full[k] - resumed[k]).max()) for k in full.files)
+    print("two emulated hosts -> one: %.3g" % d)
+    assert d <= 1e-5

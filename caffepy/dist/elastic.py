@@ -237,3 +237,11 @@ class Remap(object):
 
 def log_change(old, now, tables):
     info("trainer.py", change_line(old, now, tables))
+    if old.G != now.G and now.consistency != "BSP" and old.batches:
+        total = old.batches[0][1]
+
+        def n(g):
+            return "%d update%s of batch %d" % (g, "" if g == 1 else "s", total // g)
+        warning("elastic.py", "%s applies each group's gradient as its own update: worker groups "
+                "%d -> %d changes a step from %s -> %s (the run goes on, not as the unchanged one "
+                "would)" % (now.consistency, old.G, now.G, n(old.G), n(now.G)))

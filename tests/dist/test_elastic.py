@@ -139,53 +139,63 @@ def test_lmdb_positions_no_item_skipped_or_repeated(tmp_path):
 
 def _eval_loss(params):
     """Mean softmax loss of the MLP with ``params`` over the whole data set."""
-    w1, b1, w2 = [p.astype(np.float64) for p in params]
-    h = np.maximum(X.reshape(N, -1) @ w1.T + b1, 0) @ w2.T
+    w1, b1, w2, b2 = [p.astype(np.float64) for p in params]
+    h = np.maximum(X.reshape(N, -1) @ w1.T + b1, 0) @ w2.T + b2
     h -= h.max(axis=1, keepdims=True)
     logp = h - np.log(np.exp(h).sum(axis=1, keepdims=True))
     return float(-logp[np.arange(N), Y.astype(int)].mean())
 
 
 @pytest.mark.parametrize("consistency", ["ASYNC", "SSP"])
-def test_async_ssp_resume_converges_like_unchanged_runs(tmp_path, consistency):
-    """ASYNC / SSP runs differ from run to run (arrival order): 2 groups x 1 worker cut at step 10
-    and resumed on 1 group x 2 workers ends with a loss within the spread of unchanged runs."""
+def test_async_ssp_resume_converges_like_unchanged_runs(tmp_path, monkeypatch, consistency):
+    """ASYNC / SSP runs differ from run to run (arrival order): 2 groups x 1 worker, 2 shards cut at
+    step 10 and resumed on 2 groups x 2 workers, 1 shard ends with a loss within the spread of
+    unchanged runs. (A change of the group count changes the updates per step: a WARNING.)"""
     losses = [_eval_loss(_train(tmp_path / ("u%d" % i), (2, 1, 2), 24, consistency=consistency)[0])
-              for i in range(3)]
+              for i in range(5)]
     _train(tmp_path / "cut", (2, 1, 2), 10, consistency=consistency)
-    resumed, result = _train(tmp_path / "cut", (1, 2, 1), 24, resume=True, consistency=consistency,
-                             batch=TOTAL // 2)
+    resumed, result = _train(tmp_path / "cut", (2, 2, 1), 24, resume=True, consistency=consistency)
     assert result.step == 24
     loss, spread = _eval_loss(resumed), max(losses) - min(losses)
     print("%s: resumed loss %.4f, unchanged runs %s" % (consistency, loss,
                                                         ", ".join("%.4f" % v for v in losses)))
-    margin = max(2 * spread, 0.02 * np.mean(losses))
+    margin = max(spread, 0.05 * np.mean(losses))       # the spread of 5 runs, at least 5%
     assert min(losses) - margin <= loss <= max(losses) + margin
+    warned = []
+    monkeypatch.setattr(elastic, "warning", lambda where, text: warned.append(text))
+    _train(tmp_path / "cut", (1, 2, 1), 26, resume=True, consistency=consistency, batch=TOTAL // 2)
+    assert len(warned) == 1 and "2 updates of batch 4 -> 1 update of batch 8" in warned[0], warned
 
 
 @needs_mpi
 @pytest.mark.slow
-def test_bsp_two_emulated_hosts_to_one(cluster_box, tmp_path):
-    """1 group x 2 workers, 2 shards, a rank on each of two emulated hosts, cut at step 6; resumed
-    on one host (1 worker, 1 shard): within 1e-5 of the uninterrupted two-host run at step 12."""
+@pytest.mark.parametrize("before,after", [(2, 1), (1, 2)], ids=["2to1", "1to2"])
+def test_bsp_across_emulated_hosts(cluster_box, tmp_path, before, after):
+    """A rank per emulated host (tools/cluster.py), 1 group x that many workers and server shards,
+    cut at step 6 and resumed on the other host count: within 1e-5 of the uninterrupted run."""
     box = cluster_box(2, rate="10gbit")
     common = ["--groups", "1", "--batch", str(TOTAL), "--checkpoint_frequency", "4"]
 
     def run(ws, ranks, max_iter, *extra):
-        hosts = None if ranks == 2 else box.hosts[:1]
         p = box_mpiexec(box, common + ["--workspace", str(ws), "--max_iter", str(max_iter),
                                        "--workers", str(ranks), "--servers", str(ranks)] +
-                        list(extra), ppn=1, hosts=hosts, timeout=180)
+                        list(extra), ppn=1, hosts=box.hosts[:ranks], timeout=180)
         assert p.returncode == 0, p.err[-2000:]
         return p
 
-    run(tmp_path / "full", 2, 12, "--out", str(tmp_path / "full.npz"))
-    run(tmp_path / "cut", 2, 6)
-    p = run(tmp_path / "cut", 1, 12, "--resume", "--out", str(tmp_path / "resumed.npz"))
-    assert "Resume: shape changed: 1 group x 2 workers, 2 server shards -> 1 group x 1 worker, " \
-           "1 server shard (per-worker batch 4 -> 8, total 8 kept)" in p.err + p.out
+    run(tmp_path / "full", before, 12, "--out", str(tmp_path / "full.npz"))
+    run(tmp_path / "cut", before, 6)
+    p = run(tmp_path / "cut", after, 12, "--resume", "--out", str(tmp_path / "resumed.npz"))
+
+    def n(x, word):
+        return "%d %s%s" % (x, word, "" if x == 1 else "s")
+    want = "Resume: shape changed: 1 group x %s, %s -> 1 group x %s, %s (per-worker batch %d -> " \
+           "%d, total %d kept); shards re-sliced, data positions re-mapped" % (
+               n(before, "worker"), n(before, "server shard"), n(after, "worker"),
+               n(after, "server shard"), TOTAL // before, TOTAL // after, TOTAL)
+    assert want in p.err + p.out
     full = np.load(str(tmp_path / "full.npz"), allow_pickle=False)
     resumed = np.load(str(tmp_path / "resumed.npz"), allow_pickle=False)
     d = max(float(np.abs(full[k] - resumed[k]).max()) for k in full.files)
-    print("two emulated hosts -> one: %.3g" % d)
+    print("emulated hosts %d -> %d: %.3g from the uninterrupted run" % (before, after, d))
     assert d <= 1e-5

@@ -71,6 +71,40 @@ def test_same_worker_split_is_bit_identical(tmp_path):
     assert set(result.param_versions.values()) == {12} == set(full.param_versions.values())
 
 
+@pytest.mark.parametrize("case", ["sfb", "sharded"])
+def test_routed_params_follow_the_shape(tmp_path, monkeypatch, case):
+    """SFB weights (in the workers' files, with Adam's history) and a sharded Embed table (rows on
+    the servers) resumed from 2 x 2 workers and 2 shards on 2 x 1 workers and 3 shards: the table
+    re-sharded, within rounding of the unchanged run, history included."""
+    import test_resume_routed as routed
+    net_text, (x, y), batch, fields = routed.CASES[case]
+    lines = []
+    monkeypatch.setattr(elastic, "info", lambda where, text: lines.append(text))
+
+    def run(ws, K, P, max_iter, resume=False):
+        param = routed.solver_param(net_text, 2 * batch, max_iter, "Adam")
+        param.checkpoint_frequency = 5
+        solver = get_solver(param, dtype=np.float64)
+        c = caffe_pb2.ClusterParameter(nworker_groups=2, nworkers_per_group=K, nservers_per_group=P,
+                                       workspace=str(ws), wait_free=True, **fields)
+        result = dist.train(solver, cluster=c, resume=resume, feeder=nets.feeder(x, y))
+        return solver, result
+
+    full, _ = run(tmp_path / "full", 2, 2, 20)
+    run(tmp_path / "cut", 2, 2, 10)
+    resumed, r = run(tmp_path / "cut", 1, 3, 20, resume=True)
+    assert r.step == 20 and lines[-1].startswith("Resume: shape changed: 2 groups x 2 workers, "
+                                                 "2 server shards -> 2 groups x 1 worker, 3 server "
+                                                 "shards (per-worker batch %d -> %d" % (batch, 2 * batch))
+    if case == "sharded":
+        assert "tables re-sharded" in lines[-1] and sorted(r.table_shards) == [0, 1, 2]
+    d = max(float(np.abs(a.data - b.data).max())
+            for a, b in zip(full.net.learnable_params, resumed.net.learnable_params))
+    h = max(float(np.abs(a - b).max()) for a, b in zip(full.history, resumed.history))
+    print("%s: params %.3g, history %.3g from the unchanged run" % (case, d, h))
+    assert d <= 1e-10 and h <= 1e-10
+
+
 def test_format_2_manifest_still_resumes(tmp_path, monkeypatch):
     """A checkpoint whose manifest predates the shape (format 2: worker and server counts only)
     resumes on its own shape as before and on another with the shape inferred, in one line."""
@@ -91,28 +125,44 @@ def test_format_2_manifest_still_resumes(tmp_path, monkeypatch):
     assert _diff(resumed, unchanged) <= 1e-5
 
 
-def test_lmdb_positions_no_item_skipped_or_repeated(tmp_path):
-    """A Data layer (LMDB, item i labelled i): 2 workers cut at step 3, resumed on 1 and then on 3
-    workers (total batch 6 kept): the items read, step after step, are the global order 0, 1, 2,
-    ... with nothing skipped or repeated (wrapping around the 30 items)."""
+def _lmdb_source(tmp_path):
     pytest.importorskip("lmdb")
-    import test_data_partition as part
     from caffepy.data import db as dbmod
     from caffepy.data.datum import array_to_datum
-    from caffepy.proto import io as proto_io
     path = str(tmp_path / "lmdb")
     with dbmod.open_db(path, "lmdb", "w") as db:
         for i in range(30):
             db.put(b"%08d" % i, array_to_datum(np.full((1, 1, 2), i, np.uint8), label=i % 16)
                    .SerializeToString())
+    return "Data", 'data_param { source: "%s" backend: LMDB batch_size: 6 }' % path
+
+
+def _hdf5_source(tmp_path):
+    h5py = pytest.importorskip("h5py")
+    path = str(tmp_path / "rows.h5")
+    with h5py.File(path, "w") as f:
+        f["data"] = np.arange(30, dtype=np.float32).repeat(2).reshape(30, 1, 1, 2)
+        f["label"] = np.arange(30, dtype=np.float32) % 16
+    (tmp_path / "list.txt").write_text(path + "\n")
+    return "HDF5Data", 'hdf5_data_param { source: "%s" batch_size: 6 }' % (tmp_path / "list.txt")
+
+
+@pytest.mark.parametrize("source", [_lmdb_source, _hdf5_source], ids=["lmdb", "hdf5"])
+def test_data_positions_no_item_skipped_or_repeated(tmp_path, source):
+    """A Data (LMDB) or HDF5Data layer over 30 items (item i holds i): 2 workers cut at step 3,
+    resumed on 1 and then on 3 workers (total batch 6 kept): the items read, step after step, are
+    the global order 0, 1, 2, ... with nothing skipped or repeated (wrapping around)."""
+    import test_data_partition as part
+    from caffepy.proto import io as proto_io
+    layer_type, layer_param = source(tmp_path)
     seen = {}
 
     def run(max_iter, workers, resume):
         param = caffe_pb2.SolverParameter()
         proto_io.parse_text('base_lr: 0.01 lr_policy: "fixed" display: 0 checkpoint_frequency: 3 '
                             'snapshot_after_train: false max_iter: %d' % max_iter, param)
-        param.net_param.CopyFrom(proto_io.read_net(part.NET % {
-            "type": "Data", "param": 'data_param { source: "%s" backend: LMDB batch_size: 6 }' % path}))
+        param.net_param.CopyFrom(proto_io.read_net(part.NET % {"type": layer_type,
+                                                              "param": layer_param}))
         solver = get_solver(param)
 
         def record(w, nworkers, net):

@@ -249,3 +249,23 @@ def test_bsp_across_emulated_hosts(cluster_box, tmp_path, before, after):
     d = max(float(np.abs(full[k] - resumed[k]).max()) for k in full.files)
     print("emulated hosts %d -> %d: %.3g from the uninterrupted run" % (before, after, d))
     assert d <= 1e-5
+
+
+def test_plan_predicts_the_resumed_shape(tmp_path, capsys):
+    """``caffepy plan --resume WS --hosts N``: the new shape with the checkpoint's total batch."""
+    import test_plan
+    from caffepy import cli
+    solver_file, cal = test_plan._files(tmp_path)
+    ws = tmp_path / "ws"
+    os.makedirs(checkpoint.checkpoint_dir(str(ws)))
+    old = elastic.Shape(4, 1, 1, 4, "BSP", [("data", 128), ("label", 128)])
+    checkpoint.write_manifest(str(ws), 10, [], 10, "SGD", 4, 4, shape=old)
+    assert cli.main(["plan", "--solver", solver_file, "--hosts", "2", "--resume", str(ws),
+                     "--calibration", cal]) == 0
+    out = capsys.readouterr().out
+    assert "Resume: shape changed: 4 groups x 1 worker, 4 server shards -> 2 groups x 1 worker, " \
+           "2 server shards (per-worker batch 32 -> 64, total 128 kept)" in out
+    assert "on 2 hosts at 10gbit: 2 worker groups x 1 (batch 64 each)" in out and "steps/s" in out
+    assert cli.main(["plan", "--solver", solver_file, "--table", "--resume", str(ws),
+                     "--calibration", cal]) == 1
+    assert "not --table" in capsys.readouterr().err

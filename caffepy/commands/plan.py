@@ -102,6 +102,8 @@ def _cluster(args, param, hosts, table):
         base = plan.default_cluster(hosts)
     cluster = caffe_pb2.ClusterParameter()
     cluster.CopyFrom(base)
+    if not cluster.nworker_groups:       # "from the ranks": one group per host
+        cluster.nworker_groups = hosts
     if table or not (args.cluster or param.HasField("cluster")):
         cluster.nworker_groups, cluster.nworkers_per_group, cluster.nserver_groups = hosts, 1, 1
         cluster.nservers_per_group = hosts

@@ -24,7 +24,7 @@ from . import checkpoint, elastic, routing, transport as T, waitfree
 from .coordinator import Coordinator, DistError
 from .server import Server
 from .stub import Stub
-from .topology import ParamMeta, Topology, load_cluster, sub_batch_net_param
+from .topology import ParamMeta, Topology, groups_from_ranks, load_cluster, sub_batch_net_param
 from .worker import Stopped, Worker
 
 
@@ -202,6 +202,20 @@ def train(solver, cluster=None, cluster_file=None, resume=False, feeder=None, en
     ``hosts`` (in process only): a host name per rank, to place servers and per-host sums as if
     the ranks sat on those hosts (MPI learns them: :func:`caffepy.dist.topology.learn_hosts`)."""
     cluster = cluster if cluster is not None else load_cluster(solver.param, cluster_file)
+    kind = engine or cluster.engine or ("mpi" if _under_mpi() else "inproc")
+    if cluster.nworker_groups == 0:      # as many groups as the launch's ranks make
+        from ..proto import caffe_pb2
+        given, cluster = cluster, caffe_pb2.ClusterParameter()
+        cluster.CopyFrom(given)
+        if kind != "mpi":
+            raise CaffeError("nworker_groups 0 takes the worker groups from the MPI ranks; in "
+                             "process give their number")
+        from mpi4py import MPI
+        ranks = MPI.COMM_WORLD.Get_size()
+        groups_from_ranks(cluster, ranks, "cluster")
+        if MPI.COMM_WORLD.Get_rank() == 0:
+            info("trainer.py", "nworker_groups 0: %d worker groups of %d from %d ranks"
+                 % (cluster.nworker_groups, cluster.nworkers_per_group, ranks))
     p = solver.param
     meta = ParamMeta(solver.net)
     opts = waitfree.options(cluster, comm)
@@ -209,7 +223,6 @@ def train(solver, cluster=None, cluster_file=None, resume=False, feeder=None, en
     topo = Topology(cluster, meta.counts, meta.names, excluded=plan.params())
     topo.routing = plan
     workspace = cluster.workspace
-    kind = engine or cluster.engine or ("mpi" if _under_mpi() else "inproc")
     guard = None
     if kind == "mpi":
         from .mpi import MpiEngine

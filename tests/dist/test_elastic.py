@@ -269,3 +269,21 @@ def test_plan_predicts_the_resumed_shape(tmp_path, capsys):
     assert cli.main(["plan", "--solver", solver_file, "--table", "--resume", str(ws),
                      "--calibration", cal]) == 1
     assert "not --table" in capsys.readouterr().err
+
+
+def test_groups_from_ranks():
+    """``nworker_groups: 0``: the groups the launch's ranks make; one line where they do not."""
+    from caffepy.dist.topology import groups_from_ranks, load_cluster
+    from caffepy.errors import CaffeError
+    param = caffe_pb2.SolverParameter()
+    param.cluster.nworker_groups, param.cluster.nworkers_per_group = 0, 2
+    c = load_cluster(param)
+    assert groups_from_ranks(c, 6).nworker_groups == 3
+    c.nworker_groups, c.server_worker_separate, c.nservers_per_group = 0, True, 2
+    assert groups_from_ranks(c, 6).nworker_groups == 2
+    c.nworker_groups = 0
+    with pytest.raises(CaffeError, match="5 ranks less 2 servers do not make groups of 2"):
+        groups_from_ranks(c, 5)
+    with pytest.raises(CaffeError, match="in process give their number"):
+        dist.train(get_solver(nets.solver_param(4, 2)), cluster=caffe_pb2.ClusterParameter(
+            nworker_groups=0), engine="inproc")

@@ -209,7 +209,7 @@ def test_async_ssp_resume_converges_like_unchanged_runs(tmp_path, monkeypatch, c
     loss, spread = _eval_loss(resumed), max(losses) - min(losses)
     print("%s: resumed loss %.4f, unchanged runs %s" % (consistency, loss,
                                                         ", ".join("%.4f" % v for v in losses)))
-    margin = max(spread, 0.05 * np.mean(losses))       # the spread of 5 runs, at least 5%
+    margin = max(spread, 0.1 * np.mean(losses))       # the spread of 5 runs, at least 10%
     assert min(losses) - margin <= loss <= max(losses) + margin
     warned = []
     monkeypatch.setattr(elastic, "warning", lambda where, text: warned.append(text))

@@ -8,7 +8,8 @@ one. Files under ``<workspace>/checkpoint/`` (each written atomically, mode from
                              data layers' cursors and random state, its random generator
     step<N>-server<id>.bin   the server's slices (offset, values, solver history)
     step<N>.manifest         DistManifest, written last: the files above with their sizes and
-                             checksums, current_step, solver type
+                             checksums, current_step, solver type and (format 3) the shape that
+                             wrote them and each batch layer's total batch
 
 The file format is in :mod:`caffepy.dist.checkpoint_format` (format 2: a protobuf header, then
 raw little-endian buffers, so a file may be any size; format 1 of caffepy 0.1 is still read).
@@ -18,7 +19,8 @@ when verified (resume), the recorded checksum (``blake2b``). ``--resume`` takes 
 step and falls back to the one before with a WARNING naming the bad file. ``checkpoint_keep: K``
 (ClusterParameter) removes all but the last K complete steps after each manifest. Servers rebuild
 their slices from the server files of server group 0 by param name and offset (so the server count
-may change), with history; the step counter and current_step continue. :func:`init_net` initialises
+may change), with history and version; the step counter and current_step continue; a resume on
+another shape is :mod:`caffepy.dist.elastic`. :func:`init_net` initialises
 any net from a checkpoint by param name. ``caffepy.dist.workspace`` holds the checks made before a
 run starts (an existing checkpoint without ``--resume`` / ``--overwrite``; a workspace every rank
 sees).

@@ -241,7 +241,10 @@ def train(solver, cluster=None, cluster_file=None, resume=False, feeder=None, en
     from .workspace import preflight
     host_names = preflight(workspace, resume, overwrite, eng.comm if kind == "mpi" else None)
     start_step, restored, versions = 0, None, {}
-    net_param, _ = _train_net_param(solver)
+    try:
+        net_param, _ = _train_net_param(solver)
+    except CaffeError:      # (a solver built around a net: no batch to record)
+        net_param = solver.net.net_param
     shape = elastic.Shape.of(cluster, net_param)
     old_shape = group_batch = None
     if resume:

@@ -187,6 +187,23 @@ def test_data_positions_no_item_skipped_or_repeated(tmp_path, source):
     assert order == [i % 30 for i in range(60)], order
 
 
+def test_random_draws_rederived_deterministically(tmp_path):
+    """LeNet on an LMDB with random crops, mirrors and dropout: 2 workers cut at step 3, resumed
+    twice (from copies of the checkpoint) on 1 worker: the two resumes are the same run, bit for
+    bit (the generators re-derived from random_seed, step and worker)."""
+    pytest.importorskip("lmdb")
+    import shutil
+    import lenet_lmdb
+    db = lenet_lmdb.make_lmdb(tmp_path / "db")
+    lenet_lmdb.train(db, tmp_path / "cut", 3, groups=1, workers=2)
+    shutil.copytree(str(tmp_path / "cut"), str(tmp_path / "copy"))
+    runs = [lenet_lmdb.train(db, tmp_path / ws, 6, resume=True, groups=1, workers=1)
+            for ws in ("cut", "copy")]
+    assert all(r.step == 6 for _, r in runs)
+    a, b = ([p.data.copy() for p in s.net.learnable_params] for s, _ in runs)
+    assert all(x.tobytes() == y.tobytes() for x, y in zip(a, b))
+
+
 def _eval_loss(params):
     """Mean softmax loss of the MLP with ``params`` over the whole data set."""
     w1, b1, w2, b2 = [p.astype(np.float64) for p in params]

@@ -235,6 +235,12 @@ class Remap(object):
         return state
 
 
+def log_batch(old):
+    """The shape is the checkpoint's but the net's batch is not: the checkpoint's total wins."""
+    info("trainer.py", "Resume: the net's batch differs from the checkpoint's; the per-group batch "
+         "is set to keep its total (%s)" % ", ".join("%s %d" % b for b in old.batches))
+
+
 def log_change(old, now, tables):
     info("trainer.py", change_line(old, now, tables))
     if old.G != now.G and now.consistency != "BSP" and old.batches:

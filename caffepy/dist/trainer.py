@@ -263,14 +263,18 @@ def train(solver, cluster=None, cluster_file=None, resume=False, feeder=None, en
         versions = checkpoint.param_versions(workspace, manifest)
         info("trainer.py", "Resuming from checkpoint step %d (%s)" % (start_step, workspace))
         old_shape = elastic.Shape.of_manifest(manifest, shape)
-        if old_shape.G != shape.G and old_shape.batches:
+        if old_shape.batches:       # the checkpoint's total batch, whatever the solver says
             group_batch = elastic.plan_batches(old_shape, shape, "--resume")
-            if group_batch is not None:
+            if group_batch == [t // shape.G for _, t in shape.batches]:
+                group_batch = None          # the net's own batches already keep it
+            elif group_batch is not None:
                 shape.batches = [(n, shape.G * b) for (n, _), b in zip(shape.batches, group_batch)]
         if not old_shape.same(shape) or old_shape.consistency != shape.consistency:
             if rank == 0:
                 elastic.log_change(old_shape, shape, bool(plan.tables))
         else:
+            if group_batch is not None and rank == 0:
+                elastic.log_batch(old_shape)
             old_shape = None
     topo.shape = shape
     if rank == 0:

@@ -61,6 +61,20 @@ def test_bsp_shape_change_ends_as_the_unchanged_run(tmp_path, monkeypatch, befor
     assert m.format == 3 and list(m.total_batch) == [TOTAL] and list(m.batch_layer) == ["data"]
 
 
+def test_total_batch_kept_over_a_second_resume(tmp_path, monkeypatch):
+    """2 groups (batch 4 each) -> 1 group (8) at step 4 -> the same shape again at step 8 with the
+    solver still saying 4: the checkpoint's total 8 wins (one line), equal to the unchanged run."""
+    lines = []
+    monkeypatch.setattr(elastic, "info", lambda where, text: lines.append(text))
+    unchanged, _ = _train(tmp_path / "a", (1, 1, 1), 12)
+    _train(tmp_path / "cut", (2, 1, 2), 4)
+    _train(tmp_path / "cut", (1, 1, 1), 8, resume=True, batch=4)
+    resumed, _ = _train(tmp_path / "cut", (1, 1, 1), 12, resume=True, batch=4)
+    assert lines[-1].startswith("Resume: the net's batch differs from the checkpoint's") and \
+        lines[-1].endswith("(data 8)"), lines
+    assert _diff(resumed, unchanged) <= 1e-5
+
+
 def test_same_worker_split_is_bit_identical(tmp_path):
     """1 x 2 workers, 2 shards -> 1 x 2 workers, 3 shards: only the servers change, each worker's
     share of a step is the same: bit for bit the unchanged run; param versions continue."""

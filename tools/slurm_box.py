@@ -212,11 +212,9 @@ class SlurmBox(object):
     def popen(self, argv, host=None, env=None, **kw):
         return self.c.popen(host or self.c.hosts[0], argv, env=env or self.env(), **kw)
 
-    def sbatch(self, script, cwd, env=None, args=(), options=()):
-        """Submit ``script`` (with ``args``; sbatch ``options`` before it, which override its
-        ``#SBATCH`` lines) from ``cwd`` on the first host; the job id."""
-        r = self.run(["sbatch", "--parsable"] + list(options) + [script] + list(args), cwd=cwd,
-                     env=env, timeout=30)
+    def sbatch(self, script, cwd, env=None, args=()):
+        """Submit ``script`` (with ``args``) from ``cwd`` on the first host; the job id."""
+        r = self.run(["sbatch", "--parsable", script] + list(args), cwd=cwd, env=env, timeout=30)
         if r.returncode:
             raise RuntimeError("sbatch: %s" % r.err.strip())
         return r.out.strip().split(";")[0]

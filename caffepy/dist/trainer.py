@@ -214,8 +214,9 @@ def train(solver, cluster=None, cluster_file=None, resume=False, feeder=None, en
         ranks = MPI.COMM_WORLD.Get_size()
         groups_from_ranks(cluster, ranks, "cluster")
         if MPI.COMM_WORLD.Get_rank() == 0:
-            info("trainer.py", "nworker_groups 0: %d worker groups of %d from %d ranks"
-                 % (cluster.nworker_groups, cluster.nworkers_per_group, ranks))
+            info("trainer.py", "nworker_groups 0: %d worker group%s of %d from %d ranks"
+                 % (cluster.nworker_groups, "" if cluster.nworker_groups == 1 else "s",
+                    cluster.nworkers_per_group, ranks))
     p = solver.param
     meta = ParamMeta(solver.net)
     opts = waitfree.options(cluster, comm)

@@ -151,13 +151,16 @@ def test_readme_sbatch_script(slurm_box, tmp_path, launch):
 
 
 def test_requeue_onto_fewer_nodes_resumes_on_the_new_shape(slurm_box, tmp_path):
-    """The README's script with ``nworker_groups: 0`` (the groups the ranks make): on 2 nodes x 2
-    tasks it trains 2 groups x 2 workers; ``scancel --signal=TERM`` checkpoints it; submitted again
-    with ``--nodes=1 --resume`` it resumes on 1 group x 2 workers, the total batch kept, and ends."""
+    """The README's script as its requeue note says (``--nodes=1-2``, ``--resume`` once
+    restarted) with ``nworker_groups: 0``: it trains 2 groups x 2 workers on h1 and h2; h2 is
+    drained and the job requeued (``scontrol requeue``: SIGTERM, so a checkpoint at the next step);
+    it comes back on h1 alone, resumes on 1 group x 2 workers with the total batch kept and ends."""
     slurm = slurm_box(2)
     d = tmp_path / "job"
     (d / "bin").mkdir(parents=True)
-    (d / "job.sbatch").write_text(_readme_script())
+    script = _readme_script().replace("#SBATCH --nodes=2", "#SBATCH --nodes=1-2")
+    script = script.replace(' "$@"\n', ' ${SLURM_RESTART_COUNT:+--resume} "$@"\n', 1)
+    (d / "job.sbatch").write_text(script)
     (d / "net.prototxt").write_text(nets.DUMMY)
     (d / "solver.prototxt").write_text(
         'net: "net.prototxt" base_lr: 0.05 momentum: 0.9 lr_policy: "fixed" max_iter: 300 '
@@ -174,17 +177,20 @@ def test_requeue_onto_fewer_nodes_resumes_on_the_new_shape(slurm_box, tmp_path):
         assert time.time() < deadline and slurm.job(job).get("JobState") in (
             "PENDING", "RUNNING", "CONFIGURING"), _job_output(d, job)[-3000:]
         time.sleep(0.1)
-    assert slurm.run(["scancel", "--signal=TERM", job]).returncode == 0
-    state = slurm.wait_job(job, timeout=180)
-    out = _job_output(d, job)
-    assert state["JobState"] == "COMPLETED", out[-3000:]
-    assert "nworker_groups 0: 2 worker groups of 2 from 4 ranks" in out, out[-3000:]
-    m = re.search(r"Stopped by SIGTERM at step (\d+): checkpoint \S+; continue with --resume", out)
-    assert m and int(m.group(1)) < 300, out[-3000:]
-    job = slurm.sbatch("job.sbatch", cwd=str(d), env=env, args=["--resume"], options=["--nodes=1"])
+    first = _job_output(d, job)
+    assert slurm.job(job)["NodeList"] == "h[1-2]"
+    assert "nworker_groups 0: 2 worker groups of 2 from 4 ranks" in first, first[-3000:]
+    assert slurm.run(["scontrol", "update", "nodename=h2", "state=drain", "reason=test"]).returncode == 0
+    assert slurm.run(["scontrol", "requeue", job]).returncode == 0
+    deadline = time.time() + 60
+    while slurm.job(job).get("JobState") != "PENDING":      # then start it now, not in 2 minutes
+        assert time.time() < deadline, slurm.job(job)
+        time.sleep(0.25)
+    slurm.run(["scontrol", "update", "jobid=%s" % job, "StartTime=now"])
     state = slurm.wait_job(job, timeout=180)
     out = _job_output(d, job)
     assert state["JobState"] == "COMPLETED" and state["ExitCode"] == "0:0", out[-3000:]
+    assert state["Restarts"] == "1" and state["NodeList"] == "h1", state
     assert "Resume: shape changed: 2 groups x 2 workers, 2 server shards -> 1 group x 2 workers, " \
            "2 server shards (per-worker batch 4 -> 8, total 16 kept); data positions re-mapped" \
            in out, out[-3000:]

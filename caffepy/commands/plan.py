@@ -16,6 +16,10 @@ sfb_mode, ...) of the given one. ``--consistency``, ``--staleness``, ``--wait-fr
 (momentum 0.9, weight decay 0.0005); a deploy net trains against a label input. Constants: the
 calibration file shipped with caffepy (measured on the machine BENCHMARKS.md names) or
 ``--calibration FILE``; ``--host NAME`` takes one of its measured host profiles.
+
+``--resume WORKSPACE`` plans the shape a run resumes on from the workspace's latest complete
+checkpoint: the per-group batch is the one the resume takes (the checkpoint's total batch over the
+new worker groups, caffepy.dist.elastic), and one line says how the shape changed.
 """
 import os
 
@@ -48,6 +52,9 @@ def add_arguments(parser):
                         help="a measured host profile of the calibration file (e.g. h200)")
     parser.add_argument("--calibration", default=DEFAULT_CALIBRATION, metavar="FILE",
                         help="measured constants (default: the file shipped with caffepy)")
+    parser.add_argument("--resume", default="", metavar="WORKSPACE",
+                        help="plan the resume of this workspace's latest checkpoint on --hosts "
+                             "(the checkpoint's total batch kept)")
     parser.add_argument("--table", action="store_true",
                         help="predict for N = 1, 2, 4, 8, 16, 32 hosts and every --link rate")
 
@@ -95,6 +102,8 @@ def _cluster(args, param, hosts, table):
         base = plan.default_cluster(hosts)
     cluster = caffe_pb2.ClusterParameter()
     cluster.CopyFrom(base)
+    if not cluster.nworker_groups:       # "from the ranks": one group per host
+        cluster.nworker_groups = hosts
     if table or not (args.cluster or param.HasField("cluster")):
         cluster.nworker_groups, cluster.nworkers_per_group, cluster.nserver_groups = hosts, 1, 1
         cluster.nservers_per_group = hosts
@@ -122,6 +131,30 @@ def _cluster(args, param, hosts, table):
     return cluster
 
 
+def _resume_batch(workspace, cluster, net_param, batch):
+    """The per-group batch a resume of ``workspace`` on ``cluster`` takes; prints the shape line."""
+    from ..dist import checkpoint, elastic
+    from ..errors import CaffeError
+    step, m = checkpoint.latest_complete(workspace)
+    if step is None:
+        raise CaffeError("--resume: %s" % checkpoint.describe_latest(workspace))
+    now = elastic.Shape.of(cluster, net_param)
+    old = elastic.Shape.of_manifest(m, now)
+    if old.batches:
+        total = old.batches[0][1]
+        if total % now.G or (total // now.G) % now.K:
+            raise CaffeError("--resume: the checkpoint's total batch %d does not split into %d groups "
+                             "x %d workers" % (total, now.G, now.K))
+        batch = total // now.G
+        now.batches = [(n, t) for n, t in old.batches]
+    if old.same(now):
+        print("Resume of checkpoint step %d (%s) on the same shape: %s" % (step, workspace,
+                                                                         now.describe()))
+    else:
+        print("%s (checkpoint step %d, %s)" % (elastic.change_line(old, now), step, workspace))
+    return batch
+
+
 def _bytes(n):
     for unit, size in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
         if n >= size:
@@ -145,8 +178,12 @@ def run(args):
     spare = args.spare_core or bool(costs.hosts.get(args.host, {}).get("spare_core"))
     if args.batch is not None and args.batch < 1:
         raise CaffeError("--batch must be >= 1 (got %d)" % args.batch)
+    if args.resume and (args.table or args.batch is not None):
+        raise CaffeError("--resume plans the one shape a run resumes on with the checkpoint's total "
+                         "batch: give --hosts (and --cluster), not --%s"
+                         % ("table" if args.table else "batch"))
     batch = args.batch or plan.net_batch(net_param)
-    net = plan.build_net(net_param, batch, where)
+    net = None if args.resume else plan.build_net(net_param, batch, where)
     if args.table:
         print("Predicted for %s (%s), batch %d per worker group, one group per host%s:"
               % (net_param.name, where, batch, ", %s host" % args.host if args.host else ""))
@@ -163,6 +200,9 @@ def run(args):
     if hosts < 1:
         raise CaffeError("--hosts must be >= 1 (got %d)" % hosts)
     cluster = _cluster(args, param, hosts, False)
+    if args.resume:
+        batch = _resume_batch(args.resume, cluster, net_param, batch)
+        net = plan.build_net(net_param, batch, where)
     for name, rate in rates:
         r = plan.predict(net_param, param, cluster, costs, hosts, rate, batch, args.host, spare, net=net)
         t = r.model.topo

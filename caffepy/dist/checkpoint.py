@@ -8,7 +8,8 @@ one. Files under ``<workspace>/checkpoint/`` (each written atomically, mode from
                              data layers' cursors and random state, its random generator
     step<N>-server<id>.bin   the server's slices (offset, values, solver history)
     step<N>.manifest         DistManifest, written last: the files above with their sizes and
-                             checksums, current_step, solver type
+                             checksums, current_step, solver type and (format 3) the shape that
+                             wrote them and each batch layer's total batch
 
 The file format is in :mod:`caffepy.dist.checkpoint_format` (format 2: a protobuf header, then
 raw little-endian buffers, so a file may be any size; format 1 of caffepy 0.1 is still read).
@@ -18,7 +19,8 @@ when verified (resume), the recorded checksum (``blake2b``). ``--resume`` takes 
 step and falls back to the one before with a WARNING naming the bad file. ``checkpoint_keep: K``
 (ClusterParameter) removes all but the last K complete steps after each manifest. Servers rebuild
 their slices from the server files of server group 0 by param name and offset (so the server count
-may change), with history; the step counter and current_step continue. :func:`init_net` initialises
+may change), with history and version; the step counter and current_step continue; a resume on
+another shape is :mod:`caffepy.dist.elastic`. :func:`init_net` initialises
 any net from a checkpoint by param name. ``caffepy.dist.workspace`` holds the checks made before a
 run starts (an existing checkpoint without ``--resume`` / ``--overwrite``; a workspace every rank
 sees).
@@ -38,6 +40,7 @@ from .checkpoint_format import (FORMAT, MAGIC, MAX_HISTORY, Slice, encode,  # no
 
 _MANIFEST = re.compile(r"step(\d+)\.manifest$")
 HASH = "blake2b"
+MANIFEST_FORMAT = 3     # format 2 files; the manifest records the shape and the total batch
 _written = {}      # abs path -> (size, mtime_ns, checksum) of the files this process wrote
 
 
@@ -88,13 +91,17 @@ def checksum(path):
     return "%s:%s" % (HASH, digest.hexdigest())
 
 
-def write_manifest(workspace, step, files, current_step, solver_type, nservers, nworkers, keep=0):
+def write_manifest(workspace, step, files, current_step, solver_type, nservers, nworkers, keep=0,
+                   shape=None):
     """Write the manifest of a step (sizes and checksums of ``files``) last, atomically; then keep
-    only the last ``keep`` complete steps (0: all)."""
+    only the last ``keep`` complete steps (0: all). ``shape``: the cluster's
+    :class:`caffepy.dist.elastic.Shape`, recorded for a resume onto another shape."""
     d = checkpoint_dir(workspace)
     m = caffe_pb2.DistManifest()
     m.step, m.current_step, m.solver_type = step, current_step, solver_type
-    m.nservers, m.nworkers, m.format = nservers, nworkers, FORMAT
+    m.nservers, m.nworkers, m.format = nservers, nworkers, MANIFEST_FORMAT
+    if shape is not None:
+        shape.record(m)
     for f in sorted(files):
         path = os.path.join(d, f)
         if not os.path.exists(path):
@@ -257,6 +264,23 @@ def full_params(workspace, manifest, dtype, role="server"):
             h[lo:hi] = src
         seen[lo:hi] = True
     return {name: (v, h) for name, (v, h, seen) in out.items()}
+
+
+def param_versions(workspace, manifest):
+    """{param name: version} of a step's server files (server group 0): the updates each param had
+    (a param cut in slices: its least updated slice's)."""
+    d = checkpoint_dir(workspace)
+    first = manifest.nservers_per_group or manifest.nservers    # server group 0: ids below
+    out = {}
+    for f in manifest.file:
+        match = re.search(r"-server(\d+)\.bin$", _listed(f, d))
+        if not match or (first and int(match.group(1)) >= first):
+            continue
+        ck = read_file(os.path.join(d, f))
+        for s in ck.slices:
+            if not s.table_shards:
+                out[s.name] = min(out.get(s.name, s.version), int(s.version))
+    return out
 
 
 def worker_states(workspace, manifest):

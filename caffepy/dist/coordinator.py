@@ -149,7 +149,8 @@ class Coordinator(object):
             try:
                 self.last_manifest = checkpoint.write_manifest(
                     self.workspace, step, [f for f in files if f], current_step, self.solver.type,
-                    self.topo.S, self.topo.W, keep=self.topo.cluster.checkpoint_keep)
+                    self.topo.S, self.topo.W, keep=self.topo.cluster.checkpoint_keep,
+                    shape=getattr(self.topo, "shape", None))
             except CaffeError as e:      # (disk full): the step stays incomplete, say which is not
                 self.fail("checkpoint of step %d not written: %s" % (step, e))
             self.last_checkpoint = step

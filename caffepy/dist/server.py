@@ -42,7 +42,7 @@ class _Slice(object):
 
 class Server(object):
     def __init__(self, endpoint, topo, meta, solver_param, solver_cls, dtype, workspace,
-                 start_step=0, current_step=0, restored=None):
+                 start_step=0, current_step=0, restored=None, versions=None):
         self.ep, self.topo, self.meta = endpoint, topo, meta
         self.param, self.rule, self.dtype = solver_param, solver_cls.update_rule, dtype
         self.solver_type, self.n_history = solver_cls.type, solver_cls.n_history
@@ -68,6 +68,7 @@ class Server(object):
             if restored is not None:
                 values, hist = restored[meta.names[p]]
                 s.values = values[off:off + size].copy()
+                s.version = int((versions or {}).get(meta.names[p], 0))   # continues
                 for h, saved in zip(s.history, hist):
                     h[...] = saved[off:off + size]
             self.slices[(p, k)] = s

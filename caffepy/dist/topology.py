@@ -1,7 +1,8 @@
 """The cluster: ClusterParameter → roles, endpoint ids, process placement and param slices.
 
 Cluster fields (``cluster { ... }`` in the solver prototxt, or a ClusterParameter text file given
-by ``--cluster``): nworker_groups (1), nworkers_per_group (1), nserver_groups (1),
+by ``--cluster``): nworker_groups (1; 0: as many as the launch's MPI ranks make, see
+:func:`groups_from_ranks`), nworkers_per_group (1), nserver_groups (1),
 nservers_per_group (1), server_worker_separate (false), workspace ("workspace/"), consistency
 (BSP | ASYNC | SSP), staleness (0, SSP only), sync_frequency (1: updates between server-group
 syncs), engine ("" = mpi under mpiexec with several ranks, else inproc), heartbeat_interval (1 s),
@@ -64,19 +65,41 @@ def load_cluster(solver_param, path=None):
         cluster = caffe_pb2.ClusterParameter()
         cluster.CopyFrom(solver_param.cluster)
         where = "solver cluster"
-    for field in ("nworker_groups", "nworkers_per_group", "nserver_groups", "nservers_per_group",
-                  "sync_frequency"):
+    if cluster.nworker_groups < 0:
+        raise CaffeError("%s: nworker_groups must be >= 1, or 0 for as many as the launch's ranks "
+                         "make (got %d)" % (where, cluster.nworker_groups))
+    for field in ("nworkers_per_group", "nserver_groups", "nservers_per_group", "sync_frequency"):
         if getattr(cluster, field) < 1:
             raise CaffeError("%s: %s must be >= 1 (got %d)" % (where, field, getattr(cluster, field)))
     if cluster.staleness < 0:
         raise CaffeError("%s: staleness must be >= 0 (got %d)" % (where, cluster.staleness))
-    if cluster.nserver_groups > cluster.nworker_groups:
+    if cluster.nworker_groups and cluster.nserver_groups > cluster.nworker_groups:
         raise CaffeError("%s: nserver_groups (%d) must not exceed nworker_groups (%d)"
                          % (where, cluster.nserver_groups, cluster.nworker_groups))
     if cluster.engine not in ("", "inproc", "mpi"):
         raise CaffeError("%s: engine must be inproc or mpi (got '%s')" % (where, cluster.engine))
     if solver_param.checkpoint_frequency < 0 or solver_param.checkpoint_after < 0:
         raise CaffeError("checkpoint_after and checkpoint_frequency must be >= 0")
+    return cluster
+
+
+def groups_from_ranks(cluster, ranks, where="cluster"):
+    """``nworker_groups: 0``: the groups ``ranks`` MPI ranks make (ranks, less one per server when
+    server_worker_separate, over nworkers_per_group), set in ``cluster``; so a job requeued onto
+    more or fewer nodes takes the shape its allocation gives (and ``--resume`` keeps the batch)."""
+    if cluster.nworker_groups:
+        return cluster
+    K = cluster.nworkers_per_group
+    servers = cluster.nserver_groups * cluster.nservers_per_group if cluster.server_worker_separate else 0
+    workers = ranks - servers
+    if workers < K or workers % K:
+        raise CaffeError("%s: nworker_groups 0 takes the groups from the ranks, but %d ranks%s do not "
+                         "make groups of %d workers" % (where, ranks, " less %d servers" % servers
+                                                       if servers else "", K))
+    cluster.nworker_groups = workers // K
+    if cluster.nserver_groups > cluster.nworker_groups:
+        raise CaffeError("%s: nserver_groups (%d) must not exceed the %d worker groups %d ranks make"
+                         % (where, cluster.nserver_groups, cluster.nworker_groups, ranks))
     return cluster
 
 

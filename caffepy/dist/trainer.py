@@ -6,7 +6,9 @@ thread of process 0) and runs them. Worker nets are the train net with each data
 ``nworkers_per_group`` ways; worker w reads items w, w + W, ... (``solver_rank`` / ``solver_count``)
 or gets its rows from ``feeder(w, nworkers, net)``. Process 0 writes
 ``<workspace>/visualization/net.json`` with the partition. ``resume=True`` continues from the latest
-complete checkpoint (same step counter, lr-policy step and history; param versions restart at 0).
+complete checkpoint (same step counter, lr-policy step, history and param versions), on the shape
+that wrote it or on another one (:mod:`caffepy.dist.elastic`: the total batch kept, servers
+re-sliced, data positions re-mapped; one line says what changed).
 """
 import os
 import threading
@@ -18,11 +20,11 @@ from ..errors import CaffeError
 from ..log import info, warning
 from ..net import Net
 from ..solvers import solver_class
-from . import checkpoint, routing, transport as T, waitfree
+from . import checkpoint, elastic, routing, transport as T, waitfree
 from .coordinator import Coordinator, DistError
 from .server import Server
 from .stub import Stub
-from .topology import ParamMeta, Topology, load_cluster, sub_batch_net_param
+from .topology import ParamMeta, Topology, groups_from_ranks, load_cluster, sub_batch_net_param
 from .worker import Stopped, Worker
 
 
@@ -74,10 +76,14 @@ class _Process(object):
 
     worker_cls = Worker
 
-    def __init__(self, solver, topo, engine, workspace, start_step, restored, feeder):
+    def __init__(self, solver, topo, engine, workspace, start_step, restored, feeder, versions=None,
+                 group_batch=None):
         self.solver, self.topo, self.engine, self.workspace = solver, topo, engine, workspace
         self.restored = restored
         self.worker_states = {}      # worker id -> DistCheckpoint header of its file (--resume)
+        self.remap = None            # an elastic.Remap where the worker count changed (--resume)
+        self.versions = versions or {}   # param name -> version at the checkpoint (--resume)
+        self.group_batch = group_batch
         self.stopping = threading.Event()
         self.threads, self.workers, self.servers = [], [], []
         self.worker_endpoints = [ep for ep in engine.inboxes if ep < topo.W]
@@ -94,7 +100,7 @@ class _Process(object):
                 self._spawn(ep, Stub(endpoint, topo, topo.group_of_stub(ep)).run)
             else:
                 server = Server(endpoint, topo, meta, solver.param, cls, solver.dtype, workspace,
-                                start_step, current_step, restored)
+                                start_step, current_step, restored, self.versions)
                 self.servers.append(server)
                 self._spawn(ep, server.run)
 
@@ -108,12 +114,14 @@ class _Process(object):
             (common.set_mode_gpu if mode == common.GPU else common.set_mode_cpu)()
             if solver.param.random_seed >= 0:
                 common.set_random_seed(solver.param.random_seed + w)
-            if topo.K == 1 and w == 0:
+            if topo.K == 1 and w == 0 and self.group_batch is None:
                 net = solver.net
                 if topo.W > 1:
                     _partition_data_layers(net)
             else:
                 net_param, state = _train_net_param(solver)
+                if self.group_batch is not None:
+                    elastic.set_group_batch(net_param, self.group_batch)
                 net_param = sub_batch_net_param(net_param, topo.K, "train net")
                 net_param.state.CopyFrom(state)
                 net = Net(net_param, phase=state.phase, level=state.level,
@@ -122,7 +130,9 @@ class _Process(object):
                 feeder(w, topo.W, net)
             worker = self.worker_cls(endpoint, topo, net, solver.param, self.workspace, start_step,
                             send_init and w == 0)
-            if w in self.worker_states:     # --resume: the data where it stood, the same random draws
+            if self.remap is not None:      # --resume on another worker count: the data re-mapped
+                self.remap.restore(net, w, "checkpoint step %d" % start_step)
+            elif w in self.worker_states:   # --resume: the data where it stood, the same random draws
                 worker.restore_state(self.worker_states[w], "checkpoint step %d" % start_step)
             if topo.routing:
                 worker.setup_routes(topo.routing, solver_class(solver.param.type),
@@ -192,6 +202,21 @@ def train(solver, cluster=None, cluster_file=None, resume=False, feeder=None, en
     ``hosts`` (in process only): a host name per rank, to place servers and per-host sums as if
     the ranks sat on those hosts (MPI learns them: :func:`caffepy.dist.topology.learn_hosts`)."""
     cluster = cluster if cluster is not None else load_cluster(solver.param, cluster_file)
+    kind = engine or cluster.engine or ("mpi" if _under_mpi() else "inproc")
+    if cluster.nworker_groups == 0:      # as many groups as the launch's ranks make
+        from ..proto import caffe_pb2
+        given, cluster = cluster, caffe_pb2.ClusterParameter()
+        cluster.CopyFrom(given)
+        if kind != "mpi":
+            raise CaffeError("nworker_groups 0 takes the worker groups from the MPI ranks; in "
+                             "process give their number")
+        from mpi4py import MPI
+        ranks = MPI.COMM_WORLD.Get_size()
+        groups_from_ranks(cluster, ranks, "cluster")
+        if MPI.COMM_WORLD.Get_rank() == 0:
+            info("trainer.py", "nworker_groups 0: %d worker group%s of %d from %d ranks"
+                 % (cluster.nworker_groups, "" if cluster.nworker_groups == 1 else "s",
+                    cluster.nworkers_per_group, ranks))
     p = solver.param
     meta = ParamMeta(solver.net)
     opts = waitfree.options(cluster, comm)
@@ -199,7 +224,6 @@ def train(solver, cluster=None, cluster_file=None, resume=False, feeder=None, en
     topo = Topology(cluster, meta.counts, meta.names, excluded=plan.params())
     topo.routing = plan
     workspace = cluster.workspace
-    kind = engine or cluster.engine or ("mpi" if _under_mpi() else "inproc")
     guard = None
     if kind == "mpi":
         from .mpi import MpiEngine
@@ -217,21 +241,43 @@ def train(solver, cluster=None, cluster_file=None, resume=False, feeder=None, en
         rank = 0
     from .workspace import preflight
     host_names = preflight(workspace, resume, overwrite, eng.comm if kind == "mpi" else None)
-    start_step, restored = 0, None
+    start_step, restored, versions = 0, None, {}
+    try:
+        net_param, _ = _train_net_param(solver)
+    except CaffeError:      # (a solver built around a net: no batch to record)
+        net_param = solver.net.net_param
+    shape = elastic.Shape.of(cluster, net_param)
+    old_shape = group_batch = None
     if resume:
         start_step, manifest = checkpoint.latest_complete(workspace, verify=True)
         if start_step is None:
             raise CaffeError("--resume: %s" % checkpoint.describe_latest(workspace))
         restored = checkpoint.full_params(workspace, manifest, solver.dtype, "server")
-        sfb_names = {meta.names[q] for q in plan.sfb}     # SFB weights are in worker files
+        # SFB weights are in worker files (the shape that wrote them may have sent factors for
+        # params this one sends whole, or the reverse: the servers' copy first, else the workers')
         for name, value in checkpoint.full_params(workspace, manifest, solver.dtype, "worker").items():
-            if name in sfb_names:
-                restored.setdefault(name, value)
+            restored.setdefault(name, value)
         missing = [n for n in meta.names if n not in restored]
         if missing:
             raise CaffeError("--resume: checkpoint step %d lacks params %s" % (start_step, ", ".join(missing)))
         solver.iter, solver.current_step = start_step, manifest.current_step
+        versions = checkpoint.param_versions(workspace, manifest)
         info("trainer.py", "Resuming from checkpoint step %d (%s)" % (start_step, workspace))
+        old_shape = elastic.Shape.of_manifest(manifest, shape)
+        if old_shape.batches:       # the checkpoint's total batch, whatever the solver says
+            group_batch = elastic.plan_batches(old_shape, shape, "--resume")
+            if group_batch == [t // shape.G for _, t in shape.batches]:
+                group_batch = None          # the net's own batches already keep it
+            elif group_batch is not None:
+                shape.batches = [(n, shape.G * b) for (n, _), b in zip(shape.batches, group_batch)]
+        if not old_shape.same(shape) or old_shape.consistency != shape.consistency:
+            if rank == 0:
+                elastic.log_change(old_shape, shape, bool(plan.tables))
+        else:
+            if group_batch is not None and rank == 0:
+                elastic.log_batch(old_shape)
+            old_shape = None
+    topo.shape = shape
     if rank == 0:
         routing.log_choices(plan)
         routing.log_tables(plan, solver.net, cluster)
@@ -246,9 +292,13 @@ def train(solver, cluster=None, cluster_file=None, resume=False, feeder=None, en
             info("trainer.py", line)
         write_net_json(solver.net, os.path.join(workspace, "visualization", "net.json"),
                        placement=topo.placement(solver.net), cluster=summary)
-    proc = _Process(solver, topo, eng, workspace, start_step, restored, feeder)
+    proc = _Process(solver, topo, eng, workspace, start_step, restored, feeder, versions,
+                    group_batch)
     if resume:
         proc.worker_states = checkpoint.worker_states(workspace, manifest)
+        if old_shape is not None and old_shape.W != topo.W:
+            proc.remap = elastic.Remap(proc.worker_states, old_shape.W, topo.W, start_step,
+                                       p.random_seed)
     proc.worker_cls = routing.worker_class(waitfree.worker_class(opts), plan)
     t0 = time.time()
     # the process's workers compute at once: one BLAS pool per core, not per worker

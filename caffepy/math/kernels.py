@@ -21,6 +21,7 @@ says otherwise): spinning threads would compete with the BLAS threads of the GEM
 """
 import contextlib
 import os
+import threading
 
 def env_on(name):
     """Whether the environment variable ``name`` leaves a switch on: unset, or anything but
@@ -37,6 +38,7 @@ class Switch:
     def __init__(self, env, load):
         self.env, self.load = env, load
         self.value, self.tried, self.enabled = None, False, None
+        self._lock = threading.Lock()
 
     def get(self):
         enabled = self.enabled
@@ -44,9 +46,13 @@ class Switch:
             enabled = self.enabled = env_on(self.env)
         if not enabled:
             return None
-        if not self.tried:
-            self.tried = True
-            self.value = self.load()
+        if not self.tried:      # one thread loads; the others wait for what it loaded (not
+            with self._lock:    # None meanwhile: two workers would run different code paths)
+                if not self.tried:
+                    try:
+                        self.value = self.load()
+                    finally:
+                        self.tried = True
         return self.value
 
     def available(self):

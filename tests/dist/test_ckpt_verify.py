@@ -57,7 +57,7 @@ def test_raw_format_and_manifest(tmp_path):
     _run(tmp_path, 5)
     d = tmp_path / "checkpoint"
     m = checkpoint.read_manifest(str(d / "step5.manifest"))
-    assert m.format == 2 and len(m.size) == len(m.checksum) == len(m.file) == K + 2
+    assert m.format == 3 and len(m.size) == len(m.checksum) == len(m.file) == K + 2
     for f, size, digest in zip(m.file, m.size, m.checksum):
         raw = (d / f).read_bytes()
         assert len(raw) == size and digest.startswith("blake2b:")

@@ -14,6 +14,7 @@ import pytest
 import launchers as L
 import nets
 from conftest import ROOT, needs_mpi
+from caffepy.dist import checkpoint
 
 pytestmark = [pytest.mark.slow, needs_mpi]
 
@@ -147,3 +148,53 @@ def test_readme_sbatch_script(slurm_box, tmp_path, launch):
         assert "Resuming from checkpoint step %s" % m.group(1) in out, out[-3000:]
     assert "Optimization Done." in out, out[-3000:]
     assert os.path.exists(d / "ws" / "checkpoint" / "step300.manifest")
+
+
+def test_requeue_onto_fewer_nodes_resumes_on_the_new_shape(slurm_box, tmp_path):
+    """The README's script as its requeue note says (``--nodes=1-2``, ``--resume`` once
+    restarted) with ``nworker_groups: 0``: it trains 2 groups x 2 workers on h1 and h2; h2 is
+    drained and the job requeued (``scontrol requeue``: SIGTERM, so a checkpoint at the next step);
+    it comes back on h1 alone, resumes on 1 group x 2 workers with the total batch kept and ends."""
+    slurm = slurm_box(2)
+    d = tmp_path / "job"
+    (d / "bin").mkdir(parents=True)
+    script = _readme_script().replace("#SBATCH --nodes=2", "#SBATCH --nodes=1-2")
+    script = script.replace(' "$@"\n', ' ${SLURM_RESTART_COUNT:+--resume} "$@"\n', 1)
+    (d / "job.sbatch").write_text(script)
+    (d / "net.prototxt").write_text(nets.DUMMY)
+    (d / "solver.prototxt").write_text(
+        'net: "net.prototxt" base_lr: 0.05 momentum: 0.9 lr_policy: "fixed" max_iter: 300 '
+        'random_seed: 5 display: 10 snapshot_after_train: false checkpoint_frequency: 100\n')
+    (d / "cluster.prototxt").write_text('nworker_groups: 0 nworkers_per_group: 2 '
+                                        'nservers_per_group: 2 workspace: "ws/"\n')
+    shim = d / "bin" / "caffepy"
+    shim.write_text('#!/bin/sh\nexec "%s" -m caffepy "$@"\n' % sys.executable)
+    shim.chmod(0o755)
+    env = slurm.env(PYTHONPATH=ROOT, PATH="%s:%s" % (d / "bin", os.environ["PATH"]))
+    job = slurm.sbatch("job.sbatch", cwd=str(d), env=env)
+    deadline = time.time() + 120
+    while not re.search(r"Iteration [1-9]\d* \(group", _job_output(d, job)):
+        assert time.time() < deadline and slurm.job(job).get("JobState") in (
+            "PENDING", "RUNNING", "CONFIGURING"), _job_output(d, job)[-3000:]
+        time.sleep(0.1)
+    first = _job_output(d, job)
+    assert slurm.job(job)["NodeList"] == "h[1-2]"
+    assert "nworker_groups 0: 2 worker groups of 2 from 4 ranks" in first, first[-3000:]
+    assert slurm.run(["scontrol", "update", "nodename=h2", "state=drain", "reason=test"]).returncode == 0
+    assert slurm.run(["scontrol", "requeue", job]).returncode == 0
+    deadline = time.time() + 60
+    while slurm.job(job).get("JobState") != "PENDING":      # then start it now, not in 2 minutes
+        assert time.time() < deadline, slurm.job(job)
+        time.sleep(0.25)
+    slurm.run(["scontrol", "update", "jobid=%s" % job, "StartTime=now"])
+    state = slurm.wait_job(job, timeout=180)
+    out = _job_output(d, job)
+    assert state["JobState"] == "COMPLETED" and state["ExitCode"] == "0:0", out[-3000:]
+    assert state["Restarts"] == "1" and state["NodeList"] == "h1", state
+    assert "Resume: shape changed: 2 groups x 2 workers, 2 server shards -> 1 group x 2 workers, " \
+           "2 server shards (per-worker batch 4 -> 8, total 16 kept); data positions re-mapped" \
+           in out, out[-3000:]
+    assert "Optimization Done." in out, out[-3000:]
+    manifest = checkpoint.read_manifest(str(d / "ws" / "checkpoint" / "step300.manifest"))
+    assert (manifest.nworker_groups, manifest.nworkers_per_group) == (1, 2)
+    assert list(manifest.total_batch) == [16]

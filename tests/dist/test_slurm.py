@@ -150,11 +150,22 @@ def test_readme_sbatch_script(slurm_box, tmp_path, launch):
     assert os.path.exists(d / "ws" / "checkpoint" / "step300.manifest")
 
 
-def test_requeue_onto_fewer_nodes_resumes_on_the_new_shape(slurm_box, tmp_path):
+# (node taken away or given back before the requeue, nodes before, after, groups before, after)
+REQUEUES = {"2to1": ("state=drain reason=test", "h[1-2]", "h1", 2, 1),
+            "1to2": ("state=resume", "h1", "h[1-2]", 1, 2)}
+
+
+@pytest.mark.parametrize("direction", sorted(REQUEUES))
+def test_requeue_onto_another_node_count_resumes_on_the_new_shape(slurm_box, tmp_path,
+                                                                  direction):
     """The README's script as its requeue note says (``--nodes=1-2``, ``--resume`` once
-    restarted) with ``nworker_groups: 0``: it trains 2 groups x 2 workers on h1 and h2; h2 is
-    drained and the job requeued (``scontrol requeue``: SIGTERM, so a checkpoint at the next step);
-    it comes back on h1 alone, resumes on 1 group x 2 workers with the total batch kept and ends."""
+    restarted) with ``nworker_groups: 0`` (one worker group per node's two ranks). 2to1: it
+    trains 2 groups x 2 workers on h1 and h2; h2 is drained and the job requeued (``scontrol
+    requeue``: SIGTERM, so a checkpoint at the next step); it comes back on h1 alone and resumes
+    on 1 group x 2 workers. 1to2: h2 is drained before the job starts, so it trains on h1 alone;
+    h2 comes back, the job is requeued and resumes on both. The total batch is kept and the job
+    ends; its last checkpoint records the new shape."""
+    change, before, after, groups, groups_after = REQUEUES[direction]
     slurm = slurm_box(2)
     d = tmp_path / "job"
     (d / "bin").mkdir(parents=True)
@@ -171,30 +182,40 @@ def test_requeue_onto_fewer_nodes_resumes_on_the_new_shape(slurm_box, tmp_path):
     shim.write_text('#!/bin/sh\nexec "%s" -m caffepy "$@"\n' % sys.executable)
     shim.chmod(0o755)
     env = slurm.env(PYTHONPATH=ROOT, PATH="%s:%s" % (d / "bin", os.environ["PATH"]))
+    if direction == "1to2":
+        assert slurm.run(["scontrol", "update", "nodename=h2", "state=drain",
+                          "reason=test"]).returncode == 0
     job = slurm.sbatch("job.sbatch", cwd=str(d), env=env)
-    deadline = time.time() + 120
-    while not re.search(r"Iteration [1-9]\d* \(group", _job_output(d, job)):
-        assert time.time() < deadline and slurm.job(job).get("JobState") in (
-            "PENDING", "RUNNING", "CONFIGURING"), _job_output(d, job)[-3000:]
-        time.sleep(0.1)
-    first = _job_output(d, job)
-    assert slurm.job(job)["NodeList"] == "h[1-2]"
-    assert "nworker_groups 0: 2 worker groups of 2 from 4 ranks" in first, first[-3000:]
-    assert slurm.run(["scontrol", "update", "nodename=h2", "state=drain", "reason=test"]).returncode == 0
-    assert slurm.run(["scontrol", "requeue", job]).returncode == 0
-    deadline = time.time() + 60
-    while slurm.job(job).get("JobState") != "PENDING":      # then start it now, not in 2 minutes
-        assert time.time() < deadline, slurm.job(job)
-        time.sleep(0.25)
-    slurm.run(["scontrol", "update", "jobid=%s" % job, "StartTime=now"])
-    state = slurm.wait_job(job, timeout=180)
+    try:
+        deadline = time.time() + 120
+        while not re.search(r"Iteration [1-9]\d* \(group", _job_output(d, job)):
+            assert time.time() < deadline and slurm.job(job).get("JobState") in (
+                "PENDING", "RUNNING", "CONFIGURING"), _job_output(d, job)[-3000:]
+            time.sleep(0.1)
+        first = _job_output(d, job)
+        assert slurm.job(job)["NodeList"] == before
+        assert "nworker_groups 0: %d worker group%s of 2 from %d ranks" % (
+            groups, "s" if groups > 1 else "", 2 * groups) in first, first[-3000:]
+        assert slurm.run(["scontrol", "update", "nodename=h2"] + change.split()).returncode == 0
+        assert slurm.run(["scontrol", "requeue", job]).returncode == 0
+        deadline = time.time() + 60
+        while slurm.job(job).get("JobState") != "PENDING":  # then start it now, not in 2 minutes
+            assert time.time() < deadline, slurm.job(job)
+            time.sleep(0.25)
+        slurm.run(["scontrol", "update", "jobid=%s" % job, "StartTime=now"])
+        state = slurm.wait_job(job, timeout=180)
+    finally:
+        slurm.run(["scontrol", "update", "nodename=h2", "state=resume"])
     out = _job_output(d, job)
     assert state["JobState"] == "COMPLETED" and state["ExitCode"] == "0:0", out[-3000:]
-    assert state["Restarts"] == "1" and state["NodeList"] == "h1", state
-    assert "Resume: shape changed: 2 groups x 2 workers, 2 server shards -> 1 group x 2 workers, " \
-           "2 server shards (per-worker batch 4 -> 8, total 16 kept); data positions re-mapped" \
-           in out, out[-3000:]
+    assert state["Restarts"] == "1" and state["NodeList"] == after, state
+    shape = {1: "1 group x 2 workers", 2: "2 groups x 2 workers"}
+    total = 8 * groups                   # the net's batch of 8 per worker group, first shape
+    assert "Resume: shape changed: %s, 2 server shards -> %s, 2 server shards (per-worker batch " \
+           "%d -> %d, total %d kept); data positions re-mapped" % (
+               shape[groups], shape[groups_after], total // (2 * groups),
+               total // (2 * groups_after), total) in out, out[-3000:]
     assert "Optimization Done." in out, out[-3000:]
     manifest = checkpoint.read_manifest(str(d / "ws" / "checkpoint" / "step300.manifest"))
-    assert (manifest.nworker_groups, manifest.nworkers_per_group) == (1, 2)
-    assert list(manifest.total_batch) == [16]
+    assert (manifest.nworker_groups, manifest.nworkers_per_group) == (groups_after, 2)
+    assert list(manifest.total_batch) == [total]

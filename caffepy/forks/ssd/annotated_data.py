@@ -59,11 +59,9 @@ def groups_of(anno):
 class _AnnotatedLoader(_DBLoader):
     """The Data layer's cursor, reading AnnotatedDatums and augmenting them one by one."""
 
-    def __init__(self, layer, param, transformer):
+    def __init__(self, layer, param, tp, ap, transformer):
         super().__init__(param, transformer, layer.phase, layer.describe())
-        lp = layer.layer_param
-        self.tp = lp.transform_param
-        self.ap = lp.annotated_data_param
+        self.tp, self.ap = tp, ap
         self.samplers = list(self.ap.batch_sampler)
         self.crop_h = int(self.tp.crop_size or self.tp.crop_h)
         self.crop_w = int(self.tp.crop_size or self.tp.crop_w)
@@ -253,7 +251,8 @@ class AnnotatedDataLayer(BasePrefetchingDataLayer):
         if p.batch_size < 1:
             raise self.error("data_param.batch_size must be positive")
         try:
-            return _AnnotatedLoader(self, p, self.make_transformer())
+            return _AnnotatedLoader(self, p, self.layer_param.transform_param,
+                                    self.layer_param.annotated_data_param, self.make_transformer())
         except CaffeError as e:
             if str(e).startswith(self.describe()):
                 raise

@@ -21,7 +21,8 @@ Tops: ``data`` N x C x H x W; ``label`` 1 x 1 x B x 8, one row per box of the ba
 the batch has no box. A database whose records carry no ``type`` (and no ``anno_type`` given) gives
 the datums' labels (N) instead, as SSD does. All items of a batch must end at one size (give a
 ``resize_param``, or batch_size 1); FIT_SMALL_SIZE takes batch_size 1 as in SSD.
-``label_map_file`` is read by nothing here (SSD only logs it). ``noise_param`` supports
+``label_map_file`` is read by nothing here (SSD only logs it); other forks' annotated_data_param
+fields (MobileNet-YOLO's ``yolo_data_type``, ``seg_scales``, ...) are refused when set. ``noise_param`` supports
 ``decolorize``, ``posterize`` and ``inverse``. Random draws come from the layer's seeded generator
 (caffepy.common's seed), so a seeded run is reproducible, and the position and generator state are
 saved with snapshots as the Data layer's.
@@ -37,6 +38,7 @@ from . import augment
 
 RP = caffe_pb2.ResizeParameter
 _NOISE_OK = ("decolorize", "posterize", "inverse", "prob")
+_SSD_FIELDS = ("batch_sampler", "label_map_file", "anno_type")
 
 
 def parse_annotated_datum(value, what):
@@ -62,6 +64,12 @@ class _AnnotatedLoader(_DBLoader):
     def __init__(self, layer, param, tp, ap, transformer):
         super().__init__(param, transformer, layer.phase, layer.describe())
         self.tp, self.ap = tp, ap
+        other = [f.name for f, v in ap.ListFields()
+                 if f.name not in _SSD_FIELDS and v != f.default_value]
+        if other:
+            raise CaffeError("%s: annotated_data_param.%s is not SSD's (MobileNet-YOLO's and other "
+                             "forks' AnnotatedData fields are not implemented)"
+                             % (self.what, ", ".join(other)))
         self.samplers = list(self.ap.batch_sampler)
         self.crop_h = int(self.tp.crop_size or self.tp.crop_h)
         self.crop_w = int(self.tp.crop_size or self.tp.crop_w)

@@ -227,3 +227,30 @@ def test_refusals(tmp_path):
         _run(_layer(path, transform="expand_param { max_expand_ratio: 1 }"))
     with pytest.raises(CaffeError, match="noise_param.hist_eq is not supported"):
         _run(_layer(path, transform="noise_param { hist_eq: true }"))
+    with pytest.raises(CaffeError, match="annotated_data_param.yolo_data_type is not SSD's"):
+        _run(_layer(path, anno="yolo_data_type: 1"))
+
+
+def test_caffepy_train_runs_an_ssd_train_file(tmp_path, capsys, monkeypatch):
+    """`caffepy train` on a tiny SSD train file whose data come from AnnotatedData itself."""
+    import os
+    from caffepy import cli
+    from caffepy.log import teardown as teardown_log
+    from tests.forks.ssd.test_multibox import TINY_SSD
+    _db(tmp_path, n=4)
+    os.rename(str(tmp_path / "anno_db"), str(tmp_path / "trainval_lmdb"))
+    net = TINY_SSD.replace("batch_size: 32", "batch_size: 2").replace(
+        "batch_sampler { max_sample: 1 max_trials: 1 }", SAMPLER).replace(
+        "num_output: 6", "num_output: 8").replace("num_classes: 3", "num_classes: 4")  # labels 1..3
+    (tmp_path / "net.prototxt").write_text(net)
+    (tmp_path / "solver.prototxt").write_text(
+        'net: "net.prototxt" base_lr: 0.001 lr_policy: "fixed" max_iter: 3 display: 1 '
+        'snapshot_after_train: false random_seed: 1 solver_mode: CPU\n')
+    monkeypatch.chdir(tmp_path)
+    try:
+        rc = cli.main(["train", "--solver", "solver.prototxt"])
+        err = capsys.readouterr().err
+    finally:
+        teardown_log()
+    assert rc == 0, err[-2000:]
+    assert "mbox_loss" in err

@@ -25,8 +25,9 @@ list ``[xmin, ymin, xmax, ymax]`` in coordinates normalised to the image; an ann
 
 Random draws come from the generator handed in, in SSD's order. Differences from SSD: SSD re-encodes
 an encoded image as JPEG after each of distort / expand / crop (lossy); here the decoded array goes
-on unchanged; SSD distorts only encoded datums, here raw ones are distorted too; box arithmetic is
-in double precision (SSD: float).
+on unchanged; SSD distorts and resizes only encoded datums (a raw datum with a ``resize_param``
+fails its shape check), here raw ones are distorted and resized too; OpenCV's 8-bit HSV, AREA and
+LANCZOS4 are reproduced up to rounding; box arithmetic is in double precision (SSD: float).
 """
 import math
 

@@ -254,3 +254,25 @@ def test_caffepy_train_runs_an_ssd_train_file(tmp_path, capsys, monkeypatch):
         teardown_log()
     assert rc == 0, err[-2000:]
     assert "mbox_loss" in err
+
+
+def test_saved_data_state_replays_the_same_batches(tmp_path):
+    common.set_random_seed(21)
+    tp = "mirror: true resize_param { height: 12 width: 12 } expand_param { prob: 0.5 max_expand_ratio: 2 }"
+    layer = _layer(_db(tmp_path), batch=2, transform=tp, anno=SAMPLER)
+    top = make_blobs(2, dtype=np.float32)
+    layer.setup([], top)
+    try:
+        layer.forward([], top)
+        state = layer.get_data_state()
+        first = []
+        for _ in range(2):
+            layer.forward([], top)
+            first.append((top[0].data.copy(), top[1].data.copy()))
+        layer.set_data_state(state)
+        for data, label in first:
+            layer.forward([], top)
+            np.testing.assert_array_equal(top[0].data, data)
+            np.testing.assert_array_equal(top[1].data, label)
+    finally:
+        layer.close()

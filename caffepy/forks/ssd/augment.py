@@ -245,6 +245,7 @@ def _adjust_hsv(img, channel, mul, add):
                          % img.shape[2])
     hsv = cvops.bgr_to_hsv(img.astype(np.float64) / 255.0)
     h8, s8, v8 = np.rint(hsv[..., 0] / 2), np.rint(hsv[..., 1] * 255), np.rint(hsv[..., 2] * 255)
+    h8 = np.where(h8 >= 180, h8 - 180, h8)
     planes = [h8, s8, v8]
     planes[channel] = np.clip(np.rint(planes[channel] * mul + add), 0, 255)
     back = cvops.hsv_to_bgr(np.stack([planes[0] * 2, planes[1] / 255, planes[2] / 255], -1))
@@ -338,7 +339,13 @@ def _weights(n_in, n_out, mode):
             k = np.where(np.abs(x) < 1e-12, 1.0, np.sin(np.pi * x) * np.sin(np.pi * x / 4)
                          / (np.pi ** 2 * x * x / 4))
         k /= k.sum(1, keepdims=True)
-    else:                                              # LINEAR / AREA upscaling
+    elif mode == RP.AREA:                              # OpenCV's AREA when enlarging
+        base = np.floor(rows * scale).astype(np.int64)
+        t = (rows + 1) - (base + 1) / scale
+        t = np.where(t <= 0, 0.0, t - np.floor(t))
+        taps = np.arange(0, 2)
+        k = np.stack([1 - t, t], 1)
+    else:
         taps = np.arange(0, 2)
         k = np.stack([1 - t, t], 1)
     idx = np.clip(base[:, None] + taps[None, :], 0, n_in - 1)

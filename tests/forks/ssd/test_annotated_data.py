@@ -276,3 +276,22 @@ def test_saved_data_state_replays_the_same_batches(tmp_path):
             np.testing.assert_array_equal(top[1].data, label)
     finally:
         layer.close()
+
+
+@pytest.mark.parametrize("size", [(17, 11), (50, 40)])
+def test_resize_and_hsv_match_opencv_up_to_rounding(size):
+    cv2 = pytest.importorskip("cv2")
+    RP = caffe_pb2.ResizeParameter
+    img = np.random.default_rng(0).integers(0, 256, (23, 31, 3)).astype(np.uint8)
+    modes = {RP.LINEAR: cv2.INTER_LINEAR, RP.NEAREST: cv2.INTER_NEAREST, RP.CUBIC: cv2.INTER_CUBIC,
+             RP.AREA: cv2.INTER_AREA, RP.LANCZOS4: cv2.INTER_LANCZOS4}
+    for mode, cv_mode in modes.items():
+        d = np.abs(augment._resize(img, size[0], size[1], mode).astype(int)
+                   - cv2.resize(img, size, interpolation=cv_mode).astype(int))
+        assert d.max() <= 1 and d.mean() < 0.2, RP.Interp_mode.Name(mode)
+    for channel, mul, add in [(0, 1, 10.7), (0, 1, -15.2), (1, 1.4, 0), (1, 0.6, 0)]:
+        planes = list(cv2.split(cv2.cvtColor(img, cv2.COLOR_BGR2HSV)))
+        planes[channel] = np.clip(np.rint(planes[channel] * mul + add), 0, 255).astype(np.uint8)
+        ref = cv2.cvtColor(cv2.merge(planes), cv2.COLOR_HSV2BGR)
+        d = np.abs(augment._adjust_hsv(img, channel, mul, add).astype(int) - ref.astype(int))
+        assert d.mean() < 0.1

@@ -22,10 +22,10 @@ the batch has no box. A database whose records carry no ``type`` (and no ``anno_
 the datums' labels (N) instead, as SSD does. All items of a batch must end at one size (give a
 ``resize_param``, or batch_size 1); FIT_SMALL_SIZE takes batch_size 1 as in SSD.
 ``label_map_file`` is read by nothing here (SSD only logs it); other forks' annotated_data_param
-fields (MobileNet-YOLO's ``yolo_data_type``, ``seg_scales``, ...) are refused when set. ``noise_param`` supports
-``decolorize``, ``posterize`` and ``inverse``. Random draws come from the layer's seeded generator
-(caffepy.common's seed), so a seeded run is reproducible, and the position and generator state are
-saved with snapshots as the Data layer's.
+fields (MobileNet-YOLO's ``yolo_data_type``, ``seg_scales``, ...) are refused when set.
+``noise_param`` supports ``decolorize``, ``posterize`` and ``inverse`` (others refused). Random
+draws come from the layer's seeded generator (caffepy.common's seed), so a seeded run is
+reproducible, and the position and generator state are saved with snapshots as the Data layer's.
 """
 import numpy as np
 

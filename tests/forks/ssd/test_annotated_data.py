@@ -136,7 +136,8 @@ def test_batch_sampler_respects_the_iou_constraint():
     rng = np.random.default_rng(0)
     sp = caffe_pb2.AnnotatedDataParameter()
     from google.protobuf import text_format
-    text_format.Parse(SAMPLER.replace("max_sample: 1", "max_sample: 20").replace("max_trials: 50", "max_trials: 2000"), sp)
+    text_format.Parse(SAMPLER.replace("max_sample: 1", "max_sample: 20")
+                      .replace("max_trials: 50", "max_trials: 2000"), sp)
     groups = [(1, [(0, [0.1, 0.2, 0.5, 0.6], False)]), (2, [(0, [0.6, 0.1, 0.9, 0.4], False)])]
     boxes = augment.generate_batch_samples(groups, list(sp.batch_sampler), rng)
     assert 5 <= len(boxes) <= 20

@@ -177,6 +177,10 @@ COMPUTED = frozenset([
     "LayerParameter.orn_param", "ORNParameter.orientations",
     # LiteFlowNet's NegSquare (twhui/LiteFlowNet; caffepy/forks/flownet/liteflownet.py): no fields
     "LayerParameter.negsquare_param",
+    # MinReLU (ALISCIFP/caffe; caffepy/forks/misc/activations.py)
+    "LayerParameter.minrelu_param", "MinReLUParameter.positive_slope", "MinReLUParameter.engine",
+    # Tiling (SeokjuLee/VPGNet; caffepy/forks/misc/vision.py)
+    "LayerParameter.tiling_param", "TilingParameter.tile_dim",
 ])
 
 

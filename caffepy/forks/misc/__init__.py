@@ -1,11 +1,11 @@
 """Layers several forks share, and smaller forks.
 
 Modules: ``vision`` (Interp of PSPNet / DeepLab, YOLO's nearest Upsample, ShuffleChannel, Axpy,
-Reorg), ``layers`` (SeLu, SeLuDropout, SegAccuracy), ``ssl`` (wenwei202/caffe's Sparsify,
+Reorg, VPGNet's Tiling), ``layers`` (SeLu, SeLuDropout, SegAccuracy), ``ssl`` (wenwei202/caffe's Sparsify,
 SymmetricRectify), ``caffepro`` (yihui-he/caffe-pro's Filter with filter_param), ``activations`` (Mish of the
 darknet2caffe forks; synopsys-caffe's HardSwish and HardSigmoid; the compact-bilinear forks'
 SignedSqrt and L2Normalize; Scalar, the multiply-by-a-second-bottom layer of video_prop_networks /
-DSCLRCN / Curve-Text-Detector), ``counting`` (shizenglin/Deep-NCL's MAELoss), ``dropout``
+DSCLRCN / Curve-Text-Detector; ALISCIFP/caffe's MinReLU), ``counting`` (shizenglin/Deep-NCL's MAELoss), ``dropout``
 (Cysu/dgd_person_reid's GuidedDropout), ``inplace_reshape`` (the in-place Reshape of older Caffe:
 happynear/caffe-windows, ECO's caffe_3d), ``waifu2x`` (lltcggie/caffe's CropCenter), ``rcf``
 (yun-liu/rcf's AutoCrop: the crop offset from the net's coordinate maps), ``colorization`` (the
@@ -17,7 +17,7 @@ WeightedSoftmaxWithLoss, SigmoidEuclideanLoss, SemiContrastLoss, AccuracyDistanc
 (hyojinie/crn's Netvlad, Intranorm, Spfilter).
 Built-in Python layer: Caffe's example ``pyloss.EuclideanLossLayer`` (``pyloss``).
 Schema: proto/additions.json, proto/additions.d/surveyed_forks.json; the harvested fields of
-HardSigmoid, Scalar, CropCenter and ColorConv (caffepy.proto.harvest_policy.COMPUTED).
+HardSigmoid, Scalar, CropCenter, ColorConv, MinReLU and Tiling (caffepy.proto.harvest_policy.COMPUTED).
 """
 from ...layers.python_layer import register_stand_in
 

@@ -1,7 +1,7 @@
 """Element-wise activations and per-sample normalisations registered by several small forks: Mish
 (darknet2caffe forks), HardSwish and HardSigmoid (synopsys-caffe), SignedSqrt and L2Normalize (the
 compact-bilinear-pooling forks), Scalar (the scale-by-a-second-bottom layer of the video / saliency
-forks).
+forks), MinReLU (ALISCIFP/caffe: min(x, 0) + nu max(x, 0)).
 """
 import numpy as np
 
@@ -172,3 +172,24 @@ class ScalarLayer(Layer):
         if propagate_down[0]:
             s = bottom[1].data.reshape(1, dim, 1)
             bottom[0].diff[...] = (dy * s).reshape(bottom[0].shape)
+
+
+@register_layer("MinReLU")
+class MinReLULayer(ElementwiseLayer):
+    """MinReLU: y = min(x, 0) + nu max(x, 0), ReLU's mirror image (nu = 0: y = min(x, 0)).
+
+        dL/dx = dL/dy * (1 if x < 0 else nu)     (nu at x = 0, as the fork's backward)
+
+    As ALISCIFP/caffe's src/caffe/layers/minrelu_layer.cpp. prototxt:
+    ``minrelu_param { positive_slope: 0 }`` (``engine`` picks CAFFE or CUDNN there; one
+    computation here). Bottom / top: any shape (in place allowed).
+    """
+
+    def layer_setup(self, bottom, top):
+        self.nu = float(self.layer_param.minrelu_param.positive_slope)
+
+    def f(self, x):
+        return np.minimum(x, 0) + self.nu * np.maximum(x, 0)
+
+    def df(self, x, y):
+        return np.where(x < 0, 1.0, self.nu)

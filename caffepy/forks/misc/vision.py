@@ -1,5 +1,6 @@
 """Resampling and channel-rearranging layers from the forks: Interp (PSPNet / DeepLab), Upsample
-(YOLO forks: nearest neighbour), ShuffleChannel (ShuffleNet), Axpy (SENet forks), Reorg (YOLOv2).
+(YOLO forks: nearest neighbour), ShuffleChannel (ShuffleNet), Axpy (SENet forks), Reorg (YOLOv2),
+Tiling (VPGNet: channel groups laid out as t x t cells).
 """
 import numpy as np
 
@@ -263,3 +264,46 @@ class ReorgLayer(Layer):
             shape = bottom[0].shape
             f = self._gather if self.reverse else self._scatter
             bottom[0].diff[...] = f(top[0].diff, shape).reshape(shape)
+
+
+@register_layer("Tiling")
+class TilingLayer(Layer):
+    """VPGNet's Tiling (SeokjuLee/VPGNet): each group of t * t channels becomes one channel t times
+    taller and wider, the group's channel ty * t + tx filling offset (ty, tx) of every t x t cell.
+
+        y[n, c, h * t + ty, w * t + tx] = x[n, c * t * t + ty * t + tx, h, w]
+
+    Backward scatters the gradient back (a permutation). prototxt: ``tiling_param { tile_dim: t }``
+    (t > 0). Bottom: N x C x H x W with C a multiple of t * t; top: N x C / t^2 x H t x W t.
+    """
+    exact_num_bottom_blobs = 1
+    exact_num_top_blobs = 1
+
+    def layer_setup(self, bottom, top):
+        self.t = int(self.layer_param.tiling_param.tile_dim)
+        if self.t <= 0:
+            raise self.error("tiling_param.tile_dim must be specified and positive, got %d" % self.t)
+
+    def reshape(self, bottom, top):
+        if bottom[0].data.ndim != 4:
+            raise self.error("bottom must be N x C x H x W, got shape %s"
+                             % (tuple(bottom[0].shape),), ShapeError)
+        N, C, H, W = bottom[0].shape
+        t = self.t
+        if C % (t * t):
+            raise self.error("the number of input channels (%d) must be a multiple of tile_dim^2 "
+                             "(%d)" % (C, t * t), ShapeError)
+        top[0].reshape(N, C // (t * t), H * t, W * t)
+
+    def forward_cpu(self, bottom, top):
+        N, C, H, W = bottom[0].shape
+        t = self.t
+        x = bottom[0].data.reshape(N, C // (t * t), t, t, H, W)
+        top[0].data[...] = x.transpose(0, 1, 4, 2, 5, 3).reshape(top[0].shape)
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        if propagate_down[0]:
+            N, C, H, W = bottom[0].shape
+            t = self.t
+            dy = top[0].diff.reshape(N, C // (t * t), H, t, W, t)
+            bottom[0].diff[...] = dy.transpose(0, 1, 3, 5, 2, 4).reshape(bottom[0].shape)

@@ -1,6 +1,9 @@
 """SSD (weiliu89/caffe) and TextBoxes / TextBoxes++ (MhLiao), which extend it.
 
-Modules: ``detection`` (Permute, PriorBox, DetectionOutput), ``multibox`` (MultiBoxLoss),
+Modules: ``annotated_data`` (AnnotatedData: an LMDB / LevelDB of AnnotatedDatum with SSD's batch
+samplers, distortion, expansion and resize, whose numpy code is ``augment``), ``annoset`` (SSD's
+convert_annoset: ``python3 -m caffepy.forks.ssd.annoset``), ``detection``
+(Permute, PriorBox, DetectionOutput), ``multibox`` (MultiBoxLoss),
 ``evaluate`` (DetectionEvaluate), ``textboxes`` (PriorBox with ``denser_prior_boxes``),
 ``textboxes_polygon`` (DetectionOutput with ``use_polygon``), ``refinedet`` (RefineDet's
 MultiBoxLoss and DetectionOutput with the ARM bottoms), ``rrd`` (MhLiao/RRD's Extend: channels

@@ -113,3 +113,30 @@ def test_computed_harvested_field_accepted_in_strict_mode(tmp_path):
     net.blobs["data"].data[...] = [[-4.0, 0.0, 1.0]]
     net.forward()
     np.testing.assert_allclose(net.blobs["y"].data, [[0, 0.4, 0.65]], rtol=1e-6)
+
+
+def test_minrelu_values_gradient_and_strict_net(tmp_path):
+    x = np.array([[-2.0, -0.5, 0.3, 1.5]])
+    np.testing.assert_allclose(_run('type: "MinReLU"', x), [[-2.0, -0.5, 0.0, 0.0]])
+    y = _run('type: "MinReLU" minrelu_param { positive_slope: 0.1 }', x)
+    np.testing.assert_allclose(y, [[-2.0, -0.5, 0.03, 0.15]])
+    xr = np.random.default_rng(2).standard_normal((2, 3, 4))
+    xr[np.abs(xr) < 0.05] = 0.3                       # keep clear of the kink
+    for proto in ('type: "MinReLU"', 'type: "MinReLU" minrelu_param { positive_slope: 0.25 }'):
+        check_layer_gradient(make_layer(proto, dtype=np.float64), make_blobs([xr]), make_blobs(1))
+    layer = make_layer('type: "MinReLU" minrelu_param { positive_slope: 0.5 }', dtype=np.float64)
+    bottom, top = make_blobs([np.array([[0.0, -1.0, 2.0]])]), make_blobs(1)
+    run_layer(layer, bottom, top)
+    top[0].diff[...] = 1.0
+    layer.backward(top, [True], bottom)
+    np.testing.assert_allclose(bottom[0].diff, [[0.5, 1.0, 0.5]])   # the fork's: nu at x = 0
+    from caffepy.net import Net
+    from caffepy.proto import caffe_pb2
+    path = tmp_path / "net.prototxt"
+    path.write_text('input: "data" input_shape { dim: 1 dim: 3 }\n'
+                    'layer { name: "m" type: "MinReLU" bottom: "data" top: "data"\n'
+                    '  minrelu_param { positive_slope: 0.5 } }\n')
+    net = Net(str(path), caffe_pb2.TEST)
+    net.blobs["data"].data[...] = [[-4.0, 0.0, 1.0]]
+    net.forward()
+    np.testing.assert_allclose(net.blobs["data"].data, [[-4.0, 0.0, 0.5]])

@@ -124,3 +124,31 @@ def test_reorg(dtype, reverse):
     np.testing.assert_allclose(y.ravel(), reorg_ref(x, 2, reverse).astype(dtype))
     if dtype == np.float64:
         check_layer_gradient(layer, make_blobs([x]), make_blobs(1))
+
+
+def test_tiling_forward_backward_and_refusals(tmp_path):
+    from caffepy.errors import ShapeError
+    x = np.random.default_rng(7).standard_normal((2, 8, 3, 5))
+    layer = make_layer('type: "Tiling" tiling_param { tile_dim: 2 }', dtype=np.float64)
+    (y,) = run_layer(layer, make_blobs([x]), make_blobs(1))
+    assert y.shape == (2, 2, 6, 10)
+    for n in range(2):
+        for c in range(2):
+            for h in range(3):
+                for w in range(5):
+                    for ty in range(2):
+                        for tx in range(2):
+                            assert y[n, c, h * 2 + ty, w * 2 + tx] == x[n, c * 4 + ty * 2 + tx, h, w]
+    check_layer_gradient(layer, make_blobs([x]), make_blobs(1))
+    with pytest.raises(ShapeError, match="multiple of tile_dim"):
+        make_layer('type: "Tiling" tiling_param { tile_dim: 3 }').setup(make_blobs([x]), make_blobs(1))
+    with pytest.raises(NetError, match="tile_dim must be specified"):
+        make_layer('type: "Tiling"').setup(make_blobs([x]), make_blobs(1))
+    from caffepy.net import Net
+    from caffepy.proto import caffe_pb2
+    path = tmp_path / "net.prototxt"
+    path.write_text('input: "data" input_shape { dim: 1 dim: 16 dim: 2 dim: 2 }\n'
+                    'layer { name: "t" type: "Tiling" bottom: "data" top: "y"\n'
+                    '  tiling_param { tile_dim: 4 } }\n')
+    net = Net(str(path), caffe_pb2.TEST)
+    assert net.blobs["y"].shape == (1, 1, 8, 8)

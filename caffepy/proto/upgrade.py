@@ -35,7 +35,7 @@ raises :class:`~caffepy.errors.ProtoError`.
 import logging
 
 from ..errors import ProtoError
-from . import caffe_pb2
+from . import caffe_pb2, is_repeated
 from .upgrade_v0 import net_needs_v0_upgrade, upgrade_v0_net
 
 log = logging.getLogger(__name__)
@@ -182,7 +182,7 @@ def upgrade_v1_layer(v1, problems):
             continue
         target = _LAYER_FIELDS.get(field.name)
         if target is not None and field.message_type is None and target.message_type is None \
-                and target.type == field.type and target.label == field.label:
+                and target.type == field.type and is_repeated(target) == is_repeated(field):
             setattr(layer, field.name, value)          # a fork's scalar (DeepLab v1 strict_dim)
         elif target is not None and target.message_type is field.message_type:
             getattr(layer, field.name).CopyFrom(value)

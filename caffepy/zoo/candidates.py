@@ -8,6 +8,7 @@ reader's own where the file declares neither. :func:`weight_shapes` and :func:`c
 a .caffemodel's blob shapes a check on each candidate.
 """
 from ..errors import ShapeError
+from ..proto import is_repeated
 
 USUAL = (224, 227, 256, 299, 300, 320, 321, 384, 416, 448, 473, 512, 28, 32, 40, 48, 64, 96, 112,
          128, 160, 192, 480, 500, 513, 600)
@@ -23,11 +24,11 @@ def _walk(msg):
     """(message, field name, value) of every set int field of ``msg`` and its sub-messages."""
     for fd, value in msg.ListFields():
         if fd.type == fd.TYPE_MESSAGE:
-            for sub in (value if fd.label == fd.LABEL_REPEATED else [value]):
+            for sub in (value if is_repeated(fd) else [value]):
                 for item in _walk(sub):
                     yield item
         elif fd.cpp_type in (fd.CPPTYPE_INT32, fd.CPPTYPE_UINT32, fd.CPPTYPE_INT64,
-                             fd.CPPTYPE_UINT64) and fd.label != fd.LABEL_REPEATED:
+                             fd.CPPTYPE_UINT64) and not is_repeated(fd):
             yield msg, fd.name, int(value)
 
 

@@ -44,6 +44,8 @@ sys.path.insert(0, os.path.dirname(HERE))
 import census_lib as L  # noqa: E402
 import zoo_survey as Z  # noqa: E402
 
+sys.path.insert(0, L.ROOT)        # this tree's caffepy, not another one installed
+
 RESULTS = os.path.join(L.DATA, "results.json")
 SUMMARY = os.path.join(HERE, "results_summary.json")
 TIERS = ("read", "lenient", "complete", "runnable")
@@ -263,6 +265,8 @@ def main(argv=None):
         return 0
     import caffepy.cli
     caffepy.cli.build_parser()
+    # a net may write files (HDF5Output, a Python layer): keep them out of the repository
+    os.chdir(tempfile.mkdtemp(prefix="census-measure-"))
     todo = [r for r in L.read_table(L.MANIFEST, L.MANIFEST_COLUMNS)
             if (r["sha256"], tree) not in results]
     if args.limit:

@@ -25,6 +25,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import census_lib as L  # noqa: E402
 
+sys.path.insert(0, L.ROOT)        # this tree's caffepy, not another one installed
+
 DOC = os.path.join(L.ROOT, "docs", "census.md")
 BEGIN, END = "<!-- census tables: begin -->", "<!-- census tables: end -->"
 SCHEMA = os.path.join(os.path.dirname(L.ROOT), "shared", "caffe-schema", "caffe-schema.json")
@@ -169,7 +171,6 @@ class Schema(object):
 
 def caffepy_name(t, form):
     """The current type name caffepy would build for a type as written (None: no mapping)."""
-    sys.path.insert(0, L.ROOT)
     from caffepy.proto import caffe_pb2
     from caffepy.proto.upgrade import V1_TYPES
     from caffepy.proto.upgrade_v0 import V0_TYPES
@@ -187,7 +188,10 @@ def caffepy_name(t, form):
 
 
 def implemented(t, form):
+    import caffepy
     from caffepy.layers.base import has_layer_type
+    if os.path.dirname(os.path.dirname(os.path.abspath(caffepy.__file__))) != L.ROOT:
+        raise RuntimeError("caffepy imported from %s, not this tree" % caffepy.__file__)
     name = caffepy_name(t, form)
     return bool(name) and has_layer_type(name)
 

@@ -1,0 +1,287 @@
+#!/usr/bin/env python3
+"""Measure every census file (manifest.tsv) with caffepy, one fresh forked process per run.
+
+Tiers, each a run of caffepy's own command in a forked child with a 60 s limit (the machinery of
+tools/zoo_survey.py: ``run_cli``, the TEST-then-TRAIN retry of ``attempt``, ``category``):
+
+* ``lenient``: ``caffepy summary FILE`` builds (its default: fields caffepy does not know are
+  dropped with a WARNING, a layer no other layer reads that cannot be built is shown as ``?``).
+* ``read``: the structure is read: implied by ``lenient``; otherwise ``caffepy draw FILE -o x.dot``
+  (the same lenient reading of the text, without building) succeeds.
+* ``complete``: ``caffepy summary --strict FILE`` builds and no layer is shown as ``?``. The strict
+  run differs from the lenient one only where the lenient run dropped fields (its WARNING says
+  "--strict makes it an error"), so it is run only then (in the phase the lenient run used); else
+  the lenient run's result stands for it.
+* ``runnable`` (only files that declare their inputs, ``input:`` / ``input_shape`` / ``input_dim``
+  or an Input layer, and have no data layer, as tools/zoo_survey.classify decides; and only when
+  ``complete``): the net is built in phase TEST with cheap random weights
+  (caffepy.zoo.constant_fillers + randomize_params), its inputs get caffepy.zoo.input_values and a
+  forward pass runs (caffepy.zoo.forward_releasing) and gives finite outputs.
+
+Per file: the tiers, the category and one-line error of the first tier that failed (strict for
+``complete``), the seconds, and, for the census split only, the layer types the file names (held-out
+files keep no per-file detail beyond tiers and category). Records go one JSON object a line to
+/work/census-data/results.json (outside the repository), keyed by sha256 and the git tree of
+caffepy/ measured, so a rerun skips what that caffepy already measured (the run is resumable).
+``--summary`` writes tools/census/results_summary.json: per split, the tier counts; per-category
+counts for the census split only.
+
+    nice -n 10 python3 tools/census/measure.py            # measure what is not measured yet
+    python3 tools/census/measure.py --summary             # write results_summary.json
+"""
+import argparse
+import collections
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(HERE))
+import census_lib as L  # noqa: E402
+import zoo_survey as Z  # noqa: E402
+
+sys.path.insert(0, L.ROOT)        # this tree's caffepy, not another one installed
+
+RESULTS = os.path.join(L.DATA, "results.json")
+SUMMARY = os.path.join(HERE, "results_summary.json")
+TIERS = ("read", "lenient", "complete", "runnable")
+
+
+def caffepy_tree():
+    """The git tree hash of caffepy/ (what is measured; commits touching only tools/ keep it)."""
+    out = subprocess.run(["git", "-C", L.ROOT, "rev-parse", "HEAD:caffepy"], capture_output=True,
+                         text=True).stdout.strip()
+    dirty = subprocess.run(["git", "-C", L.ROOT, "status", "--porcelain", "caffepy"],
+                           capture_output=True, text=True).stdout.strip()
+    return out + ("-dirty" if dirty else "")
+
+
+def _forward(path):
+    """The child of ``runnable``: build with random weights, feed inputs, run forward."""
+    import numpy as np
+    import caffepy
+    from caffepy import zoo
+    from caffepy.net import Net
+    from caffepy.proto import caffe_pb2, io as proto_io
+    caffepy.set_random_seed(0)
+    param = zoo.constant_fillers(proto_io.read_net(path))
+    net = Net(param, caffe_pb2.TEST)
+    zoo.randomize_params(net, 0)
+    rng = np.random.default_rng(0)
+    for name in net.inputs:
+        blob = net.blobs[name]
+        blob.data[...] = zoo.input_values(name, blob.shape, rng)
+    zoo.forward_releasing(net)
+    for name in net.outputs:
+        data = np.asarray(net.blobs[name].data)
+        if data.size and not np.isfinite(data).all():
+            raise ValueError("output '%s' is not finite" % name)
+    return 0
+
+
+def run_forward(path, timeout=Z.TIMEOUT):
+    """(ok, one-line error, category) of the forward pass, in a forked child."""
+    import caffepy.cli  # noqa: F401 -- imported before forking
+    rc, _, err, _ = _fork(_forward, path, timeout)
+    if rc == 0:
+        return True, "", None
+    if rc == "timeout":
+        return False, "timeout (%ds)" % timeout, "timeout"
+    return False, Z.last_line(err), "forward"
+
+
+def _fork(fn, arg, timeout):
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        t0 = time.time()
+        pid = os.fork()
+        if pid == 0:
+            rc = 70
+            try:
+                os.dup2(out.fileno(), 1)
+                os.dup2(err.fileno(), 2)
+                sys.stdout = open(1, "w", closefd=False)
+                sys.stderr = open(2, "w", closefd=False)
+                try:
+                    rc = fn(arg)
+                except BaseException as e:
+                    sys.stderr.write("%s: %s\n" % (type(e).__name__, " ".join(str(e).split())))
+                    rc = 1
+            finally:
+                sys.stderr.flush()
+                os._exit(rc)
+        rc = None
+        while time.time() - t0 < timeout:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                rc = os.waitstatus_to_exitcode(status)
+                break
+            time.sleep(0.02)
+        if rc is None:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            rc = "timeout"
+        err.seek(0)
+        return rc, "", err.read().decode("utf-8", "replace"), time.time() - t0
+
+
+def measure_file(row, tree, cache=L.CACHE):
+    """The record of one manifest row (see module doc)."""
+    path = L.cache_path(row["sha256"], cache)
+    rec = {"sha256": row["sha256"], "repo": row["repo"], "path": row["path"],
+           "split": row["split"], "tree": tree}
+    t0 = time.time()
+    with open(path, "rb") as f:
+        text = f.read().decode("utf-8", "replace")
+    skip, deploy, test_layers = Z.classify(text)
+    rec["deploy_with_inputs"] = bool(deploy)
+    if rec["split"] == "census":
+        layers, _ = Z.scan(text)
+        rec["types"] = sorted({l["type"] for l in layers if l["type"]})
+    ok, phase, lerr = attempt(path, [], test_layers)
+    rec["lenient"] = ok
+    if ok:
+        rec["read"] = True
+    else:
+        with tempfile.TemporaryDirectory() as d:
+            rc, _, derr, _ = Z.run_cli(["draw", path, "-o", os.path.join(d, "x.dot")])
+        rec["read"] = rc == 0
+        if rc != 0:
+            rec.update(category=Z.category(rc, derr), error=Z.last_line(derr), failed="read")
+        else:
+            rec.update(category=cat(lerr), error=clean(lerr), failed="lenient")
+    if ok:
+        serr = lerr
+        if _DROPPED in lerr:          # fields were dropped: the strict run is what differs
+            _, _, serr = attempt(path, ["--strict"], test_layers, phase)
+        unresolved = [l for l in serr.splitlines() if "are shown as '?'" in l]
+        strict_failed = _DROPPED in lerr and not _ok(serr)
+        rec["complete"] = not strict_failed and not unresolved
+        if strict_failed:
+            rec.update(category=cat(serr), error=clean(serr), failed="complete")
+        elif unresolved:
+            line = unresolved[0]
+            rec.update(category="unknown_type" if "unknown layer type" in line else "unbuilt_end",
+                       error=line.split("summary.py", 1)[-1].strip(" ]:"), failed="complete")
+    else:
+        rec["complete"] = False
+    rec["runnable"] = None
+    if deploy:
+        if rec["complete"]:
+            okf, errf, catf = run_forward(path)
+            rec["runnable"] = okf
+            if not okf:
+                rec.update(category=catf, error=errf, failed="runnable")
+        else:
+            rec["runnable"] = False
+    if "error" in rec:
+        rec["error"] = rec["error"].replace(path, "FILE")[:400]
+        rec["error"] = rec["error"].split("; known types:")[0]
+    if rec["split"] != "census":
+        rec.pop("error", None)
+    rec["seconds"] = round(time.time() - t0, 2)
+    return rec
+
+
+_DROPPED = "--strict makes it an error"
+_OK = "\x00ok"
+
+
+def _ok(err):
+    return err.endswith(_OK)
+
+
+def cat(err):
+    return "timeout" if Z.last_line(err).startswith("timeout (") else Z.category(1, err)
+
+
+def clean(err):
+    return Z.last_line(err.replace(_OK, ""))
+
+
+def attempt(path, extra, test_layers, phase=None):
+    """``caffepy summary FILE`` (+ extra) as a user runs it: phase TEST, then TRAIN when TEST has
+    no layers or the error says the data is TRAIN's (tools/zoo_survey.attempt's rule); ``phase``
+    given: that phase only. Returns (ok, phase, stderr); a passing run's stderr ends in _OK."""
+    if phase is None:
+        phase = "TEST"
+        rc, _, err, _ = Z.run_cli(["summary", path] + extra)
+        if (rc != 0 and Z._PHASE.search(Z.last_line(err))) or not test_layers:
+            phase = "TRAIN"
+            rc, _, err, _ = Z.run_cli(["summary", path, "--phase", "TRAIN"] + extra)
+    else:
+        rc, _, err, _ = Z.run_cli(["summary", path, "--phase", phase] + extra)
+    if rc == "timeout":
+        err += "\ntimeout (%ds)" % Z.TIMEOUT
+    return rc == 0, phase, err + (_OK if rc == 0 else "")
+
+
+def load_results(path=RESULTS):
+    out = {}
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                if line.strip():
+                    r = json.loads(line)
+                    out[(r["sha256"], r["tree"])] = r
+    return out
+
+
+def summary(results, tree):
+    rows = [r for (sha, t), r in results.items() if t == tree]
+    manifest = {r["sha256"] for r in L.read_table(L.MANIFEST, L.MANIFEST_COLUMNS)}
+    rows = [r for r in rows if r["sha256"] in manifest]
+    out = {"caffepy_tree": tree, "splits": {}}
+    for split in ("census", "heldout"):
+        rs = [r for r in rows if r["split"] == split]
+        dep = [r for r in rs if r["deploy_with_inputs"]]
+        s = {"files": len(rs), "repositories": len({r["repo"] for r in rs}),
+             "read": sum(r["read"] for r in rs), "lenient": sum(r["lenient"] for r in rs),
+             "complete": sum(r["complete"] for r in rs),
+             "deploy_with_inputs": len(dep), "runnable": sum(bool(r["runnable"]) for r in dep)}
+        if split == "census":
+            s["failure_categories"] = dict(collections.Counter(
+                "%s:%s" % (r["failed"], r.get("category")) for r in rs if "failed" in r))
+        out["splits"][split] = s
+    return out
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--summary", action="store_true", help="write results_summary.json and stop")
+    p.add_argument("--limit", type=int, default=0)
+    args = p.parse_args(argv)
+    sys.path.insert(0, L.ROOT)
+    tree = caffepy_tree()
+    results = load_results()
+    if args.summary:
+        with open(SUMMARY, "w") as f:
+            json.dump(summary(results, tree), f, indent=1, sort_keys=True)
+            f.write("\n")
+        print(open(SUMMARY).read())
+        return 0
+    import caffepy.cli
+    caffepy.cli.build_parser()
+    # a net may write files (HDF5Output, a Python layer): keep them out of the repository
+    os.chdir(tempfile.mkdtemp(prefix="census-measure-"))
+    todo = [r for r in L.read_table(L.MANIFEST, L.MANIFEST_COLUMNS)
+            if (r["sha256"], tree) not in results]
+    if args.limit:
+        todo = todo[:args.limit]
+    with open(RESULTS, "a") as f:
+        for i, row in enumerate(todo):
+            rec = measure_file(row, tree)
+            f.write(json.dumps(rec, sort_keys=True) + "\n")
+            f.flush()
+            state = "complete" if rec["complete"] else "lenient" if rec["lenient"] else \
+                "read" if rec["read"] else "none"
+            print("[%d/%d] %-8s %5.1fs %s" % (i + 1, len(todo), state, rec["seconds"],
+                                              rec["split"]), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

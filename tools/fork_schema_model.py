@@ -29,6 +29,10 @@ import tempfile
 from google.protobuf import descriptor_pb2
 
 RENUMBER_BASE = 40000
+#: {enum as old forks name it: the enum it became}: values harvested from the old one that the
+#: later one lacks are declared in the later one too (text files name the value, so old prototxts
+#: read; a value whose number the later enum uses is renumbered).
+LEGACY_ENUMS = {"LayerParameter.LayerType": "V1LayerParameter.LayerType"}
 _MAX_FIELD = 536870911
 _TYPES = {getattr(descriptor_pb2.FieldDescriptorProto, "TYPE_" + t.upper()): t for t in (
     "double", "float", "int64", "uint64", "int32", "fixed64", "fixed32", "bool", "string", "group",
@@ -267,6 +271,19 @@ def plan(harvest, base, reserved=None):
             rows = enum_block(enum, harvest["enum_values"][enum], base_enums[enum])
             if rows:
                 out["enum_values"][enum] = rows
+    # Old-format enums under their later names (LayerParameter.LayerType of 2014 forks is what
+    # BVLC renamed V1LayerParameter.LayerType): their values the later enum lacks are declared there
+    # too, after its own harvested values (which keep their numbers).
+    for old, later in sorted(LEGACY_ENUMS.items()):
+        if old in harvest.get("enums", {}) and later in base_enums:
+            existing = dict(base_enums[later])
+            existing.update((v, n) for v, n, _ in out["enum_values"].get(later, []))
+            values = {v: variants for v, variants in harvest["enums"][old]["values"].items()
+                      if v not in existing}
+            rows = enum_block(later, values, existing)
+            if rows:
+                out["enum_values"][later] = sorted(out["enum_values"].get(later, []) + rows,
+                                                   key=lambda r: (r[1], r[0]))
     all_values = {e: set(v) for e, v in base_enums.items()}
     for e, rows in list(out["enums"].items()) + list(out["enum_values"].items()):
         all_values.setdefault(e, set()).update(r[0] for r in rows)

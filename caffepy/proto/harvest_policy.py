@@ -177,6 +177,16 @@ COMPUTED = frozenset([
     "LayerParameter.orn_param", "ORNParameter.orientations",
     # LiteFlowNet's NegSquare (twhui/LiteFlowNet; caffepy/forks/flownet/liteflownet.py): no fields
     "LayerParameter.negsquare_param",
+    # DeconvNet's 2014 layers (HyeonwooNoh/caffe; caffepy/forks/segmentation/deconvnet*.py)
+    "LayerParameter.binary_accuracy_param", "V1LayerParameter.binary_accuracy_param",
+    "BinaryAccuracyParameter.accuracy_mode", "LayerParameter.red_accuracy_param",
+    "V1LayerParameter.red_accuracy_param", "RedAccuracyParameter.top_k",
+    "RedAccuracyParameter.ignore_label", "RedAccuracyParameter.class_num",
+    "LayerParameter.red_softmax_loss_param", "V1LayerParameter.red_softmax_loss_param",
+    "RedSoftmaxWithLossParameter.class_num", "LayerParameter.select_seg_binary_param",
+    "V1LayerParameter.select_seg_binary_param", "SelectSegBinaryParameter.cls_label_base",
+    "LayerParameter.window_cls_data_param", "V1LayerParameter.window_cls_data_param",
+    "WindowClsDataParameter.label_dim",
 ])
 
 

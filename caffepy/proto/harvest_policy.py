@@ -187,6 +187,12 @@ COMPUTED = frozenset([
     "V1LayerParameter.select_seg_binary_param", "SelectSegBinaryParameter.cls_label_base",
     "LayerParameter.window_cls_data_param", "V1LayerParameter.window_cls_data_param",
     "WindowClsDataParameter.label_dim",
+    # Viewpoints and Keypoints' 2014 layers (caffepy/forks/pose/viewpoints.py)
+    "LayerParameter.euclidean_weight_param", "V1LayerParameter.euclidean_weight_param",
+    "EuclideanWeightedLossParameter.lambda", "LayerParameter.mask_outputs_param",
+    "V1LayerParameter.mask_outputs_param", "MaskOutputsParameter.kernel_size",
+    # ArthurWang123/caffe's InvertGradient (caffepy/forks/misc/early_2014.py)
+    "CoeffScheduleParameter.gamma",
 ])
 
 

@@ -1,0 +1,42 @@
+"""2014 forks' InvertGradient, LabelToOnehot and NaN2Zero (forks/misc/early_2014.py)."""
+import math
+
+import numpy as np
+import pytest
+
+from caffepy.errors import NetError
+from caffepy.testing import check_layer_gradient, make_blobs, make_layer, run_layer
+
+
+def test_invert_gradient_reverses_with_its_schedule():
+    layer = make_layer('type: "InvertGradient" coeff_schedule_param { gamma: 0.5 '
+                       'initial_coeff: 0.2 final_coeff: 1 }')
+    x = np.arange(6.0).reshape(2, 3)
+    bottom, top = make_blobs([x]), make_blobs(1)
+    y, = run_layer(layer, bottom, top)
+    np.testing.assert_array_equal(y, x)
+    for i in range(1, 3):
+        coeff = layer.coeff
+        top[0].diff[...] = 1.0
+        layer.backward(top, [True], bottom)
+        np.testing.assert_allclose(bottom[0].diff, -coeff * np.ones((2, 3)))
+        np.testing.assert_allclose(layer.coeff,
+                                   0.2 + 0.8 * (2 / (1 + math.exp(-0.5 * i)) - 1))
+
+
+def test_label_to_onehot():
+    layer = make_layer('type: "LabelToOnehot" inner_product_param { num_output: 4 }')
+    y, = run_layer(layer, make_blobs([np.array([2.0, 0.0, 3.0]).reshape(3, 1, 1, 1)]),
+                   make_blobs(1))
+    np.testing.assert_array_equal(y.reshape(3, 4), np.eye(4)[[2, 0, 3]])
+    with pytest.raises(NetError, match="outside"):
+        run_layer(layer, make_blobs([np.array([4.0]).reshape(1, 1, 1, 1)]), make_blobs(1))
+
+
+def test_nan2zero_value_and_gradient():
+    x = np.array([[1.0, np.nan, -2.0, 3.0]])
+    y, = run_layer(make_layer('type: "NaN2Zero"'), make_blobs([x]), make_blobs(1))
+    np.testing.assert_array_equal(y, [[1.0, 0.0, -2.0, 3.0]])
+    check_layer_gradient(make_layer('type: "NaN2Zero"'),
+                         make_blobs([np.random.default_rng(0).standard_normal((2, 3))]),
+                         make_blobs(1))

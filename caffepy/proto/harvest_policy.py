@@ -193,6 +193,11 @@ COMPUTED = frozenset([
     "V1LayerParameter.mask_outputs_param", "MaskOutputsParameter.kernel_size",
     # ArthurWang123/caffe's InvertGradient (caffepy/forks/misc/early_2014.py)
     "CoeffScheduleParameter.gamma",
+    # AlfredXiangWu/caffe's 2014 face layers (caffepy/forks/face/verification_2014.py)
+    "LayerParameter.distance_param", "V1LayerParameter.distance_param", "DistanceParameter.type",
+    "LayerParameter.verification_param", "V1LayerParameter.verification_param",
+    "VerificationParameter.m1", "VerificationParameter.m2", "LayerParameter.gaussian_noise_param",
+    "V1LayerParameter.gaussian_noise_param", "GaussianNoiseParameter.std",
 ])
 
 

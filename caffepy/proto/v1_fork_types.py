@@ -293,8 +293,6 @@ UNIMPLEMENTED = {
     "InnerProductOrth": "ArthurWang123/caffe@3e28456: not ported yet",
     "Im2perPixel": "ArthurWang123/caffe@3e28456: not ported yet",
     "SoftmaxConditionWithLoss": "ArthurWang123/caffe@3e28456: not ported yet",
-    "SoftmaxEntropyLoss": "ArthurWang123/caffe@3e28456: not ported yet",
-    "SoftmaxKLLoss": "ArthurWang123/caffe@3e28456: not ported yet",
     "SoftmaxMultilabelLoss": "ArthurWang123/caffe@3e28456: not ported yet",
     "SubspacePooling": "ArthurWang123/caffe@3e28456: not ported yet",
     "AccuracyTree": "iamyup/caffe_tdd: not ported yet",

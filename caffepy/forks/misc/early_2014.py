@@ -1,11 +1,21 @@
 """Small layers of 2014 Caffe forks from before type strings (their V1 enum values map here through
-:mod:`caffepy.proto.v1_fork_types`): ArthurWang123/caffe's ``InvertGradient`` (INVERT_GRADIENT) and
-``LabelToOnehot`` (LABEL_TO_ONEHOT), YutingZhang/fgs-obj's ``NaN2Zero`` (NAN2ZERO)."""
+:mod:`caffepy.proto.v1_fork_types`): ArthurWang123/caffe's ``InvertGradient`` (INVERT_GRADIENT),
+``LabelToOnehot`` (LABEL_TO_ONEHOT), ``SoftmaxKLLoss`` (SOFTMAX_KL_LOSS) and
+``SoftmaxEntropyLoss`` (SOFTMAX_ENTROPY_LOSS); YutingZhang/fgs-obj's ``NaN2Zero`` (NAN2ZERO)."""
 import math
 
 import numpy as np
 
-from ...layers.base import Layer, NeuronLayer, register_layer
+from ...errors import ShapeError
+from ...layers.base import Layer, LossLayer, NeuronLayer, register_layer
+
+_LOG_THRESHOLD = 1e-20      # the fork's kLOG_THRESHOLD
+
+
+def _softmax_rows(x):
+    x = x.reshape(x.shape[0], -1).astype(np.float64)
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
 
 
 @register_layer("InvertGradient")
@@ -70,3 +80,70 @@ class NaN2ZeroLayer(NeuronLayer):
             dy = top[0].diff
             ok = ~np.isnan(dy) & ~np.isnan(bottom[0].data)
             bottom[0].diff[...] = np.where(ok, dy, 0)
+
+
+@register_layer("SoftmaxKLLoss")
+class SoftmaxKLLossLayer(LossLayer):
+    """KL divergence of two softmaxes: p = softmax(x1), q = softmax(x2) over the channels of
+    N x C (x 1 x 1) scores; loss = coeff / N sum p (log p - log q) (logs of values clamped at
+    1e-20; coeff = ``loss_param { coeff: 1 }``). dL/dx1 = coeff / N p (L - sum_c p L),
+    L = log p - log q; dL/dx2 = coeff / N (q - p). Both bottoms get a gradient."""
+
+    def layer_setup(self, bottom, top):
+        self.coeff = float(self.layer_param.loss_param.coeff)
+
+    def reshape(self, bottom, top):
+        if bottom[0].shape != bottom[1].shape or bottom[0].count != bottom[0].shape[0] * (
+                bottom[0].shape[1] if bottom[0].num_axes > 1 else 1):
+            raise self.error("expected two N x C (x 1 x 1) score blobs, got %s and %s"
+                             % (bottom[0].shape, bottom[1].shape), ShapeError)
+        top[0].reshape(())
+
+    def forward_cpu(self, bottom, top):
+        self.p, self.q = _softmax_rows(bottom[0].data), _softmax_rows(bottom[1].data)
+        self.log = np.log(np.maximum(self.p, _LOG_THRESHOLD)) - \
+            np.log(np.maximum(self.q, _LOG_THRESHOLD))
+        top[0].data[...] = np.sum(self.log * self.p) * self.coeff / self.p.shape[0]
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        s = float(top[0].diff) * self.coeff / self.p.shape[0]
+        pl = self.p * self.log
+        if propagate_down[0]:
+            g = pl - pl.sum(axis=1, keepdims=True) * self.p
+            bottom[0].diff[...] = (s * g).reshape(bottom[0].shape)
+        if propagate_down[1]:
+            bottom[1].diff[...] = (s * (self.q - self.p)).reshape(bottom[1].shape)
+
+    def allow_force_backward(self, bottom_index):
+        return True
+
+
+@register_layer("SoftmaxEntropyLoss")
+class SoftmaxEntropyLossLayer(LossLayer):
+    """Entropy of a softmax: p = softmax(x) over the channels of N x C (x 1 x 1) scores;
+    loss = -m - coeff / N sum p log p (log clamped at 1e-20; coeff = ``loss_param { coeff }``;
+    m = coeff log C when coeff < 0, else 0, so the loss is never negative).
+    dL/dx = -coeff / N p (log p - sum_c p log p). One bottom."""
+    exact_num_bottom_blobs = 1
+
+    def layer_setup(self, bottom, top):
+        self.coeff = float(self.layer_param.loss_param.coeff)
+
+    def reshape(self, bottom, top):
+        x = bottom[0]
+        if x.num_axes < 2 or x.count != x.shape[0] * x.shape[1]:
+            raise self.error("expected N x C (x 1 x 1) scores, got %s" % (x.shape,), ShapeError)
+        self.min_val = math.log(x.shape[1]) * self.coeff if self.coeff < 0 else 0.0
+        top[0].reshape(())
+
+    def forward_cpu(self, bottom, top):
+        self.p = _softmax_rows(bottom[0].data)
+        self.log = np.log(np.maximum(self.p, _LOG_THRESHOLD))
+        top[0].data[...] = -self.min_val - np.sum(self.log * self.p) * self.coeff / self.p.shape[0]
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        if propagate_down[0]:
+            pl = self.p * self.log
+            g = pl - pl.sum(axis=1, keepdims=True) * self.p
+            s = -float(top[0].diff) * self.coeff / self.p.shape[0]
+            bottom[0].diff[...] = (s * g).reshape(bottom[0].shape)

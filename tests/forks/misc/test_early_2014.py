@@ -40,3 +40,29 @@ def test_nan2zero_value_and_gradient():
     check_layer_gradient(make_layer('type: "NaN2Zero"'),
                          make_blobs([np.random.default_rng(0).standard_normal((2, 3))]),
                          make_blobs(1))
+
+
+def _softmax(x):
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def test_softmax_kl_loss_value_and_gradient():
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal((3, 4, 1, 1)), rng.standard_normal((3, 4, 1, 1))
+    layer = make_layer('type: "SoftmaxKLLoss" loss_param { coeff: 2 }')
+    loss, = run_layer(layer, make_blobs([a, b]), make_blobs(1))
+    p, q = _softmax(a.reshape(3, 4)), _softmax(b.reshape(3, 4))
+    np.testing.assert_allclose(float(loss), 2 * np.sum(p * np.log(p / q)) / 3)
+    check_layer_gradient(layer, make_blobs([a, b]), make_blobs(1))
+
+
+@pytest.mark.parametrize("coeff", [1.0, -0.5])
+def test_softmax_entropy_loss_value_and_gradient(coeff):
+    x = np.random.default_rng(4).standard_normal((2, 5))
+    layer = make_layer('type: "SoftmaxEntropyLoss" loss_param { coeff: %g }' % coeff)
+    loss, = run_layer(layer, make_blobs([x]), make_blobs(1))
+    p = _softmax(x)
+    m = np.log(5) * coeff if coeff < 0 else 0.0
+    np.testing.assert_allclose(float(loss), -m - coeff * np.sum(p * np.log(p)) / 2)
+    check_layer_gradient(layer, make_blobs([x]), make_blobs(1))

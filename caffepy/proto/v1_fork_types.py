@@ -298,8 +298,6 @@ UNIMPLEMENTED = {
     "AccuracyTree": "iamyup/caffe_tdd: not ported yet",
     "LabelTransform": "iamyup/caffe_tdd: not ported yet",
     "MapRegressionLoss": "iamyup/caffe_tdd: not ported yet",
-    "MultiLabelAccuracy": "iamyup/caffe_tdd: not ported yet",
-    "MultiLabelLoss": "iamyup/caffe_tdd: not ported yet",
     "TiledConvolution": "iamyup/caffe_tdd: not ported yet",
     "TiledInnerProduct": "iamyup/caffe_tdd: not ported yet",
     "TransformSoftmaxWithLoss": "iamyup/caffe_tdd: not ported yet",

@@ -15,7 +15,8 @@ Quant_Trun, BlackHole, GetDataDim, GatingInnerProduct), ``fork_losses`` (Regular
 WeightedSoftmaxWithLoss, SigmoidEuclideanLoss, SemiContrastLoss, AccuracyDistance), ``ccn``
 (limuhit/CCN's ConstScale, Dtow, MTranspose, MulToBin, BcoderLoss, MLQuant), ``crn``
 (hyojinie/crn's Netvlad, Intranorm, Spfilter), ``early_2014`` (2014 forks' InvertGradient,
-LabelToOnehot, SoftmaxKLLoss, SoftmaxEntropyLoss, NaN2Zero).
+LabelToOnehot, SoftmaxKLLoss, SoftmaxEntropyLoss, NaN2Zero, MultiLabelLoss,
+MultiLabelAccuracy).
 Built-in Python layer: Caffe's example ``pyloss.EuclideanLossLayer`` (``pyloss``).
 Schema: proto/additions.json, proto/additions.d/surveyed_forks.json; the harvested fields of
 HardSigmoid, Scalar, CropCenter and ColorConv (caffepy.proto.harvest_policy.COMPUTED).

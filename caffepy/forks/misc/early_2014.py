@@ -1,7 +1,9 @@
 """Small layers of 2014 Caffe forks from before type strings (their V1 enum values map here through
 :mod:`caffepy.proto.v1_fork_types`): ArthurWang123/caffe's ``InvertGradient`` (INVERT_GRADIENT),
 ``LabelToOnehot`` (LABEL_TO_ONEHOT), ``SoftmaxKLLoss`` (SOFTMAX_KL_LOSS) and
-``SoftmaxEntropyLoss`` (SOFTMAX_ENTROPY_LOSS); YutingZhang/fgs-obj's ``NaN2Zero`` (NAN2ZERO)."""
+``SoftmaxEntropyLoss`` (SOFTMAX_ENTROPY_LOSS); YutingZhang/fgs-obj's ``NaN2Zero`` (NAN2ZERO);
+iamyup/caffe_tdd's ``MultiLabelLoss`` (MULTI_LABEL_LOSS) and ``MultiLabelAccuracy``
+(MULTI_LABEL_ACCURACY)."""
 import math
 
 import numpy as np
@@ -147,3 +149,68 @@ class SoftmaxEntropyLossLayer(LossLayer):
             g = pl - pl.sum(axis=1, keepdims=True) * self.p
             s = -float(top[0].diff) * self.coeff / self.p.shape[0]
             bottom[0].diff[...] = (s * g).reshape(bottom[0].shape)
+
+
+@register_layer("MultiLabelLoss")
+class MultiLabelLossLayer(LossLayer):
+    """Sigmoid cross-entropy with +-1 / 0 targets: a target > 0 is positive, < 0 negative, 0 is
+    ignored; loss = sum over the counted elements of -log(sigmoid(x)) (positive) or
+    -log(1 - sigmoid(x)) (negative), divided by N. dL/dx = (sigmoid(x) - [t > 0]) / N there, 0
+    elsewhere. Bottoms: scores and targets of one count. Tops: loss [, sigmoid(x)]."""
+    exact_num_top_blobs = None
+    min_top_blobs = 1
+    max_top_blobs = 2
+
+    def reshape(self, bottom, top):
+        if bottom[0].count != bottom[1].count:
+            raise self.error("scores %s and targets %s must have one count"
+                             % (bottom[0].shape, bottom[1].shape), ShapeError)
+        top[0].reshape(())
+        if len(top) > 1:
+            top[1].reshape(bottom[0].shape)
+
+    def forward_cpu(self, bottom, top):
+        x = bottom[0].data.reshape(-1).astype(np.float64)
+        t = bottom[1].data.reshape(-1)
+        self.on, self.pos = t != 0, t > 0
+        self.sig = 1.0 / (1.0 + np.exp(-x))
+        ge = x >= 0
+        terms = x * (self.pos.astype(np.float64) - ge) - np.log1p(np.exp(x - 2 * x * ge))
+        top[0].data[...] = -np.sum(terms[self.on]) / bottom[0].shape[0]
+        if len(top) > 1:
+            top[1].data[...] = self.sig.reshape(top[1].shape)
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        if propagate_down[1]:
+            raise self.error("cannot backpropagate to the label input")
+        if propagate_down[0]:
+            g = np.where(self.on, self.sig - self.pos, 0.0)
+            g *= float(top[0].diff) / bottom[0].shape[0]
+            bottom[0].diff[...] = g.reshape(bottom[0].shape)
+
+
+@register_layer("MultiLabelAccuracy")
+class MultiLabelAccuracyLayer(Layer):
+    """Per label the share of right answers: element i of the scores (flat order) belongs to label
+    i mod C (C the channels); it is right when its target is > 0 and its score > 0, or its target
+    < 0 and its score < 0 (a target of 0 counts nowhere). Top 1 x C x 1 x 1: the right answers of
+    each label over N. No backward."""
+    exact_num_bottom_blobs = 2
+    exact_num_top_blobs = 1
+
+    def reshape(self, bottom, top):
+        if bottom[0].shape != bottom[1].shape or bottom[0].num_axes < 2:
+            raise self.error("scores %s and targets %s must have one N x C ... shape"
+                             % (bottom[0].shape, bottom[1].shape), ShapeError)
+        top[0].reshape((1, bottom[0].shape[1], 1, 1))
+
+    def forward_cpu(self, bottom, top):
+        c = bottom[0].shape[1]
+        x = bottom[0].data.reshape(-1)
+        lab = bottom[1].data.reshape(-1).astype(np.int64)
+        right = ((lab > 0) & (x > 0)) | ((lab < 0) & (x < 0))
+        per = np.bincount(np.arange(x.size) % c, weights=right.astype(np.float64), minlength=c)
+        top[0].data[...] = (per / bottom[0].shape[0]).reshape(top[0].shape)
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        pass

@@ -66,3 +66,25 @@ def test_softmax_entropy_loss_value_and_gradient(coeff):
     m = np.log(5) * coeff if coeff < 0 else 0.0
     np.testing.assert_allclose(float(loss), -m - coeff * np.sum(p * np.log(p)) / 2)
     check_layer_gradient(layer, make_blobs([x]), make_blobs(1))
+
+
+def test_multi_label_loss_value_and_gradient():
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((3, 4, 1, 1)) * 3
+    t = rng.choice([-1.0, 0.0, 1.0], (3, 4, 1, 1))
+    layer = make_layer('type: "MultiLabelLoss"')
+    loss, sig = run_layer(layer, make_blobs([x, t]), make_blobs(2))
+    p = 1 / (1 + np.exp(-x))
+    want = -(np.log(p[t > 0]).sum() + np.log(1 - p[t < 0]).sum()) / 3
+    np.testing.assert_allclose(float(loss), want)
+    np.testing.assert_allclose(sig, p)
+    check_layer_gradient(layer, make_blobs([x, t]), make_blobs(1), check_bottom=[0])
+
+
+def test_multi_label_accuracy_per_label():
+    x = np.array([[1.0, -1.0, 0.0], [-2.0, 3.0, 1.0]]).reshape(2, 3, 1, 1)
+    t = np.array([[1.0, -1.0, 1.0], [1.0, 0.0, -1.0]]).reshape(2, 3, 1, 1)
+    acc, = run_layer(make_layer('type: "MultiLabelAccuracy"'), make_blobs([x, t]),
+                     make_blobs(1))
+    # label 0: right, wrong; label 1: right, (0: nothing); label 2: 0 > 0 is not, wrong
+    np.testing.assert_allclose(acc.ravel(), [0.5, 0.5, 0.0])

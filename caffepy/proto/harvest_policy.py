@@ -198,6 +198,8 @@ COMPUTED = frozenset([
     "LayerParameter.verification_param", "V1LayerParameter.verification_param",
     "VerificationParameter.m1", "VerificationParameter.m2", "LayerParameter.gaussian_noise_param",
     "V1LayerParameter.gaussian_noise_param", "GaussianNoiseParameter.std",
+    "TripletLossParameter.alpha", "LayerParameter.binary_label_param",
+    "V1LayerParameter.binary_label_param", "BinaryLabelParameter.negative_target",
 ])
 
 

@@ -9,7 +9,8 @@ Modules: ``losses`` (CenterLoss, MarginInnerProduct, LargeMarginInnerProduct), `
 (happynear/caffe-windows' Insanity, the randomized leaky ReLU, GeneralContrastiveLoss,
 TripletLoss, EltwiseAffine and the locally connected Local), ``label85`` (TriVerLoss, TxtFeatData, FaceImage),
 ``ip_bottom`` (happynear's InnerProduct with its weights from a second bottom),
-``verification_2014`` (AlfredXiangWu/caffe's Distance, VerificationLoss, GaussianNoise).
+``verification_2014`` (AlfredXiangWu/caffe's Distance, VerificationLoss, GaussianNoise,
+VerificationAccuracy, TripletAccuracy, BinaryLabel).
 Schema: proto/additions.json (caffe-face, SphereFace), proto/additions.d/segnet_c3d_face_flownet.json,
 face_ocr.json, crfasrnn_tsn_pose.json.
 """

@@ -1,5 +1,7 @@
 """AlfredXiangWu/caffe (2014, face verification; before type strings): its V1 types DISTANCE
-(``Distance``), VERIFICATION_LOSS (``VerificationLoss``) and GAUSSIAN_NOISE (``GaussianNoise``)."""
+(``Distance``), VERIFICATION_LOSS (``VerificationLoss``), GAUSSIAN_NOISE (``GaussianNoise``),
+VERIFICATION_ACCURACY (``VerificationAccuracy``), TRIPLET_ACCURACY (``TripletAccuracy``) and
+BINARY_LABEL (``BinaryLabel``)."""
 import numpy as np
 
 from ...errors import ShapeError
@@ -113,3 +115,91 @@ class GaussianNoiseLayer(NeuronLayer):
     def backward_cpu(self, top, propagate_down, bottom):
         if propagate_down[0]:
             bottom[0].diff[...] = top[0].diff
+
+
+def _pair_distances(layer, bottom):
+    n = bottom[0].shape[0]
+    diff = (bottom[0].data - bottom[2].data).reshape(n, -1).astype(np.float64)
+    same = bottom[1].data.reshape(-1)[:n].astype(np.int64) == \
+        bottom[3].data.reshape(-1)[:n].astype(np.int64)
+    return np.sqrt((diff * diff).sum(1)), same
+
+
+@register_layer("VerificationAccuracy")
+class VerificationAccuracyLayer(Layer):
+    """VerificationLoss's bottoms (feat1, label1, feat2, label2) and margins; top 1 x 2 x 1 x 1:
+    the share of pairs inside their margin (same labels: d <= m1, different: d >= m2), then the
+    share right by the one threshold (m1 + m2) / 2 (same: d below it, different: above). No
+    backward."""
+    exact_num_bottom_blobs = 4
+    exact_num_top_blobs = 1
+
+    def reshape(self, bottom, top):
+        if bottom[0].shape != bottom[2].shape:
+            raise self.error("feat1 %s and feat2 %s must have one shape"
+                             % (bottom[0].shape, bottom[2].shape), ShapeError)
+        top[0].reshape((1, 2, 1, 1))
+
+    def forward_cpu(self, bottom, top):
+        p = self.layer_param.verification_param
+        m1, m2 = float(p.m1), float(p.m2)
+        d, same = _pair_distances(self, bottom)
+        if np.isnan(d).any():
+            raise self.error("a pair's distance is NaN")
+        inside = np.where(same, d <= m1, d >= m2)
+        one = np.where(same, d * 2 < m1 + m2, d * 2 > m1 + m2)
+        n = bottom[0].shape[0]
+        top[0].data[...] = np.array([inside.sum() / n, one.sum() / n]).reshape(1, 2, 1, 1)
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        pass
+
+
+@register_layer("TripletAccuracy")
+class TripletAccuracyLayer(Layer):
+    """Share of triplets (anchor, positive, negative; N x ... each) with |a - p|^2 - |a - n|^2 +
+    alpha < 0 (``triplet_loss_param { alpha }``). Top 1 x 1 x 1 x 1. No backward."""
+    exact_num_bottom_blobs = 3
+    exact_num_top_blobs = 1
+
+    def reshape(self, bottom, top):
+        if not bottom[0].shape == bottom[1].shape == bottom[2].shape:
+            raise self.error("anchor, positive and negative must have one shape", ShapeError)
+        top[0].reshape((1, 1, 1, 1))
+
+    def forward_cpu(self, bottom, top):
+        n = bottom[0].shape[0]
+        a = bottom[0].data.reshape(n, -1).astype(np.float64)
+        d1 = ((a - bottom[1].data.reshape(n, -1)) ** 2).sum(1)
+        d2 = ((a - bottom[2].data.reshape(n, -1)) ** 2).sum(1)
+        alpha = float(self.layer_param.triplet_loss_param.alpha)
+        top[0].data[...] = np.sum(d1 - d2 + alpha < 0) / n
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        pass
+
+
+@register_layer("BinaryLabel")
+class BinaryLabelLayer(Layer):
+    """Two label blobs of one shape to a same / different target: 1 where (int) label1 == (int)
+    label2, else ``binary_label_param { negative_target }`` (the fork's default 0; caffepy's
+    schema holds most forks' -1, so an unset value reads as 0 here). No backward."""
+    exact_num_bottom_blobs = 2
+    exact_num_top_blobs = 1
+
+    def layer_setup(self, bottom, top):
+        p = self.layer_param.binary_label_param
+        self.neg = float(p.negative_target) if p.HasField("negative_target") else 0.0
+
+    def reshape(self, bottom, top):
+        if bottom[0].shape != bottom[1].shape:
+            raise self.error("labels %s and %s must have one shape"
+                             % (bottom[0].shape, bottom[1].shape), ShapeError)
+        top[0].reshape(bottom[0].shape)
+
+    def forward_cpu(self, bottom, top):
+        same = bottom[0].data.astype(np.int64) == bottom[1].data.astype(np.int64)
+        top[0].data[...] = np.where(same, 1.0, self.neg)
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        pass

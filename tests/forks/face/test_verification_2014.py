@@ -50,3 +50,24 @@ def test_v1_file_reads():
                       'top: "loss" verification_param { m1: 1 m2: 2 } }')
     assert [l.type for l in net.layer] == ["Distance", "VerificationLoss"]
     assert net.layer[1].verification_param.m2 == 2
+
+
+def test_verification_and_triplet_accuracy_and_binary_label():
+    f1 = np.array([[0.0, 0.0], [0.0, 0.0], [0.0, 0.0]])
+    f2 = np.array([[0.5, 0.0], [2.0, 0.0], [1.2, 0.0]])       # d = 0.5, 2, 1.2
+    l1, l2 = np.array([1.0, 1.0, 1.0]), np.array([1.0, 2.0, 1.0])
+    acc, = run_layer(make_layer('type: "VerificationAccuracy" verification_param { m1: 1 m2: 3 }'),
+                     make_blobs([f1, l1, f2, l2]), make_blobs(1))
+    # inside: 0.5 <= 1 yes; 2 >= 3 no; 1.2 <= 1 no. one threshold 2: 0.5 < 2 yes, 2 > 2 no,
+    # 1.2 < 2 yes
+    np.testing.assert_allclose(acc.ravel(), [1 / 3.0, 2 / 3.0])
+    a = np.zeros((2, 2))
+    pos, neg = np.array([[1.0, 0], [3.0, 0]]), np.array([[2.0, 0], [2.0, 0]])
+    acc, = run_layer(make_layer('type: "TripletAccuracy" triplet_loss_param { alpha: 1 }'),
+                     make_blobs([a, pos, neg]), make_blobs(1))
+    np.testing.assert_allclose(acc.ravel(), [0.5])           # 1 - 4 + 1 < 0; 9 - 4 + 1 not
+    lab, = run_layer(make_layer('type: "BinaryLabel"'), make_blobs([l1, l2]), make_blobs(1))
+    np.testing.assert_array_equal(lab, [1.0, 0.0, 1.0])
+    lab, = run_layer(make_layer('type: "BinaryLabel" binary_label_param { negative_target: -1 }'),
+                     make_blobs([l1, l2]), make_blobs(1))
+    np.testing.assert_array_equal(lab, [1.0, -1.0, 1.0])

@@ -200,6 +200,10 @@ COMPUTED = frozenset([
     "V1LayerParameter.gaussian_noise_param", "GaussianNoiseParameter.std",
     "TripletLossParameter.alpha", "LayerParameter.binary_label_param",
     "V1LayerParameter.binary_label_param", "BinaryLabelParameter.negative_target",
+    # Arroosh/optical_flow_prediction's MultiSoftmax(WithLoss) (forks/flownet/flow_prediction_2014)
+    "LayerParameter.mult_softmax_param", "V1LayerParameter.mult_softmax_param",
+    "MultiSoftmaxParameter.max_multiple", "LayerParameter.mult_softmax_loss_param",
+    "V1LayerParameter.mult_softmax_loss_param", "MultiSoftmaxLossParameter.learning_multiple",
 ])
 
 

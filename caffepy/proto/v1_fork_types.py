@@ -302,8 +302,6 @@ UNIMPLEMENTED = {
     "TiledInnerProduct": "iamyup/caffe_tdd: not ported yet",
     "TransformSoftmaxWithLoss": "iamyup/caffe_tdd: not ported yet",
     "TransformAccuracy": "iamyup/caffe_tdd: not ported yet",
-    "MultiSoftmax": "Arroosh/optical_flow_prediction: not ported yet",
-    "MultiSoftmaxWithLoss": "Arroosh/optical_flow_prediction: not ported yet",
     "Resize": "Arroosh/optical_flow_prediction: not ported yet",
     "DetectionAcc": "AlfredXiangWu/caffe@4f68f20: not ported yet",
     "DistanceLoss": "AlfredXiangWu/caffe@4f68f20: not ported yet",

@@ -204,6 +204,9 @@ COMPUTED = frozenset([
     "LayerParameter.mult_softmax_param", "V1LayerParameter.mult_softmax_param",
     "MultiSoftmaxParameter.max_multiple", "LayerParameter.mult_softmax_loss_param",
     "V1LayerParameter.mult_softmax_loss_param", "MultiSoftmaxLossParameter.learning_multiple",
+    # 7hil/caffe's Onehot, Phoenix1327/caffe's SemiAccuracy (caffepy/forks/misc/early_2014.py)
+    "LayerParameter.onehot_param", "V1LayerParameter.onehot_param", "OnehotParameter.dim",
+    "OnehotParameter.invert_coding",
 ])
 
 

@@ -306,9 +306,7 @@ UNIMPLEMENTED = {
     "DetectionAcc": "AlfredXiangWu/caffe@4f68f20: not ported yet",
     "DistanceLoss": "AlfredXiangWu/caffe@4f68f20: not ported yet",
     "FractionalMap": "AlfredXiangWu/caffe@4f68f20: not ported yet",
-    "SemiAccuracy": "Phoenix1327/caffe: not ported yet",
     "SemiLoss": "Phoenix1327/caffe: not ported yet",
-    "Onehot": "7hil/caffe@196e936: not ported yet",
     "RegularizerAsLoss": "longjon/caffe@db32b56: not ported yet",
 }
 

@@ -3,7 +3,8 @@
 ``LabelToOnehot`` (LABEL_TO_ONEHOT), ``SoftmaxKLLoss`` (SOFTMAX_KL_LOSS) and
 ``SoftmaxEntropyLoss`` (SOFTMAX_ENTROPY_LOSS); YutingZhang/fgs-obj's ``NaN2Zero`` (NAN2ZERO);
 iamyup/caffe_tdd's ``MultiLabelLoss`` (MULTI_LABEL_LOSS) and ``MultiLabelAccuracy``
-(MULTI_LABEL_ACCURACY)."""
+(MULTI_LABEL_ACCURACY); 7hil/caffe's ``Onehot`` (ONEHOT); Phoenix1327/caffe's ``SemiAccuracy``
+(SEMI_ACCURACY)."""
 import math
 
 import numpy as np
@@ -211,6 +212,62 @@ class MultiLabelAccuracyLayer(Layer):
         right = ((lab > 0) & (x > 0)) | ((lab < 0) & (x < 0))
         per = np.bincount(np.arange(x.size) % c, weights=right.astype(np.float64), minlength=c)
         top[0].data[...] = (per / bottom[0].shape[0]).reshape(top[0].shape)
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        pass
+
+
+@register_layer("Onehot")
+class OnehotLayer(Layer):
+    """Indices N x 1 x 1 x 1 to one-hot rows N x dim x 1 x 1 (``onehot_param { dim
+    invert_coding: false }``; invert_coding swaps the 1 and the 0s). An index outside [0, dim) is
+    an error. No backward."""
+    exact_num_bottom_blobs = 1
+    exact_num_top_blobs = 1
+
+    def reshape(self, bottom, top):
+        p = self.layer_param.onehot_param
+        self.dim, self.invert = int(p.dim), bool(p.invert_coding)
+        if self.dim < 1:
+            raise self.error("onehot_param.dim must be positive")
+        if bottom[0].count != bottom[0].shape[0]:
+            raise self.error("bottom must be N x 1 x 1 x 1, got %s" % (bottom[0].shape,),
+                             ShapeError)
+        top[0].reshape((bottom[0].shape[0], self.dim, 1, 1))
+
+    def forward_cpu(self, bottom, top):
+        n = bottom[0].shape[0]
+        idx = bottom[0].data.reshape(n).astype(np.int64)
+        bad = (idx < 0) | (idx >= self.dim)
+        if bad.any():
+            raise self.error("wrong index %d from sample %d" % (idx[bad][0], np.argmax(bad)))
+        out = np.zeros((n, self.dim)) + (1.0 if self.invert else 0.0)
+        out[np.arange(n), idx] = 0.0 if self.invert else 1.0
+        top[0].data[...] = out.reshape(top[0].shape)
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        pass
+
+
+@register_layer("SemiAccuracy")
+class SemiAccuracyLayer(Layer):
+    """Accuracy of a binary score against the fork's bag labels (-1 positive, -2 negative,
+    0, 1, ... weakly labelled bags, never right): item n's first score > 0 predicts -1, else -2;
+    the share of items whose label equals the prediction. Labels N x 1 x 1 x 1. No backward."""
+    exact_num_bottom_blobs = 2
+    exact_num_top_blobs = 1
+
+    def reshape(self, bottom, top):
+        if bottom[1].count != bottom[0].shape[0] or bottom[1].shape[0] != bottom[0].shape[0]:
+            raise self.error("labels must be N x 1 x 1 x 1, got %s" % (bottom[1].shape,),
+                             ShapeError)
+        top[0].reshape((1, 1, 1, 1))
+
+    def forward_cpu(self, bottom, top):
+        n = bottom[0].shape[0]
+        first = bottom[0].data.reshape(-1)[:n]   # the fork reads bottom_data[i], i < N
+        pred = np.where(first > 0, -1.0, -2.0)
+        top[0].data[...] = np.sum(pred == bottom[1].data.reshape(n)) / n
 
     def backward_cpu(self, top, propagate_down, bottom):
         pass

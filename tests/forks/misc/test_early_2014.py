@@ -88,3 +88,19 @@ def test_multi_label_accuracy_per_label():
                      make_blobs(1))
     # label 0: right, wrong; label 1: right, (0: nothing); label 2: 0 > 0 is not, wrong
     np.testing.assert_allclose(acc.ravel(), [0.5, 0.5, 0.0])
+
+
+def test_onehot_and_invert_coding():
+    idx = make_blobs([np.array([1.0, 0.0]).reshape(2, 1, 1, 1)])
+    y, = run_layer(make_layer('type: "Onehot" onehot_param { dim: 3 }'), idx, make_blobs(1))
+    np.testing.assert_array_equal(y.reshape(2, 3), [[0, 1, 0], [1, 0, 0]])
+    y, = run_layer(make_layer('type: "Onehot" onehot_param { dim: 3 invert_coding: true }'),
+                   idx, make_blobs(1))
+    np.testing.assert_array_equal(y.reshape(2, 3), [[1, 0, 1], [0, 1, 1]])
+
+
+def test_semi_accuracy():
+    x = np.array([0.5, -1.0, 2.0, 0.1]).reshape(4, 1, 1, 1)
+    lab = np.array([-1.0, -2.0, -2.0, 3.0]).reshape(4, 1, 1, 1)
+    acc, = run_layer(make_layer('type: "SemiAccuracy"'), make_blobs([x, lab]), make_blobs(1))
+    np.testing.assert_allclose(acc.ravel(), [0.5])

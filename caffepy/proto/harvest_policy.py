@@ -206,7 +206,8 @@ COMPUTED = frozenset([
     "V1LayerParameter.mult_softmax_loss_param", "MultiSoftmaxLossParameter.learning_multiple",
     # 7hil/caffe's Onehot, Phoenix1327/caffe's SemiAccuracy (caffepy/forks/misc/early_2014.py)
     "LayerParameter.onehot_param", "V1LayerParameter.onehot_param", "OnehotParameter.dim",
-    "OnehotParameter.invert_coding",
+    "OnehotParameter.invert_coding", "LayerParameter.label_transform_param",
+    "V1LayerParameter.label_transform_param", "LabelTransformParameter.label_transform_file",
 ])
 
 

@@ -293,7 +293,6 @@ UNIMPLEMENTED = {
     "InnerProductOrth": "ArthurWang123/caffe@3e28456: not ported yet",
     "SoftmaxConditionWithLoss": "ArthurWang123/caffe@3e28456: not ported yet",
     "AccuracyTree": "iamyup/caffe_tdd: not ported yet",
-    "LabelTransform": "iamyup/caffe_tdd: not ported yet",
     "MapRegressionLoss": "iamyup/caffe_tdd: not ported yet",
     "TiledConvolution": "iamyup/caffe_tdd: not ported yet",
     "TiledInnerProduct": "iamyup/caffe_tdd: not ported yet",

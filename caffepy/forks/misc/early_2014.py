@@ -2,8 +2,8 @@
 :mod:`caffepy.proto.v1_fork_types`): ArthurWang123/caffe's ``InvertGradient`` (INVERT_GRADIENT),
 ``LabelToOnehot`` (LABEL_TO_ONEHOT), ``SoftmaxKLLoss`` (SOFTMAX_KL_LOSS) and
 ``SoftmaxEntropyLoss`` (SOFTMAX_ENTROPY_LOSS); YutingZhang/fgs-obj's ``NaN2Zero`` (NAN2ZERO);
-iamyup/caffe_tdd's ``MultiLabelLoss`` (MULTI_LABEL_LOSS) and ``MultiLabelAccuracy``
-(MULTI_LABEL_ACCURACY); 7hil/caffe's ``Onehot`` (ONEHOT); Phoenix1327/caffe's ``SemiAccuracy``
+iamyup/caffe_tdd's ``MultiLabelLoss`` (MULTI_LABEL_LOSS), ``MultiLabelAccuracy``
+(MULTI_LABEL_ACCURACY) and ``LabelTransform`` (LABEL_TRANSFORM); 7hil/caffe's ``Onehot`` (ONEHOT); Phoenix1327/caffe's ``SemiAccuracy``
 (SEMI_ACCURACY)."""
 import math
 
@@ -271,3 +271,40 @@ class SemiAccuracyLayer(Layer):
 
     def backward_cpu(self, top, propagate_down, bottom):
         pass
+
+
+@register_layer("LabelTransform")
+class LabelTransformLayer(Layer):
+    """Labels through a table: ``label_transform_param { label_transform_file }`` holds integers
+    (whitespace-separated; entry i is label i's new label, negative ones included); item n's
+    label l (its first value) becomes table[l]. Top N x 1 x 1 x 1. No backward. (The fork reads
+    the table in a ``LayerSetup`` that Caffe never calls -- a typo of LayerSetUp -- so its own
+    layer indexes an empty table; this is the layer its code describes.)"""
+    exact_num_bottom_blobs = 1
+    exact_num_top_blobs = 1
+
+    def layer_setup(self, bottom, top):
+        path = self.layer_param.label_transform_param.label_transform_file
+        if not path:
+            raise self.error("no label_transform_param.label_transform_file")
+        try:
+            with open(path) as f:
+                self.table = np.array([int(t) for t in f.read().split()], dtype=np.int64)
+        except (OSError, ValueError) as e:
+            raise self.error("cannot read label transform file %s: %s" % (path, e))
+
+    def reshape(self, bottom, top):
+        top[0].reshape((bottom[0].shape[0], 1, 1, 1))
+
+    def forward_cpu(self, bottom, top):
+        n = bottom[0].shape[0]
+        lab = bottom[0].data.reshape(n, -1)[:, 0].astype(np.int64)
+        bad = (lab < 0) | (lab >= self.table.size)
+        if bad.any():
+            raise self.error("label %d has no entry in the %d-entry table"
+                             % (lab[bad][0], self.table.size))
+        top[0].data[...] = self.table[lab].reshape(top[0].shape)
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        if propagate_down[0]:
+            raise self.error("cannot backpropagate to label inputs")

@@ -104,3 +104,14 @@ def test_semi_accuracy():
     lab = np.array([-1.0, -2.0, -2.0, 3.0]).reshape(4, 1, 1, 1)
     acc, = run_layer(make_layer('type: "SemiAccuracy"'), make_blobs([x, lab]), make_blobs(1))
     np.testing.assert_allclose(acc.ravel(), [0.5])
+
+
+def test_label_transform(tmp_path):
+    (tmp_path / "t.txt").write_text("2 -1\n0 1\n")
+    layer = make_layer('type: "LabelTransform" label_transform_param { label_transform_file: '
+                       '"%s" }' % (tmp_path / "t.txt"))
+    y, = run_layer(layer, make_blobs([np.array([3.0, 0.0, 1.0]).reshape(3, 1, 1, 1)]),
+                   make_blobs(1))
+    np.testing.assert_array_equal(y.ravel(), [1, 2, -1])
+    with pytest.raises(NetError, match="no entry"):
+        run_layer(layer, make_blobs([np.array([4.0]).reshape(1, 1, 1, 1)]), make_blobs(1))

@@ -204,6 +204,9 @@ COMPUTED = frozenset([
     "LayerParameter.mult_softmax_param", "V1LayerParameter.mult_softmax_param",
     "MultiSoftmaxParameter.max_multiple", "LayerParameter.mult_softmax_loss_param",
     "V1LayerParameter.mult_softmax_loss_param", "MultiSoftmaxLossParameter.learning_multiple",
+    "V1LayerParameter.resize_param", "ResizeParameter.is_pyramid_test",
+    "ResizeParameter.out_height_scale", "ResizeParameter.out_width_scale",
+    "ResizeParameter.multiple_scale",
     # 7hil/caffe's Onehot, Phoenix1327/caffe's SemiAccuracy (caffepy/forks/misc/early_2014.py)
     "LayerParameter.onehot_param", "V1LayerParameter.onehot_param", "OnehotParameter.dim",
     "OnehotParameter.invert_coding", "LayerParameter.label_transform_param",

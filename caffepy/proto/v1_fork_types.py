@@ -292,18 +292,20 @@ UNIMPLEMENTED = {
     "DeConvolutionOrth": "ArthurWang123/caffe@3e28456: not ported yet",
     "InnerProductOrth": "ArthurWang123/caffe@3e28456: not ported yet",
     "SoftmaxConditionWithLoss": "ArthurWang123/caffe@3e28456: not ported yet",
-    "AccuracyTree": "iamyup/caffe_tdd: not ported yet",
+    "AccuracyTree":
+        "iamyup/caffe_tdd: accuracies along a tree of classifiers read from label transform files; not ported yet",
     "MapRegressionLoss": "iamyup/caffe_tdd: not ported yet",
     "TiledConvolution": "iamyup/caffe_tdd: not ported yet",
     "TiledInnerProduct": "iamyup/caffe_tdd: not ported yet",
     "TransformSoftmaxWithLoss": "iamyup/caffe_tdd: not ported yet",
     "TransformAccuracy": "iamyup/caffe_tdd: not ported yet",
-    "Resize": "Arroosh/optical_flow_prediction: not ported yet",
     "DetectionAcc": "AlfredXiangWu/caffe@4f68f20: not ported yet",
     "DistanceLoss": "AlfredXiangWu/caffe@4f68f20: not ported yet",
     "FractionalMap": "AlfredXiangWu/caffe@4f68f20: not ported yet",
-    "SemiLoss": "Phoenix1327/caffe: not ported yet",
-    "RegularizerAsLoss": "longjon/caffe@db32b56: not ported yet",
+    "SemiLoss":
+        "Phoenix1327/caffe: a multiple-instance loss whose bag terms depend on the order of the items; not ported yet",
+    "RegularizerAsLoss":
+        "longjon/caffe@db32b56: a loss of the fork's per-layer regularizers (its LayerParameter.regularizer, applied by its Layer base); not ported",
 }
 
 

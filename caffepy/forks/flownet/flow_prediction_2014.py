@@ -1,6 +1,6 @@
 """Arroosh/optical_flow_prediction (2014 Caffe, optical flow as classification over flow-cluster
-codewords; before type strings): its V1 types MULTI_SOFTMAX (``MultiSoftmax``) and
-MULTI_SOFTMAX_LOSS (``MultiSoftmaxWithLoss``)."""
+codewords; before type strings): its V1 types MULTI_SOFTMAX (``MultiSoftmax``),
+MULTI_SOFTMAX_LOSS (``MultiSoftmaxWithLoss``) and RESIZE (``Resize``)."""
 import numpy as np
 
 from ...errors import ShapeError
@@ -88,3 +88,51 @@ class MultiSoftmaxWithLossLayer(LossLayer):
             mult = float(self.layer_param.mult_softmax_loss_param.learning_multiple)
             g *= float(top[0].diff) * mult / n
             bottom[0].diff[...] = g.reshape(bottom[0].shape)
+
+
+def _axis_taps(src, dst):
+    """The fork's bilinear rule on one axis as a dst x src matrix: output o reads input
+    f = o src / dst at floor(f) with weight 1 - frac(f) and floor(f) + 1 with frac(f), a tap past
+    the input dropped (not renormalised)."""
+    m = np.zeros((dst, src))
+    f = np.arange(dst) * (src / float(dst))
+    i0 = np.floor(f).astype(np.int64)
+    frac = f - i0
+    m[np.arange(dst), i0] = np.abs(1.0 - frac)
+    inside = i0 + 1 < src
+    m[np.arange(dst)[inside], i0[inside] + 1] = np.abs(frac[inside])
+    return m
+
+
+@register_layer("Resize")
+class ResizeLayer(Layer):
+    """Bilinear resize of each map to ``resize_param { height width }`` (or, with
+    ``is_pyramid_test``, int(out_height_scale H) x int(out_width_scale W)), output o reading input
+    o H / h (top-left aligned; a neighbour past the border drops out), then times
+    ``multiple_scale`` (default 1). Backward as the fork: the transposed taps, without
+    multiple_scale (the exact gradient for multiple_scale 1). Its ResizeParameter numbers height 1,
+    width 2; caffepy's schema holds SSD's ResizeParameter (height 3, width 4): text files name
+    them, so they read; binary ones do not."""
+    exact_num_bottom_blobs = 1
+    exact_num_top_blobs = 1
+
+    def reshape(self, bottom, top):
+        p = self.layer_param.resize_param
+        n, c, H, W = bottom[0].shape
+        if p.is_pyramid_test:
+            h, w = int(p.out_height_scale * H), int(p.out_width_scale * W)
+        else:
+            h, w = int(p.height), int(p.width)
+        if h < 1 or w < 1:
+            raise self.error("the output size %d x %d must be positive" % (h, w))
+        self.wh, self.ww = _axis_taps(H, h), _axis_taps(W, w)
+        top[0].reshape((n, c, h, w))
+
+    def forward_cpu(self, bottom, top):
+        y = np.einsum("hH,ncHW,wW->nchw", self.wh, bottom[0].data.astype(np.float64), self.ww)
+        top[0].data[...] = y * float(self.layer_param.resize_param.multiple_scale)
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        if propagate_down[0]:
+            bottom[0].diff[...] = np.einsum("hH,nchw,wW->ncHW", self.wh,
+                                            top[0].diff.astype(np.float64), self.ww)

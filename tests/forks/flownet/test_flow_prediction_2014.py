@@ -51,3 +51,24 @@ def test_v1_file_reads():
                       'mult_softmax_loss_param { learning_multiple: 3 } }')
     assert [l.type for l in net.layer] == ["MultiSoftmax", "MultiSoftmaxWithLoss"]
     assert net.layer[1].mult_softmax_loss_param.learning_multiple == 3
+
+
+def test_resize_taps_and_gradient():
+    x = np.arange(2 * 3 * 4, dtype=float).reshape(1, 2, 3, 4)
+    layer = make_layer('type: "Resize" resize_param { height: 5 width: 2 }')
+    y, = run_layer(layer, make_blobs([x]), make_blobs(1))
+    assert y.shape == (1, 2, 5, 2)
+    # rows read 0, 0.6, 1.2, 1.8, 2.4 (the last two rows' lower tap is past the border: dropped);
+    # columns read 0 and 2
+    r = np.array([0, 0.6, 1.2, 1.8, 2.4])
+    for i, f in enumerate(r):
+        i0, t = int(f), f - int(f)
+        row = (1 - t) * x[0, 0, i0] + (t * x[0, 0, i0 + 1] if i0 + 1 < 3 else 0)
+        np.testing.assert_allclose(y[0, 0, i], row[[0, 2]])
+    check_layer_gradient(layer, make_blobs([np.random.default_rng(3).standard_normal((1, 2, 3, 4))]),
+                         make_blobs(1))
+    y2, = run_layer(make_layer('type: "Resize" resize_param { is_pyramid_test: true '
+                               'out_height_scale: 2 out_width_scale: 0.5 multiple_scale: 3 }'),
+                    make_blobs([x]), make_blobs(1))
+    assert y2.shape == (1, 2, 6, 2)
+    np.testing.assert_allclose(y2[0, 0, 0], 3 * x[0, 0, 0, [0, 2]])

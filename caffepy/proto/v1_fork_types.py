@@ -293,7 +293,8 @@ UNIMPLEMENTED = {
     "InnerProductOrth": "ArthurWang123/caffe@3e28456: not ported yet",
     "SoftmaxConditionWithLoss": "ArthurWang123/caffe@3e28456: not ported yet",
     "AccuracyTree":
-        "iamyup/caffe_tdd: accuracies along a tree of classifiers read from label transform files; not ported yet",
+        "iamyup/caffe_tdd: accuracies along a tree of classifiers read from label transform "
+        "files; not ported yet",
     "MapRegressionLoss": "iamyup/caffe_tdd: not ported yet",
     "TiledConvolution": "iamyup/caffe_tdd: not ported yet",
     "TiledInnerProduct": "iamyup/caffe_tdd: not ported yet",
@@ -303,9 +304,11 @@ UNIMPLEMENTED = {
     "DistanceLoss": "AlfredXiangWu/caffe@4f68f20: not ported yet",
     "FractionalMap": "AlfredXiangWu/caffe@4f68f20: not ported yet",
     "SemiLoss":
-        "Phoenix1327/caffe: a multiple-instance loss whose bag terms depend on the order of the items; not ported yet",
+        "Phoenix1327/caffe: a multiple-instance loss whose bag terms depend on the order of "
+        "the items; not ported yet",
     "RegularizerAsLoss":
-        "longjon/caffe@db32b56: a loss of the fork's per-layer regularizers (its LayerParameter.regularizer, applied by its Layer base); not ported",
+        "longjon/caffe@db32b56: a loss of the fork's per-layer regularizers (its "
+        "LayerParameter.regularizer, applied by its Layer base); not ported",
 }
 
 

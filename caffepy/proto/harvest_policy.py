@@ -192,7 +192,8 @@ COMPUTED = frozenset([
     "EuclideanWeightedLossParameter.lambda", "LayerParameter.mask_outputs_param",
     "V1LayerParameter.mask_outputs_param", "MaskOutputsParameter.kernel_size",
     # ArthurWang123/caffe's InvertGradient (caffepy/forks/misc/early_2014.py)
-    "CoeffScheduleParameter.gamma", "LossParameter.coeff",
+    "CoeffScheduleParameter.gamma", "LossParameter.coeff", "LayerParameter.condition_param",
+    "V1LayerParameter.condition_param", "ConditionParameter.ge_than", "ConditionParameter.le_than",
     # AlfredXiangWu/caffe's 2014 face layers (caffepy/forks/face/verification_2014.py)
     "LayerParameter.distance_param", "V1LayerParameter.distance_param", "DistanceParameter.type",
     "LayerParameter.verification_param", "V1LayerParameter.verification_param",

@@ -291,7 +291,6 @@ UNIMPLEMENTED = {
     "ConvolutionOrth": "ArthurWang123/caffe@3e28456: not ported yet",
     "DeConvolutionOrth": "ArthurWang123/caffe@3e28456: not ported yet",
     "InnerProductOrth": "ArthurWang123/caffe@3e28456: not ported yet",
-    "SoftmaxConditionWithLoss": "ArthurWang123/caffe@3e28456: not ported yet",
     "AccuracyTree":
         "iamyup/caffe_tdd: accuracies along a tree of classifiers read from label transform "
         "files; not ported yet",

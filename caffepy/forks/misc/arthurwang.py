@@ -1,6 +1,6 @@
 """ArthurWang123/caffe@3e28456 (a 2014 Caffe from before type strings): its V1 types SUBSPACEPOOLING
-(``SubspacePooling``), IM2PERPIXEL (``Im2perPixel``) and SOFTMAX_MULTILABEL_LOSS
-(``SoftmaxMultilabelLoss``). Its InvertGradient, LabelToOnehot, SoftmaxKLLoss and
+(``SubspacePooling``), IM2PERPIXEL (``Im2perPixel``), SOFTMAX_MULTILABEL_LOSS
+(``SoftmaxMultilabelLoss``) and SOFTMAX_CONDITION_LOSS (``SoftmaxConditionWithLoss``). Its InvertGradient, LabelToOnehot, SoftmaxKLLoss and
 SoftmaxEntropyLoss are in ``early_2014``."""
 import math
 
@@ -135,3 +135,54 @@ class SoftmaxMultilabelLossLayer(LossLayer):
 
     def allow_force_backward(self, bottom_index):
         return True
+
+
+@register_layer("SoftmaxConditionWithLoss")
+class SoftmaxConditionWithLossLayer(LossLayer):
+    """Softmax loss over the items whose label l satisfies ge_than <= l <= le_than
+    (``condition_param``; without one every item counts; with one, its unset bounds are the fork's
+    defaults 0 and -1, which no label meets): loss = coeff / N sum -log max(p[l], 1e-20), p the
+    softmax of the item's C scores (N x C x 1 x 1), coeff = ``loss_param { coeff: 1 }``.
+    dL/dx = coeff / N (p - onehot(l)) for those items, 0 for the others."""
+
+    def layer_setup(self, bottom, top):
+        self.coeff = float(self.layer_param.loss_param.coeff)
+        if self.layer_param.HasField("condition_param"):
+            p = self.layer_param.condition_param
+            self.lo = float(p.ge_than) if p.HasField("ge_than") else 0.0
+            self.hi = float(p.le_than) if p.HasField("le_than") else -1.0
+        else:
+            self.lo, self.hi = -np.inf, np.inf
+
+    def reshape(self, bottom, top):
+        x = bottom[0]
+        if x.num_axes < 2 or x.count != x.shape[0] * x.shape[1] or \
+                bottom[1].count != x.shape[0]:
+            raise self.error("expected scores N x C (x 1 x 1) and N labels, got %s and %s"
+                             % (x.shape, bottom[1].shape), ShapeError)
+        top[0].reshape(())
+
+    def forward_cpu(self, bottom, top):
+        n, c = bottom[0].shape[:2]
+        x = bottom[0].data.reshape(n, c).astype(np.float64)
+        e = np.exp(x - x.max(axis=1, keepdims=True))
+        self.p = e / e.sum(axis=1, keepdims=True)
+        lab = bottom[1].data.reshape(n)
+        self.on = (lab >= self.lo) & (lab <= self.hi)
+        self.lab = lab.astype(np.int64)
+        if np.any(self.on & ((self.lab < 0) | (self.lab >= c))):
+            raise self.error("a counted label is outside [0, %d)" % c)
+        idx = np.nonzero(self.on)[0]
+        picked = self.p[idx, self.lab[idx]]
+        top[0].data[...] = -np.log(np.maximum(picked, _LOG_THRESHOLD)).sum() * self.coeff / n
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        if propagate_down[1]:
+            raise self.error("cannot backpropagate to the label input")
+        if propagate_down[0]:
+            n = bottom[0].shape[0]
+            g = np.where(self.on[:, None], self.p, 0.0)
+            idx = np.nonzero(self.on)[0]
+            g[idx, self.lab[idx]] -= 1
+            g *= float(top[0].diff) * self.coeff / n
+            bottom[0].diff[...] = g.reshape(bottom[0].shape)

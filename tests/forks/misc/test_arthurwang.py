@@ -45,3 +45,20 @@ def test_softmax_multilabel_loss():
     p = e / e.sum(axis=1, keepdims=True)
     np.testing.assert_allclose(float(loss), -np.sum(t * np.log(p)) / 3)
     check_layer_gradient(layer, make_blobs([x, t]), make_blobs(1), check_bottom=[0])
+
+
+def test_softmax_condition_loss_counts_only_labels_in_range():
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((4, 3, 1, 1))
+    lab = np.array([0.0, 2.0, 1.0, 2.0]).reshape(4, 1, 1, 1)
+    layer = make_layer('type: "SoftmaxConditionWithLoss" condition_param { ge_than: 1 '
+                       'le_than: 2 } loss_param { coeff: 2 }')
+    loss, = run_layer(layer, make_blobs([x, lab]), make_blobs(1))
+    e = np.exp(x.reshape(4, 3))
+    p = e / e.sum(axis=1, keepdims=True)
+    want = -2 * (np.log(p[1, 2]) + np.log(p[2, 1]) + np.log(p[3, 2])) / 4
+    np.testing.assert_allclose(float(loss), want)
+    check_layer_gradient(layer, make_blobs([x, lab]), make_blobs(1), check_bottom=[0])
+    loss, = run_layer(make_layer('type: "SoftmaxConditionWithLoss"'), make_blobs([x, lab]),
+                      make_blobs(1))                       # no condition_param: all items
+    np.testing.assert_allclose(float(loss), -np.log(p[np.arange(4), [0, 2, 1, 2]]).sum() / 4)

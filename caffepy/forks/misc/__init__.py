@@ -16,8 +16,9 @@ WeightedSoftmaxWithLoss, SigmoidEuclideanLoss, SemiContrastLoss, AccuracyDistanc
 (limuhit/CCN's ConstScale, Dtow, MTranspose, MulToBin, BcoderLoss, MLQuant), ``crn``
 (hyojinie/crn's Netvlad, Intranorm, Spfilter), ``early_2014`` (2014 forks' InvertGradient,
 LabelToOnehot, SoftmaxKLLoss, SoftmaxEntropyLoss, NaN2Zero, MultiLabelLoss,
-MultiLabelAccuracy, LabelTransform, Onehot, SemiAccuracy), ``arthurwang`` (ArthurWang123/caffe's SubspacePooling,
-Im2perPixel, SoftmaxMultilabelLoss, SoftmaxConditionWithLoss).
+MultiLabelAccuracy, LabelTransform, Onehot, SemiAccuracy), ``arthurwang``
+(ArthurWang123/caffe's SubspacePooling, Im2perPixel, SoftmaxMultilabelLoss,
+SoftmaxConditionWithLoss).
 Built-in Python layer: Caffe's example ``pyloss.EuclideanLossLayer`` (``pyloss``).
 Schema: proto/additions.json, proto/additions.d/surveyed_forks.json; the harvested fields of
 HardSigmoid, Scalar, CropCenter and ColorConv (caffepy.proto.harvest_policy.COMPUTED).

@@ -1,7 +1,7 @@
 """ArthurWang123/caffe@3e28456 (a 2014 Caffe from before type strings): its V1 types SUBSPACEPOOLING
 (``SubspacePooling``), IM2PERPIXEL (``Im2perPixel``), SOFTMAX_MULTILABEL_LOSS
-(``SoftmaxMultilabelLoss``) and SOFTMAX_CONDITION_LOSS (``SoftmaxConditionWithLoss``). Its InvertGradient, LabelToOnehot, SoftmaxKLLoss and
-SoftmaxEntropyLoss are in ``early_2014``."""
+(``SoftmaxMultilabelLoss``) and SOFTMAX_CONDITION_LOSS (``SoftmaxConditionWithLoss``). Its
+InvertGradient, LabelToOnehot, SoftmaxKLLoss and SoftmaxEntropyLoss are in ``early_2014``."""
 import math
 
 import numpy as np

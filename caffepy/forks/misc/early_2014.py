@@ -1,10 +1,10 @@
 """Small layers of 2014 Caffe forks from before type strings (their V1 enum values map here through
 :mod:`caffepy.proto.v1_fork_types`): ArthurWang123/caffe's ``InvertGradient`` (INVERT_GRADIENT),
-``LabelToOnehot`` (LABEL_TO_ONEHOT), ``SoftmaxKLLoss`` (SOFTMAX_KL_LOSS) and
-``SoftmaxEntropyLoss`` (SOFTMAX_ENTROPY_LOSS); YutingZhang/fgs-obj's ``NaN2Zero`` (NAN2ZERO);
-iamyup/caffe_tdd's ``MultiLabelLoss`` (MULTI_LABEL_LOSS), ``MultiLabelAccuracy``
-(MULTI_LABEL_ACCURACY) and ``LabelTransform`` (LABEL_TRANSFORM); 7hil/caffe's ``Onehot`` (ONEHOT); Phoenix1327/caffe's ``SemiAccuracy``
-(SEMI_ACCURACY)."""
+``LabelToOnehot`` (LABEL_TO_ONEHOT), ``SoftmaxKLLoss`` (SOFTMAX_KL_LOSS) and ``SoftmaxEntropyLoss``
+(SOFTMAX_ENTROPY_LOSS); YutingZhang/fgs-obj's ``NaN2Zero`` (NAN2ZERO); iamyup/caffe_tdd's
+``MultiLabelLoss`` (MULTI_LABEL_LOSS), ``MultiLabelAccuracy`` (MULTI_LABEL_ACCURACY) and
+``LabelTransform`` (LABEL_TRANSFORM); 7hil/caffe's ``Onehot`` (ONEHOT); Phoenix1327/caffe's
+``SemiAccuracy`` (SEMI_ACCURACY)."""
 import math
 
 import numpy as np

@@ -65,8 +65,8 @@ def test_resize_taps_and_gradient():
         i0, t = int(f), f - int(f)
         row = (1 - t) * x[0, 0, i0] + (t * x[0, 0, i0 + 1] if i0 + 1 < 3 else 0)
         np.testing.assert_allclose(y[0, 0, i], row[[0, 2]])
-    check_layer_gradient(layer, make_blobs([np.random.default_rng(3).standard_normal((1, 2, 3, 4))]),
-                         make_blobs(1))
+    x2 = np.random.default_rng(3).standard_normal((1, 2, 3, 4))
+    check_layer_gradient(layer, make_blobs([x2]), make_blobs(1))
     y2, = run_layer(make_layer('type: "Resize" resize_param { is_pyramid_test: true '
                                'out_height_scale: 2 out_width_scale: 0.5 multiple_scale: 3 }'),
                     make_blobs([x]), make_blobs(1))

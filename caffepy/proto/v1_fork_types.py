@@ -297,8 +297,6 @@ UNIMPLEMENTED = {
     "MapRegressionLoss": "iamyup/caffe_tdd: not ported yet",
     "TiledConvolution": "iamyup/caffe_tdd: not ported yet",
     "TiledInnerProduct": "iamyup/caffe_tdd: not ported yet",
-    "TransformSoftmaxWithLoss": "iamyup/caffe_tdd: not ported yet",
-    "TransformAccuracy": "iamyup/caffe_tdd: not ported yet",
     "DetectionAcc": "AlfredXiangWu/caffe@4f68f20: not ported yet",
     "DistanceLoss": "AlfredXiangWu/caffe@4f68f20: not ported yet",
     "FractionalMap": "AlfredXiangWu/caffe@4f68f20: not ported yet",

@@ -288,15 +288,26 @@ UNIMPLEMENTED = {
         "AlfredXiangWu/caffe@4f68f20: a data layer of its own file formats; not ported",
     "FastWindowData":
         "YutingZhang/fgs-obj: a data layer of its own file formats; not ported",
-    "ConvolutionOrth": "ArthurWang123/caffe@3e28456: not ported yet",
-    "DeConvolutionOrth": "ArthurWang123/caffe@3e28456: not ported yet",
-    "InnerProductOrth": "ArthurWang123/caffe@3e28456: not ported yet",
+    "ConvolutionOrth":
+        "ArthurWang123/caffe@3e28456: a layer that re-projects its weights every "
+        "orth_param.step TRAIN iterations (Esmaeili orthogonalisation, L2 / L1 norms); "
+        "not ported yet",
+    "DeConvolutionOrth":
+        "ArthurWang123/caffe@3e28456: a layer that re-projects its weights every "
+        "orth_param.step TRAIN iterations (Esmaeili orthogonalisation, L2 / L1 norms); "
+        "not ported yet",
+    "InnerProductOrth":
+        "ArthurWang123/caffe@3e28456: a layer that re-projects its weights every "
+        "orth_param.step TRAIN iterations (Esmaeili orthogonalisation, L2 / L1 norms); "
+        "not ported yet",
     "AccuracyTree":
         "iamyup/caffe_tdd: accuracies along a tree of classifiers read from label transform "
         "files; not ported yet",
     "MapRegressionLoss": "iamyup/caffe_tdd: not ported yet",
-    "TiledConvolution": "iamyup/caffe_tdd: not ported yet",
-    "TiledInnerProduct": "iamyup/caffe_tdd: not ported yet",
+    "TiledConvolution":
+        "iamyup/caffe_tdd: weights shared only within tiles of the map; not ported yet",
+    "TiledInnerProduct":
+        "iamyup/caffe_tdd: weights shared only within tiles of the map; not ported yet",
     "DetectionAcc": "AlfredXiangWu/caffe@4f68f20: not ported yet",
     "DistanceLoss": "AlfredXiangWu/caffe@4f68f20: not ported yet",
     "FractionalMap": "AlfredXiangWu/caffe@4f68f20: not ported yet",

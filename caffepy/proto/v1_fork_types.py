@@ -303,13 +303,17 @@ UNIMPLEMENTED = {
     "AccuracyTree":
         "iamyup/caffe_tdd: accuracies along a tree of classifiers read from label transform "
         "files; not ported yet",
-    "MapRegressionLoss": "iamyup/caffe_tdd: not ported yet",
+    "MapRegressionLoss":
+        "iamyup/caffe_tdd: its backward writes the gradient into the bottom's data, not its "
+        "diff (no gradient reaches the net, the map is overwritten)",
     "TiledConvolution":
         "iamyup/caffe_tdd: weights shared only within tiles of the map; not ported yet",
     "TiledInnerProduct":
         "iamyup/caffe_tdd: weights shared only within tiles of the map; not ported yet",
     "DetectionAcc": "AlfredXiangWu/caffe@4f68f20: not ported yet",
-    "DistanceLoss": "AlfredXiangWu/caffe@4f68f20: not ported yet",
+    "DistanceLoss":
+        "AlfredXiangWu/caffe@4f68f20: for pairs of different labels its gradient has the "
+        "wrong sign ((m2 - d) / N for the loss (m2 - d)^2 / 2N), and it ignores the loss weight",
     "FractionalMap": "AlfredXiangWu/caffe@4f68f20: not ported yet",
     "SemiLoss":
         "Phoenix1327/caffe: a multiple-instance loss whose bag terms depend on the order of "

@@ -29,6 +29,14 @@ import tempfile
 from google.protobuf import descriptor_pb2
 
 RENUMBER_BASE = 40000
+#: {enum as old forks name it: the enum it became}: values harvested from the old one that the
+#: later one lacks are declared in the later one too (text files name the value, so old prototxts
+#: read; a value whose number the later enum uses is renumbered).
+LEGACY_ENUMS = {"LayerParameter.LayerType": "V1LayerParameter.LayerType"}
+#: {message as old forks name it: (the message it became, the enum only the old format has)}:
+#: harvested fields of the old message in forks that declare that enum, and that the later message
+#: lacks, are declared in the later one too.
+LEGACY_MESSAGES = {"LayerParameter": ("V1LayerParameter", "LayerParameter.LayerType")}
 _MAX_FIELD = 536870911
 _TYPES = {getattr(descriptor_pb2.FieldDescriptorProto, "TYPE_" + t.upper()): t for t in (
     "double", "float", "int64", "uint64", "int32", "fixed64", "fixed32", "bool", "string", "group",
@@ -267,6 +275,19 @@ def plan(harvest, base, reserved=None):
             rows = enum_block(enum, harvest["enum_values"][enum], base_enums[enum])
             if rows:
                 out["enum_values"][enum] = rows
+    # Old-format enums under their later names (LayerParameter.LayerType of 2014 forks is what
+    # BVLC renamed V1LayerParameter.LayerType): their values the later enum lacks are declared there
+    # too, after its own harvested values (which keep their numbers).
+    for old, later in sorted(LEGACY_ENUMS.items()):
+        if old in harvest.get("enums", {}) and later in base_enums:
+            existing = dict(base_enums[later])
+            existing.update((v, n) for v, n, _ in out["enum_values"].get(later, []))
+            values = {v: variants for v, variants in harvest["enums"][old]["values"].items()
+                      if v not in existing}
+            rows = enum_block(later, values, existing)
+            if rows:
+                out["enum_values"][later] = sorted(out["enum_values"].get(later, []) + rows,
+                                                   key=lambda r: (r[1], r[0]))
     all_values = {e: set(v) for e, v in base_enums.items()}
     for e, rows in list(out["enums"].items()) + list(out["enum_values"].items()):
         all_values.setdefault(e, set()).update(r[0] for r in rows)
@@ -281,12 +302,27 @@ def plan(harvest, base, reserved=None):
             wanted.setdefault(msg, {}).setdefault(fname, variants)
         for fname, variants in harvest.get("fields", {}).get(msg, {}).items():
             wanted[msg].setdefault(fname, variants)
-    for msg in sorted(wanted):
+    # Fields of an old-format message (2014 forks' LayerParameter, BVLC's later V1LayerParameter)
+    # that the later one lacks: declared there too, after its own harvested fields.
+    late = {}
+    for old, (later, marker) in sorted(LEGACY_MESSAGES.items()):
+        old_forks = set(harvest.get("enums", {}).get(marker, {}).get("forks", []))
+        if later not in base_msgs or not old_forks:
+            continue
+        for fname, variants in sorted(harvest.get("fields", {}).get(old, {}).items()):
+            kept = [dict(v, forks=[f for f in v["forks"] if f in old_forks]) for v in variants]
+            kept = [v for v in kept if v["forks"]]
+            if kept and fname not in wanted.get(later, {}):
+                late.setdefault(later, {})[fname] = kept
+    rounds = [(m, wanted[m]) for m in sorted(wanted)] + [(m, late[m]) for m in sorted(late)]
+    for msg, fields in rounds:         # (a late round keeps the numbers of the first)
         taken = {f["number"] for f in base_msgs.get(msg, {"fields": {}})["fields"].values()}
+        taken |= {f["number"] for f in out["fields"].get(msg, [])}
         jsons = {json_name(f) for f in base_msgs.get(msg, {"fields": {}})["fields"]}
+        jsons |= {f.get("json_name") or json_name(f["name"]) for f in out["fields"].get(msg, [])}
         chosen, items = {}, []
-        for fname in sorted(wanted[msg]):
-            variants = wanted[msg][fname]
+        for fname in sorted(fields):
+            variants = fields[fname]
             if fname in symbols(msg):
                 skipped["%s.%s" % (msg, fname)] = "the name is taken in %s" % msg
                 continue
@@ -313,7 +349,8 @@ def plan(harvest, base, reserved=None):
                     "forks": _numbers(variants), "caffepy": numbers[fname]}
             rows.append(dict(var, name=fname, number=numbers[fname], forks=_forks_of(variants)))
         if rows:
-            out["fields"][msg] = rows
+            out["fields"][msg] = sorted(out["fields"].get(msg, []) + rows,
+                                        key=lambda f: (f["number"], f["name"]))
     return out
 
 

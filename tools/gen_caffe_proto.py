@@ -50,6 +50,10 @@ HEADER = """\
 // the forks' number; where that number is taken it gets one from 40000 up (harvest.json
 // "renumbered" lists each). Binary files of those forks' messages with renumbered fields are read
 // by number for BVLC and curated fields only: a renumbered field's bytes stay unknown fields.
+// The 2014 forks' LayerParameter.LayerType (BVLC's later V1LayerParameter.LayerType) gives its
+// values to V1LayerParameter.LayerType too, so old `layers { type: X }` prototxts read (they name
+// the value). Binary V1 files of those forks are misread where a value was renumbered: the file
+// holds the fork's number, which caffepy gives another type or none.
 syntax = "proto2";
 
 package caffe;

@@ -167,7 +167,10 @@ def known_layer_types():
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("protos_dir")
+    ap.add_argument("protos_dir", nargs="?")
+    ap.add_argument("--replan", action="store_true",
+                    help="only redo the plan (renumbered, plan_skipped) of the harvest in --out, "
+                         "after a change to the planner or to the curated additions")
     ap.add_argument("--sources")
     ap.add_argument("--layer-types")
     ap.add_argument("--schema", default=None, help="BVLC's caffe-schema.json (default: gen_caffe_proto's)")
@@ -175,6 +178,19 @@ def main(argv=None):
     ap.add_argument("--jobs", type=int, default=2)
     args = ap.parse_args(argv)
     import gen_caffe_proto as gen
+    if args.replan:
+        with open(args.out) as f:
+            harvest = json.load(f)
+        decided = fsm.plan(harvest, base_model(args.schema or gen.DEFAULT_SCHEMA),
+                           gen.load_additions().get("reserved", {}))
+        harvest["renumbered"] = decided["renumbered"]
+        harvest["plan_skipped"] = decided["skipped"]
+        with open(args.out, "w") as f:
+            f.write(json.dumps(harvest, indent=1, sort_keys=True, ensure_ascii=True) + "\n")
+        print("%s: replanned, %d renumbered" % (args.out, len(harvest["renumbered"])))
+        return
+    if not args.protos_dir:
+        ap.error("protos_dir is needed (unless --replan)")
     parent = os.path.dirname(os.path.abspath(args.protos_dir))
     sources = args.sources or os.path.join(parent, "sources.jsonl")
     types_dir = args.layer_types or os.path.join(parent, "layer_types")

@@ -181,6 +181,41 @@ COMPUTED = frozenset([
     "LayerParameter.minrelu_param", "MinReLUParameter.positive_slope", "MinReLUParameter.engine",
     # Tiling (SeokjuLee/VPGNet; caffepy/forks/misc/vision.py)
     "LayerParameter.tiling_param", "TilingParameter.tile_dim",
+    # DeconvNet's 2014 layers (HyeonwooNoh/caffe; caffepy/forks/segmentation/deconvnet*.py)
+    "LayerParameter.binary_accuracy_param", "V1LayerParameter.binary_accuracy_param",
+    "BinaryAccuracyParameter.accuracy_mode", "LayerParameter.red_accuracy_param",
+    "V1LayerParameter.red_accuracy_param", "RedAccuracyParameter.top_k",
+    "RedAccuracyParameter.ignore_label", "RedAccuracyParameter.class_num",
+    "LayerParameter.red_softmax_loss_param", "V1LayerParameter.red_softmax_loss_param",
+    "RedSoftmaxWithLossParameter.class_num", "LayerParameter.select_seg_binary_param",
+    "V1LayerParameter.select_seg_binary_param", "SelectSegBinaryParameter.cls_label_base",
+    "LayerParameter.window_cls_data_param", "V1LayerParameter.window_cls_data_param",
+    "WindowClsDataParameter.label_dim",
+    # Viewpoints and Keypoints' 2014 layers (caffepy/forks/pose/viewpoints.py)
+    "LayerParameter.euclidean_weight_param", "V1LayerParameter.euclidean_weight_param",
+    "EuclideanWeightedLossParameter.lambda", "LayerParameter.mask_outputs_param",
+    "V1LayerParameter.mask_outputs_param", "MaskOutputsParameter.kernel_size",
+    # ArthurWang123/caffe's InvertGradient (caffepy/forks/misc/early_2014.py)
+    "CoeffScheduleParameter.gamma", "LossParameter.coeff", "LayerParameter.condition_param",
+    "V1LayerParameter.condition_param", "ConditionParameter.ge_than", "ConditionParameter.le_than",
+    # AlfredXiangWu/caffe's 2014 face layers (caffepy/forks/face/verification_2014.py)
+    "LayerParameter.distance_param", "V1LayerParameter.distance_param", "DistanceParameter.type",
+    "LayerParameter.verification_param", "V1LayerParameter.verification_param",
+    "VerificationParameter.m1", "VerificationParameter.m2", "LayerParameter.gaussian_noise_param",
+    "V1LayerParameter.gaussian_noise_param", "GaussianNoiseParameter.std",
+    "TripletLossParameter.alpha", "LayerParameter.binary_label_param",
+    "V1LayerParameter.binary_label_param", "BinaryLabelParameter.negative_target",
+    # Arroosh/optical_flow_prediction's MultiSoftmax(WithLoss) (forks/flownet/flow_prediction_2014)
+    "LayerParameter.mult_softmax_param", "V1LayerParameter.mult_softmax_param",
+    "MultiSoftmaxParameter.max_multiple", "LayerParameter.mult_softmax_loss_param",
+    "V1LayerParameter.mult_softmax_loss_param", "MultiSoftmaxLossParameter.learning_multiple",
+    "V1LayerParameter.resize_param", "ResizeParameter.is_pyramid_test",
+    "ResizeParameter.out_height_scale", "ResizeParameter.out_width_scale",
+    "ResizeParameter.multiple_scale",
+    # 7hil/caffe's Onehot, Phoenix1327/caffe's SemiAccuracy (caffepy/forks/misc/early_2014.py)
+    "LayerParameter.onehot_param", "V1LayerParameter.onehot_param", "OnehotParameter.dim",
+    "OnehotParameter.invert_coding", "LayerParameter.label_transform_param",
+    "V1LayerParameter.label_transform_param", "LabelTransformParameter.label_transform_file",
 ])
 
 

@@ -190,8 +190,12 @@ def upgrade_v1_layer(v1, problems):
         if target is not None and field.message_type is None and target.message_type is None \
                 and target.type == field.type and is_repeated(target) == is_repeated(field):
             setattr(layer, field.name, value)          # a fork's scalar (DeepLab v1 strict_dim)
-        elif target is not None and target.message_type is field.message_type:
-            getattr(layer, field.name).CopyFrom(value)
+        elif target is not None and target.message_type is field.message_type \
+                and is_repeated(target) == is_repeated(field):
+            if is_repeated(field):                     # e.g. a 2014 fork's repeated regularizer
+                getattr(layer, field.name).extend(value)
+            else:
+                getattr(layer, field.name).CopyFrom(value)
         else:
             problems.append("layer '%s': V1 field %s has no counterpart in LayerParameter "
                             "(dropped)" % (v1.name, field.name))

@@ -9,7 +9,13 @@ read:
   ``UpgradeV1LayerType``;
 * ``class``: the fork's ``UpgradeV1LayerType`` does not map the value (Caffe stops with "Unknown
   V1LayerParameter layer type"); the string is the ``REGISTER_LAYER_CLASS(Name)`` (or, where the
-  class is not registered, the ``type()``) of the fork's layer whose name is the value's.
+  class is not registered, the ``type()``) of the fork's layer whose name is the value's;
+* ``factory``: a 2014 fork from before type strings (its ``LayerParameter`` still had the
+  ``LayerType`` enum that BVLC later renamed ``V1LayerParameter.LayerType``). Its layer factory
+  builds class ``XLayer`` for the value -- a ``case LayerParameter_LayerType_V: return new
+  XLayer`` of ``GetLayer`` (``src/caffe/layer_factory.cpp``), a ``REGISTER_LAYER_CLASS(V,
+  XLayer)`` of the enum-keyed registry of mid-2014, or the class whose ``type()`` returns the
+  value -- and the string is ``X``, the name BVLC gave each ``XLayer`` when it moved to strings.
 
 Where two forks give one name different numbers, caffepy's schema holds one of them; the row is
 the fork whose number it holds (``NORM`` is Cambricon's 49, its Normalize; xiaolonw's NORM 41 is
@@ -123,6 +129,85 @@ FORK_V1_TYPES = (
     ("MULTOBIN", "MulToBin", "limuhit/CCN", "class"),
     ("NSWITCH", "NSwitch", "limuhit/CCN", "class"),
     ("SWITCH", "Switch", "limuhit/CCN", "class"),
+    # 2014 forks' LayerParameter.LayerType values (declared in V1LayerParameter.LayerType)
+    # HyeonwooNoh/caffe@6f4eda1 / @d9e8494 (DeconvNet): REGISTER_LAYER_CLASS(VALUE, XLayer)
+    ("SELECT_SEG_BINARY", "SelectSegBinary", "HyeonwooNoh/caffe@6f4eda1", "factory"),
+    ("WINDOW_SEG_BINARY", "WindowSegBinary", "HyeonwooNoh/caffe@6f4eda1", "factory"),
+    ("BIN_ACCURACY", "BinaryAccuracy", "HyeonwooNoh/caffe@6f4eda1", "factory"),
+    ("DROPOUT_CHANNEL", "DropoutChannel", "HyeonwooNoh/caffe@6f4eda1", "factory"),
+    ("RED_ACCURACY", "RedAccuracy", "HyeonwooNoh/caffe@6f4eda1", "factory"),
+    ("RED_SOFTMAX_LOSS", "RedSoftmaxWithLoss", "HyeonwooNoh/caffe@6f4eda1", "factory"),
+    ("WINDOW_CLS_DATA", "WindowClsData", "HyeonwooNoh/caffe@6f4eda1", "factory"),
+    ("WINDOW_INST_SEG_DATA", "WindowInstSegData", "HyeonwooNoh/caffe@6f4eda1", "factory"),
+    ("SEG_BINARY_CTRL", "SegBinaryCtrl", "HyeonwooNoh/caffe@6f4eda1", "factory"),
+    ("SEG_CTRL_CLS", "SegCtrlCls", "HyeonwooNoh/caffe@6f4eda1", "factory"),
+    # ArthurWang123/caffe@3e28456: GetLayer (its DataAugmentation is FlowNet's ancestor, the same
+    # augmentation_param / coeff_schedule_param)
+    ("CONVOLUTION_ORTH", "ConvolutionOrth", "ArthurWang123/caffe@3e28456", "factory"),
+    ("DATA_AUGMENTATION", "DataAugmentation", "ArthurWang123/caffe@3e28456", "factory"),
+    ("DATA_LOAD_AND_AUGMENT", "DataLoadAndAugment", "ArthurWang123/caffe@3e28456", "factory"),
+    ("DECONVOLUTION_ORTH", "DeConvolutionOrth", "ArthurWang123/caffe@3e28456", "factory"),
+    ("HDF5_DATA_COUPLES", "HDF5DataCouples", "ArthurWang123/caffe@3e28456", "factory"),
+    ("IM2PERPIXEL", "Im2perPixel", "ArthurWang123/caffe@3e28456", "factory"),
+    ("INNER_PRODUCT_ORTH", "InnerProductOrth", "ArthurWang123/caffe@3e28456", "factory"),
+    ("INVERT_GRADIENT", "InvertGradient", "ArthurWang123/caffe@3e28456", "factory"),
+    ("LABEL_TO_ONEHOT", "LabelToOnehot", "ArthurWang123/caffe@3e28456", "factory"),
+    ("SOFTMAX_CONDITION_LOSS", "SoftmaxConditionWithLoss", "ArthurWang123/caffe@3e28456",
+     "factory"),
+    ("SOFTMAX_ENTROPY_LOSS", "SoftmaxEntropyLoss", "ArthurWang123/caffe@3e28456", "factory"),
+    ("SOFTMAX_KL_LOSS", "SoftmaxKLLoss", "ArthurWang123/caffe@3e28456", "factory"),
+    ("SOFTMAX_MULTILABEL_LOSS", "SoftmaxMultilabelLoss", "ArthurWang123/caffe@3e28456",
+     "factory"),
+    ("SUBSPACEPOOLING", "SubspacePooling", "ArthurWang123/caffe@3e28456", "factory"),
+    # iamyup/caffe_tdd: GetLayer, else the class whose type() returns the value
+    ("SEQUENCE_DATA", "SequenceData", "iamyup/caffe_tdd", "factory"),
+    ("ACCURACY_TREE", "AccuracyTree", "iamyup/caffe_tdd", "factory"),
+    ("LABEL_TRANSFORM", "LabelTransform", "iamyup/caffe_tdd", "factory"),
+    ("MAP_REGRESSION_LOSS", "MapRegressionLoss", "iamyup/caffe_tdd", "factory"),
+    ("MULTI_LABEL_ACCURACY", "MultiLabelAccuracy", "iamyup/caffe_tdd", "factory"),
+    ("MULTI_LABEL_LOSS", "MultiLabelLoss", "iamyup/caffe_tdd", "factory"),
+    ("TILED_CONVOLUTION", "TiledConvolution", "iamyup/caffe_tdd", "factory"),
+    ("TILED_INNERPRODUCT", "TiledInnerProduct", "iamyup/caffe_tdd", "factory"),
+    ("TRANSFORM_SOFTMAX_LOSS", "TransformSoftmaxWithLoss", "iamyup/caffe_tdd", "factory"),
+    # (its TransformAccuracyLayer's type() says ACCURACY: the class of the value's name)
+    ("TRANSFORM_ACCURACY", "TransformAccuracy", "iamyup/caffe_tdd", "class"),
+    # (iamyup/caffe_tdd's CompactDataLayer says DATA; ChenglongChen's factory builds it)
+    ("COMPACT_DATA", "CompactData", "ChenglongChen/caffe-windows", "factory"),
+    # shubhtuls/ViewpointsAndKeypoints: REGISTER_LAYER_CLASS(VALUE, XLayer)
+    ("EUCLIDEAN_WEIGHTED_LOSS", "EuclideanWeightedLoss", "shubhtuls/ViewpointsAndKeypoints",
+     "factory"),
+    ("MASK_OUTPUTS", "MaskOutputs", "shubhtuls/ViewpointsAndKeypoints", "factory"),
+    ("WINDOW_MULTICLASS_KEYPOINT_DATA", "WindowMulticlassKeypointData",
+     "shubhtuls/ViewpointsAndKeypoints", "factory"),
+    ("WINDOW_POSE_DATA", "WindowPoseData", "shubhtuls/ViewpointsAndKeypoints", "factory"),
+    # Arroosh/optical_flow_prediction: GetLayer
+    ("IMAGE_MULTILABEL_DATA", "ImageMultiLabelData", "Arroosh/optical_flow_prediction", "factory"),
+    ("MULTI_SOFTMAX", "MultiSoftmax", "Arroosh/optical_flow_prediction", "factory"),
+    ("MULTI_SOFTMAX_LOSS", "MultiSoftmaxWithLoss", "Arroosh/optical_flow_prediction", "factory"),
+    ("RESIZE", "Resize", "Arroosh/optical_flow_prediction", "factory"),
+    # AlfredXiangWu/caffe@4f68f20: GetLayer (its L2Normalize is caffepy's: x / (|x| + 1e-7) per
+    # sample, caffepy's x / sqrt(|x|^2 + 1e-7))
+    ("BINARY_LABEL", "BinaryLabel", "AlfredXiangWu/caffe@4f68f20", "factory"),
+    ("CHAR_SEQ_DATA", "CharSeqData", "AlfredXiangWu/caffe@4f68f20", "factory"),
+    ("DETECTION_ACC", "DetectionAcc", "AlfredXiangWu/caffe@4f68f20", "factory"),
+    ("DISTANCE", "Distance", "AlfredXiangWu/caffe@4f68f20", "factory"),
+    ("DISTANCE_LOSS", "DistanceLoss", "AlfredXiangWu/caffe@4f68f20", "factory"),
+    ("FRACTIONAL_MAP", "FractionalMap", "AlfredXiangWu/caffe@4f68f20", "factory"),
+    ("GAUSSIAN_NOISE", "GaussianNoise", "AlfredXiangWu/caffe@4f68f20", "factory"),
+    ("L2_NORMALIZE", "L2Normalize", "AlfredXiangWu/caffe@4f68f20", "factory"),
+    ("PAIR_DATA", "PairData", "AlfredXiangWu/caffe@4f68f20", "factory"),
+    ("TRIPLET_ACCURACY", "TripletAccuracy", "AlfredXiangWu/caffe@4f68f20", "factory"),
+    ("TRIPLET_DATA", "TripletData", "AlfredXiangWu/caffe@4f68f20", "factory"),
+    ("VERIFICATION_ACCURACY", "VerificationAccuracy", "AlfredXiangWu/caffe@4f68f20", "factory"),
+    ("VERIFICATION_LOSS", "VerificationLoss", "AlfredXiangWu/caffe@4f68f20", "factory"),
+    # YutingZhang/fgs-obj: GetLayerCustom (src/caffe/layer_factory_custom.cpp)
+    ("NAN2ZERO", "NaN2Zero", "YutingZhang/fgs-obj", "factory"),
+    ("FAST_WINDOW_DATA", "FastWindowData", "YutingZhang/fgs-obj", "factory"),
+    # single values of other forks: GetLayer / REGISTER_LAYER_CLASS(VALUE, XLayer)
+    ("SEMI_ACCURACY", "SemiAccuracy", "Phoenix1327/caffe", "factory"),
+    ("SEMI_LOSS", "SemiLoss", "Phoenix1327/caffe", "factory"),
+    ("ONEHOT", "Onehot", "7hil/caffe@196e936", "factory"),
+    ("REGULARIZER_AS_LOSS", "RegularizerAsLoss", "longjon/caffe@db32b56", "factory"),
 )
 
 #: V1 names forks declare with no layer of theirs to map to: the upgrade keeps the enum name as
@@ -132,6 +217,18 @@ UNMAPPED = {
                     "FAKE_LOSS", "IMPMAP", "LINEAR_QUANT", "MASK", "MBATCHNORM", "MDATA", "MERGE",
                     "MPATCH", "MRELU", "MSPLIT", "PEUCLIDEAN_LOSS", "ROUND", "TV_LOSS"),
     "zeakey/DeepSkeleton": ("SOFTMAX_WITH_LOSS5",),
+    # 2014 forks whose factory builds nothing for these and that have no class of their name
+    "YutingZhang/fgs-obj": ("BINARY_OUTPUT", "IGNORE", "IMAGEDB_DATA", "L2SVM_LOSS", "LOCAL_LAYER",
+                            "ORDER_L2SVM_LOSS", "SIAMESE_LOSS", "SVM_WITH_NEG",
+                            "TWO_CLASS_ACCURACY"),
+    "iamyup/caffe_tdd": ("SOFTMAX_LOSS_TREE",),
+    "shubhtuls/ViewpointsAndKeypoints": ("WINDOW_AMODAL_DATA", "WINDOW_POSE_SIMILARITY_DATA",
+                                         "WINDOW_SYNTHETIC_DATA"),
+    # a net-level macro its expand_templates.cpp expands before the net is built, not a layer
+    "7hil/caffe@a6765d2": ("TEMPLATE",),
+    # its AccumLayer is a running mean over iterations (accum_param discount_coeff, init_alpha);
+    # caffepy's Accum is FlowNet 2's resize-and-stack, so the value keeps its name
+    "ArthurWang123/caffe@3e28456": ("ACCUM",),
 }
 
 
@@ -160,6 +257,70 @@ UNIMPLEMENTED = {
     "LinearMeanLoss": "limuhit/CCN: declared in a header only (no source)",
     "MeanLoss": "limuhit/CCN: declared in a header only (no source)",
     "NSwitch": "limuhit/CCN: declared in a header only (no source)",
+    # 2014 forks' layers (rows with source "factory"), most-used first when ported
+    "WindowClsData":
+        "HyeonwooNoh/caffe: a data layer of its own file formats; not ported",
+    "WindowInstSegData":
+        "HyeonwooNoh/caffe: a data layer of its own file formats; not ported",
+    "SegBinaryCtrl":
+        "HyeonwooNoh/caffe@6f4eda1: a data layer of its own file formats; not ported",
+    "SegCtrlCls":
+        "HyeonwooNoh/caffe@6f4eda1: a data layer of its own file formats; not ported",
+    "DataLoadAndAugment":
+        "ArthurWang123/caffe@3e28456: a data layer of its own file formats; not ported",
+    "HDF5DataCouples":
+        "ArthurWang123/caffe@3e28456: a data layer of its own file formats; not ported",
+    "SequenceData":
+        "iamyup/caffe_tdd: a data layer of its own file formats; not ported",
+    "CompactData":
+        "ChenglongChen/caffe-windows: a data layer of its own file formats; not ported",
+    "WindowMulticlassKeypointData":
+        "shubhtuls/ViewpointsAndKeypoints: a data layer of its own file formats; not ported",
+    "WindowPoseData":
+        "shubhtuls/ViewpointsAndKeypoints: a data layer of its own file formats; not ported",
+    "ImageMultiLabelData":
+        "Arroosh/optical_flow_prediction: a data layer of its own file formats; not ported",
+    "CharSeqData":
+        "AlfredXiangWu/caffe@4f68f20: a data layer of its own file formats; not ported",
+    "PairData":
+        "AlfredXiangWu/caffe@4f68f20: a data layer of its own file formats; not ported",
+    "TripletData":
+        "AlfredXiangWu/caffe@4f68f20: a data layer of its own file formats; not ported",
+    "FastWindowData":
+        "YutingZhang/fgs-obj: a data layer of its own file formats; not ported",
+    "ConvolutionOrth":
+        "ArthurWang123/caffe@3e28456: a layer that re-projects its weights every "
+        "orth_param.step TRAIN iterations (Esmaeili orthogonalisation, L2 / L1 norms); "
+        "not ported yet",
+    "DeConvolutionOrth":
+        "ArthurWang123/caffe@3e28456: a layer that re-projects its weights every "
+        "orth_param.step TRAIN iterations (Esmaeili orthogonalisation, L2 / L1 norms); "
+        "not ported yet",
+    "InnerProductOrth":
+        "ArthurWang123/caffe@3e28456: a layer that re-projects its weights every "
+        "orth_param.step TRAIN iterations (Esmaeili orthogonalisation, L2 / L1 norms); "
+        "not ported yet",
+    "AccuracyTree":
+        "iamyup/caffe_tdd: accuracies along a tree of classifiers read from label transform "
+        "files; not ported yet",
+    "MapRegressionLoss":
+        "iamyup/caffe_tdd: its backward writes the gradient into the bottom's data, not its "
+        "diff (no gradient reaches the net, the map is overwritten)",
+    "TiledConvolution":
+        "iamyup/caffe_tdd: weights shared only within tiles of the map; not ported yet",
+    "TiledInnerProduct":
+        "iamyup/caffe_tdd: weights shared only within tiles of the map; not ported yet",
+    "DetectionAcc": "AlfredXiangWu/caffe@4f68f20: not ported yet",
+    "DistanceLoss":
+        "AlfredXiangWu/caffe@4f68f20: for pairs of different labels its gradient has the "
+        "wrong sign ((m2 - d) / N for the loss (m2 - d)^2 / 2N), and it ignores the loss weight",
+    "FractionalMap": "AlfredXiangWu/caffe@4f68f20: not ported yet",
+    "SemiLoss":
+        "Phoenix1327/caffe: a multiple-instance loss whose bag terms depend on the order of "
+        "the items; not ported yet",
+    "RegularizerAsLoss":
+        "longjon/caffe@db32b56: a loss of the fork's per-layer regularizers (its "
+        "LayerParameter.regularizer, applied by its Layer base); not ported",
 }
 
 

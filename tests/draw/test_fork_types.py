@@ -16,7 +16,7 @@ V1 = '''name: "v1"
 input: "data"
 input_dim: 1 input_dim: 3 input_dim: 32 input_dim: 32
 layers { name: "conv" type: CONVOLUTION bottom: "data" top: "conv" convolution_param { num_output: 8 kernel_size: 3 } }
-layers { name: "sel" type: SELECT_SEG_BINARY bottom: "conv" top: "sel" }
+layers { name: "sel" type: NO_SUCH_FORK_TYPE bottom: "conv" top: "sel" }
 layers { type: 987 bottom: "sel" top: "num" }
 layers { name: "relu" type: RELU bottom: "num" top: "num" }
 layers { name: "dw" type: DEPTH_WISE_CONVOLUTION bottom: "num" top: "dw" convolution_param { num_output: 8 kernel_size: 3 group: 8 } }
@@ -58,11 +58,11 @@ def test_v1_types_the_enum_lacks_are_nodes_of_their_name(tmp_path, capsys):
         rc, doc = _draw(tmp_path, V1, *flags)
         assert rc == 0
         assert _types(doc) == [("input", "Input"), ("conv", "Convolution"),
-                               ("sel", "SELECT_SEG_BINARY"), ("", "987"), ("relu", "ReLU"),
+                               ("sel", "NO_SUCH_FORK_TYPE"), ("", "987"), ("relu", "ReLU"),
                                ("dw", "DepthwiseConvolution")]     # a fork's V1 type, mapped
-        assert "SELECT_SEG_BINARY" in (tmp_path / "net.dot").read_text()
+        assert "NO_SUCH_FORK_TYPE" in (tmp_path / "net.dot").read_text()
         err = capsys.readouterr().err
-        assert "kept as their names for the structure" in err and "SELECT_SEG_BINARY" in err
+        assert "kept as their names for the structure" in err and "NO_SUCH_FORK_TYPE" in err
 
 
 def test_v0_types_caffe_does_not_know_are_nodes_of_their_name(tmp_path, capsys):
@@ -87,14 +87,14 @@ def test_fork_enum_values_and_fields_are_dropped_unless_strict(tmp_path, capsys)
 
 
 def test_commands_that_compute_still_refuse_them():
-    with pytest.raises(CaffeError, match="no value named SELECT_SEG_BINARY"):
+    with pytest.raises(CaffeError, match="no value named NO_SUCH_FORK_TYPE"):
         proto_io.read_net(V1)
     with pytest.raises(CaffeError, match='unknown V0 layer type "squaredhingeloss"'):
         proto_io.read_net(V0)
     with structure_only():
         assert [lp.type for lp in proto_io.read_net(V0).layer][-1] == "squaredhingeloss"
         doc = net_json(proto_io.read_net(V1))
-    assert ("sel", "SELECT_SEG_BINARY") in _types(doc)
+    assert ("sel", "NO_SUCH_FORK_TYPE") in _types(doc)
 
 
 def test_summary_of_the_same_files(tmp_path, capsys):
@@ -102,7 +102,7 @@ def test_summary_of_the_same_files(tmp_path, capsys):
     as '?' with the layers depending on it (the harvested depthwise V1 type too, mapped to its
     fork's type string: its bottom's shape is unknown)."""
     for text, want in ((V0, [("loss", "squaredhingeloss~", "scalar")]),
-                       (V1, [("sel", "SELECT_SEG_BINARY", "?"), ("relu", "ReLU", "?"),
+                       (V1, [("sel", "NO_SUCH_FORK_TYPE", "?"), ("relu", "ReLU", "?"),
                              ("dw", "DepthwiseConvolution", "?")])):
         path = tmp_path / "net.prototxt"
         path.write_text(text)

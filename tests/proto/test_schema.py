@@ -104,7 +104,10 @@ def test_bvlc_messages_and_fields_exact(schema, additions, harvest, harvested):
         extra = set(desc.fields_by_name) - {f["name"] for f in msg["fields"]}
         curated = {f["name"] for f in added.get(msg["name"], [])}
         assert extra - curated == _harvested_in(harvested, msg["name"]), msg["name"]
-        assert extra - curated <= set(harvest["fields"].get(msg["name"], {})), msg["name"]
+        harvested_names = set(harvest["fields"].get(msg["name"], {}))
+        if msg["name"] == "V1LayerParameter":    # also 2014 forks' fields of LayerParameter
+            harvested_names |= set(harvest["fields"]["LayerParameter"])
+        assert extra - curated <= harvested_names, msg["name"]
         assert extra >= curated, msg["name"]
         for sub in desc.nested_types:      # only messages that forks nest there
             assert "%s.%s" % (msg["name"], sub.name) in harvest["messages"], msg["name"]
@@ -127,6 +130,15 @@ def test_harvested_fields_collide_with_nothing(harvested):
         assert len(numbers) == len(set(numbers)), msg_name
 
 
+def _harvested_value_names(harvest, qual):
+    """Values of ``qual`` that the harvest gives it: its own, and those of the old-format enum that
+    became it (2014 forks' LayerParameter.LayerType is BVLC's later V1LayerParameter.LayerType)."""
+    names = set(harvest["enum_values"].get(qual, {}))
+    if qual == "V1LayerParameter.LayerType":
+        names |= set(harvest["enums"]["LayerParameter.LayerType"]["values"])
+    return names
+
+
 def test_bvlc_enums_exact(schema, additions, harvest):
     added_values = additions["enum_values"]
     added_enums = additions["message_enums"]
@@ -140,7 +152,7 @@ def test_bvlc_enums_exact(schema, additions, harvest):
             qual = "%s.%s" % (msg["name"], enum["name"])
             got = {v.name: v.number for v in desc.enum_types_by_name[enum["name"]].values}
             extra = {k: v for k, v in added_values.get(qual, {}).items() if not k.startswith("_")}
-            forks = set(harvest["enum_values"].get(qual, {}))
+            forks = _harvested_value_names(harvest, qual) - set(enum["values"]) - set(extra)
             assert {k: v for k, v in got.items() if k not in forks} == dict(enum["values"], **extra), qual
             assert not set(extra) & set(enum["values"]), qual
             assert not set(extra.values()) & set(enum["values"].values()), qual

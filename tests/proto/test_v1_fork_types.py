@@ -29,7 +29,7 @@ def test_fork_v1_type_upgrades_to_its_type_string(name):
 
 
 def test_every_row_is_declared_and_described():
-    assert all(where in ("upgrade", "class") for _n, _t, _f, where in FORK_V1_TYPES)
+    assert all(where in ("upgrade", "class", "factory") for _n, _t, _f, where in FORK_V1_TYPES)
     assert all(t and f for _n, t, f, _w in FORK_V1_TYPES)
     missing = [n for n, *_ in FORK_V1_TYPES if n not in V1.LayerType.keys()]
     assert missing == []

@@ -8,7 +8,9 @@ Modules: ``losses`` (CenterLoss, MarginInnerProduct, LargeMarginInnerProduct), `
 (GlobalLSEMargin, Scale min_value), ``inner_distance`` (InnerDistance), ``happynear``
 (happynear/caffe-windows' Insanity, the randomized leaky ReLU, GeneralContrastiveLoss,
 TripletLoss, EltwiseAffine and the locally connected Local), ``label85`` (TriVerLoss, TxtFeatData, FaceImage),
-``ip_bottom`` (happynear's InnerProduct with its weights from a second bottom).
+``ip_bottom`` (happynear's InnerProduct with its weights from a second bottom),
+``verification_2014`` (AlfredXiangWu/caffe's Distance, VerificationLoss, GaussianNoise,
+VerificationAccuracy, TripletAccuracy, BinaryLabel).
 Schema: proto/additions.json (caffe-face, SphereFace), proto/additions.d/segnet_c3d_face_flownet.json,
 face_ocr.json, crfasrnn_tsn_pose.json.
 """

@@ -6,6 +6,7 @@ Modules: ``flow`` (Correlation, ChannelNorm, FlowWarp, Resample, Downsample), ``
 ``augment_math``), ``data`` (CustomData), ``files`` (FLOWriter, FloatWriter, FloatReader,
 ImgReader), ``liteflownet`` (twhui/LiteFlowNet's Warp: bilinear sampling at absolute coordinates,
 not FlowWarp; its Grid: the pixel coordinates added to a flow before Warp; its NegSquare:
-y = -x^2).
+y = -x^2), ``flow_prediction_2014`` (Arroosh/optical_flow_prediction's MultiSoftmax,
+MultiSoftmaxWithLoss and Resize; flow as classification).
 Schema: proto/additions.d/segnet_c3d_face_flownet.json, flownet_augment.json.
 """

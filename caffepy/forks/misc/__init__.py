@@ -14,7 +14,11 @@ Layers behind single forks' V1 types (caffepy.proto.v1_fork_types): ``fork_neuro
 Quant_Trun, BlackHole, GetDataDim, GatingInnerProduct), ``fork_losses`` (Regularization, SSIMLoss,
 WeightedSoftmaxWithLoss, SigmoidEuclideanLoss, SemiContrastLoss, AccuracyDistance), ``ccn``
 (limuhit/CCN's ConstScale, Dtow, MTranspose, MulToBin, BcoderLoss, MLQuant), ``crn``
-(hyojinie/crn's Netvlad, Intranorm, Spfilter).
+(hyojinie/crn's Netvlad, Intranorm, Spfilter), ``early_2014`` (2014 forks' InvertGradient,
+LabelToOnehot, SoftmaxKLLoss, SoftmaxEntropyLoss, NaN2Zero, MultiLabelLoss,
+MultiLabelAccuracy, LabelTransform, Onehot, SemiAccuracy), ``arthurwang``
+(ArthurWang123/caffe's SubspacePooling, Im2perPixel, SoftmaxMultilabelLoss,
+SoftmaxConditionWithLoss).
 Built-in Python layer: Caffe's example ``pyloss.EuclideanLossLayer`` (``pyloss``).
 Schema: proto/additions.json, proto/additions.d/surveyed_forks.json; the harvested fields of
 HardSigmoid, Scalar, CropCenter, ColorConv, MinReLU and Tiling (caffepy.proto.harvest_policy.COMPUTED).

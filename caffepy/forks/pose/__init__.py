@@ -3,6 +3,7 @@
 Modules: ``imresize`` (CMU-Perceptual-Computing-Lab/caffe_rtpose's ImResize: multi-scale bicubic
 resize and fusion of heat maps), ``switch`` (caffe_rtpose's Switch: one bottom, the last by
 default, passed through), ``rmpe`` (RMPE's heat-map Caffe: EuclideanLossHeatmap and the
-DataHeatmap reader). OpenPose's training readers (``CPMData``, ``OPData``) are data
+DataHeatmap reader), ``viewpoints`` (shubhtuls/ViewpointsAndKeypoints' EuclideanWeightedLoss and
+MaskOutputs). OpenPose's training readers (``CPMData``, ``OPData``) are data
 layers: ``caffepy.zoo`` replaces them by inputs. Schema: harvested (``imresize_param``).
 """

@@ -2,7 +2,9 @@
 
 Modules: ``segnet`` (BN, the pooling-mask Upsample, DenseImageData, Bayesian test-time Dropout),
 ``deeplab`` (ImageSegData), ``deeplab_v1`` (Padding, SoftmaxWithLoss with softmaxloss_param),
-``psanet`` (PointwiseSpatialAttention), ``deconvnet`` (Unpooling, EltwiseAccuracy), ``crfasrnn``
+``psanet`` (PointwiseSpatialAttention), ``deconvnet`` (Unpooling, EltwiseAccuracy; the 2014
+BinaryAccuracy, RedAccuracy, RedSoftmaxWithLoss, DropoutChannel), ``deconvnet_data``
+(WindowSegBinary, SelectSegBinary), ``crfasrnn``
 (MultiStageMeanfield), ``whats_the_point`` (the point-supervision softmax losses with
 objectness), ``dice`` (jolibrain's DiceCoefLoss), ``lip`` (Look into Person's ParseOutput and
 ParseEvaluate; PcaGetCoord). PSPNet / DeepLab's Interp is in :mod:`caffepy.forks.misc.vision`.

@@ -8,6 +8,8 @@ net's :func:`stride_divisor` first, when it is over 32); channel counts besides 
 where the file declares neither. :func:`weight_shapes` and :func:`check_weights` make
 a .caffemodel's blob shapes a check on each candidate.
 """
+from google.protobuf.descriptor import FieldDescriptor as _FD
+
 from ..errors import ShapeError
 from ..proto import is_repeated
 
@@ -22,14 +24,16 @@ def shapes_by_top(param):
 
 
 def _walk(msg):
-    """(message, field name, value) of every set int field of ``msg`` and its sub-messages."""
+    """(message, field name, value) of every set int field of ``msg`` and its sub-messages.
+    The type constants are FieldDescriptor's class attributes: protobuf 4.21's descriptor objects
+    have no CPPTYPE_* attributes of their own."""
     for fd, value in msg.ListFields():
-        if fd.type == fd.TYPE_MESSAGE:
+        if fd.type == _FD.TYPE_MESSAGE:
             for sub in (value if is_repeated(fd) else [value]):
                 for item in _walk(sub):
                     yield item
-        elif fd.cpp_type in (fd.CPPTYPE_INT32, fd.CPPTYPE_UINT32, fd.CPPTYPE_INT64,
-                             fd.CPPTYPE_UINT64) and not is_repeated(fd):
+        elif fd.cpp_type in (_FD.CPPTYPE_INT32, _FD.CPPTYPE_UINT32, _FD.CPPTYPE_INT64,
+                             _FD.CPPTYPE_UINT64) and not is_repeated(fd):
             yield msg, fd.name, int(value)
 
 

@@ -163,15 +163,22 @@ class EltwiseAccuracyLayer(Layer):
         s = bottom[0].data
         N, C = s.shape[:2]
         scores = s.reshape(N, C, -1).transpose(0, 2, 1).reshape(-1, C)
-        labels = bottom[1].data.reshape(-1).astype(np.int64)
-        keep = np.ones(labels.shape, bool) if self.ignore is None else labels != self.ignore
-        # the fork sorts (score, class) pairs descending: on ties the higher class comes first
-        order = C - 1 - np.argsort(-scores[:, ::-1], axis=1, kind="stable")[:, :self.top_k]
-        hit = (order == labels[:, None]).any(axis=1) & keep
-        top[0].data[...] = hit.sum() / max(int(keep.sum()), 1)
+        top[0].data[...] = _top_k_rate(scores, bottom[1].data, self.top_k, self.ignore)
 
     def backward_cpu(self, top, propagate_down, bottom):
         pass
+
+
+def _top_k_rate(scores, labels, top_k, ignore):
+    """The share of rows of ``scores`` (rows x classes) whose label is among the top_k classes,
+    rows labelled ``ignore`` left out. The fork sorts (score, class) pairs descending: on ties
+    the higher class comes first."""
+    labels = labels.reshape(-1).astype(np.int64)
+    keep = np.ones(labels.shape, bool) if ignore is None else labels != ignore
+    C = scores.shape[1]
+    order = C - 1 - np.argsort(-scores[:, ::-1], axis=1, kind="stable")[:, :top_k]
+    hit = (order == labels[:, None]).any(axis=1) & keep
+    return hit.sum() / max(int(keep.sum()), 1)
 
 
 @register_layer("BinaryAccuracy")
@@ -268,12 +275,7 @@ class RedAccuracyLayer(Layer):
         prob = _softmax(s).reshape(N, C, -1)
         sums = np.stack([prob[:, a:b].sum(axis=1) for a, b in _groups(self.red, self.cls)], 1)
         sums = sums.transpose(0, 2, 1).reshape(-1, self.cls)
-        labels = bottom[1].data.reshape(-1).astype(np.int64)
-        keep = np.ones(labels.shape, bool) if self.ignore is None else labels != self.ignore
-        K = self.cls
-        order = K - 1 - np.argsort(-sums[:, ::-1], axis=1, kind="stable")[:, :self.top_k]
-        hit = (order == labels[:, None]).any(axis=1) & keep
-        top[0].data[...] = hit.sum() / max(int(keep.sum()), 1)
+        top[0].data[...] = _top_k_rate(sums, bottom[1].data, self.top_k, self.ignore)
 
     def backward_cpu(self, top, propagate_down, bottom):
         pass

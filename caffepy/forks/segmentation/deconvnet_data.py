@@ -133,7 +133,20 @@ class _WindowDataLayer(ImageSegDataLayer):
     exact_num_top_blobs = 3
     min_top_blobs = max_top_blobs = None
     auto_top_blobs = True
-    loader = None                   # each window-list layer names its own
+    loader = None
+
+    def make_loader(self, top):
+        p = self.layer_param.image_data_param
+        if p.batch_size < 1:
+            raise self.error("image_data_param.batch_size must be positive")
+        if bool(p.new_height) != bool(p.new_width):
+            raise self.error("new_height and new_width must be set together")
+        if self.layer_param.transform_param.mean_file:
+            raise self.error("mean_file is not supported here; give transform_param mean_value")
+        try:
+            return self.loader(self)
+        except CaffeError as e:
+            raise self.error(str(e))
 
 
 @register_layer("WindowSegBinary")

@@ -116,7 +116,6 @@ class ImageSegDataLayer(BasePrefetchingDataLayer):
     exact_num_top_blobs = None
     min_top_blobs = 2
     max_top_blobs = 3
-    loader = _SegLoader              # the list reader; window-list forks give their own
 
     def make_loader(self, top):
         p = self.layer_param.image_data_param
@@ -127,7 +126,7 @@ class ImageSegDataLayer(BasePrefetchingDataLayer):
         if self.layer_param.transform_param.mean_file:
             raise self.error("mean_file is not supported here; give transform_param mean_value")
         try:
-            return self.loader(self)
+            return _SegLoader(self)
         except CaffeError as e:
             raise self.error(str(e))
 

@@ -125,8 +125,9 @@ def classify(text):
 # ---------------------------------------------------------------------------- running caffepy
 
 
-def run_cli(argv, timeout=TIMEOUT):
-    """caffepy.cli.main(argv) in a forked child: (rc or 'timeout', stdout, stderr, seconds)."""
+def run_cli(argv, timeout=TIMEOUT, prepare=None):
+    """caffepy.cli.main(argv) in a forked child: (rc or 'timeout', stdout, stderr, seconds).
+    ``prepare``: called in the child first (e.g. to put a repository's modules on sys.path)."""
     from caffepy import cli
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.time()
@@ -141,6 +142,8 @@ def run_cli(argv, timeout=TIMEOUT):
                 sys.stderr = open(2, "w", encoding="utf-8", errors="replace", closefd=False)
                 os.environ.pop("CAFFEPY_DEBUG", None)
                 try:
+                    if prepare is not None:
+                        prepare()
                     rc = cli.main(argv)
                 except SystemExit as e:
                     rc = e.code if isinstance(e.code, int) else 2

@@ -11,7 +11,8 @@ can be tested without a network or a fetched repository:
 * ``is_net_text(text)``: a net file is one with a ``layer {`` or ``layers {`` block (solvers are not).
 * ``choose_files(repo, paths, k)``: at most k files per repository, the first k by
   sha256(repo + ":" + path), so a repository with hundreds of nets does not dominate the census.
-* manifest / fetched / duplicates tables: tab-separated, one header line, read and written here.
+* manifest / fetched / duplicates / pymods tables: tab-separated, one header line, read and
+  written here.
 """
 import hashlib
 import os
@@ -25,16 +26,22 @@ MANIFEST = os.path.join(HERE, "manifest.tsv")
 FETCHED = os.path.join(HERE, "fetched.tsv")
 DUPLICATES = os.path.join(HERE, "duplicates.tsv")
 FRAME = os.path.join(HERE, "frame.tsv")
+PYMODS = os.path.join(HERE, "pymods.tsv")
+PY_DIR = os.path.join(DATA, "py")
 
 MAX_FILES_PER_REPO = 10
 MAX_BYTES = 2 * 1024 * 1024
 NET_RE = re.compile(r"\blayers?\s*\{")
 EXTENSIONS = (".prototxt", ".pt")
+MAX_PY_BYTES = 256 * 1024             # a repository's .py files kept: each at most this,
+MAX_PY_FILES = 2000                   # at most this many,
+MAX_PY_TOTAL = 8 * 1024 * 1024        # and at most this much in all
 
 MANIFEST_COLUMNS = ("repo", "path", "commit", "sha256", "split", "bytes")
 FETCHED_COLUMNS = ("repo", "commit", "net_files", "kept", "duplicates", "modelzoo", "status")
 DUPLICATE_COLUMNS = ("repo", "path", "commit", "sha256", "first_repo")
 FRAME_COLUMNS = ("order_key", "repo", "commit", "query", "split")
+PYMOD_COLUMNS = ("repo", "commit", "module", "path", "sha256", "root", "status")
 
 
 def sha256_hex(data):

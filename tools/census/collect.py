@@ -12,65 +12,29 @@ sha256(repo + ":" + path); then, per chosen file: a copy of a file the census al
 is a duplicate (duplicates.tsv records it and the repository that kept it), anything else is
 stored as <cache>/<sha256>.prototxt and appended to manifest.tsv with its split. One row per
 repository goes to fetched.tsv (net files found, kept, duplicates, model-zoo copies, status), so
-the walk never fetches a repository twice. Third-party files stay in the cache, outside the
-repository.
+the walk never fetches a repository twice. When the files chosen (kept or duplicates) name a
+``python_param.module``, the repository's ``.py`` files are stored and pymods.tsv gets a row per
+module (tools/census/pymods.py). Third-party files stay in the cache, outside the repository.
 """
 import argparse
+import collections
 import os
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import census_lib as L  # noqa: E402
+import gitio  # noqa: E402
+import pymods  # noqa: E402
 
 _ZOO = None
 
 
-def git(mirror, *args, data=None):
-    return subprocess.run(["git", "--git-dir=" + mirror] + list(args), input=data,
-                          capture_output=True, check=True).stdout
-
-
-def list_blobs(mirror, commit):
-    """[(path, blob sha, size)] of candidate files (by extension, size <= 2 MB) at ``commit``."""
-    out = git(mirror, "ls-tree", "-r", "-l", "-z", commit)
-    rows = []
-    for entry in out.split(b"\0"):
-        if not entry:
-            continue
-        meta, _, path = entry.partition(b"\t")
-        mode, kind, sha, size = meta.split()
-        path = path.decode("utf-8", "replace")
-        if kind != b"blob" or not L.is_candidate_path(path) or "\t" in path or "\n" in path:
-            continue
-        if not size.isdigit() or int(size) > L.MAX_BYTES:    # '-', or 'BAD': absent from the
-            continue                                         # snapshot (4 MB and more)
-        rows.append((path, sha.decode(), int(size)))
-    return rows
-
-
-def read_blobs(mirror, shas):
-    """{blob sha: bytes} via one ``git cat-file --batch`` (missing blobs are left out)."""
-    if not shas:
-        return {}
-    out = git(mirror, "cat-file", "--batch", data=("\n".join(shas) + "\n").encode())
-    blobs, i = {}, 0
-    while i < len(out):
-        nl = out.index(b"\n", i)
-        header = out[i:nl].split()
-        i = nl + 1
-        if len(header) < 3 or header[1] == b"missing":
-            continue
-        size = int(header[2])
-        blobs[header[0].decode()] = out[i:i + size]
-        i += size + 1
-    return blobs
-
-
 def net_files(mirror, commit):
     """[(path, bytes)] of the net files at ``commit``, and how many candidates there were."""
-    cands = list_blobs(mirror, commit)
-    blobs = read_blobs(mirror, sorted({sha for _, sha, _ in cands}))
+    cands = [b for b in gitio.ls_tree(mirror, commit, L.is_candidate_path)
+             if b[2] is not None and b[2] <= L.MAX_BYTES]
+    blobs = gitio.read_blobs(mirror, sorted({sha for _, sha, _ in cands}))
     nets = []
     for path, sha, _ in cands:
         data = blobs.get(sha)
@@ -124,7 +88,7 @@ def main(argv=None):
         return 0
     os.makedirs(args.cache, exist_ok=True)
     try:
-        commit = git(args.mirror, "rev-parse", "HEAD").decode().strip()
+        commit = gitio.git(args.mirror, "rev-parse", "HEAD").decode().strip()
         nets, _ = net_files(args.mirror, commit)
     except (subprocess.CalledProcessError, OSError, ValueError) as e:
         L.append_rows(L.FETCHED, L.FETCHED_COLUMNS, [dict(
@@ -137,13 +101,21 @@ def main(argv=None):
         _ZOO = L.modelzoo_hashes()
     known = {r["sha256"]: r["repo"] for r in L.read_table(L.MANIFEST, L.MANIFEST_COLUMNS)}
     kept, dups, zoo = collect(args.repo, nets, commit, known, _ZOO, args.cache)
+    texts = dict(nets)
+    mods = pymods.collect_repo(args.repo, commit, args.mirror, [
+        (r["path"], texts[r["path"]].decode("utf-8", "replace")) for r in kept + dups])
     L.append_rows(L.MANIFEST, L.MANIFEST_COLUMNS, kept)
     L.append_rows(L.DUPLICATES, L.DUPLICATE_COLUMNS, dups)
+    L.append_rows(L.PYMODS, L.PYMOD_COLUMNS, mods)
     L.append_rows(L.FETCHED, L.FETCHED_COLUMNS, [dict(
         repo=args.repo, commit=commit, net_files=len(nets), kept=len(kept),
         duplicates=len(dups), modelzoo=zoo, status="ok" if nets else "no-net-files")])
     print("%s: %d net files, kept %d, duplicates %d, model-zoo copies %d"
           % (args.repo, len(nets), len(kept), len(dups), zoo))
+    if mods and not L.is_heldout(args.repo):
+        c = collections.Counter(r["status"] for r in mods)
+        print("%s: Python layer modules %s" % (args.repo, ", ".join(
+            "%s %d" % kv for kv in sorted(c.items()))))
     return 0
 
 

@@ -18,6 +18,14 @@ tools/zoo_survey.py: ``run_cli``, the TEST-then-TRAIN retry of ``attempt``, ``ca
   (caffepy.zoo.constant_fillers + randomize_params), its inputs get caffepy.zoo.input_values and a
   forward pass runs (caffepy.zoo.forward_releasing) and gives finite outputs.
 
+A file whose repository's Python layer modules were collected (pymods.tsv, tools/census/pymods.py)
+is measured with the roots of the modules it names, then the repository's top directory, on
+sys.path (in each forked child, right after this tree's root, so ``import caffe`` stays
+caffepy's); its record says ``modules`` (how many directories), and a record of it without modules
+does not count as measured. That runs third-party code, so measuring runs inside bubblewrap:
+read-only root, private /tmp, no network, only the results file writable (``sandbox_argv``).
+Without bwrap, a run that would measure such a file stops with a one-line error.
+
 Per file: the tiers, the category and one-line error of the first tier that failed (strict for
 ``complete``), the seconds, and, for the census split only, the layer types the file names (held-out
 files keep no per-file detail beyond tiers and category). Records go one JSON object a line to
@@ -27,12 +35,16 @@ caffepy/ measured, so a rerun skips what that caffepy already measured (the run 
 counts for the census split only.
 
     nice -n 10 python3 tools/census/measure.py            # measure what is not measured yet
+    nice -n 10 python3 tools/census/measure.py --python-layers --split census --limit 10
     python3 tools/census/measure.py --summary             # write results_summary.json
 """
 import argparse
 import collections
+import functools
+import importlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -42,6 +54,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
 import census_lib as L  # noqa: E402
+import pymods  # noqa: E402
 import zoo_survey as Z  # noqa: E402
 
 sys.path.insert(0, L.ROOT)        # this tree's caffepy, not another one installed
@@ -49,6 +62,24 @@ sys.path.insert(0, L.ROOT)        # this tree's caffepy, not another one install
 RESULTS = os.path.join(L.DATA, "results.json")
 SUMMARY = os.path.join(HERE, "results_summary.json")
 TIERS = ("read", "lenient", "complete", "runnable")
+SANDBOX_ENV = "CENSUS_SANDBOX"
+
+
+def sandbox_argv(results, argv):
+    """The command that runs this script with ``argv`` inside bubblewrap: the whole file system
+    read-only, a private /tmp, fresh /dev and /proc, no network, ``results`` the one writable
+    file; the marker variable tells the script it is inside."""
+    return ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+            "--tmpfs", "/tmp", "--bind", results, results, "--unshare-net",
+            "--die-with-parent", "--new-session", "--setenv", SANDBOX_ENV, "1",
+            sys.executable, os.path.abspath(__file__)] + list(argv)
+
+
+def add_roots(roots):
+    """In a forked child: put ``roots`` on sys.path right after this tree's root."""
+    i = sys.path.index(L.ROOT) + 1 if L.ROOT in sys.path else 0
+    sys.path[i:i] = list(roots)
+    importlib.invalidate_caches()
 
 
 def caffepy_tree():
@@ -83,10 +114,10 @@ def _forward(path):
     return 0
 
 
-def run_forward(path, timeout=Z.TIMEOUT):
+def run_forward(path, timeout=Z.TIMEOUT, prepare=None):
     """(ok, one-line error, category) of the forward pass, in a forked child."""
     import caffepy.cli  # noqa: F401 -- imported before forking
-    rc, _, err, _ = _fork(_forward, path, timeout)
+    rc, _, err, _ = _fork(_forward, path, timeout, prepare)
     if rc == 0:
         return True, "", None
     if rc == "timeout":
@@ -94,7 +125,7 @@ def run_forward(path, timeout=Z.TIMEOUT):
     return False, Z.last_line(err), "forward"
 
 
-def _fork(fn, arg, timeout):
+def _fork(fn, arg, timeout, prepare=None):
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.time()
         pid = os.fork()
@@ -106,6 +137,8 @@ def _fork(fn, arg, timeout):
                 sys.stdout = open(1, "w", closefd=False)
                 sys.stderr = open(2, "w", closefd=False)
                 try:
+                    if prepare is not None:
+                        prepare()
                     rc = fn(arg)
                 except BaseException as e:
                     sys.stderr.write("%s: %s\n" % (type(e).__name__, " ".join(str(e).split())))
@@ -128,11 +161,15 @@ def _fork(fn, arg, timeout):
         return rc, "", err.read().decode("utf-8", "replace"), time.time() - t0
 
 
-def measure_file(row, tree, cache=L.CACHE):
-    """The record of one manifest row (see module doc)."""
+def measure_file(row, tree, cache=L.CACHE, roots=()):
+    """The record of one manifest row (see module doc); ``roots``: the directories of its
+    repository's Python layer modules."""
     path = L.cache_path(row["sha256"], cache)
     rec = {"sha256": row["sha256"], "repo": row["repo"], "path": row["path"],
            "split": row["split"], "tree": tree}
+    prep = functools.partial(add_roots, roots) if roots else None
+    if roots:
+        rec["modules"] = len(roots)
     t0 = time.time()
     with open(path, "rb") as f:
         text = f.read().decode("utf-8", "replace")
@@ -141,13 +178,14 @@ def measure_file(row, tree, cache=L.CACHE):
     if rec["split"] == "census":
         layers, _ = Z.scan(text)
         rec["types"] = sorted({l["type"] for l in layers if l["type"]})
-    ok, phase, lerr = attempt(path, [], test_layers)
+    ok, phase, lerr = attempt(path, [], test_layers, prepare=prep)
     rec["lenient"] = ok
     if ok:
         rec["read"] = True
     else:
         with tempfile.TemporaryDirectory() as d:
-            rc, _, derr, _ = Z.run_cli(["draw", path, "-o", os.path.join(d, "x.dot")])
+            rc, _, derr, _ = Z.run_cli(["draw", path, "-o", os.path.join(d, "x.dot")],
+                                       prepare=prep)
         rec["read"] = rc == 0
         if rc != 0:
             rec.update(category=Z.category(rc, derr), error=Z.last_line(derr), failed="read")
@@ -156,7 +194,7 @@ def measure_file(row, tree, cache=L.CACHE):
     if ok:
         serr = lerr
         if _DROPPED in lerr:          # fields were dropped: the strict run is what differs
-            _, _, serr = attempt(path, ["--strict"], test_layers, phase)
+            _, _, serr = attempt(path, ["--strict"], test_layers, phase, prep)
         unresolved = [l for l in serr.splitlines() if "are shown as '?'" in l]
         strict_failed = _DROPPED in lerr and not _ok(serr)
         rec["complete"] = not strict_failed and not unresolved
@@ -171,7 +209,7 @@ def measure_file(row, tree, cache=L.CACHE):
     rec["runnable"] = None
     if deploy:
         if rec["complete"]:
-            okf, errf, catf = run_forward(path)
+            okf, errf, catf = run_forward(path, prepare=prep)
             rec["runnable"] = okf
             if not okf:
                 rec.update(category=catf, error=errf, failed="runnable")
@@ -202,31 +240,53 @@ def clean(err):
     return Z.last_line(err.replace(_OK, ""))
 
 
-def attempt(path, extra, test_layers, phase=None):
+def attempt(path, extra, test_layers, phase=None, prepare=None):
     """``caffepy summary FILE`` (+ extra) as a user runs it: phase TEST, then TRAIN when TEST has
     no layers or the error says the data is TRAIN's (tools/zoo_survey.attempt's rule); ``phase``
     given: that phase only. Returns (ok, phase, stderr); a passing run's stderr ends in _OK."""
+    run = functools.partial(Z.run_cli, prepare=prepare)
     if phase is None:
         phase = "TEST"
-        rc, _, err, _ = Z.run_cli(["summary", path] + extra)
+        rc, _, err, _ = run(["summary", path] + extra)
         if (rc != 0 and Z._PHASE.search(Z.last_line(err))) or not test_layers:
             phase = "TRAIN"
-            rc, _, err, _ = Z.run_cli(["summary", path, "--phase", "TRAIN"] + extra)
+            rc, _, err, _ = run(["summary", path, "--phase", "TRAIN"] + extra)
     else:
-        rc, _, err, _ = Z.run_cli(["summary", path, "--phase", phase] + extra)
+        rc, _, err, _ = run(["summary", path, "--phase", phase] + extra)
     if rc == "timeout":
         err += "\ntimeout (%ds)" % Z.TIMEOUT
     return rc == 0, phase, err + (_OK if rc == 0 else "")
 
 
 def load_results(path=RESULTS):
+    """{(sha256, tree): the last record}; a record measured with modules is not replaced by one
+    measured without."""
     out = {}
     if os.path.exists(path):
         with open(path) as f:
             for line in f:
                 if line.strip():
                     r = json.loads(line)
-                    out[(r["sha256"], r["tree"])] = r
+                    key = (r["sha256"], r["tree"])
+                    if "modules" in r or "modules" not in out.get(key, {}):
+                        out[key] = r
+    return out
+
+
+def plan(manifest, results, tree, mods, cache=L.CACHE, py_dir=None):
+    """[(manifest row, module roots)] not measured yet at ``tree``: no record, or a record
+    without modules where the file's repository has modules for it."""
+    have = {r["repo"] for r in mods if r["status"] == "found"}
+    out = []
+    for row in manifest:
+        roots = []
+        if row["repo"] in have:
+            with open(L.cache_path(row["sha256"], cache), "rb") as f:
+                text = f.read().decode("utf-8", "replace")
+            roots = pymods.roots_for(row["repo"], row["path"], text, mods, py_dir)
+        prev = results.get((row["sha256"], tree))
+        if prev is None or (roots and "modules" not in prev):
+            out.append((row, roots))
     return out
 
 
@@ -253,27 +313,46 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--summary", action="store_true", help="write results_summary.json and stop")
     p.add_argument("--limit", type=int, default=0)
+    p.add_argument("--split", choices=("census", "heldout"), help="only this split's files")
+    p.add_argument("--python-layers", action="store_true",
+                   help="only files measured with their repository's Python layer modules")
+    p.add_argument("--results", default=RESULTS, help="the results file (default %(default)s)")
     args = p.parse_args(argv)
+    args.results = os.path.abspath(args.results)
     sys.path.insert(0, L.ROOT)
     tree = caffepy_tree()
-    results = load_results()
+    results = load_results(args.results)
     if args.summary:
         with open(SUMMARY, "w") as f:
             json.dump(summary(results, tree), f, indent=1, sort_keys=True)
             f.write("\n")
         print(open(SUMMARY).read())
         return 0
+    manifest = [r for r in L.read_table(L.MANIFEST, L.MANIFEST_COLUMNS)
+                if not args.split or r["split"] == args.split]
+    todo = plan(manifest, results, tree, L.read_table(L.PYMODS, L.PYMOD_COLUMNS))
+    if args.python_layers:
+        todo = [t for t in todo if t[1]]
+    if args.limit:
+        todo = todo[:args.limit]
+    if os.environ.get(SANDBOX_ENV) != "1":
+        if shutil.which("bwrap"):
+            open(args.results, "a").close()
+            cmd = sandbox_argv(args.results, sys.argv[1:] if argv is None else argv)
+            os.execvp(cmd[0], cmd)
+        if any(roots for _, roots in todo):
+            print("measure.py: %d files run their repository's Python layer modules and are "
+                  "measured only inside bwrap, which is not installed (apt-get install "
+                  "bubblewrap); nothing measured" % sum(bool(t[1]) for t in todo),
+                  file=sys.stderr)
+            return 2
     import caffepy.cli
     caffepy.cli.build_parser()
     # a net may write files (HDF5Output, a Python layer): keep them out of the repository
     os.chdir(tempfile.mkdtemp(prefix="census-measure-"))
-    todo = [r for r in L.read_table(L.MANIFEST, L.MANIFEST_COLUMNS)
-            if (r["sha256"], tree) not in results]
-    if args.limit:
-        todo = todo[:args.limit]
-    with open(RESULTS, "a") as f:
-        for i, row in enumerate(todo):
-            rec = measure_file(row, tree)
+    with open(args.results, "a") as f:
+        for i, (row, roots) in enumerate(todo):
+            rec = measure_file(row, tree, roots=roots)
             f.write(json.dumps(rec, sort_keys=True) + "\n")
             f.flush()
             state = "complete" if rec["complete"] else "lenient" if rec["lenient"] else \

@@ -4,7 +4,7 @@ Modules: ``vision`` (Interp of PSPNet / DeepLab, YOLO's nearest Upsample, Shuffl
 Reorg, VPGNet's Tiling), ``layers`` (SeLu, SeLuDropout, SegAccuracy), ``ssl`` (wenwei202/caffe's Sparsify,
 SymmetricRectify), ``caffepro`` (yihui-he/caffe-pro's Filter with filter_param), ``activations`` (Mish of the
 darknet2caffe forks; synopsys-caffe's HardSwish and HardSigmoid; the compact-bilinear forks'
-SignedSqrt and L2Normalize; Scalar, the multiply-by-a-second-bottom layer of video_prop_networks /
+SignedSqrt and L2Normalize; liu-xb/RAM's NormalizationL2; Scalar, the multiply-by-a-second-bottom layer of video_prop_networks /
 DSCLRCN / Curve-Text-Detector; ALISCIFP/caffe's MinReLU), ``counting`` (shizenglin/Deep-NCL's MAELoss), ``dropout``
 (Cysu/dgd_person_reid's GuidedDropout), ``inplace_reshape`` (the in-place Reshape of older Caffe:
 happynear/caffe-windows, ECO's caffe_3d), ``waifu2x`` (lltcggie/caffe's CropCenter), ``rcf``

@@ -1,6 +1,7 @@
 """Layers several forks share, and smaller forks.
 
-Modules: ``vision`` (Interp of PSPNet / DeepLab, YOLO's nearest Upsample, ShuffleChannel, Axpy,
+Modules: ``vision`` (Interp of PSPNet / DeepLab, ctensmeyer/caffe's BilinearInterpolation, YOLO's
+nearest Upsample, ShuffleChannel, Axpy,
 Reorg, VPGNet's Tiling), ``layers`` (SeLu, SeLuDropout, SegAccuracy), ``ssl`` (wenwei202/caffe's Sparsify,
 SymmetricRectify), ``caffepro`` (yihui-he/caffe-pro's Filter with filter_param), ``activations`` (Mish of the
 darknet2caffe forks; synopsys-caffe's HardSwish and HardSigmoid; the compact-bilinear forks'

@@ -280,9 +280,14 @@ class Layer(object):
         self.blobs = [self.new_blob(b.shape) for b in self.blobs]
         if self.layer_param.name in getattr(_provided, "names", ()):
             return                              # overwritten next (see weights_provided)
-        get_filler(fillers[0]).fill(self.blobs[0])
+        self.fill_weights(self.blobs[0], get_filler(fillers[0]))
         if len(self.blobs) > 1:
             get_filler(fillers[1]).fill(self.blobs[1])
+
+    def fill_weights(self, blob, filler):
+        """Fill parameter blob 0 declared by ``init_param_blobs`` (override where a layer keeps
+        its weights in another form than the filler draws them: the Winograd domain)."""
+        filler.fill(blob)
 
     # -- life cycle ----------------------------------------------------------------------------
     def setup(self, bottom, top):

@@ -153,6 +153,13 @@ COMPUTED = frozenset([
     # limuhit/CCN's MLQuant (caffepy/forks/misc/ccn.py)
     "LayerParameter.mlquant_param", "V1LayerParameter.mlquant_param", "MLQuantParameter.groups",
     "MLQuantParameter.method",
+    # PiCANet's AttPooling, PwAttend and ReNetLSTM (caffepy/forks/segmentation/picanet.py)
+    "LayerParameter.att_pooling_param", "LayerParameter.renet_lstm_param",
+    "ReNetLSTMParameter.direction", "ReNetLSTMParameter.num_output",
+    "ReNetLSTMParameter.patch_width", "ReNetLSTMParameter.patch_height",
+    "ReNetLSTMParameter.general_weight_filler", "ReNetLSTMParameter.general_bias_filler",
+    "ReNetLSTMParameter.forget_gate_bias_filler", "ReNetLSTMParameter.input_gate_bias_filler",
+    "ReNetLSTMParameter.output_gate_bias_filler", "ReNetLSTMParameter.peephole",
     # Cambricon's DetectionPoseOutput (caffepy/forks/detection/cambricon.py)
     "LayerParameter.detection_pose_output_param", "V1LayerParameter.detection_pose_output_param",
     "DetectionPoseOutputParameter.num_classes", "DetectionPoseOutputParameter.share_location",

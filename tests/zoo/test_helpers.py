@@ -98,3 +98,17 @@ def test_unregistered_fork_reader_is_a_data_layer():
     out = zoo.replace_data_layers(net)
     assert [lp.type for lp in out.layer][:2] == ["Input", "Input"]
     assert list(out.layer[0].input_param.shape[0].dim)[1:] == [3, 32, 32]
+
+
+def test_image_readers_first_top_is_an_image_whatever_its_name():
+    """ImageData / LabelData read images into their first top: one named "label" is a label
+    map (N x 1 x H x W with is_color: false), not a label vector."""
+    net = text_format.Parse(
+        'layer { name: "l" type: "ImageData" top: "label" top: "tmp" image_data_param { '
+        'batch_size: 2 new_height: 20 new_width: 24 is_color: false } }'
+        'layer { name: "h" type: "HDF5Data" top: "label" top: "data" '
+        'hdf5_data_param { batch_size: 2 } }', caffe_pb2.NetParameter())
+    out = zoo.replace_data_layers(net)
+    assert list(out.layer[0].input_param.shape[0].dim) == [2, 1, 20, 24]
+    assert list(out.layer[0].input_param.shape[1].dim) == [2]
+    assert list(out.layer[1].input_param.shape[0].dim) == [2]

@@ -1,10 +1,11 @@
 """Layers several forks share, and smaller forks.
 
-Modules: ``vision`` (Interp of PSPNet / DeepLab, YOLO's nearest Upsample, ShuffleChannel, Axpy,
+Modules: ``vision`` (Interp of PSPNet / DeepLab, ctensmeyer/caffe's BilinearInterpolation, YOLO's
+nearest Upsample, ShuffleChannel, Axpy,
 Reorg, VPGNet's Tiling), ``layers`` (SeLu, SeLuDropout, SegAccuracy), ``ssl`` (wenwei202/caffe's Sparsify,
 SymmetricRectify), ``caffepro`` (yihui-he/caffe-pro's Filter with filter_param), ``activations`` (Mish of the
 darknet2caffe forks; synopsys-caffe's HardSwish and HardSigmoid; the compact-bilinear forks'
-SignedSqrt and L2Normalize; Scalar, the multiply-by-a-second-bottom layer of video_prop_networks /
+SignedSqrt and L2Normalize; liu-xb/RAM's NormalizationL2; Scalar, the multiply-by-a-second-bottom layer of video_prop_networks /
 DSCLRCN / Curve-Text-Detector; ALISCIFP/caffe's MinReLU), ``counting`` (shizenglin/Deep-NCL's MAELoss), ``dropout``
 (Cysu/dgd_person_reid's GuidedDropout), ``inplace_reshape`` (the in-place Reshape of older Caffe:
 happynear/caffe-windows, ECO's caffe_3d), ``waifu2x`` (lltcggie/caffe's CropCenter), ``rcf``
@@ -18,7 +19,9 @@ WeightedSoftmaxWithLoss, SigmoidEuclideanLoss, SemiContrastLoss, AccuracyDistanc
 LabelToOnehot, SoftmaxKLLoss, SoftmaxEntropyLoss, NaN2Zero, MultiLabelLoss,
 MultiLabelAccuracy, LabelTransform, Onehot, SemiAccuracy), ``arthurwang``
 (ArthurWang123/caffe's SubspacePooling, Im2perPixel, SoftmaxMultilabelLoss,
-SoftmaxConditionWithLoss).
+SoftmaxConditionWithLoss), ``winograd`` (Swas99/caffe's Winograd, its weights in the Winograd
+domain, and its Winograd2x2Trans / Winograd2x2Conv convolutions), ``switches`` (the deconvnet
+visualisation layers of quanweikikai/deconv-net's nets: PoolingSwitches, SliceHalf, InvPooling).
 Built-in Python layer: Caffe's example ``pyloss.EuclideanLossLayer`` (``pyloss``).
 Schema: proto/additions.json, proto/additions.d/surveyed_forks.json; the harvested fields of
 HardSigmoid, Scalar, CropCenter, ColorConv, MinReLU and Tiling (caffepy.proto.harvest_policy.COMPUTED).

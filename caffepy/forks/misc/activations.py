@@ -1,6 +1,6 @@
 """Element-wise activations and per-sample normalisations registered by several small forks: Mish
 (darknet2caffe forks), HardSwish and HardSigmoid (synopsys-caffe), SignedSqrt and L2Normalize (the
-compact-bilinear-pooling forks), Scalar (the scale-by-a-second-bottom layer of the video / saliency
+compact-bilinear-pooling forks), NormalizationL2 (liu-xb/RAM), Scalar (the scale-by-a-second-bottom layer of the video / saliency
 forks), MinReLU (ALISCIFP/caffe: min(x, 0) + nu max(x, 0)).
 """
 import numpy as np
@@ -130,10 +130,31 @@ class L2NormalizeLayer(Layer):
             return
         n = bottom[0].shape[0]
         y, dy = top[0].data.reshape(n, -1), top[0].diff.reshape(n, -1)
-        x = bottom[0].data.reshape(n, -1)
-        inv = 1.0 / np.sqrt(np.sum(x * x, axis=1, keepdims=True) + self.epsilon)
-        dx = (dy - y * np.sum(y * dy, axis=1, keepdims=True)) * inv
+        dx = (dy - y * np.sum(y * dy, axis=1, keepdims=True)) * self._inv
         bottom[0].diff[...] = dx.reshape(bottom[0].shape)
+
+
+@register_layer("NormalizationL2")
+class NormalizationL2Layer(L2NormalizeLayer):
+    """L2Normalize with the epsilon of liu-xb/RAM's fork (Longhui Wei's normalization_l2_layer
+    .cpp / .cu in RAM's caffe/):
+
+        y_n = x_n / sqrt(|x_n|^2 + 1e-10)
+        dL/dx_n = (dL/dy_n - y_n (y_n . dL/dy_n)) / sqrt(|x_n|^2 + 1e-10)
+
+    n runs over axis 0; each sample's values are normalised together. No parameters. Bottom:
+    N x ...; top: same shape. In place is allowed (a NeuronLayer there): the norm is kept from
+    forward, where the fork's backward would read the normalised top as x and skip the division.
+    """
+    type = "NormalizationL2"
+    epsilon = 1e-10
+
+    def reshape(self, bottom, top):
+        if top[0] is not bottom[0]:
+            super().reshape(bottom, top)
+        elif bottom[0].num_axes < 1:
+            raise self.error("bottom[0] needs a num axis, got shape %s" % (bottom[0].shape,),
+                             ShapeError)
 
 
 @register_layer("Scalar")

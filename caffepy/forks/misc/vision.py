@@ -1,4 +1,5 @@
-"""Resampling and channel-rearranging layers from the forks: Interp (PSPNet / DeepLab), Upsample
+"""Resampling and channel-rearranging layers from the forks: Interp (PSPNet / DeepLab) and
+BilinearInterpolation (ctensmeyer/caffe: the same resize to a second bottom's size), Upsample
 (YOLO forks: nearest neighbour), ShuffleChannel (ShuffleNet), Axpy (SENet forks), Reorg (YOLOv2),
 Tiling (VPGNet: channel groups laid out as t x t cells).
 """
@@ -100,6 +101,29 @@ class InterpLayer(Layer):
 
     def allow_force_backward(self, bottom_index):
         return bottom_index == 0
+
+
+@register_layer("BilinearInterpolation")
+class BilinearInterpolationLayer(InterpLayer):
+    """Bilinear resize of bottom 0 to bottom 1's H x W with aligned corners, as Interp's: output
+    row y samples input row y (Hi - 1) / (Ho - 1) between its two neighbours (same for columns);
+    dL/dx spreads dL/dy back with the same weights (ctensmeyer/caffe's bilinear_layer.cpp / .cu,
+    used by ctensmeyer/binarization_2017; where an output size is 1 the fork divides by zero,
+    here row / column 0 is taken). No parameters. Bottoms: x (N x C x H x W), a blob whose axes
+    2 and 3 give the size (no gradient). Top: N x C x Ho x Wo.
+    """
+    type = "BilinearInterpolation"
+    min_bottom_blobs = max_bottom_blobs = None
+    exact_num_bottom_blobs = 2
+
+    def layer_setup(self, bottom, top):
+        self.pad_beg = self.pad_end = 0
+
+    def _out_size(self, bottom, hi, wi):
+        if bottom[1].num_axes < 4:
+            raise self.error("bottom[1] gives the output size on axes 2 and 3; its shape is %s"
+                             % (bottom[1].shape,), ShapeError)
+        return bottom[1].shape[2], bottom[1].shape[3]
 
 
 @register_layer("Upsample")

@@ -1,4 +1,5 @@
-"""senlinuc/caffe_ocr's sequence layers (CRNN-style OCR nets): Junhyuk Oh's ``Lstm``, ``Reverse``,
+"""senlinuc/caffe_ocr's sequence layers (CRNN-style OCR nets): Junhyuk Oh's ``Lstm`` (and the
+two-bottom form of his junhyukoh/caffe-lstm, with continuation flags), ``Reverse``,
 ``Transpose`` and the caffe_ocr forms of ``CTCGreedyDecoder`` (scores only; scores with N x L
 labels and an edit-distance accuracy). Its ``WarpCTCLoss`` is in ``warpctc.py``.
 """
@@ -23,8 +24,8 @@ class LstmLayer(Layer):
         i, f, o = sigmoid(a[:H]), sigmoid(a[H:2H]) (0 at t = 0), sigmoid(a[2H:3H]); g = tanh(a[3H:])
         c_t = f c_{t-1} + i g;   h_t = o tanh(c_t)   (top: h, T x N x H)
     Backward through time (exact); with ``clipping_threshold`` > 0 the gate pre-activation
-    gradients are clipped to [-threshold, threshold] at each step, as the fork. A second
-    (clip / continuation) bottom, which makes the fork carry the state across batches, is refused.
+    gradients are clipped to [-threshold, threshold] at each step, as the fork. With a second
+    (clip / continuation) bottom the layer is junhyukoh/caffe-lstm's form, ``ClipLstmLayer``.
 
     prototxt: ``lstm_param { num_output clipping_threshold: 0 weight_filler bias_filler
     batch_size: 1 }`` (batch_size is read and unused, as the fork). Params: W_i (4H, I),
@@ -115,6 +116,125 @@ class LstmLayer(Layer):
             self.blobs[2].diff[...] += flat.sum(axis=0)
         if propagate_down[0]:
             bottom[0].diff[...] = (dpre @ wi).reshape(bottom[0].shape)
+
+
+@register_variant("Lstm", lambda lp: len(lp.bottom) == 2)
+class ClipLstmLayer(LstmLayer):
+    """Junhyuk Oh's Lstm in junhyukoh/caffe-lstm's last form (src/caffe/layers/lstm_layer.cpp):
+    a sequence of T steps of N = ``lstm_param.batch_size`` streams as (T N) x ... rows, with a
+    second bottom of T N continuation flags (``clip``, 0 at a sequence start). The state carries
+    over from the previous forward (truncated BPTT): step 0 starts from the last forward's h_T,
+    c_T (zeros before the first). At step t, stream n, with cont = clip[t N + n] != 0:
+
+        a = x W_i^T + b (+ h_{t-1} W_h^T where cont)
+        i, o = sigmoid(a[:H]), sigmoid(a[2H:3H]);  f = sigmoid(a[H:2H]) where cont, else 0
+        c_t = f c_{t-1} + i tanh(a[3H:]);  h_t = o tanh(c_t)
+
+    Backward through the T steps, none across the batch boundary; ``clipping_threshold`` > 0
+    clips the gate gradients as the fork. The fork adds h_{t-1}'s term to dW_h where cont is 0
+    too (where the forward did not use it); caffepy adds the derivative's terms only. prototxt:
+    ``lstm_param { num_output batch_size: 1 clipping_threshold: 0 weight_filler bias_filler }``.
+    Bottoms: x ((T N) x ...), clip (T N values). Top: (T N) x H. Params as the one-bottom Lstm.
+    """
+    exact_num_bottom_blobs = 2
+
+    def layer_setup(self, bottom, top):
+        p = self.layer_param.lstm_param
+        if not p.num_output:
+            raise self.error("lstm_param.num_output is required")
+        self.N = int(p.batch_size)
+        H, I = int(p.num_output), bottom[0].count_range(1)
+        shapes = [(4 * H, I), (4 * H, H), (4 * H,)]
+        if self.blobs:
+            if len(self.blobs) != 3:
+                raise self.error("expected 3 parameter blobs, got %d" % len(self.blobs))
+            for i, (b, s) in enumerate(zip(self.blobs, shapes)):
+                self.check_shape("parameter blob %d" % i, s, b.shape)
+        else:
+            self.blobs = [self.new_blob(s) for s in shapes]
+            for b, f in zip(self.blobs, (p.weight_filler, p.weight_filler, p.bias_filler)):
+                get_filler(f).fill(b)
+        self.param_propagate_down = [True] * 3
+        self.H, self.I = H, I
+        self.h_last = self.c_last = None
+
+    def reshape(self, bottom, top):
+        rows = bottom[0].shape[0] if bottom[0].num_axes else 0
+        if self.N <= 0 or rows % self.N or bottom[0].count_range(1) != self.I:
+            raise self.error("bottom %s must be (T x %d) rows of %d values"
+                             % (bottom[0].shape, self.N, self.I), ShapeError)
+        if bottom[1].count != rows:
+            raise self.error("clip %s must hold one flag per row (%d)" % (bottom[1].shape, rows),
+                             ShapeError)
+        self.T = rows // self.N
+        top[0].reshape(rows, self.H)
+
+    def _cont(self, bottom):
+        return bottom[1].data.reshape(self.T, self.N, 1) != 0
+
+    def forward_cpu(self, bottom, top):
+        H, T, N = self.H, self.T, self.N
+        x = bottom[0].data.reshape(T, N, self.I)
+        wi, wh, b = (blob.data for blob in self.blobs)
+        cont = self._cont(bottom)
+        if self.h_last is None or self.h_last.shape != (N, H):
+            self.h_last = np.zeros((N, H), dtype=x.dtype)
+            self.c_last = np.zeros((N, H), dtype=x.dtype)
+        self.h0, self.c0 = self.h_last, self.c_last
+        pre = x @ wi.T + b
+        self.gates = np.empty((T, N, 4 * H), dtype=pre.dtype)
+        self.c = np.empty((T, N, H), dtype=pre.dtype)
+        h = top[0].data.reshape(T, N, H)
+        for t in range(T):
+            h_prev, c_prev = (h[t - 1], self.c[t - 1]) if t else (self.h0, self.c0)
+            a = pre[t] + np.where(cont[t], h_prev @ wh.T, 0)
+            g = self.gates[t]
+            g[:, :3 * H] = _sigmoid(a[:, :3 * H])
+            g[:, H:2 * H] *= cont[t]
+            g[:, 3 * H:] = np.tanh(a[:, 3 * H:])
+            self.c[t] = g[:, H:2 * H] * c_prev + g[:, :H] * g[:, 3 * H:]
+            h[t] = g[:, 2 * H:3 * H] * np.tanh(self.c[t])
+        self.h_last, self.c_last = h[T - 1].copy(), self.c[T - 1].copy()
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        H, T, N = self.H, self.T, self.N
+        clip = self.layer_param.lstm_param.clipping_threshold
+        x, h = bottom[0].data.reshape(T, N, self.I), top[0].data.reshape(T, N, H)
+        wi, wh = self.blobs[0].data, self.blobs[1].data
+        cont = self._cont(bottom)
+        dh = top[0].diff.reshape(T, N, H).copy()
+        dpre = np.zeros_like(self.gates)
+        dc_next = 0
+        for t in range(T - 1, -1, -1):
+            g = self.gates[t]
+            i, f, o, cand = g[:, :H], g[:, H:2 * H], g[:, 2 * H:3 * H], g[:, 3 * H:]
+            c_prev = self.c[t - 1] if t else self.c0
+            tc = np.tanh(self.c[t])
+            dc = dc_next + dh[t] * o * (1 - tc * tc)
+            d = dpre[t]
+            d[:, :H] = dc * cand * i * (1 - i)
+            d[:, H:2 * H] = dc * c_prev * f * (1 - f) * cont[t]
+            d[:, 2 * H:3 * H] = dh[t] * tc * o * (1 - o)
+            d[:, 3 * H:] = dc * i * (1 - cand * cand)
+            if clip > 0:
+                np.clip(d, -clip, clip, out=d)
+            dc_next = dc * f
+            if t:
+                dh[t - 1] += (d @ wh) * cont[t]
+        h_prev = np.concatenate([self.h0[None], h[:-1]]) * cont
+        if self.param_propagate_down[0]:
+            self.blobs[0].diff[...] += dpre.reshape(-1, 4 * H).T @ x.reshape(-1, self.I)
+        if self.param_propagate_down[1]:
+            self.blobs[1].diff[...] += dpre.reshape(-1, 4 * H).T @ h_prev.reshape(-1, H)
+        if self.param_propagate_down[2]:
+            self.blobs[2].diff[...] += dpre.reshape(-1, 4 * H).sum(axis=0)
+        if propagate_down[1]:
+            raise self.error("cannot back-propagate to the clip flags")
+        if propagate_down[0]:
+            bottom[0].diff[...] = (dpre @ wi).reshape(bottom[0].shape)
+
+    def allow_force_backward(self, bottom_index):
+        return bottom_index == 0
 
 
 @register_layer("Reverse")

@@ -7,7 +7,9 @@ convert_annoset: ``python3 -m caffepy.forks.ssd.annoset``), ``detection``
 ``evaluate`` (DetectionEvaluate), ``textboxes`` (PriorBox with ``denser_prior_boxes``),
 ``textboxes_polygon`` (DetectionOutput with ``use_polygon``), ``refinedet`` (RefineDet's
 MultiBoxLoss and DetectionOutput with the ARM bottoms), ``rrd`` (MhLiao/RRD's Extend: channels
-repeated per orientation; its ORPooling: the max over each orientation group).
-Schema: proto/additions.json (SSD's messages) and proto/additions.d/surveyed_forks.json; RRD's
+repeated per orientation; its ORPooling: the max over each orientation group), ``clustered``
+(OpenVINO's PriorBoxClustered: prior boxes of given pixel widths and heights).
+Schema: proto/additions.json (SSD's messages), proto/additions.d/surveyed_forks.json and
+census_forks.json (PriorBoxParameter width / height); RRD's
 ``orn_param`` is harvested.
 """

@@ -140,3 +140,24 @@ def test_minrelu_values_gradient_and_strict_net(tmp_path):
     net.blobs["data"].data[...] = [[-4.0, 0.0, 1.0]]
     net.forward()
     np.testing.assert_allclose(net.blobs["data"].data, [[-4.0, 0.0, 0.5]])
+
+
+def test_normalization_l2_values_gradient_and_in_place():
+    x = np.array([[3.0, 0.0, 0.0, 4.0], [1.0, 1.0, 1.0, 1.0]])
+    y = _run('type: "NormalizationL2"', x)
+    np.testing.assert_allclose(y, x / np.sqrt((x * x).sum(1, keepdims=True) + 1e-10))
+    np.testing.assert_allclose(y[0], [0.6, 0, 0, 0.8], rtol=1e-9)
+    x = np.random.default_rng(4).standard_normal((3, 2, 2))
+    check_layer_gradient(make_layer('type: "NormalizationL2"', dtype=np.float64),
+                         make_blobs([x]), make_blobs(1))
+    b = make_blobs([x])
+    layer = make_layer('type: "NormalizationL2"')
+    run_layer(layer, b, b)
+    dy = np.random.default_rng(5).standard_normal(x.shape)
+    b[0].diff[...] = dy
+    layer.backward(b, [True], b)
+    ref_y = x / np.linalg.norm(x.reshape(3, -1), axis=1)[:, None, None]
+    np.testing.assert_allclose(b[0].data, ref_y, rtol=1e-9)
+    n = np.linalg.norm(x.reshape(3, -1), axis=1)[:, None, None]
+    ref_dx = (dy - ref_y * (ref_y * dy).sum(axis=(1, 2), keepdims=True)) / n
+    np.testing.assert_allclose(b[0].diff, ref_dx, rtol=1e-7)

@@ -62,6 +62,39 @@ def test_interp_rejects_positive_pad():
                   make_blobs([np.zeros((1, 1, 3, 3))]), make_blobs(1))
 
 
+def _bilinear_interpolation_ref(x, ho, wo):
+    """ctensmeyer/caffe's loop: floor / floor + 1 with the fork's weights (a neighbour past the
+    edge gets weight 0)."""
+    n, c, hi, wi = x.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (0, 1), (0, 1)))
+    y = np.zeros((n, c, ho, wo))
+    for h in range(ho):
+        ho_ = h * (hi - 1) / (ho - 1)
+        f, g = int(ho_), int(ho_ + 1)
+        for w in range(wo):
+            wo_ = w * (wi - 1) / (wo - 1)
+            fw, gw = int(wo_), int(wo_ + 1)
+            y[:, :, h, w] = ((g - ho_) * (gw - wo_) * xp[:, :, f, fw]
+                             + (g - ho_) * (wo_ - fw) * xp[:, :, f, gw]
+                             + (ho_ - f) * (gw - wo_) * xp[:, :, g, fw]
+                             + (ho_ - f) * (wo_ - fw) * xp[:, :, g, gw])
+    return y
+
+
+def test_bilinear_interpolation_values_and_gradient():
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((2, 3, 4, 5))
+    ref_blob = np.zeros((1, 1, 7, 9))
+    layer = make_layer('type: "BilinearInterpolation"')
+    (y,) = run_layer(layer, make_blobs([x, ref_blob]), make_blobs(1))
+    np.testing.assert_allclose(y, _bilinear_interpolation_ref(x, 7, 9), atol=1e-12)
+    np.testing.assert_allclose(y, interp_ref(x, 7, 9), atol=1e-12)
+    check_layer_gradient(make_layer('type: "BilinearInterpolation"'),
+                         make_blobs([x, ref_blob]), make_blobs(1), check_bottom=[0])
+    with pytest.raises(NetError, match="axes 2 and 3"):
+        run_layer(make_layer('type: "BilinearInterpolation"'),
+                  make_blobs([x, np.zeros((2, 3))]), make_blobs(1))
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_upsample(dtype):
     x = np.random.default_rng(2).standard_normal((2, 3, 2, 3))

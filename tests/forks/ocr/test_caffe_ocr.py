@@ -140,3 +140,55 @@ def test_greedy_decoder_with_chwick_indicators_stays_chwick():
                         make_blobs(1))
     np.testing.assert_array_equal(seq, want)
     assert seq.shape == (2, 5, 1, 1)
+
+
+CLIP_LSTM = ('type: "Lstm" bottom: "x" bottom: "clip" lstm_param { num_output: 3 batch_size: 2 '
+             'weight_filler { type: "uniform" min: -0.5 max: 0.5 } '
+             'bias_filler { type: "uniform" min: -0.5 max: 0.5 } }')
+
+
+def _clip_lstm_ref(x, clip, wi, wh, b, h0, c0):
+    """Per-stream loop of junhyukoh/caffe-lstm's Lstm: rows t * N + n."""
+    sig = lambda v: 1 / (1 + np.exp(-v))      # noqa: E731
+    H, N = wh.shape[1], h0.shape[0]
+    T = x.shape[0] // N
+    out, h, c = np.zeros((T * N, H)), h0.copy(), c0.copy()
+    for t in range(T):
+        for n in range(N):
+            r = t * N + n
+            cont = clip[r] != 0
+            a = wi @ x[r].reshape(-1) + b + (wh @ h[n] if cont else 0)
+            i, f, o, g = sig(a[:H]), sig(a[H:2 * H]) if cont else 0, sig(a[2 * H:3 * H]), \
+                np.tanh(a[3 * H:])
+            c[n] = f * c[n] + i * g
+            h[n] = o * np.tanh(c[n])
+            out[r] = h[n]
+    return out, h, c
+
+
+def test_clip_lstm_values_state_and_gradient():
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((4 * 2, 2, 2))               # T = 4 steps of N = 2 streams, I = 4
+    clip = np.array([0, 0, 1, 1, 0, 1, 1, 1], dtype=float)
+    layer = make_layer(CLIP_LSTM)
+    bottom, top = make_blobs([x, clip]), make_blobs(1)
+    run_layer(layer, bottom, top)
+    wi, wh, b = (blob.data for blob in layer.blobs)
+    ref, h, c = _clip_lstm_ref(x, clip, wi, wh, b, np.zeros((2, 3)), np.zeros((2, 3)))
+    np.testing.assert_allclose(top[0].data, ref, atol=1e-12)
+    # the next batch continues from the last state where its first flags are 1
+    x2 = rng.standard_normal(x.shape)
+    clip2 = np.array([1, 0, 1, 1, 1, 1, 0, 1], dtype=float)
+    bottom2 = make_blobs([x2, clip2])
+    layer.forward(bottom2, top)
+    ref2, _, _ = _clip_lstm_ref(x2, clip2, wi, wh, b, h, c)
+    np.testing.assert_allclose(top[0].data, ref2, atol=1e-12)
+    # gradient: every sequence starts in this batch (the carried state is not read)
+    check_layer_gradient(make_layer(CLIP_LSTM), make_blobs([x, clip]), make_blobs(1),
+                         check_bottom=[0])
+
+
+def test_one_bottom_lstm_is_still_caffe_ocr_form():
+    layer = make_layer('type: "Lstm" lstm_param { num_output: 2 }')
+    (y,) = run_layer(layer, make_blobs([np.zeros((3, 2, 4))]), make_blobs(1))
+    assert type(layer).__name__ == "LstmLayer" and y.shape == (3, 2, 2)

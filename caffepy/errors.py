@@ -66,7 +66,7 @@ def locate_layer_error(error, source):
             pass
     located = type(error)("%s: %s" % (where, error))
     located.__cause__ = error
-    located.__dict__.update(error.__dict__)       # layer_name, a ShapeError's unify, ...
+    located.__dict__.update(error.__dict__)       # layer_name, a ShapeError's fits, ...
     return located
 
 

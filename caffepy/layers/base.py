@@ -234,17 +234,27 @@ class Layer(object):
         return cls("layer '%s' (%s): %s" % (self.layer_param.name, self.layer_param.type, message))
 
     def shape_mismatch(self, message, i, j, bottom):
-        """A ShapeError saying bottom[i] should have bottom[j]'s shape. ``.unify`` carries
-        (i, j, shape i, shape j): the input-size search gives an input blob that feeds one of
-        them the other's shape and builds again (caffepy.zoo.input_search)."""
+        """A ShapeError saying bottom[i] should have bottom[j]'s shape (or j i's): its ``.fits``
+        lists both ways out (see :meth:`needs`)."""
+        return self.needs(message, [(i, bottom[j].shape, j), (j, bottom[i].shape, i)])
+
+    def needs(self, message, fits):
+        """A ShapeError whose ``.fits`` lists (bottom index, shape, like) with which this check
+        would pass, ``like`` the index of the bottom whose shape that is, else None. The
+        input-size search gives a top of a replaced data layer that is such a bottom that shape
+        and builds again (caffepy.zoo.label_shapes); nothing else reads it."""
         e = self.error(message, ShapeError)
-        e.unify = (i, j, tuple(bottom[i].shape), tuple(bottom[j].shape))
+        e.fits = [(int(i), tuple(int(d) for d in shape), like) for i, shape, like in fits]
         return e
 
-    def check_shape(self, what, expected, received):
+    def check_shape(self, what, expected, received, bottom=None):
+        """ShapeError unless ``received`` is ``expected``; ``bottom``: the index of the bottom
+        checked (the error then fits it with ``expected``, see :meth:`needs`)."""
         if tuple(expected) != tuple(received):
-            raise self.error("%s: expected shape %s, got %s"
-                             % (what, tuple(expected), tuple(received)), ShapeError)
+            message = "%s: expected shape %s, got %s" % (what, tuple(expected), tuple(received))
+            if bottom is None:
+                raise self.error(message, ShapeError)
+            raise self.needs(message, [(bottom, expected, None)])
 
     def rng(self):
         return common.rng()
@@ -395,9 +405,11 @@ class LossLayer(Layer):
     is_loss = True
 
     def reshape(self, bottom, top):
-        if bottom[0].shape[:1] != bottom[1].shape[:1]:
-            raise self.error("the data and label should have the same first dimension "
-                             "(got %s and %s)" % (bottom[0].shape, bottom[1].shape), ShapeError)
+        s0, s1 = tuple(bottom[0].shape), tuple(bottom[1].shape)
+        if s0[:1] != s1[:1]:
+            raise self.needs("the data and label should have the same first dimension (got %s "
+                             "and %s)" % (s0, s1), [(1, s0[:1] + s1[1:], None),
+                                                    (0, s1[:1] + s0[1:], None)])
         top[0].reshape(())
 
     def allow_force_backward(self, bottom_index):

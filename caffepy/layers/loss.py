@@ -234,8 +234,9 @@ class MultinomialLogisticLossLayer(LossLayer):
     def reshape(self, bottom, top):
         LossLayer.reshape(self, bottom, top)
         if bottom[1].count != bottom[0].shape[0]:
-            raise self.error("label must hold one value per example (%d), got shape %s"
-                             % (bottom[0].shape[0], bottom[1].shape), ShapeError)
+            raise self.needs("label must hold one value per example (%d), got shape %s"
+                             % (bottom[0].shape[0], bottom[1].shape),
+                             [(1, bottom[0].shape[:1], None)])
 
     def _picked(self, bottom):
         n = bottom[0].shape[0]
@@ -319,8 +320,9 @@ class HingeLossLayer(LossLayer):
     def reshape(self, bottom, top):
         LossLayer.reshape(self, bottom, top)
         if bottom[1].count < bottom[0].shape[0]:
-            raise self.error("label must hold one value per example (%d), got shape %s"
-                             % (bottom[0].shape[0], bottom[1].shape), ShapeError)
+            raise self.needs("label must hold one value per example (%d), got shape %s"
+                             % (bottom[0].shape[0], bottom[1].shape),
+                             [(1, bottom[0].shape[:1], None)])
 
     def _margins(self, bottom):
         n = bottom[0].shape[0]

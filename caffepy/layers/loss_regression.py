@@ -5,7 +5,6 @@ Unlike the classification losses, these can backpropagate to both of their first
 """
 import numpy as np
 
-from ..errors import ShapeError
 from .base import LossLayer, fork_param, register_layer
 
 
@@ -59,11 +58,11 @@ class ContrastiveLossLayer(LossLayer):
         LossLayer.reshape(self, bottom, top)
         n = bottom[0].shape[0]
         if bottom[0].count_range(1) != bottom[1].count_range(1):
-            raise self.error("the two feature bottoms must have the same size (%s vs %s)"
-                             % (bottom[0].shape, bottom[1].shape), ShapeError)
+            raise self.shape_mismatch("the two feature bottoms must have the same size (%s vs %s)"
+                                      % (bottom[0].shape, bottom[1].shape), 1, 0, bottom)
         if bottom[2].count != n:
-            raise self.error("the similarity bottom must hold one value per pair (%d), got shape %s"
-                             % (n, bottom[2].shape), ShapeError)
+            raise self.needs("the similarity bottom must hold one value per pair (%d), got shape %s"
+                             % (n, bottom[2].shape), [(2, (n,), None)])
 
     def allow_force_backward(self, bottom_index):
         return bottom_index != 2
@@ -128,8 +127,9 @@ class SmoothL1LossLayer(LossLayer):
         LossLayer.reshape(self, bottom, top)
         for i in range(1, len(bottom)):
             if bottom[i].count_range(1) != bottom[0].count_range(1):
-                raise self.error("bottom %d has shape %s; expected the per-example size of bottom 0 "
-                                 "%s" % (i, bottom[i].shape, bottom[0].shape), ShapeError)
+                raise self.needs("bottom %d has shape %s; expected the per-example size of "
+                                 "bottom 0 %s" % (i, bottom[i].shape, bottom[0].shape),
+                                 [(i, bottom[0].shape, 0)])
 
     def allow_force_backward(self, bottom_index):
         return bottom_index < 2

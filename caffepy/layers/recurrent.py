@@ -70,16 +70,17 @@ class _RecurrentBase(Layer):
         if x.count_range(2) != self.D:
             raise self.error("x has %d inputs per step, the layer was set up with %d"
                              % (x.count_range(2), self.D))
-        self.check_shape("bottom[1] (cont)", (self.T, self.N), cont.shape)
+        self.check_shape("bottom[1] (cont)", (self.T, self.N), cont.shape, bottom=1)
         if self.static_input:
             if bottom[2].shape[0] != self.N or bottom[2].count_range(1) != self.Ds:
-                raise self.error("x_static must be N x ... with N = %d and %d inputs, got %s"
-                                 % (self.N, self.Ds, bottom[2].shape))
+                raise self.needs("x_static must be N x ... with N = %d and %d inputs, got %s"
+                                 % (self.N, self.Ds, bottom[2].shape),
+                                 [(2, (self.N, self.Ds), None)])
         if self.expose_hidden:
             first = 3 if self.static_input else 2
             for k in range(self.num_states):
                 self.check_shape("bottom[%d] (initial state)" % (first + k), (1, self.N, self.H),
-                                 bottom[first + k].shape)
+                                 bottom[first + k].shape, bottom=first + k)
         top[0].reshape(self.T, self.N, self.output_dim())
         for t in top[1:]:
             t.reshape(1, self.N, self.H)
@@ -320,7 +321,7 @@ class LSTMUnitLayer(Layer):
             raise self.error("bottom[0] (c_prev) must be 1 x N x D, got %s" % (c_prev.shape,))
         one, N, D = c_prev.shape
         self.check_shape("bottom[1] (gate input)", (1, N, 4 * D), X.shape)
-        self.check_shape("bottom[2] (cont)", (1, N), cont.shape)
+        self.check_shape("bottom[2] (cont)", (1, N), cont.shape, bottom=2)
         self.D = D
         top[0].reshape(c_prev.shape)
         top[1].reshape(c_prev.shape)

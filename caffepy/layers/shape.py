@@ -14,6 +14,15 @@ def _axis(layer, blob, axis):
     return axis + n if axis < 0 else axis
 
 
+def _along(shape, own, axis):
+    """``shape`` with ``own``'s size on ``axis`` (when ``own`` has that axis): what a blob of
+    shape ``own`` must be to be concatenated with one of ``shape`` there."""
+    out = list(shape)
+    if len(own) == len(shape) and axis < len(own):
+        out[axis] = own[axis]
+    return out
+
+
 def _no_in_place(layer, bottom, top):
     if any(t is b for t in top for b in bottom):
         raise layer.error("does not allow in-place computation (top and bottom are the same blob)")
@@ -42,8 +51,10 @@ class ConcatLayer(Layer):
             other = list(b.shape)
             if len(other) != len(shape) or other[:self.axis] + other[self.axis + 1:] != \
                     shape[:self.axis] + shape[self.axis + 1:]:
-                raise self.error("bottom[%d] shape %s does not match bottom[0] shape %s outside "
-                                 "axis %d" % (i, b.shape, bottom[0].shape, self.axis), ShapeError)
+                raise self.needs("bottom[%d] shape %s does not match bottom[0] shape %s outside "
+                                 "axis %d" % (i, b.shape, bottom[0].shape, self.axis),
+                                 [(i, _along(shape, other, self.axis), None),
+                                  (0, _along(other, shape, self.axis), None)])
         shape[self.axis] = sum(b.shape[self.axis] for b in bottom)
         top[0].reshape(shape)
 
@@ -221,8 +232,9 @@ class ReshapeLayer(_ViewLayer):
                                  % (bottom[0].count, known), ShapeError)
             out[out.index(-1)] = bottom[0].count // known
         if int(np.prod(out, dtype=np.int64)) != bottom[0].count:
-            raise self.error("output shape %s has count %d, bottom %s has count %d"
-                             % (tuple(out), int(np.prod(out)), shape, bottom[0].count), ShapeError)
+            raise self.needs("output shape %s has count %d, bottom %s has count %d"
+                             % (tuple(out), int(np.prod(out)), shape, bottom[0].count),
+                             [(0, out, None)] if p.num_axes == -1 and p.axis >= 0 else [])
         top[0].reshape(out)
         top[0].share_data(bottom[0])
 

@@ -1,7 +1,6 @@
 """Softmax over one axis, and the numerically stable helpers the softmax-based losses share."""
 import numpy as np
 
-from ..errors import ShapeError
 from ..math import kernels
 from .base import Layer, register_layer
 
@@ -26,10 +25,12 @@ def prediction_label_view(layer, bottom, axis):
     axis = bottom[0].canonical_axis_index(axis)
     outer, channels, inner = as_outer_channel_inner(bottom[0].shape, axis)
     if outer * inner != bottom[1].count:
-        raise layer.error("number of labels must match number of predictions: prediction shape "
+        shape = tuple(bottom[0].shape)
+        label = shape[:axis] + ((1,) + shape[axis + 1:] if inner > 1 else ())
+        raise layer.needs("number of labels must match number of predictions: prediction shape "
                           "%s with axis %d needs %d labels, got %d (label shape %s)"
                           % (bottom[0].shape, axis, outer * inner, bottom[1].count,
-                             bottom[1].shape), ShapeError)
+                             bottom[1].shape), [(1, label, None)])
     return axis, outer, channels, inner
 
 

@@ -7,7 +7,9 @@ VideoData, the fork image/segmentation readers, and Python layers without bottom
 would produce:
 
 * batch: ``batch_size`` argument if given, else the layer's own batch_size (1 when it has none);
-* image top (the first, unless its name says label and the reader is not ImageData / LabelData): channels from ``is_color`` (3 / 1), else 3
+* image top (the first, unless its name says label, does not end with data / image / img
+  (``labeled_data`` is an image) and the reader is not ImageData / LabelData): channels from
+  ``is_color`` (3 / 1), else 3
   (MNIST-like sources: 1 x 28 x 28, 2 channels for siamese pair sources; CIFAR-like: 3 x 32 x 32);
   size from ``transform_param.crop_size``, else ``new_height``/``new_width``, else
   ``memory_data_param``, else the AnnotatedData ``resize_param``, else ``default_shape``
@@ -339,6 +341,9 @@ def _voxel_shapes(lp, n, c, h, w):
     return [(n, c, length, h, w), (n, truth, length, h, w)][:len(lp.top)]
 
 
+IMAGE_NAMES = ("data", "image", "images", "img")
+
+
 def _top_shapes(lp, default_shape, batch_size, guess=True):
     n = _batch(lp, batch_size)
     c, h, w = _image_shape(lp, default_shape, guess)
@@ -349,8 +354,8 @@ def _top_shapes(lp, default_shape, batch_size, guess=True):
     shapes = []
     for i, top in enumerate(lp.top):
         name = top.lower()
-        if (i == 0 and ("label" not in name or lp.type in IMAGE_FIRST)) or \
-                name in ("data", "image", "images", "img"):
+        if (i == 0 and ("label" not in name or name.endswith(IMAGE_NAMES)
+                        or lp.type in IMAGE_FIRST)) or name in IMAGE_NAMES:
             shapes.append(_video_shape(lp, n, c, h, w) if lp.type == "VideoData"
                           else (n, c, h, w))
         elif name == "im_info":

@@ -30,11 +30,15 @@ The rule:
 * With ``weights`` (a .caffemodel) the shapes of its blobs are checks as well: a layer whose
   parameter shapes differ from the weights' (an InnerProduct whose flattened input is another
   size) fails the candidate.
-* Unification: when a candidate fails because a layer needs two bottoms of one shape (Eltwise,
-  a regression loss and its target) and one of them is a searched reader's top, that top takes
-  the other's shape and the candidate is built again (at most 4 times): a super-resolution net's
-  bicubic input takes the shape of its upsampled output, a density map the shape of the
-  prediction.
+* Open tops (:mod:`caffepy.zoo.label_shapes`): a replaced reader's tops whose shapes the file
+  does not state take the shapes their readers need, in each candidate: a Slice's (before the
+  build), and the one a layer that rejects such a top names (after a failed build, then the
+  candidate is built again, at most 8 times): a super-resolution net's bicubic input takes the
+  shape of its upsampled output, a density map the shape of the prediction, a label sliced on
+  axis 1 (N, K), a SoftmaxWithLoss label one value per position, an LSTM's ``cont`` (T, N).
+  This holds whether or not a size is searched. Label maps instead of label vectors are tried
+  at the first sizes, and the second candidate gives a searched HDF5Data top rows (N, C) of
+  values instead of images.
 * Every layer's shape checks are the candidate's: Concat (bottoms equal off the concat axis),
   Eltwise (equal shapes), Crop (the reference fits), Reorg (its stride divides H and W), and the
   sizes Caffe's rounding gives (pooling rounds up, convolution down) are what they compare.
@@ -49,9 +53,12 @@ from ..errors import CaffeError, ShapeError
 from ..proto import caffe_pb2
 from .candidates import (candidates as _candidates, check_weights, shapes_by_top as _shapes_by_top,
                          weight_shapes as _weight_shapes)
+from .label_shapes import (LABEL_LAYOUTS, LABEL_MAP_SIZES, MAX_LEARN, as_rows, hdf5_rows,
+                           image_shapes, label_tops, lay_out_labels, learn, open_tops, slice_shapes)
 
 MAX_CANDIDATES = 200
 MAX_SECONDS = 20.0
+ROWS = "rows"                                     # the layout of an HDF5 file's rows (N, C)
 _SENTINELS = ((3, 517, 733), (5, 1031, 1237))    # two defaults no file declares
 
 
@@ -119,40 +126,47 @@ def infer_input_shapes(net_param, phase=caffe_pb2.TEST, inputs=None, weights=Non
 
     def attempt(c, h, w, guess, layout=None):
         param = replace_data_layers(net_param, (c, h, w), batch_size, guess=guess)
-        if layout is not None:
-            _lay_out_labels(param, label_tops, layout)
+        if layout == ROWS:
+            as_rows(param, rows)
+        elif layout is not None:
+            lay_out_labels(param, labels, layout)
         prepare(param)
-        unified = []
-        for _ in range(MAX_UNIFY + 1):
+        learned = image_shapes(param, opened) + slice_shapes(param, opened)
+        for _ in range(MAX_LEARN + 1):
             try:
                 net = build(param)
                 break
             except ShapeError as e:
-                step = _unify(param, e, attempt.open_tops)
-                if step is None or len(unified) >= MAX_UNIFY:
+                step = learn(param, e, opened)
+                if step is None or len(learned) >= MAX_LEARN:
                     raise
-                unified.append(step)
+                learned.append(step)
         if shapes:
             check_weights(net, shapes)
-        attempt.unified = unified
+        attempt.learned = learned
         return param, net
 
     searched = searched_tops(net_param, batch_size, set(inputs) | set(fixed))
-    attempt.open_tops = set()
+    opened = open_tops(net_param) - set(inputs) - set(fixed)
     if not searched:
         param, net = attempt(default_shape[0], default_shape[1], default_shape[2], True)
-        return Inference(param, net, {}, None, 1)
+        found = _shapes_by_top(param)
+        return Inference(param, net, {top: found[top] for top, _ in attempt.learned},
+                         "; ".join(what for _, what in attempt.learned), 1)
     start, first_error = time.time(), None
     cands = _candidates(net_param, searched, default_shape, batch_size, inputs, shapes)
-    label_tops = _label_tops(net_param, searched, set(inputs) | set(fixed))
-    attempt.open_tops = _reader_tops(net_param) - set(inputs) - set(fixed)
+    labels = label_tops(net_param, searched, set(inputs) | set(fixed))
     cands = [cand + (None,) for cand in cands]
-    if label_tops:          # label maps instead of label vectors, after the first sizes
+    if labels:              # label maps instead of label vectors, after the first sizes
         plain = [k for k, cand in enumerate(cands) if not cand[3]][:LABEL_MAP_SIZES]
         maps = [(c, h, w, False, where + ", " + what, layout) for layout, what in LABEL_LAYOUTS
                 for c, h, w, _, where, _ in (cands[k] for k in plain)]
         at = plain[-1] + 1 if plain else len(cands)
         cands[at:at] = maps
+    rows = hdf5_rows(net_param, searched)
+    if rows:                # an HDF5 file's rows of values instead of images, second
+        c, h, w, guess, where, _ = cands[0]
+        cands[1:1] = [(c, h, w, guess, where + ", rows of values (N x C)", ROWS)]
     tried, fallback = 0, None
     for c, h, w, guess, where, layout in cands[:max_candidates]:
         if tried and time.time() - start > max_seconds:
@@ -172,9 +186,9 @@ def infer_input_shapes(net_param, phase=caffe_pb2.TEST, inputs=None, weights=Non
         found = _shapes_by_top(param)
         source = where if guess else "%d x %d: %s" % (h, w, where)
         kept = {b: found[b] for b in searched if b in found}
-        for top, other in attempt.unified:
+        for top, what in attempt.learned:
             kept[top] = found[top]
-            source += "; %s given the shape of %s" % (top, other)
+            source += "; " + what
         return Inference(param, net, kept, source, tried)
     first = " ".join(str(first_error).split())
     error = CaffeError("no input size makes every shape check pass (%d candidates tried in %.1f "
@@ -204,93 +218,6 @@ def terminal_layer(net_param, name):
     if any(t in x.bottom for x in layers[at[0] + 1:] for t in lp.top):
         return None
     return name
-
-
-MAX_UNIFY = 4
-
-
-def _unify(param, error, open_tops):
-    """When ``error`` says a layer's bottom must have the shape of another (``ShapeError.unify``,
-    e.g. an Eltwise of a super-resolution net's upsampled output and its bicubic input, or a
-    regression loss and its target map) and one of the two is in ``open_tops`` (tops of the
-    replaced readers whose sizes the file leaves open): give that top the other's shape and
-    return (top, other blob), else None."""
-    info, name = getattr(error, "unify", None), getattr(error, "layer_name", None)
-    if info is None or name is None:
-        return None
-    i, j, shape_i, shape_j = info
-    layers = [lp for lp in param.layer if lp.name == name]
-    if len(layers) != 1 or max(i, j) >= len(layers[0].bottom):
-        return None
-    bottoms = layers[0].bottom
-    for top, other, shape in ((bottoms[i], bottoms[j], shape_j), (bottoms[j], bottoms[i], shape_i)):
-        if top in open_tops and top != other and len(shape):
-            for lp in param.layer:            # every Input layer with that top (one per phase)
-                if lp.type == "Input" and top in lp.top:
-                    set_input_shapes(_only(lp), {top: shape})
-            return top, other
-    return None
-
-
-DECLARED_SHAPES = ("Input", "DummyData", "MemoryData")
-
-
-def _reader_tops(net_param):
-    """Tops of the data layers that read their blobs from a source (whose shapes the file does
-    not state as such: not Input, DummyData or MemoryData)."""
-    from . import is_data_layer
-    return {t for lp in net_param.layer if is_data_layer(lp) and lp.type not in DECLARED_SHAPES
-            for t in lp.top}
-
-
-class _only(object):
-    """A stand-in NetParameter holding one layer (for :func:`set_input_shapes`)."""
-
-    def __init__(self, lp):
-        self.layer = [lp]
-
-
-#: How a reader's other tops may be laid out when the guess (a label vector N) fits nothing:
-#: a map of the image's size (super-resolution targets, segmentation labels), of its size and
-#: channels, or a map at 1/2, 1/4, 1/8 of it (density maps). Tried at the first sizes.
-LABEL_LAYOUTS = (("map", "label maps of the image's size"), ("image", "label maps like the image"),
-                 (2, "label maps at 1/2"), (4, "label maps at 1/4"), (8, "label maps at 1/8"))
-LABEL_MAP_SIZES = 12
-
-
-def _label_tops(net_param, searched, fixed):
-    """Other tops of the searched data layers that ``replace_data_layers`` makes label vectors."""
-    from . import is_data_layer, replace_data_layers
-    replaced = replace_data_layers(net_param, guess=False)
-    out = []
-    for lo, lr in zip(net_param.layer, replaced.layer):
-        if not is_data_layer(lo) or lr.type != "Input" or not any(t in searched for t in lr.top):
-            continue
-        out += [t for t, sh in zip(lr.top[1:], lr.input_param.shape[1:])
-                if len(sh.dim) == 1 and t not in fixed]
-    return out
-
-
-def _lay_out_labels(param, label_tops, layout):
-    """Give the ``label_tops`` of ``param``'s Input layers the shape ``layout`` names."""
-    for lp in param.layer:
-        if lp.type != "Input" or not any(t in label_tops for t in lp.top):
-            continue
-        image = list(lp.input_param.shape[0].dim)
-        if len(image) != 4:
-            continue
-        n, c, h, w = image
-        for t, shape in zip(lp.top, lp.input_param.shape):
-            if t not in label_tops:
-                continue
-            if layout == "image":
-                dims = [n, c, h, w]
-            elif layout == "map":
-                dims = [n, 1, h, w]
-            else:
-                dims = [n, 1, max(h // layout, 1), max(w // layout, 1)]
-            del shape.dim[:]
-            shape.dim.extend(dims)
 
 
 def set_input_shapes(param, inputs):

@@ -7,8 +7,11 @@ Data layers become Input layers of their declared shape (caffepy.zoo.replace_dat
 a size the file leaves open (an LMDB read without crop_size, a reader whose size only its data
 knows) is the first candidate with which every shape check of the net passes
 (caffepy.zoo.input_search: sizes the file names, then the usual ones); ``inputs`` overrides the
-shape of any input blob and takes it out of that search. A Python data layer whose module imports is kept
-(its ``setup`` shapes its tops); one whose module does not import needs ``inputs`` for its tops.
+shape of any input blob and takes it out of that search. A Python data layer whose module imports
+and whose ``setup`` works is kept (it shapes its tops); any other is replaced like those readers,
+in strict mode too, with a note saying why (caffepy.zoo.readers). The tops of a replaced reader
+that the file does not shape take the shapes the layers reading them need
+(caffepy.zoo.label_shapes).
 The net is built for its shapes only (``caffepy.layers.base.shapes_only``): no parameter is
 allocated or filled and no activation allocated, so VGG16 takes a fraction of a second. A net
 whose requested phase cannot be built because its data layers are in the other phase is shown
@@ -85,8 +88,9 @@ def layer_flops(layer, bottom, top):
 def summarize(source, inputs=None, phase=caffe_pb2.TEST, default_shape=(3, 224, 224),
               notes=None, weights=None, inferred=None, strict=False, nets=None):
     """Build the net for its shapes and return (rows, total row). ``inputs``: {blob name: shape}.
-    ``notes``: a list that receives one-line notes (the phase shown when another was asked for,
-    the layers shown with '?' tops and what a plug-in must supply for them).
+    ``notes``: a list that receives one-line notes (the Python data layers replaced and why, the
+    phase shown when another was asked for, the layers shown with '?' tops and what a plug-in
+    must supply for them).
     ``weights``: a .caffemodel whose blob shapes the net must match. ``inferred``: a list that
     receives the one-line report of the input sizes found by search (caffepy.zoo.input_search),
     when the file leaves a data layer's size open.
@@ -98,14 +102,15 @@ def summarize(source, inputs=None, phase=caffe_pb2.TEST, default_shape=(3, 224, 
     what a plug-in must supply. ``strict``: neither; such a layer is the one-line error of the
     build. ``nets``: a list that receives the Net built (for shapes only)."""
     from .input_search import infer_input_shapes, set_input_shapes, terminal_layer
+    from .readers import python_data_layers, replaced_notes
     from .shape_rules import carriers
     original = proto_io.read_net(source)
     inputs = dict(inputs or {})
     order = [lp.name for lp in original.layer]
     tops_of = {lp.name: (lp.type, len(lp.top)) for lp in original.layer}
     carried, roots = ({}, {}) if strict else _carry(original)
-    unresolved = {}
-    keep = _python_data_layers(original, inputs)
+    unresolved, probed = {}, {}
+    keep, replaced = python_data_layers(original, inputs, phase, probed)
     filename = source if isinstance(source, str) else None
     phase_note, dropped = [], {}
 
@@ -146,16 +151,6 @@ def summarize(source, inputs=None, phase=caffe_pb2.TEST, default_shape=(3, 224, 
             break
         except CaffeError as e:
             why = e
-            stand_in = _kept_layer(original, keep, getattr(e, "layer_name", None))
-            if stand_in is not None and not _importable(stand_in):   # another fork's form
-                raise CaffeError(
-                    "layer '%s' (Python): python_param.module '%s' is not importable and caffepy's "
-                    "stand-in for it does not take this file's form of the layer (%s), so the "
-                    "shapes of its tops are unknown: give them with %s" % (
-                        stand_in.name, stand_in.python_param.module,
-                        " ".join(str(e).split())[:200],
-                        " ".join("--input %s=N,C,H,W" % t if j == 0 else "--input %s=N,..." % t
-                                 for j, t in enumerate(stand_in.top)))) from None
             if isinstance(e, ShapeError) or strict:
                 name = None
             elif getattr(e, "terminal_fallback", None) is not None:
@@ -172,11 +167,12 @@ def summarize(source, inputs=None, phase=caffe_pb2.TEST, default_shape=(3, 224, 
             if notes is not None:
                 notes.append(unresolved[name])
             original = _without(original, {name})
-            keep = _python_data_layers(original, inputs)
+            keep, replaced = python_data_layers(original, inputs, phase, probed)
     net = found.net
     if nets is not None:
         nets.append(net)
     if notes is not None:
+        notes.extend(replaced_notes(original, replaced, net, inputs))
         notes.extend(_unknown_notes(roots, dropped))
         notes.extend(phase_note)
     if inferred is not None and found.line:
@@ -210,10 +206,11 @@ def _unbuildable(lp):
     from ..layers.base import has_layer_type
     from ..layers.python_layer import builtin_layer_class
     from . import is_data_layer
+    from .readers import importable
     if is_data_layer(lp):
         return None
     if lp.type == "Python":
-        if not len(lp.bottom) or _importable(lp) or builtin_layer_class(
+        if not len(lp.bottom) or importable(lp) or builtin_layer_class(
                 lp.python_param.module, lp.python_param.layer) is not None:
             return None
         return "python_param.module '%s' is not importable" % lp.python_param.module
@@ -323,14 +320,6 @@ def _unknown_notes(roots, dropped):
 MAX_FAILED_TERMINALS = 8
 
 
-def _kept_layer(param, keep, name):
-    """The kept Python data layer (a built-in stand-in) named ``name``, else None."""
-    for i in keep:
-        if param.layer[i].name == name:
-            return param.layer[i]
-    return None
-
-
 def _without(param, names):
     """A copy of ``param`` without the layers named in ``names``."""
     pruned = caffe_pb2.NetParameter()
@@ -346,47 +335,6 @@ def _suggested_phase(error):
             return error.phase
         error = error.__cause__
     return None
-
-
-def _importable(lp):
-    import importlib
-    try:
-        importlib.import_module(lp.python_param.module)
-        return True
-    except Exception:
-        return False
-
-
-def _python_data_layers(param, inputs):
-    """Indices of the Python data layers (no bottoms) to keep as they are: those whose module
-    imports, and those a built-in stand-in implements (the layer's own setup gives the shapes).
-    Any other whose module does not import needs ``--input`` shapes for all its tops (they
-    replace the layer); without them, a CaffeError asks for them."""
-    import importlib
-    from ..errors import CaffeError
-    from ..layers.python_layer import builtin_layer_class
-    from . import is_data_layer
-    keep = []
-    for i, lp in enumerate(param.layer):
-        if lp.type != "Python" or not is_data_layer(lp):
-            continue
-        missing = [t for t in lp.top if t not in inputs]
-        if not missing:
-            continue
-        try:
-            importlib.import_module(lp.python_param.module)
-        except Exception as e:
-            if builtin_layer_class(lp.python_param.module, lp.python_param.layer) is not None:
-                keep.append(i)      # caffepy's stand-in (e.g. py-faster-rcnn's RoIDataLayer)
-                continue            # sets its tops up as the original does
-            raise CaffeError(
-                "layer '%s' (Python): python_param.module '%s' is not importable (%s), so the "
-                "shapes of its tops are unknown: give them with %s" % (
-                    lp.name, lp.python_param.module, " ".join(str(e).split()),
-                    " ".join("--input %s=N,C,H,W" % t if j == 0 else "--input %s=N,..." % t
-                             for j, t in enumerate(missing))))
-        keep.append(i)
-    return keep
 
 
 def _human(n, unit=""):

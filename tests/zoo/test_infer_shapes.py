@@ -51,9 +51,13 @@ layer { name: "fc" type: "InnerProduct" bottom: "pool" top: "fc" inner_product_p
 
 # The data is concatenated with a 7 x 9 blob: no square candidate (nor any size the file names)
 # lines up.
+# data must line up with two declared inputs of different sizes: taking either one's size (the
+# shape each Concat asks for) fails the other Concat, at every candidate.
 NOTHING_FITS = LMDB + '''
 layer { name: "other" type: "Input" top: "other" input_param { shape { dim: 1 dim: 3 dim: 7 dim: 9 } } }
 layer { name: "cat" type: "Concat" bottom: "data" bottom: "other" top: "cat" }
+layer { name: "wide" type: "Input" top: "wide" input_param { shape { dim: 1 dim: 3 dim: 9 dim: 7 } } }
+layer { name: "cat2" type: "Concat" bottom: "data" bottom: "wide" top: "cat2" }
 '''
 
 

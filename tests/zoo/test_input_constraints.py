@@ -113,8 +113,8 @@ def test_stride_divisor_and_candidate_order():
 
 
 def test_no_size_fits_is_one_error_line():
-    """A Reorg of stride 3 after a Concat that needs an even H: sizes divisible by 6 pass; a
-    Concat with a 7 x 9 blob: none does."""
+    """A Reorg of stride 3 after a Concat that needs an even H: sizes divisible by 6 pass;
+    Concats with a 7 x 9 and a 9 x 7 blob: none does."""
     text = _pva(1) + ('layer { name: "reorg" type: "Reorg" bottom: "join0" top: "r" '
                       'reorg_param { stride: 3 } }\n')
     rows, line = _search(text.replace('num_output: 4', 'num_output: 6'))
@@ -122,7 +122,10 @@ def test_no_size_fits_is_one_error_line():
     assert (h // 2) % 3 == 0 and h % 2 == 0
     bad = LMDB + ('layer { name: "other" type: "Input" top: "other" input_param { shape { dim: 1 '
                   'dim: 3 dim: 7 dim: 9 } } }\n'
-                  'layer { name: "cat" type: "Concat" bottom: "data" bottom: "other" top: "cat" }\n')
+                  'layer { name: "cat" type: "Concat" bottom: "data" bottom: "other" top: "cat" }\n'
+                  'layer { name: "wide" type: "Input" top: "wide" input_param { shape { dim: 1 '
+                  'dim: 3 dim: 9 dim: 7 } } }\n'
+                  'layer { name: "cat2" type: "Concat" bottom: "data" bottom: "wide" top: "c2" }\n')
     with pytest.raises(CaffeError) as info:
         infer_input_shapes(proto_io.read_net(bad), max_candidates=20)
     assert "\n" not in str(info.value) and "no input size makes every shape check pass" in \

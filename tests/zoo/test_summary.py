@@ -173,12 +173,10 @@ def test_terminal_layers_that_fail_to_set_up_are_shown_with_unknown_tops(tmp_pat
         summarize(str(path))
 
 
-def test_another_forks_form_of_a_stood_in_python_data_layer_asks_for_its_shapes(tmp_path):
+def test_another_forks_form_of_a_stood_in_python_data_layer_is_replaced(tmp_path):
     """py-faster-rcnn's RoIDataLayer has a built-in stand-in; a fork's layer of the same module
-    and name with other tops (R-C3D's, 2 tops) is not what it stands in for: the error is the
-    one of any Python data layer whose module is absent, naming the tops to give."""
-    import pytest
-    from caffepy.errors import CaffeError
+    and name with other tops (R-C3D's, 2 tops) is not what it stands in for: it is replaced as any
+    Python data layer whose module is absent, and the note says why and names the tops to give."""
     from caffepy.zoo.summary import summarize
     path = tmp_path / "train.prototxt"
     path.write_text(
@@ -186,8 +184,9 @@ def test_another_forks_form_of_a_stood_in_python_data_layer_asks_for_its_shapes(
         'module: "roi_data_layer.layer" layer: "RoIDataLayer" param_str: "\'num_classes\': 21" } }\n'
         'layer { name: "conv" type: "Convolution" bottom: "data" top: "conv" '
         'convolution_param { num_output: 2 kernel_size: 3 } }\n')
-    with pytest.raises(CaffeError) as info:
-        summarize(str(path), phase=1)
-    msg = str(info.value)
-    assert "is not importable" in msg and "stand-in" in msg and "RoIDataLayer" in msg
-    assert msg.endswith("give them with --input data=N,C,H,W --input gt=N,...")
+    notes = []
+    rows, _ = summarize(str(path), phase=1, notes=notes, strict=True)
+    assert rows[0].type == "Input" and rows[1].top_shapes == [(1, 2, 222, 222)]
+    assert "is not importable and caffepy's stand-in for it does not take this file's form" in \
+        notes[0] and "RoIDataLayer" in notes[0]
+    assert notes[0].endswith("give them with --input data=N,C,H,W --input gt=N,...")

@@ -1,6 +1,6 @@
 """``caffepy summary`` / ``Net`` from shapes alone: no weights allocated or filled, a bad geometry
 reported before any parameter memory is taken, a training-only file shown in its phase, and an
-unimportable Python data layer asking for ``--input``."""
+unimportable Python data layer replaced by Input layers."""
 import os
 import subprocess
 import sys
@@ -116,13 +116,14 @@ def test_training_only_file(tmp_path):
     assert out.returncode == 0 and "showing phase TRAIN" in out.stderr and "conv1" in out.stdout
 
 
-def test_unimportable_python_data_layer_asks_for_input(tmp_path):
+def test_unimportable_python_data_layer_is_replaced(tmp_path):
     path = tmp_path / "py.prototxt"
     path.write_text(PY_DATA)
-    with pytest.raises(CaffeError, match=r"layer 'data' \(Python\): python_param.module "
-                                         r"'no_such_datalayers_module' is not importable .*give "
-                                         r"them with --input data=N,C,H,W --input label=N,\.\.\."):
-        summarize(str(path))
+    notes = []
+    rows, _ = summarize(str(path), notes=notes)
+    assert rows[0].type == "Input" and rows[0].top_shapes == [(1, 3, 224, 224), (1, 3)]
+    assert notes[0].startswith("layer 'data' (Python): python_param.module "
+                               "'no_such_datalayers_module' is not importable")
     rows, _ = summarize(str(path), inputs={"data": (2, 3, 5, 5), "label": (2, 3)})
     assert rows[0].type == "Input" and rows[0].top_shapes == [(2, 3, 5, 5), (2, 3)]
     assert rows[1].params == 3 * 75 + 3

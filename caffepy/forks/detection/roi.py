@@ -43,8 +43,8 @@ class _ROIBase(Layer):
     def _check_rois(self, bottom):
         rois = bottom[1]
         if rois.count_range(1) != 5:
-            raise self.error("bottom[1] (rois) must be R x 5 [batch_index x1 y1 x2 y2], got %s"
-                             % (rois.shape,))
+            raise self.needs("bottom[1] (rois) must be R x 5 [batch_index x1 y1 x2 y2], got %s"
+                             % (rois.shape,), [(1, (max(rois.shape[:1] or (1,)), 5), None)])
         if bottom[0].num_axes != 4:
             raise self.error("bottom[0] must be N x C x H x W, got %s" % (bottom[0].shape,))
         return rois.data.reshape(-1, 5)

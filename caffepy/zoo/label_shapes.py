@@ -1,0 +1,274 @@
+"""The shapes of the open tops of replaced data layers, learned from the layers that read them.
+
+:func:`caffepy.zoo.replace_data_layers` shapes a reader's tops after the image by their names:
+label vectors (N,) unless a name or the reader's type says otherwise. A top is *open*
+(:func:`open_tops`) when its data layer reads it from a source whose shapes the file does not
+state as such (not Input, DummyData or MemoryData): LMDB / LevelDB ``Data``, ``ImageData``, a
+Python data layer that caffepy.zoo.readers replaces, the fork readers; every top of an
+``HDF5Data`` is open (an HDF5 file holds any shapes), less the blobs given with ``--input``.
+While caffepy.zoo.input_search builds a candidate, an open top takes the shape its readers need:
+
+* **Slice** (:func:`slice_shapes`, before each build), for a Slice whose bottom is an open top:
+  on an axis past a label vector's batch axis (axis >= 1, or a negative axis, which the file
+  means from the end of a label with more axes) the label becomes (N, K), or (N, 1, ..., K) as
+  far as the slice axis needs (axis -2: (N, K, 1)); on an axis of the top whose size the last
+  slice point reaches or passes, that size is widened to K. K is the last slice point plus the
+  width of the other slices when there are several, all equally wide (3, 6, 9: 12, four frames
+  of 3 channels; 1, 2: 3), else plus 1 (4: 5; 10, 11, 12: 13); without slice points the number
+  of tops (each 1 wide).
+* **Images** (:func:`image_shapes`, before each build): a top after the first that a
+  convolution, pooling or LRN reads has the shape of its reader's first top (a triplet reader's
+  ``data_p`` and ``data_n`` beside ``data_a``).
+* **Label layouts** (:data:`LABEL_LAYOUTS`): maps of the image's size, its channels, or 1/2, 1/4,
+  1/8 of it instead of label vectors, tried as candidates of their own at the first sizes; and
+  rows (N, C) instead of images for the searched tops of HDF5Data layers (:func:`hdf5_rows`),
+  tried second.
+* **From the layer that rejects it** (:func:`learn`, after a failed build, at most
+  :data:`MAX_LEARN` times per candidate): a layer's ShapeError lists in ``fits`` the (bottom,
+  shape) with which its check passes (``caffepy.layers.base.Layer.needs``); the first such
+  bottom that is an open top takes that shape and the candidate is built again. A top of a Slice
+  of an open top passes the shape on: the open top takes it, but keeps its size on the slice
+  axis, or, for the last top, the last slice point plus the width it must have (an HDF5 row
+  of 5 values cut at 4 into inputs and the target a loss compares with a prediction of 1:
+  (N, 5); a label cut at 3, 6, 9 whose last part is a class label: (N, 10)). So two bottoms
+  that must be equal (Eltwise, EuclideanLoss, SigmoidCrossEntropyLoss, a fork's regression loss)
+  give the open one the other's shape (a super-resolution net's bicubic input takes the shape of
+  its upsampled output, a density map the prediction's); a loss's label takes the prediction's
+  first dimension; SoftmaxWithLoss and Accuracy give one label per prediction position
+  ((N, 1, H, W) for a map, (N,) for a vector); LSTM / RNN give ``cont`` the (T, N) of their
+  input and a static input (N, D); SmoothL1Loss's weights the prediction's shape; a Concat
+  gives a bottom the other's shape off the concat axis (a second frame beside the image); a
+  Reshape of explicit dims its output shape (a label reshaped to 0 x 1 x 49 x 1); ROIPooling's
+  rois (R, 5).
+
+These rules are the search's only: a data layer that is built keeps the shapes Caffe gives its
+tops (``Data``'s label is (N,)).
+"""
+from . import is_data_layer, replace_data_layers
+
+MAX_LEARN = 8
+DECLARED_SHAPES = ("Input", "DummyData", "MemoryData")
+
+#: How a reader's other tops may be laid out when the guess (a label vector N) fits nothing:
+#: a map of the image's size (super-resolution targets, segmentation labels), of its size and
+#: channels, or a map at 1/2, 1/4, 1/8 of it (density maps). Tried at the first sizes.
+LABEL_LAYOUTS = (("map", "label maps of the image's size"), ("image", "label maps like the image"),
+                 (2, "label maps at 1/2"), (4, "label maps at 1/4"), (8, "label maps at 1/8"))
+LABEL_MAP_SIZES = 12
+
+
+def open_tops(net_param):
+    """Tops of the data layers that read their blobs from a source (see the module doc)."""
+    return {t for lp in net_param.layer if is_data_layer(lp) and lp.type not in DECLARED_SHAPES
+            for t in lp.top}
+
+
+def label_tops(net_param, searched, fixed):
+    """Other tops of the searched data layers that ``replace_data_layers`` makes label vectors."""
+    replaced = replace_data_layers(net_param, guess=False)
+    out = []
+    for lo, lr in zip(net_param.layer, replaced.layer):
+        if not is_data_layer(lo) or lr.type != "Input" or not any(t in searched for t in lr.top):
+            continue
+        out += [t for t, sh in zip(lr.top[1:], lr.input_param.shape[1:])
+                if len(sh.dim) == 1 and t not in fixed]
+    return out
+
+
+def lay_out_labels(param, labels, layout):
+    """Give the ``labels`` of ``param``'s Input layers the shape ``layout`` names."""
+    for lp in param.layer:
+        if lp.type != "Input" or not any(t in labels for t in lp.top):
+            continue
+        image = list(lp.input_param.shape[0].dim)
+        if len(image) != 4:
+            continue
+        n, c, h, w = image
+        for t, shape in zip(lp.top, lp.input_param.shape):
+            if t not in labels:
+                continue
+            if layout == "image":
+                dims = [n, c, h, w]
+            elif layout == "map":
+                dims = [n, 1, h, w]
+            else:
+                dims = [n, 1, max(h // layout, 1), max(w // layout, 1)]
+            del shape.dim[:]
+            shape.dim.extend(dims)
+
+
+def _input_shapes(param, top):
+    """The input_param shape messages of ``param``'s Input layers that give ``top`` (one per
+    phase)."""
+    return [lp.input_param.shape[k] for lp in param.layer if lp.type == "Input"
+            for k, t in enumerate(lp.top) if t == top and k < len(lp.input_param.shape)]
+
+
+def _give(param, top, shape):
+    """Give ``top`` ``shape`` in every Input layer of ``param`` that has it; whether any
+    changed."""
+    changed = False
+    for sh in _input_shapes(param, top):
+        if list(sh.dim) != list(shape):
+            del sh.dim[:]
+            sh.dim.extend(int(d) for d in shape)
+            changed = True
+    return changed
+
+
+def _shape_text(shape):
+    return " x ".join(str(d) for d in shape) or "scalar"
+
+
+def _slice_axis(lp):
+    p = lp.slice_param
+    return int(p.slice_dim) if p.HasField("slice_dim") else int(p.axis)
+
+
+def slice_width(lp):
+    """K, the size a Slice ``lp`` cuts (module doc): the last slice point plus the width of the
+    other slices when they are all equally wide (3, 6, 9: four slices of 3), else plus 1; the
+    number of tops without slice points."""
+    points = [int(x) for x in lp.slice_param.slice_point]
+    if not points:
+        return len(lp.top)
+    steps = {b - a for a, b in zip([0] + points, points)}
+    return points[-1] + (steps.pop() if len(points) > 1 and len(steps) == 1 else 1)
+
+
+def sliced_shape(shape, lp):
+    """The shape an open top of ``shape`` needs for the Slice ``lp`` (module doc), or None when
+    it fits as it is (or no rule applies)."""
+    axis, width = _slice_axis(lp), slice_width(lp)
+    points = [int(x) for x in lp.slice_param.slice_point]
+    shape, n = list(shape), len(shape)
+    if n == 1 and axis < 0:
+        return shape + [width] + [1] * (-axis - 1)
+    if 0 < n <= axis:
+        return shape + [1] * (axis - n) + [width]
+    at = axis + n if axis < 0 else axis
+    if n and 0 < at < n and points and points[-1] >= shape[at]:
+        shape[at] = width
+        return shape
+    return None
+
+
+def _through_slice(param, blob, shape, opened):
+    """(open top, its shape, Slice name) when ``blob`` is a top of a Slice whose bottom is in
+    ``opened`` and ``blob`` must have ``shape``: the open top takes that shape but on the slice
+    axis, where its size is the last slice point plus the width ``shape`` gives the last top
+    when ``blob`` is that top, else the size it has (or the Slice's K); else None."""
+    for lp in param.layer:
+        if lp.type != "Slice" or blob not in lp.top or len(lp.bottom) != 1 or \
+                lp.bottom[0] not in opened:
+            continue
+        axis, wanted = _slice_axis(lp), list(shape)
+        at = axis + len(wanted) if axis < 0 else axis
+        if at <= 0:
+            return None
+        points = [int(x) for x in lp.slice_param.slice_point]
+        if points and blob == lp.top[-1]:
+            size = points[-1] + (wanted[at] if at < len(wanted) else 1)
+        else:
+            now = [list(sh.dim) for sh in _input_shapes(param, lp.bottom[0])][:1]
+            k = axis + len(now[0]) if now and axis < 0 else axis
+            size = now[0][k] if now and 0 <= k < len(now[0]) else slice_width(lp)
+        if at >= len(wanted):
+            wanted += [1] * (at - len(wanted)) + [size]
+        else:
+            wanted[at] = size
+        return lp.bottom[0], wanted, lp.name
+    return None
+
+
+def _image_bottoms(lp):
+    """The bottoms ``lp`` reads as images: every bottom of a convolution (shared weights over
+    several), the first of a pooling or LRN."""
+    low = lp.type.lower()
+    if "conv" in low:
+        return list(lp.bottom)
+    return list(lp.bottom[:1]) if "pool" in low or low == "lrn" else []
+
+
+def image_shapes(param, opened):
+    """Give each open top after the first of its reader that a convolution, pooling or LRN reads
+    the shape of that reader's first top when it has fewer axes (a pair or triplet reader's
+    second and third images), in place; [(top, what was done)]."""
+    done = []
+    images = {b for lp in param.layer for b in _image_bottoms(lp) if b in opened}
+    for lp in param.layer:
+        if lp.type != "Input" or len(lp.input_param.shape) < 2:
+            continue
+        first = list(lp.input_param.shape[0].dim)
+        for top, sh in zip(lp.top[1:], lp.input_param.shape[1:]):
+            if top in images and len(first) >= 4 and len(sh.dim) < len(first):
+                del sh.dim[:]
+                sh.dim.extend(first)
+                done.append((top, "%s given the shape of %s (an image: a convolution or "
+                                  "pooling reads it)" % (top, lp.top[0])))
+    return list(dict.fromkeys(done))
+
+
+def hdf5_rows(net_param, searched):
+    """The searched tops of HDF5Data layers: an HDF5 file may hold rows of values (N, C) where
+    the search assumes images."""
+    return [t for lp in net_param.layer if lp.type == "HDF5Data" for t in lp.top if t in searched]
+
+
+def as_rows(param, tops):
+    """Give the ``tops`` of ``param``'s Input layers the shape (N, C) of their (N, C, ...)."""
+    for top in tops:
+        for sh in _input_shapes(param, top):
+            dims = list(sh.dim)[:2]
+            del sh.dim[:]
+            sh.dim.extend(dims)
+
+
+def slice_shapes(param, opened):
+    """Give each open top that a Slice reads the shape that Slice needs (module doc), in place;
+    [(top, what was done)]."""
+    done = []
+    for lp in param.layer:
+        if lp.type != "Slice" or len(lp.bottom) != 1 or lp.bottom[0] not in opened:
+            continue
+        top = lp.bottom[0]
+        for sh in _input_shapes(param, top):
+            new = sliced_shape(list(sh.dim), lp)
+            if new is not None and new != list(sh.dim):
+                del sh.dim[:]
+                sh.dim.extend(new)
+                done.append((top, "%s given the shape %s that Slice layer '%s' needs"
+                             % (top, _shape_text(new), lp.name)))
+    return list(dict.fromkeys(done))          # one per top and Slice, however many phases
+
+
+def learn(param, error, opened):
+    """When ``error`` (a ShapeError) lists shapes with which its layer's check passes (``fits``,
+    see the module doc) for a bottom that is in ``opened``, or a top of a Slice of one: give
+    that top the shape in ``param`` (in place) and return (top, what was done), else None."""
+    fits, name = getattr(error, "fits", None), getattr(error, "layer_name", None)
+    if not fits or name is None:
+        return None
+    for lp in param.layer:
+        if lp.name != name:
+            continue
+        bottoms = list(lp.bottom)
+        for i, shape, like in fits:
+            if i >= len(bottoms) or not len(shape):
+                continue
+            if like is not None and (like >= len(bottoms) or bottoms[like] == bottoms[i]):
+                continue
+            top, via = bottoms[i], ""
+            if top not in opened:
+                sliced = _through_slice(param, top, shape, opened)
+                if sliced is None:
+                    continue
+                top, shape, slicer = sliced
+                via = " for %s (through Slice layer '%s')" % (bottoms[i], slicer)
+            if not _give(param, top, shape):
+                continue
+            if like is not None and not via:
+                return top, "%s given the shape of %s" % (top, bottoms[like])
+            return top, "%s given the shape %s that layer '%s' (%s) needs%s" % (
+                top, _shape_text(shape), name, lp.type, via)
+    return None

@@ -1,0 +1,195 @@
+"""The open tops of replaced readers take the shapes their readers need (caffepy.zoo.label_shapes):
+a Slice's, and the one a layer that rejects them names; a declared or built top keeps its own."""
+import pytest
+
+import caffepy
+from caffepy.errors import CaffeError
+from caffepy.proto import caffe_pb2
+from caffepy.zoo.summary import summarize
+
+HDF5 = """layer { name: "data" type: "HDF5Data" top: "data" top: "label"
+  hdf5_data_param { source: "train.txt" batch_size: 8 } }
+"""
+LMDB = """layer { name: "data" type: "Data" top: "data" top: "label"
+  data_param { source: "train_lmdb" batch_size: 4 } transform_param { crop_size: 32 } }
+"""
+FEATURES = """layer { name: "conv" type: "Convolution" bottom: "data" top: "conv"
+  convolution_param { num_output: 4 kernel_size: 3 stride: 2 } }
+"""
+
+SLICED = HDF5 + FEATURES + """layer { name: "slicer" type: "Slice" bottom: "label"
+  top: "l1" top: "l2" top: "l3" top: "l4" slice_param { axis: 1 slice_point: 3 slice_point: 6 slice_point: 9 } }
+layer { name: "ip" type: "InnerProduct" bottom: "conv" top: "ip" inner_product_param { num_output: 3 } }
+layer { name: "loss" type: "EuclideanLoss" bottom: "ip" bottom: "l1" top: "loss" }
+layer { name: "cls" type: "InnerProduct" bottom: "conv" top: "cls" inner_product_param { num_output: 7 } }
+layer { name: "loss4" type: "SoftmaxWithLoss" bottom: "cls" bottom: "l4" top: "loss4" }
+"""
+
+REGRESSION = LMDB + FEATURES + """layer { name: "ip" type: "InnerProduct" bottom: "conv" top: "ip"
+  inner_product_param { num_output: 2 } }
+layer { name: "loss" type: "EuclideanLoss" bottom: "ip" bottom: "label" top: "loss" }
+"""
+
+
+def _summary(tmp_path, text, **kw):
+    path = tmp_path / "train.prototxt"
+    path.write_text(text)
+    inferred = []
+    rows, _ = summarize(str(path), phase=caffepy.TRAIN, inferred=inferred, **kw)
+    return {r.name: r.top_shapes for r in rows}, inferred
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_a_label_sliced_on_axis_1_gets_the_width_of_its_slices(tmp_path, strict):
+    shapes, inferred = _summary(tmp_path, SLICED, strict=strict)
+    assert shapes["data"][1] == (8, 10)
+    assert shapes["slicer"] == [(8, 3), (8, 3), (8, 3), (8, 1)]
+    assert shapes["loss"] == [()] and shapes["loss4"] == [()]
+    assert "label given the shape 8 x 12 that Slice layer 'slicer' needs" in inferred[0]
+    assert ("label given the shape 8 x 10 that layer 'loss4' (SoftmaxWithLoss) needs for l4 "
+            "(through Slice layer 'slicer')") in inferred[0]
+
+
+def test_a_slice_widens_an_open_top(tmp_path):
+    """Four frames of 3 channels stacked in an HDF5 blob (slice points 3, 6, 9: 12 channels, each
+    frame read by one convolution); an HDF5 row of 5 values cut into 4 inputs and the target of
+    a regression of 1 output: (N, 5), whatever the image size tried."""
+    frames = HDF5 + """layer { name: "slicer" type: "Slice" bottom: "data"
+  top: "f1" top: "f2" top: "f3" top: "f4" slice_param { slice_dim: 1 slice_point: 3 slice_point: 6 slice_point: 9 } }
+layer { name: "conv" type: "Convolution" bottom: "f1" bottom: "f2" bottom: "f3" bottom: "f4"
+  top: "c1" top: "c2" top: "c3" top: "c4" convolution_param { num_output: 4 kernel_size: 3 } }
+"""
+    shapes, _ = _summary(tmp_path, frames)
+    assert shapes["data"][0] == (8, 12, 224, 224) and shapes["conv"][3] == (8, 4, 222, 222)
+    row = HDF5.replace('top: "data" top: "label"', 'top: "row"') + """layer { name: "cut"
+  type: "Slice" bottom: "row" top: "x" top: "y" slice_param { slice_dim: 1 slice_point: 4 } }
+layer { name: "fc" type: "InnerProduct" bottom: "x" top: "fc" inner_product_param { num_output: 1 } }
+layer { name: "loss" type: "EuclideanLoss" bottom: "fc" bottom: "y" top: "loss" }
+"""
+    shapes, inferred = _summary(tmp_path, row)
+    assert shapes["data"] == [(8, 5)] and shapes["cut"] == [(8, 4), (8, 1)]
+    assert "row given the shape 8 x 5 that layer 'loss' (EuclideanLoss) needs for y" in inferred[0]
+
+
+def test_slice_rules():
+    from caffepy.zoo.label_shapes import sliced_shape
+
+    def slice_layer(axis=1, points=(), tops=2):
+        lp = caffe_pb2.LayerParameter(name="s", type="Slice", bottom=["label"],
+                                      top=["t%d" % i for i in range(tops)])
+        lp.slice_param.axis = axis
+        lp.slice_param.slice_point.extend(points)
+        return lp
+    assert sliced_shape([8], slice_layer(1, (3, 6, 9), 4)) == [8, 12]    # four slices of 3
+    assert sliced_shape([8], slice_layer(1, (3, 6, 8), 4)) == [8, 9]
+    assert sliced_shape([8], slice_layer(1, (), 3)) == [8, 3]            # each top 1 wide
+    assert sliced_shape([8], slice_layer(2, (4,), 2)) == [8, 1, 5]
+    assert sliced_shape([8], slice_layer(-1, (10, 11), 3)) == [8, 12]    # from the end
+    assert sliced_shape([8], slice_layer(1, (4,), 2)) == [8, 5]
+    assert sliced_shape([8], slice_layer(0, (4,), 2)) is None            # the batch axis
+    assert sliced_shape([8, 3, 5, 5], slice_layer(1, (4,), 2)) == [8, 5, 5, 5]   # widened
+    assert sliced_shape([8, 3, 5, 5], slice_layer(1, (1, 2), 3)) is None          # fits
+
+
+def test_a_label_compared_with_a_prediction_takes_its_shape(tmp_path):
+    """Nothing is searched here (crop_size): the label still takes the prediction's shape."""
+    shapes, inferred = _summary(tmp_path, REGRESSION)
+    assert shapes["data"] == [(4, 3, 32, 32), (4, 2)]
+    assert "label given the shape of ip" in inferred[0]
+    searched, inferred = _summary(tmp_path, REGRESSION.replace(" crop_size: 32", ""))
+    assert searched["data"] == [(4, 3, 224, 224), (4, 2)]
+    assert "label given the shape of ip" in inferred[0]
+
+
+def test_a_label_gets_the_batch_and_count_its_loss_needs(tmp_path):
+    """A loss whose label is sliced from the end of the label (axis -1) on a label vector, and a
+    segmentation label: one value per position of the prediction."""
+    text = HDF5 + FEATURES + """layer { name: "slicer" type: "Slice" bottom: "label"
+  top: "mark" top: "kind" slice_param { axis: -1 slice_point: 10 } }
+layer { name: "ip" type: "InnerProduct" bottom: "conv" top: "ip" inner_product_param { num_output: 10 } }
+layer { name: "loss" type: "EuclideanLoss" bottom: "ip" bottom: "mark" top: "loss" }
+"""
+    shapes, _ = _summary(tmp_path, text)
+    assert shapes["data"][1] == (8, 11) and shapes["slicer"] == [(8, 10), (8, 1)]
+    seg = LMDB + FEATURES + """layer { name: "score" type: "Convolution" bottom: "conv" top: "score"
+  convolution_param { num_output: 21 kernel_size: 1 } }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "score" bottom: "label" top: "loss" }
+layer { name: "acc" type: "Accuracy" bottom: "score" bottom: "label" top: "acc" }
+"""
+    shapes, inferred = _summary(tmp_path, seg)
+    assert shapes["data"][1] == (4, 1, 15, 15) and shapes["acc"] == [()]
+    assert "label given the shape 4 x 1 x 15 x 15 that layer 'loss' (SoftmaxWithLoss) needs" in \
+        inferred[0]
+
+
+def test_an_lstm_cont_read_from_a_reader_takes_its_sequence_shape(tmp_path):
+    text = """layer { name: "data" type: "HDF5Data" top: "data" top: "cont"
+  hdf5_data_param { source: "train.txt" batch_size: 6 } }
+layer { name: "seq" type: "Reshape" bottom: "data" top: "seq"
+  reshape_param { shape { dim: 12 dim: 3 dim: -1 } } }
+layer { name: "lstm" type: "LSTM" bottom: "seq" bottom: "cont" top: "lstm"
+  recurrent_param { num_output: 5 } }
+"""
+    shapes, inferred = _summary(tmp_path, text, inputs={"data": (6, 2, 3, 4)})
+    assert shapes["data"] == [(6, 2, 3, 4), (12, 3)] and shapes["lstm"] == [(12, 3, 5)]
+    assert "cont given the shape 12 x 3 that layer 'lstm' (LSTM) needs" in inferred[0]
+
+
+def test_declared_tops_keep_their_shapes(tmp_path):
+    """A MemoryData label is (N,) as the layer makes it, and a blob given with --input stays as
+    given: neither is learned, so the build fails as before."""
+    memory = REGRESSION.replace(LMDB, """layer { name: "data" type: "MemoryData" top: "data"
+  top: "label" memory_data_param { batch_size: 4 channels: 3 height: 32 width: 32 } }
+""")
+    with pytest.raises(CaffeError, match=r"'loss' \(EuclideanLoss\): inputs must have the same "
+                                         r"dimension \(\(4, 2\) vs \(4,\)\)"):
+        _summary(tmp_path, memory)
+    with pytest.raises(CaffeError, match=r"'slicer' \(Slice\): axis 1 out of range"):
+        _summary(tmp_path, SLICED, inputs={"label": (8,)})
+
+
+def test_an_image_named_after_its_labels_is_an_image(tmp_path):
+    text = LMDB.replace('top: "data"', 'top: "labeled_data"') + FEATURES.replace(
+        'bottom: "data"', 'bottom: "labeled_data"')
+    shapes, _ = _summary(tmp_path, text)
+    assert shapes["data"] == [(4, 3, 32, 32), (4,)] and shapes["conv"] == [(4, 4, 15, 15)]
+
+
+def test_hdf5_rows_of_values(tmp_path):
+    """Two HDF5 files of rows, each cut into inputs and a target, the targets joined: only rows
+    (N, C) of values fit, not images (tried second)."""
+    half = """layer { name: "in_%s" type: "HDF5Data" top: "full_%s"
+  hdf5_data_param { source: "%s.txt" batch_size: 10 } }
+layer { name: "cut_%s" type: "Slice" bottom: "full_%s" top: "x_%s" top: "y_%s"
+  slice_param { slice_dim: 1 slice_point: 4 } }
+layer { name: "fc_%s" type: "InnerProduct" bottom: "x_%s" top: "fc_%s" inner_product_param { num_output: 1 } }
+"""
+    text = half % (("a",) * 10) + half % (("b",) * 10) + """layer { name: "join" type: "Concat"
+  bottom: "fc_a" bottom: "fc_b" top: "join" }
+layer { name: "fc" type: "InnerProduct" bottom: "join" top: "fc" inner_product_param { num_output: 2 } }
+layer { name: "targets" type: "Concat" bottom: "y_a" bottom: "y_b" top: "targets" }
+layer { name: "loss" type: "EuclideanLoss" bottom: "fc" bottom: "targets" top: "loss" }
+"""
+    shapes, inferred = _summary(tmp_path, text)
+    assert shapes["in_a"] == [(10, 5)] and shapes["in_b"] == [(10, 5)]
+    assert shapes["targets"] == [(10, 2)]
+    assert "rows of values (N x C)" in inferred[0] and "candidate 2" in inferred[0]
+
+
+def test_more_images_of_a_reader_and_reshaped_labels(tmp_path):
+    """A triplet reader's three images, each read by a convolution; a second frame joined with the
+    first; a label reshaped to 0 x 1 x 49 x 1."""
+    text = """layer { name: "data" type: "HDF5Data" top: "data_a" top: "data_p" top: "data_n"
+  top: "frame" top: "label" hdf5_data_param { source: "triplets.txt" batch_size: 1 } }
+layer { name: "conv" type: "Convolution" bottom: "data_a" bottom: "data_p" bottom: "data_n"
+  top: "ca" top: "cp" top: "cn" convolution_param { num_output: 4 kernel_size: 3 } }
+layer { name: "pair" type: "Concat" bottom: "data_a" bottom: "frame" top: "pair" }
+layer { name: "lr" type: "Reshape" bottom: "label" top: "lr"
+  reshape_param { shape { dim: 0 dim: 1 dim: 49 dim: 1 } } }
+"""
+    shapes, inferred = _summary(tmp_path, text, strict=True)
+    assert shapes["data"] == [(1, 3, 224, 224)] * 4 + [(1, 1, 49, 1)]
+    assert shapes["conv"] == [(1, 4, 222, 222)] * 3 and shapes["pair"] == [(1, 6, 224, 224)]
+    assert "data_p given the shape of data_a (an image: a convolution or pooling reads it)" in \
+        inferred[0]
+    assert "frame given the shape 1 x 3 x 224 x 224 that layer 'pair' (Concat) needs" in inferred[0]

@@ -36,6 +36,8 @@ counts for the census split only.
 
     nice -n 10 python3 tools/census/measure.py            # measure what is not measured yet
     nice -n 10 python3 tools/census/measure.py --python-layers --split census --limit 10
+    python3 tools/census/measure.py --shard 0/2 --results A.json &   # two workers; then append
+    python3 tools/census/measure.py --shard 1/2 --results B.json     # A.json, B.json to results.json
     python3 tools/census/measure.py --summary             # write results_summary.json
 """
 import argparse
@@ -317,6 +319,9 @@ def main(argv=None):
     p.add_argument("--python-layers", action="store_true",
                    help="only files measured with their repository's Python layer modules")
     p.add_argument("--results", default=RESULTS, help="the results file (default %(default)s)")
+    p.add_argument("--shard", default="0/1", metavar="K/N",
+                   help="measure only every N-th file of the plan from the K-th (0-based), so N "
+                        "runs, each with its own --results, share the work")
     args = p.parse_args(argv)
     args.results = os.path.abspath(args.results)
     sys.path.insert(0, L.ROOT)
@@ -333,6 +338,10 @@ def main(argv=None):
     todo = plan(manifest, results, tree, L.read_table(L.PYMODS, L.PYMOD_COLUMNS))
     if args.python_layers:
         todo = [t for t in todo if t[1]]
+    k, n = (int(x) for x in args.shard.split("/"))
+    if not 0 <= k < n:
+        p.error("--shard K/N needs 0 <= K < N")
+    todo = todo[k::n]
     if args.limit:
         todo = todo[:args.limit]
     if os.environ.get(SANDBOX_ENV) != "1":

@@ -320,8 +320,8 @@ def main(argv=None):
                    help="only files measured with their repository's Python layer modules")
     p.add_argument("--results", default=RESULTS, help="the results file (default %(default)s)")
     p.add_argument("--shard", default="0/1", metavar="K/N",
-                   help="measure only every N-th file of the plan from the K-th (0-based), so N "
-                        "runs, each with its own --results, share the work")
+                   help="measure only the files whose sha256 is K modulo N, so N runs, each with "
+                        "its own --results, share the work (and each resumes its own)")
     args = p.parse_args(argv)
     args.results = os.path.abspath(args.results)
     sys.path.insert(0, L.ROOT)
@@ -341,7 +341,7 @@ def main(argv=None):
     k, n = (int(x) for x in args.shard.split("/"))
     if not 0 <= k < n:
         p.error("--shard K/N needs 0 <= K < N")
-    todo = todo[k::n]
+    todo = [t for t in todo if int(t[0]["sha256"], 16) % n == k]
     if args.limit:
         todo = todo[:args.limit]
     if os.environ.get(SANDBOX_ENV) != "1":

@@ -56,3 +56,23 @@ def _user_schema_reset():
     yield
     from caffepy.proto import user_schema
     user_schema.reset()
+
+
+def pytest_collection_finish(session):
+    """Start the background chains (tests/background.py) of the selected tests."""
+    import tempfile
+    from tests import background
+    if session.config.option.collectonly or not session.items:
+        return
+    session.config._background_tmp = tempfile.mkdtemp(prefix="caffepy-background-")
+    background.start([background.key(item) for item in session.items],
+                     session.config._background_tmp)
+
+
+def pytest_sessionfinish(session):
+    import shutil
+    from tests import background
+    background.stop()
+    tmp = getattr(session.config, "_background_tmp", None)
+    if tmp:
+        shutil.rmtree(tmp, ignore_errors=True)

@@ -12,7 +12,9 @@ file whose Python *data* layer (no bottoms) is neither importable nor built in i
 its shapes would be guesses, so it is reported in its own category and left out of the figures. Files whose prepared nets are
 identical (same NetParameter once prepared) run once and share the result. Work is spread over
 processes that each use one BLAS thread; a file gets at most ``limit`` CPU seconds; a file whose
-worker is killed (out of memory) fails with that reason (tests/zoo_runner.py).
+worker is killed (out of memory) fails with that reason (tests/zoo_runner.py). In the suite the
+sweep is a background chain (tests/background.py): one worker beside the other tests, from the
+moment the session is collected; the test reads its JSON in its turn.
 
     python -m tests.test_modelzoo [-j JOBS] [-t CPU_SECONDS] [--times N] [PATH_SUBSTRING]
 """
@@ -25,6 +27,7 @@ import time
 import numpy as np
 import pytest
 
+from tests import background
 from tests.zoo_runner import cpu_limit, distinct_tasks, run_tasks
 
 BVLC_TYPES = frozenset("""
@@ -326,11 +329,40 @@ def summarize(results, out=sys.stdout):
     return frac_all, frac_bvlc
 
 
+SWEEP_KEY = "test_modelzoo.py::test_modelzoo_sweep"
+
+
+@background.job(SWEEP_KEY)
+def sweep_job(work):
+    """The sweep as a background chain (tests/background.py): one worker, results as JSON."""
+    from tests.conftest import ROOT, SHARED
+    root = os.path.join(SHARED, "modelzoo")
+    if not os.path.isdir(root):
+        return None                     # the test skips
+    env = dict(os.environ, CAFFEPY_ZOO=root,
+               PYTHONPATH=os.pathsep.join([ROOT] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    return background.Chain([([sys.executable, "-m", "tests.test_modelzoo", "-j", "1", "--json",
+                               os.path.join(work, "sweep.json")],
+                              os.path.join(work, "sweep.log"))], work, env)
+
+
 @pytest.mark.slow
-def test_modelzoo_sweep(capsys):
+def test_modelzoo_sweep(capsys, tmp_path):
     from tests.conftest import shared_path
     root = shared_path("modelzoo")
-    results = sweep(root, jobs=min(2, os.cpu_count() or 1))
+    runner = background.runner
+    if not runner.started(SWEEP_KEY):   # the session did not start it (called directly): run it
+        runner = background.Runner()
+        runner.job(SWEEP_KEY)(sweep_job)
+        runner.start([SWEEP_KEY], str(tmp_path))
+    done = runner.result(SWEEP_KEY, timeout=3600)
+    log = os.path.join(done.cwd, "sweep.log")
+    assert done.returncode == 0, open(log).read()[-3000:]
+    with open(os.path.join(done.cwd, "sweep.json")) as f:
+        rows = json.load(f)
+    types = dict(zoo_net_files(root))
+    assert sorted(r["path"] for r in rows) == sorted(types)
+    results = [(r["path"], types[r["path"]], r["reason"], r["cpu_s"]) for r in rows]
     with capsys.disabled():
         sys.stdout.write("\n")
         frac_all, frac_bvlc = summarize(results)

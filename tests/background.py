@@ -1,0 +1,132 @@
+"""Long self-contained jobs of the suite, run beside the other tests.
+
+Most tests keep one core busy; on a two-core machine the other idles for most of the session. A
+test whose work is one long chain of child processes (the README's main job: LeNet trained to
+99%) declares that chain here with :func:`job`. When pytest has collected the session
+(``pytest_collection_finish`` in conftest.py) and such a test is selected, its chain starts in the
+background; chains run one at a time, each with one thread (``OMP_NUM_THREADS=1`` and the other
+thread variables), so the background never holds more than one core. The test itself, when its
+turn comes, waits for its chain (:func:`result`) and checks what it produced as before. A chain
+whose test is not selected never starts; one still running when the session ends is killed with its
+process group.
+
+A chain is a list of commands, each ``(argv, stdout file or None)``, run in ``cwd`` with ``env``; it
+stops at the first command that fails. :func:`result` returns ``Done(returncode, seconds, cwd)``.
+"""
+import collections
+import os
+import signal
+import subprocess
+import threading
+import time
+
+Chain = collections.namedtuple("Chain", "commands cwd env")
+Done = collections.namedtuple("Done", "returncode seconds cwd")
+
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
+              "MKL_NUM_THREADS": "1", "BLIS_NUM_THREADS": "1"}
+
+
+def key(item):
+    """A test's name here: its file's name and the test's (``test_e2e_lenet.py::test_...``),
+    the same whatever directory pytest runs from."""
+    return "%s::%s" % (os.path.basename(str(item.fspath)), item.name)
+
+
+class Runner(object):
+    """Chains registered by test name, run one at a time on a background thread."""
+
+    def __init__(self):
+        self.makers = {}        # test name -> make(tmp dir) -> Chain or None
+        self.queue, self.done = [], {}
+        self.proc = self.thread = None
+        self.stopping = False
+        self.cond = threading.Condition()
+
+    def job(self, name):
+        """Register ``make(tmp_dir) -> Chain`` as the chain of the test ``name`` (its
+        :func:`key`); ``make`` returns None to leave the test to itself (its data is absent)."""
+        def register(make):
+            self.makers[name] = make
+            return make
+        return register
+
+    def start(self, names, tmp_root):
+        """Start the chains of the tests ``names`` (in that order) on one background thread."""
+        if self.thread is not None:
+            raise RuntimeError("background chains already started")
+        for name in names:
+            make = self.makers.get(name)
+            if make is None:
+                continue
+            cwd = os.path.join(tmp_root, "chain-%d" % len(self.queue))
+            os.makedirs(cwd, exist_ok=True)
+            chain = make(cwd)
+            if chain is not None:
+                self.queue.append((name, chain))
+        if self.queue:
+            self.thread = threading.Thread(target=self._run_all, name="background-chains",
+                                           daemon=True)
+            self.thread.start()
+
+    def started(self, name):
+        return any(n == name for n, _ in self.queue)
+
+    def _run_all(self):
+        for name, chain in self.queue:
+            t0, rc = time.time(), 0
+            env = dict(chain.env, **ONE_THREAD)
+            for argv, out in chain.commands:
+                rc = self._run_one(argv, out, chain.cwd, env)
+                if rc != 0:
+                    break
+            with self.cond:
+                self.done[name] = Done(rc, time.time() - t0, chain.cwd)
+                self.cond.notify_all()
+
+    def _run_one(self, argv, out, cwd, env):
+        with self.cond:
+            if self.stopping:
+                return -signal.SIGKILL
+        f = open(out, "w") if out else subprocess.DEVNULL
+        try:
+            with self.cond:
+                self.proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=f,
+                                             stderr=subprocess.STDOUT, start_new_session=True)
+            return self.proc.wait()
+        finally:
+            if out:
+                f.close()
+            with self.cond:
+                self.proc = None
+
+    def result(self, name, timeout):
+        """Wait (at most ``timeout`` seconds) for the chain of ``name``; its Done."""
+        deadline = time.time() + timeout
+        with self.cond:
+            while name not in self.done:
+                left = deadline - time.time()
+                if left <= 0:
+                    raise TimeoutError("background chain of %s still running after %d s"
+                                       % (name, timeout))
+                self.cond.wait(min(left, 5.0))
+            return self.done[name]
+
+    def stop(self):
+        """Kill what still runs and wait for the thread (the end of the session)."""
+        with self.cond:
+            self.stopping = True
+            proc = self.proc
+        if proc is not None and proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
+        if self.thread is not None:
+            self.thread.join(timeout=30)
+
+
+#: The session's runner (conftest.py starts and stops it).
+runner = Runner()
+job, start, started, result, stop = (runner.job, runner.start, runner.started, runner.result,
+                                     runner.stop)

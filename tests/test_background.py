@@ -1,0 +1,51 @@
+"""tests/background.py: chains run one at a time, stop at a failing command, report their return
+code and directory, take one thread each, and are killed at the end of the session."""
+import os
+import sys
+import time
+
+import pytest
+
+from tests import background
+
+
+def _chain(cwd, *scripts):
+    return background.Chain([([sys.executable, "-c", s], os.path.join(cwd, "out%d.txt" % i))
+                             for i, s in enumerate(scripts)], cwd, dict(os.environ))
+
+
+def test_chains_run_in_order_with_one_thread(tmp_path):
+    r = background.Runner()
+    r.job("a")(lambda cwd: _chain(cwd, "import os; print(os.environ['OMP_NUM_THREADS'])",
+                                  "open('second', 'w').write('x')"))
+    r.job("b")(lambda cwd: _chain(cwd, "import sys; sys.exit(3)", "open('never', 'w')"))
+    r.job("c")(lambda cwd: None)                    # leaves its test alone
+    r.start(["b", "a", "c", "unknown"], str(tmp_path))
+    assert r.started("a") and r.started("b") and not r.started("c")
+    a, b = r.result("a", 60), r.result("b", 60)
+    r.stop()
+    assert a.returncode == 0 and open(os.path.join(a.cwd, "out0.txt")).read().strip() == "1"
+    assert os.path.exists(os.path.join(a.cwd, "second"))
+    assert b.returncode == 3 and not os.path.exists(os.path.join(b.cwd, "never"))
+    assert a.cwd != b.cwd
+
+
+def test_stop_kills_the_running_chain(tmp_path):
+    r = background.Runner()
+    r.job("slow")(lambda cwd: _chain(cwd, "import time; time.sleep(60)", "open('after', 'w')"))
+    r.start(["slow"], str(tmp_path))
+    time.sleep(0.5)
+    t0 = time.time()
+    r.stop()
+    done = r.result("slow", 10)
+    assert time.time() - t0 < 10
+    assert done.returncode != 0 and not os.path.exists(os.path.join(done.cwd, "after"))
+
+
+def test_result_times_out(tmp_path):
+    r = background.Runner()
+    r.job("slow")(lambda cwd: _chain(cwd, "import time; time.sleep(30)"))
+    r.start(["slow"], str(tmp_path))
+    with pytest.raises(TimeoutError):
+        r.result("slow", 0.5)
+    r.stop()

@@ -271,3 +271,22 @@ def test_pymods_table_is_well_formed():
         if r["status"] == "found":
             assert len(r["sha256"]) == 64
             assert pymods.candidates(r["module"], [r["path"]]) == [(r["path"], r["root"])]
+
+
+def test_coverage_curve_counts_files_whose_types_are_all_ranked():
+    import curve
+    rows = [{"repo": "a/x", "sha256": "1", "kept": True}, {"repo": "b/y", "sha256": "2", "kept": True},
+            {"repo": "c/z", "sha256": "3", "kept": True}, {"repo": "d/w", "sha256": "1", "kept": False}]
+    conv, relu, odd = ("Convolution", "current"), ("ReLU", "current"), ("Odd", "current")
+    facts = {"1": {"types": [conv, relu]}, "2": {"types": [conv]}, "3": {"types": [conv, odd]}}
+    records = {"1": {"complete": True, "deploy_with_inputs": True, "runnable": True},
+               "2": {"complete": True, "deploy_with_inputs": False},
+               "3": {"complete": True, "deploy_with_inputs": True, "runnable": False}}
+    order, nrepos = curve.ranked_types(rows, facts)
+    assert order == [conv, relu, odd] and nrepos == {conv: 4, relu: 2, odd: 1}
+    points, (n, nd, tail, _) = curve.curve(rows, facts, records, checkpoints=(1, 2))
+    # the duplicate row counts for the ranking, not as a second file
+    assert (n, nd, tail) == (3, 2, 3)
+    assert points == [(1, 1, 0), (2, 2, 1), (3, 3, 1)]
+    text = curve.render(rows, facts, records)
+    assert "| 3 | 3 / 3 (100.0%) | 1 / 2 (50.0%) |" in text and "begins at rank 3" in text

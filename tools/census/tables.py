@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The census tables (census split only) and the coverage tiers (each split apart).
 
-    python3 tools/census/tables.py            # rewrite the generated part of docs/census.md
+    python3 tools/census/tables.py            # rewrite the generated parts of docs/census.md
+                                              # and the coverage curve in docs/zoo_coverage.md
     python3 tools/census/tables.py --print    # print it instead
 
 What is counted is read from each census file's text (the cached copy, /work/census-data/files)
@@ -29,6 +30,8 @@ sys.path.insert(0, L.ROOT)        # this tree's caffepy, not another one install
 
 DOC = os.path.join(L.ROOT, "docs", "census.md")
 BEGIN, END = "<!-- census tables: begin -->", "<!-- census tables: end -->"
+CURVE_DOC = os.path.join(L.ROOT, "docs", "zoo_coverage.md")
+CURVE_BEGIN, CURVE_END = "<!-- census curve: begin -->", "<!-- census curve: end -->"
 SCHEMA = os.path.join(os.path.dirname(L.ROOT), "shared", "caffe-schema", "caffe-schema.json")
 TOKEN = re.compile(r'"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\'|#[^\n]*|[{}:\[\],<>]|[-+\w.]+|\S')
 IDENT = re.compile(r"^[A-Za-z_][\w.]*$")
@@ -342,20 +345,38 @@ def render(top=40):
     return "\n".join(out) + "\n"
 
 
+def render_curve():
+    """The coverage curve (tools/census/curve.py) at the measured tree, census split."""
+    import curve
+    import measure
+    rows = census_rows()
+    facts = analyse(rows, Schema())
+    tree = measure.caffepy_tree()
+    records = {sha: r for (sha, t), r in measure.load_results(measure.RESULTS).items()
+               if t == tree and r["split"] == "census"}
+    return ("caffepy tree measured: `%s`.\n\n" % tree) + curve.render(rows, facts, records) + "\n"
+
+
+def _replace(path, begin, end, text):
+    with open(path) as f:
+        doc = f.read()
+    a, b = doc.index(begin) + len(begin), doc.index(end)
+    with open(path, "w") as f:
+        f.write(doc[:a] + "\n" + text + doc[b:])
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--print", action="store_true")
     args = p.parse_args(argv)
-    text = render()
+    text, curve_text = render(), render_curve()
     if args.print:
         print(text)
+        print(curve_text)
         return 0
-    with open(DOC) as f:
-        doc = f.read()
-    a, b = doc.index(BEGIN) + len(BEGIN), doc.index(END)
-    with open(DOC, "w") as f:
-        f.write(doc[:a] + "\n" + text + doc[b:])
-    print("wrote the tables into %s" % DOC)
+    _replace(DOC, BEGIN, END, text)
+    _replace(CURVE_DOC, CURVE_BEGIN, CURVE_END, curve_text)
+    print("wrote the tables into %s and the curve into %s" % (DOC, CURVE_DOC))
     return 0
 
 

@@ -11,7 +11,10 @@ numba is a dependency where it has wheels (pyproject.toml), imported on first us
 installed, or it is switched off by ``CAFFEPY_NUMBA=0`` in the environment or by
 :func:`set_enabled` (``with kernels.disabled(): ...`` in tests). Kernels are compiled on first
 call, once per dtype, and cached on disk next to the module (numba's ``cache=True``), so a process
-pays the compile time only the first time a machine runs them.
+pays the compile time only the first time a machine runs them. Where that folder is not writable
+(a read-only install: a container's image, a sandbox) and ``NUMBA_CACHE_DIR`` is unset, the cache
+goes to ``$XDG_CACHE_HOME/caffepy/numba`` (``~/.cache``), else to ``<tmp>/caffepy-numba-<uid>``
+(:func:`cache_dir_fallback`): numba itself would refuse to compile a cached kernel there.
 
 Threads: numba's pool uses ``NUMBA_NUM_THREADS`` (default: all cores), else ``OMP_NUM_THREADS``
 where the user set it (numba's OpenMP layer would otherwise hand its count to oneDNN's
@@ -71,10 +74,47 @@ class Switch:
             self.enabled = old
 
 
+def _writable(path):
+    """Whether files can be made in ``path`` (created if missing)."""
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError:
+        return False
+    return os.access(path, os.W_OK | os.X_OK)
+
+
+def cache_dir_fallback(module_dir=None, environ=None):
+    """The folder numba should cache the kernels in when the one next to them
+    (``caffepy/math/__pycache__``) is not writable, or None when it is (or the user chose one
+    with ``NUMBA_CACHE_DIR``): ``$XDG_CACHE_HOME/caffepy/numba`` (``~/.cache/...``) if writable,
+    else ``<tmp>/caffepy-numba-<uid>``."""
+    import tempfile
+    environ = os.environ if environ is None else environ
+    if environ.get("NUMBA_CACHE_DIR"):
+        return None
+    module_dir = module_dir or os.path.dirname(os.path.abspath(__file__))
+    pycache = os.path.join(module_dir, "__pycache__")
+    if os.access(pycache if os.path.isdir(pycache) else module_dir, os.W_OK | os.X_OK):
+        return None
+    xdg = environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    for path in (os.path.join(xdg, "caffepy", "numba"),
+                 os.path.join(tempfile.gettempdir(), "caffepy-numba-%d" % os.getuid())):
+        if _writable(path):
+            return path
+    return None
+
+
 def _load():
     # numba's OpenMP pool would otherwise spin after each kernel, on the cores that the
     # BLAS threads of the next GEMM need (measured: LeNet / CIFAR10-quick steps 2x slower)
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    try:
+        import numba
+    except ImportError:
+        return None
+    fallback = cache_dir_fallback()
+    if fallback is not None:            # read before the kernels' modules are imported
+        numba.config.CACHE_DIR = fallback
     try:
         from . import _numba_kernels
     except ImportError:

@@ -107,9 +107,13 @@ def _explain(what):
     return " ".join(what.replace("caffe.", "").split()).rstrip(".")
 
 
+_TAKE_LAST = contextvars.ContextVar("caffepy_take_last_scalar", default=False)
+
+
 def _parse_located(text, msg, filename):
+    parse = text_format.Merge if _TAKE_LAST.get() else text_format.Parse
     try:
-        text_format.Parse(text, msg, allow_unknown_extension=False)
+        parse(text, msg, allow_unknown_extension=False)
     except text_format.ParseError as e:
         m = _LOC.match(str(e))
         if not m:
@@ -161,10 +165,17 @@ def _parse_text(text, msg, filename, strict, hints):
         if "should not have multiple" in str(error):
             from .upgrade import collapse_fork_repeated
             collapsed = collapse_fork_repeated(text, msg.DESCRIPTOR, filename)
-            if collapsed is None:
+            if collapsed is not None:
+                msg.Clear()
+                return _parse_text(collapsed, msg, filename, strict, hints)
+            if not _take_last_scalars(text, msg, filename, strict):
                 raise
-            msg.Clear()
-            return _parse_text(collapsed, msg, filename, strict, hints)
+            token = _TAKE_LAST.set(True)
+            try:
+                msg.Clear()
+                return _parse_text(text, msg, filename, strict, hints)
+            finally:
+                _TAKE_LAST.reset(token)
         if "no field named" not in str(error) and "no value named" not in str(error):
             raise
         first_error = error
@@ -210,6 +221,24 @@ def _parse_text(text, msg, filename, strict, hints):
         _log.warning("%s: ignored %d unknown enum value(s) (%s): %s", filename, len(dropped),
                      _unknown.lenient_reason(), "; ".join(v.where() for v in dropped))
     return msg
+
+
+def _take_last_scalars(text, msg, filename, strict):
+    """Whether ``text``, whose singular fields repeat, is read with the last value of each (as
+    protobuf's text Merge does): not when strict (Caffe's parser refuses it) nor when a repeated
+    one holds a message (a brace left out, most likely); one WARNING names them when it is."""
+    if _TAKE_LAST.get() or (_unknown.strict_default() if strict is None else strict):
+        return False
+    try:
+        dups = _unknown.find_repeated_singular(text, msg.DESCRIPTOR)
+    except (IndexError, ValueError, RecursionError):   # too malformed / deep to scan
+        return False
+    if not dups or any(d.block for d in dups):
+        return False
+    _log.warning("%s: %d singular field(s) given more than once, the last value taken (Caffe "
+                 "refuses this, --strict too): %s", filename, len(dups),
+                 "; ".join(d.where() for d in dups))
+    return True
 
 
 _RAW_TYPES = contextvars.ContextVar("caffepy_raw_v1_types", default=None)

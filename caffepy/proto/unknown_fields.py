@@ -112,6 +112,15 @@ class Unknown:
         return "%d:%d: %s.%s%s" % (self.line, self.col, self.message, self.name, layer)
 
 
+class Repeated(Unknown):
+    """A second (third ...) value of a singular field; ``block``: the field holds a message."""
+    __slots__ = ("block",)
+
+    def __init__(self, name, message, line, col, start, layer, block):
+        super().__init__(name, message, line, col, start, layer)
+        self.block = block
+
+
 class _LayerRef(list):
     """The one-item list holding the name of the layer a record is in (filled in when the scan
     reaches its ``name``), and where the layer is: ``field`` ("layer" or "layers") and ``ordinal``
@@ -195,7 +204,8 @@ class _Scanner:
                 self.known.append((desc, word, line, col, layer))
             if fd is not None and field_label(fd) != "repeated":
                 if word in seen:
-                    rec = Unknown(word, desc.name, line, col, start, layer)
+                    rec = Repeated(word, desc.name, line, col, start, layer,
+                                   fd.message_type is not None)
                     self.duplicates.append(rec)
                 seen.add(word)
             if self.peek() and self.peek()[1] == ":":

@@ -176,6 +176,8 @@ def _parse_text(text, msg, filename, strict, hints):
                 return _parse_text(text, msg, filename, strict, hints)
             finally:
                 _TAKE_LAST.reset(token)
+        if _QUOTED_V1_TYPE.search(text):
+            return _parse_quoted_v1_types(text, msg, filename, strict, hints, error)
         if "no field named" not in str(error) and "no value named" not in str(error):
             raise
         first_error = error
@@ -221,6 +223,32 @@ def _parse_text(text, msg, filename, strict, hints):
         _log.warning("%s: ignored %d unknown enum value(s) (%s): %s", filename, len(dropped),
                      _unknown.lenient_reason(), "; ".join(v.where() for v in dropped))
     return msg
+
+
+_QUOTED_V1_TYPE = re.compile(r'(^|[\s}])layers\s*\{[^{}]*?\btype\s*:\s*["\']')
+
+
+def _parse_quoted_v1_types(text, msg, filename, strict, hints, error):
+    """A V1 ``layers`` block whose type is a current name in quotes: when not strict, the text is
+    read with those names as their V1 values, else with the ``layers`` blocks as ``layer`` blocks
+    (caffepy.proto.upgrade.respell_quoted_v1_types), with one WARNING; otherwise ``error``."""
+    from .upgrade import quoted_v1_types_note, respell_quoted_v1_types
+    if _unknown.strict_default() if strict is None else strict:
+        raise error
+    try:
+        readings = respell_quoted_v1_types(text, filename)
+    except (IndexError, ValueError, RecursionError):   # too malformed / deep to scan
+        readings = []
+    for respelled, how in readings:
+        msg.Clear()
+        try:
+            _parse_text(respelled, msg, filename, strict, hints)
+        except ProtoError as e:
+            error = e
+            continue
+        quoted_v1_types_note(text, filename, how)
+        return msg
+    raise error
 
 
 def _take_last_scalars(text, msg, filename, strict):

@@ -26,11 +26,23 @@ fits none is an error naming the forms known (``caffepy.layers.stand_ins``). Use
 ``import caffe`` (the ``caffe`` package is caffepy).
 As in pycaffe, ``net.layers[i]`` of a Python layer answers for the user's object: attributes the
 layer itself lacks (``set_roidb``, ...) are the user object's.
+
+An exception the user's code raises (importing the module, in ``__init__``, ``setup``,
+``reshape``, ``forward`` or ``backward``) becomes a one-line :class:`PythonLayerError` (a
+``NetError``) naming the layer, the module and class, the call, the exception and the innermost
+file:line of the user's code, e.g. ``layer 'data' (Python): python_param.module 'reader' (class
+DataLayer) raised NameError in setup: name 'xrange' is not defined (reader.py:42)``; the
+exception itself is its ``original`` and ``__cause__``. A ``CaffeError`` passes unchanged.
 """
+import contextlib
 import importlib
 import logging
+import os
+import sysconfig
+import traceback
 
 from ..blob import Blob
+from ..errors import CaffeError, NetError
 from .base import Layer as _CaffepyLayer, register_layer
 from .stand_ins import NoStandInFits, builtin_layer_class, fitting_stand_ins, form_of
 from .stand_ins import register_stand_in  # noqa: F401  (the fork families register through here)
@@ -74,8 +86,60 @@ class Layer(object):
         pass
 
 
+class PythonLayerError(NetError):
+    """The user's code of a Python layer raised ``original`` during ``phase`` (import, __init__,
+    setup, reshape, forward, backward)."""
+
+    def __init__(self, message, phase=None, original=None):
+        super(PythonLayerError, self).__init__(message)
+        self.phase, self.original = phase, original
+
+
+_OWN_DIRS = tuple(os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), d) + os.sep for d in ("caffepy", "caffe"))
+_LIBRARY_DIRS = tuple(sorted({os.path.abspath(p) + os.sep for k, p in sysconfig.get_paths().items()
+                              if k in ("stdlib", "platstdlib", "purelib", "platlib")}))
+
+
+def user_code_location(error):
+    """``file.py:line`` of the innermost frame of ``error``'s traceback in the user's code (not
+    caffepy's, the standard library's or an installed package's; failing that, the innermost not
+    caffepy's), or None. A SyntaxError gives its own file and line."""
+    if isinstance(error, SyntaxError) and error.filename:
+        return "%s:%s" % (os.path.basename(error.filename), error.lineno)
+    frames = [f for f in traceback.extract_tb(error.__traceback__)
+              if f.filename and not f.filename.startswith("<")
+              and not os.path.abspath(f.filename).startswith(_OWN_DIRS)]
+    users = [f for f in frames if not os.path.abspath(f.filename).startswith(_LIBRARY_DIRS)]
+    for f in reversed(users or frames):
+        return "%s:%d" % (os.path.basename(f.filename), f.lineno)
+    return None
+
+
+def exception_text(error, limit=200):
+    """The exception's message on one line: its first line when that says enough (numpy's
+    paragraphs of advice after a removed alias, ...), at most ``limit`` characters."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    text = lines[0] if lines and len(lines[0]) >= 20 else " ".join(lines)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def describe_user_error(module_name, class_name, phase, error):
+    """``python_param.module 'm' (class C) raised T in phase: message (file.py:line)``."""
+    where = user_code_location(error)
+    message = exception_text(error)
+    return "python_param.module '%s' (class %s) raised %s in %s%s%s" % (
+        module_name, class_name, type(error).__name__, phase, ": " + message if message else "",
+        " (%s)" % where if where else "")
+
+
 class ModuleMissing(ImportError):
     """``python_param.module`` (or a package above it) is not on sys.path at all."""
+
+
+class ClassMissing(AttributeError):
+    """The module imported but has no attribute ``python_param.layer``."""
 
 
 def _names_module(error, module_name):
@@ -97,12 +161,14 @@ def load_python_layer_class(module_name, class_name):
         module = importlib.import_module(module_name)
     except ImportError as e:
         cls = ModuleMissing if _names_module(e, module_name) else ImportError
-        raise cls("cannot import python_param.module '%s' (for layer class '%s'): %s"
-                  % (module_name, class_name, " ".join(str(e).split())))
+        where = None if cls is ModuleMissing else user_code_location(e)
+        raise cls("cannot import python_param.module '%s' (for layer class '%s'): %s%s"
+                  % (module_name, class_name, " ".join(str(e).split()),
+                     " (%s)" % where if where else ""))
     try:
         return getattr(module, class_name)
     except AttributeError:
-        raise AttributeError("module '%s' (%s) has no class '%s'"
+        raise ClassMissing("module '%s' (%s) has no class '%s'"
                              % (module_name, getattr(module, "__file__", "?"), class_name))
 
 
@@ -131,13 +197,29 @@ class PythonLayer(_CaffepyLayer):
                 hint = (" (caffepy's built-in stand-in for %s.%s is used only when that module "
                         "is not on sys.path)" % (pp.module, pp.layer))
             raise self.error(str(e) + hint)
-        except AttributeError as e:
+        except ClassMissing as e:
             raise self.error(str(e))
+        except CaffeError:
+            raise
         except Exception as e:  # an error raised while importing the user's module
-            raise self.error("importing python_param.module '%s' failed: %s: %s"
-                             % (pp.module, type(e).__name__, " ".join(str(e).split())))
+            raise self._user_error("import", e) from e
         if cls is not None:
             self._instantiate(cls)
+
+    def _user_error(self, phase, error):
+        pp = self.layer_param.python_param
+        return self.error(describe_user_error(pp.module, pp.layer, phase, error),
+                          lambda message: PythonLayerError(message, phase, error))
+
+    @contextlib.contextmanager
+    def _calling(self, phase):
+        """Run the user's ``phase`` method: its exceptions become one-line PythonLayerErrors."""
+        try:
+            yield
+        except CaffeError:
+            raise
+        except Exception as e:
+            raise self._user_error(phase, e) from e
 
     def _instantiate(self, cls):
         pp = self.layer_param.python_param
@@ -146,7 +228,8 @@ class PythonLayer(_CaffepyLayer):
             _log.warning("Python layer '%s': %s; caffepy's built-in %s.%s stands in for %s.%s%s",
                          self.layer_param.name, self._missing, cls.__module__, cls.__name__,
                          pp.module, pp.layer, " (as %s's layer)" % form.fork if form else "")
-        self.py_layer = cls(self.layer_param)
+        with self._calling("__init__"):
+            self.py_layer = cls(self.layer_param)
         self.py_layer.param_str = pp.param_str
         self.py_layer.param_str_ = pp.param_str
         self.py_layer.phase = self.phase
@@ -167,14 +250,17 @@ class PythonLayer(_CaffepyLayer):
             except NoStandInFits as why:
                 raise self.error("%s, and %s" % (self._missing, why))
             self._instantiate(cls)
-        self.py_layer.setup(bottom, top)
+        with self._calling("setup"):
+            self.py_layer.setup(bottom, top)
         self.blobs = self.py_layer.blobs
 
     def reshape(self, bottom, top):
-        self.py_layer.reshape(bottom, top)
+        with self._calling("reshape"):
+            self.py_layer.reshape(bottom, top)
 
     def forward_cpu(self, bottom, top):
-        self.py_layer.forward(bottom, top)
+        with self._calling("forward"):
+            self.py_layer.forward(bottom, top)
 
     def get_data_state(self):
         """The user layer's optional ``get_state()`` (a dict; see caffepy.data.state), else None."""
@@ -188,4 +274,5 @@ class PythonLayer(_CaffepyLayer):
         setter(state)
 
     def backward_cpu(self, top, propagate_down, bottom):
-        self.py_layer.backward(top, list(propagate_down), bottom)
+        with self._calling("backward"):
+            self.py_layer.backward(top, list(propagate_down), bottom)

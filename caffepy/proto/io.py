@@ -12,12 +12,15 @@ text file none of these. When the guess is text and the text does not parse, a b
 before the text error is reported.
 
 Text errors read ``file:line:column: what is wrong (layer 'name')``, for example
-``net.prototxt:12:5: no field named "foo" in LayerParameter (layer 'conv1')``.
+``net.prototxt:12:5: no field named "foo" in LayerParameter (layer 'conv1')``
+(:mod:`caffepy.proto.text_errors`). When text does not parse, :func:`parse_text` tries, in turn:
+fork spellings of n-d fields and fork-repeated fields (:mod:`caffepy.proto.upgrade`), the lenient
+readings of :mod:`caffepy.proto.lenient_text`, then dropping fields the schema lacks
+(:mod:`caffepy.proto.unknown_fields`) and enum values its enums lack
+(:mod:`caffepy.proto.unknown_values`).
 """
-import contextvars
 import logging
 import os
-import re
 
 from google.protobuf import message as _message
 from google.protobuf import text_format
@@ -26,14 +29,15 @@ from ..errors import ProtoError
 from . import caffe_pb2
 from .atomic import atomic_path, atomic_write, file_mode, write_error  # noqa: F401
 from . import harvest_policy as _harvest
+from . import lenient_text as _lenient
 from . import unknown_fields as _unknown
+from . import unknown_values as _values
 from . import user_schema as _user
+from .text_errors import parse_located
+from .unknown_values import check_binary_values
 
 _log = logging.getLogger(__name__)
 
-_LOC = re.compile(r"^(\d+):(\d+)\s*:\s*(.*)$", re.S)
-_NO_FIELD = re.compile(r'Message type "caffe\.([\w.]+)" has no field named "(\w+)"')
-_NO_ENUM = re.compile(r'Enum type "caffe\.([\w.]+)" has no value named (\w+)')
 _TEXT_BYTES = frozenset(range(32, 127)) | frozenset(b"\n\r\t\f\b\v")
 
 
@@ -59,66 +63,8 @@ def is_binary_file(path):
         return looks_binary(f.read(65536))
 
 
-_TOKEN = re.compile(r'"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\'|#[^\n]*|[{}:]|[A-Za-z_]\w*|\n')
-_NAME_PATHS = (("layer",), ("layers",), ("layers", "layer"))
-
-
-def _layer_at(text, line_no):
-    """Name of the top-level ``layer``/``layers`` block that holds line ``line_no`` (1-based)."""
-    line, stack, prev = 1, [], []
-    block = None          # [first line, name] of the top-level block being read
-    for m in _TOKEN.finditer(text):
-        tok = m.group()
-        if tok == "\n":
-            line += 1
-            continue
-        if tok[0] == "#":
-            continue
-        if tok == "{":
-            key = prev[-1] if prev and prev[-1] != ":" else (prev[-2] if len(prev) > 1 else "")
-            stack.append(key)
-            if len(stack) == 1:
-                block = [line, None] if key in ("layer", "layers") else None
-        elif tok == "}":
-            if stack:
-                stack.pop()
-            if not stack:
-                if block and block[0] <= line_no <= line:
-                    return block[1]
-                block = None
-        elif tok[0] in "\"'" and block and block[1] is None and tuple(stack) in _NAME_PATHS \
-                and prev[-2:] == ["name", ":"]:
-            block[1] = tok[1:-1]
-        if line > line_no and not stack:
-            break
-        prev = (prev + [tok])[-2:]
-    if block and block[0] <= line_no:
-        return block[1]
-    return None
-
-
-def _explain(what):
-    m = _NO_FIELD.search(what)
-    if m:
-        return 'no field named "%s" in %s' % (m.group(2), m.group(1))
-    m = _NO_ENUM.search(what)
-    if m:
-        return "no value named %s in enum %s" % (m.group(2), m.group(1))
-    return " ".join(what.replace("caffe.", "").split()).rstrip(".")
-
-
 def _parse_located(text, msg, filename):
-    try:
-        text_format.Parse(text, msg, allow_unknown_extension=False)
-    except text_format.ParseError as e:
-        m = _LOC.match(str(e))
-        if not m:
-            raise ProtoError("%s: %s" % (filename, _explain(str(e))))
-        line, col, what = m.groups()
-        layer = _layer_at(text, int(line)) if msg.DESCRIPTOR.name == "NetParameter" else None
-        where = " (layer '%s')" % layer if layer else ""
-        raise ProtoError("%s:%s:%s: %s%s" % (filename, line, col, _explain(what), where))
-    return msg
+    return parse_located(text, msg, filename, merge=_lenient.takes_last())
 
 
 def parse_text(text, msg, filename="<string>", strict=None, hints=None):
@@ -147,7 +93,7 @@ def _parse_text(text, msg, filename, strict, hints):
     merged = _user.merged_for(msg)
     if merged is not None:
         _parse_text(text, merged, filename, strict, hints)
-        _reject_values(_user.fork_values(text, msg, merged), filename, strict)
+        _values.reject_values(_user.fork_values(text, msg, merged), filename, strict)
         msg.MergeFromString(merged.SerializeToString())
         return msg
     try:
@@ -161,10 +107,18 @@ def _parse_text(text, msg, filename, strict, hints):
         if "should not have multiple" in str(error):
             from .upgrade import collapse_fork_repeated
             collapsed = collapse_fork_repeated(text, msg.DESCRIPTOR, filename)
-            if collapsed is None:
+            if collapsed is not None:
+                msg.Clear()
+                return _parse_text(collapsed, msg, filename, strict, hints)
+            if not _lenient.take_last_scalars(text, msg, filename, strict):
                 raise
-            msg.Clear()
-            return _parse_text(collapsed, msg, filename, strict, hints)
+            with _lenient.taking_last():
+                msg.Clear()
+                return _parse_text(text, msg, filename, strict, hints)
+        if _lenient.has_quoted_v1_types(text):
+            return _lenient.read_quoted_v1_types(
+                text, msg, filename, strict, error,
+                lambda respelled: _parse_text(respelled, msg, filename, strict, hints))
         if "no field named" not in str(error) and "no value named" not in str(error):
             raise
         first_error = error
@@ -176,7 +130,7 @@ def _parse_text(text, msg, filename, strict, hints):
     if not unknown and not values:
         raise first_error
     strict = _unknown.strict_default() if strict is None else strict
-    kept_types, dropped, checked = _structure_values(values, strict)
+    kept_types, dropped, checked = _values.structure_values(values, strict)
     risky = [u for u in unknown if not u.harmless]
     first_bad = sorted(risky + [v for v in checked if strict or not v.harmless],
                        key=lambda u: u.start)
@@ -210,87 +164,6 @@ def _parse_text(text, msg, filename, strict, hints):
         _log.warning("%s: ignored %d unknown enum value(s) (%s): %s", filename, len(dropped),
                      _unknown.lenient_reason(), "; ".join(v.where() for v in dropped))
     return msg
-
-
-_RAW_TYPES = contextvars.ContextVar("caffepy_raw_v1_types", default=None)
-
-
-def _structure_values(values, strict):
-    """Split the unknown enum ``values`` of a text: (V1 layer types kept as names, values dropped,
-    values left to the usual policy). In the structure-only mode
-    (:func:`caffepy.proto.harvest_policy.structure_only`: summary, draw) a V1 ``layers`` block's
-    ``type`` that the V1 enum lacks (a fork's layer type) is kept as its name, recorded for
-    :func:`read_net`, which gives it to the upgraded layer; when not ``strict`` every other unknown
-    enum value is dropped with a WARNING (nothing is computed from it). Outside that mode every
-    value is left to the usual policy."""
-    if not values or not _harvest.is_structure_only():
-        return [], [], values
-    raw, kept, dropped, checked = _RAW_TYPES.get(), [], [], []
-    for v in values:
-        ref = v.layer
-        if v.message == "V1LayerParameter" and v.name == "type" and \
-                getattr(ref, "field", None) == "layers":
-            if raw is not None:
-                raw[ref.ordinal] = str(v.value)
-            kept.append(v)
-        elif not strict:
-            dropped.append(v)
-        else:
-            checked.append(v)
-    return kept, dropped, checked
-
-
-def check_binary_values(msg, filename, strict=None):
-    """Enum numbers in a binary ``msg`` that the schema's enums lack (protobuf keeps them as
-    unknown fields and leaves the field at its default): an error naming the field, the number
-    and the layer; when not strict, those in fields that change no math get a WARNING. Under
-    the structure-only mode a V1 layer's type number the V1 enum lacks is kept (as the number)
-    and any other value dropped with a WARNING unless ``strict``, as for text."""
-    values = _unknown.binary_unknown_values(msg)
-    if values and _harvest.is_structure_only() and msg.DESCRIPTOR.name == "NetParameter":
-        kept = _binary_v1_types(msg)
-        values = [v for v in values if not (v.message == "V1LayerParameter" and v.name == "type")]
-        if kept:
-            _log.warning("%s: %d V1 layer type number(s) the V1 enum lacks (a fork's) kept for the "
-                         "structure: %s", filename, len(kept), ", ".join(
-                             "layer %d = %s" % (i, n) for i, n in sorted(kept.items())))
-        strict = _unknown.strict_default() if strict is None else strict
-        if values and not strict:
-            _log.warning("%s: ignored %d unknown enum value(s) (%s): %s", filename, len(values),
-                         _unknown.lenient_reason(), "; ".join(v.where() for v in values))
-            return msg
-    _reject_values(values, filename, strict)
-    return msg
-
-
-def _binary_v1_types(msg):
-    """{index in ``msg.layers``: type number} of the V1 layers whose type number the V1 enum lacks
-    (protobuf keeps it as an unknown field), recorded for :func:`read_net`."""
-    try:
-        from google.protobuf import unknown_fields as pb_unknown
-    except ImportError:
-        return {}
-    number = caffe_pb2.V1LayerParameter.DESCRIPTOR.fields_by_name["type"].number
-    raw, out = _RAW_TYPES.get(), {}
-    for i, v1 in enumerate(msg.layers):
-        for uf in pb_unknown.UnknownFieldSet(v1):
-            if uf.field_number == number and uf.wire_type == 0 and not v1.HasField("type"):
-                out[i] = str(uf.data)
-    if raw is not None:
-        raw.update(out)
-    return out
-
-
-def _reject_values(values, filename, strict):
-    if not values:
-        return
-    strict = _unknown.strict_default() if strict is None else strict
-    for v in values:
-        if strict or not v.harmless:
-            raise ProtoError(v.describe(filename, lenient=not strict))
-    _log.warning("%s: ignored %d unknown enum value(s) of fields that change no math "
-                 "(--ignore-unknown-fields): %s", filename, len(values),
-                 "; ".join(v.where() for v in values))
 
 
 def _read_bytes(path):
@@ -397,16 +270,12 @@ def read_net(source, upgrade=True, strict=None):
         net.CopyFrom(source)
         name = "<NetParameter>"
     else:
-        token = _RAW_TYPES.set({})      # V1 layer types kept as names (structure only)
-        try:
+        with _values.recording_v1_types() as raw_types:    # V1 types kept for the structure
             if isinstance(source, (bytes, bytearray, memoryview)):
                 name = "<bytes>"
                 parse_any(bytes(source), net, name, strict=strict, hints=hints)
             else:
                 name = _read_path_or_text(source, net, strict, hints)
-            raw_types = _RAW_TYPES.get()
-        finally:
-            _RAW_TYPES.reset(token)
     if name != "<NetParameter>":
         _log_hints(net, name, hints)
     if upgrade:

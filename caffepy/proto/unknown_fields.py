@@ -4,9 +4,9 @@ Policy, applied by :func:`caffepy.proto.io.parse_text` when a text file names a 
 its message lacks:
 
 * a field whose name is a memory, caching, precision or engine hint of a major fork
-  (:data:`NO_MATH_NAMES`: NVCaffe's ``forward_type`` / ``*_math`` / ``mem_param`` /
-  ``eltwise_mem_sharing``, ``cache`` in data parameters, Intel's ``engine`` ...) changes no math in
-  caffepy: it is dropped and named in one INFO line per file;
+  (:data:`caffepy.proto.hint_fields.NO_MATH_NAMES`: NVCaffe's ``forward_type`` / ``*_math`` /
+  ``mem_param`` / ``eltwise_mem_sharing``, ``cache`` in data parameters, Intel's ``engine`` ...)
+  changes no math in caffepy: it is dropped and named in one INFO line per file;
 * any other unknown field may change the math: strict reading (the default) stops with one line,
   ``file:line:col: no field named "f" in Message (layer 'x') ...``; lenient reading
   (``Net(..., strict=False)``, ``--ignore-unknown-fields`` on ``summary`` / ``train`` / ``test`` /
@@ -21,7 +21,8 @@ keep a V1 layer type the V1 enum lacks as its name and drop any other value with
 strict (:func:`caffepy.proto.io.parse_text`).
 
 Fields the schema declares (proto/additions.d) parse normally; those of them that are such hints
-(:data:`DECLARED_HINTS`) are named in the same INFO line by :func:`declared_hints`.
+(:data:`caffepy.proto.hint_fields.DECLARED_HINTS`) are named in the same INFO line by
+:func:`caffepy.proto.hint_fields.declared_hints`.
 
 The scan (:func:`find_unknown`) walks the text format's tokens against the message descriptors; a
 dropped field's text (name, value or block) is blanked with spaces, newlines kept, so the line and
@@ -32,35 +33,8 @@ import contextvars
 import re
 
 from . import field_label
-
-#: Unknown field names, in any message, that are hints changing no math in caffepy.
-NO_MATH_NAMES = frozenset("""
-    forward_type backward_type forward_math backward_math default_forward_type
-    default_backward_type default_forward_math default_backward_math cudnn_math_override
-    default_cudnn_math_override conv_algos_override default_conv_algos_override
-    cudnn_convolution_algo_seeker reduce_buckets eltwise_mem_sharing mem_param global_grad_scale
-    global_grad_scale_adaptive solver_data_type store_blobs_in_old_format
-    cache precache threads parser_threads prefetch engine use_gpu_transform forward_packing
-    display debug show_data
-""".split())
-
-#: Declared fork fields (message -> names) that are such hints: named in the INFO line when set.
-DECLARED_HINTS = {
-    "NetParameter": ("default_forward_type", "default_backward_type", "default_forward_math",
-                     "default_backward_math", "global_grad_scale", "global_grad_scale_adaptive",
-                     "default_conv_algos_override", "reduce_buckets", "default_cudnn_math_override",
-                     "eltwise_mem_sharing", "engine"),
-    "LayerParameter": ("forward_type", "backward_type", "forward_math", "backward_math", "debug",
-                       "cudnn_math_override", "engine"),
-    "DataParameter": ("threads", "parser_threads", "cache", "precache"),
-    "ImageDataParameter": ("threads", "cache", "precache"),
-    "ConvolutionParameter": ("cudnn_convolution_algo_seeker", "conv_algos_override"),
-    "DropoutParameter": ("engine",),
-    "TransformationParameter": ("use_gpu_transform", "forward_packing", "display"),
-    "BatchNormParameter": ("engine",), "ConcatParameter": ("engine",),
-    "EltwiseParameter": ("engine",), "InnerProductParameter": ("engine",),
-    "SolverParameter": ("solver_data_type", "store_blobs_in_old_format"),
-}
+from .hint_fields import (  # noqa: F401
+    DECLARED_HINTS, NO_MATH_NAMES, SAFE_ENUM_FIELDS, declared_hints, summarize)
 
 _STRICT = contextvars.ContextVar("caffepy_strict_fields", default=True)
 _REASON = contextvars.ContextVar("caffepy_unknown_fields_reason", default="--ignore-unknown-fields")
@@ -110,6 +84,15 @@ class Unknown:
     def where(self):
         layer = " (layer '%s')" % self.layer[0] if self.layer and self.layer[0] else ""
         return "%d:%d: %s.%s%s" % (self.line, self.col, self.message, self.name, layer)
+
+
+class Repeated(Unknown):
+    """A second (third ...) value of a singular field; ``block``: the field holds a message."""
+    __slots__ = ("block",)
+
+    def __init__(self, name, message, line, col, start, layer, block):
+        super().__init__(name, message, line, col, start, layer)
+        self.block = block
 
 
 class _LayerRef(list):
@@ -195,7 +178,8 @@ class _Scanner:
                 self.known.append((desc, word, line, col, layer))
             if fd is not None and field_label(fd) != "repeated":
                 if word in seen:
-                    rec = Unknown(word, desc.name, line, col, start, layer)
+                    rec = Repeated(word, desc.name, line, col, start, layer,
+                                   fd.message_type is not None)
                     self.duplicates.append(rec)
                 seen.add(word)
             if self.peek() and self.peek()[1] == ":":
@@ -287,10 +271,6 @@ class UnknownValue(Unknown):
                 else "named %s" % self.value)
         return "%s: no value %s in enum %s of field %s.%s%s%s" % (
             loc, what, self.enum_name, self.message, self.name, layer, why)
-
-
-#: Enum fields, beyond the hints above, whose value picks no math (device choice).
-SAFE_ENUM_FIELDS = frozenset(["solver_mode"])
 
 
 def find_unknown_values(text, descriptor):
@@ -411,24 +391,3 @@ def blank(text, unknowns):
         pos = u.end
     parts.append(text[pos:])
     return "".join(parts)
-
-
-def summarize(names):
-    """``a, b (x3)`` for a list of field names in first-seen order."""
-    counts = {}
-    for n in names:
-        counts[n] = counts.get(n, 0) + 1
-    return ", ".join(n if c == 1 else "%s (x%d)" % (n, c) for n, c in counts.items())
-
-
-def declared_hints(msg):
-    """Names of the :data:`DECLARED_HINTS` fields set anywhere in ``msg`` (one per occurrence)."""
-    out = []
-    hints = DECLARED_HINTS.get(msg.DESCRIPTOR.name, ())
-    for fd, value in msg.ListFields():
-        if fd.name in hints:
-            out.append(fd.name)
-        if fd.message_type is not None and fd.message_type.name in DECLARED_HINTS:
-            for sub in (value if field_label(fd) == "repeated" else [value]):
-                out.extend(declared_hints(sub))
-    return out

@@ -33,6 +33,7 @@ the ``caffepy.proto.upgrade`` logger; malformed input (unknown V0 type, wrong ``
 raises :class:`~caffepy.errors.ProtoError`.
 """
 import logging
+import re
 
 from ..errors import ProtoError
 from . import caffe_pb2
@@ -387,3 +388,84 @@ def respell_nd_fields(text, descriptor, filename="<net>"):
              "read as %s", filename, len({f.block for f in found}),
              "; ".join(forks), ", ".join(fields))
     return unknown_fields.rename(text, spots)
+
+
+# -- V1 ``layers`` blocks whose type is a current type name in quotes (text level) ---------------
+
+_BLOCK_TOKEN = re.compile(r'"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\'|#[^\n]*|[{}:]|[A-Za-z_]\w*')
+
+
+def _top_blocks(text):
+    """(keyword, keyword token match, [(type token match, depth-1 `type` value)]) for each
+    top-level block of ``text``."""
+    blocks, depth, prev = [], 0, []
+    for m in _BLOCK_TOKEN.finditer(text):
+        tok = m.group()
+        if tok[0] == "#":
+            continue
+        if tok == "{":
+            if depth == 0:
+                key = prev[-1] if prev and prev[-1].group() != ":" else (
+                    prev[-2] if len(prev) > 1 else None)
+                blocks.append((key.group() if key else "", key, []))
+            depth += 1
+        elif tok == "}":
+            depth = max(depth - 1, 0)
+        elif depth == 1 and len(prev) == 2 and prev[0].group() == "type" \
+                and prev[1].group() == ":" and blocks:
+            blocks[-1][2].append(m)
+        prev = (prev + [m])[-2:]
+    return blocks
+
+
+def _current_to_v1():
+    """{current type name: BVLC's V1 enum name} (forks' V1 values left out)."""
+    forks, names = fork_v1_types(V1.LayerType), {}
+    for number, new in sorted(V1_TYPES.items()):
+        if number not in forks:
+            names.setdefault(new, V1.LayerType.Name(number))
+    return names
+
+
+def respell_quoted_v1_types(text, filename="<net>"):
+    """For a file whose V1 ``layers { type: "Convolution" }`` blocks give a current type name in
+    quotes: [(text, how)], the readings to try in turn, or [] when no block does. First, when every
+    such name has a V1 value and the file has no ``layer {}`` block, the names become those values
+    (``type: CONVOLUTION``); then every ``layers`` block becomes a ``layer {}`` block (its V1 type
+    values their current names in quotes)."""
+    blocks = [b for b in _top_blocks(text) if b[0] == "layers"]
+    quoted = [(b, t) for b in blocks for t in b[2] if t.group()[0] in "\"'"]
+    if not quoted:
+        return []
+    v1_names = _current_to_v1()
+    readings = []
+    has_layer = any(b[0] == "layer" for b in _top_blocks(text))
+    if not has_layer and all(t.group()[1:-1] in v1_names for _, t in quoted):
+        edits = [(t.start(), t.end(), v1_names[t.group()[1:-1]]) for _, t in quoted]
+        readings.append((_apply(text, edits), "their V1 values"))
+    edits = []
+    for _, key, types in blocks:
+        edits.append((key.start(), key.end(), "layer"))
+        for t in types:
+            if t.group()[0] not in "\"'" and t.group() in V1.LayerType.keys():
+                edits.append((t.start(), t.end(), '"%s"' % (
+                    V1_TYPES.get(V1.LayerType.Value(t.group())) or t.group())))
+    readings.append((_apply(text, edits), "current 'layer' blocks"))
+    return readings
+
+
+def quoted_v1_types_note(text, filename, how):
+    blocks = [b for b in _top_blocks(text) if b[0] == "layers"]
+    quoted = ["%d:%d %s" % (text.count("\n", 0, t.start()) + 1,
+                            t.start() - text.rfind("\n", 0, t.start()), t.group())
+              for b in blocks for t in b[2] if t.group()[0] in "\"'"]
+    log.warning("%s: %d V1 'layers' block(s) give their type as a current name in quotes (the file "
+                "mixes formats; Caffe refuses it, --strict too), read as %s: %s%s", filename,
+                len(quoted), how, ", ".join(quoted[:5]),
+                " ..." if len(quoted) > 5 else "")
+
+
+def _apply(text, edits):
+    for start, end, new in sorted(edits, reverse=True):
+        text = text[:start] + new + text[end:]
+    return text

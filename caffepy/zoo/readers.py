@@ -38,7 +38,8 @@ def _why_not(lp, phase):
     line)."""
     from ..errors import CaffeError
     from ..layers.base import create_layer, new_top_blob, shapes_only
-    from ..layers.python_layer import builtin_layer_class
+    from ..layers.python_layer import PythonLayerError, builtin_layer_class, exception_text
+    from ..layers.python_layer import user_code_location
     pp = lp.python_param
     stand_in = builtin_layer_class(pp.module, pp.layer) is not None
     if not stand_in:
@@ -56,6 +57,11 @@ def _why_not(lp, phase):
         with shapes_only():
             layer = create_layer(param, phase=phase)
             layer.setup([], [new_top_blob(layer.dtype) for _ in lp.top])
+    except PythonLayerError as e:
+        where = user_code_location(e.original)
+        return "its %s failed (%s: %s%s)" % (e.phase, type(e.original).__name__,
+                                             exception_text(e.original),
+                                             ", %s" % where if where else "")
     except CaffeError as e:
         text = _one_line(e)
         text = text[len(prefix):] if text.startswith(prefix) else text

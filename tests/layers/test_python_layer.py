@@ -126,3 +126,97 @@ def test_solver_never_calls_a_python_layers_set_iter(tmp_path, monkeypatch):
                         % net)
     solver.solve()
     assert solver.iter == 2 and solver.net.layers[2].set_iter is not None
+
+
+FAILING = textwrap.dedent('''
+    import numpy as np
+    from caffepy.layers.python_layer import Layer
+    %s
+
+    class Reader(Layer):
+        def setup(self, bottom, top):
+            %s
+
+        def reshape(self, bottom, top):
+            top[0].reshape(1, 3, 4, 4)
+
+        def forward(self, bottom, top):
+            %s
+''')
+
+CLI_NET = ('layer { name: "data" type: "Python" top: "data" '
+           'python_param { module: "%s" layer: "Reader" } }\n'
+           'layer { name: "relu" type: "ReLU" bottom: "data" top: "out" }\n')
+
+
+def _failing_module(tmp_path, monkeypatch, name, at_import="", in_setup="pass",
+                    in_forward="top[0].data[...] = 1"):
+    (tmp_path / (name + ".py")).write_text(FAILING % (at_import, in_setup, in_forward))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return name
+
+
+def _line_of(tmp_path, name, text):
+    lines = (tmp_path / (name + ".py")).read_text().splitlines()
+    return next(i for i, line in enumerate(lines, 1) if text in line)
+
+
+@pytest.mark.parametrize("where, phase, raised, message, code", [
+    ("at_import", "import", "NameError", "name 'xrange' is not defined", "N = len(xrange(3))"),
+    ("in_setup", "setup", "TypeError", "load() missing 1 required positional argument: 'Loader'",
+     "raise TypeError(\"load() missing 1 required positional argument: 'Loader'\")"),
+    ("in_forward", "forward", "AttributeError", "module 'numpy' has no attribute 'float'.",
+     "top[0].data[...] = np.float(2)"),
+])
+def test_user_code_errors_are_one_line_naming_layer_call_and_place(tmp_path, monkeypatch, where,
+                                                                   phase, raised, message, code):
+    name = _failing_module(tmp_path, monkeypatch, "pyl_fail_" + where, **{where: code})
+    line = _line_of(tmp_path, name, code)
+    with pytest.raises(NetError) as e:
+        layer = _layer(name, "Reader")
+        run_layer(layer, [], make_blobs(1))
+    text = str(e.value)
+    assert "\n" not in text and text.startswith(
+        "layer 'L' (Python): python_param.module '%s' (class Reader) raised %s in %s: %s"
+        % (name, raised, phase, message))
+    assert text.endswith("(%s.py:%d)" % (name, line))
+    assert e.value.phase == phase and type(e.value.original).__name__ == raised
+
+
+def test_an_error_inside_a_library_is_placed_at_the_users_call(tmp_path, monkeypatch):
+    code = "np.zeros(3).reshape(2, 2)"
+    name = _failing_module(tmp_path, monkeypatch, "pyl_fail_numpy", in_setup=code)
+    with pytest.raises(NetError, match=r"raised ValueError in setup: cannot reshape .*\(%s\.py:%d\)$"
+                       % (name, _line_of(tmp_path, name, code))):
+        run_layer(_layer(name, "Reader"), [], make_blobs(1))
+
+
+def test_cli_prints_a_python_layers_error_in_one_line(tmp_path, monkeypatch, capsys):
+    from caffepy.cli import main
+    code = "for i in xrange(3): pass"
+    name = _failing_module(tmp_path, monkeypatch, "pyl_fail_cli", in_forward=code)
+    path = tmp_path / "net.prototxt"
+    path.write_text(CLI_NET % name)
+    assert main(["time", "--model", str(path), "--iterations", "1"]) == 1
+    err = [ln for ln in capsys.readouterr().err.strip().splitlines() if not ln.startswith("I")]
+    assert len(err) == 1 and "Traceback" not in err[0]
+    assert err[0].endswith(
+        "layer 'data' (Python): python_param.module '%s' (class Reader) raised "
+        "NameError in forward: name 'xrange' is not defined (%s.py:%d)"
+        % (name, name, _line_of(tmp_path, name, code)))
+
+
+@pytest.mark.parametrize("where, code", [("at_import", "N = len(xrange(3))"),
+                                         ("in_setup", "raise KeyError('image_list')")])
+def test_summary_strict_prints_a_python_layers_error_in_one_line(tmp_path, monkeypatch, capsys,
+                                                                 where, code):
+    from caffepy.cli import main
+    name = _failing_module(tmp_path, monkeypatch, "pyl_fail_sum_" + where, **{where: code})
+    path = tmp_path / "net.prototxt"
+    path.write_text('layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 1 } } }\n'
+                    + CLI_NET.replace('top: "data" ', 'bottom: "x" top: "data" ', 1) % name)
+    assert main(["summary", "--strict", str(path)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "Traceback" not in err[0]
+    assert ("layer 'data' (Python): python_param.module '%s' (class Reader) raised" % name) in err[0]
+    assert err[0].endswith("(%s.py:%d)" % (name, _line_of(tmp_path, name, code)))

@@ -176,3 +176,27 @@ def test_empty_file_is_an_error(tmp_path, content):
     path.write_bytes(content)
     with pytest.raises(ProtoError, match=r"empty\.caffemodel: empty file \(\d+ bytes\): not a NetParameter"):
         proto_io.read_net(str(path))
+
+
+def test_a_singular_field_given_twice_takes_the_last_value_unless_strict(tmp_path, caplog):
+    from caffepy.proto import unknown_fields
+    path = tmp_path / "net.prototxt"
+    path.write_text('name: "first"\n' + NET.replace("pool: MAX", "pool: MAX\n    pool: AVE"))
+    with pytest.raises(ProtoError, match=r'net.prototxt:\d+:\d+: Message type "NetParameter" '
+                                         r'should not have multiple "name" fields$'):
+        io.read_net(path, strict=True)
+    with unknown_fields.lenient(), caplog.at_level("WARNING"):
+        net = io.read_net(path)
+    assert net.name == "rt" and net.layer[2].pooling_param.pool == caffe_pb2.PoolingParameter.AVE
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and warnings[0].startswith(str(path)) and warnings[0].endswith(
+        "2 singular field(s) given more than once, the last value taken (Caffe refuses this, "
+        "--strict too): 2:1: NetParameter.name; 23:5: PoolingParameter.pool (layer 'pool1')")
+
+
+def test_a_message_field_given_twice_stays_an_error(tmp_path):
+    """A layer opened inside another (a closing brace left out) is not merged into it."""
+    from caffepy.proto import unknown_fields
+    with unknown_fields.lenient(), pytest.raises(ProtoError, match="should not have multiple"):
+        io.read_net('layer { name: "a" type: "ReLU"\n'
+                    '  convolution_param { num_output: 1 }\n  convolution_param { num_output: 2 }\n}\n')

@@ -179,3 +179,28 @@ def test_legacy_zoo_files_upgrade(caplog):
         assert net.layer and all(l.type for l in net.layer), rel
         assert not upgrade.net_needs_upgrade(net), rel
     assert not [r for r in caplog.records if r.levelname in ("WARNING", "ERROR")]
+
+
+V1_QUOTED = ('name: "q"\nlayers {\n  name: "data"\n  type: "%s"\n  top: "data"\n%s}\n'
+             'layers {\n  name: "relu"\n  type: %s\n  bottom: "data"\n  top: "out"\n}\n')
+
+
+@pytest.mark.parametrize("data_type, body, relu_type, how", [
+    ("DummyData", '  dummy_data_param { shape { dim: 1 } }\n', "RELU", "their V1 values"),
+    ("Input", '  input_param { shape { dim: 1 } }\n', "RELU", "current 'layer' blocks"),
+    ("DummyData", '  dummy_data_param { shape { dim: 1 } }\n', '"ReLU"', "their V1 values"),
+])
+def test_v1_blocks_with_a_quoted_current_type_are_read_when_lenient(data_type, body, relu_type,
+                                                                     how, caplog):
+    from caffepy.errors import ProtoError
+    from caffepy.proto import unknown_fields
+    text = V1_QUOTED % (data_type, body, relu_type)
+    with pytest.raises(ProtoError, match='has no value named "%s"' % data_type):
+        io.read_net(text, strict=True)
+    with unknown_fields.lenient(), caplog.at_level("WARNING"):
+        net = io.read_net(text)
+    assert [(lp.name, lp.type) for lp in net.layer] == [("data", data_type), ("relu", "ReLU")]
+    assert net.layer[0].top == ["data"] and net.layer[1].bottom == ["data"]
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and "give their type as a current name in quotes" in warnings[0]
+    assert ("read as %s: 4:9 \"%s\"" % (how, data_type)) in warnings[0]

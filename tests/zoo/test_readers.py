@@ -70,7 +70,7 @@ def test_a_python_data_layer_whose_setup_raises_ioerror_is_replaced(tmp_path, mo
     monkeypatch.syspath_prepend(str(tmp_path))
     rows, notes = _summary(tmp_path, CONV_NET % "ioerror_reader")
     assert rows["data"].type == "Input"
-    assert "its setup failed (OSError: cannot read lists/train.txt)" in notes[0]
+    assert "its setup failed (OSError: cannot read lists/train.txt, ioerror_reader.py:" in notes[0]
 
 
 def test_given_tops_keep_their_shapes_and_leave_the_flags(tmp_path):

@@ -1,0 +1,46 @@
+"""WeightedEuclideanLoss: the Euclidean loss with a per-element weight blob (the certainty-weighted
+form of the facial-keypoint forks, AlexanderSavochkin/caffe-facialkp's nets)."""
+import numpy as np
+
+from ...layers.base import LossLayer, register_layer
+
+
+@register_layer("WeightedEuclideanLoss")
+class WeightedEuclideanLossLayer(LossLayer):
+    """Euclidean loss weighted element by element (src/caffe/layers/weighted_euclidean_loss_layer.cpp
+    of the fork used by AlexanderSavochkin/caffe-facialkp, bottoms ``ip3, label, certainty``):
+
+        loss = 1/(2N) sum_i w_i (x_i - t_i)^2
+        dL/dx = loss_weight w (x - t) / N;   dL/dt = -loss_weight w (x - t) / N
+
+    No parameters. Bottoms: x (N x ...), t and w (the same count as x). Top: the loss (). The
+    weights get no gradient (the fork stops with a fatal error when asked for one).
+    """
+    exact_num_bottom_blobs = 3
+
+    def reshape(self, bottom, top):
+        super().reshape(bottom, top)
+        for j in (1, 2):
+            if bottom[j].count != bottom[0].count:
+                raise self.shape_mismatch("bottom %d must have the count of bottom 0 (%s vs %s)"
+                                          % (j, bottom[j].shape, bottom[0].shape), j, 0, bottom)
+
+    def _diff(self, bottom):
+        return bottom[0].data - bottom[1].data.reshape(bottom[0].shape)
+
+    def forward_cpu(self, bottom, top):
+        d = self._diff(bottom)
+        w = bottom[2].data.reshape(d.shape)
+        top[0].data[...] = np.sum(w * d * d, dtype=np.float64) / bottom[0].shape[0] / 2.0
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        if propagate_down[2]:
+            raise self.error("cannot backpropagate to the weight input (bottom 2)")
+        g = self._diff(bottom) * bottom[2].data.reshape(bottom[0].shape)
+        scale = float(top[0].diff.reshape(())) / bottom[0].shape[0]
+        for i, sign in ((0, 1.0), (1, -1.0)):
+            if propagate_down[i]:
+                bottom[i].diff[...] = (sign * scale * g).reshape(bottom[i].shape)
+
+    def allow_force_backward(self, bottom_index):
+        return bottom_index == 0

@@ -62,6 +62,10 @@ COMPUTED = frozenset([
     "LayerParameter.imresize_param", "ImResizeParameter.target_spatial_width",
     "ImResizeParameter.target_spatial_height", "ImResizeParameter.factor",
     "ImResizeParameter.start_scale", "ImResizeParameter.scale_gap",
+    # e2e_face's SpatialTransformer (caffepy/forks/misc/spatial_transformer.py)
+    "LayerParameter.st_param", "SpatialTransformerParameter.transform_type",
+    "SpatialTransformerParameter.sampler_type", "SpatialTransformerParameter.output_H",
+    "SpatialTransformerParameter.output_W",
     # What's the Point's SoftmaxWithLossExpectation (caffepy/forks/segmentation/whats_the_point.py)
     "LossParameter.ignore_rank",
     # caffe-video_triplet's RankHardLoss (caffepy/forks/video/video_triplet.py)

@@ -1,7 +1,7 @@
 """Semantic segmentation forks: SegNet, DeepLab v1 / v2, ENet, PSANet, DeconvNet, CRF-as-RNN.
 
 Modules: ``segnet`` (BN, the pooling-mask Upsample, DenseImageData, Bayesian test-time Dropout),
-``deeplab`` (ImageSegData), ``deeplab_v1`` (Padding, SoftmaxWithLoss with softmaxloss_param),
+``deeplab`` (ImageSegData), ``mat_write`` (DeepLab's MatWrite), ``deeplab_v1`` (Padding, SoftmaxWithLoss with softmaxloss_param),
 ``psanet`` (PointwiseSpatialAttention), ``deconvnet`` (Unpooling, EltwiseAccuracy; the 2014
 BinaryAccuracy, RedAccuracy, RedSoftmaxWithLoss, DropoutChannel), ``deconvnet_data``
 (WindowSegBinary, SelectSegBinary), ``crfasrnn``

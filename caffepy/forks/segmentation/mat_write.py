@@ -15,8 +15,9 @@ class MatWriteLayer(Layer):
     ``strip`` characters cut off its end) or ``iter_<k>`` without a source. A forward past the
     source's last line is an error. The file holds one variable, ``data``: the blob as DeepLab's
     ``Blob::ToMat`` stores it, a width x height x channels x num array (MATLAB's column-major
-    reading of the N x C x H x W memory; single for a float32 net, double for float64). Written with
-    scipy.io.savemat.
+    reading of the N x C x H x W memory, with the legacy accessors' 1 for the axes a blob of fewer
+    than 4 has; single for a float32 net, double for float64). Written with scipy.io.savemat
+    (MATLAB v5, uncompressed, as DeepLab's ``Mat_Create``).
 
     prototxt: ``mat_write_param { prefix: "out/" source: "" strip: 0 period: 1 }``.
     Bottoms: one or more blobs. No tops; no backward.
@@ -61,7 +62,10 @@ class MatWriteLayer(Layer):
                 d = os.path.dirname(path)
                 if d:
                     os.makedirs(d, exist_ok=True)
-                savemat(path, {"data": np.asarray(b.data, dtype=self.dtype).T})
+                data = np.asarray(b.data, dtype=self.dtype)
+                if data.ndim < 4:       # the legacy num / channels / height / width, 1 if absent
+                    data = data.reshape(data.shape + (1,) * (4 - data.ndim))
+                savemat(path, {"data": data.T})
         self.iter += 1
 
     def backward_cpu(self, top, propagate_down, bottom):

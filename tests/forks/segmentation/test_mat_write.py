@@ -24,8 +24,10 @@ def test_round_trip_with_source(tmp_path):
     assert m[4, 3, 2, 1] == a[1, 2, 3, 4]
     # MATLAB's column-major memory of the array equals the blob's row-major memory
     np.testing.assert_array_equal(m.ravel(order="F"), a.ravel())
-    np.testing.assert_array_equal(loadmat(str(tmp_path / "out" / "img_a_blob_1.mat"))["data"],
-                                  b.T)
+    # a 2-axis blob: width, height 1 (Blob's legacy accessors), then channels, num
+    m1 = loadmat(str(tmp_path / "out" / "img_a_blob_1.mat"))["data"]
+    assert m1.shape == (1, 1, 1, 2)
+    np.testing.assert_array_equal(m1, b.reshape(2, 1, 1, 1).T)
     layer.forward(bottom, [])
     assert (tmp_path / "out" / "img_b_blob_0.mat").exists()
     with pytest.raises(CaffeError, match="past the 2 names"):

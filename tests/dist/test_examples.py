@@ -1,12 +1,13 @@
 """The distributed LeNet example files (models/lenet/lenet_dist_solver.prototxt, cluster_ssp.prototxt)
 say what the README claims: 4 ASYNC groups of one worker and 2 servers (so `mpiexec -n 4`), SSP with
-staleness 2 through --cluster, and the test's solver settings."""
+staleness 2 through --cluster, and the solver settings tests/dist/test_mnist.py measured (its
+example length, 1500 steps per group, where the test itself runs 1000)."""
 import os
 
 from caffepy.dist.topology import Topology, load_cluster
 from caffepy.proto import caffe_pb2, io as proto_io
 from caffepy.solvers.params import load_solver_param
-from test_mnist import SOLVER, STEPS
+from test_mnist import EXAMPLE_STEPS, SOLVER
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LENET = os.path.join(ROOT, "models", "lenet")
@@ -20,7 +21,7 @@ def test_dist_solver_and_cluster_files():
     topo = Topology(cluster, [500, 20, 25000, 50, 400000, 500, 5000, 10])   # LeNet's param counts
     assert topo.n_processes == 4                                            # mpiexec -n 4
     want = caffe_pb2.SolverParameter()
-    proto_io.parse_text(SOLVER % STEPS, want)        # the settings tests/dist/test_mnist.py measures
+    proto_io.parse_text(SOLVER % EXAMPLE_STEPS, want)  # the settings tests/dist/test_mnist.py measured
     for f in ("base_lr", "momentum", "weight_decay", "lr_policy", "gamma", "power", "max_iter"):
         assert getattr(param, f) == getattr(want, f), f
     assert param.net == "models/lenet/lenet_train_test.prototxt"

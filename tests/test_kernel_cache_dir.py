@@ -56,11 +56,15 @@ print("ok", kernels.cache_dir_fallback())
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap (apt-get install bubblewrap)")
 def test_kernels_run_on_a_read_only_file_system(tmp_path):
     """The whole file system read-only (bubblewrap), HOME and the package included: a BatchNorm
-    forward in TRAIN runs numba's cached kernels, which compile into <tmp>."""
+    forward in TRAIN runs numba's cached kernels, which compile into $TMPDIR (the one writable
+    folder)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NUMBA_CACHE", "XDG_CACHE"))}
-    env["PYTHONPATH"] = ROOT
-    cmd = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
-           "--unshare-net", "--die-with-parent", sys.executable, "-c", RUN_BN]
+    env["PYTHONPATH"], env["TMPDIR"] = ROOT, str(tmp_path)
+    # every path read-only but this test's own folder (the interpreter, a venv and the checkout
+    # may themselves live under /tmp, so /tmp is not replaced)
+    cmd = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+           "--bind", str(tmp_path), str(tmp_path), "--unshare-net", "--die-with-parent",
+           sys.executable, "-c", RUN_BN]
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     if p.returncode != 0 and "No permissions" in p.stderr + p.stdout:
         pytest.skip("bubblewrap cannot make namespaces here")

@@ -7,6 +7,7 @@ import pytest
 
 import caffepy
 from caffepy import zoo
+from caffepy.errors import CaffeError
 from caffepy.proto import caffe_pb2
 from caffepy.testing import check_layer_gradient, make_blobs, make_layer, run_layer
 from google.protobuf import text_format
@@ -45,8 +46,9 @@ def test_train_phase_drops_whole_feature_maps():
     top[0].diff[...] = 2.0
     layer.backward(top, [True], bottom)
     np.testing.assert_allclose(bottom[0].diff, 2.0 * y)              # same mask and scale
-    with pytest.raises(ValueError, match="p must be in"):
+    with pytest.raises(CaffeError, match="p must be in") as err:   # one line naming the layer
         run_layer(_layer("TRAIN", "1.5"), make_blobs([x]), make_blobs(1))
+    assert isinstance(err.value.original, ValueError)
 
 
 def test_enet_label_divide_factor_shapes_the_label_input():

@@ -262,6 +262,13 @@ class Layer(object):
     def new_blob(self, shape=()):
         return Blob(shape, dtype=self.dtype)
 
+    def check_param_blobs(self, shapes):
+        """The parameter blobs given with the layer match ``shapes``: their count, then each shape."""
+        if len(self.blobs) != len(shapes):
+            raise self.error("expected %d parameter blobs, got %d" % (len(shapes), len(self.blobs)))
+        for i, (b, s) in enumerate(zip(self.blobs, shapes)):
+            self.check_shape("parameter blob %d" % i, s, b.shape)
+
     def init_param_blobs(self, shapes, weight_filler, bias_filler=None):
         """Check parameter blobs given with the layer against ``shapes`` (count, then each shape),
         or declare them: blob 0 filled by ``weight_filler``, blob 1 (if any) by ``bias_filler``.
@@ -272,11 +279,7 @@ class Layer(object):
         of the net's random stream as filling here would; under :func:`shapes_only` they stay
         shapes."""
         if self.blobs:
-            if len(self.blobs) != len(shapes):
-                raise self.error("expected %d parameter blobs, got %d"
-                                 % (len(shapes), len(self.blobs)))
-            for i, (b, s) in enumerate(zip(self.blobs, shapes)):
-                self.check_shape("parameter blob %d" % i, s, b.shape)
+            self.check_param_blobs(shapes)
             return
         self.blobs = [ShapeBlob(s, dtype=self.dtype) for s in shapes]
         self._declared_fillers = (weight_filler, bias_filler)

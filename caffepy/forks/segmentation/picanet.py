@@ -154,11 +154,7 @@ class ReNetLSTMLayer(Layer):
         o = self.out
         shapes = ([(o, self.pdim + o)] * 4 + [(o, o)] * 3 + [(o,)] * 4) * 2
         if self.blobs:
-            if len(self.blobs) != len(shapes):
-                raise self.error("expected %d parameter blobs, got %d"
-                                 % (len(shapes), len(self.blobs)))
-            for i, (b, s) in enumerate(zip(self.blobs, shapes)):
-                self.check_shape("parameter blob %d" % i, s, b.shape)
+            self.check_param_blobs(shapes)
         else:
             self.blobs = [self.new_blob(s) for s in shapes]
             weights = get_filler(p.general_weight_filler)

@@ -2,7 +2,7 @@
 
 OUT's extension picks the format: .png, .svg, .pdf (need a Graphviz engine, see
 caffepy.draw.render) or .dot (always works). ``--json PATH`` writes the net JSON (docs/netjson.md).
-Without ``--rankdir`` deep nets are drawn top to bottom and shallow ones left to right.
+A solver file stands for the net it builds (caffepy.proto.solver_nets). Without ``--rankdir`` deep nets are drawn top to bottom and shallow ones left to right.
 """
 import os
 
@@ -41,12 +41,18 @@ def _load(args):
         return draw.select_phase(draw.read_net_json(args.input), args.phase)
     if not os.path.exists(args.input):
         raise CaffeError("%s: no such file" % args.input)
+    from ..proto import caffe_pb2
+    from ..proto.solver_nets import is_solver_file, solver_net
+    phase = caffe_pb2.TRAIN if args.phase == "TRAIN" else caffe_pb2.TEST
+    source, filename = args.input, None
+    if is_solver_file(args.input):
+        from .. import log
+        source, filename, what = solver_net(args.input, phase)
+        log.info("draw.py", what)
     if args.shapes:
         from ..net import Net
-        from ..proto import caffe_pb2
-        phase = caffe_pb2.TRAIN if args.phase == "TRAIN" else caffe_pb2.TEST
-        return draw.net_json(Net(args.input, phase))
-    return draw.net_json(args.input, phase=args.phase)
+        return draw.net_json(Net(source, phase, filename=filename))
+    return draw.net_json(source, phase=args.phase)
 
 
 def run(args):

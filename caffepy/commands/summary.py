@@ -1,5 +1,6 @@
 """``caffepy summary NET.prototxt [--input NAME=N,C,H,W ...] [--phase TRAIN|TEST]``.
 
+A solver file stands for the net it builds in that phase (caffepy.proto.solver_nets).
 Prints one line per layer (type, top shapes, parameter count, forward FLOPs, memory) and the
 totals; data layers are replaced by Input layers of their declared shape (see caffepy.zoo.summary).
 A size the file leaves open is searched for (caffepy.zoo.input_search) and printed in one line
@@ -51,11 +52,16 @@ def _run(args):
     from ..proto import caffe_pb2
     log.setup()     # warnings (e.g. a built-in standing in for a Python layer) reach stderr
     from ..zoo.summary import format_summary, summarize
+    from ..proto.solver_nets import is_solver_file, solver_net
     inputs = dict(_input(t) for t in args.input)
     notes, inferred = [], []
-    rows, total = summarize(args.net, inputs=inputs, phase=getattr(caffe_pb2, args.phase),
-                            notes=notes, weights=getattr(args, "weights", None),
-                            inferred=inferred, strict=args.strict)
+    phase, source, filename = getattr(caffe_pb2, args.phase), args.net, None
+    if is_solver_file(args.net):
+        source, filename, what = solver_net(args.net, phase)
+        log.info("summary.py", what)
+    rows, total = summarize(source, inputs=inputs, phase=phase, notes=notes,
+                            weights=getattr(args, "weights", None), inferred=inferred,
+                            strict=args.strict, filename=filename)
     for note in notes:
         log.warning("summary.py", note)
     for line in inferred:

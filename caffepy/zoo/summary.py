@@ -86,7 +86,7 @@ def layer_flops(layer, bottom, top):
 
 
 def summarize(source, inputs=None, phase=caffe_pb2.TEST, default_shape=(3, 224, 224),
-              notes=None, weights=None, inferred=None, strict=False, nets=None):
+              notes=None, weights=None, inferred=None, strict=False, nets=None, filename=None):
     """Build the net for its shapes and return (rows, total row). ``inputs``: {blob name: shape}.
     ``notes``: a list that receives one-line notes (the Python data layers replaced and why, the
     phase shown when another was asked for, the layers shown with '?' tops and what a plug-in
@@ -100,7 +100,8 @@ def summarize(source, inputs=None, phase=caffe_pb2.TEST, default_shape=(3, 224, 
     :mod:`caffepy.zoo.shape_rules` when one applies (its row's ``carried`` names the rule);
     otherwise its tops, and those of every layer that depends on them, are '?' and a note names
     what a plug-in must supply. ``strict``: neither; such a layer is the one-line error of the
-    build. ``nets``: a list that receives the Net built (for shapes only)."""
+    build. ``nets``: a list that receives the Net built (for shapes only). ``filename``: the file
+    the layers are written in (for line numbers) when ``source`` is a NetParameter."""
     from .input_search import infer_input_shapes, set_input_shapes, terminal_layer
     from .readers import python_data_layers, replaced_notes
     from .shape_rules import carriers
@@ -111,7 +112,7 @@ def summarize(source, inputs=None, phase=caffe_pb2.TEST, default_shape=(3, 224, 
     carried, roots = ({}, {}) if strict else _carry(original)
     unresolved, probed = {}, {}
     keep, replaced = python_data_layers(original, inputs, phase, probed)
-    filename = source if isinstance(source, str) else None
+    filename = source if isinstance(source, str) else filename
     phase_note, dropped = [], {}
 
     def prepare(param):

@@ -169,6 +169,18 @@ def test_unknown_bottom_and_duplicate_top_errors():
               'layer { name: "d2" type: "Input" top: "x" input_param { shape { dim: 1 } } }')
 
 
+def test_in_place_layer_must_keep_its_blobs_size():
+    x = 'layer { name: "d" type: "Input" top: "x" input_param { shape { dim: 1 dim: 8 } } }\n'
+    with pytest.raises(NetError, match="'ip' .* works in place on blob 'x' but changes its shape "
+                                       r"from \(1, 8\) to \(1, 3\)"):
+        build(x + 'layer { name: "ip" type: "InnerProduct" bottom: "x" top: "x" '
+                  'inner_product_param { num_output: 3 } }')
+    net = build(x + 'layer { name: "r" type: "Reshape" bottom: "x" top: "x" '
+                    'reshape_param { shape { dim: 2 dim: 4 } } }\n'
+                    'layer { name: "relu" type: "ReLU" bottom: "x" top: "x" }')
+    assert net.blobs["x"].shape == (2, 4)            # same size, new shape: as in Caffe
+
+
 def test_unknown_type_names_closest(tmp_path):
     with pytest.raises(NetError, match="unknown layer type 'Relu'.*did you mean 'ReLU'"):
         build('layer { name: "d" type: "Input" top: "x" input_param { shape { dim: 1 } } }\n'

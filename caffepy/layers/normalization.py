@@ -99,6 +99,13 @@ class BatchNormLayer(Layer):
         sum_var *= self.maf
         sum_var += (m / (m - 1.0) if m > 1 else 1.0) * var
 
+    def set_statistics(self, mean, var):
+        """Store per-channel statistics as the global ones (scale factor 1): used to calibrate
+        random weights (caffepy.zoo.run.forward_releasing)."""
+        self.blobs[0].data.reshape(-1)[...] = mean
+        self.blobs[1].data.reshape(-1)[...] = var
+        self.blobs[2].data[...] = 1.0
+
     def x_norm_buffer(self, x):
         """The layer's array for the normalised input of x's shape and dtype (reused between
         forwards; the fused chain of caffepy.net.fusion writes it too)."""
@@ -212,6 +219,11 @@ class BNLayer(Layer):
             self.blobs[3].data[...] = 1.0 if self.frozen else 0.0
         _freeze_param_specs(self, [0, 1, 2, 3] if self.frozen else [2, 3])
         self.param_propagate_down = [not self.frozen] * 2 + [False, False]
+
+    def set_statistics(self, mean, var):
+        """Store per-channel statistics as the moving averages (see BatchNormLayer)."""
+        self.blobs[2].data.reshape(-1)[...] = mean
+        self.blobs[3].data.reshape(-1)[...] = var
 
     def reshape(self, bottom, top):
         if bottom[0].shape[1] != self.channels:

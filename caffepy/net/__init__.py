@@ -152,12 +152,15 @@ class Net(NetParams, PycaffeNet):
                 tops.append(new_top_blob(self.dtype))
             if lp.type == "Input":
                 self.inputs.extend(top_names)
+            in_place = [(j, tuple(t.shape), t.count) for j, t in enumerate(tops)
+                        if j < len(bottoms) and t is bottoms[j]]
             try:
                 layer.setup(bottoms, tops)
             except (MemoryError, OverflowError) as e:     # a declared shape the host cannot hold
                 raise NetError("layer '%s' (%s): its blobs do not fit in memory (tops %s: %s)"
                                % (lp.name, lp.type, [tuple(t.shape) for t in tops],
                                   type(e).__name__))
+            net_passes.check_in_place(lp, tops, in_place)
             self.layers.append(layer)
             self._layer_names.append(lp.name)
             self.bottom_vecs.append(bottoms)
@@ -414,3 +417,4 @@ def _parse_ctor_args(args, phase, weights):
     if weights is not None and not isinstance(weights, (list, tuple)):
         weights = os.fspath(weights)
     return phase, weights
+

@@ -165,3 +165,13 @@ def insert_splits(net_param):
                     next_split[(i, j)] += 1
                 out.layer.add().CopyFrom(split)
     return out
+
+
+def check_in_place(lp, tops, in_place):
+    """A layer computed in place must leave its blob's size alone: Caffe would read the bottom
+    through the top's new shape (undefined results), so the net is refused at build time."""
+    for j, shape, count in in_place:
+        if tops[j].count != count:
+            raise NetError("layer '%s' (%s) works in place on blob '%s' but changes its shape "
+                           "from %s to %s: give the layer a top of its own"
+                           % (lp.name, lp.type, lp.top[j], shape, tuple(tops[j].shape)))

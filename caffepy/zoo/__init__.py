@@ -38,7 +38,7 @@ from ..layers.base import has_layer_type
 from ..proto import caffe_pb2
 from ..forks.detection import zoo_mscnn
 from .run import (constant_fillers, fill_unset_num_output, forward_releasing,  # noqa: F401
-                      input_values, randomize_params)
+                      input_values, net_input_values, randomize_params)
 
 DATA_LAYER_TYPES = frozenset([
     "Data", "ImageData", "HDF5Data", "AnnotatedData", "WindowData", "MemoryData", "VideoData",

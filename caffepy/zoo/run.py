@@ -1,6 +1,7 @@
 """Running a model-zoo net on made-up data (the other half of :mod:`caffepy.zoo`).
 
-``input_values(name, shape, rng)`` gives sensible values for such an input (image-sized
+``input_values(name, shape, rng)`` gives sensible values for such an input (ids within an
+Embed's ``input_dim`` where one reads it, image-sized
 ``im_info``, valid ``rois`` and ``gt_boxes``, zero labels, one ground-truth box of class 1 in SSD
 label rows ``(..., 8)`` and of class 0 in MobileNet-YOLO's ``(N, 1, 300, 5)``, one box of class 1
 in DetectNet's ``(N, 1, R, 16)``, gaussian images). Only a NetParameter is
@@ -19,27 +20,45 @@ weight), and gives BatchNorm layers mean 0, variance 1 (scale factor 1). 1-axis 
 Scale/PReLU factors) keep their constant fillers. ``forward_releasing(net)`` runs a forward pass
 that frees each intermediate blob once its last reader has run (outputs are kept) and each
 convolution's im2col buffers after its forward, so its memory peak is what is alive at once
-rather than everything (a 513 x 513 PSPNet: ~8 GB otherwise).
+rather than everything (a 513 x 513 PSPNet: ~8 GB otherwise). Random weights make deep nets'
+activations grow layer after layer (a residual net without working normalisation overflows to
+inf); ``forward_releasing(net, calibrate=True)`` therefore gives every batch-normalisation layer
+(those with ``set_statistics``: BatchNorm and its NVCaffe variant, PSPNet's BN) the per-channel
+mean and variance of the input it actually gets, as a trained net's statistics would be, before
+it runs (a data-dependent initialisation in one pass).
 """
 import numpy as np
 
 from ..proto import caffe_pb2, is_repeated
 
-def input_values(name, shape, rng=None, image_hw=None):
-    """Sensible values for an input blob named ``name`` of ``shape`` (see module doc)."""
+def _roi_rows(shape):
+    """Whether ``shape`` holds one 5-value row per ROI: (R, 5) or (R, 5, 1, 1)."""
+    return bool(shape) and (shape[-1] == 5 or (len(shape) >= 2 and shape[1] == 5
+                                               and all(d == 1 for d in shape[2:])))
+
+
+def input_values(name, shape, rng=None, image_hw=None, consumers=()):
+    """Sensible values for an input blob named ``name`` of ``shape`` (see module doc).
+    ``consumers``: (layer type, bottom index, LayerParameter) of the layers that read it: ids in
+    ``[0, input_dim)`` for an Embed, valid boxes of image 0 for a ROI pooling's second bottom."""
     rng = np.random.default_rng(0) if rng is None else rng
     name = name.lower()
     shape = tuple(shape)
+    for kind, index, lp in consumers:
+        if kind == "Embed" and index == 0 and lp.embed_param.input_dim > 0:
+            return rng.integers(0, lp.embed_param.input_dim, size=shape).astype(np.float64)
+        if "ROI" in kind.upper() and index == 1 and _roi_rows(shape):
+            name = "rois"
     if name == "im_info" and shape and shape[-1] == 3:
         H, W = image_hw or (224, 224)
         return np.tile(np.array([H, W, 1.0]), shape[:-1] + (1,))
-    if name in ("rois", "gt_boxes") and shape and shape[-1] == 5:
+    if name in ("rois", "gt_boxes") and _roi_rows(shape):
         H, W = image_hw or (224, 224)
-        v = np.zeros(shape)
+        v = np.zeros((shape[0], 5) if shape[-1] != 5 else shape)
         v[..., 1:5] = [W * 0.1, H * 0.1, W * 0.6, H * 0.7]
         if name == "gt_boxes":
             v[..., :4], v[..., 4] = v[..., 1:5].copy(), 1
-        return v
+        return v.reshape(shape)
     if "label" in name and len(shape) == 4 and shape[-1] == 8:    # SSD ground truth rows
         v = np.full(shape, -1.0)
         v[..., 0, :] = [0, 1, 0, 0.1, 0.1, 0.6, 0.7, 0]            # one box of class 1, image 0
@@ -57,6 +76,24 @@ def input_values(name, shape, rng=None, image_hw=None):
     if "label" in name or "marker" in name or name.startswith("bbox_"):
         return np.zeros(shape) if "marker" not in name else np.ones(shape)
     return rng.standard_normal(shape)
+
+
+def net_input_values(net, rng=None, image_hw=None):
+    """{input name: values} for every input of a built Net, each from :func:`input_values` told
+    which layers read it."""
+    readers = {name: [] for name in net.inputs}
+    alias = {name: name for name in net.inputs}       # a Split's tops stand for its bottom
+    for layer in net.layers:
+        lp = layer.layer_param
+        for j, name in enumerate(net.bottom_names.get(lp.name, ())):
+            if name not in alias:
+                continue
+            if lp.type == "Split":
+                alias.update((top, alias[name]) for top in net.top_names.get(lp.name, ()))
+            else:
+                readers[alias[name]].append((lp.type, j, lp))
+    return {name: input_values(name, net.blobs[name].shape, rng, image_hw, readers[name])
+            for name in net.inputs}
 
 
 _FILLER = "caffe.FillerParameter"
@@ -111,9 +148,11 @@ def randomize_params(net, seed=0):
             np.multiply(values.reshape(shape), std, out=blob.data, casting="unsafe")
 
 
-def forward_releasing(net):
+def forward_releasing(net, calibrate=False):
     """Forward pass freeing intermediate blobs after their last use (see module doc); returns
-    the loss. The freed blobs are left with shape (0,)."""
+    the loss. The freed blobs are left with shape (0,). ``calibrate``: each batch-normalisation
+    layer first takes the per-channel mean and variance of the input it gets as its stored
+    statistics (see module doc)."""
     keep = {id(net.blobs[name]) for name in net.outputs}
     last = {}
     for i in range(len(net.layers)):
@@ -125,6 +164,8 @@ def forward_releasing(net):
             release[i].append(blob)
     loss = 0.0
     for i, layer in enumerate(net.layers):
+        if calibrate and hasattr(layer, "set_statistics"):
+            _calibrate(layer, net.bottom_vecs[i][0].data)
         loss += layer.forward(net.bottom_vecs[i], net.top_vecs[i])
         for blob in release[i]:
             blob.reshape((0,))
@@ -132,6 +173,12 @@ def forward_releasing(net):
         if isinstance(scratch, dict):
             scratch.clear()
     return loss
+
+
+def _calibrate(layer, x):
+    x = np.asarray(x, dtype=np.float64)
+    x = x.reshape(x.shape[0] if x.ndim else 1, layer.channels, -1)
+    layer.set_statistics(x.mean(axis=(0, 2)), x.var(axis=(0, 2)))
 
 
 def fill_unset_num_output(net_param, value=10):

@@ -41,6 +41,17 @@ def test_caffe_names_are_caffepy_objects():
     assert caffe.TRAIN == caffepy.TRAIN and caffe.TEST == caffepy.TEST
 
 
+def test_compiled_module_name():
+    """Python layers that import from pycaffe's compiled module get caffepy's objects and lists."""
+    from caffe._caffe import BlobVec, Net, RawBlobVec, layer_type_list, set_mode_cpu
+    import caffe._caffe
+    assert Net is caffepy.Net and set_mode_cpu is caffepy.set_mode_cpu
+    assert layer_type_list is caffepy.layer_type_list and hasattr(BlobVec(), "add_blob")
+    assert isinstance(RawBlobVec([1, 2]), list) and RawBlobVec([1, 2])[1] == 2
+    with pytest.raises(AttributeError, match="caffe._caffe"):
+        caffe._caffe.no_such_name
+
+
 def test_star_import_and_one_descriptor_pool():
     out = _python("from caffe import *\n"
                   "import caffepy.proto.caffe_pb2 as a, caffe.proto.caffe_pb2 as b\n"

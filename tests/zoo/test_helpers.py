@@ -112,3 +112,56 @@ def test_image_readers_first_top_is_an_image_whatever_its_name():
     assert list(out.layer[0].input_param.shape[0].dim) == [2, 1, 20, 24]
     assert list(out.layer[0].input_param.shape[1].dim) == [2]
     assert list(out.layer[1].input_param.shape[0].dim) == [2]
+
+
+CALIBRATED = '''
+input: "x" input_shape { dim: 4 dim: 3 dim: 5 dim: 5 }
+layer { name: "bn" type: "BatchNorm" bottom: "x" top: "b" }
+layer { name: "pbn" type: "BN" bottom: "x" top: "p"
+        bn_param { slope_filler { type: "constant" value: 1 } } }
+'''
+
+
+def test_forward_releasing_calibrates_batch_norm_statistics():
+    net = Net(text_format.Parse(CALIBRATED, caffe_pb2.NetParameter()), caffepy.TEST)
+    x = 7 + 3 * np.random.default_rng(0).standard_normal((4, 3, 5, 5))
+    net.blobs["x"].data[...] = x
+    zoo.forward_releasing(net, calibrate=True)
+    mean, var = x.mean(axis=(0, 2, 3)), x.var(axis=(0, 2, 3))
+    for name in ("b", "p"):             # each normalises with the statistics of its own input
+        y = net.blobs[name].data
+        np.testing.assert_allclose(y.mean(axis=(0, 2, 3)), 0, atol=1e-4)
+        np.testing.assert_allclose(y.var(axis=(0, 2, 3)), var / (var + 1e-5), rtol=1e-4)
+    np.testing.assert_allclose(net.params["bn"][0].data, mean, rtol=1e-5)
+    np.testing.assert_allclose(net.params["pbn"][3].data.reshape(-1), var, rtol=1e-5)
+
+
+READERS = '''
+input: "ids" input_shape { dim: 2 dim: 6 }
+input: "data" input_shape { dim: 1 dim: 2 dim: 8 dim: 8 }
+input: "rois" input_shape { dim: 3 dim: 5 dim: 1 dim: 1 }
+input: "boxes" input_shape { dim: 2 dim: 5 }
+layer { name: "embed" type: "Embed" bottom: "ids" top: "e"
+        embed_param { num_output: 4 input_dim: 9 } }
+layer { name: "embed2" type: "Embed" bottom: "ids" top: "e2"
+        embed_param { num_output: 4 input_dim: 9 } }
+layer { name: "pool" type: "ROIPooling" bottom: "data" bottom: "rois" top: "r"
+        roi_pooling_param { pooled_h: 2 pooled_w: 2 spatial_scale: 0.03125 } }
+layer { name: "pool2" type: "ROIPooling" bottom: "data" bottom: "boxes" top: "r2"
+        roi_pooling_param { pooled_h: 2 pooled_w: 2 spatial_scale: 0.03125 } }
+'''
+
+
+def test_net_input_values_follow_their_readers():
+    net = Net(text_format.Parse(READERS, caffe_pb2.NetParameter()), caffepy.TEST)
+    values = zoo.net_input_values(net, np.random.default_rng(0))
+    ids = values["ids"]                  # read by two Embeds through a Split
+    assert ids.shape == (2, 6) and np.all(ids == np.round(ids)) and 0 <= ids.min() <= ids.max() < 9
+    for name, shape in (("rois", (3, 5, 1, 1)), ("boxes", (2, 5))):
+        rows = values[name].reshape(-1, 5)
+        assert values[name].shape == shape and np.all(rows[:, 0] == 0)
+        assert np.all(rows[:, 3] > rows[:, 1]) and np.all(rows[:, 4] > rows[:, 2])
+    for name, v in values.items():
+        net.blobs[name].data[...] = v
+    zoo.forward_releasing(net)
+    assert np.isfinite(net.blobs["r2"].data).all() and net.blobs["e"].data.shape == (2, 6, 4)

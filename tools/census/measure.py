@@ -15,8 +15,11 @@ tools/zoo_survey.py: ``run_cli``, the TEST-then-TRAIN retry of ``attempt``, ``ca
 * ``runnable`` (only files that declare their inputs, ``input:`` / ``input_shape`` / ``input_dim``
   or an Input layer, and have no data layer, as tools/zoo_survey.classify decides; and only when
   ``complete``): the net is built in phase TEST with cheap random weights
-  (caffepy.zoo.constant_fillers + randomize_params), its inputs get caffepy.zoo.input_values and a
-  forward pass runs (caffepy.zoo.forward_releasing) and gives finite outputs.
+  (caffepy.zoo.constant_fillers + randomize_params), reshaped to a batch of 1 where its inputs
+  declare more and the net takes it (as a pycaffe script classifying one image does; else at the
+  declared batch), its inputs get caffepy.zoo.net_input_values and a
+  forward pass runs (caffepy.zoo.forward_releasing, its batch-normalisation statistics calibrated
+  on the way) and gives finite outputs.
 
 A file whose repository's Python layer modules were collected (pymods.tsv, tools/census/pymods.py)
 is measured with the roots of the modules it names, then the repository's top directory, on
@@ -38,6 +41,7 @@ counts for the census split only.
     nice -n 10 python3 tools/census/measure.py --python-layers --split census --limit 10
     python3 tools/census/measure.py --shard 0/2 --results A.json &   # two workers; then append
     python3 tools/census/measure.py --shard 1/2 --results B.json     # A.json, B.json to results.json
+    python3 tools/census/measure.py --sha 88487b4b --results /tmp/one.json   # chosen files
     python3 tools/census/measure.py --summary             # write results_summary.json
 """
 import argparse
@@ -93,6 +97,24 @@ def caffepy_tree():
     return out + ("-dirty" if dirty else "")
 
 
+def _batch_one(net):
+    """Give every input whose first axis is over 1 a first axis of 1 and reshape the net, as a
+    pycaffe script does before classifying one image; a net that does not take it (a Reshape or
+    a layer with the batch written in) keeps its declared shapes."""
+    declared = {name: net.blobs[name].shape for name in net.inputs}
+    if not any(len(s) and s[0] > 1 for s in declared.values()):
+        return
+    try:
+        for name, shape in declared.items():
+            if len(shape) and shape[0] > 1:
+                net.blobs[name].reshape((1,) + tuple(shape[1:]))
+        net.reshape()
+    except Exception:       # noqa: BLE001 -- any refusal: back to the declared shapes
+        for name, shape in declared.items():
+            net.blobs[name].reshape(shape)
+        net.reshape()
+
+
 def _forward(path):
     """The child of ``runnable``: build with random weights, feed inputs, run forward."""
     import numpy as np
@@ -104,11 +126,10 @@ def _forward(path):
     param = zoo.constant_fillers(proto_io.read_net(path))
     net = Net(param, caffe_pb2.TEST)
     zoo.randomize_params(net, 0)
-    rng = np.random.default_rng(0)
-    for name in net.inputs:
-        blob = net.blobs[name]
-        blob.data[...] = zoo.input_values(name, blob.shape, rng)
-    zoo.forward_releasing(net)
+    _batch_one(net)
+    for name, values in zoo.net_input_values(net, np.random.default_rng(0)).items():
+        net.blobs[name].data[...] = values
+    zoo.forward_releasing(net, calibrate=True)
     for name in net.outputs:
         data = np.asarray(net.blobs[name].data)
         if data.size and not np.isfinite(data).all():
@@ -318,6 +339,8 @@ def main(argv=None):
     p.add_argument("--split", choices=("census", "heldout"), help="only this split's files")
     p.add_argument("--python-layers", action="store_true",
                    help="only files measured with their repository's Python layer modules")
+    p.add_argument("--sha", action="append", default=[], metavar="PREFIX",
+                   help="only the files whose sha256 starts with PREFIX (repeatable)")
     p.add_argument("--results", default=RESULTS, help="the results file (default %(default)s)")
     p.add_argument("--shard", default="0/1", metavar="K/N",
                    help="measure only the files whose sha256 is K modulo N, so N runs, each with "
@@ -338,6 +361,8 @@ def main(argv=None):
     todo = plan(manifest, results, tree, L.read_table(L.PYMODS, L.PYMOD_COLUMNS))
     if args.python_layers:
         todo = [t for t in todo if t[1]]
+    if args.sha:
+        todo = [t for t in todo if t[0]["sha256"].startswith(tuple(args.sha))]
     k, n = (int(x) for x in args.shard.split("/"))
     if not 0 <= k < n:
         p.error("--shard K/N needs 0 <= K < N")

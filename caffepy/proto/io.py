@@ -120,7 +120,9 @@ def _parse_text(text, msg, filename, strict, hints):
                 text, msg, filename, strict, error,
                 lambda respelled: _parse_text(respelled, msg, filename, strict, hints))
         if "no field named" not in str(error) and "no value named" not in str(error):
-            raise
+            return _lenient.read_repaired(
+                text, msg, filename, strict, error,
+                lambda repaired: _parse_text(repaired, msg, filename, strict, hints))
         first_error = error
     try:
         unknown = _unknown.find_unknown(text, msg.DESCRIPTOR)
@@ -142,7 +144,12 @@ def _parse_text(text, msg, filename, strict, hints):
         raise ProtoError('%s:%d:%d: no field named "%s" in %s%s'
                          % (filename, u.line, u.col, u.name, u.message, layer))
     msg.Clear()
-    _parse_located(_unknown.blank(text, unknown + values), msg, filename)
+    blanked = _unknown.blank(text, unknown + values)
+    try:
+        _parse_located(blanked, msg, filename)
+    except ProtoError as error:
+        _lenient.read_repaired(blanked, msg, filename, strict, error,
+                               lambda repaired: _parse_located(repaired, msg, filename))
     harmless = [u.name for u in unknown if u.harmless]
     if hints is not None:
         hints.extend(harmless)

@@ -13,6 +13,18 @@ Rules (each applies only when not strict: ``strict=False``, or ``strict=None`` u
   with one WARNING; when none parses, the last reading's error is raised (the parser's when there
   is no reading to try).
 
+* values Caffe's parser cannot read in place of a scalar (:func:`read_repaired`): a template
+  placeholder (``${NAME}``, ``$NAME``, ``{{name}}``, ``{name}``: a file written for a script to
+  fill in) leaves its field unset, ``true`` / ``false`` given to an integer field (a fork
+  declares it bool, another int) is read as 1 / 0, a bare word given to a string field is read
+  as that string, and ``//`` comments are read as comments; one WARNING lists them.
+
+* values Caffe's parser cannot read in place of a scalar (:func:`read_repaired`): a template
+  placeholder (``${NAME}``, ``$NAME``, ``{{name}}``, ``{name}``: a file written for a script to
+  fill in) leaves its field unset, ``true`` / ``false`` given to an integer field (a fork
+  declares it bool, another int) is read as 1 / 0, a bare word given to a string field is read
+  as that string, and ``//`` comments are read as comments; one WARNING lists them.
+
 Text too malformed or too deeply nested for the scans is left to the parser's error. The WARNING
 lines are the readers' (logger ``caffepy.proto.io``).
 """
@@ -28,6 +40,11 @@ _log = logging.getLogger("caffepy.proto.io")
 
 _TAKE_LAST = contextvars.ContextVar("caffepy_take_last_scalar", default=False)
 _QUOTED_V1_TYPE = re.compile(r'(^|[\s}])layers\s*\{[^{}]*?\btype\s*:\s*["\']')
+_REPAIRING = contextvars.ContextVar("caffepy_repairing_values", default=False)
+_PLACEHOLDER = re.compile(r'(?<![\w"\'$])([A-Za-z_]\w*)\s*:\s*(\$\{[^}\n]*\}|\$[A-Za-z_]\w*|'
+                          r'\{\{[^}\n]*\}\}|\{[A-Za-z_]\w*\})')
+_AT = re.compile(r":(\d+):(\d+): (.*)$")
+MAX_REPAIRS = 200
 
 
 def _strict(strict):
@@ -93,3 +110,104 @@ def read_quoted_v1_types(text, msg, filename, strict, error, parse):
         quoted_v1_types_note(text, filename, how)
         return msg
     raise error
+
+
+def _blank_placeholders(text, notes):
+    def blank(m):
+        notes.append("line %d %s: %s (template placeholder: left unset)"
+                     % (text.count("\n", 0, m.start()) + 1, m.group(1), m.group(2)))
+        return " " * len(m.group(0))
+    return _PLACEHOLDER.sub(blank, text)
+
+
+def _blank_slash_comments(text, notes):
+    """``text`` with every ``//`` comment (outside quotes) blanked to the end of its line."""
+    out, count = [], 0
+    for row in text.split("\n"):
+        quote, k = None, 0
+        while k < len(row):
+            c = row[k]
+            if quote:
+                k += 2 if c == "\\" else 1
+                quote = None if c == quote else quote
+                continue
+            if c in "\"'":
+                quote = c
+            elif c == "#":
+                break
+            elif row.startswith("//", k):
+                row, count = row[:k] + " " * (len(row) - k), count + 1
+                break
+            k += 1
+        out.append(row)
+    notes.append("%d '//' comment(s) read as comments" % count)
+    return "\n".join(out)
+
+
+def _repair_once(text, error, notes, first):
+    """``text`` with the values :func:`read_repaired` reads put right, or None."""
+    if first and _PLACEHOLDER.search(text):
+        return _blank_placeholders(text, notes)
+    m = _AT.search(str(error))
+    if m is None:
+        return None
+    line, col, what = int(m.group(1)), int(m.group(2)), m.group(3)
+    lines = text.split("\n")
+    if not 0 < line <= len(lines):
+        return None
+    row = lines[line - 1]
+    if row[col - 1:].startswith("//") and not any("comment(s)" in n for n in notes):
+        return _blank_slash_comments(text, notes)
+    named = re.search(r"Couldn't parse (?:integer|float|double|number)[^:]*: ([A-Za-z_]\w*)", what)
+    if named and named.group(1) not in ("true", "false"):      # a bare word as a placeholder
+        field = re.search(r"([A-Za-z_]\w*)\s*:\s*%s\b" % re.escape(named.group(1)), row)
+        if field is None:
+            return None
+        notes.append("line %d %s: %s (template placeholder: left unset)"
+                     % (line, field.group(1), named.group(1)))
+        lines[line - 1] = row[:field.start()] + " " * (field.end() - field.start()) + \
+            row[field.end():]
+        return "\n".join(lines)
+    bool_int = re.search(r"Couldn't parse integer: (true|false)\b", what)
+    bare = re.search(r"Expected string but found: '([A-Za-z_][\w.]*)'", what)
+    word = (bool_int or bare).group(1) if bool_int or bare else None
+    if word is None:
+        return None
+    at = col - 1 if row[col - 1:col - 1 + len(word)] == word else row.find(word)
+    if at < 0:
+        return None
+    if bool_int:
+        value = ("1" if word == "true" else "0").ljust(len(word))
+        notes.append("line %d: %s read as %d (an integer field)" % (line, word, word == "true"))
+    else:
+        value = '"%s"' % word
+        notes.append("line %d: %s read as the string \"%s\"" % (line, word, word))
+    lines[line - 1] = row[:at] + value + row[at + len(word):]
+    return "\n".join(lines)
+
+
+def read_repaired(text, msg, filename, strict, error, parse):
+    """When not strict: ``msg`` read by ``parse`` from ``text`` with its template placeholders
+    blanked and its ``true`` / ``false`` integers read as 1 / 0 (module doc), one WARNING naming
+    each; otherwise, or when nothing could be put right, ``error``."""
+    if _strict(strict) or _REPAIRING.get():
+        raise error
+    notes, token = [], _REPAIRING.set(True)
+    try:
+        for attempt in range(MAX_REPAIRS):
+            repaired = _repair_once(text, error, notes, attempt == 0)
+            if repaired is None:
+                raise error
+            text = repaired
+            msg.Clear()
+            try:
+                parse(text)
+            except ProtoError as e:
+                error = e
+                continue
+            _log.warning("%s: %d value(s) Caffe's parser refuses were read leniently (--strict "
+                         "refuses them): %s", filename, len(notes), "; ".join(notes))
+            return msg
+        raise error
+    finally:
+        _REPAIRING.reset(token)

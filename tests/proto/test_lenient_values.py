@@ -1,0 +1,51 @@
+"""Lenient reading of values Caffe's parser refuses: template placeholders, bool literals given
+to integer fields, bare words given to string fields, ``//`` comments (strict keeps the error)."""
+import pytest
+
+from caffepy.errors import ProtoError
+from caffepy.proto import caffe_pb2, io, unknown_fields
+
+TEMPLATE = '''name: "t"  // a C++-style comment, "quoted // not one"
+input: "data" input_shape { dim: 1 dim: 3 dim: 8 dim: 8 }
+layer { name: "conv" type: "Convolution" bottom: "data" top: "conv"
+  convolution_param { num_output: ${NUM_OUT} kernel_size: 3 pad: {{pad}} stride: $STRIDE }
+}
+layer { name: "fc" type: "InnerProduct" bottom: "conv" top: "fc"
+  inner_product_param { num_output: NUM_LABELS bias_term: true }
+  param { lr_mult: {lr} }
+}
+layer { name: "data2" type: "Data" top: "d2" data_param { source: TRAIN_LMDB batch_size: 2 } }
+layer { name: "reg" type: "Slice" bottom: "fc" top: "a" top: "b" slice_param { axis: true } }
+'''
+
+
+def test_strict_keeps_the_parsers_error():
+    with pytest.raises(ProtoError, match=r"<string>:1:\d+: .*Expected identifier"):
+        io.read_net(TEMPLATE, strict=True)
+
+
+def test_lenient_reading_repairs_each_value_and_names_it(caplog):
+    with unknown_fields.lenient(), caplog.at_level("WARNING"):
+        net = io.read_net(TEMPLATE, upgrade=False)
+    conv = net.layer[0].convolution_param
+    assert net.name == "t" and list(conv.kernel_size) == [3]
+    assert not len(conv.pad) and not len(conv.stride) and not conv.HasField("num_output")
+    fc = net.layer[1]
+    assert not fc.inner_product_param.HasField("num_output") and fc.inner_product_param.bias_term
+    assert not fc.param[0].HasField("lr_mult")
+    assert net.layer[2].data_param.source == "TRAIN_LMDB"
+    assert net.layer[3].slice_param.axis == 1
+    (warning,) = [r.getMessage() for r in caplog.records if "read leniently" in r.getMessage()]
+    for part in ("line 4 num_output: ${NUM_OUT} (template placeholder: left unset)",
+                 "line 4 pad: {{pad}}", "line 4 stride: $STRIDE", "line 8 lr_mult: {lr}",
+                 "line 7 num_output: NUM_LABELS", 'line 10: TRAIN_LMDB read as the string "TRAIN_LMDB"',
+                 "line 11: true read as 1 (an integer field)", "1 '//' comment(s)"):
+        assert part in warning, part
+
+
+def test_what_cannot_be_put_right_stays_the_first_error():
+    with unknown_fields.lenient(), pytest.raises(ProtoError, match="num_output: 1&"):
+        io.read_net('layer { name: "fc" type: "InnerProduct" inner_product_param '
+                    '{ num_output: 1& } }')
+    with unknown_fields.lenient(), pytest.raises(ProtoError, match="DOCTYPE"):
+        io.read_net('<!DOCTYPE html>\n<html></html>\n')

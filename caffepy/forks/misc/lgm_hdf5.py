@@ -13,7 +13,9 @@ without ``crop_size``. In TEST with crop_num > 1 the file is not cropped at load
 gives crop_num tops: with ``mirror`` first crop_num / 2 flipped windows, then crop_num / 2 plain
 ones (else crop_num plain ones), the windows at the centre, top-left, bottom-right, top-right,
 bottom-left, in that order. The first top then has batch_size x crop_num rows, the others
-batch_size. Rows are served as caffepy's HDF5Data serves them (order, shuffle, several files).
+batch_size. Rows are served as caffepy's HDF5Data serves them (order, shuffle, several files);
+a single listed file is reloaded, and so transformed anew, at the end of every pass (the fork
+lists it twice).
 
 prototxt: ``hdf5_data_param { source batch_size shuffle crop_size crop_num mean_value mirror
 scale }``. Refused: crop_num > 1 in TRAIN (the fork then copies uncropped values into cropped
@@ -76,6 +78,15 @@ class CropMirrorHDF5DataLayer(HDF5DataLayer):
         if p.scale != 1:
             x = x * x.dtype.type(p.scale)
         self.data[0] = np.ascontiguousarray(x)
+
+    def _next(self):
+        if len(self.files) == 1 and self.current_row + 1 == self.data[0].shape[0]:
+            # the fork lists a single file twice: every pass reloads it (new crop offset, flips)
+            self.offset += 1
+            self.current_row = 0
+            self._load(self.files[0])
+            return
+        super()._next()
 
     def reshape(self, bottom, top):
         super().reshape(bottom, top)

@@ -57,3 +57,17 @@ def test_hdf5_train_random_crop_and_mirror(tmp_path):
     assert all(hits)
     with pytest.raises(NetError, match="crop_num"):
         _hdf5_layer(src, "crop_size: 3 crop_num: 2", caffe_pb2.TRAIN).setup([], make_blobs(2))
+
+
+def test_hdf5_single_file_is_transformed_anew_every_pass(tmp_path):
+    x = RNG.standard_normal((2, 1, 6, 6))
+    src = _h5(tmp_path, x, np.arange(2.0))
+    layer = _hdf5_layer(src, "crop_size: 2", caffe_pb2.TRAIN)
+    top = make_blobs(2)
+    layer.setup([], top)
+    seen = set()
+    for _ in range(12):
+        layer.forward([], top)
+        a, b = (int(v) for v in np.argwhere(np.isclose(x[0, 0], top[0].data[0, 0, 0, 0]))[0])
+        seen.add((a, b))
+    assert len(seen) > 1               # the crop offset is drawn again at each reload

@@ -15,8 +15,6 @@ remaining rows out of both passes).
 Sum: y = sum_i x_i over any number of bottoms of equal count and equal legacy C, H, W (a 2-D
 N x C bottom matches an N x C x 1 x 1 one); top shaped as the first; dx_i = dy.
 """
-import numpy as np
-
 from ...errors import ShapeError
 from ...layers.base import Layer, register_layer
 from ...proto import caffe_pb2

@@ -227,6 +227,9 @@ COMPUTED = frozenset([
     "LayerParameter.onehot_param", "V1LayerParameter.onehot_param", "OnehotParameter.dim",
     "OnehotParameter.invert_coding", "LayerParameter.label_transform_param",
     "V1LayerParameter.label_transform_param", "LabelTransformParameter.label_transform_file",
+    # the R*CNN MIL of liyantett/Joint-Local-and-Global-...'s caffe-fast-rcnn
+    # (caffepy/forks/detection/rstar_cnn.py)
+    "LayerParameter.mil_param",
 ])
 
 

@@ -10,7 +10,8 @@ BboxAccuracy, DetectionAccuracy, DetectionGroupLoss / Accuracy, FrcnnOutput), ``
 input shapes of MSCNN / Cascade R-CNN data layers for the zoo helpers), ``frcnn_cpp``
 (makefile/frcnn's C++ FrcnnProposal, FrcnnAnchorTarget, FrcnnProposalTarget, configured from the
 fork's JSON config), ``sds_rcnn`` (SDS-RCNN's SoftmaxWithLoss with a per-label weight bottom),
-``ctd`` and ``ssh`` (Curve-Text-Detector's and SSH's Python proposal layers), ``conadd``
+``ctd`` and ``ssh`` (Curve-Text-Detector's and SSH's Python proposal layers), ``rstar_cnn`` and
+``rstar_data`` (R*CNN's MIL, Sum and its context-box data layer), ``conadd``
 (busyboxs/roi_roi's zero-padding sum Conadd), ``cambricon`` (Cambricon/caffe's ImageDetect, DetectionOut and
 DetectionPoseOutput).
 Built-in Python layers, used when the user's module is not on sys.path:
@@ -27,7 +28,9 @@ rpn.proposal_layer, ProposalLayer                ``frcnn.proposal.ProposalLayer`
                                                  ``caffepy.forks.video.rc3d``
 rpn.anchor_target_layer, AnchorTargetLayer       ``frcnn.anchor_target.AnchorTargetLayer``
 rpn.proposal_target_layer, ProposalTargetLayer   ``frcnn.proposal_target.ProposalTargetLayer``
-roi_data_layer.layer, RoIDataLayer               ``frcnn.roi_data.RoIDataLayer``
+roi_data_layer.layer, RoIDataLayer               ``frcnn.roi_data.RoIDataLayer``;
+                                                 ``rstar_data.RStarRoIDataLayer`` (R*CNN: 4
+                                                 tops, with the context boxes)
 SSH.layers.proposal_layer, ProposalLayer         ``ssh.SshProposalLayer`` (SSH's face boxes)
 ===============================================  ===========================================
 
@@ -42,6 +45,8 @@ for _module, _layer, _target in [
         ('rpn.proposal_layer', 'ProposalLayer', 'ctd:CtdProposalLayer'),
         ('rpn.anchor_target_layer', 'AnchorTargetLayer', 'frcnn.anchor_target:AnchorTargetLayer'),
         ('rpn.proposal_target_layer', 'ProposalTargetLayer', 'frcnn.proposal_target:ProposalTargetLayer'),
+        # R*CNN's four-top layer first: py-faster-rcnn's (3 or 6 tops) never has its form
+        ('roi_data_layer.layer', 'RoIDataLayer', 'rstar_data:RStarRoIDataLayer'),
         ('roi_data_layer.layer', 'RoIDataLayer', 'frcnn.roi_data:RoIDataLayer'),
         ('SSH.layers.proposal_layer', 'ProposalLayer', 'ssh:SshProposalLayer'),
 ]:

@@ -183,6 +183,8 @@ _HN_SOFTMAX = ("hard_ratio", "class_weight", "hard_mining_label", "cutting_point
 
 def _hn_softmax_fields(lp):
     sp = lp.softmax_param
+    if sp.HasField("label_smooth"):      # Kevinduan23/caffe's label smoothing (misc.softmax_variants)
+        return False
     return any(sp.HasField(f) if f != "class_weight" else len(sp.class_weight) for f in _HN_SOFTMAX)
 
 

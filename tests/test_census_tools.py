@@ -290,3 +290,23 @@ def test_coverage_curve_counts_files_whose_types_are_all_ranked():
     assert points == [(1, 1, 0), (2, 2, 1), (3, 3, 1)]
     text = curve.render(rows, facts, records)
     assert "| 3 | 3 / 3 (100.0%) | 1 / 2 (50.0%) |" in text and "begins at rank 3" in text
+
+
+def test_measure_forward_batch_one_where_the_net_takes_it(tmp_path):
+    import measure
+    free = ('input: "x" input_shape { dim: 8 dim: 3 dim: 4 dim: 4 }\n'
+            'layer { name: "c" type: "Convolution" bottom: "x" top: "c" '
+            'convolution_param { num_output: 2 kernel_size: 3 } }\n')
+    fixed = free + ('layer { name: "r" type: "Reshape" bottom: "c" top: "r" '
+                    'reshape_param { shape { dim: 8 dim: 8 } } }\n')
+    from caffepy.net import Net
+    from caffepy.proto import caffe_pb2
+    net = Net(free, caffe_pb2.TEST)
+    measure._batch_one(net)
+    assert net.blobs["x"].shape == (1, 3, 4, 4) and net.blobs["c"].shape == (1, 2, 2, 2)
+    net = Net(fixed, caffe_pb2.TEST)
+    measure._batch_one(net)                  # the Reshape writes the batch in: declared shapes
+    assert net.blobs["x"].shape == (8, 3, 4, 4) and net.blobs["r"].shape == (8, 8)
+    path = tmp_path / "net.prototxt"
+    path.write_text(fixed)
+    assert measure._forward(str(path)) == 0

@@ -227,7 +227,14 @@ COMPUTED = frozenset([
     "LayerParameter.onehot_param", "V1LayerParameter.onehot_param", "OnehotParameter.dim",
     "OnehotParameter.invert_coding", "LayerParameter.label_transform_param",
     "V1LayerParameter.label_transform_param", "LabelTransformParameter.label_transform_file",
-])
+    # agethen's ConvLSTM / ConvLSTMReLU as t2mhanh/caffe_convLSTM_WTA carries them
+    # (caffepy/forks/video/conv_lstm.py; the fields CopyConv leaves out are ignored there too)
+    "LayerParameter.lstm_conv_param", "LayerParameter.lstm_debug_param",
+] + ["LSTMConvolutionParameter." + _f for _f in (
+    "num_output", "bias_term", "pad", "kernel_size", "stride", "dilation", "group",
+    "weight_filler", "bias_filler", "type", "axis", "engine", "force_nd_im2col", "pad_h", "pad_w",
+    "kernel_h", "kernel_w", "stride_h", "stride_w")] + ["LSTMDebugParameter." + _f for _f in (
+    "expose", "disable_hadamard", "axis_hadamard", "num_axes_hadamard", "ignore_x")])
 
 
 def table():

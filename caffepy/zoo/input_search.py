@@ -221,15 +221,17 @@ def terminal_layer(net_param, name):
 
 
 def set_input_shapes(param, inputs):
-    """Give the Input tops named in ``inputs`` those shapes; return the names no Input top has."""
-    left = dict(inputs)
+    """Give the Input tops named in ``inputs`` those shapes (every Input with that top: a train /
+    val file's TRAIN and TEST readers alike); return the names no Input top has."""
+    found = set()
     for lp in param.layer:
         if lp.type != "Input":
             continue
         for i, top in enumerate(lp.top):
-            if top in left:
+            if top in inputs:
                 while len(lp.input_param.shape) <= i:
                     lp.input_param.shape.add()
                 del lp.input_param.shape[i].dim[:]
-                lp.input_param.shape[i].dim.extend(int(d) for d in left.pop(top))
-    return sorted(left)
+                lp.input_param.shape[i].dim.extend(int(d) for d in inputs[top])
+                found.add(top)
+    return sorted(set(inputs) - found)

@@ -113,12 +113,8 @@ class _ConvLSTMBase(Layer):
             raise self.error("takes %d tops (h, %d exposed, %s), got %d"
                              % (1 + len(self.expose) + n_hidden, len(self.expose),
                                 "h_T, c_T" if n_hidden else "no final states", len(top)))
+        self._check_x_cont(bottom)
         x = bottom[0]
-        if x.num_axes != 5:
-            raise self.error("bottom[0] (x) must be T x N x C x H x W, got shape %s" % (x.shape,))
-        if bottom[1].num_axes != 2 or tuple(bottom[1].shape) != tuple(x.shape[:2]):
-            raise self.needs("bottom[1] (cont) must be T x N = %s, got %s"
-                             % (x.shape[:2], bottom[1].shape), [(1, x.shape[:2], None)])
         self.state_shape = (1, x.shape[1], self.C) + tuple(x.shape[3:])
         given, self.blobs = self.blobs, []
         k = 0
@@ -163,13 +159,24 @@ class _ConvLSTMBase(Layer):
         self.param_propagate_down = [True] * len(self.blobs)
         self._state = None
 
+    def _check_x_cont(self, bottom):
+        """x is T x N x C x H x W and cont T x N; the errors name the shapes that would pass
+        (x with a channel axis of 1 inserted; cont x's T x N, or x cont's T and N)."""
+        x, cont = tuple(bottom[0].shape), tuple(bottom[1].shape)
+        if len(x) != 5:
+            raise self.needs("bottom[0] (x) must be T x N x C x H x W, got shape %s" % (x,),
+                             [(0, x[:2] + (1,) + x[2:], None)] if len(x) == 4 else [])
+        if cont != x[:2]:
+            fits = [(1, x[:2], None)]
+            if len(cont) == 2:
+                fits.append((0, cont + x[2:], None))
+            raise self.needs("bottom[1] (cont) must be T x N = %s, got %s" % (x[:2], cont), fits)
+
     def reshape(self, bottom, top):
+        self._check_x_cont(bottom)
         x = bottom[0]
-        if x.num_axes != 5:
-            raise self.error("bottom[0] (x) must be T x N x C x H x W, got shape %s" % (x.shape,))
         self.T, self.N = x.shape[:2]
         self.state_shape = (1, self.N, self.C) + tuple(x.shape[3:])
-        self.check_shape("bottom[1] (cont)", (self.T, self.N), bottom[1].shape, bottom=1)
         gate_shape = (1, self.N, 4 * self.C) + tuple(x.shape[3:])
         if self.x_conv is not None:
             self.xg = Blob((), dtype=self.dtype)

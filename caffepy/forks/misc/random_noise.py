@@ -1,5 +1,6 @@
-"""RandomNoise: pulkitag/caffe's additive Gaussian noise layer (src/caffe/layers/random_noise_layer.cpp,
-include/caffe/layers/random_noise_layer.hpp; src/my_tests/proto_files/random_noise_net.prototxt).
+"""RandomNoise: pulkitag/caffe's additive Gaussian noise layer
+(src/caffe/layers/random_noise_layer.cpp, include/caffe/layers/random_noise_layer.hpp;
+src/my_tests/proto_files/random_noise_net.prototxt).
 """
 import numpy as np
 

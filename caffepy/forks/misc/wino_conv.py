@@ -1,5 +1,5 @@
-"""WinoConvolution: FredJeong/caffe's convolution through Winograd F(m x m, 3 x 3) tiles, m chosen by
-``convolution_param.wino_tile`` (src/caffe/layers/wino_conv_layer.cpp, .cu,
+"""WinoConvolution: FredJeong/caffe's convolution through Winograd F(m x m, 3 x 3) tiles, m chosen
+by ``convolution_param.wino_tile`` (src/caffe/layers/wino_conv_layer.cpp, .cu,
 src/caffe/util/winograd.cu; its examples/cifar10_practice nets).
 """
 import numpy as np

@@ -12,8 +12,9 @@ Built-in Python layer: R-C3D's twin proposal layer ``rpn.proposal_layer.Proposal
 chosen by its form, 2 bottoms, beside py-faster-rcnn's layer of that name in
 ``caffepy.forks.detection``).
 Schema: proto/additions.json (C3D), proto/additions.d/segnet_c3d_face_flownet.json,
-crfasrnn_tsn_pose.json (TSN's SegData), video_nd_pooling.json (kernel_size_nd, stride_nd, pad_nd); the harvested lstm_conv_param /
-lstm_debug_param (caffepy.proto.harvest_policy.COMPUTED).
+crfasrnn_tsn_pose.json (TSN's SegData), video_nd_pooling.json (kernel_size_nd, stride_nd,
+pad_nd); the harvested lstm_conv_param / lstm_debug_param
+(caffepy.proto.harvest_policy.COMPUTED).
 """
 from ...layers.python_layer import register_stand_in
 

@@ -1,7 +1,8 @@
 """ConvLSTM and ConvLSTMReLU: the convolutional LSTM of agethen's Caffe ConvLSTM, as
-t2mhanh/caffe_convLSTM_WTA carries it (src/caffe/layers/conv_lstm_layer.cpp, conv_lstm_unit_layer.cpp,
-conv_lstm_relu_layer.cpp, conv_lstm_relu_unit_layer.cpp, include/caffe/layers/conv_lstm_helper.hpp;
-the same layers and messages are in Ricardozzf/sdsrcnn and garrickbrazil/SDS-RCNN).
+t2mhanh/caffe_convLSTM_WTA carries it (src/caffe/layers/conv_lstm_layer.cpp,
+conv_lstm_unit_layer.cpp, conv_lstm_relu_layer.cpp, conv_lstm_relu_unit_layer.cpp,
+include/caffe/layers/conv_lstm_helper.hpp;
+the messages are harvested from Ricardozzf/sdsrcnn, garrickbrazil/SDS-RCNN and others too).
 
 The fork unrolls the recurrence into a net of Convolution, Scale, Concat, Eltwise and
 ConvLSTMUnit layers; this computes the same function with a loop over the time steps, its

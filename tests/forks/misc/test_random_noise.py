@@ -13,7 +13,8 @@ def test_random_noise_param_parses():
     assert (p.mu, p.sigma, p.adaptive_sigma) == (0.0, 1.0, False)
     assert abs(p.adaptive_factor - 0.1) < 1e-7
     lp = proto_io.read_net('layer { name: "rn" type: "RandomNoise" bottom: "x" top: "y" '
-                           'random_noise_param { adaptive_sigma: true adaptive_factor: 1 } }').layer[0]
+                           'random_noise_param { adaptive_sigma: true adaptive_factor: 1 } }'
+                           ).layer[0]
     assert lp.random_noise_param.adaptive_sigma and lp.random_noise_param.adaptive_factor == 1
 
 

@@ -65,7 +65,8 @@ def test_other_geometries_are_the_direct_convolution():
     w, b = rng.standard_normal((3, 2, 5, 5)), rng.standard_normal(3)
     geometry = 'num_output: 3 kernel_size: 5 stride: 2 pad: 1'
     np.testing.assert_array_equal(
-        _conv('type: "WinoConvolution" convolution_param { %s wino_tile: 6 }' % geometry, x, [w, b]),
+        _conv('type: "WinoConvolution" convolution_param { %s wino_tile: 6 }' % geometry, x,
+              [w, b]),
         _conv('type: "Convolution" convolution_param { %s }' % geometry, x, [w, b]))
 
 

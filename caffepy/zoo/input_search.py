@@ -141,7 +141,8 @@ def infer_input_shapes(net_param, phase=caffe_pb2.TEST, inputs=None, weights=Non
                 if step is None or len(learned) >= MAX_LEARN:
                     raise
                 learned.append(step)
-                learned += image_shapes(param, opened)   # a reader's first top may have changed
+                # a sequence reader's first top may have changed: the tops beside it follow
+                learned += image_shapes(param, opened, permuted_only=True)
         if shapes:
             check_weights(net, shapes)
         attempt.learned = learned

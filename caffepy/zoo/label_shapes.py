@@ -220,10 +220,12 @@ def _image_bottoms(lp):
     return list(lp.bottom[:1]) if "pool" in low or low == "lrn" else []
 
 
-def image_shapes(param, opened):
+def image_shapes(param, opened, permuted_only=False):
     """Give each open top after the first of its reader that a convolution, pooling or LRN reads
     the shape of that reader's first top when it has fewer axes (a pair or triplet reader's
-    second and third images), in place; [(top, what was done)]."""
+    second and third images), and each that a Permute reads that shape when it has the axes the
+    Permute needs (the targets beside a sequence of frames), in place; ``permuted_only``: the
+    latter only. [(top, what was done)]."""
     done = []
     images = {b for lp in param.layer for b in _image_bottoms(lp) if b in opened}
     permuted = {lp.bottom[0]: max(int(a) for a in lp.permute_param.order) + 1
@@ -234,7 +236,8 @@ def image_shapes(param, opened):
             continue
         first = list(lp.input_param.shape[0].dim)
         for top, sh in zip(lp.top[1:], lp.input_param.shape[1:]):
-            if top in images and len(first) >= 4 and len(sh.dim) < len(first):
+            if top in images and len(first) >= 4 and len(sh.dim) < len(first) and \
+                    not permuted_only:
                 del sh.dim[:]
                 sh.dim.extend(first)
                 done.append((top, "%s given the shape of %s (an image: a convolution or "

@@ -230,7 +230,14 @@ COMPUTED = frozenset([
     # the R*CNN MIL of liyantett/Joint-Local-and-Global-...'s caffe-fast-rcnn
     # (caffepy/forks/detection/rstar_cnn.py)
     "LayerParameter.mil_param",
-])
+    # agethen's ConvLSTM / ConvLSTMReLU as t2mhanh/caffe_convLSTM_WTA carries them
+    # (caffepy/forks/video/conv_lstm.py; the fields CopyConv leaves out are ignored there too)
+    "LayerParameter.lstm_conv_param", "LayerParameter.lstm_debug_param",
+] + ["LSTMConvolutionParameter." + _f for _f in (
+    "num_output", "bias_term", "pad", "kernel_size", "stride", "dilation", "group",
+    "weight_filler", "bias_filler", "type", "axis", "engine", "force_nd_im2col", "pad_h", "pad_w",
+    "kernel_h", "kernel_w", "stride_h", "stride_w")] + ["LSTMDebugParameter." + _f for _f in (
+    "expose", "disable_hadamard", "axis_hadamard", "num_axes_hadamard", "ignore_x")])
 
 
 def table():

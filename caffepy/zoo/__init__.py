@@ -37,6 +37,7 @@ import re
 from ..layers.base import has_layer_type
 from ..proto import caffe_pb2
 from ..forks.detection import zoo_mscnn
+from ..forks.misc import zoo_pulkitag
 from .run import (constant_fillers, fill_unset_num_output, forward_releasing,  # noqa: F401
                       input_values, net_input_values, randomize_params)
 
@@ -45,6 +46,7 @@ DATA_LAYER_TYPES = frozenset([
     "ImageSegData", "ImageLabelmapData", "DenseImageData", "MultiLabelData", "BoxData",
     "CustomData", "VolumeData", "VideoSegmentationData", "VideoWithVoxelTruthData",
     "WindowSegData", "ImageGtData", "DetectionData", "EvalData", "SegData", "LaneData", "CPMData",
+    "GenericWindowData", "SquareBoxData",
 ])
 # Readers whose first top is an image whatever its name (a top "label" of theirs is a label image:
 # StevenHickson's SemanticLabelingDemo reads its label maps with ImageData and LabelData).
@@ -102,6 +104,8 @@ def replace_data_layers(net_param, default_shape=(3, 224, 224), batch_size=None,
             new.phase = lp.phase
         if lp.type in zoo_mscnn.TYPES:       # MSCNN / Cascade R-CNN readers
             shapes = zoo_mscnn.top_shapes(lp, default_shape, batch_size)
+        elif lp.type in zoo_pulkitag.TYPES:   # pulkitag/caffe's window readers
+            shapes = zoo_pulkitag.top_shapes(lp, net_param, default_shape, batch_size)
         elif lp.type == "CustomData":
             shapes = _custom_data_shapes(lp, _batch(lp, batch_size), _flow_size(net_param))
         elif lp.type == "CPMData":

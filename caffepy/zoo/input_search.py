@@ -141,6 +141,8 @@ def infer_input_shapes(net_param, phase=caffe_pb2.TEST, inputs=None, weights=Non
                 if step is None or len(learned) >= MAX_LEARN:
                     raise
                 learned.append(step)
+                # a sequence reader's first top may have changed: the tops beside it follow
+                learned += image_shapes(param, opened, permuted_only=True)
         if shapes:
             check_weights(net, shapes)
         attempt.learned = learned
@@ -221,15 +223,17 @@ def terminal_layer(net_param, name):
 
 
 def set_input_shapes(param, inputs):
-    """Give the Input tops named in ``inputs`` those shapes; return the names no Input top has."""
-    left = dict(inputs)
+    """Give the Input tops named in ``inputs`` those shapes (every Input with that top: a train /
+    val file's TRAIN and TEST readers alike); return the names no Input top has."""
+    found = set()
     for lp in param.layer:
         if lp.type != "Input":
             continue
         for i, top in enumerate(lp.top):
-            if top in left:
+            if top in inputs:
                 while len(lp.input_param.shape) <= i:
                     lp.input_param.shape.add()
                 del lp.input_param.shape[i].dim[:]
-                lp.input_param.shape[i].dim.extend(int(d) for d in left.pop(top))
-    return sorted(left)
+                lp.input_param.shape[i].dim.extend(int(d) for d in inputs[top])
+                found.add(top)
+    return sorted(set(inputs) - found)

@@ -18,7 +18,9 @@ While caffepy.zoo.input_search builds a candidate, an open top takes the shape i
   of tops (each 1 wide).
 * **Images** (:func:`image_shapes`, before each build): a top after the first that a
   convolution, pooling or LRN reads has the shape of its reader's first top (a triplet reader's
-  ``data_p`` and ``data_n`` beside ``data_a``).
+  ``data_p`` and ``data_n`` beside ``data_a``); a top after the first that a Permute reads takes
+  its reader's first top's shape once that has the axes the Permute's order needs (the target
+  frames beside the input frames of a sequence reader; again after each learned shape).
 * **Label layouts** (:data:`LABEL_LAYOUTS`): maps of the image's size, its channels, or 1/2, 1/4,
   1/8 of it instead of label vectors, tried as candidates of their own at the first sizes; and
   rows (N, C) instead of images for the searched tops of HDF5Data layers (:func:`hdf5_rows`),
@@ -26,7 +28,10 @@ While caffepy.zoo.input_search builds a candidate, an open top takes the shape i
 * **From the layer that rejects it** (:func:`learn`, after a failed build, at most
   :data:`MAX_LEARN` times per candidate): a layer's ShapeError lists in ``fits`` the (bottom,
   shape) with which its check passes (``caffepy.layers.base.Layer.needs``); the first such
-  bottom that is an open top takes that shape and the candidate is built again. A top of a Slice
+  bottom that is an open top takes that shape and the candidate is built again. A top of a
+  Permute of an open top passes the shape on with the order undone (for a Reshape, which needs
+  only the count, size-1 axes beyond the order's length are dropped: frames N x T x H x W
+  permuted and reshaped to T x N x 1 x H x W). A top of a Slice
   of an open top passes the shape on: the open top takes it, but keeps its size on the slice
   axis, or, for the last top, the last slice point plus the width it must have (an HDF5 row
   of 5 values cut at 4 into inputs and the target a loss compares with a prediction of 1:
@@ -164,7 +169,7 @@ def _through_slice(param, blob, shape, opened):
             continue
         axis, wanted = _slice_axis(lp), list(shape)
         at = axis + len(wanted) if axis < 0 else axis
-        if at <= 0:
+        if at < 0 or (at == 0 and axis < 0):
             return None
         points = [int(x) for x in lp.slice_param.slice_point]
         if points and blob == lp.top[-1]:
@@ -181,6 +186,31 @@ def _through_slice(param, blob, shape, opened):
     return None
 
 
+def _through_permute(param, blob, shape, opened, count_only):
+    """(open top, its shape, Permute name) when ``blob`` is the top of a Permute whose bottom is
+    in ``opened`` and ``blob`` must have ``shape``: the open top takes ``shape`` with the
+    Permute's order undone. When only the count matters (``count_only``: a Reshape's needs) and
+    ``shape`` has more axes than the order names, its size-1 axes are dropped, last first, down
+    to that many (an HDF5 sequence of N x T x H x W frames permuted to T x N x H x W and
+    reshaped to T x N x 1 x H x W); else None."""
+    for lp in param.layer:
+        if lp.type != "Permute" or list(lp.top) != [blob] or len(lp.bottom) != 1 or \
+                lp.bottom[0] not in opened:
+            continue
+        order = [int(a) for a in lp.permute_param.order]
+        wanted = list(shape)
+        while count_only and len(wanted) > len(order) and 1 in wanted:
+            del wanted[len(wanted) - 1 - wanted[::-1].index(1)]
+        if len(order) > len(wanted) or sorted(order) != list(range(len(order))):
+            return None
+        order += list(range(len(order), len(wanted)))
+        back = [0] * len(wanted)
+        for i, a in enumerate(order):
+            back[a] = wanted[i]
+        return lp.bottom[0], back, lp.name
+    return None
+
+
 def _image_bottoms(lp):
     """The bottoms ``lp`` reads as images: every bottom of a convolution (shared weights over
     several), the first of a pooling or LRN."""
@@ -190,22 +220,34 @@ def _image_bottoms(lp):
     return list(lp.bottom[:1]) if "pool" in low or low == "lrn" else []
 
 
-def image_shapes(param, opened):
+def image_shapes(param, opened, permuted_only=False):
     """Give each open top after the first of its reader that a convolution, pooling or LRN reads
     the shape of that reader's first top when it has fewer axes (a pair or triplet reader's
-    second and third images), in place; [(top, what was done)]."""
+    second and third images), and each that a Permute reads that shape when it has the axes the
+    Permute needs (the targets beside a sequence of frames), in place; ``permuted_only``: the
+    latter only. [(top, what was done)]."""
     done = []
     images = {b for lp in param.layer for b in _image_bottoms(lp) if b in opened}
+    permuted = {lp.bottom[0]: max(int(a) for a in lp.permute_param.order) + 1
+                for lp in param.layer if lp.type == "Permute" and len(lp.bottom) == 1
+                and lp.bottom[0] in opened and len(lp.permute_param.order)}
     for lp in param.layer:
         if lp.type != "Input" or len(lp.input_param.shape) < 2:
             continue
         first = list(lp.input_param.shape[0].dim)
         for top, sh in zip(lp.top[1:], lp.input_param.shape[1:]):
-            if top in images and len(first) >= 4 and len(sh.dim) < len(first):
+            if top in images and len(first) >= 4 and len(sh.dim) < len(first) and \
+                    not permuted_only:
                 del sh.dim[:]
                 sh.dim.extend(first)
                 done.append((top, "%s given the shape of %s (an image: a convolution or "
                                   "pooling reads it)" % (top, lp.top[0])))
+            elif top in permuted and len(first) >= max(permuted[top], 4) and \
+                    list(sh.dim) != first:
+                del sh.dim[:]
+                sh.dim.extend(first)
+                done.append((top, "%s given the shape of %s (a sequence of frames beside it: a "
+                                  "Permute reads it)" % (top, lp.top[0])))
     return list(dict.fromkeys(done))
 
 
@@ -261,10 +303,14 @@ def learn(param, error, opened):
             top, via = bottoms[i], ""
             if top not in opened:
                 sliced = _through_slice(param, top, shape, opened)
+                kind = "Slice"
+                if sliced is None:
+                    sliced = _through_permute(param, top, shape, opened, lp.type == "Reshape")
+                    kind = "Permute"
                 if sliced is None:
                     continue
                 top, shape, slicer = sliced
-                via = " for %s (through Slice layer '%s')" % (bottoms[i], slicer)
+                via = " for %s (through %s layer '%s')" % (bottoms[i], kind, slicer)
             if not _give(param, top, shape):
                 continue
             if like is not None and not via:

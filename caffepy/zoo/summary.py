@@ -54,7 +54,8 @@ def layer_flops(layer, bottom, top):
     t = layer.type
     params = [b.shape for b in layer.blobs]
     if t in ("Convolution", "DepthwiseConvolution", "ConvolutionDepthwise",
-             "NdConvolution", "Winograd2x2Trans", "Winograd2x2Conv") and params:
+             "NdConvolution", "Winograd2x2Trans", "Winograd2x2Conv",
+             "WinoConvolution") and params:
         n_out = _count(top[0].shape[2:]) * top[0].shape[0]
         return 2 * _count(params[0]) * n_out + (top[0].count if len(params) > 1 else 0)
     if t == "Deconvolution" and params:

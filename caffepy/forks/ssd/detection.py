@@ -24,7 +24,9 @@ class PermuteLayer(Layer):
         order = []
         for a in self.layer_param.permute_param.order:
             if a >= n:
-                raise self.error("order axis %d out of range for a %d-d bottom" % (a, n))
+                need = max(self.layer_param.permute_param.order) + 1
+                raise self.needs("order axis %d out of range for a %d-d bottom" % (a, n),
+                                 [(0, tuple(bottom[0].shape) + (1,) * (need - n), None)])
             if a in order:
                 raise self.error("order axis %d appears twice" % a)
             order.append(int(a))

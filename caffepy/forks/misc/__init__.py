@@ -22,6 +22,10 @@ MultiLabelAccuracy, LabelTransform, Onehot, SemiAccuracy), ``arthurwang``
 SoftmaxConditionWithLoss), ``winograd`` (Swas99/caffe's Winograd, its weights in the Winograd
 domain, and its Winograd2x2Trans / Winograd2x2Conv convolutions), ``switches`` (the deconvnet
 visualisation layers of quanweikikai/deconv-net's nets: PoolingSwitches, SliceHalf, InvPooling), ``weighted_euclidean`` (the per-element WeightedEuclideanLoss of the facial-keypoint nets), ``spatial_transformer`` (e2e_face's SpatialTransformer).
+Fork fields of Caffe's readers: ``fork_data`` (Data / ImageData with bogger/caffe-multigpu's
+label_size, PMLS-Caffe's shared_file_system, xavigibert/caffe's source_map and LMDB_FILE,
+DeBlurNet's ``label: false``, rapid_categorization's raw_hdf5); schema:
+proto/additions.d/census_data_fields.json.
 Built-in Python layer: Caffe's example ``pyloss.EuclideanLossLayer`` (``pyloss``).
 Schema: proto/additions.json, proto/additions.d/surveyed_forks.json; the harvested fields of
 HardSigmoid, Scalar, CropCenter, ColorConv, MinReLU and Tiling (caffepy.proto.harvest_policy.COMPUTED).

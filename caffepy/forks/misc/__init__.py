@@ -22,9 +22,11 @@ MultiLabelAccuracy, LabelTransform, Onehot, SemiAccuracy), ``arthurwang``
 SoftmaxConditionWithLoss), ``winograd`` (Swas99/caffe's Winograd, its weights in the Winograd
 domain, and its Winograd2x2Trans / Winograd2x2Conv convolutions), ``switches`` (the deconvnet
 visualisation layers of quanweikikai/deconv-net's nets: PoolingSwitches, SliceHalf, InvPooling), ``weighted_euclidean`` (the per-element WeightedEuclideanLoss of the facial-keypoint nets), ``spatial_transformer`` (e2e_face's SpatialTransformer).
-Fork fields of Caffe's readers: ``fork_data`` (Data / ImageData with bogger/caffe-multigpu's
+Fork fields of Caffe's readers and layers: ``fork_data`` (Data / ImageData with bogger/caffe-multigpu's
 label_size, PMLS-Caffe's shared_file_system, xavigibert/caffe's source_map and LMDB_FILE,
-DeBlurNet's ``label: false``, rapid_categorization's raw_hdf5); schema:
+DeBlurNet's ``label: false``, rapid_categorization's raw_hdf5), ``bogger_multigpu``
+(SoftmaxLossWithInvalid), ``xavigibert`` (Convolution / Deconvolution with ParamSpec.lr_pre_mult),
+``e2e_face_data`` (e2e_face's HDF5Data transforms and ``value`` filler); schema:
 proto/additions.d/census_data_fields.json.
 Built-in Python layer: Caffe's example ``pyloss.EuclideanLossLayer`` (``pyloss``).
 Schema: proto/additions.json, proto/additions.d/surveyed_forks.json; the harvested fields of

@@ -5,14 +5,17 @@
   labels and the label top is N x K x 1 x 1, item i's labels at [i, 0..K-1]. The fork's Datum
   holds them as ``repeated float label = 5`` (BVLC: one int32); an ImageData list line is
   ``<path> <l1> ... <lK>``, whitespace separated (read with ``>>``, so a path has no spaces).
-  Set to 1 it still gives N x 1 x 1 x 1; left unset, the reader is Caffe's (N labels).
+  Set to 1 it still gives N x 1 x 1 x 1; left unset, the reader is Caffe's (N labels). The
+  fork's ImageData shuffles its list once, at setup (its reshuffle at each pass is commented
+  out), and so does this one when label_size is set.
 * ``shared_file_system`` (sailing-pmls/pmls-caffe, Poseidon; src/caffe/layers/data_layer.cpp
   InitializeDB, image_data_layer.cpp DataLayerSetUp): true: every worker reads the one database /
   list at ``source``, worker r of W taking items r, r + W, ... in every phase (PMLS: thread
   ``client_id * num_threads + thread_id`` of ``num_clients * num_threads``); false: each client
   reads its own copy ``<source>_<client_id>``, its threads striding it. caffepy runs as PMLS
   client 0 with its solvers as the client's threads: false reads ``<source>_0``; W and r are
-  caffepy's solver_count and solver_rank. Unset: Caffe's reader.
+  caffepy's solver_count and solver_rank. PMLS reads an image list as whitespace-separated
+  (path, label) pairs. Unset: Caffe's reader.
 * ``source_map`` with ``backend: LMDB_FILE`` (xavigibert/caffe, src/caffe/layers/data_layer.cpp
   load_batch): the LMDB at ``source`` holds Datums without pixels, each naming a file
   (``file_idx``, an index into ``source_map``) and a byte offset (``src_offset``); the item's
@@ -249,12 +252,19 @@ class _ForkImageListLoader(_ImageListLoader):
         source = param.source if self.shared is None else pmls_source(param.source, self.shared)
         if self.k is not None or not self.with_labels:
             lines = read_label_list(source, self.k, self.with_labels)
+        elif self.shared is not None:       # PMLS reads ``infile >> filename >> label`` pairs
+            lines = [(path, l[0]) for path, l in read_label_list(source, 1)]
         else:
             lines = read_image_list(source)
         if self.shared:                     # PMLS: line i goes to worker i mod W
             size, rank = _workers()
             lines = lines[rank::size]
         return lines
+
+    def _advance(self):
+        if self.k is None:
+            return super()._advance()
+        self.pos = (self.pos + 1) % len(self.lines)   # bogger's reader shuffles at setup only
 
 
 def _forks_image(lp):

@@ -238,3 +238,17 @@ def test_summary_gives_a_label_size_reader_n_k_1_1_labels(tmp_path):
     assert shapes["data"] == [(10, 3, 32, 32), (10, 3, 1, 1)]
     assert shapes["slicer_label"] == [(10, 1, 1, 1)] * 3
     assert shapes["loss"] == [()]
+
+
+def test_label_size_image_list_is_shuffled_once(tmp_path):
+    names = write_images(tmp_path, 6)
+    (tmp_path / "list.txt").write_text("".join("%s %d 0\n" % (n, i) for i, n in enumerate(names)))
+    layer, top = setup('type: "ImageData" label_size: 2 image_data_param { source: "%s" '
+                       'root_folder: "%s/" batch_size: 6 shuffle: true }'
+                       % (tmp_path / "list.txt", tmp_path))
+    passes = []
+    for _ in range(3):
+        layer.forward([], top)
+        passes.append(list(top[1].data[:, 0, 0, 0]))
+    assert sorted(passes[0]) == list(range(6)) and passes[0] == passes[1] == passes[2]
+    layer.close()

@@ -26,6 +26,6 @@ def test_every_row_names_existing_files():
     for row in rows:
         for path in re.findall(r"`((?:caffepy|tests)/[\w/]+\.py)`", row):
             assert os.path.exists(os.path.join(ROOT, path)), (row, path)
-    conv = next(r for r in rows if r.startswith("| `Convolution` |"))
+    conv = next(r for r in rows if r.startswith("| `Convolution` | `ConvolutionLayer` "))
     assert "caffepy/layers/conv.py" in conv and "caffepy/gpu/layers/conv.py" in conv
     assert "ConvolutionParameter" in conv and "tests/layers/test_conv.py" in conv

@@ -11,9 +11,10 @@ For every item of an N x C x H x W batch (uint8 or float), exactly as Caffe's Da
         w' = crop_w - 1 - w when mirrored, else w
 
 transform_param fields: ``scale`` (1), ``mirror`` (false), ``crop_size`` (0 = no crop),
-``mean_file`` (a .binaryproto of shape 1 x C x H x W, the uncropped item shape) or ``mean_value``
-(once or once per channel; not both), ``force_color`` / ``force_gray`` (decode encoded datums as 3 /
-1 channels; not both; ignored, as in Caffe, for raw datums).
+``mirror_v`` (false; xavigibert/caffe: a random vertical flip too, drawn after ``mirror``; needs
+``crop_size``), ``mean_file`` (a .binaryproto of shape 1 x C x H x W, the uncropped item shape)
+or ``mean_value`` (once or once per channel; not both), ``force_color`` / ``force_gray``
+(decode encoded datums as 3 / 1 channels; not both; ignored, as in Caffe, for raw datums).
 
 Random draws come from the transformer's own generator, seeded from the process generator
 (``caffepy.common``) when the transformer is built, so a seeded run is reproducible even though
@@ -65,6 +66,12 @@ class DataTransformer(object):
         self.scale = float(param.scale)
         self.mirror = bool(param.mirror)
         self.crop_size = int(param.crop_size)
+        # xavigibert/caffe's mirror_v (src/caffe/data_transformer.cpp): a random vertical flip of
+        # the crop, drawn after the mirror; the fork indexes rows by crop_size, so it needs one.
+        self.mirror_v = bool(getattr(param, "mirror_v", False))
+        if self.mirror_v and not self.crop_size:
+            raise CaffeError("%s: mirror_v (xavigibert/caffe's vertical flip) needs crop_size; the "
+                             "fork flips rows of the crop only" % what)
         if param.HasField("mean_file") and len(param.mean_value):
             raise CaffeError("%s: cannot specify mean_file and mean_value at the same time" % what)
         if param.force_color and param.force_gray:
@@ -113,6 +120,7 @@ class DataTransformer(object):
         _, oh, ow = self.infer_shape((c, h, w))
         mirror = (self.rng.integers(0, 2, size=n).astype(bool) if self.mirror
                   else np.zeros(n, dtype=bool))
+        flip_v = self.rng.integers(0, 2, size=n).astype(bool) if self.mirror_v else None
         if self.crop_size and self.phase == caffe_pb2.TRAIN:
             h_off = self.rng.integers(0, h - oh + 1, size=n)
             w_off = self.rng.integers(0, w - ow + 1, size=n)
@@ -142,6 +150,8 @@ class DataTransformer(object):
             out *= self.dtype.type(self.scale)
         if mirror.any():
             out[mirror] = out[mirror][..., ::-1]
+        if flip_v is not None and flip_v.any():
+            out[flip_v] = out[flip_v][..., ::-1, :]
         return out
 
     def transform_arrays(self, items, out=None):

@@ -59,13 +59,14 @@ class BasePrefetchingDataLayer(Layer):
                 loader.close()
             raise
         top[0].reshape(data_shape)
+        label_shape = tuple(data_shape[:1]) + tuple(getattr(loader, "label_item_shape", ()))
         if self.output_labels:
-            top[1].reshape(data_shape[:1])
+            top[1].reshape(label_shape)
         dtype = self.dtype
         self._data_state = loader.get_state()     # of the next batch forward will consume
 
         def make_buffer():
-            return {"data": np.zeros(data_shape, dtype), "label": np.zeros(data_shape[:1], dtype)}
+            return {"data": np.zeros(data_shape, dtype), "label": np.zeros(label_shape, dtype)}
 
         def load_batch(buf):
             loader.load_batch(buf)
@@ -237,8 +238,14 @@ class _DBLoader(object):
             items.append(item)
         shape = (self.batch_size,) + self.transformer.infer_shape(items[0].shape)
         self.transformer.transform_arrays(items, _ensure(buf, "data", shape, self.transformer.dtype))
-        labels = _ensure(buf, "label", (self.batch_size,), self.transformer.dtype)
-        labels[...] = [d.label for d in datums]
+        shape = (self.batch_size,) + self.label_item_shape
+        labels = _ensure(buf, "label", shape, self.transformer.dtype)
+        labels[...] = np.reshape([self.label(d) for d in datums], shape)
+
+    label_item_shape = ()   # per item: () for Caffe's one label; a fork reader may give more
+
+    def label(self, datum):
+        return datum.label
 
 
 @register_layer("Data")

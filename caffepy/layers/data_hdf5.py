@@ -30,13 +30,15 @@ class HDF5DataLayer(Layer):
     wrapping after the last; with ``shuffle`` the file order is shuffled at every pass and the rows
     of each file every time it is (re)loaded. With several solvers (``solver_count`` > 1, read in
     the thread that runs forward) in TRAIN, solver r keeps rows r, r + count, ... of that stream
-    and skips the others, as Caffe does. No transform_param; no backward.
+    and skips the others, as Caffe does. No transform_param (an error, as in Caffe); no backward.
     """
     exact_num_bottom_blobs = 0
     min_top_blobs = 1
 
     def layer_setup(self, bottom, top):
         p = self.layer_param.hdf5_data_param
+        if self.layer_param.HasField("transform_param"):     # Caffe's CHECK in LayerSetUp
+            raise self.error("HDF5Data does not transform data (remove transform_param)")
         self.h5py = _h5py(self)
         self.batch_size = int(p.batch_size)
         if self.batch_size < 1:

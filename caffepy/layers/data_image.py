@@ -18,7 +18,7 @@ class _ImageListLoader(object):
         self.param = param
         self.transformer = transformer
         self.batch_size = int(param.batch_size)
-        self.lines = read_image_list(param.source)
+        self.lines = self.read_list(param)
         if not self.lines:
             raise CaffeError("%s: image list %s is empty" % (what, param.source))
         self.rng = np.random.default_rng(int(common.rng().integers(0, 2 ** 63)))
@@ -30,6 +30,12 @@ class _ImageListLoader(object):
             self.pos = int(common.rng().integers(0, param.rand_skip)) % len(self.lines)
         self.source, self.warned, self.skipped = param.source, set(), 0
         self.n_records = len(self.lines)
+
+    label_item_shape = ()   # per item: () for Caffe's one label; a fork reader may give more
+
+    def read_list(self, param):
+        """[(path, label)] of the list file (a fork reader may read another form)."""
+        return read_image_list(param.source)
 
     def _shuffle(self):
         self.order = self.order[self.rng.permutation(len(self.lines))]
@@ -98,7 +104,8 @@ class _ImageListLoader(object):
             self._advance()
         shape = (self.batch_size,) + self.transformer.infer_shape(items[0].shape)
         self.transformer.transform_arrays(items, _ensure(buf, "data", shape, self.transformer.dtype))
-        _ensure(buf, "label", (self.batch_size,), self.transformer.dtype)[...] = labels
+        shape = (self.batch_size,) + self.label_item_shape
+        _ensure(buf, "label", shape, self.transformer.dtype)[...] = np.reshape(labels, shape)
 
 
 @register_layer("ImageData")

@@ -208,6 +208,7 @@ FORK_V1_TYPES = (
     ("SEMI_LOSS", "SemiLoss", "Phoenix1327/caffe", "factory"),
     ("ONEHOT", "Onehot", "7hil/caffe@196e936", "factory"),
     ("REGULARIZER_AS_LOSS", "RegularizerAsLoss", "longjon/caffe@db32b56", "factory"),
+    ("SOFTMAX_LOSS_WITH_INVALID", "SoftmaxLossWithInvalid", "bogger/caffe-multigpu", "factory"),
 )
 
 #: V1 names forks declare with no layer of theirs to map to: the upgrade keeps the enum name as

@@ -348,9 +348,18 @@ def _voxel_shapes(lp, n, c, h, w):
 IMAGE_NAMES = ("data", "image", "images", "img")
 
 
+def declared_label_width(lp):
+    """K when a reader sets bogger/caffe-multigpu's ``label_size``: its label top is N x K x 1 x 1
+    (caffepy.forks.misc.fork_data), a shape the file states."""
+    return int(lp.label_size) if _has(lp, "label_size") else None
+
+
 def _top_shapes(lp, default_shape, batch_size, guess=True):
     n = _batch(lp, batch_size)
     c, h, w = _image_shape(lp, default_shape, guess)
+    k = declared_label_width(lp) if lp.type in ("Data", "ImageData") else None
+    if k is not None:
+        return [(n, c, h, w)] + [(n, k, 1, 1)] * (len(lp.top) - 1)
     if lp.type in ("VideoSegmentationData", "VideoWithVoxelTruthData"):
         return _voxel_shapes(lp, n, c, h, w)
     seg = lp.type in SEGMENTATION_TYPES or (

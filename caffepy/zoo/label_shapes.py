@@ -49,7 +49,7 @@ While caffepy.zoo.input_search builds a candidate, an open top takes the shape i
 These rules are the search's only: a data layer that is built keeps the shapes Caffe gives its
 tops (``Data``'s label is (N,)).
 """
-from . import is_data_layer, replace_data_layers
+from . import declared_label_width, is_data_layer, replace_data_layers
 
 MAX_LEARN = 8
 DECLARED_SHAPES = ("Input", "DummyData", "MemoryData")
@@ -63,9 +63,11 @@ LABEL_MAP_SIZES = 12
 
 
 def open_tops(net_param):
-    """Tops of the data layers that read their blobs from a source (see the module doc)."""
+    """Tops of the data layers that read their blobs from a source (see the module doc); not the
+    labels of a reader that states their width (``label_size``)."""
     return {t for lp in net_param.layer if is_data_layer(lp) and lp.type not in DECLARED_SHAPES
-            for t in lp.top}
+            for i, t in enumerate(lp.top)
+            if not (i and lp.type in ("Data", "ImageData") and declared_label_width(lp))}
 
 
 def label_tops(net_param, searched, fixed):

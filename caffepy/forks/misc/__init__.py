@@ -26,6 +26,12 @@ visualisation layers of quanweikikai/deconv-net's nets: PoolingSwitches, SliceHa
 WinoConvolution: F(m x m, 3 x 3) tiles chosen by ``wino_tile``), ``random_noise``
 (pulkitag/caffe's RandomNoise), ``pulkitag_data`` (pulkitag/caffe's
 GenericWindowData and SquareBoxData readers; their shapes for caffepy.zoo in ``zoo_pulkitag``).
+Fork fields of Caffe's readers and layers: ``fork_data`` (Data / ImageData with bogger/caffe-multigpu's
+label_size, PMLS-Caffe's shared_file_system, xavigibert/caffe's source_map and LMDB_FILE,
+DeBlurNet's ``label: false``, rapid_categorization's raw_hdf5), ``bogger_multigpu``
+(SoftmaxLossWithInvalid), ``xavigibert`` (Convolution / Deconvolution with ParamSpec.lr_pre_mult),
+``e2e_face_data`` (e2e_face's HDF5Data transforms and ``value`` filler); schema:
+proto/additions.d/census_data_fields.json.
 Built-in Python layer: Caffe's example ``pyloss.EuclideanLossLayer`` (``pyloss``).
 Schema: proto/additions.json, proto/additions.d/surveyed_forks.json; the harvested fields of
 HardSigmoid, Scalar, CropCenter, ColorConv, MinReLU and Tiling (caffepy.proto.harvest_policy.COMPUTED).

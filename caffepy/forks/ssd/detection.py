@@ -203,7 +203,13 @@ class DetectionOutputLayer(Layer):
     prototxt: ``detection_output_param { num_classes (required), share_location: true,
     background_label_id: 0, nms_param { nms_threshold: 0.3, top_k, eta: 1 },
     code_type: CORNER, variance_encoded_in_target: false, keep_top_k: -1,
-    confidence_threshold (default: all) }`` (save_output_param / visualize are not supported).
+    confidence_threshold (default: all), clip: false }`` (save_output_param / visualize are not
+    supported). ``clip`` is OpenCV's (opencv/opencv,
+    modules/dnn/src/layers/detection_output_layer.cpp, DecodeBBox; the face detector's
+    deploy.prototxt sets it): each decoded box's corners are
+    clamped to [0, 1] before NMS, so NMS, the box sizes and the rows all see the clipped box
+    (OpenCV clips to the image of a 4th bottom only with ``normalized_bbox: false``, which caffepy
+    does not read: its boxes are normalised).
     Bottoms: loc (N x P*L*4, L = 1 if share_location else num_classes), conf (N x P*num_classes),
     priors (1 x 2 x P*4) [, any blob: SSD reads a 4th bottom only to draw on with ``visualize``
     (e.g. the images; pynetbuilder's test nets pass the labels); ignored]. Top:
@@ -232,6 +238,10 @@ class DetectionOutputLayer(Layer):
         self.top_k = p.nms_param.top_k if p.nms_param.HasField("top_k") else -1
         if self.nms_threshold < 0 or not 0 < self.eta <= 1:
             raise self.error("nms_threshold must be >= 0 and eta in (0, 1]")
+        self.clip = bool(p.clip)
+        if self.clip and type(self)._decoded is not DetectionOutputLayer._decoded:
+            raise self.error("clip (OpenCV's clipped decoding) is not supported by this "
+                             "DetectionOutput variant")
 
     def reshape(self, bottom, top):
         self.P = bottom[2].shape[-1] // 4
@@ -251,6 +261,8 @@ class DetectionOutputLayer(Layer):
         the P x (row_width - 3) coordinates its rows report."""
         boxes = [decode_boxes(prior[0], prior[1], loc[:, k], self.code_type,
                               self.variance_encoded) for k in range(self.num_loc_classes)]
+        if self.clip:
+            boxes = [np.clip(b, 0.0, 1.0) for b in boxes]
         return [(b, b) for b in boxes]
 
     def _image_prior(self, bottom, n, prior):

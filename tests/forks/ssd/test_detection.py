@@ -111,3 +111,26 @@ def test_detection_output_per_class_locations():
     (y,) = run_layer(_det_layer("share_location: false confidence_threshold: 0.5"), make_blobs(inputs),
                      make_blobs(1))
     np.testing.assert_allclose(y.reshape(-1, 7), [[0, 1, 0.9] + list(PRIORS[0] + 0.1)])
+
+
+def test_detection_output_clip_clamps_decoded_boxes_before_nms():
+    """OpenCV's ``clip`` (its face detector's deploy.prototxt sets ``clip: 1``)."""
+    loc = np.zeros((1, 12))
+    loc[0, :4] = [-0.3, -0.2, 0.8, 0.9]          # prior 0 decodes past both borders
+    prior = np.stack([PRIORS.ravel(), np.ones(12)])[None]
+    conf = np.array([[0.1, 0.8, 0.1], [0.1, 0.1, 0.1], [0.1, 0.1, 0.1]]).reshape(1, -1)
+    inputs = [loc, conf, prior]
+    (plain,) = run_layer(_det_layer("confidence_threshold: 0.5"), make_blobs(inputs), make_blobs(1))
+    np.testing.assert_allclose(plain.reshape(-1, 7)[0, 3:], [-0.2, -0.1, 1.3, 1.4], atol=1e-12)
+    (clipped,) = run_layer(_det_layer("confidence_threshold: 0.5 clip: true"), make_blobs(inputs),
+                           make_blobs(1))
+    np.testing.assert_allclose(clipped.reshape(-1, 7), [[0, 1, 0.8, 0.0, 0.0, 1.0, 1.0]])
+    # NMS sees the clipped boxes: two priors that overlap only once clipped
+    loc2 = np.zeros((1, 12))
+    loc2[0, :4] = [-0.6, -0.6, 0.5, 0.5]         # prior 0 -> [-0.5, -0.5, 1, 1]: clipped [0, 0, 1, 1]
+    loc2[0, 8:] = [-0.6, -0.6, 0.1, 0.1]         # prior 2 -> [0, 0, 1, 1]
+    conf2 = np.array([[0.1, 0.8, 0.1], [0.1, 0.1, 0.1], [0.1, 0.7, 0.1]]).reshape(1, -1)
+    rows = [run_layer(_det_layer("confidence_threshold: 0.5 " + extra),     # IoU 0.44, then 1
+                      make_blobs([loc2, conf2, prior]), make_blobs(1))[0]
+            for extra in ("", "clip: true")]
+    assert rows[0].reshape(-1, 7).shape[0] == 2 and rows[1].reshape(-1, 7).shape[0] == 1

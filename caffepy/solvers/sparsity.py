@@ -17,9 +17,14 @@ descendants (IntelLabs/SkimCaffe, Swas99/caffe, chenxuhao/caffe-escoin) declare 
     ``SolverParameter.kernel_shape_decay``, ``lk``): one group per column within each filter
     group, ``n_gc = ||W[rows of g, c]||_2``;
 
-  ``diff += lk * W / n_gc`` then ``diff += lb * W / n_r`` (0 where the norm is 0), after the
-  L1/L2 term; the regularization term is ``lk * sum n_gc + lb * sum n_r``. The fork computes these
-  two only in GPU mode (its CPU mode stops with "Deprecated in CPU mode"); caffepy computes that
+  - blocks (each ``block_group_lasso { xdimen ydimen block_decay_mult }`` of the ParamSpec times
+    ``SolverParameter.block_group_decay``, ``lq``): one group per block of ``ydimen`` rows by
+    ``xdimen`` columns (both must divide ``R`` and ``C``), ``n_b = ||W[block]||_2``;
+
+  ``diff += lk * W / n_gc``, ``diff += lb * W / n_r``, then per block spec ``diff += lq * W / n_b``
+  (0 where the norm is 0), after the L1/L2 term; the regularization term is
+  ``lk * sum n_gc + lb * sum n_r + sum lq * sum n_b``. The fork computes breadth and kernel shape
+  only in GPU mode (its CPU mode stops with "Deprecated in CPU mode"); caffepy computes that
   arithmetic in every mode.
 * ``connectivity_mode`` (LayerParameter) of a Convolution / Deconvolution / InnerProduct layer,
   applied when trained weights are copied into the layer from a binary model (the fork's
@@ -50,10 +55,11 @@ _CONNECTED, _ELTWISE, _GRPWISE = 0, 1, 2
 
 class ParamRule(object):
     """The SSL settings of one learnable parameter (the owner's, merged with its sharers')."""
-    __slots__ = ("regularization_type", "breadth", "kernel_shape", "groups", "has")
+    __slots__ = ("regularization_type", "breadth", "kernel_shape", "groups", "blocks", "has")
 
     def __init__(self):
         self.regularization_type, self.breadth, self.kernel_shape, self.groups = "", 0.0, 0.0, 1
+        self.blocks = []          # (ydimen rows, xdimen columns, block_decay_mult)
         self.has = set()
 
 
@@ -99,6 +105,12 @@ def net_rules(net):
             rule.groups = _groups(lp)
         if spec is None:
             continue
+        if len(spec.block_group_lasso):
+            active = True
+            if rule.blocks:
+                raise SolverError("%s: duplicate block_group_lasso among shared params ('%s')"
+                                  % (where, spec.name))
+            rule.blocks = [(b.ydimen, b.xdimen, b.block_decay_mult) for b in spec.block_group_lasso]
         given = [("regularization_type", _local_type(spec, where)),
                  ("breadth", spec.breadth_decay_mult if spec.HasField("breadth_decay_mult") else None),
                  ("kernel_shape", spec.kernel_shape_decay_mult
@@ -130,13 +142,21 @@ class Sparsity(object):
     def for_solver(cls, solver):
         rules, active = net_rules(solver.net)
         p = solver.param
-        if not (active or p.breadth_decay or p.kernel_shape_decay):
+        if not (active or p.breadth_decay or p.kernel_shape_decay or p.block_group_decay):
             return None
         for pid, (blob, rule) in enumerate(zip(solver.net.learnable_params, rules)):
+            name = solver.net.param_display_names[pid]
             if rule.kernel_shape and blob.shape and blob.shape[0] % rule.groups:
                 raise SolverError("param %s: %d rows do not split into %d groups for group lasso"
-                                  % (solver.net.param_display_names[pid], blob.shape[0],
-                                     rule.groups))
+                                  % (name, blob.shape[0], rule.groups))
+            rows = blob.shape[0] if blob.shape else 1
+            cols = blob.count // rows if rows else 0
+            for ydimen, xdimen, mult in rule.blocks:
+                if mult and p.block_group_decay and (
+                        not ydimen or not xdimen or rows % ydimen or cols % xdimen):
+                    raise SolverError("param %s: a %dx%d matrix does not split into blocks of "
+                                      "ydimen %d x xdimen %d (block_group_lasso)"
+                                      % (name, rows, cols, ydimen, xdimen))
         return cls(solver, rules)
 
     def regularize(self, pid):
@@ -169,6 +189,13 @@ class Sparsity(object):
                 norms = breadth_norms(mat)
                 term += float(lb) * float(norms[:, 0].sum())
                 diff += lb * divide_checkzero(mat, norms)
+        for ydimen, xdimen, mult in rule.blocks if w.ndim else ():
+            lq = dt(mult) * dt(solver.param.block_group_decay)
+            if lq:
+                mat = w.reshape(w.shape[0], -1)
+                norms = block_norms(mat, ydimen, xdimen)
+                term += float(lq) * float(norms.sum()) / (xdimen * ydimen)
+                p.diff.reshape(mat.shape)[...] += lq * divide_checkzero(mat, norms)
         self.total += term
 
     def after_update(self):
@@ -195,6 +222,14 @@ def kernel_shape_norms(mat, groups):
     rows = mat.shape[0] // groups
     sq = np.square(mat, dtype=mat.dtype).reshape(groups, rows, -1).sum(axis=1, keepdims=True)
     return np.broadcast_to(np.sqrt(sq), (groups, rows, mat.shape[1])).reshape(mat.shape)
+
+
+def block_norms(mat, ydimen, xdimen):
+    """Each ydimen x xdimen block's L2 norm, repeated over the block (caffe_cpu_block_group_lasso)."""
+    r, c = mat.shape
+    blocks = mat.reshape(r // ydimen, ydimen, c // xdimen, xdimen)
+    sq = np.square(blocks, dtype=mat.dtype).sum(axis=(1, 3), keepdims=True)
+    return np.broadcast_to(np.sqrt(sq), blocks.shape).reshape(mat.shape)
 
 
 def divide_checkzero(a, b):

@@ -138,6 +138,38 @@ def test_kernel_shape_group_lasso_per_filter_group():
     check_step(s, [conv, g[1] + WD * w[1], g[2] + WD * w[2], g[3] + WD * w[3]], w)
 
 
+def block_reference(w, decay, ydimen, xdimen):
+    """decay * w / ||block|| over blocks of ydimen rows x xdimen columns."""
+    mat = w.reshape(w.shape[0], -1)
+    out = np.zeros_like(mat)
+    for r0 in range(0, mat.shape[0], ydimen):
+        for c0 in range(0, mat.shape[1], xdimen):
+            blk = mat[r0:r0 + ydimen, c0:c0 + xdimen]
+            n = np.sqrt((blk * blk).sum())
+            if n:
+                out[r0:r0 + ydimen, c0:c0 + xdimen] = decay * blk / n
+    return out.reshape(w.shape)
+
+
+def test_block_group_lasso():
+    s = make(net_text(ip_params="param { block_group_lasso { xdimen: 4 ydimen: 1 } "
+                                "block_group_lasso { xdimen: 2 ydimen: 3 block_decay_mult: 2 } }"),
+             "block_group_decay: 0.04")
+    g, w = gradients(s)
+    w[2][:, 0:2] = 0.0                       # an all-zero 3x2 block
+    s.net.learnable_params[2].data[:, 0:2] = 0.0
+    ip = (g[2] + WD * w[2] + block_reference(w[2], f32(0.04), 1, 4)
+          + block_reference(w[2], 2 * f32(0.04), 3, 2))
+    check_step(s, [g[0] + WD * w[0], g[1] + WD * w[1], ip, g[3] + WD * w[3]], w)
+
+
+def test_block_that_does_not_divide_is_one_line():
+    with pytest.raises(CaffeError) as e:
+        make(net_text(ip_params="param { block_group_lasso { xdimen: 5 ydimen: 1 } }"),
+             "block_group_decay: 0.04")
+    assert "\n" not in str(e.value) and "xdimen 5" in str(e.value)
+
+
 def test_group_lasso_term_is_logged_at_display():
     from tests.solvers.helpers import capture_log, reset_log
     s = make(net_text(conv_params="param { breadth_decay_mult: 1 }"), "breadth_decay: 0.1 display: 1")
@@ -216,7 +248,7 @@ layer { name: "conv1" type: "Convolution" bottom: "data" top: "conv1"
   connectivity_mode: DISCONNECTED_ELTWISE
   param { lr_mult: 1 decay_mult: 1 breadth_decay_mult: 1.0 kernel_shape_decay_mult: 0.5
           regularization_type: "L1" }
-  param { lr_mult: 2 decay_mult: 0 }
+  param { lr_mult: 2 decay_mult: 0 block_group_lasso { xdimen: 1 ydimen: 3 block_decay_mult: 2 } }
   convolution_param { num_output: 3 kernel_size: 3 } }
 layer { name: "fc" type: "InnerProduct" bottom: "conv1" top: "fc"
   connectivity_mode: DISCONNECTED_GRPWISE param { regularization_type: "L2" }
@@ -234,9 +266,10 @@ def test_parse_small_prototxt_strict():
     assert conv.param[0].kernel_shape_decay_mult == 0.5
     assert list(conv.param[0].regularization_type) == ["L1"]
     sp = caffe_pb2.SolverParameter()
-    proto_io.parse_text("breadth_decay: 0.001 kernel_shape_decay: 0.002 base_lr: 0.1",
+    proto_io.parse_text("breadth_decay: 0.001 kernel_shape_decay: 0.002 block_group_decay: 0.1",
                         sp, filename="solver.prototxt", strict=True)
     assert abs(sp.breadth_decay - 0.001) < 1e-9 and abs(sp.kernel_shape_decay - 0.002) < 1e-9
+    assert conv.param[1].block_group_lasso[0].ydimen == 3
     net = caffepy.Net(SMALL, caffepy.TEST)
     assert net.blobs["fc"].data.shape == (1, 2)
 

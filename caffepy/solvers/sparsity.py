@@ -1,8 +1,9 @@
 """Structured Sparsity Learning: per-parameter L1/L2, group lasso, frozen zero connections.
 
-The fields of wenwei202/caffe (branch scnn: src/caffe/solvers/sgd_solver.cpp, net.cpp, blob.cpp,
-layers/base_conv_layer.cpp, layers/inner_product_layer.cpp, util/math_functions.cu) as its
-descendants (IntelLabs/SkimCaffe, Swas99/caffe, chenxuhao/caffe-escoin) declare them:
+What wenwei202/caffe computes (branch scnn: src/caffe/solvers/sgd_solver.cpp, net.cpp, blob.cpp,
+layers/base_conv_layer.cpp, layers/inner_product_layer.cpp, util/math_functions.cpp and .cu) with
+the fields that it and its descendants (IntelLabs/SkimCaffe, Swas99/caffe; chenxuhao/caffe-escoin
+has regularization_type only) declare:
 
 * ``param { regularization_type: "L1" }`` (ParamSpec): this parameter's regularization, in place of
   the solver's ``regularization_type`` (empty: the solver's). L1 or L2, with the usual
@@ -41,8 +42,14 @@ descendants (IntelLabs/SkimCaffe, Swas99/caffe, chenxuhao/caffe-escoin) declare 
   terms" line at display iterations.
 
 A shared parameter takes a field from any sharing layer that sets it; two different values is
-an error, as in the fork's net.cpp. SkimCaffe's further regularization types (L1_DNS, ISTA,
-Winograd ones, its ``prune_threshold`` hard thresholding) are refused: their names are not L1/L2.
+an error, as in the fork's net.cpp (two block_group_lasso lists likewise).
+
+IntelLabs/SkimCaffe (intel_scnn) and Swas99/caffe, a copy of it, compute these fields otherwise:
+their SGDSolver::ApplyUpdate no longer calls GroupLassoRegularize (breadth, kernel shape and block
+decay change nothing there), and instead of the zerout of every param they zero ``|w| <=
+prune_threshold`` (a SolverParameter field of theirs, default 1e-4) after each update of an
+L1-regularized param only. caffepy follows wenwei202/caffe. Their further regularization types
+(L1_DNS, ISTA, L1_Winograd, ...) are refused: their names are not L1/L2.
 """
 import numpy as np
 

@@ -300,3 +300,11 @@ def test_strict_parse_without_ssl_harvest_error():
         proto_io.parse_text(SMALL.replace("connectivity_mode: DISCONNECTED_ELTWISE",
                                           "connectivity_mode: NOT_A_MODE"),
                             msg, filename="ssl.prototxt", strict=True)
+
+
+def test_distributed_training_refuses_the_fields():
+    from caffepy.dist.trainer import train
+    s = make(net_text(conv_params="param { breadth_decay_mult: 1 }"), "breadth_decay: 0.1")
+    with pytest.raises(CaffeError) as e:
+        train(s, cluster=caffe_pb2.ClusterParameter())
+    assert "Structured Sparsity Learning" in str(e.value) and "\n" not in str(e.value)

@@ -201,6 +201,10 @@ def train(solver, cluster=None, cluster_file=None, resume=False, feeder=None, en
     ``comm``: a :class:`caffepy.dist.waitfree.CommOptions` (wait-free backprop on by default).
     ``hosts`` (in process only): a host name per rank, to place servers and per-host sums as if
     the ranks sat on those hosts (MPI learns them: :func:`caffepy.dist.topology.learn_hosts`)."""
+    if getattr(solver, "sparsity", None) is not None:
+        raise CaffeError("the parameter servers do not compute the Structured Sparsity Learning "
+                         "fields (regularization_type / group lasso in param, connectivity_mode): "
+                         "train this net in one process")
     cluster = cluster if cluster is not None else load_cluster(solver.param, cluster_file)
     kind = engine or cluster.engine or ("mpi" if _under_mpi() else "inproc")
     if cluster.nworker_groups == 0:      # as many groups as the launch's ranks make

@@ -25,8 +25,13 @@ class NetParams(object):
             p.clear_diff()
 
     def update(self):
-        """data -= diff for every learnable param (Caffe's Net::Update; solvers scale diff first)."""
-        for p in self.learnable_params:
+        """data -= diff for every learnable param (Caffe's Net::Update; solvers scale diff first).
+        A param with a connectivity mask (``connectivity_mode``, caffepy.solvers.sparsity) has its
+        diff multiplied by the mask first, as the SSL forks' Blob::Update does."""
+        masks = getattr(self, "connectivity", None) or {}
+        for pid, p in enumerate(self.learnable_params):
+            if pid in masks:
+                p.diff[...] *= masks[pid]
             p.data[...] -= p.diff
 
     def _refuse_in_optimize_mode(self, what):

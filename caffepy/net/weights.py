@@ -69,6 +69,9 @@ def copy_trained_layers(net, src_param, source_name="<NetParameter>", values=Non
                     % (j, src.name, shape_string(blobproto_shape(bp)), shape_string(blob.shape)))
             blob.from_proto(bp, reshape=False,
                             values=None if values is None else values.get((src.name, j), {}))
+        if target.layer_param.connectivity_mode:      # the SSL forks' WeightAlign
+            from ..solvers.sparsity import disconnect
+            disconnect(net, names.index(src.name))
 
 
 def _with_shape(bp, shape):

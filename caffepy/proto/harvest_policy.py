@@ -217,6 +217,10 @@ COMPUTED = frozenset([
     "TripletLossParameter.alpha", "LayerParameter.binary_label_param",
     "V1LayerParameter.binary_label_param", "BinaryLabelParameter.negative_target",
     # Arroosh/optical_flow_prediction's MultiSoftmax(WithLoss) (forks/flownet/flow_prediction_2014)
+    # Structured Sparsity Learning's per-param L1/L2 and block group lasso (caffepy/solvers/
+    # sparsity.py); its other fields are declared in proto/additions.d/census_ssl_fields.json
+    "ParamSpec.regularization_type", "ParamSpec.block_group_lasso", "BlockGroupLassoSpec.xdimen",
+    "BlockGroupLassoSpec.ydimen", "BlockGroupLassoSpec.block_decay_mult",
     "LayerParameter.mult_softmax_param", "V1LayerParameter.mult_softmax_param",
     "MultiSoftmaxParameter.max_multiple", "LayerParameter.mult_softmax_loss_param",
     "V1LayerParameter.mult_softmax_loss_param", "MultiSoftmaxLossParameter.learning_multiple",

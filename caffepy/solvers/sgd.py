@@ -15,6 +15,10 @@ Subclasses override only :meth:`update_rule`, a static function on arrays (so a 
 can run the same rule on slices): ``update_rule(g, hist, local_rate, param, t)`` rewrites ``g`` in
 place into the step and updates the history arrays ``hist`` (``t`` = iter + 1).
 
+Structured Sparsity Learning's fields (per-param regularization_type, group lasso, connectivity
+masks; :mod:`sparsity`) replace ``regularize`` by :meth:`Sparsity.regularize` and add the fork's
+zerout after ``Net.update``, on the host in either mode.
+
 SGD with momentum ``m``::      h = m * h + local_rate * g;   g = h
 Nesterov::                     h' = m * h + local_rate * g;  g = (1 + m) * h' - m * h;  h = h'
 
@@ -27,6 +31,7 @@ from .. import common
 
 from ..log import fmt, info
 from . import lr_policies
+from .sparsity import Sparsity
 from .solver import Solver
 
 
@@ -38,6 +43,7 @@ class SGDSolver(Solver):
         params = self.net.learnable_params
         self.history = [np.zeros(p.shape, dtype=p.dtype) for _ in range(self.n_history) for p in params]
         self.lr = 0.0
+        self.sparsity = Sparsity.for_solver(self)
 
     def _hist(self, pid):
         n = len(self.net.learnable_params)
@@ -48,7 +54,8 @@ class SGDSolver(Solver):
         return lr_policies.learning_rate(self.param, self.iter, self)
 
     def apply_update(self):
-        if common.mode() == common.GPU:      # fused device update kernels (caffepy.gpu.solvers)
+        ssl = getattr(self, "sparsity", None)
+        if common.mode() == common.GPU and ssl is None:   # fused kernels (caffepy.gpu.solvers)
             from ..gpu import solvers as gpu_solvers
             return gpu_solvers.apply_update(self)
         rate = self.get_learning_rate()
@@ -61,6 +68,8 @@ class SGDSolver(Solver):
             self.regularize(pid)
             self.compute_update_value(pid, rate)
         self.net.update()
+        if ssl is not None:
+            ssl.after_update()
 
     def clip_gradients(self):
         clip = self.param.clip_gradients
@@ -83,6 +92,8 @@ class SGDSolver(Solver):
         p.diff[...] *= p.dtype.type(1.0) / p.dtype.type(self.param.iter_size)
 
     def regularize(self, pid):
+        if getattr(self, "sparsity", None) is not None:
+            return self.sparsity.regularize(pid)
         p = self.net.learnable_params[pid]
         dt = p.dtype.type
         local_decay = dt(self.param.weight_decay) * dt(self.net.params_weight_decay[pid])

@@ -155,3 +155,32 @@ def test_lenet_steps_on_the_gpu_path_match_cpu(emulated, solver_type):
             np.testing.assert_allclose(a, b, rtol=1e-8, atol=1e-12)
         for a, b in zip(other[2], cpu[2]):
             np.testing.assert_allclose(a, b, rtol=1e-8, atol=1e-12)
+
+
+def _ssl_weights(mode, steps=3):
+    """LeNet with Structured Sparsity Learning fields: group lasso on conv1, L1 on ip1."""
+    common.set_mode_cpu()
+    common.set_random_seed(1)
+    param = lenet_solver_param(8, "SGD")
+    param.breadth_decay, param.kernel_shape_decay = 0.01, 0.02
+    layers = {lp.name: lp for lp in param.net_param.layer}
+    layers["conv1"].param[0].breadth_decay_mult = 1.0
+    layers["conv1"].param[0].kernel_shape_decay_mult = 1.0
+    layers["ip1"].param[0].regularization_type.append("L1")
+    solver = get_solver(param, dtype=np.float64)
+    assert solver.sparsity is not None
+    x, y = synthetic(8 * steps)
+    (common.set_mode_gpu if mode == "gpu" else common.set_mode_cpu)()
+    try:
+        for i in range(steps):
+            solver.net.blobs["data"].data[...] = x[8 * i:8 * i + 8]
+            solver.net.blobs["label"].data[...] = y[8 * i:8 * i + 8]
+            solver.step(1)
+        return [p.data.copy() for p in solver.net.learnable_params]
+    finally:
+        common.set_mode_cpu()
+
+
+def test_ssl_update_in_gpu_mode_matches_cpu(emulated):
+    for a, b in zip(_ssl_weights("gpu"), _ssl_weights("cpu")):
+        np.testing.assert_allclose(a, b, rtol=1e-8, atol=1e-12)

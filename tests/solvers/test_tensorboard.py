@@ -91,6 +91,7 @@ def test_train_flag_writes_the_logged_curves(tmp_path, monkeypatch):
 
 def test_environment_default_and_pycaffe_solve(tmp_path, monkeypatch):
     """$CAFFEPY_TENSORBOARD: a solver built from Python writes too; solve() closes the file."""
+    monkeypatch.chdir(tmp_path)          # the final snapshot (no prefix) lands here
     monkeypatch.setenv(tensorboard.ENV, str(tmp_path / "env"))
     solver = helpers.make_solver('base_lr: 0.01 lr_policy: "fixed" max_iter: 4 display: 1')
     assert solver.tensorboard_dir == str(tmp_path / "env")

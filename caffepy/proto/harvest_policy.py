@@ -234,6 +234,8 @@ COMPUTED = frozenset([
     "LayerParameter.rpn_param", "RPNParameter.feat_stride", "RPNParameter.basesize",
     "RPNParameter.scale", "RPNParameter.ratio", "RPNParameter.boxminsize",
     "RPNParameter.per_nms_topn", "RPNParameter.post_nms_topn", "RPNParameter.nms_thresh",
+    # the "file" filler of daerduoCarey's spatial-transformer Caffe and its copies (caffepy/fillers.py)
+    "FillerParameter.file",
 ])
 
 

@@ -236,6 +236,14 @@ COMPUTED = frozenset([
     "RPNParameter.per_nms_topn", "RPNParameter.post_nms_topn", "RPNParameter.nms_thresh",
     # the "file" filler of daerduoCarey's spatial-transformer Caffe and its copies (caffepy/fillers.py)
     "FillerParameter.file",
+    # Dynamic Network Surgery's CConvolution / CInnerProduct (caffepy/forks/misc/dns.py)
+    "LayerParameter.cconvolution_param", "LayerParameter.cinner_product_param",
+    "CConvolutionParameter.gamma", "CConvolutionParameter.power", "CConvolutionParameter.c_rate",
+    "CConvolutionParameter.iter_stop", "CConvolutionParameter.weight_mask_filler",
+    "CConvolutionParameter.bias_mask_filler", "CInnerProductParameter.gamma",
+    "CInnerProductParameter.power", "CInnerProductParameter.c_rate",
+    "CInnerProductParameter.iter_stop", "CInnerProductParameter.weight_mask_filler",
+    "CInnerProductParameter.bias_mask_filler",
 ])
 
 

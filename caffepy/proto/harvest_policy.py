@@ -244,6 +244,12 @@ COMPUTED = frozenset([
     "CInnerProductParameter.power", "CInnerProductParameter.c_rate",
     "CInnerProductParameter.iter_stop", "CInnerProductParameter.weight_mask_filler",
     "CInnerProductParameter.bias_mask_filler",
+    # yulequan/3D-Caffe's PoolingND (caffepy/forks/video/pooling_nd.py)
+    "LayerParameter.pooling_nd_param", "PoolingNDParameter.pool", "PoolingNDParameter.pad",
+    "PoolingNDParameter.kernel_size", "PoolingNDParameter.stride", "PoolingNDParameter.pad_h",
+    "PoolingNDParameter.pad_w", "PoolingNDParameter.kernel_h", "PoolingNDParameter.kernel_w",
+    "PoolingNDParameter.stride_h", "PoolingNDParameter.stride_w", "PoolingNDParameter.engine",
+    "PoolingNDParameter.global_pooling", "PoolingNDParameter.axis",
 ])
 
 

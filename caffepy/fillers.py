@@ -168,9 +168,10 @@ class DiagonalFiller(Filler):
 
 
 class FileFiller(Filler):
-    """The ``file`` filler of daerduoCarey's spatial-transformer Caffe (include/caffe/filler.hpp,
-    ``FileFiller``; also in the forks that copied its SpatialTransformer: MVIG-SJTU/RMPE,
-    garrickbrazil/AR-Ped, lawy623/SVS, rremani/py-faster-rcnn-st): the blob's values, in memory
+    """The ``file`` filler of daerduoCarey's spatial-transformer Caffe (daerduoCarey/mycaffe,
+    include/caffe/filler.hpp, ``FileFiller``; the field is also declared by forks that copied its
+    SpatialTransformer, e.g. MVIG-SJTU/RMPE, garrickbrazil/AR-Ped, lawy623/SVS, whose filler.hpp
+    need not read it: the reference is daerduoCarey's): the blob's values, in memory
     order, are the whitespace-separated numbers read one by one (``file >> value``) from the
     text file ``file`` (a path as given, relative to the working directory). Its C++ stream
     semantics are kept: once the numbers run out, or a token is not a number, the stream fails;

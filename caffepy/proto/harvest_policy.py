@@ -230,11 +230,12 @@ COMPUTED = frozenset([
     # the R*CNN MIL of liyantett/Joint-Local-and-Global-...'s caffe-fast-rcnn
     # (caffepy/forks/detection/rstar_cnn.py)
     "LayerParameter.mil_param",
-    # the C++ RPN proposal layer of PureCPP_FRCNN and its copies (caffepy/forks/detection/rpn_cpp.py)
+    # the C++ RPN proposal layer of PureCPP_FRCNN and its copies
+    # (caffepy/forks/detection/rpn_cpp.py)
     "LayerParameter.rpn_param", "RPNParameter.feat_stride", "RPNParameter.basesize",
     "RPNParameter.scale", "RPNParameter.ratio", "RPNParameter.boxminsize",
     "RPNParameter.per_nms_topn", "RPNParameter.post_nms_topn", "RPNParameter.nms_thresh",
-    # the "file" filler of daerduoCarey's spatial-transformer Caffe and its copies (caffepy/fillers.py)
+    # the "file" filler of daerduoCarey/mycaffe (spatial transformers; caffepy/fillers.py)
     "FillerParameter.file",
     # Dynamic Network Surgery's CConvolution / CInnerProduct (caffepy/forks/misc/dns.py)
     "LayerParameter.cconvolution_param", "LayerParameter.cinner_product_param",

@@ -1,9 +1,11 @@
-"""The C++ ``RPN`` proposal layer several Faster R-CNN forks carry (``rpn_param``): the same
-source file in JacobWang95/PureCPP_FRCNN (``caffe-fast-rcnn/src/caffe/layers/rpn_layer.cpp``),
-zhanglaplace/faster-rcnn-cplusplus2 (``rpn_layer.cpp``), CCHOT/caffe,
-liukuixiang/windows-faster-rcnn and muzixilin/cpp-faster-rcnn. It computes what py-faster-rcnn's
-Python ``ProposalLayer`` computes (:mod:`caffepy.forks.detection.frcnn.proposal`), with its own
-rounding, filtering, clipping and suppression rules, listed in :class:`RPNLayer`.
+"""The C++ ``RPN`` proposal layer several Faster R-CNN forks carry (``rpn_param``, declared by
+JacobWang95/PureCPP_FRCNN, CCHOT/caffe, liukuixiang/windows-faster-rcnn and
+muzixilin/cpp-faster-rcnn). Read: PureCPP_FRCNN's
+``caffe-fast-rcnn/src/caffe/layers/rpn_layer.cpp``; zhanglaplace/faster-rcnn-cplusplus2's
+``rpn_layer.cpp`` is the same file, and muzixilin's computes the same (it adds buffer reuse and
+debug dumps). It computes what py-faster-rcnn's Python ``ProposalLayer`` computes
+(:mod:`caffepy.forks.detection.frcnn.proposal`), with its own rounding, filtering, clipping and
+suppression rules, listed in :class:`RPNLayer`.
 """
 import numpy as np
 

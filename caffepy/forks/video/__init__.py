@@ -6,7 +6,8 @@ Modules: ``video3d`` (Convolution3D, Pooling3D, Deconvolution3D, VoxelWiseSoftma
 ``data`` (VideoData of C3D and TSN), ``tsn`` (Gather), ``nd`` (Pooling over N spatial axes from
 a list or repeated kernel_size / stride / pad, NdPooling, NdConvolution), ``scnn`` (S-CNN's
 SoftmaxWithLoss with an overlap bottom), ``video_triplet`` (caffe-video_triplet's RankHardLoss
-and Norm), ``tdd`` (iamyup/caffe_tdd's TransformSoftmaxWithLoss, TransformAccuracy).
+and Norm), ``tdd`` (iamyup/caffe_tdd's TransformSoftmaxWithLoss, TransformAccuracy),
+``pooling_nd`` (yulequan/3D-Caffe's PoolingND, pooling_nd_param).
 Built-in Python layer: R-C3D's twin proposal layer ``rpn.proposal_layer.ProposalLayer`` (``rc3d``;
 chosen by its form, 2 bottoms, beside py-faster-rcnn's layer of that name in
 ``caffepy.forks.detection``).

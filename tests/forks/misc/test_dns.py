@@ -153,14 +153,16 @@ layer { name: "conv1" type: "CConvolution" bottom: "data" top: "conv1"
   param { lr_mult: 1 } param { lr_mult: 2 } param { lr_mult: 0 } param { lr_mult: 0 }
   convolution_param { num_output: 4 kernel_size: 3 weight_filler { type: "xavier" } }
   cconvolution_param { gamma: 0.0001 power: 1 c_rate: 4 iter_stop: 14000
-    weight_mask_filler { type: "constant" value: 1 } bias_mask_filler { type: "constant" value: 1 } } }
+    weight_mask_filler { type: "constant" value: 1 }
+    bias_mask_filler { type: "constant" value: 1 } } }
 layer { name: "pool1" type: "Pooling" bottom: "conv1" top: "pool1"
   pooling_param { pool: MAX kernel_size: 2 stride: 2 } }
 layer { name: "ip1" type: "CInnerProduct" bottom: "pool1" top: "ip1"
   param { lr_mult: 1 } param { lr_mult: 2 } param { lr_mult: 0 } param { lr_mult: 0 }
   inner_product_param { num_output: 10 weight_filler { type: "xavier" } }
   cinner_product_param { gamma: 0.0001 power: 1 c_rate: 4 iter_stop: 14000
-    weight_mask_filler { type: "constant" value: 1 } bias_mask_filler { type: "constant" value: 1 } } }
+    weight_mask_filler { type: "constant" value: 1 }
+    bias_mask_filler { type: "constant" value: 1 } } }
 layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip1" bottom: "label" top: "loss" }
 '''
 

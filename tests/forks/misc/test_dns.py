@@ -172,3 +172,36 @@ def test_dns_net_forward_and_train_step():
     assert len(net.params["conv1"]) == 4 and len(net.params["ip1"]) == 4
     loss, change = train_step(NET)
     assert np.isfinite(loss) and change > 0
+
+
+def test_cconvolution_remasks_before_each_bottom():
+    """With two bottoms the fork multiplies the diff by the mask before each bottom's term:
+    dW = (g1 * T + g2)  (from a zero diff), g_i the masked-weight gradient of bottom i."""
+    rng = np.random.default_rng(4)
+    xs = [rng.standard_normal((1, 2, 4, 4)) for _ in range(2)]
+    dys = [rng.standard_normal((1, 3, 3, 3)) for _ in range(2)]
+    layer = make_layer(CONV % 3)
+    bottom, top = make_blobs(xs), make_blobs(2)
+    layer.setup(bottom, top)
+    mask = (rng.random((3, 2, 2, 2)) > 0.5).astype(float)
+    layer.blobs[2].data[...] = mask
+    layer.forward(bottom, top)
+    grads = []
+    for x, dy in zip(xs, dys):
+        plain = make_layer(PLAIN_CONV)
+        pb, pt = make_blobs([x]), make_blobs(1)
+        plain.setup(pb, pt)
+        plain.blobs[0].data[...] = layer.blobs[0].data * mask
+        plain.forward(pb, pt)
+        plain.blobs[0].diff[...] = 0
+        pt[0].diff[...] = dy
+        plain.backward(pt, [True], pb)
+        grads.append((plain.blobs[0].diff.copy(), pb[0].diff.copy()))
+    for p in layer.blobs:
+        p.diff[...] = 0
+    for t, dy in zip(top, dys):
+        t.diff[...] = dy
+    layer.backward(top, [True, True], bottom)
+    np.testing.assert_allclose(layer.blobs[0].diff, grads[0][0] * mask + grads[1][0], rtol=1e-12)
+    for b, (_, dx) in zip(bottom, grads):
+        np.testing.assert_allclose(b.diff, dx, rtol=1e-12)

@@ -16,7 +16,7 @@ are drawn in float64 and stored in the blob's dtype.
 | ``msra`` | N(0, 2 / n) | variance_norm (FAN_IN) |
 | ``bilinear`` | the bilinear-upsampling kernel on each (K, K) slice of a 4-d blob | |
 | ``diagonal`` | FlowNet 2's: w[n, n] = diag_val[n] (1 past its end) / kernel area, else 0 | diag_val |
-| ``diagonal`` | FlowNet 2's: w[n, n] = diag_val[n] (1 past its end) / kernel area, else 0 | diag_val |
+| ``file`` | the numbers of a text file, in blob order (see :class:`FileFiller`) | file |
 
 ``n`` is ``fan_in = count / shape[0]`` (FAN_IN), ``fan_out = count / shape[1]`` (FAN_OUT; ``count``
 for a 1-d blob) or their mean (AVERAGE). ``sparse = s >= 0`` keeps each gaussian value with
@@ -167,6 +167,44 @@ class DiagonalFiller(Filler):
         return out
 
 
+class FileFiller(Filler):
+    """The ``file`` filler of daerduoCarey's spatial-transformer Caffe (daerduoCarey/mycaffe,
+    include/caffe/filler.hpp, ``FileFiller``; the field is also declared by forks that copied its
+    SpatialTransformer, e.g. MVIG-SJTU/RMPE, garrickbrazil/AR-Ped, lawy623/SVS, whose filler.hpp
+    need not read it: the reference is daerduoCarey's): the blob's values, in memory
+    order, are the whitespace-separated numbers read one by one (``file >> value``) from the
+    text file ``file`` (a path as given, relative to the working directory). Its C++ stream
+    semantics are kept: once the numbers run out, or a token is not a number, the stream fails;
+    a token that is not a number reads as 0, and every later position keeps the last value
+    read. A file that cannot be opened, or holds no number, leaves the fork's values
+    uninitialised: here it is an error naming the file.
+    """
+
+    def values(self, shape):
+        path = self.param.file
+        if not path:
+            raise CaffeError("filler 'file': the field 'file' (a text file of values) is required")
+        try:
+            with open(path) as f:
+                tokens = f.read().split()
+        except OSError as e:
+            raise CaffeError("filler 'file': cannot read '%s': %s" % (path, e.strerror or e))
+        count = self._count(shape)
+        out = np.empty(count)
+        value, failed = None, False
+        for i in range(count):
+            if not failed and i < len(tokens):
+                try:
+                    value = float(tokens[i])
+                except ValueError:
+                    value, failed = 0.0, True
+            elif value is None:
+                raise CaffeError("filler 'file': '%s' holds no number (the blob needs %d)"
+                                 % (path, count))
+            out[i] = value
+        return out
+
+
 FILLERS = {
     "constant": ConstantFiller,
     "uniform": UniformFiller,
@@ -176,6 +214,7 @@ FILLERS = {
     "msra": MSRAFiller,
     "bilinear": BilinearFiller,
     "diagonal": DiagonalFiller,
+    "file": FileFiller,
 }
 
 

@@ -53,7 +53,8 @@ def conv_eligible(layer, nbottom):
     """Whether a step's layer is a convolution the compiled step runs (2-d; grouped ones too,
     but not depthwise ones: :func:`dw_eligible`)."""
     return (isinstance(layer, ConvolutionLayer) and nbottom == 1 and layer.num_spatial == 2
-            and layer.axis == 1 and (layer.group == 1 or layer.channels != layer.group))
+            and layer.axis == 1 and (layer.group == 1 or layer.channels != layer.group)
+            and layer.plain_weights)
 
 
 class Scratch(object):
@@ -164,7 +165,7 @@ def dw_eligible(layer, nbottom):
     """Whether a step's layer is a 2-d depthwise convolution (group = channels, any multiplier)
     the compiled depthwise step runs."""
     return (isinstance(layer, ConvolutionLayer) and nbottom == 1 and layer.num_spatial == 2
-            and layer.axis == 1 and layer.channels == layer.group > 1)
+            and layer.axis == 1 and layer.channels == layer.group > 1 and layer.plain_weights)
 
 
 def dw_step(layer, x, y):

@@ -20,7 +20,7 @@ import numpy as np
 
 from .. import common
 from ..blob import Blob, ShapeBlob
-from ..errors import NetError, ShapeError
+from ..errors import CaffeError, NetError, ShapeError
 
 _REGISTRY = {}
 
@@ -293,9 +293,12 @@ class Layer(object):
         self.blobs = [self.new_blob(b.shape) for b in self.blobs]
         if self.layer_param.name in getattr(_provided, "names", ()):
             return                              # overwritten next (see weights_provided)
-        self.fill_weights(self.blobs[0], get_filler(fillers[0]))
-        if len(self.blobs) > 1:
-            get_filler(fillers[1]).fill(self.blobs[1])
+        try:
+            self.fill_weights(self.blobs[0], get_filler(fillers[0]))
+            if len(self.blobs) > 1:
+                get_filler(fillers[1]).fill(self.blobs[1])
+        except CaffeError as e:             # a filler's error, named with its layer
+            raise self.error(str(e)) from None
 
     def fill_weights(self, blob, filler):
         """Fill parameter blob 0 declared by ``init_param_blobs`` (override where a layer keeps

@@ -43,6 +43,9 @@ class _ConvolutionBase(Layer):
     # backward; False (set by the Net for a layer that runs no backward) puts it in the shared
     # workspace, and a backward then recomputes it (as BVLC Caffe always does).
     keep_columns = True
+    # ``plain_weights``: the forward convolves with blobs[0] as it is (the compiled inference
+    # steps of caffepy.infer read it directly); False for a subclass that transforms it first.
+    plain_weights = True
     # ``workspace``: the net's shared scratch arrays (caffepy.math.workspace); a private one when
     # the layer is used on its own.
     workspace = None

@@ -237,6 +237,27 @@ COMPUTED = frozenset([
     # agethen's ConvLSTM / ConvLSTMReLU as t2mhanh/caffe_convLSTM_WTA carries them
     # (caffepy/forks/video/conv_lstm.py; the fields CopyConv leaves out are ignored there too)
     "LayerParameter.lstm_conv_param", "LayerParameter.lstm_debug_param",
+    # the C++ RPN proposal layer of PureCPP_FRCNN and its copies
+    # (caffepy/forks/detection/rpn_cpp.py)
+    "LayerParameter.rpn_param", "RPNParameter.feat_stride", "RPNParameter.basesize",
+    "RPNParameter.scale", "RPNParameter.ratio", "RPNParameter.boxminsize",
+    "RPNParameter.per_nms_topn", "RPNParameter.post_nms_topn", "RPNParameter.nms_thresh",
+    # the "file" filler of daerduoCarey/mycaffe (spatial transformers; caffepy/fillers.py)
+    "FillerParameter.file",
+    # Dynamic Network Surgery's CConvolution / CInnerProduct (caffepy/forks/misc/dns.py)
+    "LayerParameter.cconvolution_param", "LayerParameter.cinner_product_param",
+    "CConvolutionParameter.gamma", "CConvolutionParameter.power", "CConvolutionParameter.c_rate",
+    "CConvolutionParameter.iter_stop", "CConvolutionParameter.weight_mask_filler",
+    "CConvolutionParameter.bias_mask_filler", "CInnerProductParameter.gamma",
+    "CInnerProductParameter.power", "CInnerProductParameter.c_rate",
+    "CInnerProductParameter.iter_stop", "CInnerProductParameter.weight_mask_filler",
+    "CInnerProductParameter.bias_mask_filler",
+    # yulequan/3D-Caffe's PoolingND (caffepy/forks/video/pooling_nd.py)
+    "LayerParameter.pooling_nd_param", "PoolingNDParameter.pool", "PoolingNDParameter.pad",
+    "PoolingNDParameter.kernel_size", "PoolingNDParameter.stride", "PoolingNDParameter.pad_h",
+    "PoolingNDParameter.pad_w", "PoolingNDParameter.kernel_h", "PoolingNDParameter.kernel_w",
+    "PoolingNDParameter.stride_h", "PoolingNDParameter.stride_w", "PoolingNDParameter.engine",
+    "PoolingNDParameter.global_pooling", "PoolingNDParameter.axis",
 ] + ["LSTMConvolutionParameter." + _f for _f in (
     "num_output", "bias_term", "pad", "kernel_size", "stride", "dilation", "group",
     "weight_filler", "bias_filler", "type", "axis", "engine", "force_nd_im2col", "pad_h", "pad_w",

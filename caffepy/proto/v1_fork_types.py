@@ -240,7 +240,6 @@ UNIMPLEMENTED = {
     "Nms": "Cambricon/caffe: only a name in its UpgradeV1LayerType (no layer class)",
     "Region": "Cambricon/caffe: only a name in its UpgradeV1LayerType (no layer class)",
     "Resizecrop": "Cambricon/caffe: an MLU-only layer (no CPU reference)",
-    "RPN": "Cambricon/caffe: only a name in its UpgradeV1LayerType (no layer class)",
     "Transformation": "Cambricon/caffe: only a name in its UpgradeV1LayerType (no layer class)",
     "YuvToNormalizedGray": "Cambricon/caffe: only a name in its UpgradeV1LayerType (no layer "
                            "class)",

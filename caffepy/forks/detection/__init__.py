@@ -11,7 +11,8 @@ input shapes of MSCNN / Cascade R-CNN data layers for the zoo helpers), ``frcnn_
 (makefile/frcnn's C++ FrcnnProposal, FrcnnAnchorTarget, FrcnnProposalTarget, configured from the
 fork's JSON config), ``sds_rcnn`` (SDS-RCNN's SoftmaxWithLoss with a per-label weight bottom),
 ``ctd`` and ``ssh`` (Curve-Text-Detector's and SSH's Python proposal layers), ``rstar_cnn`` and
-``rstar_data`` (R*CNN's MIL, Sum and its context-box data layer), ``conadd``
+``rstar_data`` (R*CNN's MIL, Sum and its context-box data layer), ``rpn_cpp`` (the C++ ``RPN``
+proposal layer of JacobWang95/PureCPP_FRCNN and its copies, rpn_param), ``conadd``
 (busyboxs/roi_roi's zero-padding sum Conadd), ``cambricon`` (Cambricon/caffe's ImageDetect, DetectionOut and
 DetectionPoseOutput).
 Built-in Python layers, used when the user's module is not on sys.path:

@@ -25,7 +25,8 @@ visualisation layers of quanweikikai/deconv-net's nets: PoolingSwitches, SliceHa
 (t2mhanh/caffe_convLSTM_WTA's SpatialWta), ``wino_conv`` (FredJeong/caffe's
 WinoConvolution: F(m x m, 3 x 3) tiles chosen by ``wino_tile``), ``random_noise``
 (pulkitag/caffe's RandomNoise), ``pulkitag_data`` (pulkitag/caffe's
-GenericWindowData and SquareBoxData readers; their shapes for caffepy.zoo in ``zoo_pulkitag``).
+GenericWindowData and SquareBoxData readers; their shapes for caffepy.zoo in ``zoo_pulkitag``),
+``dns`` (Dynamic Network Surgery's masked CConvolution and CInnerProduct).
 Fork fields of Caffe's readers and layers: ``fork_data`` (Data / ImageData with bogger/caffe-multigpu's
 label_size, PMLS-Caffe's shared_file_system, xavigibert/caffe's source_map and LMDB_FILE,
 DeBlurNet's ``label: false``, rapid_categorization's raw_hdf5), ``bogger_multigpu``
@@ -34,7 +35,8 @@ DeBlurNet's ``label: false``, rapid_categorization's raw_hdf5), ``bogger_multigp
 proto/additions.d/census_data_fields.json.
 Built-in Python layer: Caffe's example ``pyloss.EuclideanLossLayer`` (``pyloss``).
 Schema: proto/additions.json, proto/additions.d/surveyed_forks.json; the harvested fields of
-HardSigmoid, Scalar, CropCenter, ColorConv, MinReLU and Tiling (caffepy.proto.harvest_policy.COMPUTED).
+HardSigmoid, Scalar, CropCenter, ColorConv, MinReLU, Tiling, CConvolution and CInnerProduct
+(caffepy.proto.harvest_policy.COMPUTED).
 """
 from ...layers.python_layer import register_stand_in
 

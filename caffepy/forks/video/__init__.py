@@ -7,7 +7,8 @@ Modules: ``video3d`` (Convolution3D, Pooling3D, Deconvolution3D, VoxelWiseSoftma
 a list or repeated kernel_size / stride / pad, NdPooling, NdConvolution), ``scnn`` (S-CNN's
 SoftmaxWithLoss with an overlap bottom), ``video_triplet`` (caffe-video_triplet's RankHardLoss
 and Norm), ``tdd`` (iamyup/caffe_tdd's TransformSoftmaxWithLoss, TransformAccuracy),
-``conv_lstm`` (ConvLSTM and ConvLSTMReLU of t2mhanh/caffe_convLSTM_WTA, agethen's ConvLSTM).
+``conv_lstm`` (ConvLSTM and ConvLSTMReLU of t2mhanh/caffe_convLSTM_WTA, agethen's ConvLSTM),
+``pooling_nd`` (yulequan/3D-Caffe's PoolingND, pooling_nd_param).
 Built-in Python layer: R-C3D's twin proposal layer ``rpn.proposal_layer.ProposalLayer`` (``rc3d``;
 chosen by its form, 2 bottoms, beside py-faster-rcnn's layer of that name in
 ``caffepy.forks.detection``).

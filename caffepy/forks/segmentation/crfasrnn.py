@@ -17,8 +17,8 @@ log = logging.getLogger(__name__)
 #: (O(P^2): 2 x 4096^2 float64 = 256 MiB at the limit); larger ones with the fork's
 #: permutohedral lattice (O(P), approximate).
 MAX_PIXELS = 4096
-#: The lattice filters float32 values, as the fork's (modified_permutohedral.cpp keeps its lattice
-#: values in float whatever the net's Dtype); the rest of the layer computes in float64.
+#: Above MAX_PIXELS the layer computes in float32, as the fork does for a float net (its lattice
+#: values are float whatever the Dtype); up to it, in float64.
 LATTICE_DTYPE = np.float32
 
 
@@ -60,7 +60,8 @@ class MultiStageMeanfieldLayer(Layer):
     error (on natural-image-like inputs a few percent of the normalised filter output; see
     tests/forks/segmentation/test_crfasrnn.py), and caffepy's numbers are the exact mean-field
     ones. The spatial lattice is built once per image size (the fork: at setup), the bilateral
-    one per image and forward; lattice values are float32 (``LATTICE_DTYPE``) as the fork's.
+    one per image and forward; that path computes in float32 (``LATTICE_DTYPE``) as the fork's
+    lattice does, the dense one in float64.
 
     prototxt: ``multi_stage_meanfield_param { num_iterations (> 1; default 1, so it must be set)
     theta_alpha: 10 theta_beta: 10 theta_gamma: 10 compatibility_mode: POTTS threshold
@@ -160,15 +161,20 @@ class MultiStageMeanfieldLayer(Layer):
         out = []
         for lat in lattices:
             def filt(v, lat=lat, reverse=False):
-                return lat.compute(v.astype(LATTICE_DTYPE), reverse).astype(np.float64)
+                return lat.compute(v.astype(LATTICE_DTYPE, copy=False), reverse)
             out.append((filt, lambda v, filt=filt: filt(v, reverse=True),
-                        1.0 / (filt(np.ones(P)) + 1e-20)))
+                        1 / (filt(np.ones(P, LATTICE_DTYPE)) + LATTICE_DTYPE(1e-20))))
         return out
 
+    def _dtype(self, H, W):
+        return np.float64 if H * W <= MAX_PIXELS else LATTICE_DTYPE
+
     def forward_cpu(self, bottom, top):
-        u, q0, img = (b.data.astype(np.float64) for b in bottom)
-        N, C, H, W = u.shape
-        Ws, Wb, Wc = (b.data.reshape(C, C).astype(np.float64) for b in self.blobs)
+        N, C, H, W = bottom[0].shape
+        dt = self._dtype(H, W)
+        u, q0 = (b.data.astype(dt) for b in bottom[:2])
+        img = bottom[2].data.astype(np.float64)
+        Ws, Wb, Wc = (b.data.reshape(C, C).astype(dt) for b in self.blobs)
         self.cache = []
         out = np.empty_like(u)
         for n in range(N):
@@ -187,13 +193,14 @@ class MultiStageMeanfieldLayer(Layer):
 
     def backward_cpu(self, top, propagate_down, bottom):
         N, C, H, W = bottom[0].shape
-        Ws, Wb, Wc = (b.data.reshape(C, C).astype(np.float64) for b in self.blobs)
+        dt = self._dtype(H, W)
+        Ws, Wb, Wc = (b.data.reshape(C, C).astype(dt) for b in self.blobs)
         dW = [np.zeros((C, C)) for _ in range(3)]
-        du = np.zeros((N, C, H * W))
-        dq0 = np.zeros((N, C, H * W))
+        du = np.zeros((N, C, H * W), dt)
+        dq0 = np.zeros((N, C, H * W), dt)
         for n in range(N):
             kern, steps = self.cache[n]
-            dq = top[0].diff[n].reshape(C, -1).astype(np.float64)
+            dq = top[0].diff[n].reshape(C, -1).astype(dt)
             for prob, s, b, m in reversed(steps):
                 du[n] += dq
                 dpair = -dq

@@ -66,8 +66,8 @@ def test_meanfield_lattice_above_max_pixels(monkeypatch, caplog):
     assert "permutohedral lattice" in caplog.text
     # the same mean field up to the lattice's approximation (see test_permutohedral.py)
     assert 0 < np.abs(lattice - dense).max() < 0.5
-    # the lattice's float32 values (as the fork's) are too coarse for central differences with
-    # step 1e-3: the gradient is checked on float64 lattice values (the same filter)
+    # that path's float32 (as the fork's lattice) is too coarse for central differences with
+    # step 1e-3: the gradient is checked in float64 (the same lattice filter)
     monkeypatch.setattr(crfasrnn, "LATTICE_DTYPE", np.float64)
     layer = make_layer(MF.replace("}", 'spatial_filter_weights_str: "1 2 0.5" }') % 3)
     check_layer_gradient(layer, make_blobs([u, q0, img]), make_blobs(1), check_bottom=[0, 1])
@@ -76,7 +76,7 @@ def test_meanfield_lattice_above_max_pixels(monkeypatch, caplog):
 @pytest.mark.slow
 def test_meanfield_500x500_forward():
     # CRF-RNN's deploy nets: 500 x 500, 21 classes, 10 iterations, theta 160 / 3 / 3. Measured
-    # on 2 shared cores with numba: about 25 s (the bilateral lattice of a noisy image has ~1.4M
+    # on 2 shared cores with numba: about 13 s (the bilateral lattice of this noisy image has ~1.2M
     # vertices; 22 lattice filterings of 21 channels)
     rng = np.random.default_rng(0)
     u = rng.standard_normal((1, 21, 500, 500)).astype(np.float32)

@@ -7,6 +7,7 @@ from numba import njit, prange
 
 from ._numba_fused import (bn_scale_relu_train, bn_scale_relu_train_backward,  # noqa: F401
                            relu_grad_sum2_to2, relu_grad_to2, sum2_relu)
+from ._numba_lattice import lattice_filter  # noqa: F401
 from ._numba_norm import (batch_norm_train, batch_norm_train_backward,  # noqa: F401
                           channel_affine_keep, lrn_across_backward, lrn_across_scale,
                           scale_backward)

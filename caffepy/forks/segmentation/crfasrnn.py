@@ -3,14 +3,23 @@
 Its V1 files (``type: MULTI_STAGE_MEANFIELD``, ``type: CROP``) load through
 ``caffepy.proto.upgrade`` (``caffepy.proto.v1_crop`` for the coordinate-map crop).
 """
+import logging
+
 import numpy as np
 
 from ...errors import ShapeError
 from ...layers.base import Layer, register_layer
+from .permutohedral import Lattice
 
-#: The exact filter below is O(P^2) in the number of pixels P: larger inputs are refused before
-#: the P x P kernels are made (2 x 4096^2 float32 = 128 MiB).
+log = logging.getLogger(__name__)
+
+#: Images of up to this many pixels are filtered exactly with dense P x P Gaussian kernels
+#: (O(P^2): 2 x 4096^2 float64 = 256 MiB at the limit); larger ones with the fork's
+#: permutohedral lattice (O(P), approximate).
 MAX_PIXELS = 4096
+#: Above MAX_PIXELS the layer computes in float32, as the fork does for a float net (its lattice
+#: values are float whatever the Dtype); up to it, in float64.
+LATTICE_DTYPE = np.float32
 
 
 def _gaussian_kernel(feat):
@@ -42,11 +51,17 @@ class MultiStageMeanfieldLayer(Layer):
     dW_s, dW_b likewise; d prob = K_s (n_s * W_s^T dM) + K_b (n_b * W_b^T dM) (K symmetric),
     through the softmax into Q_{t-1} and at t = 0 into bottom 1. The image gets no gradient.
 
-    The fork filters with a permutohedral lattice (an O(P) approximation of these Gaussian
-    filters); caffepy filters exactly with dense P x P kernels, so its numbers differ from the
-    fork's by the lattice's approximation error, and forward / backward are refused above
-    ``MAX_PIXELS`` pixels per image (``caffepy summary`` of a full-size net still works: shapes
-    only).
+    Filters. The fork filters with a permutohedral lattice (:mod:`.permutohedral`, its
+    modified_permutohedral.cpp): K x is approximated by splat / blur / slice, normalised by
+    n = 1 / (lattice(1) + 1e-20), and the backward pass runs the transposed lattice filter (blur
+    axes in reverse order), which is the exact gradient of that forward. caffepy does the same for
+    images of more than ``MAX_PIXELS`` (4096) pixels (one INFO line says so), and below it uses
+    the exact dense Gaussian kernels instead: there the two differ by the lattice's approximation
+    error (on natural-image-like inputs a few percent of the normalised filter output; see
+    tests/forks/segmentation/test_crfasrnn.py), and caffepy's numbers are the exact mean-field
+    ones. The spatial lattice is built once per image size (the fork: at setup), the bilateral
+    one per image and forward; that path computes in float32 (``LATTICE_DTYPE``) as the fork's
+    lattice does, the dense one in float64.
 
     prototxt: ``multi_stage_meanfield_param { num_iterations (> 1; default 1, so it must be set)
     theta_alpha: 10 theta_beta: 10 theta_gamma: 10 compatibility_mode: POTTS threshold
@@ -114,32 +129,61 @@ class MultiStageMeanfieldLayer(Layer):
                              % (img.shape, u.shape), ShapeError)
         top[0].reshape(u.shape)
 
-    def _kernels(self, img_n, H, W):
+    def _filters(self, img_n, H, W):
+        """[(K x, K^T x, n)] for the spatial and the bilateral filter of one image."""
         P = H * W
-        if P > MAX_PIXELS:
-            raise self.error("%d x %d = %d pixels: caffepy's exact (dense, O(pixels^2)) filter "
-                             "runs up to %d pixels; the fork's permutohedral lattice is not "
-                             "implemented" % (H, W, P, MAX_PIXELS))
         y, x = np.divmod(np.arange(P, dtype=np.float64), W)
         pos = np.stack([x, y], axis=1)
-        ks = _gaussian_kernel(pos / self.gamma)
         rgb = img_n[:3].reshape(3, P).T.astype(np.float64)
-        kb = _gaussian_kernel(np.concatenate([pos / self.alpha, rgb / self.beta], axis=1))
-        return [(k, 1.0 / (k.sum(axis=1) + 1e-20)) for k in (ks, kb)]
+        if P <= MAX_PIXELS:
+            out = []
+            for feat in (pos / self.gamma,
+                         np.concatenate([pos / self.alpha, rgb / self.beta], axis=1)):
+                k = _gaussian_kernel(feat)
+                apply = (lambda v, k=k: (k @ v.T).T)
+                out.append((apply, apply, 1.0 / (k.sum(axis=1) + 1e-20)))
+            return out
+        if not getattr(self, "_said_lattice", False):
+            log.info("layer '%s' (MultiStageMeanfield): %d x %d = %d pixels > %d: filtering with "
+                     "the fork's permutohedral lattice (approximate Gaussian), not the exact "
+                     "dense filter", self.layer_param.name, H, W, P, MAX_PIXELS)
+            self._said_lattice = True
+        bil = np.concatenate([pos.astype(np.float32) / np.float32(self.alpha),
+                              (rgb / self.beta).astype(np.float32)], axis=1)
+        try:
+            if getattr(self, "_spatial_key", None) != (H, W):
+                # the fork's features: float32 (x / theta, y / theta[, rgb / theta_beta])
+                self._spatial = Lattice(pos.astype(np.float32) / np.float32(self.gamma))
+                self._spatial_key = (H, W)
+            lattices = (self._spatial, Lattice(bil))
+        except ValueError as e:
+            raise self.error("permutohedral lattice: %s" % e)
+        out = []
+        for lat in lattices:
+            def filt(v, lat=lat, reverse=False):
+                return lat.compute(v.astype(LATTICE_DTYPE, copy=False), reverse)
+            out.append((filt, lambda v, filt=filt: filt(v, reverse=True),
+                        1 / (filt(np.ones(P, LATTICE_DTYPE)) + LATTICE_DTYPE(1e-20))))
+        return out
+
+    def _dtype(self, H, W):
+        return np.float64 if H * W <= MAX_PIXELS else LATTICE_DTYPE
 
     def forward_cpu(self, bottom, top):
-        u, q0, img = (b.data.astype(np.float64) for b in bottom)
-        N, C, H, W = u.shape
-        Ws, Wb, Wc = (b.data.reshape(C, C).astype(np.float64) for b in self.blobs)
+        N, C, H, W = bottom[0].shape
+        dt = self._dtype(H, W)
+        u, q0 = (b.data.astype(dt) for b in bottom[:2])
+        img = bottom[2].data.astype(np.float64)
+        Ws, Wb, Wc = (b.data.reshape(C, C).astype(dt) for b in self.blobs)
         self.cache = []
         out = np.empty_like(u)
         for n in range(N):
-            kern = self._kernels(img[n], H, W)
+            kern = self._filters(img[n], H, W)
             steps, q = [], q0[n].reshape(C, -1)
             un = u[n].reshape(C, -1)
             for _ in range(self.iterations):
                 prob = _softmax(q)
-                s, b = ((k @ prob.T).T * norm for k, norm in kern)
+                s, b = (filt(prob) * norm for filt, _, norm in kern)
                 m = Ws @ s + Wb @ b
                 q = un - Wc @ m
                 steps.append((prob, s, b, m))
@@ -149,13 +193,14 @@ class MultiStageMeanfieldLayer(Layer):
 
     def backward_cpu(self, top, propagate_down, bottom):
         N, C, H, W = bottom[0].shape
-        Ws, Wb, Wc = (b.data.reshape(C, C).astype(np.float64) for b in self.blobs)
+        dt = self._dtype(H, W)
+        Ws, Wb, Wc = (b.data.reshape(C, C).astype(dt) for b in self.blobs)
         dW = [np.zeros((C, C)) for _ in range(3)]
-        du = np.zeros((N, C, H * W))
-        dq0 = np.zeros((N, C, H * W))
+        du = np.zeros((N, C, H * W), dt)
+        dq0 = np.zeros((N, C, H * W), dt)
         for n in range(N):
             kern, steps = self.cache[n]
-            dq = top[0].diff[n].reshape(C, -1).astype(np.float64)
+            dq = top[0].diff[n].reshape(C, -1).astype(dt)
             for prob, s, b, m in reversed(steps):
                 du[n] += dq
                 dpair = -dq
@@ -163,8 +208,8 @@ class MultiStageMeanfieldLayer(Layer):
                 dm = Wc.T @ dpair
                 dW[0] += dm @ s.T
                 dW[1] += dm @ b.T
-                dprob = sum((k @ ((W_.T @ dm) * norm).T).T
-                            for (k, norm), W_ in zip(kern, (Ws, Wb)))
+                dprob = sum(filt_t((W_.T @ dm) * norm)
+                            for (_, filt_t, norm), W_ in zip(kern, (Ws, Wb)))
                 dq = prob * (dprob - np.sum(dprob * prob, axis=0, keepdims=True))
             dq0[n] = dq
         if propagate_down[0]:

@@ -37,6 +37,7 @@ import re
 from ..layers.base import has_layer_type
 from ..proto import caffe_pb2
 from ..forks.detection import zoo_mscnn
+from ..forks.misc import zoo_readers
 from ..forks.pose import car_keypoint
 from .run import (constant_fillers, fill_unset_num_output, forward_releasing,  # noqa: F401
                       input_values, net_input_values, randomize_params)
@@ -47,7 +48,7 @@ DATA_LAYER_TYPES = frozenset([
     "CustomData", "VolumeData", "VideoSegmentationData", "VideoWithVoxelTruthData",
     "WindowSegData", "ImageGtData", "DetectionData", "EvalData", "SegData", "LaneData", "CPMData",
     "HeatmapData",
-])
+]) | zoo_readers.TYPES
 # Readers whose first top is an image whatever its name (a top "label" of theirs is a label image:
 # StevenHickson's SemanticLabelingDemo reads its label maps with ImageData and LabelData).
 IMAGE_FIRST = frozenset(["ImageData", "LabelData"])
@@ -108,6 +109,8 @@ def replace_data_layers(net_param, default_shape=(3, 224, 224), batch_size=None,
             shapes = _custom_data_shapes(lp, _batch(lp, batch_size), _flow_size(net_param))
         elif lp.type == "CPMData":
             shapes = _cpm_shapes(lp, _batch(lp, batch_size))
+        elif lp.type in zoo_readers.TYPES:   # fork readers caffepy does not build
+            shapes = zoo_readers.top_shapes(lp, default_shape, batch_size)
         elif lp.type == "HeatmapData":       # hhy5277/car_keypoint_caffe
             shapes = car_keypoint.top_shapes(lp, default_shape, batch_size)
         elif lp.type == "MemoryData" and _memory_blob_shapes(lp, batch_size):

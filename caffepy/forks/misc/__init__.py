@@ -21,7 +21,8 @@ MultiLabelAccuracy, LabelTransform, Onehot, SemiAccuracy), ``arthurwang``
 (ArthurWang123/caffe's SubspacePooling, Im2perPixel, SoftmaxMultilabelLoss,
 SoftmaxConditionWithLoss), ``winograd`` (Swas99/caffe's Winograd, its weights in the Winograd
 domain, and its Winograd2x2Trans / Winograd2x2Conv convolutions), ``switches`` (the deconvnet
-visualisation layers of quanweikikai/deconv-net's nets: PoolingSwitches, SliceHalf, InvPooling), ``weighted_euclidean`` (the per-element WeightedEuclideanLoss of the facial-keypoint nets), ``spatial_transformer`` (e2e_face's SpatialTransformer).
+visualisation layers of quanweikikai/deconv-net's nets: PoolingSwitches, SliceHalf, InvPooling), ``weighted_euclidean`` (the per-element WeightedEuclideanLoss of the facial-keypoint nets), ``spatial_transformer`` (e2e_face's SpatialTransformer), ``zoo_readers`` (top shapes of
+fork readers caffepy does not build, for caffepy.zoo: aaalgo/caffe's PicPac).
 Built-in Python layer: Caffe's example ``pyloss.EuclideanLossLayer`` (``pyloss``).
 Schema: proto/additions.json, proto/additions.d/surveyed_forks.json; the harvested fields of
 HardSigmoid, Scalar, CropCenter, ColorConv, MinReLU and Tiling (caffepy.proto.harvest_policy.COMPUTED).

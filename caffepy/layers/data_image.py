@@ -120,7 +120,9 @@ class ImageDataLayer(BasePrefetchingDataLayer):
     ``shuffle`` the list is reshuffled at every pass. Tops: data, label.
     yihui-he/caffe-pro's ``new_dim: 0`` (when > 0: the shorter side is resized to new_dim, the
     other to round(side * new_dim / shorter), bilinear; not with new_height / new_width) is
-    read; its ``bicubic: true`` (INTER_CUBIC) is refused.
+    read; its ``bicubic: true`` (INTER_CUBIC) is refused, as are caffe_dss's ``normalize`` and
+    ``label_channel`` (fields of its ImageLabelmapData, which caffepy.zoo replaces by inputs:
+    normalize divides the label map by 255 and changes no shape, image_labelmap_data_layer.cpp).
     """
     exact_num_top_blobs = 2
     min_top_blobs = max_top_blobs = None
@@ -136,6 +138,10 @@ class ImageDataLayer(BasePrefetchingDataLayer):
                              "supported; caffepy resizes bilinearly (bicubic: false)")
         if p.batch_size < 1:
             raise self.error("image_data_param.batch_size must be positive")
+        if p.normalize or p.label_channel != 1:
+            raise self.error("image_data_param.normalize / label_channel are read by "
+                             "Andrew-Qibin/caffe_dss's ImageLabelmapData (label maps), not by "
+                             "ImageData")
         try:
             return _ImageListLoader(p, self.make_transformer(p), self.describe())
         except CaffeError as e:

@@ -22,7 +22,11 @@ would produce:
   the InnerProduct / Convolution its first bottom comes from), caffe-yolo's BoxData
   labels ``(N, 7 side^2)`` (``data_param.side``, default 7); a top that a
   ``DetectNetTransformation`` reads as its labels ``(N, 1, 2, 16)`` (DIGITS' header row and one
-  box).
+  box);
+* fork readers with their own rules: MSCNN / Cascade R-CNN (caffepy.forks.detection.zoo_mscnn),
+  car_keypoint_caffe's HeatmapData, custom-caffe's ImageFloatData, PicPac
+  (caffepy.forks.misc.zoo_readers), and dementrock/caffe's MemoryData forms (their declared
+  shapes, one per top).
 
 Sizes a file does not declare are searched by :func:`caffepy.zoo.input_search.infer_input_shapes`
 (what ``caffepy summary`` uses): the first candidate size with which every shape check passes.
@@ -38,6 +42,9 @@ from ..layers.base import has_layer_type
 from ..proto import caffe_pb2
 from ..forks.detection import zoo_mscnn
 from ..forks.misc import zoo_pulkitag
+from ..forks.misc import zoo_readers
+from ..forks.face import landmark_regression
+from ..forks.pose import car_keypoint
 from .run import (constant_fillers, fill_unset_num_output, forward_releasing,  # noqa: F401
                       input_values, net_input_values, randomize_params)
 
@@ -47,7 +54,8 @@ DATA_LAYER_TYPES = frozenset([
     "CustomData", "VolumeData", "VideoSegmentationData", "VideoWithVoxelTruthData",
     "WindowSegData", "ImageGtData", "DetectionData", "EvalData", "SegData", "LaneData", "CPMData",
     "GenericWindowData", "SquareBoxData",
-])
+    "HeatmapData", "ImageFloatData",
+]) | zoo_readers.TYPES
 # Readers whose first top is an image whatever its name (a top "label" of theirs is a label image:
 # StevenHickson's SemanticLabelingDemo reads its label maps with ImageData and LabelData).
 IMAGE_FIRST = frozenset(["ImageData", "LabelData"])
@@ -110,6 +118,14 @@ def replace_data_layers(net_param, default_shape=(3, 224, 224), batch_size=None,
             shapes = _custom_data_shapes(lp, _batch(lp, batch_size), _flow_size(net_param))
         elif lp.type == "CPMData":
             shapes = _cpm_shapes(lp, _batch(lp, batch_size))
+        elif lp.type in zoo_readers.TYPES:   # fork readers caffepy does not build
+            shapes = zoo_readers.top_shapes(lp, default_shape, batch_size)
+        elif lp.type == "ImageFloatData":    # goodluckcwl/custom-caffe
+            shapes = landmark_regression.top_shapes(lp, default_shape, batch_size)
+        elif lp.type == "HeatmapData":       # hhy5277/car_keypoint_caffe
+            shapes = car_keypoint.top_shapes(lp, default_shape, batch_size)
+        elif lp.type == "MemoryData" and _memory_blob_shapes(lp, batch_size):
+            shapes = _memory_blob_shapes(lp, batch_size)
         else:
             shapes = _top_shapes(lp, default_shape, batch_size, guess)
         for top, shape in zip(lp.top, shapes):
@@ -126,6 +142,17 @@ def replace_data_layers(net_param, default_shape=(3, 224, 224), batch_size=None,
                          else _yolo_seg_label_shape(lp, shapes[0], 1))  # a 1-channel lane map
             new.input_param.shape.add().dim.extend(shape)
     return out
+
+
+def _memory_blob_shapes(lp, batch_size):
+    """dementrock/caffe's MemoryData forms (caffepy.layers.data.memory_blob_shapes), the batch
+    replaced by ``batch_size`` when given; None for BVLC's form."""
+    from ..layers.data import memory_blob_shapes
+    shapes = memory_blob_shapes(lp.memory_data_param, len(lp.top))
+    if not shapes:
+        return None
+    return [((int(batch_size),) if batch_size is not None else s[:1]) + tuple(s[1:])
+            for s in shapes]
 
 
 def _cpm_shapes(lp, n):

@@ -26,7 +26,8 @@ visualisation layers of quanweikikai/deconv-net's nets: PoolingSwitches, SliceHa
 WinoConvolution: F(m x m, 3 x 3) tiles chosen by ``wino_tile``), ``random_noise``
 (pulkitag/caffe's RandomNoise), ``pulkitag_data`` (pulkitag/caffe's
 GenericWindowData and SquareBoxData readers; their shapes for caffepy.zoo in ``zoo_pulkitag``),
-``dns`` (Dynamic Network Surgery's masked CConvolution and CInnerProduct).
+``dns`` (Dynamic Network Surgery's masked CConvolution and CInnerProduct), ``zoo_readers`` (top shapes of
+fork readers caffepy does not build, for caffepy.zoo: aaalgo/caffe's PicPac).
 Fork fields of Caffe's readers and layers: ``fork_data`` (Data / ImageData with bogger/caffe-multigpu's
 label_size, PMLS-Caffe's shared_file_system, xavigibert/caffe's source_map and LMDB_FILE,
 DeBlurNet's ``label: false``, rapid_categorization's raw_hdf5), ``bogger_multigpu``

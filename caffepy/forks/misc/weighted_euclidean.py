@@ -15,11 +15,31 @@ class WeightedEuclideanLossLayer(LossLayer):
 
     No parameters. Bottoms: x (N x ...), t and w (the same count as x). Top: the loss (). The
     weights get no gradient (the fork stops with a fatal error when asked for one).
+
+    dementrock/caffe's WeightedEuclideanLoss (same file name, branch vgps) takes a matrix per
+    sample instead: x and t N x D (x 1 x 1), the third bottom N x D x D (x 1). Then
+
+        loss = 1/(2N) sum_n d_n^T P_n d_n;   dL/dx = loss_weight P_n d_n / N;   dL/dt = -dL/dx
+
+    (d = x - t; the fork's gradient P d is exact for a symmetric P). This form is taken when the
+    third bottom is N x D x D (x 1) with D = x's count per sample > 1.
     """
     exact_num_bottom_blobs = 3
 
+    def _matrix_form(self, bottom):
+        x, p = bottom[0], bottom[2]
+        d = x.count_range(1)
+        return (d > 1 and p.shape[0] == x.shape[0] and tuple(p.shape[1:3]) == (d, d)
+                and p.count == x.shape[0] * d * d and x.count_range(2) == 1)
+
     def reshape(self, bottom, top):
         super().reshape(bottom, top)
+        self.matrix = self._matrix_form(bottom)
+        if self.matrix:
+            if bottom[1].count != bottom[0].count:
+                raise self.shape_mismatch("bottom 1 must have the count of bottom 0 (%s vs %s)"
+                                          % (bottom[1].shape, bottom[0].shape), 1, 0, bottom)
+            return
         for j in (1, 2):
             if bottom[j].count != bottom[0].count:
                 raise self.shape_mismatch("bottom %d must have the count of bottom 0 (%s vs %s)"
@@ -28,7 +48,17 @@ class WeightedEuclideanLossLayer(LossLayer):
     def _diff(self, bottom):
         return bottom[0].data - bottom[1].data.reshape(bottom[0].shape)
 
+    def _pd(self, bottom):
+        n = bottom[0].shape[0]
+        d = self._diff(bottom).reshape(n, -1)
+        p = bottom[2].data.reshape(n, d.shape[1], d.shape[1])
+        return d, np.einsum("nij,nj->ni", p, d)
+
     def forward_cpu(self, bottom, top):
+        if self.matrix:
+            d, pd = self._pd(bottom)
+            top[0].data[...] = np.sum(d * pd, dtype=np.float64) / bottom[0].shape[0] / 2.0
+            return
         d = self._diff(bottom)
         w = bottom[2].data.reshape(d.shape)
         top[0].data[...] = np.sum(w * d * d, dtype=np.float64) / bottom[0].shape[0] / 2.0
@@ -36,7 +66,10 @@ class WeightedEuclideanLossLayer(LossLayer):
     def backward_cpu(self, top, propagate_down, bottom):
         if propagate_down[2]:
             raise self.error("cannot backpropagate to the weight input (bottom 2)")
-        g = self._diff(bottom) * bottom[2].data.reshape(bottom[0].shape)
+        if self.matrix:
+            g = self._pd(bottom)[1].reshape(bottom[0].shape)
+        else:
+            g = self._diff(bottom) * bottom[2].data.reshape(bottom[0].shape)
         scale = float(top[0].diff.reshape(())) / bottom[0].shape[0]
         for i, sign in ((0, 1.0), (1, -1.0)):
             if propagate_down[i]:

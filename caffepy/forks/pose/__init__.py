@@ -4,6 +4,8 @@ Modules: ``imresize`` (CMU-Perceptual-Computing-Lab/caffe_rtpose's ImResize: mul
 resize and fusion of heat maps), ``switch`` (caffe_rtpose's Switch: one bottom, the last by
 default, passed through), ``rmpe`` (RMPE's heat-map Caffe: EuclideanLossHeatmap and the
 DataHeatmap reader), ``viewpoints`` (shubhtuls/ViewpointsAndKeypoints' EuclideanWeightedLoss and
-MaskOutputs). OpenPose's training readers (``CPMData``, ``OPData``) are data
-layers: ``caffepy.zoo`` replaces them by inputs. Schema: harvested (``imresize_param``).
+MaskOutputs), ``car_keypoint`` (hhy5277/car_keypoint_caffe's HeatmapData reader, KeypointL2Loss
+and KeypointAcc). OpenPose's training readers (``CPMData``, ``OPData``) are data
+layers: ``caffepy.zoo`` replaces them by inputs. Schema: harvested (``imresize_param``); proto/additions.d/census_tail_data.json
+(HeatmapDataParameter of both heat-map readers, KeypointAccParameter).
 """

@@ -10,6 +10,13 @@ from ...data.state import ListLoaderState
 from ...errors import CaffeError, ShapeError
 from ...layers.base import LossLayer, register_layer
 from ...layers.data import BasePrefetchingDataLayer
+from .car_keypoint import refuse_unread
+
+# heatmap_data_param fields DataHeatmap reads (the message also holds car_keypoint_caffe's
+# HeatmapData fields, and Pfister's meanfile / cropsize / ... that this reader does not read).
+READ = frozenset(["source", "root_img_dir", "batchsize", "outsize", "label_width", "label_height",
+                  "multfact", "labelinds", "bbox_or_centerscale", "scale_width", "scale_height",
+                  "shuffle", "segmentation", "data_augment", "angle_max", "sample_per_cluster"])
 
 
 @register_layer("EuclideanLossHeatmap")
@@ -162,7 +169,8 @@ class DataHeatmapLayer(BasePrefetchingDataLayer):
     list at the start and at each wrap (caffepy's generator).
     prototxt: ``heatmap_data_param { source root_img_dir batchsize outsize label_width
     label_height multfact: 1 labelinds bbox_or_centerscale scale_width scale_height shuffle
-    segmentation }``; ``sample_per_cluster`` and rotation (``data_augment`` with angle_max
+    segmentation }``; any other field of the message set to a non-default value is refused;
+    ``sample_per_cluster`` and rotation (``data_augment`` with angle_max
     != 0) are refused. Tops: data (batchsize x 3 x outsize x outsize), heat maps (batchsize x
     joints x label_height x label_width).
     """
@@ -174,6 +182,7 @@ class DataHeatmapLayer(BasePrefetchingDataLayer):
 
     def make_loader(self, top):
         p = self.layer_param.heatmap_data_param
+        refuse_unread(self, p, READ, "heatmap_data_param")
         if p.sample_per_cluster:
             raise self.error("heatmap_data_param: sample_per_cluster is not supported")
         if p.data_augment and p.angle_max != 0:

@@ -9,10 +9,12 @@ BinaryAccuracy, RedAccuracy, RedSoftmaxWithLoss, DropoutChannel), ``deconvnet_da
 objectness), ``dice`` (jolibrain's DiceCoefLoss), ``lip`` (Look into Person's ParseOutput and
 ParseEvaluate; PcaGetCoord), ``picanet`` (nian-liu/PiCANet's saliency layers: AttPooling, its
 earlier name PwAttend, ReNetLSTM), ``fh_segments`` (StevenHickson's Segmentation: Felzenszwalb-
-Huttenlocher segments as ROI boxes). PSPNet / DeepLab's Interp is in :mod:`caffepy.forks.misc.vision`.
+Huttenlocher segments as ROI boxes), ``doc_binarization`` (ctensmeyer/caffe's WeightedFmeasureLoss and
+PR). PSPNet / DeepLab's Interp is in :mod:`caffepy.forks.misc.vision`.
 Built-in Python layer: ENet's ``spatial_dropout.SpatialDropoutLayer``.
 Schema: proto/additions.json (PSPNet, DeepLab), proto/additions.d/segnet_c3d_face_flownet.json,
-crfasrnn_tsn_pose.json, surveyed_forks.json, census_forks.json (PiCANet's pw_attend_param, StevenHickson's seg_param).
+crfasrnn_tsn_pose.json, surveyed_forks.json, census_forks.json (PiCANet's pw_attend_param, StevenHickson's seg_param),
+census_tail_data.json (ctensmeyer/caffe's weighted_fmeasure_loss_param, precision_recall_param).
 """
 from ...layers.python_layer import register_stand_in
 

@@ -230,6 +230,8 @@ COMPUTED = frozenset([
     # the R*CNN MIL of liyantett/Joint-Local-and-Global-...'s caffe-fast-rcnn
     # (caffepy/forks/detection/rstar_cnn.py)
     "LayerParameter.mil_param",
+    # the gradient-reversal GradientScaler (caffepy/forks/misc/perturb.py)
+    "LayerParameter.gradient_scaler_param",
 ])
 
 

@@ -12,8 +12,9 @@ TripletLoss, EltwiseAffine and the locally connected Local), ``label85`` (TriVer
 ``verification_2014`` (AlfredXiangWu/caffe's Distance, VerificationLoss, GaussianNoise,
 VerificationAccuracy, TripletAccuracy, BinaryLabel), ``pgcnn`` (mysee1989/PG-CNN's MultiROIPooling:
 fixed-size crops around facial landmarks, one top per landmark), ``center_cos``
-(banxia1994/Mycaffe's CenterCosLoss).
+(banxia1994/Mycaffe's CenterCosLoss), ``landmark_euclidean`` (goodluckcwl/custom-caffe's WeightEuclideanLoss
+on 68 landmarks).
 Schema: proto/additions.json (caffe-face, SphereFace), proto/additions.d/segnet_c3d_face_flownet.json,
 face_ocr.json, crfasrnn_tsn_pose.json, census_forks.json (PG-CNN's multi_roi_pooling_param),
-census_tail_layers.json (center_cos_loss_param).
+census_tail_layers.json (center_cos_loss_param, weight_euclidean_loss_param).
 """

@@ -24,7 +24,8 @@ domain, and its Winograd2x2Trans / Winograd2x2Conv convolutions), ``switches`` (
 visualisation layers of quanweikikai/deconv-net's nets: PoolingSwitches, SliceHalf, InvPooling), ``weighted_euclidean`` (the per-element WeightedEuclideanLoss of the facial-keypoint nets), ``spatial_transformer`` (e2e_face's SpatialTransformer), ``perturb`` (Paethon/caffe's Random gain, the
 gradient-reversal GradientScaler, Wheatly2's Mixup), ``stats_losses`` (sanjeev87/CaffeExp's
 MineContrastiveLoss, eevignesh/vigneshcaffe's ClassificationStats), ``ip_dropout`` (RuWang15/caffe_pr's
-InnerProductDropout), ``bilinear_patch`` (madiken/skaffe_private_old's BilinearPatch).
+InnerProductDropout), ``bilinear_patch`` (madiken/skaffe_private_old's BilinearPatch), ``xilinx_fixed``
+(Xilinx caffe-xilinx's FixedNeuron, ConvolutionFixed, ScaleFixed, NormalizeFixed).
 Built-in Python layer: Caffe's example ``pyloss.EuclideanLossLayer`` (``pyloss``).
 Schema: proto/additions.json, proto/additions.d/surveyed_forks.json, census_tail_layers.json; the harvested fields of
 HardSigmoid, Scalar, CropCenter, ColorConv, MinReLU and Tiling (caffepy.proto.harvest_policy.COMPUTED).

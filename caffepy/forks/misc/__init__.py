@@ -25,7 +25,8 @@ visualisation layers of quanweikikai/deconv-net's nets: PoolingSwitches, SliceHa
 gradient-reversal GradientScaler, Wheatly2's Mixup), ``stats_losses`` (sanjeev87/CaffeExp's
 MineContrastiveLoss, eevignesh/vigneshcaffe's ClassificationStats), ``ip_dropout`` (RuWang15/caffe_pr's
 InnerProductDropout), ``bilinear_patch`` (madiken/skaffe_private_old's BilinearPatch), ``xilinx_fixed``
-(Xilinx caffe-xilinx's FixedNeuron, ConvolutionFixed, ScaleFixed, NormalizeFixed).
+(Xilinx caffe-xilinx's FixedNeuron, ConvolutionFixed, ScaleFixed, NormalizeFixed), ``atlas``
+(wangshankun/Tengine_Atlas's Atlas: the declared shapes of a network run on a Huawei NPU; no forward).
 Built-in Python layer: Caffe's example ``pyloss.EuclideanLossLayer`` (``pyloss``).
 Schema: proto/additions.json, proto/additions.d/surveyed_forks.json, census_tail_layers.json; the harvested fields of
 HardSigmoid, Scalar, CropCenter, ColorConv, MinReLU and Tiling (caffepy.proto.harvest_policy.COMPUTED).

@@ -13,7 +13,8 @@ class CenterCosLossLayer(LossLayer):
 
         L = -sum_i cos(x_i, c_{y_i})                       (a sum over the batch, not a mean)
         dL/dx_i = dL/dL_top / M * (cos_i / |x_i|^2 x_i - c_{y_i} / (|x_i| |c_{y_i}|))
-        dc_j += 1 / (1 + n_j) * sum_{i: y_i = j} (x_i / (|x_i| |c_j|) - (x_i . c_j) c_j / (|x_i| |c_j|^3))
+        dc_j += 1 / (1 + n_j) * sum_{i: y_i = j} (x_i / (|x_i| |c_j|)
+                                                 - (x_i . c_j) c_j / (|x_i| |c_j|^3))
 
     with M the batch and n_j the items of class j. So the feature gradient is dL/dx divided by M
     (the loss is not), and the centre "gradient" is d cos / dc = -dL/dc averaged the centre-loss
@@ -69,4 +70,5 @@ class CenterCosLossLayer(LossLayer):
             self.blobs[0].diff[...] += total / (1.0 + count)[:, None]
         if propagate_down[0]:
             g = dot / (nx ** 3 * nc) * x - cy / (nx * nc)
-            bottom[0].diff.reshape(self.m, self.k)[...] = g * (float(top[0].diff.reshape(())) / self.m)
+            scale = float(top[0].diff.reshape(())) / self.m
+            bottom[0].diff.reshape(self.m, self.k)[...] = g * scale

@@ -21,7 +21,8 @@ class BoostUniformInt(object):
     def __init__(self, lo, hi, seed=_BOOST_DEFAULT_SEED):
         self.lo, self.span = int(lo), int(hi) - int(lo)
         brange = 0xFFFFFFFF
-        self.bucket = brange // (self.span + 1) + (1 if brange % (self.span + 1) == self.span else 0)
+        values = self.span + 1
+        self.bucket = brange // values + (1 if brange % values == self.span else 0)
         self.engine = np.random.RandomState(seed)
 
     def raw(self, n):

@@ -61,7 +61,8 @@ def test_gradient_scaler_schedule_and_gradient():
 
 
 def test_gradient_scaler_v1_file_parses():
-    net = proto_io.read_net('''name: "t" input: "a" input_dim: 1 input_dim: 2 input_dim: 1 input_dim: 1
+    net = proto_io.read_net('''name: "t" input: "a"
+      input_dim: 1 input_dim: 2 input_dim: 1 input_dim: 1
       layers { name: "grl" type: GRADIENT_SCALER bottom: "a" top: "b"
                gradient_scaler_param { lower_bound: 0.3 max_iter: 10000 } }''')
     assert net.layer[-1].type == "GradientScaler"

@@ -135,3 +135,28 @@ layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: "
 def test_small_net():
     forward(NET, labels=3)
     train_step(NET, labels=3)
+
+
+def test_inference_mode_keeps_the_fixed_point_weights():
+    import caffepy
+    import caffepy.infer  # noqa: F401  (installs Net.optimize)
+    from caffepy.net import Net
+    from caffepy.proto import io as proto_io
+    text = '''
+    layer { name: "input" type: "Input" top: "data"
+            input_param { shape { dim: 1 dim: 3 dim: 8 dim: 8 } } }
+    layer { name: "c" type: "ConvolutionFixed" bottom: "data" top: "c"
+            convolution_param { num_output: 4 kernel_size: 3
+                                weight_filler { type: "gaussian" std: 0.3 } }
+            fixed_param { bit_width: 3 } }
+    '''
+    caffepy.set_random_seed(0)
+    net = Net(proto_io.read_net(text), caffe_pb2.TEST)
+    x = np.random.default_rng(0).standard_normal((1, 3, 8, 8)).astype(np.float32)
+    net.blobs["data"].data[...] = x
+    net.forward()
+    exact = net.blobs["c"].data.copy()
+    net.optimize(engine="caffepy")       # the compiled steps, which run plain convolutions
+    net.blobs["data"].data[...] = x
+    net.forward()
+    np.testing.assert_allclose(net.blobs["c"].data, exact, rtol=1e-5, atol=1e-6)

@@ -49,10 +49,17 @@ def _ik():
     return infer_kernels
 
 
+def _plain_conv(layer):
+    """A Convolution whose forward is Convolution's: a subclass with a forward of its own
+    (ConvolutionFixed rounds its weights first) keeps its layer."""
+    return (isinstance(layer, ConvolutionLayer)
+            and type(layer).forward_cpu is ConvolutionLayer.forward_cpu)
+
+
 def conv_eligible(layer, nbottom):
     """Whether a step's layer is a convolution the compiled step runs (2-d; grouped ones too,
     but not depthwise ones: :func:`dw_eligible`)."""
-    return (isinstance(layer, ConvolutionLayer) and nbottom == 1 and layer.num_spatial == 2
+    return (_plain_conv(layer) and nbottom == 1 and layer.num_spatial == 2
             and layer.axis == 1 and (layer.group == 1 or layer.channels != layer.group)
             and layer.plain_weights)
 
@@ -164,8 +171,9 @@ def conv_step(layer, x, out, scratch, plan=None):
 def dw_eligible(layer, nbottom):
     """Whether a step's layer is a 2-d depthwise convolution (group = channels, any multiplier)
     the compiled depthwise step runs."""
-    return (isinstance(layer, ConvolutionLayer) and nbottom == 1 and layer.num_spatial == 2
-            and layer.axis == 1 and layer.channels == layer.group > 1 and layer.plain_weights)
+    return (_plain_conv(layer) and nbottom == 1 and layer.num_spatial == 2
+            and layer.axis == 1 and layer.channels == layer.group > 1
+            and layer.plain_weights)
 
 
 def dw_step(layer, x, y):

@@ -29,8 +29,9 @@ class _ConvolutionBase(Layer):
     ``stride_w``; ``dilation`` (1, repeated only); ``group`` (1: channels and num_output must be
     divisible by it); ``weight_filler`` / ``bias_filler`` (constant 0); ``axis`` (1: the channel
     axis; earlier axes are batch axes, later ones spatial). ``engine`` and ``force_nd_im2col`` are
-    accepted and ignored. Several bottoms of one shape may be given: each gets its own top, all
-    share the weights.
+    accepted and ignored; so is ``partial_conv_lower`` (andrewwasielewski/caffe-modified: the same
+    convolution computed one input channel at a time) with group 1, and refused with groups.
+    Several bottoms of one shape may be given: each gets its own top, all share the weights.
 
     Parameter blobs: weight (conv_out, conv_in / group, *kernel), bias (num_output,); for
     Convolution conv_out = num_output, conv_in = channels, for Deconvolution the reverse.
@@ -110,6 +111,13 @@ class _ConvolutionBase(Layer):
         if self.group <= 0 or self.channels % self.group or self.num_output % self.group:
             raise self.error("channels (%d) and num_output (%d) must be multiples of group (%d)"
                              % (self.channels, self.num_output, self.group))
+        if getattr(p, "partial_conv_lower", False) and self.group != 1:
+            # andrewwasielewski/caffe-modified: partial_conv_lower runs the GEMMs one input
+            # channel at a time (src/caffe/layers/base_conv_layer.cpp, partial_*_cpu_gemm) and
+            # sums them -- the same convolution for group 1; with groups its offsets index a
+            # one-channel column buffer past its end
+            raise self.error("convolution_param.partial_conv_lower is defined for group 1 only "
+                             "(group %d)" % self.group)
         self.bias_term = p.bias_term
         conv_out, conv_in = ((self.channels, self.num_output) if self.reverse
                              else (self.num_output, self.channels))

@@ -258,6 +258,8 @@ COMPUTED = frozenset([
     "PoolingNDParameter.pad_w", "PoolingNDParameter.kernel_h", "PoolingNDParameter.kernel_w",
     "PoolingNDParameter.stride_h", "PoolingNDParameter.stride_w", "PoolingNDParameter.engine",
     "PoolingNDParameter.global_pooling", "PoolingNDParameter.axis",
+    # the gradient-reversal GradientScaler (caffepy/forks/misc/perturb.py)
+    "LayerParameter.gradient_scaler_param",
 ] + ["LSTMConvolutionParameter." + _f for _f in (
     "num_output", "bias_term", "pad", "kernel_size", "stride", "dilation", "group",
     "weight_filler", "bias_filler", "type", "axis", "engine", "force_nd_im2col", "pad_h", "pad_w",

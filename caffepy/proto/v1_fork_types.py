@@ -97,6 +97,10 @@ FORK_V1_TYPES = (
     ("BLACKHOLE", "BlackHole", "BobLiu20/caffe", "class"),
     ("DEFORMABLECONVOLUTION", "DeformableConvolution", "dengshuo/D-M-F-ConvNets", "class"),
     ("DEPTH_WISE_CONVOLUTION", "DepthwiseConvolution", "CHANYUEPO/caffe-ssd", "class"),
+    # the V1 name of the gradient-reversal layer (its fork registers the class GradientScaler)
+    ("GRADIENT_SCALER", "GradientScaler", "madiken/skaffe_private_old", "class"),
+    ("MINE_CONTRASTIVE_LOSS", "MineContrastiveLoss", "sanjeev87/CaffeExp", "factory"),
+    ("CLASSIFICATION_STATS", "ClassificationStats", "eevignesh/vigneshcaffe", "factory"),
     # (Label85's FaceImage class is registered in its caffe-addition/ tree)
     ("FACE_IMAGE", "FaceImage", "JoeFannie/Label85:caffe-master", "class"),
     ("TRIVER_LOSS", "TriVerLoss", "JoeFannie/Label85:caffe-master", "class"),

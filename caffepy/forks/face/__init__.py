@@ -12,10 +12,12 @@ TripletLoss, EltwiseAffine and the locally connected Local), ``label85`` (TriVer
 ``verification_2014`` (AlfredXiangWu/caffe's Distance, VerificationLoss, GaussianNoise,
 VerificationAccuracy, TripletAccuracy, BinaryLabel), ``pgcnn`` (mysee1989/PG-CNN's MultiROIPooling:
 fixed-size crops around facial landmarks, one top per landmark), ``e2e_face`` (mikuhatsune/e2e_face's
-MarginSoftmaxLoss, A-Softmax with its own weights and an annealed lambda), ``landmark_regression``
+MarginSoftmaxLoss, A-Softmax with its own weights and an annealed lambda), ``center_cos``
+(banxia1994/Mycaffe's CenterCosLoss), ``landmark_regression``
 (goodluckcwl/custom-caffe's ImageFloatData reader with transform_param.pad_ratio, and
 WeightEuclideanLoss).
 Schema: proto/additions.json (caffe-face, SphereFace), proto/additions.d/segnet_c3d_face_flownet.json,
 face_ocr.json, crfasrnn_tsn_pose.json, census_forks.json (PG-CNN's multi_roi_pooling_param),
-census_data_fields.json (e2e_face's margin_softmax_loss_param), census_tail_data.json (custom-caffe).
+census_data_fields.json (e2e_face's margin_softmax_loss_param), census_tail_data.json (custom-caffe),
+census_tail_layers.json (center_cos_loss_param).
 """

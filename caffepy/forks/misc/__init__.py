@@ -26,7 +26,12 @@ visualisation layers of quanweikikai/deconv-net's nets: PoolingSwitches, SliceHa
 WinoConvolution: F(m x m, 3 x 3) tiles chosen by ``wino_tile``), ``random_noise``
 (pulkitag/caffe's RandomNoise), ``pulkitag_data`` (pulkitag/caffe's
 GenericWindowData and SquareBoxData readers; their shapes for caffepy.zoo in ``zoo_pulkitag``),
-``dns`` (Dynamic Network Surgery's masked CConvolution and CInnerProduct), ``zoo_readers`` (top shapes of
+``perturb`` (Paethon/caffe's Random gain, the
+gradient-reversal GradientScaler, Wheatly2's Mixup), ``stats_losses`` (sanjeev87/CaffeExp's
+MineContrastiveLoss, eevignesh/vigneshcaffe's ClassificationStats), ``ip_dropout`` (RuWang15/caffe_pr's
+InnerProductDropout), ``bilinear_patch`` (madiken/skaffe_private_old's BilinearPatch), ``xilinx_fixed``
+(Xilinx caffe-xilinx's FixedNeuron, ConvolutionFixed, ScaleFixed, NormalizeFixed), ``atlas``
+(wangshankun/Tengine_Atlas's Atlas: the declared shapes of a network run on a Huawei NPU; no forward), ``dns`` (Dynamic Network Surgery's masked CConvolution and CInnerProduct), ``zoo_readers`` (top shapes of
 fork readers caffepy does not build, for caffepy.zoo: aaalgo/caffe's PicPac).
 Fork fields of Caffe's readers and layers: ``fork_data`` (Data / ImageData with bogger/caffe-multigpu's
 label_size, PMLS-Caffe's shared_file_system, xavigibert/caffe's source_map and LMDB_FILE,
@@ -35,7 +40,7 @@ DeBlurNet's ``label: false``, rapid_categorization's raw_hdf5), ``bogger_multigp
 ``e2e_face_data`` (e2e_face's HDF5Data transforms and ``value`` filler); schema:
 proto/additions.d/census_data_fields.json.
 Built-in Python layer: Caffe's example ``pyloss.EuclideanLossLayer`` (``pyloss``).
-Schema: proto/additions.json, proto/additions.d/surveyed_forks.json; the harvested fields of
+Schema: proto/additions.json, proto/additions.d/surveyed_forks.json, census_tail_layers.json; the harvested fields of
 HardSigmoid, Scalar, CropCenter, ColorConv, MinReLU, Tiling, CConvolution and CInnerProduct
 (caffepy.proto.harvest_policy.COMPUTED).
 """

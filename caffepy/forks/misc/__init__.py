@@ -42,7 +42,7 @@ proto/additions.d/census_data_fields.json.
 Built-in Python layer: Caffe's example ``pyloss.EuclideanLossLayer`` (``pyloss``).
 Schema: proto/additions.json, proto/additions.d/surveyed_forks.json, census_tail_layers.json; the harvested fields of
 HardSigmoid, Scalar, CropCenter, ColorConv, MinReLU, Tiling, CConvolution and CInnerProduct
-(caffepy.proto.harvest_policy.COMPUTED).
+(caffepy.proto.harvest_computed.COMPUTED).
 """
 from ...layers.python_layer import register_stand_in
 

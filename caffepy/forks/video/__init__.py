@@ -15,7 +15,7 @@ chosen by its form, 2 bottoms, beside py-faster-rcnn's layer of that name in
 Schema: proto/additions.json (C3D), proto/additions.d/segnet_c3d_face_flownet.json,
 crfasrnn_tsn_pose.json (TSN's SegData), video_nd_pooling.json (kernel_size_nd, stride_nd,
 pad_nd); the harvested lstm_conv_param / lstm_debug_param
-(caffepy.proto.harvest_policy.COMPUTED).
+(caffepy.proto.harvest_computed.COMPUTED).
 """
 from ...layers.python_layer import register_stand_in
 

@@ -1,0 +1,230 @@
+"""The harvested fields caffepy's fork layers compute (``"Message.field"`` names): never refused,
+in strict mode as in structure-only mode (:mod:`caffepy.proto.harvest_policy`). Each group names
+the fork and the module that computes it."""
+
+# "Message.field" names of harvested fields that caffepy's fork layers compute: never refused.
+COMPUTED = frozenset([
+    "LayerParameter.hard_sigmoid_param", "HardSigmoidParameter.alpha", "HardSigmoidParameter.beta",
+    "LayerParameter.scalar_param", "ScalarParameter.axis",
+    "LayerParameter.insanity_param", "InsanityParameter.lb", "InsanityParameter.ub",
+    "V1LayerParameter.insanity_param",
+    # happynear/caffe-windows' TripletLoss, EltwiseAffine, Local (caffepy/forks/face/happynear.py)
+    "LayerParameter.triplet_loss_param", "V1LayerParameter.triplet_loss_param",
+    "TripletLossParameter.margin", "LayerParameter.eltwise_affine_param",
+    "V1LayerParameter.eltwise_affine_param", "LayerParameter.local_param",
+    "V1LayerParameter.local_param", "LocalParameter.num_output", "LocalParameter.bias_term",
+    "LocalParameter.pad", "LocalParameter.kernel_size", "LocalParameter.stride",
+    "LocalParameter.weight_filler", "LocalParameter.bias_filler",
+    "LayerParameter.general_contrastive_loss_param",
+    "GeneralContrastiveParameter.positive_margin", "GeneralContrastiveParameter.negative_margin",
+    "GeneralContrastiveParameter.positive_weight", "GeneralContrastiveParameter.negative_weight",
+    "GeneralContrastiveParameter.normalize_negative",
+    "GeneralContrastiveParameter.positive_outlier_thresh",
+    "GeneralContrastiveParameter.positive_first", "GeneralContrastiveParameter.positive_upper_bound",
+    "GeneralContrastiveParameter.exp_negative_weight",
+    "LayerParameter.imresize_param", "ImResizeParameter.target_spatial_width",
+    "ImResizeParameter.target_spatial_height", "ImResizeParameter.factor",
+    "ImResizeParameter.start_scale", "ImResizeParameter.scale_gap",
+    # e2e_face's SpatialTransformer (caffepy/forks/misc/spatial_transformer.py)
+    "LayerParameter.st_param", "SpatialTransformerParameter.transform_type",
+    "SpatialTransformerParameter.sampler_type", "SpatialTransformerParameter.output_H",
+    "SpatialTransformerParameter.output_W",
+    # What's the Point's SoftmaxWithLossExpectation (caffepy/forks/segmentation/whats_the_point.py)
+    "LossParameter.ignore_rank",
+    # caffe-video_triplet's RankHardLoss (caffepy/forks/video/video_triplet.py)
+    "LayerParameter.rank_param", "V1LayerParameter.rank_param", "RankParameter.neg_num",
+    "RankParameter.pair_size", "RankParameter.hard_ratio", "RankParameter.rand_ratio",
+    "RankParameter.margin",
+    # jolibrain's DiceCoefLoss (caffepy/forks/segmentation/dice.py)
+    "LayerParameter.dice_coef_loss_param", "DiceCoefLossParameter.generalization",
+    "DiceCoefLossParameter.ignore_label",
+    # RMPE's DataHeatmap (caffepy/forks/pose/rmpe.py)
+    "LayerParameter.heatmap_data_param", "V1LayerParameter.heatmap_data_param",
+    "HeatmapDataParameter.source", "HeatmapDataParameter.root_img_dir",
+    "HeatmapDataParameter.batchsize", "HeatmapDataParameter.outsize",
+    "HeatmapDataParameter.label_width", "HeatmapDataParameter.label_height",
+    "HeatmapDataParameter.multfact", "HeatmapDataParameter.labelinds",
+    "HeatmapDataParameter.bbox_or_centerscale", "HeatmapDataParameter.scale_width",
+    "HeatmapDataParameter.scale_height", "HeatmapDataParameter.shuffle",
+    "HeatmapDataParameter.segmentation", "HeatmapDataParameter.data_augment",
+    "HeatmapDataParameter.angle_max", "HeatmapDataParameter.sample_per_cluster",
+    # CReLU, Trunc, Quant_Trun (caffepy/forks/misc/fork_neurons.py)
+    "LayerParameter.crelu_param", "V1LayerParameter.crelu_param", "CReLUParameter.negative_slope",
+    "CReLUParameter.concat_axis", "CReLUParameter.engine", "LayerParameter.trunc_param",
+    "V1LayerParameter.trunc_param", "TruncParameter.scale", "LayerParameter.quant_trun_param",
+    "V1LayerParameter.quant_trun_param", "Quant_TrunParameter.quant",
+    # Regularization, AccuracyDistance (caffepy/forks/misc/fork_losses.py)
+    "LayerParameter.regularization_param",
+    "RegularizationParameter.norm", "RegularizationParameter.method",
+    "RegularizationParameter.regular", "RegularizationParameter.level1",
+    "RegularizationParameter.level2", "RegularizationParameter.level3",
+    "RegularizationParameter.level4", "RegularizationParameter.level5",
+    "RegularizationParameter.level6", "RegularizationParameter.level7",
+    "RegularizationParameter.value1", "RegularizationParameter.value2",
+    "RegularizationParameter.value3", "RegularizationParameter.value4",
+    "RegularizationParameter.value5", "RegularizationParameter.value6",
+    "RegularizationParameter.value7", "RegularizationParameter.value8",
+    "LayerParameter.accuracy_distance_param", "V1LayerParameter.accuracy_distance_param",
+    "AccuracyDistanceParameter.dh", "AccuracyDistanceParameter.dw",
+    "AccuracyDistanceParameter.axis", "AccuracyDistanceParameter.ignore_label",
+    # limuhit/CCN's ConstScale, Dtow, MTranspose, MulToBin (caffepy/forks/misc/ccn.py)
+    "LayerParameter.const_scale_param", "V1LayerParameter.const_scale_param",
+    "ConstScaleParameter.scale", "ConstScaleParameter.bias", "LayerParameter.dtow_param",
+    "V1LayerParameter.dtow_param", "DtowParameter.psize", "DtowParameter.method",
+    "DtowParameter.ngroup", "LayerParameter.mtranspose_param", "V1LayerParameter.mtranspose_param",
+    "MTransposeParameter.groups", "MTransposeParameter.inverse", "MTransposeParameter.width",
+    "MTransposeParameter.height", "MTransposeParameter.channel", "LayerParameter.multobin_param",
+    "V1LayerParameter.multobin_param", "MulToBinParameter.levels", "MulToBinParameter.mod",
+    "MulToBinParameter.inverse", "MulToBinParameter.imp",
+    # hyojinie/crn's Netvlad, Intranorm (caffepy/forks/misc/crn.py)
+    "LayerParameter.netvlad_param", "V1LayerParameter.netvlad_param",
+    "NetvladParameter.cluster_num", "NetvladParameter.local_dim", "NetvladParameter.vlad_dim",
+    "NetvladParameter.weight_filler", "LayerParameter.intranorm_param",
+    "V1LayerParameter.intranorm_param", "IntranormParameter.cluster_num",
+    # Look into Person's ParseEvaluate (caffepy/forks/segmentation/lip.py)
+    "LayerParameter.parse_evaluate_param", "ParseEvaluateParameter.num_labels",
+    "ParseEvaluateParameter.ignore_label",
+    # CCL's SemiContrastLoss (caffepy/forks/misc/fork_losses.py)
+    "LayerParameter.semicontrast_loss_param", "V1LayerParameter.semicontrast_loss_param",
+    "SemiContrastLossParameter.margin", "SemiContrastLossParameter.feature_index",
+    "SemiContrastLossParameter.lambda",
+    # Label85's TriVerLoss (caffepy/forks/face/label85.py)
+    "LayerParameter.triver_loss_param", "TriVerLossParameter.k", "TriVerLossParameter.lamda",
+    # SICE's SSIMLoss (caffepy/forks/misc/fork_losses.py)
+    "LayerParameter.ssim_loss_param", "SSIMLossParameter.kernel_size", "SSIMLossParameter.stride",
+    "SSIMLossParameter.c1", "SSIMLossParameter.c2",
+    # Cambricon's ImageDetect (caffepy/forks/detection/cambricon.py)
+    "LayerParameter.image_detect_param", "V1LayerParameter.image_detect_param",
+    "ImageDetectParameter.engine", "ImageDetectParameter.num_class", "ImageDetectParameter.im_h",
+    "ImageDetectParameter.im_w", "ImageDetectParameter.scale", "ImageDetectParameter.nms_thresh",
+    "ImageDetectParameter.score_thresh",
+    # Cambricon's DetectionOut (caffepy/forks/detection/cambricon.py)
+    "LayerParameter.detection_out_param", "V1LayerParameter.detection_out_param",
+    "DetectionOutParameter.side", "DetectionOutParameter.num_classes",
+    "DetectionOutParameter.num_box", "DetectionOutParameter.coords",
+    "DetectionOutParameter.confidence_threshold", "DetectionOutParameter.nms_threshold",
+    "DetectionOutParameter.biases", "DetectionOutParameter.label_map_file",
+    "DetectionOutParameter.engine",
+    # Label85's TxtFeatData (caffepy/forks/face/label85.py)
+    "LayerParameter.txtfeat_data_param", "TxtFeatDataParameter.source",
+    "TxtFeatDataParameter.batch_size", "TxtFeatDataParameter.rand_skip",
+    "TxtFeatDataParameter.shuffle", "TxtFeatDataParameter.feat_dim",
+    "TxtFeatDataParameter.b_binary_file", "TxtFeatDataParameter.root_folder",
+    "TxtFeatDataParameter.dislab_alpha",
+    # Label85's FaceImage (caffepy/forks/face/label85.py) and its transform fields
+    "LayerParameter.face_image_param", "FaceImageParameter.source",
+    "FaceImageParameter.batch_size", "FaceImageParameter.rand_skip", "FaceImageParameter.shuffle",
+    "FaceImageParameter.triplet_ver", "FaceImageParameter.root_folder",
+    "TransformationParameter.rand_shift", "TransformationParameter.rand_s_width",
+    "TransformationParameter.rand_s_height", "TransformationParameter.rand_noise",
+    # limuhit/CCN's MLQuant (caffepy/forks/misc/ccn.py)
+    "LayerParameter.mlquant_param", "V1LayerParameter.mlquant_param", "MLQuantParameter.groups",
+    "MLQuantParameter.method",
+    # PiCANet's AttPooling, PwAttend and ReNetLSTM (caffepy/forks/segmentation/picanet.py)
+    "LayerParameter.att_pooling_param", "LayerParameter.renet_lstm_param",
+    "ReNetLSTMParameter.direction", "ReNetLSTMParameter.num_output",
+    "ReNetLSTMParameter.patch_width", "ReNetLSTMParameter.patch_height",
+    "ReNetLSTMParameter.general_weight_filler", "ReNetLSTMParameter.general_bias_filler",
+    "ReNetLSTMParameter.forget_gate_bias_filler", "ReNetLSTMParameter.input_gate_bias_filler",
+    "ReNetLSTMParameter.output_gate_bias_filler", "ReNetLSTMParameter.peephole",
+    # Cambricon's DetectionPoseOutput (caffepy/forks/detection/cambricon.py)
+    "LayerParameter.detection_pose_output_param", "V1LayerParameter.detection_pose_output_param",
+    "DetectionPoseOutputParameter.num_classes", "DetectionPoseOutputParameter.share_location",
+    "DetectionPoseOutputParameter.background_label_id", "DetectionPoseOutputParameter.nms_param",
+    "DetectionPoseOutputParameter.save_output_param", "DetectionPoseOutputParameter.code_type",
+    "DetectionPoseOutputParameter.keep_top_k",
+    "DetectionPoseOutputParameter.variance_encoded_in_target",
+    "DetectionPoseOutputParameter.confidence_threshold", "DetectionPoseOutputParameter.visualize",
+    "DetectionPoseOutputParameter.visualize_threshold", "DetectionPoseOutputParameter.num_poses",
+    "DetectionPoseOutputParameter.share_pose",
+    # NdConvolution / NdPooling (chuckcho/video-caffe; caffepy/forks/video/nd.py)
+    "ConvolutionParameter.kernel_shape", "ConvolutionParameter.stride_shape",
+    "ConvolutionParameter.pad_shape", "PoolingParameter.kernel_shape",
+    "PoolingParameter.stride_shape", "PoolingParameter.pad_shape",
+    # R-C3D's ROIPooling (caffepy/forks/video/rc3d.py)
+    "ROIPoolingParameter.pooled_l", "ROIPoolingParameter.temporal_scale",
+    # CropCenter (lltcggie/caffe; caffepy/forks/misc/waifu2x.py)
+    "LayerParameter.crop_center_param", "CropCenterParameter.crop_size",
+    # ColorConv (the colorization Caffe; caffepy/forks/misc/colorization.py)
+    "LayerParameter.color_conv_param", "ColorConvParameter.input", "ColorConvParameter.output",
+    # RRD's Extend and ORPooling (MhLiao/RRD; caffepy/forks/ssd/rrd.py)
+    "LayerParameter.orn_param", "ORNParameter.orientations",
+    # LiteFlowNet's NegSquare (twhui/LiteFlowNet; caffepy/forks/flownet/liteflownet.py): no fields
+    "LayerParameter.negsquare_param",
+    # MinReLU (ALISCIFP/caffe; caffepy/forks/misc/activations.py)
+    "LayerParameter.minrelu_param", "MinReLUParameter.positive_slope", "MinReLUParameter.engine",
+    # Tiling (SeokjuLee/VPGNet; caffepy/forks/misc/vision.py)
+    "LayerParameter.tiling_param", "TilingParameter.tile_dim",
+    # DeconvNet's 2014 layers (HyeonwooNoh/caffe; caffepy/forks/segmentation/deconvnet*.py)
+    "LayerParameter.binary_accuracy_param", "V1LayerParameter.binary_accuracy_param",
+    "BinaryAccuracyParameter.accuracy_mode", "LayerParameter.red_accuracy_param",
+    "V1LayerParameter.red_accuracy_param", "RedAccuracyParameter.top_k",
+    "RedAccuracyParameter.ignore_label", "RedAccuracyParameter.class_num",
+    "LayerParameter.red_softmax_loss_param", "V1LayerParameter.red_softmax_loss_param",
+    "RedSoftmaxWithLossParameter.class_num", "LayerParameter.select_seg_binary_param",
+    "V1LayerParameter.select_seg_binary_param", "SelectSegBinaryParameter.cls_label_base",
+    "LayerParameter.window_cls_data_param", "V1LayerParameter.window_cls_data_param",
+    "WindowClsDataParameter.label_dim",
+    # Viewpoints and Keypoints' 2014 layers (caffepy/forks/pose/viewpoints.py)
+    "LayerParameter.euclidean_weight_param", "V1LayerParameter.euclidean_weight_param",
+    "EuclideanWeightedLossParameter.lambda", "LayerParameter.mask_outputs_param",
+    "V1LayerParameter.mask_outputs_param", "MaskOutputsParameter.kernel_size",
+    # ArthurWang123/caffe's InvertGradient (caffepy/forks/misc/early_2014.py)
+    "CoeffScheduleParameter.gamma", "LossParameter.coeff", "LayerParameter.condition_param",
+    "V1LayerParameter.condition_param", "ConditionParameter.ge_than", "ConditionParameter.le_than",
+    # AlfredXiangWu/caffe's 2014 face layers (caffepy/forks/face/verification_2014.py)
+    "LayerParameter.distance_param", "V1LayerParameter.distance_param", "DistanceParameter.type",
+    "LayerParameter.verification_param", "V1LayerParameter.verification_param",
+    "VerificationParameter.m1", "VerificationParameter.m2", "LayerParameter.gaussian_noise_param",
+    "V1LayerParameter.gaussian_noise_param", "GaussianNoiseParameter.std",
+    "TripletLossParameter.alpha", "LayerParameter.binary_label_param",
+    "V1LayerParameter.binary_label_param", "BinaryLabelParameter.negative_target",
+    # Arroosh/optical_flow_prediction's MultiSoftmax(WithLoss) (forks/flownet/flow_prediction_2014)
+    # Structured Sparsity Learning's per-param L1/L2 and block group lasso (caffepy/solvers/
+    # sparsity.py); its other fields are declared in proto/additions.d/census_ssl_fields.json
+    "ParamSpec.regularization_type", "ParamSpec.block_group_lasso", "BlockGroupLassoSpec.xdimen",
+    "BlockGroupLassoSpec.ydimen", "BlockGroupLassoSpec.block_decay_mult",
+    "LayerParameter.mult_softmax_param", "V1LayerParameter.mult_softmax_param",
+    "MultiSoftmaxParameter.max_multiple", "LayerParameter.mult_softmax_loss_param",
+    "V1LayerParameter.mult_softmax_loss_param", "MultiSoftmaxLossParameter.learning_multiple",
+    "V1LayerParameter.resize_param", "ResizeParameter.is_pyramid_test",
+    "ResizeParameter.out_height_scale", "ResizeParameter.out_width_scale",
+    "ResizeParameter.multiple_scale",
+    # 7hil/caffe's Onehot, Phoenix1327/caffe's SemiAccuracy (caffepy/forks/misc/early_2014.py)
+    "LayerParameter.onehot_param", "V1LayerParameter.onehot_param", "OnehotParameter.dim",
+    "OnehotParameter.invert_coding", "LayerParameter.label_transform_param",
+    "V1LayerParameter.label_transform_param", "LabelTransformParameter.label_transform_file",
+    # the R*CNN MIL of liyantett/Joint-Local-and-Global-...'s caffe-fast-rcnn
+    # (caffepy/forks/detection/rstar_cnn.py)
+    "LayerParameter.mil_param",
+    # agethen's ConvLSTM / ConvLSTMReLU as t2mhanh/caffe_convLSTM_WTA carries them
+    # (caffepy/forks/video/conv_lstm.py; the fields CopyConv leaves out are ignored there too)
+    "LayerParameter.lstm_conv_param", "LayerParameter.lstm_debug_param",
+    # the C++ RPN proposal layer of PureCPP_FRCNN and its copies
+    # (caffepy/forks/detection/rpn_cpp.py)
+    "LayerParameter.rpn_param", "RPNParameter.feat_stride", "RPNParameter.basesize",
+    "RPNParameter.scale", "RPNParameter.ratio", "RPNParameter.boxminsize",
+    "RPNParameter.per_nms_topn", "RPNParameter.post_nms_topn", "RPNParameter.nms_thresh",
+    # the "file" filler of daerduoCarey/mycaffe (spatial transformers; caffepy/fillers.py)
+    "FillerParameter.file",
+    # Dynamic Network Surgery's CConvolution / CInnerProduct (caffepy/forks/misc/dns.py)
+    "LayerParameter.cconvolution_param", "LayerParameter.cinner_product_param",
+    "CConvolutionParameter.gamma", "CConvolutionParameter.power", "CConvolutionParameter.c_rate",
+    "CConvolutionParameter.iter_stop", "CConvolutionParameter.weight_mask_filler",
+    "CConvolutionParameter.bias_mask_filler", "CInnerProductParameter.gamma",
+    "CInnerProductParameter.power", "CInnerProductParameter.c_rate",
+    "CInnerProductParameter.iter_stop", "CInnerProductParameter.weight_mask_filler",
+    "CInnerProductParameter.bias_mask_filler",
+    # yulequan/3D-Caffe's PoolingND (caffepy/forks/video/pooling_nd.py)
+    "LayerParameter.pooling_nd_param", "PoolingNDParameter.pool", "PoolingNDParameter.pad",
+    "PoolingNDParameter.kernel_size", "PoolingNDParameter.stride", "PoolingNDParameter.pad_h",
+    "PoolingNDParameter.pad_w", "PoolingNDParameter.kernel_h", "PoolingNDParameter.kernel_w",
+    "PoolingNDParameter.stride_h", "PoolingNDParameter.stride_w", "PoolingNDParameter.engine",
+    "PoolingNDParameter.global_pooling", "PoolingNDParameter.axis",
+    # the gradient-reversal GradientScaler (caffepy/forks/misc/perturb.py)
+    "LayerParameter.gradient_scaler_param",
+] + ["LSTMConvolutionParameter." + f for f in (
+    "num_output", "bias_term", "pad", "kernel_size", "stride", "dilation", "group",
+    "weight_filler", "bias_filler", "type", "axis", "engine", "force_nd_im2col", "pad_h", "pad_w",
+    "kernel_h", "kernel_w", "stride_h", "stride_w")] + ["LSTMDebugParameter." + f for f in (
+    "expose", "disable_hadamard", "axis_hadamard", "num_axes_hadamard", "ignore_x")])

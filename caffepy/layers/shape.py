@@ -9,8 +9,10 @@ from .base import Layer, register_layer
 def _axis(layer, blob, axis):
     n = blob.num_axes
     if not -n <= axis < n:
-        raise layer.error("axis %d out of range for a %d-axis bottom of shape %s"
-                          % (axis, n, blob.shape), ShapeError)
+        e = layer.error("axis %d out of range for a %d-axis bottom of shape %s"
+                        % (axis, n, blob.shape), ShapeError)
+        e.axes_needed = axis + 1 if axis >= 0 else -axis
+        raise e
     return axis + n if axis < 0 else axis
 
 

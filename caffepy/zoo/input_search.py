@@ -27,6 +27,9 @@ The rule:
   the size, 1 and 3, the count of ``transform_param.mean_value`` and the input channels of the first convolution
   of ``weights`` are tried too (at the first candidate size, and after the sizes at the first
   twenty).
+* A file that declares every size but not the channels (an LMDB with a crop_size) is built
+  with the reader's channels, then, when that fails a shape check, with the other counts above
+  (:func:`channel_tops`).
 * With ``weights`` (a .caffemodel) the shapes of its blobs are checks as well: a layer whose
   parameter shapes differ from the weights' (an InnerProduct whose flattened input is another
   size) fails the candidate.
@@ -51,7 +54,8 @@ import time
 
 from ..errors import CaffeError, ShapeError
 from ..proto import caffe_pb2
-from .candidates import (candidates as _candidates, check_weights, shapes_by_top as _shapes_by_top,
+from .candidates import (candidates as _candidates, channel_options as _channel_options,
+                         check_weights, shapes_by_top as _shapes_by_top,
                          weight_shapes as _weight_shapes)
 from .label_shapes import (LABEL_LAYOUTS, LABEL_MAP_SIZES, MAX_LEARN, as_rows, hdf5_rows,
                            image_shapes, label_tops, lay_out_labels, learn, open_tops, slice_shapes)
@@ -97,6 +101,21 @@ def searched_tops(net_param, batch_size=None, fixed=()):
                 if top not in fixed and not any(t in fixed for t in la.top):
                     out[top] = len(sa.dim) > 1 and sa.dim[1] != sb.dim[1]
                 break
+    return out
+
+
+def channel_tops(net_param, batch_size=None, fixed=()):
+    """{blob: True} for the data-layer tops whose channels the file leaves open (an LMDB read
+    with a crop_size and no channel count), less ``fixed``."""
+    from . import is_data_layer, replace_data_layers
+    a, b = (replace_data_layers(net_param, (c, 64, 64), batch_size, guess=False) for c in (3, 5))
+    out = {}
+    for la, lb, lo in zip(a.layer, b.layer, net_param.layer):
+        if not is_data_layer(lo) or la.type != "Input" or any(t in fixed for t in la.top):
+            continue
+        for top, sa, sb in zip(la.top, la.input_param.shape, lb.input_param.shape):
+            if len(sa.dim) > 1 and sa.dim[1] != sb.dim[1]:
+                out[top] = True
     return out
 
 
@@ -149,10 +168,31 @@ def infer_input_shapes(net_param, phase=caffe_pb2.TEST, inputs=None, weights=Non
     searched = searched_tops(net_param, batch_size, set(inputs) | set(fixed))
     opened = open_tops(net_param) - set(inputs) - set(fixed)
     if not searched:
-        param, net = attempt(default_shape[0], default_shape[1], default_shape[2], True)
+        tried, channels = 1, default_shape[0]
+        loose = channel_tops(net_param, batch_size, set(inputs) | set(fixed))
+        alts = [c for c in _channel_options(net_param, loose, shapes) if c != channels] \
+            if loose else []
+        try:
+            param, net = attempt(channels, default_shape[1], default_shape[2], True)
+        except ShapeError:
+            for c in dict.fromkeys(alts):     # the size is declared, the channels are not
+                tried += 1
+                try:
+                    param, net = attempt(c, default_shape[1], default_shape[2], True)
+                except ShapeError:
+                    continue
+                channels = c
+                break
+            else:
+                raise
         found = _shapes_by_top(param)
-        return Inference(param, net, {top: found[top] for top, _ in attempt.learned},
-                         "; ".join(what for _, what in attempt.learned), 1)
+        what = [what for _, what in attempt.learned]
+        kept = {top: found[top] for top, _ in attempt.learned}
+        if channels != default_shape[0]:
+            kept.update((top, found[top]) for top in loose if top in found)
+            what.insert(0, "%d channel%s (the file declares the size, not the channels)"
+                        % (channels, "" if channels == 1 else "s"))
+        return Inference(param, net, kept, "; ".join(what), tried)
     start, first_error = time.time(), None
     cands = _candidates(net_param, searched, default_shape, batch_size, inputs, shapes)
     labels = label_tops(net_param, searched, set(inputs) | set(fixed))

@@ -39,7 +39,12 @@ While caffepy.zoo.input_search builds a candidate, an open top takes the shape i
   input and a static input (N, D); SmoothL1Loss's weights the prediction's shape; a Concat
   gives a bottom the other's shape off the concat axis (a second frame beside the image); a
   Reshape of explicit dims its output shape (a label reshaped to 0 x 1 x 49 x 1); ROIPooling's
-  rois (R, 5).
+  rois (R, 5). The bottom may also be made from the open top through layers that keep its
+  shape (:func:`open_source`: element-wise activations, BatchNorm, Scale, Dropout ...).
+* **Axes** (:func:`learn`, likewise): a layer that reads a bottom along an axis it does not
+  have (``axes_needed`` of the error: a Tile, Concat, Scale or InnerProduct along axis 1 of a
+  label vector) gives the open top that bottom comes from trailing 1s, (N,) -> (N, 1), in each
+  phase's Input with its own batch.
 
 These rules are the search's only: a data layer that is built keeps the shapes Caffe gives its
 tops (``Data``'s label is (N,)).
@@ -242,13 +247,77 @@ def slice_shapes(param, opened):
     return list(dict.fromkeys(done))          # one per top and Slice, however many phases
 
 
+#: Types whose top has the shape of their (first) bottom, besides caffepy's NeuronLayer
+#: subclasses: a shape an open top must have reaches it through them unchanged.
+SAME_SHAPE_TYPES = frozenset(["BatchNorm", "Scale", "Bias", "MVN", "LRN", "Dropout", "Split",
+                              "Normalize", "PReLU", "Softmax"])
+
+
+def _same_shape(lp):
+    """Whether ``lp`` gives its (one) top the shape of its first bottom."""
+    from ..layers.base import NeuronLayer, get_layer_class, has_layer_type
+    if len(lp.top) != 1 or not len(lp.bottom):
+        return False
+    if lp.type in SAME_SHAPE_TYPES:
+        return lp.type not in ("Scale", "Bias") or len(lp.bottom) == 1
+    return has_layer_type(lp.type) and len(lp.bottom) == 1 and \
+        issubclass(get_layer_class(lp.type), NeuronLayer)
+
+
+def open_source(param, blob, opened, before=None):
+    """The open top whose shape ``blob`` has: ``blob`` itself when it is in ``opened``, else the
+    open top it is made from through layers that keep their bottom's shape (element-wise
+    activations, BatchNorm, Scale, Dropout, ...), else None. ``before``: the name of the layer
+    reading ``blob`` (only layers before it can make it)."""
+    layers = list(param.layer)
+    end = next((k for k, lp in enumerate(layers) if lp.name == before), len(layers))
+    seen = set()
+    while blob not in opened:
+        if blob in seen:
+            return None
+        seen.add(blob)
+        makers = [lp for lp in layers[:end] if blob in lp.top and blob not in lp.bottom]
+        if not makers or not all(_same_shape(lp) for lp in makers):
+            return None
+        end = max(k for k, lp in enumerate(layers[:end]) if lp is makers[-1])
+        blob = makers[-1].bottom[0]
+    return blob
+
+
+def _pad_axes(param, error, opened):
+    """For an error whose ``axes_needed`` says a bottom has too few axes for the layer's axis
+    (a label vector (N,) that a Tile, Concat, Scale or InnerProduct reads along axis 1): the
+    first bottom of the layer made from an open top with fewer axes gets trailing 1s
+    ((N,) -> (N, 1)); (top, what was done), else None."""
+    need, name = getattr(error, "axes_needed", None), getattr(error, "layer_name", None)
+    if not need or name is None:
+        return None
+    for lp in param.layer:
+        if lp.name != name:
+            continue
+        for b in lp.bottom:
+            top = open_source(param, b, opened, lp.name)
+            shape = None
+            for sh in _input_shapes(param, top) if top else []:
+                if 0 < len(sh.dim) < need:           # each phase's Input keeps its batch
+                    sh.dim.extend([1] * (need - len(sh.dim)))
+                    shape = list(sh.dim)
+            if shape is not None:
+                via = "" if top == b else " for %s" % b
+                return top, "%s given the shape %s: layer '%s' (%s) reads it along axis %d%s" % (
+                    top, _shape_text(["N"] + shape[1:]), name, lp.type, need - 1, via)
+    return None
+
+
 def learn(param, error, opened):
     """When ``error`` (a ShapeError) lists shapes with which its layer's check passes (``fits``,
-    see the module doc) for a bottom that is in ``opened``, or a top of a Slice of one: give
-    that top the shape in ``param`` (in place) and return (top, what was done), else None."""
+    see the module doc) for a bottom that is in ``opened``, or a top of a Slice of one, or made
+    from one through layers that keep its shape: give that top the shape in ``param`` (in
+    place) and return (top, what was done), else None. When it says a bottom has too few axes
+    (``axes_needed``), the open top it comes from gets trailing 1s."""
     fits, name = getattr(error, "fits", None), getattr(error, "layer_name", None)
     if not fits or name is None:
-        return None
+        return _pad_axes(param, error, opened)
     for lp in param.layer:
         if lp.name != name:
             continue
@@ -261,10 +330,14 @@ def learn(param, error, opened):
             top, via = bottoms[i], ""
             if top not in opened:
                 sliced = _through_slice(param, top, shape, opened)
-                if sliced is None:
+                source = open_source(param, top, opened, name)
+                if sliced is not None:
+                    top, shape, slicer = sliced
+                    via = " for %s (through Slice layer '%s')" % (bottoms[i], slicer)
+                elif source is not None:
+                    top, via = source, " for %s (which has its shape)" % bottoms[i]
+                else:
                     continue
-                top, shape, slicer = sliced
-                via = " for %s (through Slice layer '%s')" % (bottoms[i], slicer)
             if not _give(param, top, shape):
                 continue
             if like is not None and not via:

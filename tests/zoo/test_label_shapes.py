@@ -193,3 +193,76 @@ layer { name: "lr" type: "Reshape" bottom: "label" top: "lr"
     assert "data_p given the shape of data_a (an image: a convolution or pooling reads it)" in \
         inferred[0]
     assert "frame given the shape 1 x 3 x 224 x 224 that layer 'pair' (Concat) needs" in inferred[0]
+
+
+LABELS = """layer { name: "data" type: "Data" top: "data" top: "label" include { phase: TRAIN }
+  data_param { source: "train_lmdb" batch_size: 4 } transform_param { crop_size: 32 } }
+layer { name: "data" type: "Data" top: "data" top: "label" include { phase: TEST }
+  data_param { source: "val_lmdb" batch_size: 2 } transform_param { crop_size: 32 } }
+layer { name: "words" type: "HDF5Data" top: "words" top: "has" include { phase: TRAIN }
+  hdf5_data_param { source: "train.txt" batch_size: 4 } }
+layer { name: "words" type: "HDF5Data" top: "words" top: "has" include { phase: TEST }
+  hdf5_data_param { source: "val.txt" batch_size: 2 } }
+""" + FEATURES + """layer { name: "ip" type: "InnerProduct" bottom: "conv" top: "ip"
+  inner_product_param { num_output: 6 } }
+"""
+
+
+@pytest.mark.parametrize("phase", [caffepy.TRAIN, caffepy.TEST])
+def test_a_label_read_along_axis_1_gets_a_second_axis(tmp_path, phase):
+    """A label vector (N,) that a Tile, a Concat or a Scale reads along axis 1 is (N, 1) (an
+    HDF5 flag tiled over the width of a prediction, coordinates concatenated into a box, a label
+    normalized by BatchNorm and Scale); each phase keeps its batch."""
+    n = 4 if phase == caffepy.TRAIN else 2
+    text = LABELS + """layer { name: "tile" type: "Tile" bottom: "has" top: "tiled"
+  tile_param { axis: 1 tiles: 6 } }
+layer { name: "masked" type: "Eltwise" bottom: "tiled" bottom: "ip" top: "masked"
+  eltwise_param { operation: PROD } }
+layer { name: "bn" type: "BatchNorm" bottom: "label" top: "bn" }
+layer { name: "sc" type: "Scale" bottom: "bn" top: "sc" scale_param { bias_term: true } }
+layer { name: "cat" type: "Concat" bottom: "sc" bottom: "tiled" top: "cat" }
+"""
+    path = tmp_path / "train.prototxt"
+    path.write_text(text)
+    inferred = []
+    rows, _ = summarize(str(path), phase=phase, inferred=inferred, strict=True)
+    shapes = {r.name: r.top_shapes for r in rows}
+    assert shapes["tile"] == [(n, 6)] and shapes["masked"] == [(n, 6)]
+    assert shapes["sc"] == [(n, 1)] and shapes["cat"] == [(n, 7)]
+    assert "has given the shape N x 1: layer 'tile' (Tile) reads it along axis 1" in inferred[0]
+    assert "label given the shape N x 1: layer 'sc' (Scale) reads it along axis 1 for bn" \
+        in inferred[0]
+
+
+def test_a_label_read_by_an_inner_product_gets_a_second_axis(tmp_path):
+    """An HDF5 file's first top named as a label, read by an InnerProduct: (N, 1), and the
+    error a 1-axis blob gives on its own names the layer."""
+    text = """layer { name: "data" type: "HDF5Data" top: "label" top: "cls"
+  hdf5_data_param { source: "train.txt" batch_size: 5 } }
+layer { name: "ip" type: "InnerProduct" bottom: "label" top: "ip" inner_product_param { num_output: 3 } }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "cls" top: "loss" }
+"""
+    shapes, inferred = _summary(tmp_path, text, strict=True)
+    assert shapes["data"] == [(5, 1), (5,)] and shapes["ip"] == [(5, 3)]
+    path = tmp_path / "deploy.prototxt"
+    path.write_text('input: "x" input_shape { dim: 5 }\n' + text.split("\n", 2)[2]
+                    .replace('bottom: "label"', 'bottom: "x"').split("layer { name: \"loss\"")[0])
+    with pytest.raises(CaffeError, match=r"deploy.prototxt:\d+: layer 'ip' \(InnerProduct\): "
+                                         r"axis 1 out of range for a 1-d blob"):
+        summarize(str(path), strict=True)
+
+
+def test_channels_are_tried_when_only_the_size_is_declared(tmp_path):
+    """An LMDB cropped to 30 x 30 whose flattened images an Eltwise adds to 900 values of noise:
+    the channels the file does not declare are 1, not the default 3."""
+    text = """layer { name: "data" type: "Data" top: "data" top: "dummy"
+  data_param { source: "train_lmdb" batch_size: 10 } transform_param { crop_size: 30 } }
+layer { name: "flat" type: "Flatten" bottom: "data" top: "flat" }
+layer { name: "noise" type: "DummyData" top: "noise" dummy_data_param { shape { dim: 10 dim: 900 } } }
+layer { name: "noisy" type: "Eltwise" bottom: "noise" bottom: "flat" top: "noisy" }
+"""
+    shapes, inferred = _summary(tmp_path, text, strict=True)
+    assert shapes["data"][0] == (10, 1, 30, 30) and shapes["noisy"] == [(10, 900)]
+    assert "1 channel (the file declares the size, not the channels)" in inferred[0]
+    with pytest.raises(CaffeError, match="'noisy' \\(Eltwise\\)"):
+        _summary(tmp_path, text.replace("dim: 900", "dim: 901"), strict=True)

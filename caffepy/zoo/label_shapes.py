@@ -264,24 +264,28 @@ def _same_shape(lp):
         issubclass(get_layer_class(lp.type), NeuronLayer)
 
 
-def open_source(param, blob, opened, before=None):
+def open_source(param, blob, opened, before=None, embed=False):
     """The open top whose shape ``blob`` has: ``blob`` itself when it is in ``opened``, else the
     open top it is made from through layers that keep their bottom's shape (element-wise
     activations, BatchNorm, Scale, Dropout, ...), else None. ``before``: the name of the layer
-    reading ``blob`` (only layers before it can make it)."""
+    reading ``blob`` (only layers before it can make it). ``embed``: Embed layers (which add an
+    axis) are passed too, and (open top, the number of them passed) is returned."""
     layers = list(param.layer)
     end = next((k for k, lp in enumerate(layers) if lp.name == before), len(layers))
-    seen = set()
+    seen, added = set(), 0
     while blob not in opened:
         if blob in seen:
-            return None
+            return (None, 0) if embed else None
         seen.add(blob)
         makers = [lp for lp in layers[:end] if blob in lp.top and blob not in lp.bottom]
-        if not makers or not all(_same_shape(lp) for lp in makers):
-            return None
+        embeds = embed and makers and all(lp.type == "Embed" and len(lp.bottom) == 1
+                                          for lp in makers)
+        if not makers or not (embeds or all(_same_shape(lp) for lp in makers)):
+            return (None, 0) if embed else None
+        added += 1 if embeds else 0
         end = max(k for k, lp in enumerate(layers[:end]) if lp is makers[-1])
         blob = makers[-1].bottom[0]
-    return blob
+    return (blob, added) if embed else blob
 
 
 def _pad_axes(param, error, opened):
@@ -296,16 +300,17 @@ def _pad_axes(param, error, opened):
         if lp.name != name:
             continue
         for b in lp.bottom:
-            top = open_source(param, b, opened, lp.name)
+            top, added = open_source(param, b, opened, lp.name, embed=True)
             shape = None
             for sh in _input_shapes(param, top) if top else []:
-                if 0 < len(sh.dim) < need:           # each phase's Input keeps its batch
-                    sh.dim.extend([1] * (need - len(sh.dim)))
+                if 0 < len(sh.dim) < need - added:     # each phase's Input keeps its batch
+                    sh.dim.extend([1] * (need - added - len(sh.dim)))
                     shape = list(sh.dim)
             if shape is not None:
                 via = "" if top == b else " for %s" % b
                 return top, "%s given the shape %s: layer '%s' (%s) reads it along axis %d%s" % (
-                    top, _shape_text(["N"] + shape[1:]), name, lp.type, need - 1, via)
+                    top, _shape_text(["N"] + shape[1:]), name, lp.type, need - 1, via + (
+                        " (through an Embed)" if added else ""))
     return None
 
 
@@ -330,12 +335,14 @@ def learn(param, error, opened):
             top, via = bottoms[i], ""
             if top not in opened:
                 sliced = _through_slice(param, top, shape, opened)
-                source = open_source(param, top, opened, name)
+                source, added = open_source(param, top, opened, name, embed=True)
                 if sliced is not None:
                     top, shape, slicer = sliced
                     via = " for %s (through Slice layer '%s')" % (bottoms[i], slicer)
-                elif source is not None:
-                    top, via = source, " for %s (which has its shape)" % bottoms[i]
+                elif source is not None and len(shape) > added:
+                    top, shape = source, shape[:len(shape) - added]
+                    via = " for %s (%s)" % (bottoms[i], "through an Embed" if added
+                                            else "which has its shape")
                 else:
                     continue
             if not _give(param, top, shape):

@@ -266,3 +266,46 @@ layer { name: "noisy" type: "Eltwise" bottom: "noise" bottom: "flat" top: "noisy
     assert "1 channel (the file declares the size, not the channels)" in inferred[0]
     with pytest.raises(CaffeError, match="'noisy' \\(Eltwise\\)"):
         _summary(tmp_path, text.replace("dim: 900", "dim: 901"), strict=True)
+
+
+CAPTIONS = """layer { name: "data" type: "ImageData" top: "data" top: "label"
+  include { phase: TRAIN stage: "captions" }
+  image_data_param { source: "images.txt" batch_size: 6 new_height: 32 new_width: 32 } }
+layer { name: "words" type: "HDF5Data" top: "cont" top: "input_words" top: "target"
+  include { phase: TRAIN stage: "captions" } hdf5_data_param { source: "words.txt" batch_size: 5 } }
+layer { name: "conv" type: "Convolution" bottom: "data" top: "conv"
+  convolution_param { num_output: 4 kernel_size: 3 stride: 2 } }
+layer { name: "feat" type: "InnerProduct" bottom: "conv" top: "feat" inner_product_param { num_output: 8 } }
+layer { name: "embed" type: "Embed" bottom: "input_words" top: "embedded"
+  embed_param { input_dim: 50 num_output: 16 } }
+layer { name: "lstm" type: "LSTM" bottom: "embedded" bottom: "cont" bottom: "feat" top: "lstm"
+  recurrent_param { num_output: 12 } }
+layer { name: "predict" type: "InnerProduct" bottom: "lstm" top: "predict"
+  inner_product_param { num_output: 50 axis: 2 } }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "predict" bottom: "target" top: "loss"
+  loss_param { ignore_label: -1 } softmax_param { axis: 2 } }
+"""
+
+
+def test_sentences_read_through_an_embed_by_an_lstm_with_a_static_input(tmp_path):
+    """LRCN's captioning net: word indices (T, N) from an HDF5 file, embedded and read by an LSTM
+    whose static input is the image features of a batch of 6: the words, the sequence markers
+    and the targets are 5 steps of 6 streams; its data layers are all given to a stage, so the
+    net is shown with that stage."""
+    path = tmp_path / "lrcn.prototxt"
+    path.write_text(CAPTIONS)
+    inferred, notes = [], []
+    rows, _ = summarize(str(path), inferred=inferred, notes=notes, strict=True)
+    shapes = {r.name: r.top_shapes for r in rows}
+    assert shapes["words"] == [(5, 6), (5, 6), (5, 6)]
+    assert shapes["lstm"] == [(5, 6, 12)] and shapes["loss"] == [()]
+    assert "input_words given the shape 5 x 6 that layer 'lstm' (LSTM) needs for embedded " \
+           "(through an Embed)" in inferred[0]
+    assert any("showing phase TRAIN with stage captions" in n for n in notes)
+
+
+def test_no_stage_is_chosen_when_none_makes_the_net_whole(tmp_path):
+    path = tmp_path / "lrcn.prototxt"
+    path.write_text(CAPTIONS.replace('bottom: "feat" top: "lstm"', 'bottom: "fc9" top: "lstm"'))
+    with pytest.raises(CaffeError, match="unknown bottom blob 'data'"):
+        summarize(str(path), strict=True)

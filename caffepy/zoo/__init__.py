@@ -22,7 +22,8 @@ would produce:
   the InnerProduct / Convolution its first bottom comes from), caffe-yolo's BoxData
   labels ``(N, 7 side^2)`` (``data_param.side``, default 7); a top that a
   ``DetectNetTransformation`` reads as its labels ``(N, 1, 2, 16)`` (DIGITS' header row and one
-  box).
+  box), PG-CNN's MultiLabelImageData labels ``(N, label_num)`` (its image sized like ImageData's,
+  from ``multi_label_image_data_param``).
 
 Sizes a file does not declare are searched by :func:`caffepy.zoo.input_search.infer_input_shapes`
 (what ``caffepy summary`` uses): the first candidate size with which every shape check passes.
@@ -213,7 +214,8 @@ def _batch(lp, batch_size):
     if batch_size is not None:
         return int(batch_size)
     for p in ("data_param", "image_data_param", "hdf5_data_param", "window_data_param",
-              "memory_data_param", "video_data_param", "dense_image_data_param"):
+              "memory_data_param", "video_data_param", "dense_image_data_param",
+              "multi_label_image_data_param"):
         sub = _field(lp, p)
         if sub is not None and getattr(sub, "batch_size", 0):
             return int(sub.batch_size)
@@ -231,12 +233,14 @@ def _image_shape(lp, default_shape, guess=True):
         c, h, w = (2 if "siamese" in source or "pair" in source else 1), 28, 28
     elif guess and "cifar" in source:
         c, h, w = 3, 32, 32
+    for name in ("image_data_param", "multi_label_image_data_param"):   # the latter: PG-CNN
+        idp = _field(lp, name)
+        if idp is not None:
+            if not idp.is_color:
+                c = 1
+            if idp.new_height and idp.new_width:
+                h, w = idp.new_height, idp.new_width
     idp = _field(lp, "image_data_param")
-    if idp is not None:
-        if not idp.is_color:
-            c = 1
-        if idp.new_height and idp.new_width:
-            h, w = idp.new_height, idp.new_width
     mdp = _field(lp, "memory_data_param")
     if mdp is not None:
         c, h, w = mdp.channels or c, mdp.height or h, mdp.width or w
@@ -369,6 +373,8 @@ def _top_shapes(lp, default_shape, batch_size, guess=True):
             shapes.append((n, 1, 300, 5))       # MobileNet-YOLO: 300 [class, x, y, w, h] rows
         elif lp.type == "AnnotatedData":
             shapes.append((1, 1, 1, 8))
+        elif lp.type == "MultiLabelImageData" and i == 1:    # PG-CNN: label_num per image
+            shapes.append((n, int(lp.multi_label_image_data_param.label_num)))
         elif lp.type == "BoxData":             # caffe-yolo: 7 side^2 label values per side
             sides = list(lp.data_param.side) or [7]
             side = sides[min(i - 1, len(sides) - 1)]

@@ -309,3 +309,23 @@ def test_no_stage_is_chosen_when_none_makes_the_net_whole(tmp_path):
     path.write_text(CAPTIONS.replace('bottom: "feat" top: "lstm"', 'bottom: "fc9" top: "lstm"'))
     with pytest.raises(CaffeError, match="unknown bottom blob 'data'"):
         summarize(str(path), strict=True)
+
+
+def test_pg_cnn_multi_label_reader(tmp_path):
+    """mysee1989/PG-CNN's MultiLabelImageData: the image sized by new_height / new_width (or the
+    crop), the label batch_size x label_num (an expression class and 24 landmarks (x, y))."""
+    text = """layer { name: "data" type: "MultiLabelImageData" top: "data" top: "label"
+  transform_param { crop_size: 96 }
+  multi_label_image_data_param { source: "train.txt" batch_size: 3 new_height: 100 new_width: 100
+    is_color: false label_num: 49 } }
+layer { name: "cut" type: "Slice" bottom: "label" top: "cls" top: "points"
+  slice_param { axis: 1 slice_point: 1 } }
+layer { name: "conv" type: "Convolution" bottom: "data" top: "conv"
+  convolution_param { num_output: 4 kernel_size: 3 stride: 2 } }
+"""
+    shapes, _ = _summary(tmp_path, text, strict=True)
+    assert shapes["data"] == [(3, 1, 96, 96), (3, 49)]
+    assert shapes["cut"] == [(3, 1), (3, 48)]
+    shapes, _ = _summary(tmp_path, text.replace("transform_param { crop_size: 96 }", ""),
+                         strict=True)
+    assert shapes["data"] == [(3, 1, 100, 100), (3, 49)]

@@ -6,7 +6,8 @@ VideoData, the fork image/segmentation readers, and Python layers without bottom
 ``Input`` layer with the same name, tops and include/exclude rules, and the shape the original
 would produce:
 
-* batch: ``batch_size`` argument if given, else the layer's own batch_size (1 when it has none);
+* batch: ``batch_size`` argument if given, else the layer's own batch_size (a Python layer's
+  ``batch_size`` in its ``param_str``; 1 when it has none);
 * image top (the first, unless its name says label, does not end with data / image / img
   (``labeled_data`` is an image) and the reader is not ImageData / LabelData): channels from
   ``is_color`` (3 / 1), else 3
@@ -219,6 +220,10 @@ def _batch(lp, batch_size):
         sub = _field(lp, p)
         if sub is not None and getattr(sub, "batch_size", 0):
             return int(sub.batch_size)
+    if lp.type == "Python":         # a Python reader's own batch size, from its param_str
+        m = re.search(r"""['"]?\bbatch_size['"]?\s*[:=]\s*(\d+)""", lp.python_param.param_str)
+        if m and int(m.group(1)) > 0:
+            return int(m.group(1))
     return 1
 
 

@@ -329,3 +329,18 @@ layer { name: "conv" type: "Convolution" bottom: "data" top: "conv"
     shapes, _ = _summary(tmp_path, text.replace("transform_param { crop_size: 96 }", ""),
                          strict=True)
     assert shapes["data"] == [(3, 1, 100, 100), (3, 49)]
+
+
+def test_a_replaced_python_reader_keeps_the_batch_size_of_its_param_str(tmp_path):
+    """Two images of a pair concatenated on axis 0 and their features cut back at the batch size
+    (slice_point 10): the replaced Python reader has the batch its param_str gives."""
+    text = """layer { name: "data" type: "Python" top: "a" top: "b" top: "sim"
+  python_param { module: "absent_reader" layer: "PairLayer" param_str: "{'batch_size': 10}" } }
+layer { name: "pair" type: "Concat" bottom: "a" bottom: "b" top: "ab" concat_param { axis: 0 } }
+layer { name: "ip" type: "InnerProduct" bottom: "ab" top: "ip" inner_product_param { num_output: 4 } }
+layer { name: "cut" type: "Slice" bottom: "ip" top: "fa" top: "fb" slice_param { axis: 0 slice_point: 10 } }
+layer { name: "loss" type: "ContrastiveLoss" bottom: "fa" bottom: "fb" bottom: "sim" top: "loss" }
+"""
+    shapes, _ = _summary(tmp_path, text, strict=True)
+    assert shapes["data"] == [(10, 3, 224, 224), (10, 3, 224, 224), (10,)]
+    assert shapes["cut"] == [(10, 4), (10, 4)] and shapes["loss"] == [()]

@@ -19,6 +19,8 @@ The rule:
   other phase's data layer, then height / width pairs of any layer: Interp, Upsample, Resize
   targets, then the H x W of Input / DummyData / net-level input shapes and 4-d Reshape dims);
   the default (224); the usual sizes of the field (:data:`caffepy.zoo.candidates.USUAL`);
+  the H x W a candidate's failed check asks for (:func:`asked_sizes`: a loss comparing the
+  input with what the net makes of it), tried next;
   stride-friendly squares (multiples of 32, then 16, then 8, from 16 to 1024); when the product
   of the strides along the net's most strided path is over 32 (a YOLO passthrough's Reorg after
   five stride-2 stages, a deep PVANet), the usual sizes and squares divisible by it come first,
@@ -207,8 +209,11 @@ def infer_input_shapes(net_param, phase=caffe_pb2.TEST, inputs=None, weights=Non
     if rows:                # an HDF5 file's rows of values instead of images, second
         c, h, w, guess, where, _ = cands[0]
         cands[1:1] = [(c, h, w, guess, where + ", rows of values (N x C)", ROWS)]
-    tried, fallback = 0, None
-    for c, h, w, guess, where, layout in cands[:max_candidates]:
+    tried, fallback, k = 0, None, 0
+    cands = cands[:max_candidates]
+    while k < len(cands):
+        c, h, w, guess, where, layout = cands[k]
+        k += 1
         if tried and time.time() - start > max_seconds:
             break
         tried += 1
@@ -222,6 +227,7 @@ def infer_input_shapes(net_param, phase=caffe_pb2.TEST, inputs=None, weights=Non
             if fallback is None and isinstance(e, CaffeError) and not isinstance(e, ShapeError):
                 name = terminal_layer(net_param, getattr(e, "layer_name", None))
                 fallback = (name, "at %d x %d: %s" % (h, w, e)) if name else None
+            cands[k:k] = asked_sizes(e, (c, h, w, layout), cands)
             continue
         found = _shapes_by_top(param)
         source = where if guess else "%d x %d: %s" % (h, w, where)
@@ -238,6 +244,27 @@ def infer_input_shapes(net_param, phase=caffe_pb2.TEST, inputs=None, weights=Non
                           " ".join("--input %s=N,C,H,W" % b for b in searched)))
     error.terminal_fallback = fallback
     raise error
+
+
+def asked_sizes(error, like, cands):
+    """Candidates for the sizes a failed check asks for, that no candidate in ``cands`` has yet:
+    when one of the two bottoms the check compares (``fits`` of the ShapeError, 4 or more axes)
+    has the failed candidate's H x W, the other's H x W (an autoencoder's EuclideanLoss wants
+    its input the size its deconvolutions make, 82 x 82). ``like``: (channels, h, w, layout) of
+    the failed candidate."""
+    c, h, w, layout = like
+    fits = [f for f in getattr(error, "fits", None) or () if len(f[1]) >= 4]
+    if not any(tuple(shape[-2:]) == (h, w) for _, shape, _ in fits):
+        return []
+    have = {(cand[1], cand[2]) for cand in cands}
+    out = []
+    for _, shape, _ in fits:
+        if min(shape[-2:]) >= 8 and tuple(shape[-2:]) not in have:
+            have.add(tuple(shape[-2:]))
+            out.append((c, int(shape[-2]), int(shape[-1]), False,
+                        "the size layer '%s' asks for" % getattr(error, "layer_name", "?"),
+                        layout))
+    return out
 
 
 def terminal_layer(net_param, name):

@@ -15,7 +15,8 @@ While caffepy.zoo.input_search builds a candidate, an open top takes the shape i
   slice point reaches or passes, that size is widened to K. K is the last slice point plus the
   width of the other slices when there are several, all equally wide (3, 6, 9: 12, four frames
   of 3 channels; 1, 2: 3), else plus 1 (4: 5; 10, 11, 12: 13); without slice points the number
-  of tops (each 1 wide).
+  of tops (each 1 wide), also on an axis of the top whose size the tops do not divide (an image
+  of five RGB frames cut into 15 channels).
 * **Images** (:func:`image_shapes`, before each build): a top after the first that a
   convolution, pooling or LRN reads has the shape of its reader's first top (a triplet reader's
   ``data_p`` and ``data_n`` beside ``data_a``).
@@ -155,6 +156,9 @@ def sliced_shape(shape, lp):
     if n and 0 < at < n and points and points[-1] >= shape[at]:
         shape[at] = width
         return shape
+    if n and 0 < at < n and not points and shape[at] % len(lp.top):
+        shape[at] = width                     # equal parts, one per top: each 1 wide
+        return shape
     return None
 
 
@@ -243,7 +247,7 @@ def slice_shapes(param, opened):
                 del sh.dim[:]
                 sh.dim.extend(new)
                 done.append((top, "%s given the shape %s that Slice layer '%s' needs"
-                             % (top, _shape_text(new), lp.name)))
+                             % (top, _shape_text(["N"] + new[1:]), lp.name)))
     return list(dict.fromkeys(done))          # one per top and Slice, however many phases
 
 

@@ -45,7 +45,7 @@ def test_a_label_sliced_on_axis_1_gets_the_width_of_its_slices(tmp_path, strict)
     assert shapes["data"][1] == (8, 10)
     assert shapes["slicer"] == [(8, 3), (8, 3), (8, 3), (8, 1)]
     assert shapes["loss"] == [()] and shapes["loss4"] == [()]
-    assert "label given the shape 8 x 12 that Slice layer 'slicer' needs" in inferred[0]
+    assert "label given the shape N x 12 that Slice layer 'slicer' needs" in inferred[0]
     assert ("label given the shape 8 x 10 that layer 'loss4' (SoftmaxWithLoss) needs for l4 "
             "(through Slice layer 'slicer')") in inferred[0]
 

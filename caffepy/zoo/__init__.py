@@ -24,7 +24,8 @@ would produce:
   labels ``(N, 7 side^2)`` (``data_param.side``, default 7); a top that a
   ``DetectNetTransformation`` reads as its labels ``(N, 1, 2, 16)`` (DIGITS' header row and one
   box), PG-CNN's MultiLabelImageData labels ``(N, label_num)`` (its image sized like ImageData's,
-  from ``multi_label_image_data_param``).
+  from ``multi_label_image_data_param``); a MemoryData with ``dim`` (the OpenCL branch's N-d
+  form) that whole shape, its label (N, 1, ..., 1).
 
 Sizes a file does not declare are searched by :func:`caffepy.zoo.input_search.infer_input_shapes`
 (what ``caffepy summary`` uses): the first candidate size with which every shape check passes.
@@ -108,6 +109,8 @@ def replace_data_layers(net_param, default_shape=(3, 224, 224), batch_size=None,
             shapes = _custom_data_shapes(lp, _batch(lp, batch_size), _flow_size(net_param))
         elif lp.type == "CPMData":
             shapes = _cpm_shapes(lp, _batch(lp, batch_size))
+        elif lp.type == "MemoryData" and len(lp.memory_data_param.dim):
+            shapes = _memory_nd_shapes(lp, batch_size)
         else:
             shapes = _top_shapes(lp, default_shape, batch_size, guess)
         for top, shape in zip(lp.top, shapes):
@@ -124,6 +127,16 @@ def replace_data_layers(net_param, default_shape=(3, 224, 224), batch_size=None,
                          else _yolo_seg_label_shape(lp, shapes[0], 1))  # a 1-channel lane map
             new.input_param.shape.add().dim.extend(shape)
     return out
+
+
+def _memory_nd_shapes(lp, batch_size):
+    """MemoryData of the OpenCL branch (naibaf7's; gunpowder's nets): ``memory_data_param.dim``
+    is the whole data shape (batch first); the label, when there is a second top, is
+    (batch, 1, ..., 1) with as many axes."""
+    dims = [int(d) for d in lp.memory_data_param.dim]
+    if batch_size is not None:
+        dims[0] = int(batch_size)
+    return [tuple(dims), (dims[0],) + (1,) * (len(dims) - 1)][:len(lp.top)]
 
 
 def _cpm_shapes(lp, n):

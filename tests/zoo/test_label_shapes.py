@@ -344,3 +344,21 @@ layer { name: "loss" type: "ContrastiveLoss" bottom: "fa" bottom: "fb" bottom: "
     shapes, _ = _summary(tmp_path, text, strict=True)
     assert shapes["data"] == [(10, 3, 224, 224), (10, 3, 224, 224), (10,)]
     assert shapes["cut"] == [(10, 4), (10, 4)] and shapes["loss"] == [()]
+
+
+def test_nd_memory_data_in_summary(tmp_path):
+    """A 3-D U-Net of the OpenCL branch: MemoryData with ``dim`` is that shape, its label
+    (N, 1, 1, 1, 1); N-d pooling and MergeCrop build on it."""
+    text = """layer { name: "data" type: "MemoryData" top: "data" top: "label"
+  memory_data_param { dim: 1 dim: 1 dim: 12 dim: 12 dim: 12 } }
+layer { name: "conv" type: "Convolution" bottom: "data" top: "conv"
+  convolution_param { num_output: 2 kernel_size: 3 } }
+layer { name: "pool" type: "Pooling" bottom: "conv" top: "pool"
+  pooling_param { pool: MAX kernel_size: 2 kernel_size: 2 kernel_size: 2 stride: 2 stride: 2 stride: 2 } }
+layer { name: "up" type: "Deconvolution" bottom: "pool" top: "up"
+  convolution_param { num_output: 2 kernel_size: 2 stride: 2 } }
+layer { name: "merge" type: "MergeCrop" bottom: "up" bottom: "conv" top: "merge" }
+"""
+    shapes, _ = _summary(tmp_path, text, strict=True)
+    assert shapes["data"] == [(1, 1, 12, 12, 12), (1, 1, 1, 1, 1)]
+    assert shapes["merge"] == [(1, 4, 10, 10, 10)]

@@ -9,7 +9,8 @@ BinaryAccuracy, RedAccuracy, RedSoftmaxWithLoss, DropoutChannel), ``deconvnet_da
 objectness), ``dice`` (jolibrain's DiceCoefLoss), ``lip`` (Look into Person's ParseOutput and
 ParseEvaluate; PcaGetCoord), ``picanet`` (nian-liu/PiCANet's saliency layers: AttPooling, its
 earlier name PwAttend, ReNetLSTM), ``fh_segments`` (StevenHickson's Segmentation: Felzenszwalb-
-Huttenlocher segments as ROI boxes). PSPNet / DeepLab's Interp is in :mod:`caffepy.forks.misc.vision`.
+Huttenlocher segments as ROI boxes), ``mergecrop`` (the OpenCL branch's MergeCrop and N-d
+MemoryData of 3-D U-Nets). PSPNet / DeepLab's Interp is in :mod:`caffepy.forks.misc.vision`.
 Built-in Python layer: ENet's ``spatial_dropout.SpatialDropoutLayer``.
 Schema: proto/additions.json (PSPNet, DeepLab), proto/additions.d/segnet_c3d_face_flownet.json,
 crfasrnn_tsn_pose.json, surveyed_forks.json, census_forks.json (PiCANet's pw_attend_param, StevenHickson's seg_param).

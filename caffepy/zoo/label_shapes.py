@@ -41,7 +41,9 @@ While caffepy.zoo.input_search builds a candidate, an open top takes the shape i
   gives a bottom the other's shape off the concat axis (a second frame beside the image); a
   Reshape of explicit dims its output shape (a label reshaped to 0 x 1 x 49 x 1); ROIPooling's
   rois (R, 5). The bottom may also be made from the open top through layers that keep its
-  shape (:func:`open_source`: element-wise activations, BatchNorm, Scale, Dropout ...).
+  shape (:func:`open_source`: element-wise activations, BatchNorm, Scale, Dropout ...), through
+  an Embed (the fitted shape less its last axis), or be its Flatten (:func:`_through_flatten`:
+  a fitted (N, K) keeps the top's H x W when they divide K, else puts K in its channels).
 * **Axes** (:func:`learn`, likewise): a layer that reads a bottom along an axis it does not
   have (``axes_needed`` of the error: a Tile, Concat, Scale or InnerProduct along axis 1 of a
   label vector) gives the open top that bottom comes from trailing 1s, (N,) -> (N, 1), in each
@@ -50,6 +52,8 @@ While caffepy.zoo.input_search builds a candidate, an open top takes the shape i
 These rules are the search's only: a data layer that is built keeps the shapes Caffe gives its
 tops (``Data``'s label is (N,)).
 """
+import numpy as np
+
 from . import is_data_layer, replace_data_layers
 
 MAX_LEARN = 8
@@ -292,6 +296,30 @@ def open_source(param, blob, opened, before=None, embed=False):
     return (blob, added) if embed else blob
 
 
+def _through_flatten(param, blob, shape, opened, before):
+    """(open top, shape) when ``blob`` is the Flatten (from axis 1) of an open top and must be
+    (N, K): the open top keeps its size and takes K / (H W) channels when that divides, else
+    holds the K values in its channels, (N, K, 1, 1) (an LMDB of feature vectors read by an
+    autoencoder); else None."""
+    if len(shape) != 2:
+        return None
+    layers = list(param.layer)
+    end = next((k for k, lp in enumerate(layers) if lp.name == before), len(layers))
+    makers = [lp for lp in layers[:end] if blob in lp.top and lp.type == "Flatten"
+              and len(lp.bottom) == 1 and lp.flatten_param.axis == 1
+              and lp.flatten_param.end_axis == -1]
+    if not makers:
+        return None
+    top = open_source(param, makers[-1].bottom[0], opened, makers[-1].name)
+    now = [list(sh.dim) for sh in _input_shapes(param, top)][:1] if top else []
+    if not now or len(now[0]) < 2:
+        return None
+    rest = int(np.prod(now[0][2:])) if len(now[0]) > 2 else 1
+    if shape[1] % rest == 0:                  # its size kept, the channels make up K
+        return top, [shape[0], shape[1] // rest] + now[0][2:]
+    return top, [shape[0], shape[1]] + [1] * (len(now[0]) - 2)
+
+
 def _pad_axes(param, error, opened):
     """For an error whose ``axes_needed`` says a bottom has too few axes for the layer's axis
     (a label vector (N,) that a Tile, Concat, Scale or InnerProduct reads along axis 1): the
@@ -347,6 +375,9 @@ def learn(param, error, opened):
                     top, shape = source, shape[:len(shape) - added]
                     via = " for %s (%s)" % (bottoms[i], "through an Embed" if added
                                             else "which has its shape")
+                elif _through_flatten(param, top, shape, opened, name) is not None:
+                    top, shape = _through_flatten(param, top, shape, opened, name)
+                    via = " for %s (through a Flatten: the values in the channels)" % bottoms[i]
                 else:
                     continue
             if not _give(param, top, shape):

@@ -253,11 +253,12 @@ layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "cls" top: "lo
 
 
 def test_channels_are_tried_when_only_the_size_is_declared(tmp_path):
-    """An LMDB cropped to 30 x 30 whose flattened images an Eltwise adds to 900 values of noise:
-    the channels the file does not declare are 1, not the default 3."""
+    """An LMDB cropped to 30 x 30 whose images, reshaped to rows, an Eltwise adds to 900 values
+    of noise: the channels the file does not declare are 1, not the default 3."""
     text = """layer { name: "data" type: "Data" top: "data" top: "dummy"
   data_param { source: "train_lmdb" batch_size: 10 } transform_param { crop_size: 30 } }
-layer { name: "flat" type: "Flatten" bottom: "data" top: "flat" }
+layer { name: "flat" type: "Reshape" bottom: "data" top: "flat"
+  reshape_param { shape { dim: 0 dim: -1 } } }
 layer { name: "noise" type: "DummyData" top: "noise" dummy_data_param { shape { dim: 10 dim: 900 } } }
 layer { name: "noisy" type: "Eltwise" bottom: "noise" bottom: "flat" top: "noisy" }
 """
@@ -362,3 +363,18 @@ layer { name: "merge" type: "MergeCrop" bottom: "up" bottom: "conv" top: "merge"
     shapes, _ = _summary(tmp_path, text, strict=True)
     assert shapes["data"] == [(1, 1, 12, 12, 12), (1, 1, 1, 1, 1)]
     assert shapes["merge"] == [(1, 4, 10, 10, 10)]
+
+
+def test_feature_vectors_flattened_for_a_loss_sit_in_the_channels(tmp_path):
+    """An autoencoder over an LMDB of 5-value feature vectors: the loss compares the decoder's 5
+    outputs with the Flatten of the data, so the data is N x 5 x 1 x 1."""
+    text = """layer { name: "data" type: "Data" top: "data"
+  data_param { source: "features_lmdb" batch_size: 8 } }
+layer { name: "flat" type: "Flatten" bottom: "data" top: "flat" }
+layer { name: "enc" type: "InnerProduct" bottom: "data" top: "enc" inner_product_param { num_output: 3 } }
+layer { name: "dec" type: "InnerProduct" bottom: "enc" top: "dec" inner_product_param { num_output: 5 } }
+layer { name: "loss" type: "SigmoidCrossEntropyLoss" bottom: "dec" bottom: "flat" top: "loss" }
+"""
+    shapes, inferred = _summary(tmp_path, text, strict=True)
+    assert shapes["data"] == [(8, 5, 1, 1)] and shapes["flat"] == [(8, 5)]
+    assert "for flat (through a Flatten: the values in the channels)" in inferred[0]

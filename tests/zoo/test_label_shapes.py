@@ -378,3 +378,12 @@ layer { name: "loss" type: "SigmoidCrossEntropyLoss" bottom: "dec" bottom: "flat
     shapes, inferred = _summary(tmp_path, text, strict=True)
     assert shapes["data"] == [(8, 5, 1, 1)] and shapes["flat"] == [(8, 5)]
     assert "for flat (through a Flatten: the values in the channels)" in inferred[0]
+
+
+def test_smooth_l1_ohem_targets_take_the_prediction_shape(tmp_path):
+    text = HDF5.replace('top: "label"', 'top: "targets"') + FEATURES + """layer { name: "pred"
+  type: "InnerProduct" bottom: "conv" top: "pred" inner_product_param { num_output: 8 } }
+layer { name: "loss" type: "SmoothL1LossOHEM" bottom: "pred" bottom: "targets" top: "loss" }
+"""
+    shapes, inferred = _summary(tmp_path, text, strict=True)
+    assert shapes["data"][1] == (8, 8) and shapes["loss"] == [()]

@@ -24,7 +24,8 @@ would produce:
   labels ``(N, 7 side^2)`` (``data_param.side``, default 7); a top that a
   ``DetectNetTransformation`` reads as its labels ``(N, 1, 2, 16)`` (DIGITS' header row and one
   box), PG-CNN's MultiLabelImageData labels ``(N, label_num)`` (its image sized like ImageData's,
-  from ``multi_label_image_data_param``); a MemoryData with ``dim`` (the OpenCL branch's N-d
+  from ``multi_label_image_data_param``); RMPE's DataHeatmap images (N, 3, outsize, outsize) and
+  heat maps (N, J, label_height, label_width) (J from ``labelinds``, else learned); a MemoryData with ``dim`` (the OpenCL branch's N-d
   form) that whole shape, its label (N, 1, ..., 1).
 
 Sizes a file does not declare are searched by :func:`caffepy.zoo.input_search.infer_input_shapes`
@@ -48,6 +49,7 @@ DATA_LAYER_TYPES = frozenset([
     "ImageSegData", "ImageLabelmapData", "DenseImageData", "MultiLabelData", "BoxData",
     "CustomData", "VolumeData", "VideoSegmentationData", "VideoWithVoxelTruthData",
     "WindowSegData", "ImageGtData", "DetectionData", "EvalData", "SegData", "LaneData", "CPMData",
+    "DataHeatmap",
 ])
 # Readers whose first top is an image whatever its name (a top "label" of theirs is a label image:
 # StevenHickson's SemanticLabelingDemo reads its label maps with ImageData and LabelData).
@@ -109,6 +111,8 @@ def replace_data_layers(net_param, default_shape=(3, 224, 224), batch_size=None,
             shapes = _custom_data_shapes(lp, _batch(lp, batch_size), _flow_size(net_param))
         elif lp.type == "CPMData":
             shapes = _cpm_shapes(lp, _batch(lp, batch_size))
+        elif lp.type == "DataHeatmap":
+            shapes = _heatmap_shapes(lp, batch_size)
         elif lp.type == "MemoryData" and len(lp.memory_data_param.dim):
             shapes = _memory_nd_shapes(lp, batch_size)
         else:
@@ -127,6 +131,18 @@ def replace_data_layers(net_param, default_shape=(3, 224, 224), batch_size=None,
                          else _yolo_seg_label_shape(lp, shapes[0], 1))  # a 1-channel lane map
             new.input_param.shape.add().dim.extend(shape)
     return out
+
+
+def _heatmap_shapes(lp, batch_size):
+    """RMPE's DataHeatmap: images batchsize x 3 x outsize x outsize, heat maps batchsize x J x
+    label_height x label_width; J (half the coordinates of a list line) from ``labelinds`` when
+    it picks them, else 1 (the search gives the maps the shape the loss needs)."""
+    p = lp.heatmap_data_param
+    n = int(batch_size) if batch_size is not None else max(int(p.batchsize), 1)
+    inds = [s for s in p.labelinds.split(",") if s.strip()]
+    joints = max(len(inds) // 2, 1)
+    size = int(p.outsize)
+    return [(n, 3, size, size), (n, joints, int(p.label_height), int(p.label_width))][:len(lp.top)]
 
 
 def _memory_nd_shapes(lp, batch_size):

@@ -387,3 +387,17 @@ layer { name: "loss" type: "SmoothL1LossOHEM" bottom: "pred" bottom: "targets" t
 """
     shapes, inferred = _summary(tmp_path, text, strict=True)
     assert shapes["data"][1] == (8, 8) and shapes["loss"] == [()]
+
+
+def test_rmpe_heatmap_reader_is_replaced_and_its_maps_learned(tmp_path):
+    """RMPE's DataHeatmap reads a list file the repository does not ship: it is replaced by
+    images batchsize x 3 x outsize x outsize and heat maps whose joint count the loss gives."""
+    text = """layer { name: "data" type: "DataHeatmap" top: "data" top: "label"
+  heatmap_data_param { source: "absent.txt" batchsize: 2 outsize: 32 label_width: 8 label_height: 8 } }
+layer { name: "conv" type: "Convolution" bottom: "data" top: "conv"
+  convolution_param { num_output: 7 kernel_size: 4 stride: 4 } }
+layer { name: "loss" type: "EuclideanLossHeatmap" bottom: "conv" bottom: "label" bottom: "data"
+  top: "loss" }
+"""
+    shapes, _ = _summary(tmp_path, text, strict=True)
+    assert shapes["data"] == [(2, 3, 32, 32), (2, 7, 8, 8)] and shapes["loss"] == [()]

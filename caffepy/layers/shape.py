@@ -136,9 +136,11 @@ class SplitLayer(Layer):
 
     def reshape(self, bottom, top):
         _no_in_place(self, bottom, top)
+        shape_only = not getattr(bottom[0], "allocated", True)
         for t in top:
             t.reshape(bottom[0].shape)
-            t.share_data(bottom[0])
+            if not shape_only:    # a net built for its shapes shares at the first forward
+                t.share_data(bottom[0])
 
     def forward_cpu(self, bottom, top):
         pass

@@ -14,7 +14,7 @@ caffepy.gpu, and a plain Blob's accessors are unchanged.
 
 import numpy as np
 
-from ..errors import CaffeError
+from ..errors import CaffeError, ShapeError
 from ..math.workspace import lazy_zeros
 
 MAX_BLOB_AXES = 32
@@ -96,7 +96,9 @@ class Blob(object):
     def canonical_axis_index(self, axis):
         n = self.num_axes
         if not -n <= axis < max(n, 1):
-            raise CaffeError("axis %d out of range for a %d-d blob of shape %s" % (axis, n, self._shape))
+            e = ShapeError("axis %d out of range for a %d-d blob of shape %s" % (axis, n, self._shape))
+            e.axes_needed = axis + 1 if axis >= 0 else -axis   # what the blob would need
+            raise e
         return axis + n if axis < 0 else axis
 
     def _legacy(self, i):

@@ -100,9 +100,11 @@ class _ConvolutionBase(Layer):
         if len(dil) not in (0, 1, n):
             raise self.error("dilation must be given once or %d times, got %d" % (n, len(dil)))
         self.dilation = tuple(int(d) for d in dil) * (n if len(dil) == 1 else 1) if dil else (1,) * n
-        for name in ("kernel", "stride", "dilation"):
+        for name in ("kernel", "stride"):
             if any(v <= 0 for v in getattr(self, name)):
                 raise self.error("%s must be positive, got %s" % (name, getattr(self, name)))
+        if any(v < 0 for v in self.dilation):     # BVLC takes 0: every tap reads one position
+            raise self.error("dilation must not be negative, got %s" % (self.dilation,))
         self.channels = bottom[0].shape[self.axis]
         self.num_output = p.num_output
         if self.num_output <= 0:

@@ -5,9 +5,10 @@ Every loss writes a scalar top (default loss_weight 1); backward scales the grad
 top diff, which holds the loss weight. Labels are read as ``int`` (truncated, as Caffe's
 ``static_cast<int>``) and get no gradient.
 """
+import os
+
 import numpy as np
 
-from ..errors import ShapeError
 from .base import LossLayer, register_layer
 from .softmax import prediction_label_view, softmax
 
@@ -166,6 +167,13 @@ class InfogainLossLayer(_SoftmaxLossBase):
         if len(bottom) < 3:
             self.infogain = self._read_source()
 
+    def _absent_in_shapes_only(self, source):
+        """Whether a build for shapes only (caffepy summary) goes on without the matrix file: it
+        is absent (a data file the repository does not ship, like its LMDBs) and only its values,
+        not the top's shape, depend on it."""
+        from .base import _shapes_only
+        return _shapes_only[0] and not os.path.exists(source)
+
     def _read_source(self):
         from google.protobuf.message import DecodeError
 
@@ -176,6 +184,8 @@ class InfogainLossLayer(_SoftmaxLossBase):
             raise self.error("the infogain matrix source must be specified "
                              "(infogain_loss_param.source) when there is no third bottom")
         bp = caffe_pb2.BlobProto()
+        if self._absent_in_shapes_only(source):
+            return None
         try:
             with open(source, "rb") as f:
                 bp.ParseFromString(f.read())
@@ -193,9 +203,11 @@ class InfogainLossLayer(_SoftmaxLossBase):
     def reshape(self, bottom, top):
         _SoftmaxLossBase.reshape(self, bottom, top)
         h = bottom[2] if len(bottom) >= 3 else self.infogain
-        if h.count != self.channels * self.channels:
-            raise self.error("the infogain matrix H must be %dx%d (%d values), got shape %s"
-                             % (self.channels, self.channels, self.channels ** 2, h.shape), ShapeError)
+        if h is not None and h.count != self.channels * self.channels:
+            raise self.needs("the infogain matrix H must be %dx%d (%d values), got shape %s"
+                             % (self.channels, self.channels, self.channels ** 2, h.shape),
+                             [(2, (1, 1, self.channels, self.channels), None)]
+                             if len(bottom) >= 3 else [])
 
     def _matrix(self, bottom):
         h = bottom[2] if len(bottom) >= 3 else self.infogain

@@ -175,6 +175,12 @@ def stochastic_pool_backward(dy, x, arg, g):
     return g.crop(dxp, nopad)
 
 
+#: The class that pools a bottom of more than 4 axes given to a plain Pooling layer (BVLC's
+#: refuses it): the OpenCL branch's PoolingLayer is N-d (``kernel_size: 2`` for every spatial
+#: axis). caffepy.forks.video.nd puts its N-d Pooling here when it is imported.
+ND_POOLING = []
+
+
 def pool_input_hw(layer, blob):
     """(H, W) of Pooling's and SPP's bottom, which must be N x C x H x W."""
     if blob.num_axes != 4:
@@ -216,6 +222,9 @@ class PoolingLayer(Layer):
         return v, v
 
     def layer_setup(self, bottom, top):
+        if bottom[0].num_axes > 4 and ND_POOLING:    # BVLC refuses it; the N-d forks pool it
+            self.__class__ = ND_POOLING[0]
+            return self.layer_setup(bottom, top)
         p = self.layer_param.pooling_param
         P = type(p)
         self.method = p.pool

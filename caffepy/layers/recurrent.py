@@ -14,6 +14,7 @@ forward pass is the initial state of the next (Caffe's streaming, truncated-BPTT
 import numpy as np
 
 from ..fillers import get_filler
+from ..errors import ShapeError
 from .base import Layer, register_layer
 
 
@@ -46,8 +47,10 @@ class _RecurrentBase(Layer):
             raise self.error("takes %d top blob(s) (expose_hidden: %s), got %d"
                              % (expected_tops, self.expose_hidden, len(top)))
         if bottom[0].num_axes < 3:
-            raise self.error("bottom[0] (x) must have at least 3 axes (T x N x ...), got shape %s"
-                             % (bottom[0].shape,))
+            e = self.error("bottom[0] (x) must have at least 3 axes (T x N x ...), got shape %s"
+                           % (bottom[0].shape,), ShapeError)
+            e.axes_needed = 3
+            raise e
         self.D = bottom[0].count_range(2)
         self.Ds = bottom[2].count_range(1) if self.static_input else 0
         shapes = self.param_shapes()
@@ -73,9 +76,11 @@ class _RecurrentBase(Layer):
         self.check_shape("bottom[1] (cont)", (self.T, self.N), cont.shape, bottom=1)
         if self.static_input:
             if bottom[2].shape[0] != self.N or bottom[2].count_range(1) != self.Ds:
+                fits = [(2, (self.N, self.Ds), None)]
+                if bottom[2].count_range(1) == self.Ds:   # or x has the static input's N
+                    fits.append((0, (self.T, bottom[2].shape[0]) + x.shape[2:], None))
                 raise self.needs("x_static must be N x ... with N = %d and %d inputs, got %s"
-                                 % (self.N, self.Ds, bottom[2].shape),
-                                 [(2, (self.N, self.Ds), None)])
+                                 % (self.N, self.Ds, bottom[2].shape), fits)
         if self.expose_hidden:
             first = 3 if self.static_input else 2
             for k in range(self.num_states):

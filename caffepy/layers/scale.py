@@ -16,7 +16,9 @@ def _canonical_axis(layer, blob, axis):
     try:
         return blob.canonical_axis_index(axis)
     except CaffeError as e:
-        raise layer.error(str(e), ShapeError)
+        wrapped = layer.error(str(e), ShapeError)
+        wrapped.__dict__.update(e.__dict__)       # axes_needed (caffepy.zoo.label_shapes)
+        raise wrapped
 
 
 def _param_shape(layer, bottom, axis, num_axes):

@@ -9,8 +9,10 @@ from .base import Layer, register_layer
 def _axis(layer, blob, axis):
     n = blob.num_axes
     if not -n <= axis < n:
-        raise layer.error("axis %d out of range for a %d-axis bottom of shape %s"
-                          % (axis, n, blob.shape), ShapeError)
+        e = layer.error("axis %d out of range for a %d-axis bottom of shape %s"
+                        % (axis, n, blob.shape), ShapeError)
+        e.axes_needed = axis + 1 if axis >= 0 else -axis
+        raise e
     return axis + n if axis < 0 else axis
 
 
@@ -134,9 +136,11 @@ class SplitLayer(Layer):
 
     def reshape(self, bottom, top):
         _no_in_place(self, bottom, top)
+        shape_only = not getattr(bottom[0], "allocated", True)
         for t in top:
             t.reshape(bottom[0].shape)
-            t.share_data(bottom[0])
+            if not shape_only:    # a net built for its shapes shares at the first forward
+                t.share_data(bottom[0])
 
     def forward_cpu(self, bottom, top):
         pass

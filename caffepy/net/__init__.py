@@ -34,6 +34,15 @@ from .pycaffe_net import PycaffeNet
 _optimizer = [None]
 
 
+def _naming_layer(error, name, type_name):
+    """``error`` (of the same class, its attributes kept) with its message prefixed by the layer
+    being set up when it met it: ``layer 'ip1' (InnerProduct): axis 1 out of range ...``."""
+    named = type(error)("layer '%s' (%s): %s" % (name, type_name, error))
+    named.__dict__.update(error.__dict__)
+    named.__cause__ = error
+    return named
+
+
 def set_optimizer(optimize):
     """Install ``optimize(net, keep, threads, engine)``, inference mode's front door, which
     :meth:`Net.optimize` calls (caffepy.infer installs its own when imported)."""
@@ -63,7 +72,7 @@ class Net(NetParams, PycaffeNet):
         self.source = filename or (source if isinstance(source, (str, os.PathLike)) else "<NetParameter>")
         self.name = param.name
         self.on_backward_layer = []  # callables f(layer_index), fired after each layer's backward
-        self._building = None
+        self._building = self._building_type = None
         # the weights are read first: the layers they provide are not filled only to be overwritten
         reads = [read_weights(w) for w in (weights.split(",") if isinstance(weights, str)
                                            else weights)] if weights is not None else []
@@ -80,6 +89,9 @@ class Net(NetParams, PycaffeNet):
         except CaffeError as e:
             if getattr(e, "layer_name", None) is None:
                 e.layer_name = self._building     # the layer being set up, if any (summary uses it)
+            if self._building is not None and e.layer_name == self._building \
+                    and "layer '" not in str(e):  # a blob's own error: name the layer that met it
+                e = _naming_layer(e, self._building, self._building_type)
             raise locate_layer_error(e, self.source)
         for read in reads:
             self._copy_read(read)
@@ -115,7 +127,7 @@ class Net(NetParams, PycaffeNet):
         available = collections.OrderedDict()
         param_by_name = {}
         for li, lp in enumerate(self.net_param.layer):
-            self._building = lp.name
+            self._building, self._building_type = lp.name, lp.type
             if not lp.HasField("phase"):
                 lp.phase = self.phase
             if len(lp.propagate_down) and len(lp.propagate_down) != len(lp.bottom):

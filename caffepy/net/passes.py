@@ -53,11 +53,14 @@ def layer_included(layer_param, state):
 
 class PhaseError(NetError):
     """A net that cannot be built in the requested phase but can in ``phase`` (its data layers
-    are only there); ``phase`` is None on copies made for messages (see ``__cause__``)."""
+    are only there), with ``stages`` added when its data layers are all given to stages (DIGITS'
+    "train" / "val", LRCN's "test-on-val"); ``phase`` is None on copies made for messages (see
+    ``__cause__``)."""
 
-    def __init__(self, message, phase=None):
+    def __init__(self, message, phase=None, stages=()):
         super(PhaseError, self).__init__(message)
         self.phase = phase
+        self.stages = tuple(stages)
 
 
 def filter_net(net_param, state):
@@ -86,6 +89,11 @@ def _first_unknown_bottom(layers):
     return None, None
 
 
+def _stage_names(net_param):
+    """The stage names the layers' include rules ask for, in file order."""
+    return list(dict.fromkeys(s for lp in net_param.layer for r in lp.include for s in r.stage))
+
+
 def _check_phase(net_param, filtered, state):
     lp, blob = _first_unknown_bottom(filtered.layer)
     if lp is None:
@@ -95,6 +103,8 @@ def _check_phase(net_param, filtered, state):
     other.phase = caffe_pb2.TEST if state.phase == caffe_pb2.TRAIN else caffe_pb2.TRAIN
     kept = [x for x in net_param.layer if layer_included(x, other)]
     if _first_unknown_bottom(kept)[0] is not None:
+        if not state.stage:
+            _check_stages(net_param, state, lp, blob)
         return
     makers = [x.name for x in kept if blob in x.top]
     if not makers:          # the other phase resolves it otherwise: wiring reports the blob
@@ -104,6 +114,29 @@ def _check_phase(net_param, filtered, state):
                      "'%s'); build the net in phase %s (caffepy summary --phase %s, "
                      "caffe.Net(..., caffe.%s))" % (lp.name, lp.type, blob, phase, makers[0],
                                                     phase, phase, phase), phase=other.phase)
+
+
+def _check_stages(net_param, state, lp, blob):
+    """When the net is built without stages and its data layers are each given to a stage: raise
+    :class:`PhaseError` naming the first stage (this phase first, then the other) with which
+    every bottom is produced and ``blob`` too."""
+    for phase in (state.phase, caffe_pb2.TEST if state.phase == caffe_pb2.TRAIN
+                  else caffe_pb2.TRAIN):
+        for stage in _stage_names(net_param):
+            trial = caffe_pb2.NetState()
+            trial.CopyFrom(state)
+            trial.phase = phase
+            trial.stage.append(stage)
+            kept = [x for x in net_param.layer if layer_included(x, trial)]
+            if _first_unknown_bottom(kept)[0] is not None or \
+                    not any(blob in x.top for x in kept):
+                continue
+            name = caffe_pb2.Phase.Name(phase)
+            raise PhaseError("layer '%s' (%s): bottom blob '%s' is produced only with stage '%s' "
+                             "(phase %s); build the net with that stage (caffe.Net(..., "
+                             "caffe.%s, stages=['%s']))" % (lp.name, lp.type, blob, stage, name,
+                                                             name, stage),
+                             phase=phase, stages=[stage])
 
 
 def split_layer_name(layer_name, blob_name, top_index):

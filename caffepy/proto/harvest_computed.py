@@ -4,6 +4,9 @@ the fork and the module that computes it."""
 
 # "Message.field" names of harvested fields that caffepy's fork layers compute: never refused.
 COMPUTED = frozenset([
+    # the OpenCL branch's MergeCrop and N-d MemoryData (caffepy/forks/segmentation/mergecrop.py)
+    "LayerParameter.mergecrop_param", "MergeCropParameter.operation", "MergeCropParameter.forward",
+    "MergeCropParameter.backward", "MemoryDataParameter.dim",
     "LayerParameter.hard_sigmoid_param", "HardSigmoidParameter.alpha", "HardSigmoidParameter.beta",
     "LayerParameter.scalar_param", "ScalarParameter.axis",
     "LayerParameter.insanity_param", "InsanityParameter.lb", "InsanityParameter.ub",

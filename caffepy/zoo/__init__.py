@@ -6,7 +6,8 @@ VideoData, the fork image/segmentation readers, and Python layers without bottom
 ``Input`` layer with the same name, tops and include/exclude rules, and the shape the original
 would produce:
 
-* batch: ``batch_size`` argument if given, else the layer's own batch_size (1 when it has none);
+* batch: ``batch_size`` argument if given, else the layer's own batch_size (a Python layer's
+  ``batch_size`` in its ``param_str``; 1 when it has none);
 * image top (the first, unless its name says label, does not end with data / image / img
   (``labeled_data`` is an image) and the reader is not ImageData / LabelData): channels from
   ``is_color`` (3 / 1), else 3
@@ -22,7 +23,10 @@ would produce:
   the InnerProduct / Convolution its first bottom comes from), caffe-yolo's BoxData
   labels ``(N, 7 side^2)`` (``data_param.side``, default 7); a top that a
   ``DetectNetTransformation`` reads as its labels ``(N, 1, 2, 16)`` (DIGITS' header row and one
-  box);
+  box), PG-CNN's MultiLabelImageData labels ``(N, label_num)`` (its image sized like ImageData's,
+  from ``multi_label_image_data_param``); RMPE's DataHeatmap images (N, 3, outsize, outsize) and
+  heat maps (N, J, label_height, label_width) (J from ``labelinds``, else learned); a MemoryData
+  with ``dim`` (the OpenCL branch's N-d form) that whole shape, its label (N, 1, ..., 1);
 * fork readers with their own rules: MSCNN / Cascade R-CNN (caffepy.forks.detection.zoo_mscnn),
   car_keypoint_caffe's HeatmapData, custom-caffe's ImageFloatData, PicPac
   (caffepy.forks.misc.zoo_readers), and dementrock/caffe's MemoryData forms (their declared
@@ -54,7 +58,7 @@ DATA_LAYER_TYPES = frozenset([
     "CustomData", "VolumeData", "VideoSegmentationData", "VideoWithVoxelTruthData",
     "WindowSegData", "ImageGtData", "DetectionData", "EvalData", "SegData", "LaneData", "CPMData",
     "GenericWindowData", "SquareBoxData",
-    "HeatmapData", "ImageFloatData",
+    "HeatmapData", "ImageFloatData", "DataHeatmap",
 ]) | zoo_readers.TYPES
 # Readers whose first top is an image whatever its name (a top "label" of theirs is a label image:
 # StevenHickson's SemanticLabelingDemo reads its label maps with ImageData and LabelData).
@@ -118,6 +122,10 @@ def replace_data_layers(net_param, default_shape=(3, 224, 224), batch_size=None,
             shapes = _custom_data_shapes(lp, _batch(lp, batch_size), _flow_size(net_param))
         elif lp.type == "CPMData":
             shapes = _cpm_shapes(lp, _batch(lp, batch_size))
+        elif lp.type == "DataHeatmap":
+            shapes = _heatmap_shapes(lp, batch_size)
+        elif lp.type == "MemoryData" and len(lp.memory_data_param.dim):
+            shapes = _memory_nd_shapes(lp, batch_size)
         elif lp.type in zoo_readers.TYPES:   # fork readers caffepy does not build
             shapes = zoo_readers.top_shapes(lp, default_shape, batch_size)
         elif lp.type == "ImageFloatData":    # goodluckcwl/custom-caffe
@@ -153,6 +161,28 @@ def _memory_blob_shapes(lp, batch_size):
         return None
     return [((int(batch_size),) if batch_size is not None else s[:1]) + tuple(s[1:])
             for s in shapes]
+
+
+def _heatmap_shapes(lp, batch_size):
+    """RMPE's DataHeatmap: images batchsize x 3 x outsize x outsize, heat maps batchsize x J x
+    label_height x label_width; J (half the coordinates of a list line) from ``labelinds`` when
+    it picks them, else 1 (the search gives the maps the shape the loss needs)."""
+    p = lp.heatmap_data_param
+    n = int(batch_size) if batch_size is not None else max(int(p.batchsize), 1)
+    inds = [s for s in p.labelinds.split(",") if s.strip()]
+    joints = max(len(inds) // 2, 1)
+    size = int(p.outsize)
+    return [(n, 3, size, size), (n, joints, int(p.label_height), int(p.label_width))][:len(lp.top)]
+
+
+def _memory_nd_shapes(lp, batch_size):
+    """MemoryData of the OpenCL branch (naibaf7's; gunpowder's nets): ``memory_data_param.dim``
+    is the whole data shape (batch first); the label, when there is a second top, is
+    (batch, 1, ..., 1) with as many axes."""
+    dims = [int(d) for d in lp.memory_data_param.dim]
+    if batch_size is not None:
+        dims[0] = int(batch_size)
+    return [tuple(dims), (dims[0],) + (1,) * (len(dims) - 1)][:len(lp.top)]
 
 
 def _cpm_shapes(lp, n):
@@ -244,10 +274,15 @@ def _batch(lp, batch_size):
     if batch_size is not None:
         return int(batch_size)
     for p in ("data_param", "image_data_param", "hdf5_data_param", "window_data_param",
-              "memory_data_param", "video_data_param", "dense_image_data_param"):
+              "memory_data_param", "video_data_param", "dense_image_data_param",
+              "multi_label_image_data_param"):
         sub = _field(lp, p)
         if sub is not None and getattr(sub, "batch_size", 0):
             return int(sub.batch_size)
+    if lp.type == "Python":         # a Python reader's own batch size, from its param_str
+        m = re.search(r"""['"]?\bbatch_size['"]?\s*[:=]\s*(\d+)""", lp.python_param.param_str)
+        if m and int(m.group(1)) > 0:
+            return int(m.group(1))
     return 1
 
 
@@ -262,12 +297,14 @@ def _image_shape(lp, default_shape, guess=True):
         c, h, w = (2 if "siamese" in source or "pair" in source else 1), 28, 28
     elif guess and "cifar" in source:
         c, h, w = 3, 32, 32
+    for name in ("image_data_param", "multi_label_image_data_param"):   # the latter: PG-CNN
+        idp = _field(lp, name)
+        if idp is not None:
+            if not idp.is_color:
+                c = 1
+            if idp.new_height and idp.new_width:
+                h, w = idp.new_height, idp.new_width
     idp = _field(lp, "image_data_param")
-    if idp is not None:
-        if not idp.is_color:
-            c = 1
-        if idp.new_height and idp.new_width:
-            h, w = idp.new_height, idp.new_width
     mdp = _field(lp, "memory_data_param")
     if mdp is not None:
         c, h, w = mdp.channels or c, mdp.height or h, mdp.width or w
@@ -409,6 +446,8 @@ def _top_shapes(lp, default_shape, batch_size, guess=True):
             shapes.append((n, 1, 300, 5))       # MobileNet-YOLO: 300 [class, x, y, w, h] rows
         elif lp.type == "AnnotatedData":
             shapes.append((1, 1, 1, 8))
+        elif lp.type == "MultiLabelImageData" and i == 1:    # PG-CNN: label_num per image
+            shapes.append((n, int(lp.multi_label_image_data_param.label_num)))
         elif lp.type == "BoxData":             # caffe-yolo: 7 side^2 label values per side
             sides = list(lp.data_param.side) or [7]
             side = sides[min(i - 1, len(sides) - 1)]

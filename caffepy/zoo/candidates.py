@@ -109,7 +109,7 @@ def check_weights(net, shapes):
                                          shape_string(blobproto_shape(bp))))
 
 
-def _channel_options(net_param, searched, weights):
+def channel_options(net_param, searched, weights):
     """Channel counts to try besides the reader's own (module doc)."""
     from . import is_data_layer
     out = [1, 3]
@@ -201,7 +201,7 @@ def candidates(net_param, searched, default_shape, batch_size, inputs, weights):
             ordered.append((h, w, where))
     out = first + [(None, h, w, False, where) for h, w, where in ordered]
     if any(searched.values()):
-        alts = [c for c in _channel_options(net_param, searched, weights)
+        alts = [c for c in channel_options(net_param, searched, weights)
                 if c != default_shape[0]]
         alts = list(dict.fromkeys(alts))
         h, w, where = ordered[0]

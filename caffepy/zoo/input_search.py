@@ -19,6 +19,8 @@ The rule:
   other phase's data layer, then height / width pairs of any layer: Interp, Upsample, Resize
   targets, then the H x W of Input / DummyData / net-level input shapes and 4-d Reshape dims);
   the default (224); the usual sizes of the field (:data:`caffepy.zoo.candidates.USUAL`);
+  the H x W a candidate's failed check asks for (:func:`asked_sizes`: a loss comparing the
+  input with what the net makes of it), tried next;
   stride-friendly squares (multiples of 32, then 16, then 8, from 16 to 1024); when the product
   of the strides along the net's most strided path is over 32 (a YOLO passthrough's Reorg after
   five stride-2 stages, a deep PVANet), the usual sizes and squares divisible by it come first,
@@ -27,6 +29,9 @@ The rule:
   the size, 1 and 3, the count of ``transform_param.mean_value`` and the input channels of the first convolution
   of ``weights`` are tried too (at the first candidate size, and after the sizes at the first
   twenty).
+* A file that declares every size but not the channels (an LMDB with a crop_size) is built
+  with the reader's channels, then, when that fails a shape check, with the other counts above
+  (:func:`channel_tops`).
 * With ``weights`` (a .caffemodel) the shapes of its blobs are checks as well: a layer whose
   parameter shapes differ from the weights' (an InnerProduct whose flattened input is another
   size) fails the candidate.
@@ -51,7 +56,8 @@ import time
 
 from ..errors import CaffeError, ShapeError
 from ..proto import caffe_pb2
-from .candidates import (candidates as _candidates, check_weights, shapes_by_top as _shapes_by_top,
+from .candidates import (candidates as _candidates, channel_options as _channel_options,
+                         check_weights, shapes_by_top as _shapes_by_top,
                          weight_shapes as _weight_shapes)
 from .label_shapes import (LABEL_LAYOUTS, LABEL_MAP_SIZES, MAX_LEARN, as_rows, hdf5_rows,
                            image_shapes, label_tops, lay_out_labels, learn, open_tops, slice_shapes)
@@ -97,6 +103,21 @@ def searched_tops(net_param, batch_size=None, fixed=()):
                 if top not in fixed and not any(t in fixed for t in la.top):
                     out[top] = len(sa.dim) > 1 and sa.dim[1] != sb.dim[1]
                 break
+    return out
+
+
+def channel_tops(net_param, batch_size=None, fixed=()):
+    """{blob: True} for the data-layer tops whose channels the file leaves open (an LMDB read
+    with a crop_size and no channel count), less ``fixed``."""
+    from . import is_data_layer, replace_data_layers
+    a, b = (replace_data_layers(net_param, (c, 64, 64), batch_size, guess=False) for c in (3, 5))
+    out = {}
+    for la, lb, lo in zip(a.layer, b.layer, net_param.layer):
+        if not is_data_layer(lo) or la.type != "Input" or any(t in fixed for t in la.top):
+            continue
+        for top, sa, sb in zip(la.top, la.input_param.shape, lb.input_param.shape):
+            if len(sa.dim) > 1 and sa.dim[1] != sb.dim[1]:
+                out[top] = True
     return out
 
 
@@ -151,10 +172,31 @@ def infer_input_shapes(net_param, phase=caffe_pb2.TEST, inputs=None, weights=Non
     searched = searched_tops(net_param, batch_size, set(inputs) | set(fixed))
     opened = open_tops(net_param) - set(inputs) - set(fixed)
     if not searched:
-        param, net = attempt(default_shape[0], default_shape[1], default_shape[2], True)
+        tried, channels = 1, default_shape[0]
+        loose = channel_tops(net_param, batch_size, set(inputs) | set(fixed))
+        alts = [c for c in _channel_options(net_param, loose, shapes) if c != channels] \
+            if loose else []
+        try:
+            param, net = attempt(channels, default_shape[1], default_shape[2], True)
+        except ShapeError:
+            for c in dict.fromkeys(alts):     # the size is declared, the channels are not
+                tried += 1
+                try:
+                    param, net = attempt(c, default_shape[1], default_shape[2], True)
+                except ShapeError:
+                    continue
+                channels = c
+                break
+            else:
+                raise
         found = _shapes_by_top(param)
-        return Inference(param, net, {top: found[top] for top, _ in attempt.learned},
-                         "; ".join(what for _, what in attempt.learned), 1)
+        what = [what for _, what in attempt.learned]
+        kept = {top: found[top] for top, _ in attempt.learned}
+        if channels != default_shape[0]:
+            kept.update((top, found[top]) for top in loose if top in found)
+            what.insert(0, "%d channel%s (the file declares the size, not the channels)"
+                        % (channels, "" if channels == 1 else "s"))
+        return Inference(param, net, kept, "; ".join(what), tried)
     start, first_error = time.time(), None
     cands = _candidates(net_param, searched, default_shape, batch_size, inputs, shapes)
     labels = label_tops(net_param, searched, set(inputs) | set(fixed))
@@ -169,8 +211,11 @@ def infer_input_shapes(net_param, phase=caffe_pb2.TEST, inputs=None, weights=Non
     if rows:                # an HDF5 file's rows of values instead of images, second
         c, h, w, guess, where, _ = cands[0]
         cands[1:1] = [(c, h, w, guess, where + ", rows of values (N x C)", ROWS)]
-    tried, fallback = 0, None
-    for c, h, w, guess, where, layout in cands[:max_candidates]:
+    tried, fallback, k = 0, None, 0
+    cands = cands[:max_candidates]
+    while k < len(cands):
+        c, h, w, guess, where, layout = cands[k]
+        k += 1
         if tried and time.time() - start > max_seconds:
             break
         tried += 1
@@ -184,6 +229,7 @@ def infer_input_shapes(net_param, phase=caffe_pb2.TEST, inputs=None, weights=Non
             if fallback is None and isinstance(e, CaffeError) and not isinstance(e, ShapeError):
                 name = terminal_layer(net_param, getattr(e, "layer_name", None))
                 fallback = (name, "at %d x %d: %s" % (h, w, e)) if name else None
+            cands[k:k] = asked_sizes(e, (c, h, w, layout), cands)
             continue
         found = _shapes_by_top(param)
         source = where if guess else "%d x %d: %s" % (h, w, where)
@@ -200,6 +246,27 @@ def infer_input_shapes(net_param, phase=caffe_pb2.TEST, inputs=None, weights=Non
                           " ".join("--input %s=N,C,H,W" % b for b in searched)))
     error.terminal_fallback = fallback
     raise error
+
+
+def asked_sizes(error, like, cands):
+    """Candidates for the sizes a failed check asks for, that no candidate in ``cands`` has yet:
+    when one of the two bottoms the check compares (``fits`` of the ShapeError, 4 or more axes)
+    has the failed candidate's H x W, the other's H x W (an autoencoder's EuclideanLoss wants
+    its input the size its deconvolutions make, 82 x 82). ``like``: (channels, h, w, layout) of
+    the failed candidate."""
+    c, h, w, layout = like
+    fits = [f for f in getattr(error, "fits", None) or () if len(f[1]) >= 4]
+    if not any(tuple(shape[-2:]) == (h, w) for _, shape, _ in fits):
+        return []
+    have = {(cand[1], cand[2]) for cand in cands}
+    out = []
+    for _, shape, _ in fits:
+        if min(shape[-2:]) >= 8 and tuple(shape[-2:]) not in have:
+            have.add(tuple(shape[-2:]))
+            out.append((c, int(shape[-2]), int(shape[-1]), False,
+                        "the size layer '%s' asks for" % getattr(error, "layer_name", "?"),
+                        layout))
+    return out
 
 
 def terminal_layer(net_param, name):

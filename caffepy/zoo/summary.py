@@ -15,7 +15,9 @@ that the file does not shape take the shapes the layers reading them need
 The net is built for its shapes only (``caffepy.layers.base.shapes_only``): no parameter is
 allocated or filled and no activation allocated, so VGG16 takes a fraction of a second. A net
 whose requested phase cannot be built because its data layers are in the other phase is shown
-in that phase, with a note. A layer caffepy cannot build (no class, an absent Python module) has
+in that phase, with a note; one built without stages whose data layers are each given to a stage
+(DIGITS' "train" / "val", LRCN's "test-on-val") with the first stage (this phase first) with
+which every bottom is produced, with a note. A layer caffepy cannot build (no class, an absent Python module) has
 its shapes carried by a rule of caffepy.zoo.shape_rules (its row's ``carried`` names the rule;
 params and FLOPs those of the stand-in), or is listed with '?' tops, as is every layer that
 depends on them, with a note naming the plug-in to write; ``strict=True``: an error instead.
@@ -123,12 +125,12 @@ def summarize(source, inputs=None, phase=caffe_pb2.TEST, default_shape=(3, 224, 
         if unknown:
             raise ValueError("--input names no input blob of the net: %s" % ", ".join(unknown))
 
-    def net_of(param, at):
+    def net_of(param, at, stages=()):
         dropped.clear()
         if roots:
             param, found = _prune(param, at, roots)
             dropped.update(found)
-        return Net(param, at, filename=filename)
+        return Net(param, at, filename=filename, stages=stages)
 
     def build(param):
         del phase_note[:]
@@ -136,14 +138,20 @@ def summarize(source, inputs=None, phase=caffe_pb2.TEST, default_shape=(3, 224, 
             try:
                 return net_of(param, phase)
             except PhaseError as e:
-                other = _suggested_phase(e)
+                other, stages = _suggested_phase(e)
                 if other is None:
                     raise
-                phase_note.append(
-                    "phase %s cannot be built (its data layers are in phase %s); showing phase "
-                    "%s" % (caffe_pb2.Phase.Name(phase), caffe_pb2.Phase.Name(other),
-                            caffe_pb2.Phase.Name(other)))
-                return net_of(param, other)
+                if stages:
+                    phase_note.append(
+                        "the net cannot be built without a stage (its data layers are given "
+                        "to stages); showing phase %s with stage %s" % (
+                            caffe_pb2.Phase.Name(other), ", ".join(stages)))
+                else:
+                    phase_note.append(
+                        "phase %s cannot be built (its data layers are in phase %s); showing "
+                        "phase %s" % (caffe_pb2.Phase.Name(phase), caffe_pb2.Phase.Name(other),
+                                      caffe_pb2.Phase.Name(other)))
+                return net_of(param, other, stages)
 
     for _ in range(MAX_FAILED_TERMINALS + 1):
         kept = {t for i in keep for t in original.layer[i].top}
@@ -332,11 +340,12 @@ def _without(param, names):
 
 
 def _suggested_phase(error):
+    """(phase, stages) a PhaseError suggests, or (None, ())."""
     while error is not None:
         if getattr(error, "phase", None) is not None:
-            return error.phase
+            return error.phase, tuple(getattr(error, "stages", ()))
         error = error.__cause__
-    return None
+    return None, ()
 
 
 def _human(n, unit=""):

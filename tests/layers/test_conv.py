@@ -74,6 +74,8 @@ def test_convolution_forward_matches_naive(dtype, shape, fields, num_output):
     ("Convolution", "kernel_size: 1"),
     ("Deconvolution", "kernel_size: 3 stride: 2 pad: 1 group: 2"),
     ("Deconvolution", "kernel_size: 2 dilation: 2"),
+    ("Convolution", "kernel_size: 3 dilation: 0 pad: 1 stride: 2"),
+    ("Deconvolution", "kernel_size: 2 dilation: 0 stride: 2"),
 ])
 def test_convolution_gradient(kind, fields):
     x = np.random.default_rng(2).standard_normal((2, 4, 5, 4))
@@ -176,3 +178,15 @@ def test_im2col_layer_bvlc():
     check_layer_gradient(make_layer('type: "Im2col" convolution_param { kernel_size: 3 pad: 1 '
                                     'dilation: 2 }'), make_blobs([x[:, :, :3, :3] * 0.1 + 1]),
                          make_blobs(1))
+
+
+def test_dilation_zero_reads_one_position_per_window():
+    """BVLC takes ``dilation: 0`` (no check; UberNet's 1x1 score layers set it): the kernel
+    extent is 1, every tap reads the window's first position, so the convolution is the 1x1
+    convolution by the sum of the taps."""
+    x = np.random.default_rng(1).standard_normal((2, 4, 7, 6))
+    layer = make_layer(CONV % (3, "kernel_size: 3 dilation: 0 stride: 2 pad: 1"), dtype=np.float64)
+    (y,) = run_layer(layer, make_blobs([x], np.float64), make_blobs(1, np.float64))
+    xp = np.pad(x, [(0, 0), (0, 0), (1, 1), (1, 1)])
+    ref = np.einsum("nchw,mc->nmhw", xp[:, :, 0:10:2, 0:8:2], layer.blobs[0].data.sum(axis=(2, 3)))
+    np.testing.assert_allclose(y, ref + layer.blobs[1].data.reshape(1, -1, 1, 1), atol=1e-12)

@@ -167,6 +167,24 @@ def test_infogain_errors(tmp_path):
                              % (tmp_path / "missing")), make_blobs([x, labels]), make_blobs(1))
 
 
+def test_infogain_absent_source_in_a_shapes_only_build(tmp_path):
+    """A build for shapes only (caffepy summary) goes on without an absent matrix file (only the
+    loss's value needs it); a third-bottom H of the wrong size names the shape that passes."""
+    from caffepy.errors import ShapeError
+    from caffepy.layers.base import shapes_only
+    x, labels = classification_case((3, 4), 1)
+    layer = make_layer('type: "InfogainLoss" infogain_loss_param { source: "%s" }'
+                       % (tmp_path / "missing"))
+    tops = make_blobs(1)
+    with shapes_only():
+        layer.setup(make_blobs([x, labels]), tops)
+    assert tops[0].shape == ()
+    with pytest.raises(ShapeError) as e:
+        run_layer(make_layer('type: "InfogainLoss"'), make_blobs([x, labels, np.eye(3)]),
+                  make_blobs(1))
+    assert e.value.fits == [(2, (1, 1, 4, 4), None)]
+
+
 # -- MultinomialLogisticLoss --------------------------------------------------------------------
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_multinomial_logistic_forward(dtype):

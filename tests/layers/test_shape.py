@@ -132,3 +132,25 @@ def test_tile(axis, dtype):
     np.testing.assert_array_equal(y, want.astype(dtype))
     if dtype == np.float64:
         check_layer_gradient(layer, bottom, top)
+
+
+def test_split_of_a_net_built_for_its_shapes_allocates_nothing_until_forward():
+    """A Split in a net built for its shapes only keeps the shape of a blob too large to hold
+    (caffepy summary of a fully convolutional net with 88172 classes); run, it shares the data."""
+    import numpy as np
+    import caffepy
+    from caffepy.layers.base import shapes_only
+    from caffepy.proto import caffe_pb2, io as proto_io
+    text = """layer { name: "x" type: "Input" top: "x" input_param { shape { dim: %d dim: 3 } } }
+layer { name: "a" type: "Power" bottom: "x" top: "a" }
+layer { name: "b" type: "AbsVal" bottom: "x" top: "b" }
+"""
+    with shapes_only():
+        net = caffepy.Net(proto_io.parse_text(text % 10 ** 11, caffe_pb2.NetParameter()),
+                          caffepy.TEST)
+    assert net.blobs["a"].shape == (10 ** 11, 3)
+    with shapes_only():
+        net = caffepy.Net(proto_io.parse_text(text % 2, caffe_pb2.NetParameter()), caffepy.TEST)
+    net.blobs["x"].data[...] = -np.arange(6.0).reshape(2, 3)
+    net.forward()
+    np.testing.assert_array_equal(net.blobs["b"].data, np.arange(6.0).reshape(2, 3))

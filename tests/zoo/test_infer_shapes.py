@@ -286,3 +286,35 @@ def test_a_terminal_layer_failing_only_at_fitting_sizes_is_left_out(tmp_path):
         assert "227" in inferred[0]
     finally:
         plugins.unregister_layer("ForkEvaluate")
+
+
+def test_the_size_a_loss_asks_for_is_tried_next(tmp_path):
+    """An autoencoder whose deconvolutions make 82 x 82 (no usual size, no multiple of 8) from
+    five RGB frames cut into 15 channels by a Slice without slice points: the EuclideanLoss
+    comparing them asks for 82 x 82, which is tried next and builds."""
+    from caffepy.zoo.summary import summarize
+    text = """layer { name: "data" type: "Data" top: "data"
+  data_param { source: "frames_leveldb" batch_size: 4 backend: LEVELDB } }
+layer { name: "cut" type: "Slice" bottom: "data" """ + " ".join(
+        'top: "f%d"' % i for i in range(15)) + """ }
+layer { name: "rgb" type: "Concat" bottom: "f12" bottom: "f13" bottom: "f14" top: "rgb" }
+layer { name: "quiet" type: "Silence" """ + " ".join('bottom: "f%d"' % i for i in range(12)) + """ }
+layer { name: "conv" type: "Convolution" bottom: "rgb" top: "conv"
+  convolution_param { num_output: 2 kernel_size: 8 stride: 2 } }
+layer { name: "ip" type: "InnerProduct" bottom: "conv" top: "ip" inner_product_param { num_output: 256 } }
+layer { name: "r" type: "Reshape" bottom: "ip" top: "r"
+  reshape_param { shape { dim: -1 dim: 4 dim: 8 dim: 8 } } }
+layer { name: "up1" type: "Deconvolution" bottom: "r" top: "up1"
+  convolution_param { num_output: 4 kernel_size: 6 stride: 2 pad: 2 } }
+layer { name: "up2" type: "Deconvolution" bottom: "up1" top: "up2"
+  convolution_param { num_output: 3 kernel_size: 8 stride: 2 } }
+layer { name: "loss" type: "EuclideanLoss" bottom: "up2" bottom: "rgb" top: "loss" }
+"""
+    path = tmp_path / "ae.prototxt"
+    path.write_text(text)
+    inferred = []
+    rows, _ = summarize(str(path), inferred=inferred, strict=True)
+    shapes = {r.name: r.top_shapes for r in rows}
+    assert shapes["data"] == [(4, 15, 38, 38)] and shapes["up2"] == [(4, 3, 38, 38)]
+    assert "38 x 38: the size layer 'loss' asks for" in inferred[0]
+    assert "data given the shape N x 15 x 38 x 38 that Slice layer 'cut' needs" in inferred[0]

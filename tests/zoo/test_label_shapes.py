@@ -45,7 +45,7 @@ def test_a_label_sliced_on_axis_1_gets_the_width_of_its_slices(tmp_path, strict)
     assert shapes["data"][1] == (8, 10)
     assert shapes["slicer"] == [(8, 3), (8, 3), (8, 3), (8, 1)]
     assert shapes["loss"] == [()] and shapes["loss4"] == [()]
-    assert "label given the shape 8 x 12 that Slice layer 'slicer' needs" in inferred[0]
+    assert "label given the shape N x 12 that Slice layer 'slicer' needs" in inferred[0]
     assert ("label given the shape 8 x 10 that layer 'loss4' (SoftmaxWithLoss) needs for l4 "
             "(through Slice layer 'slicer')") in inferred[0]
 
@@ -193,3 +193,211 @@ layer { name: "lr" type: "Reshape" bottom: "label" top: "lr"
     assert "data_p given the shape of data_a (an image: a convolution or pooling reads it)" in \
         inferred[0]
     assert "frame given the shape 1 x 3 x 224 x 224 that layer 'pair' (Concat) needs" in inferred[0]
+
+
+LABELS = """layer { name: "data" type: "Data" top: "data" top: "label" include { phase: TRAIN }
+  data_param { source: "train_lmdb" batch_size: 4 } transform_param { crop_size: 32 } }
+layer { name: "data" type: "Data" top: "data" top: "label" include { phase: TEST }
+  data_param { source: "val_lmdb" batch_size: 2 } transform_param { crop_size: 32 } }
+layer { name: "words" type: "HDF5Data" top: "words" top: "has" include { phase: TRAIN }
+  hdf5_data_param { source: "train.txt" batch_size: 4 } }
+layer { name: "words" type: "HDF5Data" top: "words" top: "has" include { phase: TEST }
+  hdf5_data_param { source: "val.txt" batch_size: 2 } }
+""" + FEATURES + """layer { name: "ip" type: "InnerProduct" bottom: "conv" top: "ip"
+  inner_product_param { num_output: 6 } }
+"""
+
+
+@pytest.mark.parametrize("phase", [caffepy.TRAIN, caffepy.TEST])
+def test_a_label_read_along_axis_1_gets_a_second_axis(tmp_path, phase):
+    """A label vector (N,) that a Tile, a Concat or a Scale reads along axis 1 is (N, 1) (an
+    HDF5 flag tiled over the width of a prediction, coordinates concatenated into a box, a label
+    normalized by BatchNorm and Scale); each phase keeps its batch."""
+    n = 4 if phase == caffepy.TRAIN else 2
+    text = LABELS + """layer { name: "tile" type: "Tile" bottom: "has" top: "tiled"
+  tile_param { axis: 1 tiles: 6 } }
+layer { name: "masked" type: "Eltwise" bottom: "tiled" bottom: "ip" top: "masked"
+  eltwise_param { operation: PROD } }
+layer { name: "bn" type: "BatchNorm" bottom: "label" top: "bn" }
+layer { name: "sc" type: "Scale" bottom: "bn" top: "sc" scale_param { bias_term: true } }
+layer { name: "cat" type: "Concat" bottom: "sc" bottom: "tiled" top: "cat" }
+"""
+    path = tmp_path / "train.prototxt"
+    path.write_text(text)
+    inferred = []
+    rows, _ = summarize(str(path), phase=phase, inferred=inferred, strict=True)
+    shapes = {r.name: r.top_shapes for r in rows}
+    assert shapes["tile"] == [(n, 6)] and shapes["masked"] == [(n, 6)]
+    assert shapes["sc"] == [(n, 1)] and shapes["cat"] == [(n, 7)]
+    assert "has given the shape N x 1: layer 'tile' (Tile) reads it along axis 1" in inferred[0]
+    assert "label given the shape N x 1: layer 'sc' (Scale) reads it along axis 1 for bn" \
+        in inferred[0]
+
+
+def test_a_label_read_by_an_inner_product_gets_a_second_axis(tmp_path):
+    """An HDF5 file's first top named as a label, read by an InnerProduct: (N, 1), and the
+    error a 1-axis blob gives on its own names the layer."""
+    text = """layer { name: "data" type: "HDF5Data" top: "label" top: "cls"
+  hdf5_data_param { source: "train.txt" batch_size: 5 } }
+layer { name: "ip" type: "InnerProduct" bottom: "label" top: "ip" inner_product_param { num_output: 3 } }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "cls" top: "loss" }
+"""
+    shapes, inferred = _summary(tmp_path, text, strict=True)
+    assert shapes["data"] == [(5, 1), (5,)] and shapes["ip"] == [(5, 3)]
+    path = tmp_path / "deploy.prototxt"
+    path.write_text('input: "x" input_shape { dim: 5 }\n' + text.split("\n", 2)[2]
+                    .replace('bottom: "label"', 'bottom: "x"').split("layer { name: \"loss\"")[0])
+    with pytest.raises(CaffeError, match=r"deploy.prototxt:\d+: layer 'ip' \(InnerProduct\): "
+                                         r"axis 1 out of range for a 1-d blob"):
+        summarize(str(path), strict=True)
+
+
+def test_channels_are_tried_when_only_the_size_is_declared(tmp_path):
+    """An LMDB cropped to 30 x 30 whose images, reshaped to rows, an Eltwise adds to 900 values
+    of noise: the channels the file does not declare are 1, not the default 3."""
+    text = """layer { name: "data" type: "Data" top: "data" top: "dummy"
+  data_param { source: "train_lmdb" batch_size: 10 } transform_param { crop_size: 30 } }
+layer { name: "flat" type: "Reshape" bottom: "data" top: "flat"
+  reshape_param { shape { dim: 0 dim: -1 } } }
+layer { name: "noise" type: "DummyData" top: "noise" dummy_data_param { shape { dim: 10 dim: 900 } } }
+layer { name: "noisy" type: "Eltwise" bottom: "noise" bottom: "flat" top: "noisy" }
+"""
+    shapes, inferred = _summary(tmp_path, text, strict=True)
+    assert shapes["data"][0] == (10, 1, 30, 30) and shapes["noisy"] == [(10, 900)]
+    assert "1 channel (the file declares the size, not the channels)" in inferred[0]
+    with pytest.raises(CaffeError, match="'noisy' \\(Eltwise\\)"):
+        _summary(tmp_path, text.replace("dim: 900", "dim: 901"), strict=True)
+
+
+CAPTIONS = """layer { name: "data" type: "ImageData" top: "data" top: "label"
+  include { phase: TRAIN stage: "captions" }
+  image_data_param { source: "images.txt" batch_size: 6 new_height: 32 new_width: 32 } }
+layer { name: "words" type: "HDF5Data" top: "cont" top: "input_words" top: "target"
+  include { phase: TRAIN stage: "captions" } hdf5_data_param { source: "words.txt" batch_size: 5 } }
+layer { name: "conv" type: "Convolution" bottom: "data" top: "conv"
+  convolution_param { num_output: 4 kernel_size: 3 stride: 2 } }
+layer { name: "feat" type: "InnerProduct" bottom: "conv" top: "feat" inner_product_param { num_output: 8 } }
+layer { name: "embed" type: "Embed" bottom: "input_words" top: "embedded"
+  embed_param { input_dim: 50 num_output: 16 } }
+layer { name: "lstm" type: "LSTM" bottom: "embedded" bottom: "cont" bottom: "feat" top: "lstm"
+  recurrent_param { num_output: 12 } }
+layer { name: "predict" type: "InnerProduct" bottom: "lstm" top: "predict"
+  inner_product_param { num_output: 50 axis: 2 } }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "predict" bottom: "target" top: "loss"
+  loss_param { ignore_label: -1 } softmax_param { axis: 2 } }
+"""
+
+
+def test_sentences_read_through_an_embed_by_an_lstm_with_a_static_input(tmp_path):
+    """LRCN's captioning net: word indices (T, N) from an HDF5 file, embedded and read by an LSTM
+    whose static input is the image features of a batch of 6: the words, the sequence markers
+    and the targets are 5 steps of 6 streams; its data layers are all given to a stage, so the
+    net is shown with that stage."""
+    path = tmp_path / "lrcn.prototxt"
+    path.write_text(CAPTIONS)
+    inferred, notes = [], []
+    rows, _ = summarize(str(path), inferred=inferred, notes=notes, strict=True)
+    shapes = {r.name: r.top_shapes for r in rows}
+    assert shapes["words"] == [(5, 6), (5, 6), (5, 6)]
+    assert shapes["lstm"] == [(5, 6, 12)] and shapes["loss"] == [()]
+    assert "input_words given the shape 5 x 6 that layer 'lstm' (LSTM) needs for embedded " \
+           "(through an Embed)" in inferred[0]
+    assert any("showing phase TRAIN with stage captions" in n for n in notes)
+
+
+def test_no_stage_is_chosen_when_none_makes_the_net_whole(tmp_path):
+    path = tmp_path / "lrcn.prototxt"
+    path.write_text(CAPTIONS.replace('bottom: "feat" top: "lstm"', 'bottom: "fc9" top: "lstm"'))
+    with pytest.raises(CaffeError, match="unknown bottom blob 'data'"):
+        summarize(str(path), strict=True)
+
+
+def test_pg_cnn_multi_label_reader(tmp_path):
+    """mysee1989/PG-CNN's MultiLabelImageData: the image sized by new_height / new_width (or the
+    crop), the label batch_size x label_num (an expression class and 24 landmarks (x, y))."""
+    text = """layer { name: "data" type: "MultiLabelImageData" top: "data" top: "label"
+  transform_param { crop_size: 96 }
+  multi_label_image_data_param { source: "train.txt" batch_size: 3 new_height: 100 new_width: 100
+    is_color: false label_num: 49 } }
+layer { name: "cut" type: "Slice" bottom: "label" top: "cls" top: "points"
+  slice_param { axis: 1 slice_point: 1 } }
+layer { name: "conv" type: "Convolution" bottom: "data" top: "conv"
+  convolution_param { num_output: 4 kernel_size: 3 stride: 2 } }
+"""
+    shapes, _ = _summary(tmp_path, text, strict=True)
+    assert shapes["data"] == [(3, 1, 96, 96), (3, 49)]
+    assert shapes["cut"] == [(3, 1), (3, 48)]
+    shapes, _ = _summary(tmp_path, text.replace("transform_param { crop_size: 96 }", ""),
+                         strict=True)
+    assert shapes["data"] == [(3, 1, 100, 100), (3, 49)]
+
+
+def test_a_replaced_python_reader_keeps_the_batch_size_of_its_param_str(tmp_path):
+    """Two images of a pair concatenated on axis 0 and their features cut back at the batch size
+    (slice_point 10): the replaced Python reader has the batch its param_str gives."""
+    text = """layer { name: "data" type: "Python" top: "a" top: "b" top: "sim"
+  python_param { module: "absent_reader" layer: "PairLayer" param_str: "{'batch_size': 10}" } }
+layer { name: "pair" type: "Concat" bottom: "a" bottom: "b" top: "ab" concat_param { axis: 0 } }
+layer { name: "ip" type: "InnerProduct" bottom: "ab" top: "ip" inner_product_param { num_output: 4 } }
+layer { name: "cut" type: "Slice" bottom: "ip" top: "fa" top: "fb" slice_param { axis: 0 slice_point: 10 } }
+layer { name: "loss" type: "ContrastiveLoss" bottom: "fa" bottom: "fb" bottom: "sim" top: "loss" }
+"""
+    shapes, _ = _summary(tmp_path, text, strict=True)
+    assert shapes["data"] == [(10, 3, 224, 224), (10, 3, 224, 224), (10,)]
+    assert shapes["cut"] == [(10, 4), (10, 4)] and shapes["loss"] == [()]
+
+
+def test_nd_memory_data_in_summary(tmp_path):
+    """A 3-D U-Net of the OpenCL branch: MemoryData with ``dim`` is that shape, its label
+    (N, 1, 1, 1, 1); N-d pooling and MergeCrop build on it."""
+    text = """layer { name: "data" type: "MemoryData" top: "data" top: "label"
+  memory_data_param { dim: 1 dim: 1 dim: 12 dim: 12 dim: 12 } }
+layer { name: "conv" type: "Convolution" bottom: "data" top: "conv"
+  convolution_param { num_output: 2 kernel_size: 3 } }
+layer { name: "pool" type: "Pooling" bottom: "conv" top: "pool"
+  pooling_param { pool: MAX kernel_size: 2 kernel_size: 2 kernel_size: 2 stride: 2 stride: 2 stride: 2 } }
+layer { name: "up" type: "Deconvolution" bottom: "pool" top: "up"
+  convolution_param { num_output: 2 kernel_size: 2 stride: 2 } }
+layer { name: "merge" type: "MergeCrop" bottom: "up" bottom: "conv" top: "merge" }
+"""
+    shapes, _ = _summary(tmp_path, text, strict=True)
+    assert shapes["data"] == [(1, 1, 12, 12, 12), (1, 1, 1, 1, 1)]
+    assert shapes["merge"] == [(1, 4, 10, 10, 10)]
+
+
+def test_feature_vectors_flattened_for_a_loss_sit_in_the_channels(tmp_path):
+    """An autoencoder over an LMDB of 5-value feature vectors: the loss compares the decoder's 5
+    outputs with the Flatten of the data, so the data is N x 5 x 1 x 1."""
+    text = """layer { name: "data" type: "Data" top: "data"
+  data_param { source: "features_lmdb" batch_size: 8 } }
+layer { name: "flat" type: "Flatten" bottom: "data" top: "flat" }
+layer { name: "enc" type: "InnerProduct" bottom: "data" top: "enc" inner_product_param { num_output: 3 } }
+layer { name: "dec" type: "InnerProduct" bottom: "enc" top: "dec" inner_product_param { num_output: 5 } }
+layer { name: "loss" type: "SigmoidCrossEntropyLoss" bottom: "dec" bottom: "flat" top: "loss" }
+"""
+    shapes, inferred = _summary(tmp_path, text, strict=True)
+    assert shapes["data"] == [(8, 5, 1, 1)] and shapes["flat"] == [(8, 5)]
+    assert "for flat (through a Flatten: the values in the channels)" in inferred[0]
+
+
+def test_smooth_l1_ohem_targets_take_the_prediction_shape(tmp_path):
+    text = HDF5.replace('top: "label"', 'top: "targets"') + FEATURES + """layer { name: "pred"
+  type: "InnerProduct" bottom: "conv" top: "pred" inner_product_param { num_output: 8 } }
+layer { name: "loss" type: "SmoothL1LossOHEM" bottom: "pred" bottom: "targets" top: "loss" }
+"""
+    shapes, inferred = _summary(tmp_path, text, strict=True)
+    assert shapes["data"][1] == (8, 8) and shapes["loss"] == [()]
+
+
+def test_rmpe_heatmap_reader_is_replaced_and_its_maps_learned(tmp_path):
+    """RMPE's DataHeatmap reads a list file the repository does not ship: it is replaced by
+    images batchsize x 3 x outsize x outsize and heat maps whose joint count the loss gives."""
+    text = """layer { name: "data" type: "DataHeatmap" top: "data" top: "label"
+  heatmap_data_param { source: "absent.txt" batchsize: 2 outsize: 32 label_width: 8 label_height: 8 } }
+layer { name: "conv" type: "Convolution" bottom: "data" top: "conv"
+  convolution_param { num_output: 7 kernel_size: 4 stride: 4 } }
+layer { name: "loss" type: "EuclideanLossHeatmap" bottom: "conv" bottom: "label" bottom: "data"
+  top: "loss" }
+"""
+    shapes, _ = _summary(tmp_path, text, strict=True)
+    assert shapes["data"] == [(2, 3, 32, 32), (2, 7, 8, 8)] and shapes["loss"] == [()]

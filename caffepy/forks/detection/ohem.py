@@ -95,8 +95,8 @@ class SmoothL1LossOHEMLayer(Layer):
     def reshape(self, bottom, top):
         for i, b in enumerate(bottom[1:], 1):
             if b.count != bottom[0].count:
-                raise self.error("bottom[%d] %s must match the predictions %s"
-                                 % (i, b.shape, bottom[0].shape))
+                raise self.needs("bottom[%d] %s must match the predictions %s"
+                                 % (i, b.shape, bottom[0].shape), [(i, bottom[0].shape, 0)])
         top[0].reshape(())
         if len(top) > 1:   # R-FCN: Reshape(num, 1, height, width) with Caffe's legacy accessors
             shape = tuple(bottom[0].shape) + (1, 1, 1)

@@ -7,7 +7,7 @@ import numpy as np
 from ... import common
 from ...data.image import read_image, resize_bilinear
 from ...data.state import ListLoaderState
-from ...errors import CaffeError, ShapeError
+from ...errors import CaffeError
 from ...layers.base import LossLayer, register_layer
 from ...layers.data import BasePrefetchingDataLayer
 from .car_keypoint import refuse_unread
@@ -38,8 +38,8 @@ class EuclideanLossHeatmapLayer(LossLayer):
     def reshape(self, bottom, top):
         super().reshape(bottom, top)
         if bottom[0].shape[1:] != bottom[1].shape[1:] or bottom[0].num_axes < 2:
-            raise self.error("prediction %s and target %s differ"
-                             % (bottom[0].shape, bottom[1].shape), ShapeError)
+            raise self.shape_mismatch("prediction %s and target %s differ"
+                                      % (bottom[0].shape, bottom[1].shape), 1, 0, bottom)
 
     def forward_cpu(self, bottom, top):
         self.diff = bottom[0].data - bottom[1].data

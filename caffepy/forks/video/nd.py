@@ -26,6 +26,11 @@ by the window clipped to the padded input, prod_axes (min(start + k, S + pad) - 
 divisor: padding counts as zeros). The forks run these through cuDNN (MAX /
 AVERAGE_COUNT_INCLUDE_PADDING), which agrees wherever the windows stay inside the padded input.
 ``global_pooling`` takes the whole spatial volume (pad 0, stride 1).
+
+A third: the OpenCL branch of Caffe (BVLC/caffe branch opencl), whose PoolingLayer is N-d with
+BVLC's fields (src/caffe/layers/pooling_layer.cpp there: one kernel_size for every spatial axis,
+the same ceil rule). A plain ``Pooling`` whose bottom has more than 4 axes, which BVLC refuses, is
+computed by :class:`PoolingNdLayer` (caffepy.layers.pooling.ND_POOLING).
 """
 import itertools
 
@@ -34,7 +39,7 @@ import numpy as np
 from ...errors import ShapeError
 from ...layers.base import Layer, register_layer, register_variant
 from ...layers.conv import ConvolutionLayer
-from ...layers.pooling import pooled_size
+from ...layers.pooling import ND_POOLING, pooled_size
 from ...math.cpu import pad_spatial
 
 
@@ -264,6 +269,9 @@ class PoolingNdLayer(_NdPoolingBase):
                                  None)
         return (kernel, self._field(p, "stride_nd", "stride", "stride_h", "stride_w", n, 1),
                 self._field(p, "pad_nd", "pad", "pad_h", "pad_w", n, 0))
+
+
+ND_POOLING.append(PoolingNdLayer)     # a plain Pooling over a 5-d bottom: the OpenCL branch's
 
 
 def _shape(layer, param, name, n, default):

@@ -69,6 +69,10 @@ def test_nms():
      {"feat_stride": 16, "scales": [4, 8, 16, 32]}),
     ("num_classes: 21", {"num_classes": 21}),
     ("", {}),
+    # UberNet's proposal layer: a bare word is a YAML string (yaml.load in the fork)
+    ("{'feat_stride': 16, 'phase': TEST, 'scales': !!python/tuple [4, 8]}",
+     {"feat_stride": 16, "phase": "TEST", "scales": [4, 8]}),
+    ("{'a': True, 'b': None}", {"a": True, "b": None}),
 ])
 def test_parse_param_str(text, expected):
     assert boxes.parse_param_str(text) == expected

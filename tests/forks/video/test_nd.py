@@ -130,6 +130,21 @@ def test_pooling_nd_gradient(fields):
                          make_blobs([x]), make_blobs(1))
 
 
+def test_plain_pooling_of_a_5d_bottom_is_nd_pooling():
+    """The OpenCL branch's PoolingLayer is N-d with BVLC's fields: ``kernel_size: 2 stride: 2``
+    on N x C x D x H x W pools every spatial axis (BVLC refuses the 5-d bottom)."""
+    x = RNG.permutation(2 * 2 * 4 * 5 * 6).reshape(2, 2, 4, 5, 6) / 10.0
+    for pool in ("MAX", "AVE"):
+        layer, (y,) = _pool(x, "pool: %s kernel_size: 2 stride: 2" % pool)
+        _, (ref,) = _pool(x, "pool: %s kernel_size_nd: [2, 2, 2] stride_nd: [2, 2, 2]" % pool)
+        assert isinstance(layer, PoolingNdLayer) and y.shape == (2, 2, 2, 3, 3)
+        np.testing.assert_array_equal(y, ref)
+    check_layer_gradient(make_layer('type: "Pooling" pooling_param { pool: MAX kernel_size: 2 '
+                                    'stride: 2 }'), make_blobs([x]), make_blobs(1))
+    layer, (y,) = _pool(x[:, :, 0], "pool: MAX kernel_size: 2 stride: 2")     # 4-d: BVLC's
+    assert not isinstance(layer, PoolingNdLayer) and y.shape == (2, 2, 3, 3)
+
+
 # -- NdPooling / NdConvolution (chuckcho/video-caffe, R-C3D caffe3d) ---------------------------
 
 def test_nd_pooling_matches_pooling_nd():

@@ -16,7 +16,8 @@ Boxes are rows ``[x1, y1, x2, y2]`` of inclusive pixel corners, so a box is ``x2
 * ``nms(boxes, scores, thresh)``: greedy non-maximum suppression, highest score first; a box is
   dropped when its IoU with a kept box is above ``thresh``; returns kept indices.
 * ``parse_param_str``: the layers' ``param_str`` (YAML in py-faster-rcnn: a ``{...}`` dict or
-  ``key: value`` lines, ``!!python/tuple`` tags allowed) as a dict, without a YAML dependency.
+  ``key: value`` lines, ``!!python/tuple`` tags allowed, a bare word value a string as YAML
+  reads it: ``'phase': TEST``) as a dict, without a YAML dependency.
 """
 import ast
 import re
@@ -116,6 +117,7 @@ def nms(boxes, scores, thresh):
 
 
 _BARE_KEY = re.compile(r"(^|[{,\n])\s*([A-Za-z_]\w*)\s*:")
+_BARE_VALUE = re.compile(r"(:\s*)([A-Za-z_]\w*)(\s*[,}])")
 
 
 def parse_param_str(text):
@@ -126,6 +128,8 @@ def parse_param_str(text):
     if not s.startswith("{"):
         s = "{%s}" % ",".join(line for line in s.splitlines() if line.strip())
     s = _BARE_KEY.sub(lambda m: "%s'%s':" % (m.group(1), m.group(2)), s)
+    s = _BARE_VALUE.sub(lambda m: m.group(0) if m.group(2) in ("True", "False", "None") else
+                        "%s'%s'%s" % (m.group(1), m.group(2), m.group(3)), s)   # YAML: a string
     try:
         value = ast.literal_eval(s)
     except (ValueError, SyntaxError):

@@ -33,16 +33,20 @@ An exception the user's code raises (importing the module, in ``__init__``, ``se
 file:line of the user's code, e.g. ``layer 'data' (Python): python_param.module 'reader' (class
 DataLayer) raised NameError in setup: name 'xrange' is not defined (reader.py:42)``; the
 exception itself is its ``original`` and ``__cause__``. A ``CaffeError`` passes unchanged.
+Modules written for Python 2, numpy < 1.24 or PyYAML < 6 get, in their own namespace, what
+those had (xrange, np.int ..., one-argument yaml.load): :mod:`caffepy.layers.python_legacy`.
 """
 import contextlib
 import importlib
 import logging
 import os
+import sys
 import sysconfig
 import traceback
 
 from ..blob import Blob
 from ..errors import CaffeError, NetError
+from . import python_legacy
 from .base import Layer as _CaffepyLayer, register_layer
 from .stand_ins import NoStandInFits, builtin_layer_class, fitting_stand_ins, form_of
 from .stand_ins import register_stand_in  # noqa: F401  (the fork families register through here)
@@ -150,6 +154,16 @@ def _names_module(error, module_name):
             and (module_name == missing or module_name.startswith(missing + ".")))
 
 
+def _adapt_user_modules(names):
+    """The user's modules among ``names`` (not caffepy's, the standard library's or an installed
+    package's) get what they need from older numpy, PyYAML and Python 2 (python_legacy)."""
+    for name in names:
+        module = sys.modules.get(name)
+        path = getattr(module, "__file__", None)
+        if path and not os.path.abspath(path).startswith(_OWN_DIRS + _LIBRARY_DIRS):
+            python_legacy.adapt(module)
+
+
 def load_python_layer_class(module_name, class_name):
     """Import ``module_name`` from sys.path and return its attribute ``class_name``.
 
@@ -157,6 +171,7 @@ def load_python_layer_class(module_name, class_name):
     """
     if not module_name:
         raise ImportError("python_param.module is empty")
+    before = set(sys.modules)
     try:
         module = importlib.import_module(module_name)
     except ImportError as e:
@@ -165,6 +180,7 @@ def load_python_layer_class(module_name, class_name):
         raise cls("cannot import python_param.module '%s' (for layer class '%s'): %s%s"
                   % (module_name, class_name, " ".join(str(e).split()),
                      " (%s)" % where if where else ""))
+    _adapt_user_modules([module_name] + sorted(set(sys.modules) - before))
     try:
         return getattr(module, class_name)
     except AttributeError:

@@ -1,0 +1,135 @@
+"""Python layer modules written for the Python, numpy and PyYAML of pycaffe's years, run unchanged.
+
+Three things such modules use that today's packages removed, each given back to the user's module
+alone (its own global names; nothing global is changed) right after it imports, and only where the
+installed package lacks it:
+
+* numpy's type aliases ``np.int``, ``np.float``, ``np.bool``, ``np.object``, ``np.str``,
+  ``np.long``, ``np.unicode``, ``np.complex`` (removed in numpy 1.24; they were Python's ``int``,
+  ``float`` ...): every global name of the module bound to the numpy module is rebound to a view of
+  numpy that has them (:class:`_NumpyWithAliases`: numpy's namespace plus the aliases; anything
+  else is numpy's own object);
+* PyYAML's one-argument ``yaml.load(stream)`` (PyYAML 6 requires ``Loader``; py-faster-rcnn's
+  layers read ``param_str`` this way): names bound to the yaml module are rebound to a view whose
+  ``load`` defaults to ``yaml.SafeLoader`` (plain values, dicts and lists: what a param_str holds);
+* Python 2's builtins ``xrange``, ``unicode``, ``basestring``, ``long``, ``raw_input`` are
+  ``range``, ``str``, ``str``, ``int``, ``input`` in the module's globals where it does not define
+  them itself.
+
+One INFO line per module names what it was given. Python 2 syntax (``print x``) is still the
+module's import error.
+"""
+import logging
+import sys
+import types
+
+import numpy as np
+
+_log = logging.getLogger("caffepy")
+
+NUMPY_ALIASES = {"int": int, "float": float, "bool": bool, "object": object, "str": str,
+                 "long": int, "unicode": str, "complex": complex}
+PY2_BUILTINS = {"xrange": range, "unicode": str, "basestring": str, "long": int,
+                "raw_input": input}
+_views = {}
+
+
+class _NumpyWithAliases(types.ModuleType):
+    """numpy's namespace plus the aliases it no longer has (module doc)."""
+
+    def __getattr__(self, name):            # submodules numpy loads on first use
+        return getattr(np, name)
+
+
+def _numpy_view():
+    missing = {k: v for k, v in NUMPY_ALIASES.items() if k not in np.__dict__}
+    if not missing:
+        return None, []
+    if "numpy" not in _views:
+        view = _NumpyWithAliases("numpy")
+        view.__dict__.update(np.__dict__)
+        view.__dict__.update(missing)
+        _views["numpy"] = view
+    return _views["numpy"], sorted(missing)
+
+
+def _yaml_view():
+    yaml = sys.modules.get("yaml")
+    if yaml is None or not _load_needs_loader(yaml):
+        return None
+    if "yaml" not in _views:
+        view = types.ModuleType("yaml")
+        view.__dict__.update(yaml.__dict__)
+
+        def load(stream, Loader=None, **kwargs):
+            return yaml.load(stream, Loader=Loader or yaml.SafeLoader, **kwargs)
+        load.__doc__ = "yaml.load with PyYAML 5's one-argument form (SafeLoader by default)."
+        view.load = load
+        _views["yaml"] = view
+    return _views["yaml"]
+
+
+def _load_needs_loader(yaml):
+    import inspect
+    try:
+        p = inspect.signature(yaml.load).parameters.get("Loader")
+    except (TypeError, ValueError):
+        return False
+    return p is not None and p.default is inspect.Parameter.empty
+
+
+def adapt(module):
+    """Give ``module`` (a user's Python layer module, just imported) what it needs from older
+    numpy, PyYAML and Python 2 (module doc); returns what was given, one short phrase each."""
+    if not isinstance(module, types.ModuleType) or getattr(module, "__caffepy_legacy__", False):
+        return []
+    given = []
+    g = module.__dict__
+    view, aliases = _numpy_view()
+    names = [k for k, v in g.items() if v is np] if view is not None else []
+    for k in names:
+        g[k] = view
+    if names:
+        given.append("numpy's aliases np.%s" % ", np.".join(aliases))
+    yaml_view = _yaml_view()
+    yaml = sys.modules.get("yaml")
+    names = [k for k, v in g.items() if yaml is not None and v is yaml] if yaml_view else []
+    for k in names:
+        g[k] = yaml_view
+    if names:
+        given.append("yaml.load(stream) with SafeLoader")
+    py2 = [k for k in PY2_BUILTINS if k not in g and k in _names_used(module)]
+    for k in py2:
+        g[k] = PY2_BUILTINS[k]
+    if py2:
+        given.append("Python 2's %s" % ", ".join(py2))
+    g["__caffepy_legacy__"] = True
+    if given:
+        _log.info("Python layer module '%s' (%s) runs with %s", module.__name__,
+                  getattr(module, "__file__", "?"), "; ".join(given))
+    return given
+
+
+def _names_used(module):
+    """The global names the module's code (its functions and classes, recursively) reads."""
+    seen, out = set(), set()
+
+    def walk(code):
+        if id(code) in seen:
+            return
+        seen.add(id(code))
+        out.update(code.co_names)
+        for const in code.co_consts:
+            if isinstance(const, types.CodeType):
+                walk(const)
+
+    for value in list(module.__dict__.values()):
+        fn = getattr(value, "__func__", value)
+        if isinstance(fn, types.FunctionType) and fn.__module__ == module.__name__:
+            walk(fn.__code__)
+        elif isinstance(value, type) and value.__module__ == module.__name__:
+            for member in vars(value).values():
+                member = getattr(member, "__func__", member)
+                if isinstance(member, types.FunctionType):
+                    walk(member.__code__)
+    return out

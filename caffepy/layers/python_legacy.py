@@ -16,7 +16,9 @@ installed package lacks it:
   ``range``, ``str``, ``str``, ``int``, ``input`` in the module's globals where it does not define
   them itself.
 
-One INFO line per module names what it was given. Python 2 syntax (``print x``) is still the
+Each is given only where the module's code reads it (its functions' and classes' byte code:
+``np.int`` read from a global bound to numpy, ``yaml.load``, a global ``xrange``); one INFO line
+per module names what it was given. Python 2 syntax (``print x``) is still the
 module's import error.
 """
 import logging
@@ -80,25 +82,32 @@ def _load_needs_loader(yaml):
 
 def adapt(module):
     """Give ``module`` (a user's Python layer module, just imported) what it needs from older
-    numpy, PyYAML and Python 2 (module doc); returns what was given, one short phrase each."""
+    numpy, PyYAML and Python 2 (module doc), where its code uses it; returns what was given, one
+    short phrase each."""
     if not isinstance(module, types.ModuleType) or getattr(module, "__caffepy_legacy__", False):
         return []
     given = []
     g = module.__dict__
+    codes = _codes(module)
     view, aliases = _numpy_view()
-    names = [k for k, v in g.items() if v is np] if view is not None else []
-    for k in names:
-        g[k] = view
-    if names:
-        given.append("numpy's aliases np.%s" % ", np.".join(aliases))
-    yaml_view = _yaml_view()
-    yaml = sys.modules.get("yaml")
-    names = [k for k, v in g.items() if yaml is not None and v is yaml] if yaml_view else []
-    for k in names:
-        g[k] = yaml_view
-    if names:
-        given.append("yaml.load(stream) with SafeLoader")
-    py2 = [k for k in PY2_BUILTINS if k not in g and k in _names_used(module)]
+    if view is not None:
+        names = [k for k, v in g.items() if v is np]
+        used = sorted(_attributes_read(codes, names) & set(aliases))
+        if used:
+            for k in names:
+                g[k] = view
+            given.append("numpy's aliases np.%s" % ", np.".join(used))
+    yaml_view, yaml = _yaml_view(), sys.modules.get("yaml")
+    if yaml_view is not None:
+        names = [k for k, v in g.items() if v is yaml]
+        if "load" in _attributes_read(codes, names):
+            for k in names:
+                g[k] = yaml_view
+            given.append("yaml.load(stream) with SafeLoader")
+    read = set()
+    for code in codes:
+        read.update(code.co_names)
+    py2 = [k for k in PY2_BUILTINS if k not in g and k in read]
     for k in py2:
         g[k] = PY2_BUILTINS[k]
     if py2:
@@ -110,15 +119,30 @@ def adapt(module):
     return given
 
 
-def _names_used(module):
-    """The global names the module's code (its functions and classes, recursively) reads."""
-    seen, out = set(), set()
+def _attributes_read(codes, names):
+    """The attribute names the code reads from the globals ``names`` (``np.int`` -> "int")."""
+    import dis
+    out, names = set(), set(names)
+    for code in codes:
+        previous = None
+        for ins in dis.get_instructions(code):
+            if ins.opname in ("LOAD_ATTR", "LOAD_METHOD") and previous is not None \
+                    and previous.opname in ("LOAD_GLOBAL", "LOAD_NAME") \
+                    and previous.argval in names:
+                out.add(ins.argval)
+            previous = ins
+    return out
+
+
+def _codes(module):
+    """The code objects of the module's functions and classes (nested ones included)."""
+    seen, out = set(), []
 
     def walk(code):
         if id(code) in seen:
             return
         seen.add(id(code))
-        out.update(code.co_names)
+        out.append(code)
         for const in code.co_consts:
             if isinstance(const, types.CodeType):
                 walk(const)

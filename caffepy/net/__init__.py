@@ -90,7 +90,8 @@ class Net(NetParams, PycaffeNet):
             if getattr(e, "layer_name", None) is None:
                 e.layer_name = self._building     # the layer being set up, if any (summary uses it)
             if self._building is not None and e.layer_name == self._building \
-                    and "layer '" not in str(e):  # a blob's own error: name the layer that met it
+                    and isinstance(e, ShapeError) and "layer '" not in str(e):
+                # a blob's own shape error: name the layer that met it
                 e = _naming_layer(e, self._building, self._building_type)
             raise locate_layer_error(e, self.source)
         for read in reads:

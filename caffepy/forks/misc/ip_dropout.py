@@ -1,6 +1,5 @@
 """RuWang15/caffe_pr's ``InnerProductDropout``: an InnerProduct whose GPU training path drops
 input columns in a strided pattern; its CPU path, the one caffepy follows, is the plain product."""
-from ...errors import ShapeError
 from ...layers.base import register_layer
 from ...layers.inner_product import InnerProductLayer
 
@@ -20,29 +19,4 @@ class InnerProductDropoutLayer(InnerProductLayer):
     computes in CPU mode.
     """
 
-    def _param(self):
-        return self.layer_param.inner_product_dropout_param
-
-    def layer_setup(self, bottom, top):
-        p = self._param()
-        self.num_output = p.num_output
-        if self.num_output <= 0:
-            raise self.error("inner_product_dropout_param.num_output must be positive")
-        self.bias_term = p.bias_term
-        self.transpose = p.transpose
-        self.axis = bottom[0].canonical_axis_index(p.axis)
-        self.k = bottom[0].count_range(self.axis)
-        wshape = (self.k, self.num_output) if self.transpose else (self.num_output, self.k)
-        shapes = [wshape] + ([(self.num_output,)] if self.bias_term else [])
-        self.init_param_blobs(shapes, p.weight_filler, p.bias_filler)
-        self.param_propagate_down = [True] * len(self.blobs)
-
-    def reshape(self, bottom, top):
-        axis = bottom[0].canonical_axis_index(self._param().axis)
-        k = bottom[0].count_range(axis)
-        if k != self.k:
-            raise self.error("input size incompatible with the layer's parameters: %d inputs "
-                             "per row (shape %s), expected %d" % (k, bottom[0].shape, self.k),
-                             ShapeError)
-        self.m = bottom[0].count_range(0, axis)
-        top[0].reshape(bottom[0].shape[:axis] + (self.num_output,))
+    param_field = "inner_product_dropout_param"

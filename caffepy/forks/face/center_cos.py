@@ -2,13 +2,12 @@
 class centre."""
 import numpy as np
 
-from ...errors import ShapeError
-from ...layers.base import LossLayer, register_layer
-from .losses import _labels
+from ...layers.base import register_layer
+from .losses import CentresLoss, _labels
 
 
 @register_layer("CenterCosLoss")
-class CenterCosLossLayer(LossLayer):
+class CenterCosLossLayer(CentresLoss):
     """src/caffe/layers/center_cos_loss_layer.cpp of banxia1994/Mycaffe, its CPU code:
 
         L = -sum_i cos(x_i, c_{y_i})                       (a sum over the batch, not a mean)
@@ -27,21 +26,7 @@ class CenterCosLossLayer(LossLayer):
     flattened from ``axis``, label (M). Top: the loss (). Param: centres (num_output, K).
     """
 
-    def layer_setup(self, bottom, top):
-        p = self.layer_param.center_cos_loss_param
-        if not p.num_output:
-            raise self.error("center_cos_loss_param.num_output is required")
-        self.axis = bottom[0].canonical_axis_index(p.axis)
-        self.k = bottom[0].count_range(self.axis)
-        self.init_param_blobs([(p.num_output, self.k)], p.center_cos_filler)
-        self.param_propagate_down = [True]
-
-    def reshape(self, bottom, top):
-        if bottom[0].count_range(self.axis) != self.k:
-            raise self.error("the bottom has %d features per row, the centres %d"
-                             % (bottom[0].count_range(self.axis), self.k), ShapeError)
-        self.m = bottom[0].count_range(0, self.axis)
-        top[0].reshape(())
+    param_field, filler_field = "center_cos_loss_param", "center_cos_filler"
 
     def _terms(self, bottom):
         c = self.blobs[0].data

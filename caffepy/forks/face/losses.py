@@ -17,8 +17,31 @@ def _labels(layer, blob, m, n):
     return y
 
 
+class CentresLoss(LossLayer):
+    """A loss against one learned centre per class: ``<param_field> { num_output <filler_field>
+    axis }``; x (M, K...) is flattened from ``axis``; param: the centres (num_output, K); top: the
+    loss (). Subclasses give the two names and the loss (CenterLoss here; CenterCosLoss)."""
+    param_field = filler_field = None
+
+    def layer_setup(self, bottom, top):
+        p = getattr(self.layer_param, self.param_field)
+        if not p.num_output:
+            raise self.error("%s.num_output is required" % self.param_field)
+        self.axis = bottom[0].canonical_axis_index(p.axis)
+        self.k = bottom[0].count_range(self.axis)
+        self.init_param_blobs([(p.num_output, self.k)], getattr(p, self.filler_field))
+        self.param_propagate_down = [True]
+
+    def reshape(self, bottom, top):
+        if bottom[0].count_range(self.axis) != self.k:
+            raise self.error("the bottom has %d features per row, the centres %d"
+                             % (bottom[0].count_range(self.axis), self.k), ShapeError)
+        self.m = bottom[0].count_range(0, self.axis)
+        top[0].reshape(())
+
+
 @register_layer("CenterLoss")
-class CenterLossLayer(LossLayer):
+class CenterLossLayer(CentresLoss):
     """Center loss (Wen et al. 2016, caffe-face).
 
         L = sum_i ||x_i - c_{y_i}||^2 / (2 M);   dx_i = dL * (x_i - c_{y_i}) / M
@@ -31,21 +54,7 @@ class CenterLossLayer(LossLayer):
     Param: centres (num_output, K).
     """
 
-    def layer_setup(self, bottom, top):
-        p = self.layer_param.center_loss_param
-        if not p.num_output:
-            raise self.error("center_loss_param.num_output is required")
-        self.axis = bottom[0].canonical_axis_index(p.axis)
-        self.k = bottom[0].count_range(self.axis)
-        self.init_param_blobs([(p.num_output, self.k)], p.center_filler)
-        self.param_propagate_down = [True]
-
-    def reshape(self, bottom, top):
-        if bottom[0].count_range(self.axis) != self.k:
-            raise self.error("the bottom has %d features per row, the centres %d"
-                             % (bottom[0].count_range(self.axis), self.k), ShapeError)
-        self.m = bottom[0].count_range(0, self.axis)
-        top[0].reshape(())
+    param_field, filler_field = "center_loss_param", "center_filler"
 
     def forward_cpu(self, bottom, top):
         c = self.blobs[0].data

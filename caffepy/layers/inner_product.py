@@ -23,10 +23,10 @@ class InnerProductLayer(Layer):
     exact_num_top_blobs = 1
     fused_relu = None     # a ReLU's negative slope fused into the forward by caffepy.infer.plan
 
-    param_field = "inner_product_param"     # a fork's variant reads its own message (same fields)
+    ip_param_field = "inner_product_param"  # a fork's variant reads its own message (same fields)
 
     def layer_setup(self, bottom, top):
-        p = getattr(self.layer_param, self.param_field)
+        p = getattr(self.layer_param, self.ip_param_field)
         self.num_output = p.num_output
         if self.num_output <= 0:
             raise self.error("num_output must be positive")
@@ -40,7 +40,7 @@ class InnerProductLayer(Layer):
         self.param_propagate_down = [True] * len(self.blobs)
 
     def reshape(self, bottom, top):
-        axis = bottom[0].canonical_axis_index(getattr(self.layer_param, self.param_field).axis)
+        axis = bottom[0].canonical_axis_index(getattr(self.layer_param, self.ip_param_field).axis)
         k = bottom[0].count_range(axis)
         if k != self.k:
             raise self.error("input size incompatible with inner product parameters: %d inputs "

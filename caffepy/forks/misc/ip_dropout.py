@@ -19,4 +19,4 @@ class InnerProductDropoutLayer(InnerProductLayer):
     computes in CPU mode.
     """
 
-    param_field = "inner_product_dropout_param"
+    ip_param_field = "inner_product_dropout_param"

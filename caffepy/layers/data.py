@@ -26,11 +26,13 @@ from .base import Layer, register_layer
 
 class BasePrefetchingDataLayer(Layer):
     """Owns the Prefetcher; subclasses build a loader with ``data_shape()`` and ``load_batch(buf)``
-    (and optionally ``close()``, called once the thread has stopped)."""
+    (and optionally ``close()``, called once the thread has stopped). Forward gives top i the
+    buffer's array ``top_keys[i]``."""
     exact_num_bottom_blobs = 0
     min_top_blobs = 1
     max_top_blobs = 2
     prefetcher = None
+    top_keys = ("data", "label")
 
     def describe(self):
         return "layer '%s' (%s)" % (self.layer_param.name, self.layer_param.type)
@@ -97,13 +99,12 @@ class BasePrefetchingDataLayer(Layer):
         """Tops take each batch's shape in forward."""
 
     def forward_cpu(self, bottom, top):
+        """Each top takes the prefetched array of its key in ``top_keys`` (shape and values)."""
         buf = self.prefetcher.next()
         try:
-            top[0].reshape(buf["data"].shape)
-            np.copyto(top[0].data, buf["data"])
-            if self.output_labels:
-                top[1].reshape(buf["label"].shape)
-                np.copyto(top[1].data, buf["label"])
+            for blob, key in zip(top, self.top_keys):
+                blob.reshape(buf[key].shape)
+                np.copyto(blob.data, buf[key])
             self._data_state = buf["state"]
         finally:
             self.prefetcher.recycle(buf)

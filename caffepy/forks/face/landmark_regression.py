@@ -213,6 +213,7 @@ class ImageFloatDataLayer(BasePrefetchingDataLayer):
     (N x label_dim), and with ``hard_sample`` a third top, the weights (N). ``balance_class``
     (the fork's balance branch reads no line) and ``center_crop`` are refused.
     """
+    top_keys = ("data", "label", "weight")
     min_top_blobs = 2
     max_top_blobs = 3
 
@@ -246,16 +247,6 @@ class ImageFloatDataLayer(BasePrefetchingDataLayer):
         top[1].reshape((n, int(self.layer_param.image_float_data_param.label_dim)))
         if len(top) == 3:
             top[2].reshape((n,))
-
-    def forward_cpu(self, bottom, top):
-        buf = self.prefetcher.next()
-        try:
-            for blob, key in zip(top, ("data", "label", "weight")):
-                blob.reshape(buf[key].shape)
-                np.copyto(blob.data, buf[key])
-            self._data_state = buf["state"]
-        finally:
-            self.prefetcher.recycle(buf)
 
 
 COARSE = (18, 22, 23, 27, 37, 40, 43, 46, 28, 32, 36, 49, 55)   # 1-based 68-point indices

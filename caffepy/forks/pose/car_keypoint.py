@@ -235,16 +235,6 @@ class HeatmapDataLayer(BasePrefetchingDataLayer):
         p = self.layer_param.heatmap_data_param
         top[1].reshape((p.batch_size, p.coordinate_num, p.label_size, p.label_size))
 
-    def forward_cpu(self, bottom, top):
-        buf = self.prefetcher.next()
-        try:
-            for blob, key in zip(top, ("data", "label")):
-                blob.reshape(buf[key].shape)
-                np.copyto(blob.data, buf[key])
-            self._data_state = buf["state"]
-        finally:
-            self.prefetcher.recycle(buf)
-
 
 @register_layer("KeypointL2Loss")
 class KeypointL2LossLayer(LossLayer):

@@ -202,13 +202,3 @@ class DataHeatmapLayer(BasePrefetchingDataLayer):
         p = self.layer_param.heatmap_data_param
         top[1].reshape((p.batchsize, self._joints, p.label_height, p.label_width))
 
-    def forward_cpu(self, bottom, top):
-        buf = self.prefetcher.next()
-        try:
-            for blob, key in zip(top, ("data", "label")):
-                blob.reshape(buf[key].shape)
-                np.copyto(blob.data, buf[key])
-            self._data_state = buf["state"]
-        finally:
-            self.prefetcher.recycle(buf)
-

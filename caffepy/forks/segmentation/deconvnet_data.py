@@ -168,19 +168,10 @@ class SelectSegBinaryLayer(_WindowDataLayer):
     else 0. prototxt: as WindowSegBinary's, plus ``window_cls_data_param { label_dim }``. Tops:
     data (N, C, h, w), label (N, 1, h, w), class labels (N, label_dim, 1, 1).
     """
+    top_keys = ("data", "label", "cls")
     loader = _SelectSegBinaryLoader
 
     def layer_setup(self, bottom, top):
         super(SelectSegBinaryLayer, self).layer_setup(bottom, top)
         label_dim = int(self.layer_param.window_cls_data_param.label_dim)
         top[2].reshape((top[0].shape[0], label_dim, 1, 1))
-
-    def forward_cpu(self, bottom, top):
-        buf = self.prefetcher.next()
-        try:
-            for blob, key in zip(top, ("data", "label", "cls")):
-                blob.reshape(buf[key].shape)
-                np.copyto(blob.data, buf[key])
-            self._data_state = buf["state"]
-        finally:
-            self.prefetcher.recycle(buf)

@@ -113,6 +113,7 @@ class ImageSegDataLayer(BasePrefetchingDataLayer):
     Tops: data (N, C, h, w), label (N, 1, h, w) [, data_dim (N, 1, 1, 2): the image's rows and
     columns before resizing, capped at h, w].
     """
+    top_keys = ("data", "label", "dim")
     exact_num_top_blobs = None
     min_top_blobs = 2
     max_top_blobs = 3
@@ -136,13 +137,3 @@ class ImageSegDataLayer(BasePrefetchingDataLayer):
         top[1].reshape(n, 1, h, w)
         if len(top) > 2:
             top[2].reshape(n, 1, 1, 2)
-
-    def forward_cpu(self, bottom, top):
-        buf = self.prefetcher.next()
-        try:
-            for blob, key in zip(top, ("data", "label", "dim")):
-                blob.reshape(buf[key].shape)
-                np.copyto(blob.data, buf[key])
-            self._data_state = buf["state"]
-        finally:
-            self.prefetcher.recycle(buf)

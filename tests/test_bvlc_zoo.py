@@ -47,6 +47,7 @@ def _build(path, phase, stages=(), batch_size=1):
     return Net(param, phase, stages=stages)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rel", _net_files(BVLC) or ["<absent>"])
 def test_bvlc_net_builds_each_phase(rel):
     if rel == "<absent>":
@@ -70,6 +71,7 @@ CLASSICS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rel,batch", CLASSICS)
 def test_classic_nets_forward_backward(rel, batch):
     path = os.path.join(BVLC, rel)
@@ -103,6 +105,7 @@ def test_classic_nets_forward_backward(rel, batch):
     assert sum(float(np.abs(g).sum()) for g in grads) > 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rel", _net_files(HISTORY) or ["<absent>"])
 def test_history_files_upgrade_and_build(rel):
     if rel == "<absent>":

@@ -82,6 +82,7 @@ def workdir(tmp_path):
 @pytest.mark.parametrize("sig, flags", [
     ("SIGINT", []), ("SIGTERM", []), ("SIGHUP", ["--sighup_effect", "stop"]),
     ("SIGTERM", ["--sigterm_effect=stop"])])
+@pytest.mark.slow
 def test_stop_effect_finishes_the_iteration_and_snapshots(sig, flags, workdir, monkeypatch):
     run = Train(workdir, *flags)
     run.wait_for("Iteration 100,")
@@ -97,6 +98,7 @@ def test_stop_effect_finishes_the_iteration_and_snapshots(sig, flags, workdir, m
 @pytest.mark.parametrize("sig, flags", [
     ("SIGHUP", []), ("SIGTERM", ["--sigterm_effect", "snapshot"]),
     ("SIGINT", ["-sigint_effect", "snapshot"])])
+@pytest.mark.slow
 def test_snapshot_effect_snapshots_and_goes_on(sig, flags, workdir, monkeypatch):
     run = Train(workdir, *flags)
     run.wait_for("Iteration 100,")

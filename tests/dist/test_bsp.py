@@ -48,6 +48,7 @@ def test_two_server_groups_stay_replicas(tmp_path):
     assert all(np.isfinite(p.data).all() for p in solver.net.learnable_params)
 
 
+@pytest.mark.slow
 @needs_mpi
 @pytest.mark.parametrize("separate", [False, True])
 def test_bsp_mpi_matches_single_process(tmp_path, separate):

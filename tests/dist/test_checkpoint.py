@@ -84,6 +84,7 @@ def test_init_other_net_by_name(tmp_path):
 @needs_mpi
 @pytest.mark.parametrize("role,nprocs,victim,extra", [("worker", 4, 3, []),
                                                       ("server", 6, 5, ["--separate"])])
+@pytest.mark.slow
 def test_kill_stops_job_then_resume_finishes(tmp_path, role, nprocs, victim, extra):
     """kill -9 of a worker's process, or of a server's own process (server_worker_separate)."""
     ws = str(tmp_path / "ws")

@@ -107,6 +107,7 @@ def test_sfb_and_tables_stay_dense_under_clipping(tmp_path):
         dist.train(get_solver(param, dtype=np.float64), cluster=c, feeder=feed)
 
 
+@pytest.mark.slow
 @needs_mpi
 def test_bsp_clipping_under_mpi(tmp_path):
     """The servers' CLIPNORM exchange between processes (servers in their own ranks)."""

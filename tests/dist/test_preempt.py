@@ -100,6 +100,7 @@ def _resume_equals_full(tmp_path, d, **cluster):
     assert a[1] == b[1]                       # values and history, bit for bit
 
 
+@pytest.mark.slow
 def test_sigterm_checkpoints_at_an_agreed_step_threads_engine(tmp_path):
     d = _files(tmp_path, "cut")
     job = Job(_cmd(d))

@@ -116,6 +116,7 @@ def _one_warning(err, kind):
     assert len(lines) == 1, (kind, err[-3000:])
 
 
+@pytest.mark.slow
 @needs_mpi
 def test_http_probe(tmp_path):
     def attack(addr):
@@ -126,6 +127,7 @@ def test_http_probe(tmp_path):
     _one_warning(err, "malformed")
 
 
+@pytest.mark.slow
 @needs_mpi
 def test_random_garbage(tmp_path):
     rng = np.random.default_rng(3)
@@ -141,6 +143,7 @@ def test_random_garbage(tmp_path):
     _job(tmp_path, attack)
 
 
+@pytest.mark.slow
 @needs_mpi
 def test_spoofed_hello_then_hang_up(tmp_path):
     def attack(addr):
@@ -152,6 +155,7 @@ def test_spoofed_hello_then_hang_up(tmp_path):
     _one_warning(err, "wrong proof")
 
 
+@pytest.mark.slow
 @needs_mpi
 def test_spoofed_bye_and_quit(tmp_path):
     def attack(addr):
@@ -164,6 +168,7 @@ def test_spoofed_bye_and_quit(tmp_path):
     _job(tmp_path, attack)
 
 
+@pytest.mark.slow
 @needs_mpi
 def test_flood_of_connections(tmp_path):
     def attack(addr):
@@ -185,6 +190,7 @@ def test_flood_of_connections(tmp_path):
     _one_warning(err, "too many connections")
 
 
+@pytest.mark.slow
 @needs_mpi
 def test_half_open_connection_is_dropped(tmp_path):
     def attack(addr):
@@ -197,6 +203,7 @@ def test_half_open_connection_is_dropped(tmp_path):
     _one_warning(err, "no authentication")
 
 
+@pytest.mark.slow
 @needs_mpi
 def test_binds_the_address_the_ranks_use(tmp_path, monkeypatch):
     """CAFFEPY_WATCHDOG_ADDR picks the address: the watchdog listens there only (never 0.0.0.0)."""

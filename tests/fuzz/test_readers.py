@@ -20,6 +20,7 @@ import readers
                          ids=["%s-%s" % (t[1], t[0]) for t in readers.targets()])
 @settings(max_examples=harness.examples(), deadline=None, derandomize=True, database=None,
           suppress_health_check=list(HealthCheck))
+@pytest.mark.slow
 @given(data=st.data())
 def test_fuzz(name, make, data):
     readers.warm()

@@ -151,6 +151,7 @@ def _path(layer):
 
 @pytest.mark.parametrize("geometry", GEOMETRIES, ids=lambda g: "c%d-%dx%d-m%d-k%d-s%d-p%d-g%d" % (
     g[0], g[1][0], g[1][1], g[2], g[3], g[4], g[5], g[6]))
+@pytest.mark.slow
 def test_every_path_of_the_layer(geometry):
     c, plane, m, k, s, p, g = geometry
     rng = np.random.default_rng(abs(hash(geometry)) % 2 ** 32)
@@ -278,6 +279,7 @@ def test_lr_mult_zero_alone_computes_no_gradient(tmp_path):
 @pytest.mark.parametrize("chain", ["bn", "sum"])
 @pytest.mark.parametrize("geometry", NET_GEOMETRIES, ids=lambda g: "c%d-%dx%d-k%d-g%d" % (
     g[0], g[1][0], g[1][1], g[3], g[6]))
+@pytest.mark.slow
 def test_convolution_ahead_of_fused_chains(tmp_path, chain, geometry):
     """The conv's diffs through the chains, fused and layer by layer, on every engine (bias
     lr_mult 0 under force_backward, as a face net's conv ahead of a BatchNorm: its bias

@@ -225,6 +225,7 @@ def _embedded_descriptor(path):
     raise AssertionError("%s: no AddSerializedFile call" % path)
 
 
+@pytest.mark.slow
 def test_model_zoo_parses():
     """Every catalogued zoo file reads (text, upgraded); the count is reported and must stay high."""
     from caffepy.errors import ProtoError

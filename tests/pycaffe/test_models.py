@@ -57,6 +57,7 @@ def test_regenerating_gives_the_committed_files(module, tmp_path):
             assert a.read() == b.read(), "%s is stale: run python models/%s" % (committed, module)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("module,ours,ref,deploy,phases", CASES, ids=[c[1] for c in CASES])
 def test_equivalent_to_the_public_file(module, ours, ref, deploy, phases):
     ref_path = shared_path(*(ZOO + tuple(ref.split("/"))))

@@ -74,6 +74,7 @@ def pages(tmp_path_factory):
     return tmp_path_factory.mktemp("pages")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", MODELS, ids=lambda p: os.path.relpath(p, ROOT))
 def test_models(open_page, pages, path):
     doc = data.from_prototxt(path)
@@ -81,6 +82,7 @@ def test_models(open_page, pages, path):
     check_page(pg, doc)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rel", ZOO)
 def test_modelzoo(open_page, pages, rel):
     path = os.path.join(SHARED, "modelzoo", rel)
@@ -228,6 +230,7 @@ def test_served_page_follows_the_log(open_page, tmp_path):
         server.server_close()
 
 
+@pytest.mark.slow
 def test_1000_layers_in_under_2s(open_page, pages, tmp_path):
     src = tmp_path / "deep.prototxt"
     src.write_text(netgen.deep_resnet())

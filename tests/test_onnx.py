@@ -52,6 +52,10 @@ CASES = {
     'convolution_param { num_output: 6 kernel_size: 3 group: 3 dilation: 2 pad: 1 stride: 2 } }',
     "conv_rect": 'layer { name: "c" type: "Convolution" bottom: "data" top: "c" convolution_param '
     '{ num_output: 4 kernel_h: 3 kernel_w: 2 pad_h: 1 pad_w: 0 stride_h: 1 stride_w: 2 } }',
+    # 7 x 9 input: kernels that overhang the (padded) input by less than the stride give one
+    # output row / column (Caffe's truncating division), exported with extra end padding
+    "conv_overhang": 'layer { name: "c" type: "Convolution" bottom: "data" top: "c" '
+    'convolution_param { num_output: 4 kernel_h: 9 kernel_w: 10 stride_h: 3 stride_w: 2 } }',
     "depthwise": 'layer { name: "c" type: "ConvolutionDepthwise" bottom: "data" top: "c" '
     'convolution_param { num_output: 3 kernel_size: 3 pad: 1 bias_term: false } }',
     "deconv": 'layer { name: "d" type: "Deconvolution" bottom: "data" top: "d" '
@@ -66,6 +70,11 @@ CASES = {
     'pooling_param { pool: AVE kernel_size: 3 stride: 2 pad: 1 } }',
     "ave_clip": 'layer { name: "p" type: "Pooling" bottom: "data" top: "p" '
     'pooling_param { pool: AVE kernel_size: 4 stride: 3 pad: 2 } }',
+    "max_overhang": 'layer { name: "p" type: "Pooling" bottom: "data" top: "p" '
+    'pooling_param { pool: MAX kernel_size: 8 stride: 2 } }',
+    "ave_overhang_pad": 'layer { name: "p" type: "Pooling" bottom: "data" top: "p" '
+    'pooling_param { pool: AVE kernel_h: 10 kernel_w: 3 stride_h: 3 stride_w: 2 pad_h: 1 '
+    'pad_w: 0 } }',
     "ave_floor": 'layer { name: "p" type: "Pooling" bottom: "data" top: "p" '
     'pooling_param { pool: AVE kernel_size: 3 stride: 2 round_mode: FLOOR } }',
     "max_mask": 'layer { name: "p" type: "Pooling" bottom: "data" top: "p" top: "mask" '

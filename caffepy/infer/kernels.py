@@ -207,7 +207,10 @@ def dw_conv(x, w, bias, kh, kw, ph, pw, sh, sw, dh, dw, slope, relu, y):
     n, c, h, wd = x.shape
     m, oh, ow = y.shape[1], y.shape[2], y.shape[3]
     mult = m // c
-    hp, wp = h + 2 * ph, wd + 2 * pw
+    # the border also holds the last window's overhang past the padded plane (Caffe's
+    # truncating output size, caffepy.math.sizes), so no tap reads past the buffer
+    hp = max(h + 2 * ph, (oh - 1) * sh + (kh - 1) * dh + 1)
+    wp = max(wd + 2 * pw, (ow - 1) * sw + (kw - 1) * dw + 1)
     has_bias = bias.shape[0] > 0
     strided = sh != 1 or sw != 1      # one output row at a time, every column at stride 1
     span = (ow - 1) * sw + 1 if strided else (oh - 1) * wp + ow

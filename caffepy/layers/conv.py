@@ -210,7 +210,9 @@ class _ConvolutionBase(Layer):
 class ConvolutionLayer(_ConvolutionBase):
     """Convolution: y[n, m] = sum_c W[m, c] * x[n, c] (cross-correlation) + b[m], per group.
 
-    Output size per spatial axis: O = (S + 2 pad - (dilation (kernel - 1) + 1)) // stride + 1.
+    Output size per spatial axis: O = (S + 2 pad - (dilation (kernel - 1) + 1)) / stride + 1,
+    divided as C++ does (toward zero: a kernel overhanging the padded input by less than the
+    stride gives one output, its outside taps read zeros; caffepy.math.sizes).
     Computed as im2col of the whole batch into one (C * prod(K), prod(O) * N) buffer, then one
     GEMM per group for all images (large GEMMs thread well). Backward: dW += dY col^T, db += sum dY,
     dx = col2im(W^T dY) (stride 1: the equivalent correlation of dY with the flipped kernel, see
@@ -252,9 +254,10 @@ class ConvolutionLayer(_ConvolutionBase):
         if one:
             np.copyto(buf.reshape(c, -1, n), x.reshape(n, c, -1).transpose(1, 2, 0))
             return buf
-        pshape = (c,) + tuple(s + 2 * p for s, p in zip(x.shape[2:], pad)) + (n,)
+        padded = cpu.padded_shape(x.shape[2:], *geometry)
         return cpu.im2col(x, *geometry, layout="last", out=buf,
-                          pad_buffer=self._scratch("pad", pshape) if any(pad) else None)
+                          pad_buffer=(self._scratch("pad", (c,) + padded + (n,))
+                                      if padded != tuple(x.shape[2:]) else None))
 
     dy_columns_max_bytes = 64 << 20     # see _data_grad_by_conv
     dy_columns_min_outputs = 64

@@ -1,6 +1,7 @@
 """Deconvolution (transposed convolution): Convolution's geometry and parameters, data path reversed."""
 import numpy as np
 
+from ..math.sizes import deconv_out_shape
 from . import conv_onednn
 from .base import register_layer
 from .conv import _ConvolutionBase
@@ -34,8 +35,7 @@ class DeconvolutionLayer(_ConvolutionBase):
     reverse = True
 
     def compute_output_shape(self, spatial):
-        return tuple(st * (s - 1) + d * (k - 1) + 1 - 2 * p for s, k, p, st, d in
-                     zip(spatial, self.kernel, self.pad, self.stride, self.dilation))
+        return deconv_out_shape(spatial, self.kernel, self.pad, self.stride, self.dilation)
 
     def forward_cpu(self, bottom, top):
         if conv_onednn.forward(self, bottom, top):

@@ -11,7 +11,8 @@ from .conv import _ConvolutionBase
 class Im2colLayer(Layer):
     """y[n, (c, k_1 .. k_d), o_1 .. o_d] = x_padded[n, c, o_1 s_1 + k_1 e_1, ...] (x zero-padded
     by ``pad``; s stride, e dilation), i.e. every convolution window laid out in the channels:
-    top (N, C * prod(K), *O) with O = (S + 2 pad - (e (K - 1) + 1)) // s + 1 per spatial axis.
+    top (N, C * prod(K), *O) with O = (S + 2 pad - (e (K - 1) + 1)) / s + 1 per spatial axis
+    (C++ division, toward zero: caffepy.math.sizes).
     Backward: dx = col2im(dy), the sum of the window entries that read each input.
 
     prototxt: ``convolution_param { kernel_size (or kernel_h / kernel_w) pad stride dilation

@@ -8,21 +8,10 @@ import numpy as np
 from ..errors import ShapeError
 from ..math import kernels
 from ..math.cpu import pad_spatial
+from ..math.sizes import overhang, pooled_shape, pooled_size  # noqa: F401  (pooled_size: forks)
 from .base import Layer, register_layer
 
 FLT_MIN = float(np.finfo(np.float32).tiny)
-
-
-def pooled_size(size, kernel, stride, pad, ceil=True, grow=0):
-    """Caffe's output size: ceil (or floor) rounding, then the last window must start in the
-    image or the top/left padding: ``if pad and (pooled - 1) * stride >= size + pad: pooled -= 1``.
-    ``grow``: outputs a fork's pooling adds before that check (none in BVLC).
-    """
-    span = size + 2 * pad - kernel
-    pooled = (-(-span // stride) if ceil else span // stride) + 1 + grow
-    if pad and (pooled - 1) * stride >= size + pad:
-        pooled -= 1
-    return pooled
 
 
 class PoolGeometry(object):
@@ -31,10 +20,9 @@ class PoolGeometry(object):
     def __init__(self, in_hw, kernel, stride, pad, ceil=True, grow=(0, 0)):
         self.in_hw = tuple(in_hw)
         self.kernel, self.stride, self.pad = tuple(kernel), tuple(stride), tuple(pad)
-        self.out_hw = tuple(pooled_size(s, k, st, p, ceil, g) for s, k, st, p, g in
-                            zip(in_hw, kernel, stride, pad, grow))
+        self.out_hw = pooled_shape(self.in_hw, self.kernel, self.stride, self.pad, ceil, grow)
         # extra bottom/right padding so that every (ceil-rounded) window lies inside the buffer
-        self.extra = tuple(max(0, (o - 1) * st + k - (s + 2 * p)) for s, k, st, p, o in
+        self.extra = tuple(overhang(s, k, p, st, 1, o) for s, k, st, p, o in
                            zip(in_hw, kernel, stride, pad, self.out_hw))
 
     def padded(self, x, value, pad=None):
@@ -194,8 +182,9 @@ class PoolingLayer(Layer):
     """2-d pooling over (N, C, H, W) windows.
 
     Output size: PH = ceil((H + 2 pad - kernel) / stride) + 1 (floor with ``round_mode: FLOOR``
-    or the fork field ``ceil_mode: false``), minus 1 if pad > 0 and the last window would start
-    at or past H + pad. MAX: maximum over the window's image pixels (first one wins ties); the
+    or the fork field ``ceil_mode: false``; a ratio in (-1, 0) gives one output under ceil), minus
+    1 on each axis whose last window would start at or past H + pad when either pad is nonzero
+    (caffepy.math.sizes). MAX: maximum over the window's image pixels (first one wins ties); the
     optional second top is the mask, index h * W + w of the maximum. AVE: sum over the window /
     pool_size, pool_size = the window clipped to the padded image (H + pad), so padding counts
     as zeros. STOCHASTIC (no padding): TRAIN samples an element with probability x / sum(window)

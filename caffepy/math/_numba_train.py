@@ -74,7 +74,8 @@ def rows_to_image(a, bias, slope, relu, out):
 
 @njit(**_opts)
 def pad_last(x, ph, pw, out):
-    """x (N, C, H, W) -> out (C, H + 2 ph, W + 2 pw, N), zero border."""
+    """x (N, C, H, W) -> out (C, Hp, Wp, N), Hp >= H + 2 ph and Wp >= W + 2 pw: x at offset
+    (ph, pw), zeros elsewhere."""
     n, c, h, w = x.shape
     for ci in prange(c):
         flat = out[ci].reshape(-1)
@@ -118,9 +119,11 @@ def im2col_last(xp, kh, kw, sh, sw, dh, dw, oh, ow, col):
 
 @njit(**_opts)
 def col2im_last(col, kh, kw, ph, pw, sh, sw, dh, dw, oh, ow, dx):
-    """Adjoint of pad_last + im2col_last: sum col back into dx (N, C, H, W) (overwritten)."""
+    """Adjoint of pad_last + im2col_last: sum col back into dx (N, C, H, W) (overwritten). The
+    accumulator also holds the last window's overhang past the padded input, if any."""
     n, c, h, w = dx.shape
-    hp, wp = h + 2 * ph, w + 2 * pw
+    hp = max(h + 2 * ph, (oh - 1) * sh + (kh - 1) * dh + 1)
+    wp = max(w + 2 * pw, (ow - 1) * sw + (kw - 1) * dw + 1)
     run = ow * n
     for ci in prange(c):
         acc = np.zeros(hp * wp * n, dtype=dx.dtype)

@@ -7,11 +7,14 @@ im2col / col2im work on a whole batch at once and on any number of spatial axes:
          (C * prod(K), N * prod(O))        layout="batch"   (one GEMM for the whole batch)
          (C * prod(K), prod(O) * N)        layout="last"    (the same, image index innermost)
 
-with O[d] = (S[d] + 2 P[d] - (D[d] (K[d] - 1) + 1)) // St[d] + 1 for kernel K, pad P, stride St and
-dilation D. Rows are ordered (c, k_0, ..., k_{D-1}) as in Caffe, so a weight blob
-(M, C, *K) reshaped to (M, C * prod(K)) multiplies ``col`` directly. im2col is one strided copy
-out of a zero-padded input (``numpy.lib.stride_tricks.as_strided``); col2im is its adjoint: a
-loop over the prod(K) kernel offsets, each adding a whole strided slab back into the padded input.
+with O[d] = (S[d] + 2 P[d] - (D[d] (K[d] - 1) + 1)) / St[d] + 1 for kernel K, pad P, stride St
+and dilation D, divided as Caffe does (truncated toward zero, caffepy.math.sizes): a kernel that
+overhangs the padded input by less than the stride gives one output, whose taps past the input read
+zeros (the padded buffers get that overhang as extra trailing zeros). Rows are ordered
+(c, k_0, ..., k_{D-1}) as in Caffe, so a weight blob (M, C, *K) reshaped to (M, C * prod(K))
+multiplies ``col`` directly. im2col is one strided copy out of a zero-padded input
+(``numpy.lib.stride_tricks.as_strided``); col2im is its adjoint: a loop over the prod(K) kernel
+offsets, each adding a whole strided slab back into the padded input.
 With layout="last" the batch axis is innermost in both the column and the (transposed, padded)
 input, so for stride 1 every slab is a run of ``O[-1] * N`` contiguous numbers: numpy's inner loops
 are long (with N first they are ``O[-1]`` long, and the per-loop overhead dominates small images).
@@ -22,12 +25,15 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from . import kernels
+from .sizes import conv_out_shape, overhangs  # noqa: F401  (conv_out_shape: used by layers)
 
 
-def conv_out_shape(spatial, kernel, pad, stride, dilation):
-    """Output spatial shape of a convolution (Caffe's rule, floor division)."""
-    return tuple((s + 2 * p - (d * (k - 1) + 1)) // st + 1
-                 for s, k, p, st, d in zip(spatial, kernel, pad, stride, dilation))
+def padded_shape(spatial, kernel, pad, stride, dilation):
+    """Spatial shape of the zero-padded input im2col reads: S + 2 pad, plus the last window's
+    overhang past it (nonzero only where Caffe's truncating division gives that window)."""
+    out_shape = conv_out_shape(spatial, kernel, pad, stride, dilation)
+    return tuple(s + 2 * p + e for s, p, e in
+                 zip(spatial, pad, overhangs(spatial, kernel, pad, stride, dilation, out_shape)))
 
 
 def pad_spatial(x, pad, value=0, extra=None, out=None):
@@ -67,13 +73,13 @@ def _kernel_offsets(kernel, dilation, stride, out_shape):
                           for o, d, st, m in zip(offs, dilation, stride, out_shape))
 
 
-def _last_padded(x, pad, out=None):
-    """x (N, C, *S) -> zero-padded (C, *Sp, N) (the batch axis last)."""
+def _last_padded(x, pad, padded, out=None):
+    """x (N, C, *S) -> zero-padded (C, *padded, N) (the batch axis last)."""
     n, c, spatial = x.shape[0], x.shape[1], x.shape[2:]
-    shape = (c,) + tuple(s + 2 * p for s, p in zip(spatial, pad)) + (n,)
+    shape = (c,) + tuple(padded) + (n,)
     if out is None or out.shape != shape or out.dtype != x.dtype:
         out = np.empty(shape, dtype=x.dtype)
-    if any(pad):
+    if tuple(padded) != tuple(spatial):
         out.fill(0)
     inner = (slice(None),) + tuple(slice(p, p + s) for p, s in zip(pad, spatial)) + (slice(None),)
     np.copyto(out[inner], np.moveaxis(x, 0, -1))
@@ -88,7 +94,7 @@ def _im2col_last(x, kernel, pad, stride, dilation, out=None, pad_buffer=None):
         shape = (c * kernel[0] * kernel[1], out_shape[0] * out_shape[1] * n)
         if out is None or out.shape != shape or out.dtype != x.dtype:
             out = np.empty(shape, dtype=x.dtype)
-        pshape = (c, x.shape[2] + 2 * pad[0], x.shape[3] + 2 * pad[1], n)
+        pshape = (c,) + padded_shape(x.shape[2:], kernel, pad, stride, dilation) + (n,)
         xp = pad_buffer
         if xp is None or xp.shape != pshape or xp.dtype != x.dtype:
             xp = np.empty(pshape, dtype=x.dtype)
@@ -96,7 +102,8 @@ def _im2col_last(x, kernel, pad, stride, dilation, out=None, pad_buffer=None):
         k.im2col_last(xp, kernel[0], kernel[1], stride[0], stride[1], dilation[0], dilation[1],
                       out_shape[0], out_shape[1], out)
         return out
-    xp = _last_padded(x, pad, pad_buffer)              # (C, *Sp, N)
+    xp = _last_padded(x, pad, padded_shape(x.shape[2:], kernel, pad, stride, dilation),
+                      pad_buffer)                      # (C, *Sp, N)
     view = np.moveaxis(_window_view(np.moveaxis(xp, -1, 0), kernel, out_shape, stride, dilation),
                        0, -1)                          # (C, *K, *O, N)
     shape = (c * int(np.prod(kernel)), int(np.prod(out_shape)) * n)
@@ -120,7 +127,8 @@ def _col2im_last(col, x_shape, kernel, pad, stride, dilation, out=None):
                       dilation[0], dilation[1], out_shape[0], out_shape[1], dx)
         return dx
     colv = col.reshape((c,) + tuple(kernel) + tuple(out_shape) + (n,))
-    xp = np.zeros((c,) + tuple(s + 2 * p for s, p in zip(spatial, pad)) + (n,), dtype=col.dtype)
+    xp = np.zeros((c,) + padded_shape(spatial, kernel, pad, stride, dilation) + (n,),
+                  dtype=col.dtype)
     for offs, slab in _kernel_offsets(kernel, dilation, stride, out_shape):
         target = xp[(slice(None),) + slab]
         np.add(target, colv[(slice(None),) + offs], out=target)
@@ -143,7 +151,8 @@ def im2col(x, kernel, pad, stride, dilation, layout="image", out=None, pad_buffe
     nd = len(kernel)
     n, c = x.shape[:2]
     out_shape = conv_out_shape(x.shape[2:], kernel, pad, stride, dilation)
-    xp = pad_spatial(x, pad, out=pad_buffer)
+    xp = pad_spatial(x, pad, out=pad_buffer,
+                     extra=overhangs(x.shape[2:], kernel, pad, stride, dilation, out_shape))
     view = _window_view(xp, kernel, out_shape, stride, dilation)
     kcount = int(np.prod(kernel))
     ocount = int(np.prod(out_shape))
@@ -180,9 +189,10 @@ def col2im(col, x_shape, kernel, pad, stride, dilation, layout="image", out=None
         colv = col.reshape((c,) + tuple(kernel) + (n,) + tuple(out_shape))
         perm = (1 + nd, 0) + tuple(range(1, 1 + nd)) + tuple(range(2 + nd, 2 + 2 * nd))
         colv = colv.transpose(perm)
-    padded = tuple(s + 2 * p for s, p in zip(spatial, pad))
+    padded = padded_shape(spatial, kernel, pad, stride, dilation)
     pshape = (n, c) + padded
-    if any(pad):
+    grown = padded != spatial
+    if grown:
         if pad_buffer is None or pad_buffer.shape != pshape or pad_buffer.dtype != col.dtype:
             pad_buffer = np.empty(pshape, dtype=col.dtype)
         xp = pad_buffer
@@ -193,7 +203,7 @@ def col2im(col, x_shape, kernel, pad, stride, dilation, layout="image", out=None
     xp.fill(0)
     for offs, slab in _kernel_offsets(kernel, dilation, stride, out_shape):
         xp[(Ellipsis,) + slab] += colv[(slice(None), slice(None)) + offs]
-    if any(pad):
+    if grown:
         inner = (Ellipsis,) + tuple(slice(p, p + s) for p, s in zip(pad, spatial))
         if out is None:
             return xp[inner].copy()

@@ -18,13 +18,22 @@ every window's pool_size is size^2.
 import numpy as np
 
 from ..layers.pooling import FLT_MIN, PoolGeometry
+from ..math.sizes import overhangs
 from .builder import converter, param_blob
 
 
-def _conv_attrs(L):
-    n = L.num_spatial
-    return dict(kernel_shape=list(L.kernel), strides=list(L.stride),
-                pads=list(L.pad) * 2, dilations=list(L.dilation), group=int(L.group)) if n else {}
+def _conv_attrs(L, transposed=False):
+    """Conv / ConvTranspose attributes. A Convolution whose last window overhangs the padded
+    input (Caffe's truncating division, caffepy.math.sizes) gets that overhang as extra end
+    padding, so ONNX's floor division gives Caffe's output size over the same zeros."""
+    if not L.num_spatial:
+        return {}
+    end = list(L.pad)
+    if not transposed:
+        end = [p + e for p, e in zip(L.pad, overhangs(L.in_spatial, L.kernel, L.pad, L.stride,
+                                                      L.dilation, L.out_spatial))]
+    return dict(kernel_shape=list(L.kernel), strides=list(L.stride), pads=list(L.pad) + end,
+                dilations=list(L.dilation), group=int(L.group))
 
 
 @converter("Convolution", "Deconvolution", "DepthwiseConvolution", "ConvolutionDepthwise")
@@ -38,7 +47,7 @@ def convolution(ctx):
     w = ctx.const("weight", param_blob(L, 0))
     inputs = [w] + ([ctx.const("bias", param_blob(L, 1).reshape(-1))] if L.bias_term else [])
     for x, top in zip(ctx.bottoms, ctx.tops):
-        ctx.node(op, [x] + inputs, top, **_conv_attrs(L))
+        ctx.node(op, [x] + inputs, top, **_conv_attrs(L, op == "ConvTranspose"))
 
 
 def _slice_end(ctx, x, cut, in_hw):

@@ -58,6 +58,11 @@ CASES = {
     "conv_1x1_two_bottoms": ('type: "Convolution" convolution_param { num_output: 3 kernel_size: 1'
                              ' weight_filler { type: "gaussian" std: 0.3 } }',
                              [_x(2, 5, 3, 3), _x(2, 5, 3, 3, seed=5)], TEST, {"tops": 2}),
+    # the kernel overhangs the padded input by less than the stride: Caffe's truncating
+    # division gives one output row / column, whose outside taps read zeros
+    "conv_overhang": ('type: "Convolution" convolution_param { num_output: 3 kernel_h: 3 '
+                      'kernel_w: 4 stride: 2 pad_w: 1 weight_filler { type: "gaussian" std: 0.3 } '
+                      'bias_filler { type: "gaussian" } }', [_x(2, 2, 2, 5)], TEST, {}),
     "scale_bias": ('type: "Scale" scale_param { bias_term: true filler { type: "gaussian" } '
                    'bias_filler { type: "gaussian" } }', [_x(2, 3, 4, 5)], TEST, {}),
     "scale_two_axes": ('type: "Scale" scale_param { axis: 1 num_axes: 2 filler { type: "gaussian" '
@@ -80,6 +85,10 @@ CASES = {
                      [_x(2, 2, 6, 5)], TEST, {}),
     "pool_ave_pad": ('type: "Pooling" pooling_param { pool: AVE kernel_size: 3 stride: 2 pad: 1 }',
                      [_x(2, 3, 7, 6)], TEST, {}),
+    "pool_overhang": ('type: "Pooling" pooling_param { pool: AVE kernel_h: 3 kernel_w: 4 '
+                      'stride_h: 2 stride_w: 3 pad_h: 0 pad_w: 1 }', [_x(2, 3, 2, 3)], TEST, {}),
+    "pool_max_overhang": ('type: "Pooling" pooling_param { pool: MAX kernel_size: 3 stride: 2 }',
+                          [_x(2, 3, 2, 2)], TEST, {"tops": 2}),
     "pool_global_ave": ('type: "Pooling" pooling_param { pool: AVE global_pooling: true }',
                         [_x(2, 3, 5, 4)], TEST, {}),
     "pool_sto_test": ('type: "Pooling" pooling_param { pool: STOCHASTIC kernel_size: 3 stride: 2 }',

@@ -110,3 +110,29 @@ def test_convolution_without_cudnn_runs_im2col_and_forcing_it_fails(emulated):
     finally:
         cudnn.set_mode(None)
         common.set_mode_cpu()
+
+
+def test_convolution_past_the_input_keeps_im2col_under_cudnn(emulated, monkeypatch):
+    """cuDNN's symmetric padding and floor division cannot give Caffe's one output of a kernel
+    that overhangs the padded input (C++ division toward zero): such a layer runs im2col."""
+    from caffepy import common, gpu
+    from . import cases
+
+    class Planner(object):
+        tf32 = False
+        calls = []
+
+        def conv_plan(self, *args):
+            self.calls.append(args)
+            return "plan"
+
+    monkeypatch.setattr(gpu.current(), "cudnn", Planner(), raising=False)
+    common.set_mode_gpu()
+    try:
+        for case, want in (("conv_overhang", None), ("conv", "plan")):
+            layer, bottom, top, _ = cases.build(case, np.float32)
+            layer.setup(bottom, top)
+            assert layer._gpu_cudnn_plan() == want, case
+        assert len(Planner.calls) == 1
+    finally:
+        common.set_mode_cpu()

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from caffepy.math import kernels
+from caffepy.math.sizes import conv_out_shape, overhangs
 from caffepy.testing.random_weights import randomize
 
 from .test_optimize import _compare, _net
@@ -17,9 +18,9 @@ def _dw_reference(x, w, bias, k, pad, stride, dil, slope):
     n, c, h, wd = x.shape
     m = w.shape[0]
     (kh, kw), (ph, pw), (sh, sw), (dh, dw) = k, pad, stride, dil
-    oh = (h + 2 * ph - (dh * (kh - 1) + 1)) // sh + 1
-    ow = (wd + 2 * pw - (dw * (kw - 1) + 1)) // sw + 1
-    xp = np.zeros((n, c, h + 2 * ph, wd + 2 * pw))
+    oh, ow = conv_out_shape((h, wd), k, pad, stride, dil)
+    eh, ew = overhangs((h, wd), k, pad, stride, dil, (oh, ow))
+    xp = np.zeros((n, c, h + 2 * ph + eh, wd + 2 * pw + ew))
     xp[:, :, ph:ph + h, pw:pw + wd] = x
     y = np.zeros((n, m, oh, ow)) + bias.reshape(1, m, 1, 1)
     for mi in range(m):
@@ -37,6 +38,8 @@ def _dw_reference(x, w, bias, k, pad, stride, dil, slope):
     ((3, 2), (0, 1), (1, 2), (2, 1), 2, (3, 2, 8, 7)),      # rectangular, dilated, multiplier
     ((5, 5), (2, 2), (1, 1), (1, 1), 1, (2, 2, 1, 1)),      # 1x1 plane, all taps but one padding
     ((3, 3), (0, 0), (3, 3), (1, 1), 1, (1, 2, 10, 4)),     # no padding, stride 3
+    ((3, 3), (0, 0), (2, 2), (1, 1), 1, (1, 2, 2, 4)),      # kernel past the input: 1 x 1 out
+    ((2, 3), (1, 0), (3, 2), (2, 1), 2, (2, 2, 2, 2)),      # the same, dilated, multiplier
 ])
 @pytest.mark.parametrize("slope", [None, 0.0, 0.1])
 def test_depthwise_kernel_matches_the_direct_sum(k, pad, stride, dil, mult, shape, slope):
@@ -228,3 +231,27 @@ def test_zoo_net_split_over_the_batch_matches_the_exact_path(model):
     for k in want:
         scale = np.abs(want[k]).max()
         assert np.abs(fast.blobs[k].data - want[k]).max() <= 1e-5 * scale, k
+
+
+OVERHANG = '''
+name: "overhang"
+layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 3 dim: 4 dim: 5 dim: 6 } } }
+layer { name: "c" type: "Convolution" bottom: "data" top: "c"
+  convolution_param { num_output: 6 kernel_h: 6 kernel_w: 3 stride: 2 pad_w: 1 } }
+layer { name: "dw" type: "Convolution" bottom: "data" top: "dw"
+  convolution_param { num_output: 4 group: 4 kernel_h: 7 kernel_w: 3 stride_h: 3 stride_w: 3 } }
+layer { name: "pm" type: "Pooling" bottom: "data" top: "pm" pooling_param { pool: MAX kernel_h: 6 kernel_w: 4 stride: 2 } }
+layer { name: "pa" type: "Pooling" bottom: "data" top: "pa"
+  pooling_param { pool: AVE kernel_h: 8 kernel_w: 3 stride_h: 3 stride_w: 2 pad_h: 1 pad_w: 1 } }
+'''
+
+
+def test_windows_past_the_input_match_the_exact_path():
+    """Kernels that overhang the padded input by less than the stride (Caffe's truncating
+    output size: one output row, its outside taps zero): the compiled im2col, depthwise and
+    pooling steps give the layers' results."""
+    exact, fast = _compare(OVERHANG, keep=["c", "dw", "pm", "pa"])
+    assert exact.blobs["c"].shape == (3, 6, 1, 3)
+    assert exact.blobs["dw"].shape == (3, 4, 1, 2)
+    assert exact.blobs["pm"].shape == (3, 4, 1, 2)
+    assert exact.blobs["pa"].shape == (3, 4, 1, 4)

@@ -1,28 +1,42 @@
+import contextlib
 import itertools
 
 import numpy as np
 import pytest
 
 from caffepy.errors import NetError
+from caffepy.math import kernels
 from caffepy.math.cpu import col2im, im2col
 from caffepy.testing import check_layer_gradient, make_blobs, make_layer, run_layer
 from caffepy.testing.oracle import STRICT, check_layer
 from tests.conftest import shared_path
 
 
+def _windows(x_shape, k, stride, pad, dilation):
+    """Output shape by Caffe's C++ int division (truncated toward zero: int() of the ratio),
+    the zero padding of the input (pad before; pad plus the last window's overhang after), and
+    per output position its window's slices of the padded input."""
+    out, widths = [], []
+    for s, kk, p, st, d in zip(x_shape[2:], k, pad, stride, dilation):
+        extent = d * (kk - 1) + 1
+        o = int((s + 2 * p - extent) / st) + 1
+        out.append(o)
+        widths.append((p, max(p, (o - 1) * st + extent - s - p)))
+    windows = [(pos, tuple(slice(o * st, o * st + d * (kk - 1) + 1, d)
+                           for o, st, d, kk in zip(pos, stride, dilation, k)))
+               for pos in itertools.product(*[range(o) for o in out])]
+    return tuple(out), [(0, 0), (0, 0)] + widths, windows
+
+
 def naive_conv(x, w, b, stride, pad, dilation, group):
     """Direct n-d convolution by loops over output positions (small shapes only)."""
     n, c = x.shape[:2]
     m, cg = w.shape[:2]
-    k = w.shape[2:]
-    xp = np.pad(x, [(0, 0), (0, 0)] + [(p, p) for p in pad])
-    out = [(s + 2 * p - (d * (kk - 1) + 1)) // st + 1
-           for s, kk, p, st, d in zip(x.shape[2:], k, pad, stride, dilation)]
-    y = np.zeros((n, m) + tuple(out))
+    out, widths, windows = _windows(x.shape, w.shape[2:], stride, pad, dilation)
+    xp = np.pad(x, widths)
+    y = np.zeros((n, m) + out)
     mg = m // group
-    for pos in itertools.product(*[range(o) for o in out]):
-        sl = tuple(slice(o * st, o * st + d * (kk - 1) + 1, d)
-                   for o, st, d, kk in zip(pos, stride, dilation, k))
+    for pos, sl in windows:
         for g in range(group):
             patch = xp[(slice(None), slice(g * cg, (g + 1) * cg)) + sl]
             wg = w[g * mg:(g + 1) * mg]
@@ -31,6 +45,19 @@ def naive_conv(x, w, b, stride, pad, dilation, group):
     if b is not None:
         y += b.reshape((1, -1) + (1,) * len(out))
     return y
+
+
+def naive_conv_backward(x, w, dy, stride, pad, dilation):
+    """(dx, dw, db) of :func:`naive_conv` (group 1) by the same loops."""
+    out, widths, windows = _windows(x.shape, w.shape[2:], stride, pad, dilation)
+    xp = np.pad(x, widths)
+    dxp, dw = np.zeros_like(xp), np.zeros_like(w)
+    for pos, sl in windows:
+        g = dy[(slice(None), slice(None)) + pos]                   # (N, M)
+        dw += np.tensordot(g, xp[(Ellipsis,) + sl], axes=(0, 0))
+        dxp[(Ellipsis,) + sl] += np.tensordot(g, w, axes=(1, 0))
+    inner = (Ellipsis,) + tuple(slice(p, p + s) for (p, _), s in zip(widths[2:], x.shape[2:]))
+    return dxp[inner], dw, dy.sum(axis=tuple(i for i in range(dy.ndim) if i != 1))
 
 
 def test_im2col_col2im_adjoint_every_layout():
@@ -190,3 +217,67 @@ def test_dilation_zero_reads_one_position_per_window():
     xp = np.pad(x, [(0, 0), (0, 0), (1, 1), (1, 1)])
     ref = np.einsum("nchw,mc->nmhw", xp[:, :, 0:10:2, 0:8:2], layer.blobs[0].data.sum(axis=(2, 3)))
     np.testing.assert_allclose(y, ref + layer.blobs[1].data.reshape(1, -1, 1, 1), atol=1e-12)
+
+
+# Kernels that overhang the padded input by less than the stride: Caffe's output size
+# (in + 2 pad - extent) / stride + 1 divides toward zero, so such an axis has one output, whose
+# taps past the input read zeros (im2col_cpu's bounds test).
+OVERHANG = [
+    ((2, 3, 2, 2), "kernel_size: 3 stride: 2", (1, 1)),
+    ((2, 3, 2, 5), "kernel_h: 3 kernel_w: 4 stride: 2 pad_w: 1", (1, 2)),
+    ((2, 2, 3, 4), "kernel_size: 3 dilation: 2 stride: 3 pad: 1", (1, 1)),
+    ((1, 2, 2, 3, 4), "kernel_size: 3 stride: 2", (1, 1, 1)),
+    ((2, 3, 3), "kernel_size: 5 stride: 3", (1,)),
+]
+
+
+@pytest.mark.parametrize("numba", [True, False])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape,fields,out", OVERHANG)
+def test_convolution_past_the_input_matches_direct_loops(shape, fields, out, dtype, numba):
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal(shape)
+    layer = make_layer(CONV % (4, fields), dtype=dtype)
+    with contextlib.ExitStack() as stack:
+        if not numba:
+            stack.enter_context(kernels.disabled())
+        bottom, top = make_blobs([x], dtype), make_blobs(1, dtype)
+        layer.setup(bottom, top)
+        layer.forward(bottom, top)
+        assert top[0].shape == shape[:1] + (4,) + out
+        w, b = (blob.data.astype(np.float64) for blob in layer.blobs)
+        tol = 1e-4 if dtype == np.float32 else 1e-10
+        np.testing.assert_allclose(top[0].data, naive_conv(x, w, b, layer.stride, layer.pad,
+                                                           layer.dilation, 1), rtol=tol, atol=tol)
+        dy = rng.standard_normal(top[0].shape)
+        top[0].diff[...] = dy
+        layer.backward(top, [True], bottom)
+    dx, dw, db = naive_conv_backward(x, w, dy, layer.stride, layer.pad, layer.dilation)
+    for got, want in ((bottom[0].diff, dx), (layer.blobs[0].diff, dw), (layer.blobs[1].diff, db)):
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("shape,fields,out", OVERHANG)
+def test_convolution_past_the_input_gradient(shape, fields, out):
+    x = np.random.default_rng(8).standard_normal(shape)
+    check_layer_gradient(make_layer(CONV % (3, fields)), make_blobs([x]), make_blobs(1))
+
+
+def test_depthwise_and_im2col_past_the_input():
+    """The direct depthwise kernel and the Im2col layer at a kernel past the input."""
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((2, 3, 2, 5))
+    fields = "kernel_h: 3 kernel_w: 4 stride: 2 pad_w: 1 group: 3"
+    layer = make_layer(CONV % (3, fields))
+    (y,) = run_layer(layer, make_blobs([x]), make_blobs(1))
+    ref = sum(naive_conv(x[:, c:c + 1], layer.blobs[0].data[c:c + 1], None, layer.stride,
+                         layer.pad, layer.dilation, 1) * (np.arange(3) == c).reshape(1, 3, 1, 1)
+              for c in range(3)) + layer.blobs[1].data.reshape(1, 3, 1, 1)
+    np.testing.assert_allclose(y, ref, atol=1e-12)
+    check_layer_gradient(make_layer(CONV % (3, fields)), make_blobs([x]), make_blobs(1))
+    text = 'type: "Im2col" convolution_param { kernel_size: 3 stride: 2 }'
+    (col,) = run_layer(make_layer(text), make_blobs([x[:, :, :, :2]]), make_blobs(1))
+    assert col.shape == (2, 27, 1, 1)
+    want = np.zeros((2, 3, 3, 3))
+    want[:, :, :2, :2] = x[:, :, :, :2]
+    np.testing.assert_array_equal(col.reshape(2, 3, 3, 3), want)

@@ -35,6 +35,11 @@ GEOMETRIES = [
     ((3, 6, 8, 8), "kernel_size: 5 pad: 2 group: 3", 6),
     ((1, 2, 5, 4, 6), "kernel_size: 2 kernel_size: 3 kernel_size: 2 pad: 1 stride: 1", 3),
     ((2, 3, 11), "kernel_size: 4 stride: 3 pad: 1", 2),           # 1-d
+    # the kernel overhangs the padded input by less than the stride: one output (Caffe's
+    # truncating division), pad_r beyond pad
+    ((2, 4, 2, 5), "kernel_h: 3 kernel_w: 4 stride: 2 pad_w: 1", 3),
+    ((1, 2, 2, 3, 4), "kernel_size: 3 stride: 2", 3),
+    ((2, 3, 3), "kernel_size: 5 stride: 3", 2),
 ]
 
 

@@ -1,8 +1,13 @@
+import contextlib
+import itertools
+import math
+
 import numpy as np
 import pytest
 
 import caffepy
 from caffepy.errors import NetError
+from caffepy.math import kernels
 from caffepy.layers.pooling import pooled_size
 from caffepy.proto import caffe_pb2
 from caffepy.testing import check_layer_gradient, make_blobs, make_layer, run_layer
@@ -138,3 +143,77 @@ def test_spp_height_one_keeps_4d_top():
                                   "pool_global", "pool_global_max", "pool_max_2tops", "spp"])
 def test_pooling_matches_caffe(case):
     check_layer(shared_path("caffe-reference", case), STRICT)
+
+
+def direct_pool(x, method, kernel, stride, pad, ceil=True):
+    """PoolingLayer::Reshape and Forward_cpu written out: the size by C's ceil / floor of the
+    float ratio, the last-window check on both axes when either is padded; (y, dx of dy = 1 per
+    output) with MAX routing to the first maximum, AVE dividing by the window clipped to H + pad."""
+    rnd = math.ceil if ceil else math.floor
+    out = [int(rnd((s + 2 * p - k) / st)) + 1 for s, k, st, p in zip(x.shape[2:], kernel,
+                                                                       stride, pad)]
+    if any(pad):
+        out = [o - 1 if (o - 1) * st >= s + p else o
+               for o, s, st, p in zip(out, x.shape[2:], stride, pad)]
+    y = np.zeros(x.shape[:2] + tuple(out))
+    dx = np.zeros_like(x)
+    (h, w), (kh, kw), (sh, sw), (ph, pw) = x.shape[2:], kernel, stride, pad
+    for n, c, i, j in itertools.product(*map(range, x.shape[:2] + tuple(out))):
+        hs, ws = i * sh - ph, j * sw - pw
+        he, we = min(hs + kh, h + ph), min(ws + kw, w + pw)
+        size = (he - hs) * (we - ws)
+        hs, ws, he, we = max(hs, 0), max(ws, 0), min(he, h), min(we, w)
+        win = x[n, c, hs:he, ws:we]
+        if method == "MAX":
+            a, b = np.unravel_index(np.argmax(win), win.shape)
+            y[n, c, i, j] = win[a, b]
+            dx[n, c, hs + a, ws + b] += 1
+        else:
+            y[n, c, i, j] = win.sum() / size
+            dx[n, c, hs:he, ws:we] += 1.0 / size
+    return y, dx
+
+
+# windows past the (padded) input: ceil((S + 2 pad - k) / stride) of a ratio in (-1, 0) is 0
+# (one output; floor gives none); (2, 3, 5, 5) with stride 3 > kernel 1 on the unpadded axis:
+# BVLC's last-window check runs there too because the other axis is padded
+PAST = [
+    ("kernel_size: 3 stride: 2", (3, 3), (2, 2), (0, 0), (2, 3, 2, 2)),
+    ("kernel_h: 4 kernel_w: 3 stride_h: 3 stride_w: 2 pad_h: 1 pad_w: 0", (4, 3), (3, 2),
+     (1, 0), (2, 2, 1, 4)),
+    ("kernel_h: 5 kernel_w: 2 stride: 2 pad_h: 1 pad_w: 1", (5, 2), (2, 2), (1, 1), (1, 2, 2, 3)),
+    ("kernel_h: 1 kernel_w: 2 stride: 3 pad_h: 0 pad_w: 1", (1, 2), (3, 3), (0, 1), (2, 3, 5, 5)),
+]
+
+
+@pytest.mark.parametrize("numba", [True, False])
+@pytest.mark.parametrize("method", ["MAX", "AVE"])
+@pytest.mark.parametrize("fields,kernel,stride,pad,shape", PAST)
+def test_pooling_past_the_input_matches_direct_loops(fields, kernel, stride, pad, shape, method,
+                                                     numba):
+    rng = np.random.default_rng(6)
+    x = rng.permutation(int(np.prod(shape))).reshape(shape) / 10.0 - 1.0
+    want, dx = direct_pool(x, method, kernel, stride, pad)
+    with contextlib.ExitStack() as stack:
+        if not numba:
+            stack.enter_context(kernels.disabled())
+        bottom, top = make_blobs([x]), make_blobs(1)
+        layer = make_layer(POOL % (method, fields))
+        layer.setup(bottom, top)
+        layer.forward(bottom, top)
+        np.testing.assert_allclose(top[0].data, want, atol=1e-12)
+        top[0].diff[...] = 1.0
+        layer.backward(top, [True], bottom)
+    np.testing.assert_allclose(bottom[0].diff, dx, atol=1e-12)
+    check_layer_gradient(make_layer(POOL % (method, fields)), make_blobs([x]), make_blobs(1),
+                         stepsize=1e-3)
+
+
+def test_pooling_floor_rounding_past_the_input_is_empty():
+    x = np.zeros((1, 1, 2, 2))
+    layer = make_layer(POOL % ("MAX", "kernel_size: 3 stride: 2 round_mode: FLOOR"))
+    with pytest.raises(NetError, match="empty"):
+        layer.setup(make_blobs([x]), make_blobs(1))
+    (y,) = run_layer(make_layer(POOL % ("MAX", "kernel_size: 3 stride: 2")), make_blobs([x + 2]),
+                     make_blobs(1))
+    assert y.shape == (1, 1, 1, 1) and y[0, 0, 0, 0] == 2

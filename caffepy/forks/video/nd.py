@@ -41,6 +41,7 @@ from ...layers.base import Layer, register_layer, register_variant
 from ...layers.conv import ConvolutionLayer
 from ...layers.pooling import ND_POOLING, pooled_size
 from ...math.cpu import pad_spatial
+from ...math.sizes import overhangs
 
 
 class NdPoolGeometry(object):
@@ -52,8 +53,8 @@ class NdPoolGeometry(object):
         self.out = tuple(pooled_size(s, k, st, p, ceil) for s, k, st, p in
                          zip(self.in_shape, self.kernel, self.stride, self.pad))
         # extra trailing padding so that every (ceil-rounded) window lies inside the buffer
-        self.extra = tuple(max(0, (o - 1) * st + k - (s + 2 * p)) for s, k, st, p, o in
-                           zip(self.in_shape, self.kernel, self.stride, self.pad, self.out))
+        self.extra = overhangs(self.in_shape, self.kernel, self.pad, self.stride,
+                               (1,) * len(self.kernel), self.out)
 
     def padded(self, x, value):
         return pad_spatial(x, self.pad, value=value, extra=self.extra)
@@ -313,8 +314,8 @@ class NdConvolutionLayer(ConvolutionLayer):
         y[n, o, p] = b[o] + sum_{c in group(o), k} W[o, c, k] x_pad[n, c, p * stride + k]
 
     (p, k: N-d positions), x zero-padded by pad_shape; output per axis
-    O = (S + 2 pad - k) // stride + 1. Grouped; no dilation (the fork's cuDNN descriptor has
-    none; ``dilation`` is not read, as in the fork).
+    O = (S + 2 pad - k) / stride + 1 (C++ division, caffepy.math.sizes). Grouped; no dilation
+    (the fork's cuDNN descriptor has none; ``dilation`` is not read, as in the fork).
 
     prototxt: ``convolution_param { num_output kernel_shape { dim: 3 dim: 3 dim: 3 } stride_shape
     { dim: 1 dim: 1 dim: 1 } pad_shape { dim: 1 dim: 1 dim: 1 } group: 1 bias_term: true

@@ -6,6 +6,7 @@ import numpy as np
 
 from ...errors import ShapeError
 from ...layers.base import Layer, fork_param, register_layer
+from ...math.sizes import overhangs, pooled_shape
 from .nd import (NdPoolGeometry, nd_ave_pool, nd_ave_pool_backward, nd_max_pool,
                  nd_max_pool_backward, nd_max_pool_mask)
 
@@ -13,12 +14,7 @@ from .nd import (NdPoolGeometry, nd_ave_pool, nd_ave_pool_backward, nd_max_pool,
 def output_size(in_shape, kernel, stride, pad):
     """The fork's output shape: per axis ``O = ceil((S + 2 pad - k) / stride) + 1``; when any
     axis is padded, every axis whose last window would start at or past ``S + pad`` loses it."""
-    out = [int(np.ceil(np.float32(s + 2 * p - k) / np.float32(st))) + 1
-           for s, k, st, p in zip(in_shape, kernel, stride, pad)]
-    if sum(pad):
-        out = [o - 1 if (o - 1) * st >= s + p else o
-               for o, s, st, p in zip(out, in_shape, stride, pad)]
-    return tuple(out)
+    return pooled_shape(in_shape, kernel, stride, pad)
 
 
 @register_layer("PoolingND")
@@ -112,8 +108,7 @@ class PoolingNDLayer(Layer):
             raise self.error("pooled output %s does not fit the input %s (kernel %s, stride %s, "
                              "pad %s)" % (g.out, spatial, kernel, self.stride, self.pad),
                              ShapeError)
-        g.extra = tuple(max(0, (o - 1) * st + k - (s + 2 * p)) for s, k, st, p, o in
-                        zip(spatial, kernel, self.stride, self.pad, g.out))
+        g.extra = overhangs(spatial, kernel, self.pad, self.stride, (1,) * len(spatial), g.out)
         self.geom = g
         shape = tuple(b.shape[:self.axis + 1]) + g.out
         for t in top:

@@ -12,6 +12,7 @@ import numpy as np
 from ... import fillers
 from ...errors import ShapeError
 from ...math import cpu as cm
+from ...math.sizes import pooled_size
 from ...layers.base import Layer, LossLayer, register_layer
 
 
@@ -154,9 +155,11 @@ class Pooling3DLayer(Layer):
             raise self.error("bottom must be N x C x L x H x W, got %s" % (bottom[0].shape,),
                              ShapeError)
         size = bottom[0].shape[2:]
-        self.out = tuple(-(-(n + 2 * p - k) // s) + 1
+        # C3D's pooling3d_layer.cpp: ceil, no last-window check (a kernel past the padded input
+        # by less than the stride gives one output; its windows are clipped to the input)
+        self.out = tuple(pooled_size(n, k, s, p, clip=False)
                          for n, k, s, p in zip(size, self.kernel, self.stride, self.pad))
-        if min(self.out) < 1 or any(n + 2 * p < k for n, k, p in zip(size, self.kernel, self.pad)):
+        if min(self.out) < 1:
             raise self.error("the kernel does not fit the input %s" % (bottom[0].shape,),
                              ShapeError)
         top[0].reshape(tuple(bottom[0].shape[:2]) + self.out)

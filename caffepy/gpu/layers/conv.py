@@ -12,6 +12,7 @@ With cuDNN (``convolution_param.engine`` DEFAULT or CUDNN, and a loadable libcud
 :mod:`caffepy.gpu.cudnn` for the switch), 2-d convolution is one cuDNN call per blob instead.
 """
 from ... import gpu
+from ...math.sizes import overhangs
 from ..kernels import register_source
 from ..ops import col_sums, ones, row_sums, workspace
 from . import gpu_impl
@@ -117,6 +118,11 @@ class Convolution(object):
         """The cuDNN plan for the current shapes, or None where im2col + cuBLAS runs."""
         from .. import cudnn
         if self.outer == 0 or not cudnn.wanted(self.layer_param.convolution_param.engine):
+            return None
+        if any(overhangs(self.in_spatial, self.kernel, self.pad, self.stride, self.dilation,
+                         self.out_spatial)):
+            # Caffe's truncating division gave a window that overhangs the padded input; cuDNN's
+            # symmetric padding and floor division cannot describe it: the im2col kernels run it
             return None
         cud = getattr(gpu.current(), "cudnn", None)
         if cud is None:

@@ -76,6 +76,19 @@ def test_pooling3d_numbers_and_gradient(kind, pad):
     check_layer_gradient(make_layer(text), make_blobs([x]), make_blobs(1))
 
 
+@pytest.mark.parametrize("kind,pad", [("MAX", 0), ("AVE", 0), ("AVE", 1)])
+def test_pooling3d_kernel_past_the_input(kind, pad):
+    """C3D's ceil of a ratio in (-1, 0) is 0: one output per axis, its window clipped."""
+    x = RNG.standard_normal((1, 2, 2, 2, 3))
+    k = 3 + 2 * pad
+    text = ('type: "Pooling3D" pooling3d_param { pool: %s kernel_size: %d kernel_depth: 3 '
+            'stride: 2 temporal_stride: 2 pad: %d }' % (kind, k, pad))
+    (y,) = run_layer(make_layer(text), make_blobs([x]), make_blobs(1))
+    assert y.shape == (1, 2, 1, 1, 1)
+    np.testing.assert_allclose(y, pool3d_ref(x, kind, k, 3, 2, 2, pad), rtol=1e-12)
+    check_layer_gradient(make_layer(text), make_blobs([x]), make_blobs(1))
+
+
 def test_pooling3d_rejects_max_with_pad():
     with pytest.raises(NetError, match="AVE"):
         make_layer('type: "Pooling3D" pooling3d_param { pool: MAX kernel_size: 2 kernel_depth: 1 '

@@ -81,7 +81,7 @@ class UserSourceLoader(importlib.machinery.SourceFileLoader):
             try:
                 code, self.translated = python2_source.compile_python2(source, path, in_package)
             except ImportError as missing:
-                error.msg += " (as Python 2 source it needs %s: pip install fissix)" % missing.name
+                error.msg += " (read as Python 2 source it needs fissix: %s)" % missing
                 raise error
             except Exception:       # noqa: BLE001 -- not Python 2 either: the user's error
                 raise error from None
@@ -252,14 +252,19 @@ def _misc_view():
 
 
 def _import(name, globals=None, locals=None, fromlist=(), level=0):
-    """``__import__`` of a module that reads scipy.misc's removed names (module doc)."""
-    if level or name not in ("scipy", "scipy.misc"):
+    """``__import__`` of a module that reads scipy.misc's removed names (module doc): ``scipy``
+    and ``scipy.misc`` answered by their views, even where scipy no longer has ``scipy.misc``."""
+    if level or not (name == "scipy" or name.startswith("scipy.")):
         return builtins.__import__(name, globals, locals, fromlist, level)
-    if name == "scipy":     # its other submodules, imported as a from-import of them does
-        builtins.__import__(name, globals, locals, tuple(f for f in fromlist or () if f != "misc"))
+    try:
+        module = builtins.__import__(name, globals, locals, fromlist, level)
+    except ModuleNotFoundError as e:
+        if e.name != "scipy.misc":
+            raise
+        module = None
     misc = _misc_view()
-    if name == "scipy.misc" and fromlist:
-        return misc
+    if fromlist and name != "scipy":
+        return misc if name == "scipy.misc" else module
     if "scipy" not in _views:
         import scipy
         _views["scipy"] = _view("scipy", scipy, {"misc": misc})

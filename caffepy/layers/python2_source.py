@@ -92,7 +92,7 @@ def expand_indentation_tabs(source):
 def _string_continuation_lines(source):
     """Line numbers (1-based) that begin inside a string token started on an earlier line."""
     import io
-    from fissix.pgen2 import token, tokenize
+    token, tokenize = _fissix("pgen2.token"), _fissix("pgen2.tokenize")
     inside = set()
     try:
         for kind, _, start, end, _ in tokenize.generate_tokens(io.StringIO(source).readline):
@@ -103,9 +103,19 @@ def _string_continuation_lines(source):
     return inside
 
 
+def _fissix(name):
+    """fissix's module ``name``; an ImportError saying why when fissix cannot be imported."""
+    import importlib
+    try:
+        return importlib.import_module("fissix." + name)
+    except Exception as e:          # noqa: BLE001 -- absent, or its grammar cache unwritable
+        raise ImportError("%s: %s (pip install fissix)" % (type(e).__name__, e),
+                          name="fissix") from e
+
+
 def _refactoring_tool(in_package):
     if in_package not in _tools:
-        from fissix import refactor
+        refactor = _fissix("refactor")
         names = [n for n in refactor.get_fixers_from_package("fissix.fixes")
                  if not n.endswith(".fix_future")
                  and (in_package or not n.endswith(".fix_import"))]

@@ -5,8 +5,10 @@
 
 ``module`` is imported from ``sys.path`` and ``layer`` is a class in it, subclass of
 :class:`Layer` (exported as ``caffepy.Layer``; pycaffe's ``caffe.Layer``). The class is
-instantiated with the LayerParameter; the instance gets ``param_str``, ``phase`` (``caffepy.TRAIN`` /
-``caffepy.TEST``) and ``blobs`` (its parameter blobs, a list with ``add_blob(*shape)``), then Caffe's
+instantiated with the LayerParameter; the instance gets ``param_str``, ``phase`` (equal to
+``caffepy.TRAIN`` / ``caffepy.TEST``, an int as BVLC's PythonLayer sets it, whose ``str()`` is
+``'TRAIN'`` / ``'TEST'`` as in py-faster-rcnn's Caffe, where it is the Phase enum and its layers
+read ``cfg[str(self.phase)]``) and ``blobs`` (its parameter blobs, a list with ``add_blob(*shape)``), then Caffe's
 calls: ``setup(bottom, top)`` once, ``reshape(bottom, top)`` before every forward,
 ``forward(bottom, top)``, ``backward(top, propagate_down, bottom)``. ``bottom``/``top`` are lists
 of blobs with ``.data`` / ``.diff`` numpy arrays, ``.shape``, ``.count``, ``.num`` ...
@@ -92,6 +94,13 @@ class Layer(object):
 
     def backward(self, top, propagate_down, bottom):
         pass
+
+
+class Phase(int):
+    """A Python layer's ``phase`` (module doc): the int, named by ``str()``."""
+
+    def __str__(self):
+        return "TRAIN" if self == 0 else "TEST"
 
 
 class PythonLayerError(NetError):
@@ -248,7 +257,7 @@ class PythonLayer(_CaffepyLayer):
             self.py_layer = cls(self.layer_param)
         self.py_layer.param_str = pp.param_str
         self.py_layer.param_str_ = pp.param_str
-        self.py_layer.phase = self.phase
+        self.py_layer.phase = Phase(self.phase)
         self.py_layer.blobs = BlobVec(self.blobs, dtype=self.dtype)
         self.blobs = self.py_layer.blobs
 

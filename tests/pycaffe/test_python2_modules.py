@@ -113,6 +113,8 @@ def test_python3_module_is_not_translated(tree, caplog):
     np.testing.assert_allclose(net.forward()["y"], [4.0, 4.5, 5.0])     # 7 / 2 == 3.5
     assert "py3_plain" not in caplog.text
     assert "__py2_div__" not in vars(sys.modules["py3_plain"])
+    user = [layer for layer in net.layers if layer.type == "Python"][0].py_layer
+    assert user.phase == caffepy.TEST and str(user.phase) == "TEST"     # cfg[str(self.phase)]
 
 
 def test_tabs_count_to_the_next_multiple_of_eight(tree):

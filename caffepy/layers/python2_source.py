@@ -37,11 +37,8 @@ Not translated: what 2to3 does not fix either (``round`` halves to even and retu
 import ast
 import copy
 import hashlib
-import logging
 
 import numpy as np
-
-_log = logging.getLogger("caffepy")
 
 DIV, IDIV = "__py2_div__", "__py2_idiv__"
 _cache = {}
@@ -151,9 +148,9 @@ def _true_division(tree):
 
 
 def translate(source, path, in_package=False):
-    """(Python 3 source, whether classic division was rewritten into it) of the Python 2
-    ``source``; raises whatever the translation or Python 3's parser raise."""
-    key = (hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest(), in_package)
+    """The Python 3 source of the Python 2 ``source`` (module doc, 1 and 2; ``path`` is where
+    fissix looks for sibling modules); raises whatever fissix raises."""
+    key = (hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest(), path, in_package)
     if key not in _cache:
         text = expand_indentation_tabs(source)
         if not text.endswith("\n"):

@@ -117,6 +117,18 @@ def test_python3_module_is_not_translated(tree, caplog):
     assert user.phase == caffepy.TEST and str(user.phase) == "TEST"     # cfg[str(self.phase)]
 
 
+def test_classic_division_floors_integers_only():
+    from caffepy.layers.python2_source import classic_div, classic_idiv
+    np.testing.assert_array_equal(classic_div(np.array([5, -7]), 2), [2, -4])
+    assert classic_div(np.int32(7), 2) == 3 and classic_div(-7, 2) == -4
+    assert classic_div(7, 2.0) == 3.5 and classic_div(np.array([7.0]), 2)[0] == 3.5
+    a = np.array([1.0, 2.0])
+    view = a
+    assert classic_idiv(a, 2) is a and view.tolist() == [0.5, 1.0]      # in place, as a /= 2
+    n = np.array([7, 9])
+    assert classic_idiv(n, 2) is n and n.tolist() == [3, 4]
+
+
 def test_tabs_count_to_the_next_multiple_of_eight(tree):
     from caffepy.layers.python2_source import expand_indentation_tabs
     text = 'def f():\n  \tx = """a\n\tb"""\n        return x\n'

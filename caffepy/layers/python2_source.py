@@ -30,9 +30,12 @@ The translation, in order:
    numpy integer scalars or integer arrays, as numpy under Python 2 did for integer arrays), true
    division otherwise. The operands of ``x[i] /= y`` are evaluated twice (``x[i]`` read, then
    written); a subscript with side effects would see them twice.
+4. **round.** Python 2's ``round(x, n=0)`` returns a float and rounds a half away from zero
+   (``round(2.5) == 3.0``; Python 3 gives ``2``): a call of the builtin ``round`` (the module binds
+   no ``round`` of its own) calls :func:`classic_round`.
 
-Not translated: what 2to3 does not fix either (``round`` halves to even and returns an int,
-``sorted(cmp=...)``, ``__div__`` methods of the user's classes, str / bytes of binary files).
+Not translated: what 2to3 does not fix either (``sorted(cmp=...)``, ``__div__`` methods of the
+user's classes, str / bytes of binary files).
 """
 import ast
 import copy
@@ -40,7 +43,7 @@ import hashlib
 
 import numpy as np
 
-DIV, IDIV = "__py2_div__", "__py2_idiv__"
+DIV, IDIV, ROUND = "__py2_div__", "__py2_idiv__", "__py2_round__"
 _cache = {}
 _tools = {}
 
@@ -67,7 +70,21 @@ def classic_idiv(a, b):
     return a
 
 
-HELPERS = {DIV: classic_div, IDIV: classic_idiv}
+def classic_round(number, ndigits=0):
+    """Python 2's ``round``: the float nearest ``number`` rounded to ``ndigits`` decimals, a half
+    (of the double's exact value) away from zero."""
+    import decimal
+    x = float(number)
+    if x != x or x in (float("inf"), float("-inf")):
+        return x
+    with decimal.localcontext() as context:
+        context.prec = 800
+        exact = decimal.Decimal(x)
+        step = decimal.Decimal(1).scaleb(-int(ndigits))
+        return float(exact.quantize(step, rounding=decimal.ROUND_HALF_UP))
+
+
+HELPERS = {DIV: classic_div, IDIV: classic_idiv, ROUND: classic_round}
 
 
 def expand_indentation_tabs(source):
@@ -142,6 +159,34 @@ class _ClassicDivision(ast.NodeTransformer):
         return ast.copy_location(ast.Assign(targets=[node.target], value=call), node)
 
 
+class _ClassicRound(ast.NodeTransformer):
+    """``round(...)`` -> ``__py2_round__(...)``; ``calls`` counts them."""
+
+    calls = 0
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        if isinstance(node.func, ast.Name) and node.func.id == "round":
+            node.func = ast.copy_location(ast.Name(id=ROUND, ctx=ast.Load()), node.func)
+            self.calls += 1
+        return node
+
+
+def _binds(tree, name):
+    """Whether the module binds ``name`` anywhere (assignment, def, import, argument)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id == name and not isinstance(node.ctx, ast.Load):
+            return True
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) \
+                and node.name == name:
+            return True
+        if isinstance(node, ast.alias) and (node.asname or node.name) == name:
+            return True
+        if isinstance(node, ast.arg) and node.arg == name:
+            return True
+    return False
+
+
 def _true_division(tree):
     return any(isinstance(node, ast.ImportFrom) and node.module == "__future__"
                and any(a.name == "division" for a in node.names) for node in tree.body)
@@ -168,4 +213,9 @@ def compile_python2(source, path, in_package=False):
     if not _true_division(tree):
         tree = ast.fix_missing_locations(_ClassicDivision().visit(tree))
         done.append("classic integer division")
+    if not _binds(tree, "round"):
+        rounding = _ClassicRound()
+        tree = ast.fix_missing_locations(rounding.visit(tree))
+        if rounding.calls:
+            done.append("Python 2's round")
     return compile(tree, path, "exec", dont_inherit=True), done

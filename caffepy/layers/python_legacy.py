@@ -14,9 +14,9 @@ installed package lacks it:
   ``load`` defaults to ``yaml.SafeLoader`` (plain values, dicts and lists: what a param_str holds)
   that also reads ``!!python/tuple [4, 8, 16]`` as a tuple, as PyYAML 5's default loader did
   (py-faster-rcnn's forks write anchor scales that way);
-* Python 2's builtins ``xrange``, ``unicode``, ``basestring``, ``long``, ``raw_input`` are
-  ``range``, ``str``, ``str``, ``int``, ``input`` in the module's globals where it does not define
-  them itself.
+* Python 2's builtins ``xrange``, ``unicode``, ``basestring``, ``long``, ``raw_input``,
+  ``file``, ``cmp`` are ``range``, ``str``, ``str``, ``int``, ``input``, ``open`` and a
+  three-way comparison in the module's globals where it does not define them itself.
 
 Each is given only where the module's code reads it (its functions' and classes' byte code:
 ``np.int`` read from a global bound to numpy, ``yaml.load``, a global ``xrange``). One WARNING
@@ -34,8 +34,13 @@ _log = logging.getLogger("caffepy")
 
 NUMPY_ALIASES = {"int": int, "float": float, "bool": bool, "object": object, "str": str,
                  "long": int, "unicode": str, "complex": complex}
+def _cmp(a, b):
+    """Python 2's ``cmp``: -1, 0 or 1."""
+    return (a > b) - (a < b)
+
+
 PY2_BUILTINS = {"xrange": range, "unicode": str, "basestring": str, "long": int,
-                "raw_input": input}
+                "raw_input": input, "file": open, "cmp": _cmp}
 _views = {}
 
 

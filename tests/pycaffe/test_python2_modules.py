@@ -43,6 +43,7 @@ class Halves(caffe.Layer):
         out[...] = x[:, :x.shape[1] / 2] * 2
         out /= 4
         out += total * 10 + (-7 / 2) + m + self.big - 3 + self.table.keys().index('a') * 0
+        out += round(0.5) + round(-2.5) + 2          # Python 2: 1.0 - 3.0 + 2 = 0
 '''
 
 PY3 = '''
@@ -127,6 +128,14 @@ def test_classic_division_floors_integers_only():
     assert classic_idiv(a, 2) is a and view.tolist() == [0.5, 1.0]      # in place, as a /= 2
     n = np.array([7, 9])
     assert classic_idiv(n, 2) is n and n.tolist() == [3, 4]
+
+
+def test_round_as_python_2():
+    from caffepy.layers.python2_source import classic_round
+    assert classic_round(2.5) == 3.0 and classic_round(-0.5) == -1.0
+    assert isinstance(classic_round(np.float32(1.25)), float) and classic_round(3) == 3.0
+    assert classic_round(2.675, 2) == 2.67                  # the double is 2.67499999...
+    assert classic_round(1250, -2) == 1300.0 and classic_round(0.125, 2) == 0.13
 
 
 def test_tabs_count_to_the_next_multiple_of_eight(tree):

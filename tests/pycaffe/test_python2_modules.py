@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import caffepy
+from caffepy.errors import NetError
 from caffepy.forks.detection.frcnn import compiled
 from caffepy.layers import legacy_scipy_misc as misc
 from caffepy.layers.legacy_import import legacy_imports
@@ -116,6 +117,12 @@ def test_python3_module_is_not_translated(tree, caplog):
     assert "__py2_div__" not in vars(sys.modules["py3_plain"])
     user = [layer for layer in net.layers if layer.type == "Python"][0].py_layer
     assert user.phase == caffepy.TEST and str(user.phase) == "TEST"     # cfg[str(self.phase)]
+
+
+def test_source_neither_python_3_nor_2_reports_its_own_syntax_error(tree):
+    (tree / "broken_layer.py").write_text("import caffe\n\n\ndef f(:\n    pass\n")
+    with pytest.raises(NetError, match=r"SyntaxError in import.*broken_layer.py:4"):
+        _net("broken_layer", "Any", (1,))
 
 
 def test_classic_division_floors_integers_only():

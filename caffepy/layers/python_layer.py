@@ -5,8 +5,10 @@
 
 ``module`` is imported from ``sys.path`` and ``layer`` is a class in it, subclass of
 :class:`Layer` (exported as ``caffepy.Layer``; pycaffe's ``caffe.Layer``). The class is
-instantiated with the LayerParameter; the instance gets ``param_str``, ``phase`` (``caffepy.TRAIN`` /
-``caffepy.TEST``) and ``blobs`` (its parameter blobs, a list with ``add_blob(*shape)``), then Caffe's
+instantiated with the LayerParameter; the instance gets ``param_str``, ``phase`` (equal to
+``caffepy.TRAIN`` / ``caffepy.TEST``, an int as BVLC's PythonLayer sets it, whose ``str()`` is
+``'TRAIN'`` / ``'TEST'`` as in py-faster-rcnn's Caffe, where it is the Phase enum and its layers
+read ``cfg[str(self.phase)]``) and ``blobs`` (its parameter blobs, a list with ``add_blob(*shape)``), then Caffe's
 calls: ``setup(bottom, top)`` once, ``reshape(bottom, top)`` before every forward,
 ``forward(bottom, top)``, ``backward(top, propagate_down, bottom)``. ``bottom``/``top`` are lists
 of blobs with ``.data`` / ``.diff`` numpy arrays, ``.shape``, ``.count``, ``.num`` ...
@@ -33,20 +35,24 @@ An exception the user's code raises (importing the module, in ``__init__``, ``se
 file:line of the user's code, e.g. ``layer 'data' (Python): python_param.module 'reader' (class
 DataLayer) raised NameError in setup: name 'xrange' is not defined (reader.py:42)``; the
 exception itself is its ``original`` and ``__cause__``. A ``CaffeError`` passes unchanged.
-Modules written for Python 2, numpy < 1.24 or PyYAML < 6 get, in their own namespace, what
-those had (xrange, np.int ..., one-argument yaml.load): :mod:`caffepy.layers.python_legacy`.
+Modules written for Python 2, numpy < 1.24, PyYAML < 6 or scipy < 1.3 run: Python 2 syntax is
+translated in memory, py-faster-rcnn's compiled helpers that were never built get numpy
+stand-ins, and a module gets in its own namespace what those versions had (xrange, np.int ...,
+one-argument yaml.load, scipy.misc.imresize ...), with one WARNING line per module naming it:
+:mod:`caffepy.layers.legacy_import`, :mod:`caffepy.layers.python2_source`,
+:mod:`caffepy.layers.python_legacy`.
 """
 import contextlib
 import importlib
 import logging
 import os
 import sys
-import sysconfig
 import traceback
 
 from ..blob import Blob
 from ..errors import CaffeError, NetError
 from . import python_legacy
+from .legacy_import import LIBRARY_DIRS as _LIBRARY_DIRS, OWN_DIRS as _OWN_DIRS, legacy_imports
 from .base import Layer as _CaffepyLayer, register_layer
 from .stand_ins import NoStandInFits, builtin_layer_class, fitting_stand_ins, form_of
 from .stand_ins import register_stand_in  # noqa: F401  (the fork families register through here)
@@ -90,6 +96,13 @@ class Layer(object):
         pass
 
 
+class Phase(int):
+    """A Python layer's ``phase`` (module doc): the int, named by ``str()``."""
+
+    def __str__(self):
+        return "TRAIN" if self == 0 else "TEST"
+
+
 class PythonLayerError(NetError):
     """The user's code of a Python layer raised ``original`` during ``phase`` (import, __init__,
     setup, reshape, forward, backward)."""
@@ -97,12 +110,6 @@ class PythonLayerError(NetError):
     def __init__(self, message, phase=None, original=None):
         super(PythonLayerError, self).__init__(message)
         self.phase, self.original = phase, original
-
-
-_OWN_DIRS = tuple(os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__)))), d) + os.sep for d in ("caffepy", "caffe"))
-_LIBRARY_DIRS = tuple(sorted({os.path.abspath(p) + os.sep for k, p in sysconfig.get_paths().items()
-                              if k in ("stdlib", "platstdlib", "purelib", "platlib")}))
 
 
 def user_code_location(error):
@@ -173,7 +180,8 @@ def load_python_layer_class(module_name, class_name):
         raise ImportError("python_param.module is empty")
     before = set(sys.modules)
     try:
-        module = importlib.import_module(module_name)
+        with legacy_imports():
+            module = importlib.import_module(module_name)
     except ImportError as e:
         cls = ModuleMissing if _names_module(e, module_name) else ImportError
         where = None if cls is ModuleMissing else user_code_location(e)
@@ -231,7 +239,8 @@ class PythonLayer(_CaffepyLayer):
     def _calling(self, phase):
         """Run the user's ``phase`` method: its exceptions become one-line PythonLayerErrors."""
         try:
-            yield
+            with legacy_imports():
+                yield
         except CaffeError:
             raise
         except Exception as e:
@@ -248,7 +257,7 @@ class PythonLayer(_CaffepyLayer):
             self.py_layer = cls(self.layer_param)
         self.py_layer.param_str = pp.param_str
         self.py_layer.param_str_ = pp.param_str
-        self.py_layer.phase = self.phase
+        self.py_layer.phase = Phase(self.phase)
         self.py_layer.blobs = BlobVec(self.blobs, dtype=self.dtype)
         self.blobs = self.py_layer.blobs
 

@@ -11,15 +11,18 @@ installed package lacks it:
   else is numpy's own object);
 * PyYAML's one-argument ``yaml.load(stream)`` (PyYAML 6 requires ``Loader``; py-faster-rcnn's
   layers read ``param_str`` this way): names bound to the yaml module are rebound to a view whose
-  ``load`` defaults to ``yaml.SafeLoader`` (plain values, dicts and lists: what a param_str holds);
-* Python 2's builtins ``xrange``, ``unicode``, ``basestring``, ``long``, ``raw_input`` are
-  ``range``, ``str``, ``str``, ``int``, ``input`` in the module's globals where it does not define
-  them itself.
+  ``load`` defaults to ``yaml.SafeLoader`` (plain values, dicts and lists: what a param_str holds)
+  that also reads ``!!python/tuple [4, 8, 16]`` as a tuple, as PyYAML 5's default loader did
+  (py-faster-rcnn's forks write anchor scales that way);
+* Python 2's builtins ``xrange``, ``unicode``, ``basestring``, ``long``, ``raw_input``,
+  ``file``, ``cmp`` are ``range``, ``str``, ``str``, ``int``, ``input``, ``open`` and a
+  three-way comparison in the module's globals where it does not define them itself.
 
 Each is given only where the module's code reads it (its functions' and classes' byte code:
-``np.int`` read from a global bound to numpy, ``yaml.load``, a global ``xrange``); one INFO line
-per module names what it was given. Python 2 syntax (``print x``) is still the
-module's import error.
+``np.int`` read from a global bound to numpy, ``yaml.load``, a global ``xrange``). One WARNING
+line per module names what it was given, with what its loader gave it before it ran
+(``__caffepy_given__``: a translation from Python 2 syntax, scipy.misc's image functions; see
+:mod:`caffepy.layers.legacy_import`).
 """
 import logging
 import sys
@@ -31,8 +34,13 @@ _log = logging.getLogger("caffepy")
 
 NUMPY_ALIASES = {"int": int, "float": float, "bool": bool, "object": object, "str": str,
                  "long": int, "unicode": str, "complex": complex}
+def _cmp(a, b):
+    """Python 2's ``cmp``: -1, 0 or 1."""
+    return (a > b) - (a < b)
+
+
 PY2_BUILTINS = {"xrange": range, "unicode": str, "basestring": str, "long": int,
-                "raw_input": input}
+                "raw_input": input, "file": open, "cmp": _cmp}
 _views = {}
 
 
@@ -63,8 +71,14 @@ def _yaml_view():
         view = types.ModuleType("yaml")
         view.__dict__.update(yaml.__dict__)
 
+        class SafeLoaderWithTuples(yaml.SafeLoader):
+            pass
+        SafeLoaderWithTuples.add_constructor(
+            "tag:yaml.org,2002:python/tuple",
+            lambda loader, node: tuple(loader.construct_sequence(node)))
+
         def load(stream, Loader=None, **kwargs):
-            return yaml.load(stream, Loader=Loader or yaml.SafeLoader, **kwargs)
+            return yaml.load(stream, Loader=Loader or SafeLoaderWithTuples, **kwargs)
         load.__doc__ = "yaml.load with PyYAML 5's one-argument form (SafeLoader by default)."
         view.load = load
         _views["yaml"] = view
@@ -82,8 +96,8 @@ def _load_needs_loader(yaml):
 
 def adapt(module):
     """Give ``module`` (a user's Python layer module, just imported) what it needs from older
-    numpy, PyYAML and Python 2 (module doc), where its code uses it; returns what was given, one
-    short phrase each."""
+    numpy, PyYAML and Python 2 (module doc), where its code uses it, and log it with what its
+    loader gave it; returns everything given, one short phrase each."""
     if not isinstance(module, types.ModuleType) or getattr(module, "__caffepy_legacy__", False):
         return []
     given = []
@@ -113,8 +127,9 @@ def adapt(module):
     if py2:
         given.append("Python 2's %s" % ", ".join(py2))
     g["__caffepy_legacy__"] = True
+    given = list(g.get("__caffepy_given__", ())) + given
     if given:
-        _log.info("Python layer module '%s' (%s) runs with %s", module.__name__,
+        _log.warning("Python layer module '%s' (%s) runs with %s", module.__name__,
                   getattr(module, "__file__", "?"), "; ".join(given))
     return given
 

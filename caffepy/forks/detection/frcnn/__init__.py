@@ -19,4 +19,9 @@ roi_data_layer.layer, RoIDataLayer         :class:`roi_data.RoIDataLayer` (minib
 The layers read py-faster-rcnn's default configuration, :data:`config.cfg` (see that module).
 The data layer ``RoIDataLayer`` gets its roidb from the training script
 (``solver.net.layers[0].set_roidb(roidb)``); ``caffepy.zoo`` replaces it with Input layers.
+
+``compiled`` holds numpy versions of py-faster-rcnn's Cython / CUDA helpers (``bbox_overlaps``,
+``cpu_nms``, ``gpu_nms``, fast-rcnn's ``nms``) with their results, which a user's copy of
+py-faster-rcnn's ``lib/`` gets when its extensions were never built
+(:mod:`caffepy.layers.legacy_import`).
 """

@@ -21,7 +21,7 @@ MultiLabelAccuracy, LabelTransform, Onehot, SemiAccuracy), ``arthurwang``
 (ArthurWang123/caffe's SubspacePooling, Im2perPixel, SoftmaxMultilabelLoss,
 SoftmaxConditionWithLoss), ``winograd`` (Swas99/caffe's Winograd, its weights in the Winograd
 domain, and its Winograd2x2Trans / Winograd2x2Conv convolutions), ``switches`` (the deconvnet
-visualisation layers of quanweikikai/deconv-net's nets: PoolingSwitches, SliceHalf, InvPooling), ``weighted_euclidean`` (the per-element WeightedEuclideanLoss of the facial-keypoint nets), ``spatial_transformer`` (e2e_face's SpatialTransformer), ``spatial_wta``
+visualisation layers of quanweikikai/deconv-net's nets: PoolingSwitches, SliceHalf, InvPooling), ``weighted_euclidean`` (the per-element WeightedEuclideanLoss of the facial-keypoint nets, pulkitag/caffe's EuclideanLossWithIgnore), ``spatial_transformer`` (e2e_face's SpatialTransformer), ``spatial_wta``
 (t2mhanh/caffe_convLSTM_WTA's SpatialWta), ``wino_conv`` (FredJeong/caffe's
 WinoConvolution: F(m x m, 3 x 3) tiles chosen by ``wino_tile``), ``random_noise``
 (pulkitag/caffe's RandomNoise), ``pulkitag_data`` (pulkitag/caffe's

@@ -8,7 +8,7 @@ darknet2caffe forks; synopsys-caffe's HardSwish and HardSigmoid; the compact-bil
 SignedSqrt and L2Normalize; liu-xb/RAM's NormalizationL2; Scalar, the multiply-by-a-second-bottom layer of video_prop_networks /
 DSCLRCN / Curve-Text-Detector; ALISCIFP/caffe's MinReLU), ``counting`` (shizenglin/Deep-NCL's MAELoss), ``dropout``
 (Cysu/dgd_person_reid's GuidedDropout), ``inplace_reshape`` (the in-place Reshape of older Caffe:
-happynear/caffe-windows, ECO's caffe_3d), ``waifu2x`` (lltcggie/caffe's CropCenter), ``rcf``
+happynear/caffe-windows, ECO's caffe_3d), ``waifu2x`` (lltcggie/caffe's CropCenter), ``glad_crop`` (southatsouth/GLAD's one-bottom Crop), ``rcf``
 (yun-liu/rcf's AutoCrop: the crop offset from the net's coordinate maps), ``colorization`` (the
 colorization Caffe's ColorConv: BGR / RGB / XYZ / Lab / Gray, as split-brain autoencoders use it).
 Layers behind single forks' V1 types (caffepy.proto.v1_fork_types): ``fork_neurons`` (CReLU, Trunc,

@@ -210,6 +210,8 @@ COMPUTED = frozenset([
     "RPNParameter.per_nms_topn", "RPNParameter.post_nms_topn", "RPNParameter.nms_thresh",
     # the "file" filler of daerduoCarey/mycaffe (spatial transformers; caffepy/fillers.py)
     "FillerParameter.file",
+    # the "imagexy" filler of dementrock/caffe, branch pose (caffepy/fillers.py)
+    "FillerParameter.width", "FillerParameter.height",
     # Dynamic Network Surgery's CConvolution / CInnerProduct (caffepy/forks/misc/dns.py)
     "LayerParameter.cconvolution_param", "LayerParameter.cinner_product_param",
     "CConvolutionParameter.gamma", "CConvolutionParameter.power", "CConvolutionParameter.c_rate",

@@ -17,7 +17,7 @@ are drawn in float64 and stored in the blob's dtype.
 | ``bilinear`` | the bilinear-upsampling kernel on each (K, K) slice of a 4-d blob | |
 | ``diagonal`` | FlowNet 2's: w[n, n] = diag_val[n] (1 past its end) / kernel area, else 0 | diag_val |
 | ``file`` | the numbers of a text file, in blob order (see :class:`FileFiller`) | file |
-| ``imagexy`` | dementrock/caffe's image-coordinate weights (see :class:`ImageXYFiller`) | channels, width, height, xy (both) |
+| ``imagexy`` | image x / y weights (:class:`ImageXYFiller`) | channels, width, height, xy |
 
 ``n`` is ``fan_in = count / shape[0]`` (FAN_IN), ``fan_out = count / shape[1]`` (FAN_OUT; ``count``
 for a 1-d blob) or their mean (AVERAGE). ``sparse = s >= 0`` keeps each gaussian value with

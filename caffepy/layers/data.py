@@ -305,9 +305,10 @@ class MemoryDataLayer(Layer):
 
     dementrock/caffe's forms (:func:`memory_blob_shapes`): ``input_shapes { dim: N dim: C dim: H
     dim: W }`` once per top (all the same N, 4 axes), or ``batch_size`` with ``channelsK``,
-    ``heightK``, ``widthK`` (K = 1..4; one to four tops, top K from the K-th sizes, 1 where unset). Then ``reset(arrays, n)``
-    takes one array per top (n x the top's C x H x W; n a multiple of N) and each forward serves
-    the next N rows of every array, cyclically, as the fork's Reset(vector<Dtype*>, n) / Forward.
+    ``heightK``, ``widthK`` (K = 1..4; one to four tops, top K from the K-th sizes, 1 where
+    unset). Then ``reset(arrays, n)`` takes one array per top (n x the top's C x H x W; n a
+    multiple of N) and each forward serves the next N rows of every array, cyclically, as the
+    fork's Reset(vector<Dtype*>, n) / Forward.
     """
     exact_num_bottom_blobs = 0
     exact_num_top_blobs = None

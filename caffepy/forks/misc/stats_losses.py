@@ -79,7 +79,8 @@ class UncheckedContrastiveLossLayer(ContrastiveLossLayer):
     of both forks, the dissimilar term with the margin on the squared distance,
 
         L = 1/(2N) sum_n [ y_n d_n^2 + (1 - y_n) max(margin - d_n^2, 0) ],
-        dL/da_n = top_diff / N (a_n - b_n) (y_n ? 1 : (margin > d_n^2 ? -1 : 0)),  dL/db_n = -dL/da_n
+        dL/da_n = top_diff / N (a_n - b_n) (y_n ? 1 : (margin > d_n^2 ? -1 : 0)),
+        dL/db_n = -dL/da_n
 
     (caffepy's ContrastiveLoss with ``legacy_version``, whatever the file says: the forks'
     ContrastiveLossParameter has only ``margin``). Bottoms a, b, y, then the unread extras

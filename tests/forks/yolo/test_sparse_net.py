@@ -27,7 +27,8 @@ def _activated(v, softmax=True):
     o = v.copy()
     for n in range(NUM):
         for k in range(S * S):
-            o[n, 0, k], o[n, 1, k], o[n, 4, k] = _sig(v[n, 0, k]), _sig(v[n, 1, k]), _sig(v[n, 4, k])
+            for e in (0, 1, 4):
+                o[n, e, k] = _sig(v[n, e, k])
             if softmax:
                 e = np.exp(v[n, 5:, k] - v[n, 5:, k].max())
                 o[n, 5:, k] = e / e.sum()

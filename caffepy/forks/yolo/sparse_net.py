@@ -2,6 +2,12 @@
 image) and its form of ``RegionLoss``, both configured by its ``region_loss_param`` spelling
 (``num_classes``, ``threshold``, ``batch``; proto/additions.d/census_forks3.json).
 
+Its training nets' ``transform_param { random: true }`` (census_forks3.json) is read by its
+BoxData reader only (src/caffe/data_transformer.cpp: a random crop of 70-100 % of the image,
+resized back, the boxes re-expressed in it; TRAIN only): top shapes stay those of
+box_data_layer.cpp (images as stored, labels N x 150), which is all caffepy.zoo takes from
+BoxData.
+
 Followed: src/caffe/layers/region_layer.cpp, src/caffe/layers/region_loss_layer.cpp and
 include/caffe/util/region_util.hpp, include/caffe/util/bbox_util.hpp (box_iou) of the fork.
 

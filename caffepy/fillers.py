@@ -17,6 +17,7 @@ are drawn in float64 and stored in the blob's dtype.
 | ``bilinear`` | the bilinear-upsampling kernel on each (K, K) slice of a 4-d blob | |
 | ``diagonal`` | FlowNet 2's: w[n, n] = diag_val[n] (1 past its end) / kernel area, else 0 | diag_val |
 | ``file`` | the numbers of a text file, in blob order (see :class:`FileFiller`) | file |
+| ``imagexy`` | image x / y weights (:class:`ImageXYFiller`) | channels, width, height, xy |
 
 ``n`` is ``fan_in = count / shape[0]`` (FAN_IN), ``fan_out = count / shape[1]`` (FAN_OUT; ``count``
 for a 1-d blob) or their mean (AVERAGE). ``sparse = s >= 0`` keeps each gaussian value with
@@ -205,6 +206,45 @@ class FileFiller(Filler):
         return out
 
 
+class ImageXYFiller(Filler):
+    """dementrock/caffe's ``imagexy`` filler (branch pose, include/caffe/filler.hpp): inner-product
+    weights that read the expected image x / y position of each of C = ``channels`` feature
+    maps of X x Y = ``width`` x ``height`` (a spatial softmax before it). Input index
+    i = c X Y + y X + x, u = 2 ((x + 1) / X - 0.5), v = 2 ((y + 1) / Y - 0.5):
+
+    * ``xy: "both"``: 2 C outputs, w[2c, i] = u, w[2c + 1, i] = v; ``"nboth2"``: -u^2, -v^2;
+    * ``"x"`` / ``"y"`` / ``"ones"``: C outputs, w[c, i] = u / v / 1;
+
+    every other weight 0. The blob is (outputs, C X Y) (the fork's 1 x 1 x outputs x C X Y).
+    """
+
+    def values(self, shape):
+        p = self.param
+        c, nx, ny, xy = int(p.channels), int(p.width), int(p.height), p.xy
+        rows = {"both": 2 * c, "nboth2": 2 * c, "x": c, "y": c, "ones": c}
+        if xy not in rows:
+            raise CaffeError("filler 'imagexy': unknown xy policy '%s' (both, nboth2, x, y, ones)"
+                             % xy)
+        if len(shape) < 2 or int(np.prod(shape[:-2])) != 1:
+            raise CaffeError("filler 'imagexy': blob must be outputs x inputs, got %s" % (shape,))
+        if c <= 0 or nx <= 0 or ny <= 0 or shape[-1] != c * nx * ny or shape[-2] != rows[xy]:
+            raise CaffeError("filler 'imagexy': blob %s must be %d x channels width height "
+                             "(channels %d, width %d, height %d)"
+                             % (shape, rows[xy], c, nx, ny))
+        u = np.tile(2 * ((np.arange(nx) + 1.0) / nx - 0.5), ny)
+        v = np.repeat(2 * ((np.arange(ny) + 1.0) / ny - 0.5), nx)
+        out = np.zeros((shape[-2], shape[-1]))
+        for k in range(c):
+            cols = slice(k * nx * ny, (k + 1) * nx * ny)
+            if xy in ("both", "nboth2"):
+                sign, power = (1, 1) if xy == "both" else (-1, 2)
+                out[2 * k, cols] = sign * u ** power
+                out[2 * k + 1, cols] = sign * v ** power
+            else:
+                out[k, cols] = {"x": u, "y": v, "ones": 1.0}[xy]
+        return out.reshape(shape)
+
+
 FILLERS = {
     "constant": ConstantFiller,
     "uniform": UniformFiller,
@@ -215,6 +255,7 @@ FILLERS = {
     "bilinear": BilinearFiller,
     "diagonal": DiagonalFiller,
     "file": FileFiller,
+    "imagexy": ImageXYFiller,
 }
 
 

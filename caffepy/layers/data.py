@@ -279,15 +279,18 @@ def memory_blob_shapes(p, num_tops):
     """The top shapes of dementrock/caffe's MemoryData forms, None for BVLC's:
     ``input_shapes`` (branch vgps, src/caffe/layers/memory_data_layer.cpp: one top per shape,
     each N x C x H x W with the first shape's N) or ``channelsK / heightK / widthK`` (K = 1..4,
-    commit 6202c5b7: exactly four tops, top K batch_size x channelsK x heightK x widthK, each
-    size 1 unless set)."""
+    commit 6202c5b7, whose one to four tops the later branch pose allows (MinTopBlobs 1, a
+    Reshape of top K only when there are K tops): top K batch_size x channelsK x heightK x
+    widthK, each size 1 unless set; the shapes of absent tops are not used)."""
     if len(p.input_shapes):
         return [tuple(int(d) for d in s.dim) for s in p.input_shapes]
     names = ["%s%d" % (f, k) for k in range(1, 5) for f in ("channels", "height", "width")]
     if not any(p.HasField(n) for n in names):
         return None
-    return [(int(p.batch_size), int(getattr(p, "channels%d" % k)), int(getattr(p, "height%d" % k)),
-             int(getattr(p, "width%d" % k))) for k in range(1, 5)]
+    shapes = [(int(p.batch_size), int(getattr(p, "channels%d" % k)),
+               int(getattr(p, "height%d" % k)), int(getattr(p, "width%d" % k)))
+              for k in range(1, 5)]
+    return shapes[:num_tops] if 1 <= num_tops <= 4 else shapes
 
 
 @register_layer("MemoryData")
@@ -302,9 +305,10 @@ class MemoryDataLayer(Layer):
 
     dementrock/caffe's forms (:func:`memory_blob_shapes`): ``input_shapes { dim: N dim: C dim: H
     dim: W }`` once per top (all the same N, 4 axes), or ``batch_size`` with ``channelsK``,
-    ``heightK``, ``widthK`` (K = 1..4; four tops, sizes 1 where unset). Then ``reset(arrays, n)``
-    takes one array per top (n x the top's C x H x W; n a multiple of N) and each forward serves
-    the next N rows of every array, cyclically, as the fork's Reset(vector<Dtype*>, n) / Forward.
+    ``heightK``, ``widthK`` (K = 1..4; one to four tops, top K from the K-th sizes, 1 where
+    unset). Then ``reset(arrays, n)`` takes one array per top (n x the top's C x H x W; n a
+    multiple of N) and each forward serves the next N rows of every array, cyclically, as the
+    fork's Reset(vector<Dtype*>, n) / Forward.
     """
     exact_num_bottom_blobs = 0
     exact_num_top_blobs = None

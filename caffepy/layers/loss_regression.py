@@ -65,7 +65,11 @@ class ContrastiveLossLayer(LossLayer):
                              % (n, bottom[2].shape), [(2, (n,), None)])
 
     def allow_force_backward(self, bottom_index):
-        return bottom_index != 2
+        return bottom_index < 2
+
+    def legacy_form(self):
+        """Whether the dissimilar term puts the margin on d^2 (``legacy_version``)."""
+        return self.layer_param.contrastive_loss_param.legacy_version
 
     def forward_cpu(self, bottom, top):
         p = self.layer_param.contrastive_loss_param
@@ -73,7 +77,7 @@ class ContrastiveLossLayer(LossLayer):
         self.diff = bottom[0].data.reshape(n, -1) - bottom[1].data.reshape(n, -1)
         self.dist_sq = np.sum(self.diff * self.diff, axis=1)
         self.similar = bottom[2].data.reshape(-1).astype(np.int64) != 0
-        if p.legacy_version:
+        if self.legacy_form():
             dissimilar = np.maximum(p.margin - self.dist_sq, 0)
         else:
             dissimilar = np.maximum(p.margin - np.sqrt(self.dist_sq), 0) ** 2
@@ -82,7 +86,7 @@ class ContrastiveLossLayer(LossLayer):
 
     def backward_cpu(self, top, propagate_down, bottom):
         p = self.layer_param.contrastive_loss_param
-        if p.legacy_version:
+        if self.legacy_form():
             mdist = p.margin - self.dist_sq
             beta = np.full_like(self.dist_sq, -1.0)
         else:

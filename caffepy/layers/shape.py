@@ -255,13 +255,19 @@ class CropLayer(Layer):
     exact_num_bottom_blobs = 2
     exact_num_top_blobs = 1
 
-    def reshape(self, bottom, top):
-        p = self.layer_param.crop_param
+    def crop_shape(self, bottom, start):
+        """The sizes the cropped axes take (axes before ``start`` are kept): bottom[1]'s."""
         x, ref = bottom[0].shape, bottom[1].shape
         if len(x) != len(ref):
             raise self.error("bottoms have %d and %d axes (shapes %s, %s); they must match"
                              % (len(x), len(ref), x, ref), ShapeError)
+        return ref
+
+    def reshape(self, bottom, top):
+        p = self.layer_param.crop_param
+        x = bottom[0].shape
         start = _axis(self, bottom[0], p.axis)
+        ref = self.crop_shape(bottom, start)
         offsets = [int(o) for o in p.offset]
         if len(offsets) > 1 and start + len(offsets) != len(x):
             raise self.error("%d offsets for %d cropped axes (axis %d of %d)"

@@ -210,6 +210,11 @@ COMPUTED = frozenset([
     "RPNParameter.per_nms_topn", "RPNParameter.post_nms_topn", "RPNParameter.nms_thresh",
     # the "file" filler of daerduoCarey/mycaffe (spatial transformers; caffepy/fillers.py)
     "FillerParameter.file",
+    # the "imagexy" filler of dementrock/caffe, branch pose (caffepy/fillers.py)
+    "FillerParameter.width", "FillerParameter.height",
+    # the Pooling3D of ZhaofanQiu/pseudo-3d-residual-networks (caffepy/forks/video/p3d_pooling.py)
+    "Pooling3DParameter.kernel_h", "Pooling3DParameter.kernel_w", "Pooling3DParameter.stride_h",
+    "Pooling3DParameter.stride_w", "Pooling3DParameter.global_pooling",
     # Dynamic Network Surgery's CConvolution / CInnerProduct (caffepy/forks/misc/dns.py)
     "LayerParameter.cconvolution_param", "LayerParameter.cinner_product_param",
     "CConvolutionParameter.gamma", "CConvolutionParameter.power", "CConvolutionParameter.c_rate",

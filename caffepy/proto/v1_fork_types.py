@@ -101,6 +101,8 @@ FORK_V1_TYPES = (
     ("GRADIENT_SCALER", "GradientScaler", "madiken/skaffe_private_old", "class"),
     ("MINE_CONTRASTIVE_LOSS", "MineContrastiveLoss", "sanjeev87/CaffeExp", "factory"),
     ("CLASSIFICATION_STATS", "ClassificationStats", "eevignesh/vigneshcaffe", "factory"),
+    # REGISTER_LAYER_CLASS(WEIGHTED_EUCLIDEAN_LOSS, WeightedEuclideanLossLayer), branch pose
+    ("WEIGHTED_EUCLIDEAN_LOSS", "WeightedEuclideanLoss", "dementrock/caffe", "factory"),
     # (Label85's FaceImage class is registered in its caffe-addition/ tree)
     ("FACE_IMAGE", "FaceImage", "JoeFannie/Label85:caffe-master", "class"),
     ("TRIVER_LOSS", "TriVerLoss", "JoeFannie/Label85:caffe-master", "class"),
@@ -242,7 +244,6 @@ UNMAPPED = {
 UNIMPLEMENTED = {
     "LstmReshape": "Cambricon/caffe: only a name in its UpgradeV1LayerType (no layer class)",
     "Nms": "Cambricon/caffe: only a name in its UpgradeV1LayerType (no layer class)",
-    "Region": "Cambricon/caffe: only a name in its UpgradeV1LayerType (no layer class)",
     "Resizecrop": "Cambricon/caffe: an MLU-only layer (no CPU reference)",
     "Transformation": "Cambricon/caffe: only a name in its UpgradeV1LayerType (no layer class)",
     "YuvToNormalizedGray": "Cambricon/caffe: only a name in its UpgradeV1LayerType (no layer "

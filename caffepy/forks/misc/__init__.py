@@ -8,7 +8,7 @@ darknet2caffe forks; synopsys-caffe's HardSwish and HardSigmoid; the compact-bil
 SignedSqrt and L2Normalize; liu-xb/RAM's NormalizationL2; Scalar, the multiply-by-a-second-bottom layer of video_prop_networks /
 DSCLRCN / Curve-Text-Detector; ALISCIFP/caffe's MinReLU), ``counting`` (shizenglin/Deep-NCL's MAELoss), ``dropout``
 (Cysu/dgd_person_reid's GuidedDropout), ``inplace_reshape`` (the in-place Reshape of older Caffe:
-happynear/caffe-windows, ECO's caffe_3d), ``waifu2x`` (lltcggie/caffe's CropCenter), ``rcf``
+happynear/caffe-windows, ECO's caffe_3d), ``waifu2x`` (lltcggie/caffe's CropCenter), ``glad_crop`` (southatsouth/GLAD's one-bottom Crop), ``rcf``
 (yun-liu/rcf's AutoCrop: the crop offset from the net's coordinate maps), ``colorization`` (the
 colorization Caffe's ColorConv: BGR / RGB / XYZ / Lab / Gray, as split-brain autoencoders use it).
 Layers behind single forks' V1 types (caffepy.proto.v1_fork_types): ``fork_neurons`` (CReLU, Trunc,
@@ -21,7 +21,7 @@ MultiLabelAccuracy, LabelTransform, Onehot, SemiAccuracy), ``arthurwang``
 (ArthurWang123/caffe's SubspacePooling, Im2perPixel, SoftmaxMultilabelLoss,
 SoftmaxConditionWithLoss), ``winograd`` (Swas99/caffe's Winograd, its weights in the Winograd
 domain, and its Winograd2x2Trans / Winograd2x2Conv convolutions), ``switches`` (the deconvnet
-visualisation layers of quanweikikai/deconv-net's nets: PoolingSwitches, SliceHalf, InvPooling), ``weighted_euclidean`` (the per-element WeightedEuclideanLoss of the facial-keypoint nets), ``spatial_transformer`` (e2e_face's SpatialTransformer), ``spatial_wta``
+visualisation layers of quanweikikai/deconv-net's nets: PoolingSwitches, SliceHalf, InvPooling), ``weighted_euclidean`` (the per-element WeightedEuclideanLoss of the facial-keypoint nets, pulkitag/caffe's EuclideanLossWithIgnore), ``spatial_transformer`` (e2e_face's SpatialTransformer), ``spatial_wta``
 (t2mhanh/caffe_convLSTM_WTA's SpatialWta), ``wino_conv`` (FredJeong/caffe's
 WinoConvolution: F(m x m, 3 x 3) tiles chosen by ``wino_tile``), ``random_noise``
 (pulkitag/caffe's RandomNoise), ``pulkitag_data`` (pulkitag/caffe's

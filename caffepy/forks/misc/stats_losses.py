@@ -1,11 +1,19 @@
 """Layers of two 2014-2015 forks whose nets are V1 files: sanjeev87/CaffeExp's
 ``MineContrastiveLoss`` (V1 MINE_CONTRASTIVE_LOSS: the contrastive loss of Hadsell, Chopra and
-LeCun with the margin on the distance) and eevignesh/vigneshcaffe's ``ClassificationStats``
-(V1 CLASSIFICATION_STATS: per-class accuracy and average precision)."""
+LeCun with the margin on the distance) and its ``ContrastiveLoss`` given a fourth bottom, and
+eevignesh/vigneshcaffe's ``ClassificationStats`` (V1 CLASSIFICATION_STATS: per-class accuracy and
+average precision).
+
+sanjeev87/CaffeExp (commit 7659c8d) and sanjeev87/CaffeMnistDiffLoss (commit 6d5cafd) comment out
+the ExactNumBottomBlobs check of Layer::CheckBlobCounts (include/caffe/layer.hpp), so their
+siamese nets give these losses a fourth bottom (the second image's label) that the layers never
+read.
+"""
 import numpy as np
 
 from ...errors import ShapeError
-from ...layers.base import Layer, LossLayer, register_layer
+from ...layers.base import Layer, LossLayer, register_layer, register_variant
+from ...layers.loss_regression import ContrastiveLossLayer
 
 
 @register_layer("MineContrastiveLoss")
@@ -19,10 +27,11 @@ class MineContrastiveLossLayer(LossLayer):
 
     (BVLC's ContrastiveLoss of the time put the margin on d^2; this one on d). y_n is the third
     bottom cast to int (non-zero: a similar pair). ``mine_contrastive_loss_param { margin: 1 }``.
-    Bottoms: a, b (N x C, one feature row per item), y (N). Exactly three bottoms, as the fork's
-    ExactNumBottomBlobs; y gets no gradient.
+    Bottoms: a, b (N x C, one feature row per item), y (N), then any further bottoms, unread (the
+    fork does not check the count; module doc). y and the extra bottoms get no gradient.
     """
-    exact_num_bottom_blobs = 3
+    exact_num_bottom_blobs = None
+    min_bottom_blobs = 3
 
     def reshape(self, bottom, top):
         super().reshape(bottom, top)
@@ -60,7 +69,28 @@ class MineContrastiveLossLayer(LossLayer):
                 bottom[i].diff[...] = (sign * g).reshape(bottom[i].shape)
 
     def allow_force_backward(self, bottom_index):
-        return bottom_index != 2
+        return bottom_index < 2
+
+
+@register_variant("ContrastiveLoss", lambda lp: len(lp.bottom) > 3)
+class UncheckedContrastiveLossLayer(ContrastiveLossLayer):
+    """sanjeev87/CaffeExp's and sanjeev87/CaffeMnistDiffLoss's ``ContrastiveLoss`` (V1
+    CONTRASTIVE_LOSS) with more than three bottoms: src/caffe/layers/contrastive_loss_layer.cpp
+    of both forks, the dissimilar term with the margin on the squared distance,
+
+        L = 1/(2N) sum_n [ y_n d_n^2 + (1 - y_n) max(margin - d_n^2, 0) ],
+        dL/da_n = top_diff / N (a_n - b_n) (y_n ? 1 : (margin > d_n^2 ? -1 : 0)),
+        dL/db_n = -dL/da_n
+
+    (caffepy's ContrastiveLoss with ``legacy_version``, whatever the file says: the forks'
+    ContrastiveLossParameter has only ``margin``). Bottoms a, b, y, then the unread extras
+    (module doc); only a and b get gradients.
+    """
+    exact_num_bottom_blobs = None
+    min_bottom_blobs = 4
+
+    def legacy_form(self):
+        return True
 
 
 @register_layer("ClassificationStats")

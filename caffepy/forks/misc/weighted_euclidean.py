@@ -1,5 +1,6 @@
 """WeightedEuclideanLoss: the Euclidean loss with a per-element weight blob (the certainty-weighted
-form of the facial-keypoint forks, AlexanderSavochkin/caffe-facialkp's nets)."""
+form of the facial-keypoint forks, AlexanderSavochkin/caffe-facialkp's nets); pulkitag/caffe's
+EuclideanLossWithIgnore (a use flag after each label row)."""
 import numpy as np
 
 from ...layers.base import LossLayer, register_layer
@@ -77,3 +78,64 @@ class WeightedEuclideanLossLayer(LossLayer):
 
     def allow_force_backward(self, bottom_index):
         return bottom_index == 0
+
+
+@register_layer("EuclideanLossWithIgnore")
+class EuclideanLossWithIgnoreLayer(LossLayer):
+    """pulkitag/caffe's EuclideanLoss whose label rows carry a use flag
+    (src/caffe/layers/euclidean_loss_with_ignore_layer.cpp): with x_n the n-th row of bottom 0
+    (D values) and t_n the n-th row of bottom 1 (D + 1 channels), row n counts when its value
+    after the first D, t_n[D], equals 1. Over the K counted rows,
+
+        loss = 1/(2K) sum_{n counted} ||x_n - t_n[:D]||^2          (0 when K = 0)
+        dL/dx_n = top_diff (x_n - t_n[:D]) / K,  dL/dt_n[:D] = -dL/dx_n   (counted rows)
+
+    Rows not counted get no gradient (the fork leaves their diff unwritten; here 0) and neither
+    does the flag. prototxt: ``euclideanloss_param { is_normalized: false normalize_choice: 0 }``;
+    ``is_normalized: true`` (each row's loss over ||x_n||^2 or ||t_n[:D]||^2) is refused: the
+    fork's backward multiplies the stored difference by that norm in place, over bottom 0's whole
+    count from row n on, so its gradient is not the one of its loss. Bottoms: x (N, C, ...),
+    t (N, C + 1, ...) with count(x) + N count(t, 2) = count(t). Top: the scalar loss.
+    """
+
+    def layer_setup(self, bottom, top):
+        p = self.layer_param.euclideanloss_param
+        if p.normalize_choice > 1:
+            raise self.error("euclideanloss_param.normalize_choice can be 0 or 1, got %d"
+                             % p.normalize_choice)
+        if p.is_normalized:
+            raise self.error("euclideanloss_param.is_normalized: true is not supported (the "
+                             "fork's backward does not differentiate its normalized loss)")
+
+    def reshape(self, bottom, top):
+        super().reshape(bottom, top)
+        x, t = bottom[0], bottom[1]
+        n = x.shape[0]
+        extra = n * (t.count_range(2) if t.num_axes > 2 else 1)
+        if (x.num_axes < 2 or t.num_axes < 2 or t.shape[0] != n
+                or t.shape[1] != x.shape[1] + 1 or x.count + extra != t.count):
+            fit = (n, x.shape[1] + 1) + tuple(x.shape[2:])
+            raise self.needs("the labels must be the predictions' shape with one more channel "
+                             "(the use flag): %s for %s, got %s" % (fit, x.shape, t.shape),
+                             [(1, fit, None)])
+
+    def forward_cpu(self, bottom, top):
+        n = bottom[0].shape[0]
+        x = bottom[0].data.reshape(n, -1).astype(np.float64)
+        t = bottom[1].data.reshape(n, -1).astype(np.float64)
+        d = x.shape[1]
+        self.used = t[:, d] == 1
+        self.diff = np.where(self.used[:, None], x - t[:, :d], 0.0)
+        self.k = int(self.used.sum())
+        total = np.sum(self.diff * self.diff)
+        top[0].data[...] = total / self.k / 2.0 if self.k else 0.0
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        n = bottom[0].shape[0]
+        scale = float(top[0].diff.reshape(())) / self.k if self.k else 0.0
+        if propagate_down[0]:
+            bottom[0].diff[...] = (scale * self.diff).reshape(bottom[0].shape)
+        if propagate_down[1]:
+            g = np.zeros((n, bottom[1].count // n))
+            g[:, :self.diff.shape[1]] = -scale * self.diff
+            bottom[1].diff[...] = g.reshape(bottom[1].shape)

@@ -8,7 +8,8 @@ a list or repeated kernel_size / stride / pad, NdPooling, NdConvolution), ``scnn
 SoftmaxWithLoss with an overlap bottom), ``video_triplet`` (caffe-video_triplet's RankHardLoss
 and Norm), ``tdd`` (iamyup/caffe_tdd's TransformSoftmaxWithLoss, TransformAccuracy),
 ``conv_lstm`` (ConvLSTM and ConvLSTMReLU of t2mhanh/caffe_convLSTM_WTA, agethen's ConvLSTM),
-``pooling_nd`` (yulequan/3D-Caffe's PoolingND, pooling_nd_param).
+``pooling_nd`` (yulequan/3D-Caffe's PoolingND, pooling_nd_param), ``p3d_pooling`` (the
+Pseudo-3D ResNets' Pooling3D: kernel_l / stride_l / pad_l; census_forks3.json).
 Built-in Python layer: R-C3D's twin proposal layer ``rpn.proposal_layer.ProposalLayer`` (``rc3d``;
 chosen by its form, 2 bottoms, beside py-faster-rcnn's layer of that name in
 ``caffepy.forks.detection``).

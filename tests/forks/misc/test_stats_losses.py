@@ -32,16 +32,47 @@ def test_mine_contrastive_gradient():
                          make_blobs([a, b, y]), make_blobs(1), check_bottom=[0, 1])
 
 
-def test_mine_contrastive_v1_takes_three_bottoms():
+def test_mine_contrastive_v1_takes_three_or_more_bottoms():
     net = proto_io.read_net('''name: "t" input: "a" input_dim: 2 input_dim: 3 input_dim: 1
       input_dim: 1 input: "b" input_dim: 2 input_dim: 3 input_dim: 1 input_dim: 1
       input: "y" input_dim: 2 input_dim: 1 input_dim: 1 input_dim: 1
       layers { name: "loss" type: MINE_CONTRASTIVE_LOSS bottom: "a" bottom: "b" bottom: "y"
                top: "loss" mine_contrastive_loss_param { margin: 1 } }''')
     assert net.layer[-1].type == "MineContrastiveLoss"
-    with pytest.raises(Exception, match="exactly 3 bottom"):
+    with pytest.raises(Exception, match="at least 3 bottom"):
         run_layer(make_layer('type: "MineContrastiveLoss"'),
-                  make_blobs([np.zeros((2, 3))] * 3 + [np.zeros(2)]), make_blobs(1))
+                  make_blobs([np.zeros((2, 3))] * 2), make_blobs(1))
+    a, b, y = _pairs()
+    three = run_layer(make_layer('type: "MineContrastiveLoss"'), make_blobs([a, b, y]),
+                      make_blobs(1))
+    four = run_layer(make_layer('type: "MineContrastiveLoss"'),
+                     make_blobs([a, b, y, np.arange(4.0)]), make_blobs(1))
+    assert float(three[0]) == float(four[0])
+
+
+def test_contrastive_with_four_bottoms_is_the_margin_on_d2_form():
+    a, b, y = _pairs(2)
+    b[1] = a[1] + 0.3                    # dissimilar, d^2 = 0.27 < margin
+    extra = np.array([5.0, 6.0, 7.0, 8.0])
+    four = 'bottom: "a" bottom: "b" bottom: "y" bottom: "y_p" '
+    (loss,) = run_layer(make_layer('type: "ContrastiveLoss" ' + four +
+                                   'contrastive_loss_param { margin: 1 }'),
+                        make_blobs([a, b, y, extra]), make_blobs(1))
+    d2 = np.sum((a - b) ** 2, axis=1)
+    ref = sum(d2[n] if y[n] else max(1 - d2[n], 0) for n in range(4)) / 4 / 2
+    assert float(loss) == pytest.approx(ref)
+    check_layer_gradient(make_layer('type: "ContrastiveLoss" loss_weight: 2 ' + four +
+                                    'contrastive_loss_param { margin: 1 }'),
+                         make_blobs([a, b, y, extra]), make_blobs(1), check_bottom=[0, 1])
+
+
+def test_contrastive_v1_with_four_bottoms_builds():
+    net = proto_io.read_net('''name: "t" input: "a" input_dim: 2 input_dim: 3 input_dim: 1
+      input_dim: 1 input: "b" input_dim: 2 input_dim: 3 input_dim: 1 input_dim: 1
+      input: "y" input_dim: 2 input_dim: 1 input_dim: 1 input_dim: 1
+      layers { name: "loss" type: CONTRASTIVE_LOSS bottom: "a" bottom: "b" bottom: "y"
+               bottom: "y" top: "loss" contrastive_loss_param { margin: 1 } }''')
+    assert net.layer[-1].type == "ContrastiveLoss"
 
 
 def test_classification_stats_hand_checked():

@@ -27,13 +27,16 @@ def test_input_shapes_one_top_per_shape_served_cyclically():
         np.testing.assert_array_equal(top[1].data, b[rows])
 
 
-def test_channels_k_form_has_four_tops():
+def test_channels_k_form_has_one_to_four_tops():
     layer = make_layer(FOUR)
     top = make_blobs(4)
     layer.setup([], top)
     assert [t.shape for t in top] == [(2, 5, 1, 1), (2, 3, 2, 1), (2, 1, 1, 1), (2, 1, 1, 1)]
-    with pytest.raises(CaffeError, match="gives 4 top shapes, the layer has 2"):
-        make_layer(FOUR).setup([], make_blobs(2))
+    top = make_blobs(2)                  # branch pose: the first two shapes, the rest unused
+    make_layer(FOUR).setup([], top)
+    assert [t.shape for t in top] == [(2, 5, 1, 1), (2, 3, 2, 1)]
+    with pytest.raises(CaffeError, match="gives 4 top shapes, the layer has 5"):
+        make_layer(FOUR).setup([], make_blobs(5))
 
 
 def test_fork_form_errors():

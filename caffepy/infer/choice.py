@@ -167,16 +167,16 @@ def _cpu():
 
 
 def versions():
-    """{package: version} of what decides the engines' speed (None where not installed)."""
+    """{package: version} of what decides the engines' speed (None where not installed), from
+    the installed distributions' metadata (nothing imported)."""
+    from importlib import metadata
     from .. import __version__
     out = {"caffepy": __version__}
     for name in ("onnxruntime", "openvino"):
         try:
-            mod = __import__(name)
-        except ImportError:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
             out[name] = None
-            continue
-        out[name] = str(getattr(mod, "__version__", None) or mod.get_version())
     return out
 
 

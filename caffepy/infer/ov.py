@@ -15,7 +15,7 @@ the check and the commit are the onnxruntime engine's (caffepy.infer.ort.OrtPlan
 
 The weights are read when a part is built: changing ``net.params`` in place afterwards reaches
 openvino (as onnxruntime) only when a new input shape rebuilds a part; loading weights is
-refused in the mode. ``openvino`` is imported inside functions only.
+refused in the mode. ``openvino`` is imported inside functions only, when a plan is built.
 """
 import io
 
@@ -31,12 +31,12 @@ _core = []
 
 
 def available():
-    """Whether openvino can be imported."""
+    """Whether openvino is installed (found without importing it: a plan imports it)."""
+    import importlib.util
     try:
-        import openvino  # noqa: F401
-    except ImportError:
+        return importlib.util.find_spec("openvino") is not None
+    except (ImportError, ValueError):
         return False
-    return True
 
 
 def core():

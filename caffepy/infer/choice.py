@@ -9,11 +9,13 @@ blob's relative error (max |a - b| / max |b|). Afterwards the inputs hold their 
 the data layers' cursors are put back.
 
 **The timing** (:func:`median_time`): ``WARMUP`` (3) untimed passes, then up to ``RUNS`` (7)
-timed ones; the warm-up stops once it has taken ``BUDGET`` (2) seconds, and no timed pass starts
-once the timed ones have taken ``BUDGET`` seconds (at least one is timed). A candidate so costs
-at most ``WARMUP + RUNS`` passes, or about twice ``BUDGET`` plus two passes. The median is the
-candidate's time (caffepy's steps try their thread settings over the first passes: an outlier
-or two among the timed ones do not move it).
+timed ones; the warm-up stops once it has taken ``BUDGET`` (2) seconds (after its first pass),
+and no timed pass starts once the timed ones have taken ``BUDGET`` seconds (at least one is
+timed). A runtime so costs at most ``WARMUP + RUNS`` passes, or about twice ``BUDGET`` plus two
+passes. caffepy's steps try each of their thread settings in their first passes
+(caffepy.infer.threads; a setting that oversubscribes a busy machine can take several times the
+best one), so their warm-up is at least ``EXPLORING`` (5) passes whatever the budget, and the
+timed passes see the setting they settle on. The median is the candidate's time.
 
 **The cache.** A choice is stored under a key (:func:`key`): the SHA-256 of the net's
 parameters as text, its input shapes and kept blobs, the machine (CPU model, the ISA flags that
@@ -39,6 +41,7 @@ FORMAT = "caffepy-infer-engines/1"
 FILE_ENV = "CAFFEPY_ENGINE_CACHE"
 WARMUP = 3
 RUNS = 7
+EXPLORING = 5       # caffepy's steps' least warm-up: a first pass, one per thread setting
 BUDGET = 2.0        # seconds of warm-up, and again of timed passes, per candidate
 ISA = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni",
        "avx512_bf16", "avx512_fp16", "avx_vnni", "amx_tile", "amx_bf16", "amx_int8", "asimd",
@@ -97,22 +100,24 @@ class Reference(object):
 
 
 def worst(errors, rtol):
-    """Why ``errors`` fail the check (the worst blob), or None when every one is within rtol."""
-    if not errors:
+    """Why ``errors`` fail the check (the worst blob; NaN counts as worst), or None when every
+    one is within rtol."""
+    bad = {b: e for b, e in errors.items() if not e <= rtol}
+    if not bad:
         return None
-    b = max(errors, key=errors.get)
-    if errors[b] <= rtol:
-        return None
+    b = max(bad, key=lambda n: float("inf") if bad[n] != bad[n] else bad[n])
     return ("blob '%s' differs from the exact path by %.3g relative (> %g) on random inputs"
             % (b, errors[b], rtol))
 
 
 # -- the timing --------------------------------------------------------------------------------
-def median_time(forward, warmup=WARMUP, runs=RUNS, budget=BUDGET, clock=time.perf_counter):
-    """Seconds of one ``forward()``: the median of the timed passes (see module doc)."""
+def median_time(forward, warmup=WARMUP, runs=RUNS, budget=BUDGET, least=1,
+                clock=time.perf_counter):
+    """Seconds of one ``forward()``: the median of the timed passes (see module doc); the first
+    ``least`` warm-up passes run whatever the budget."""
     start = clock()
-    for _ in range(warmup):
-        if clock() - start > budget:
+    for k in range(max(warmup, least)):
+        if k >= least and clock() - start > budget:
             break
         forward()
     start, took = clock(), []

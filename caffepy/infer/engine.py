@@ -14,7 +14,8 @@ float32; elsewhere they are not candidates.
 built, checked against the exact path on one random batch (caffepy.infer.choice.Reference:
 every output and kept blob within ``RTOL``, 1e-4, relative) and timed on the net's own shapes
 (caffepy.infer.choice.median_time: three warm-up passes, the median of up to seven, about
-four seconds at most each); the fastest that passed runs. caffepy's candidate is a trial plan whose
+four seconds at most each, caffepy's steps at least five warm-up passes, one per thread setting
+they try); the fastest that passed runs. caffepy's candidate is a trial plan whose
 folded weights are copies, the net put back after it (caffepy.infer.plan.trial); when it wins
 its plan is built again, folding in place. A candidate that fails its check is left out after
 one WARNING line saying why; when none passes caffepy's steps run, after one WARNING. The
@@ -152,9 +153,9 @@ class _Candidates(object):
         out["caffepy"] = self.caffepy
         return out
 
-    def _time(self, forward):
+    def _time(self, forward, least=1):
         with self.ref().fed():
-            return choice.median_time(forward)
+            return choice.median_time(forward, least=least)
 
     def runtime(self, name):
         plan, why = try_runtime(self.net, name, self.keep, self.threads, self.ref())
@@ -178,7 +179,7 @@ class _Candidates(object):
                 if why is not None:
                     self.why["caffepy"] = why
                     return None
-                return self._time(trial.forward)
+                return self._time(trial.forward, choice.EXPLORING)
         except Exception as e:
             self.why["caffepy"] = _failed(e)
             return None
@@ -204,11 +205,13 @@ def _auto(net, keep, threads, runtimes):
             cands.kept = (None, name, plan)
     for n, why in sorted(cands.why.items()):
         _log.warning("net '%s': %s leaves out engine '%s': %s", net.name, MODE, n, why)
+    decided = {"engine": name or "caffepy", "ms": ms, "cached": cached}
     if name is None:
         _log.warning("net '%s': no engine of %s passed its check; caffepy's own steps run",
                      net.name, MODE)
-        return plan_mod.optimize(net, keep, threads)
-    decided = {"engine": name, "ms": ms, "cached": cached}
+        plan = plan_mod.optimize(net, keep, threads)
+        plan.choice = decided
+        return plan
     _log.info("net '%s': %s runs %s (%s)", net.name, MODE, name, describe(decided))
     if name == "caffepy":
         plan = plan_mod.optimize(net, keep, threads)
@@ -224,5 +227,5 @@ def describe(decided):
     text = ", ".join("%s %.3g ms" % (n, ms[n]) for n in ranked)
     failed = [n for n in ms if ms[n] is None]
     if failed:
-        text += "; failed the check: %s" % ", ".join(failed)
+        text += "%sfailed the check: %s" % ("; " if text else "", ", ".join(failed))
     return text + ("; cached choice, %s" % choice.path() if decided["cached"] else "")

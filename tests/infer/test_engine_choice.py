@@ -93,6 +93,14 @@ def test_only_a_known_engine_name_is_taken_from_the_cache(_engine_cache):
     assert choice.decide("k2", measures) == ("caffepy", {"onnxruntime": 2.5}, True)
 
 
+def test_a_nan_fails_the_check_whatever_the_order():
+    assert choice.worst({"a": 1e-7, "b": 2e-5}, 1e-4) is None
+    for errors in ({"a": 1e-7, "prob": float("nan")}, {"prob": float("nan"), "a": 1e-7},
+                   {"a": 0.5, "prob": float("nan")}):
+        assert "blob 'prob' differs from the exact path by nan" in choice.worst(errors, 1e-4)
+    assert "blob 'a' differs" in choice.worst({"a": 0.5, "b": 2e-5}, 1e-4)
+
+
 def test_the_timing_is_bounded():
     """WARMUP + RUNS passes at most; past the budget one warm-up pass and one timed one."""
     now = [0.0]
@@ -106,6 +114,9 @@ def test_the_timing_is_bounded():
     passes.clear()
     slow = choice.median_time(lambda: forward(10.0), clock=lambda: now[0])
     assert len(passes) == 2 and slow == pytest.approx(10.0)
+    passes.clear()
+    choice.median_time(lambda: forward(10.0), least=5, clock=lambda: now[0])
+    assert len(passes) == 6                 # caffepy's steps: 5 warm-up passes whatever the budget
 
 
 def test_the_key_follows_shapes_keep_threads_and_versions():
@@ -126,8 +137,8 @@ def _given_times(monkeypatch, times):
     """Each candidate of auto 'takes' times[its engine] seconds; returns the engines timed."""
     timed = []
 
-    def fake(self, forward):
-        name = getattr(forward, "__self__", None).engine
+    def fake(self, forward, least=1):
+        name = forward.__self__.engine
         timed.append(name)
         return times[name]
     monkeypatch.setattr(engine._Candidates, "_time", fake)

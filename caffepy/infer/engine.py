@@ -44,7 +44,7 @@ from . import choice
 from ..errors import CaffeError, NetError
 
 ENGINES = ("auto", "caffepy", "onnxruntime", "openvino")
-CANDIDATES = ("onnxruntime", "openvino", "caffepy")
+CANDIDATES = ("caffepy", "onnxruntime", "openvino")     # the order auto measures them in
 ENV = "CAFFEPY_INFER_ENGINE"
 RTOL = 1e-4
 MODE = "optimize mode"
@@ -133,14 +133,17 @@ def _enter(net, plan, decided=None):
 
 
 class _Candidates(object):
-    """Builds, checks and times the candidates of ``auto`` for choice.decide, keeping the
-    fastest runtime plan built so far (the others are let go at once)."""
+    """Builds, checks and times the candidates of ``auto`` for choice.decide, caffepy's trial
+    first; a runtime's plan is kept while it is the fastest candidate so far (the others are let
+    go at once: the native libraries seldom give memory back, so building the winner again
+    would cost more peak memory than keeping it)."""
 
     def __init__(self, net, keep, threads, runtimes):
         self.net, self.keep, self.threads = net, keep, threads
         self.runtimes = runtimes
         self.reference = None
-        self.kept = None                # (seconds, name, plan) of the fastest runtime so far
+        self.kept = None                # (name, plan) of the fastest runtime so far
+        self.best = None                # seconds of the fastest candidate so far
         self.why = {}
 
     def ref(self):
@@ -149,9 +152,17 @@ class _Candidates(object):
         return self.reference
 
     def measures(self):
-        out = {n: (lambda n=n: self.runtime(n)) for n in self.runtimes}
-        out["caffepy"] = self.caffepy
+        out = {"caffepy": self.caffepy}
+        out.update((n, (lambda n=n: self.runtime(n))) for n in self.runtimes)
         return out
+
+    def _fastest(self, t):
+        """Whether ``t`` beats every candidate timed so far (then it is the best, and no
+        runtime plan is kept any more)."""
+        if self.best is not None and t >= self.best:
+            return False
+        self.best, self.kept = t, None
+        return True
 
     def _time(self, forward, least=1):
         with self.ref().fed():
@@ -167,8 +178,8 @@ class _Candidates(object):
         except Exception as e:
             self.why[name] = _failed(e)
             return None
-        if self.kept is None or t < self.kept[0]:
-            self.kept = (t, name, plan)
+        if self._fastest(t):
+            self.kept = (name, plan)
         return t
 
     def caffepy(self):
@@ -179,14 +190,16 @@ class _Candidates(object):
                 if why is not None:
                     self.why["caffepy"] = why
                     return None
-                return self._time(trial.forward, choice.EXPLORING)
+                t = self._time(trial.forward, choice.EXPLORING)
         except Exception as e:
             self.why["caffepy"] = _failed(e)
             return None
+        self._fastest(t)
+        return t
 
     def plan(self, name):
-        """The runtime plan of ``name`` built here, or None."""
-        return self.kept[2] if self.kept is not None and self.kept[1] == name else None
+        """The runtime plan of ``name`` kept here, or None."""
+        return self.kept[1] if self.kept is not None and self.kept[0] == name else None
 
 
 def _auto(net, keep, threads, runtimes):
@@ -202,7 +215,7 @@ def _auto(net, keep, threads, runtimes):
                          "the candidates again", net.name, MODE, name, why)
             name, ms, cached = choice.decide(k, cands.measures(), use_cache=False)
         else:
-            cands.kept = (None, name, plan)
+            cands.kept = (name, plan)
     for n, why in sorted(cands.why.items()):
         _log.warning("net '%s': %s leaves out engine '%s': %s", net.name, MODE, n, why)
     decided = {"engine": name or "caffepy", "ms": ms, "cached": cached}

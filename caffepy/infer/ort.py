@@ -35,12 +35,13 @@ INSIDE = "computed inside %s; net.optimize(keep=[...]) keeps it readable"
 
 
 def available():
-    """Whether onnxruntime can be imported."""
+    """Whether onnxruntime is installed (found without importing it: a plan imports it, and a
+    choice of another engine need not load it)."""
+    import importlib.util
     try:
-        import onnxruntime  # noqa: F401
-    except ImportError:
+        return importlib.util.find_spec("onnxruntime") is not None
+    except (ImportError, ValueError):
         return False
-    return True
 
 
 def session(model, threads, spin, weights=()):

@@ -311,7 +311,7 @@ def test_onnxruntime_is_imported_only_when_the_mode_is_entered():
     import subprocess
     code = ("import sys, caffepy, caffepy.infer, caffepy.onnx\n"
             "from caffepy.infer import choice, engine, ort, ov, parts\n"
-            "ov.available(), choice.versions()\n"
+            "ov.available(), ort.available(), choice.versions()\n"
             "print(sorted(m for m in ('onnx', 'onnxruntime', 'openvino') if m in sys.modules))")
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

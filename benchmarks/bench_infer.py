@@ -1,4 +1,6 @@
-"""CPU inference benchmark: caffepy (exact and optimize mode) vs OpenCV dnn, onnxruntime and OpenVINO on the zoo deploy nets.
+"""CPU inference benchmark: caffepy (exact, optimize mode) vs OpenCV dnn, onnxruntime, OpenVINO.
+
+The zoo deploy nets (--nets).
 
     python benchmarks/bench_infer.py [--nets googlenet,resnet50,mobilenet_v1,squeezenet1_1]
                                      [--batches 1,8] [--threads 1,2] [--iters 3] [--profile NET]
@@ -10,9 +12,9 @@ dependency), and exported with caffepy.onnx for an onnxruntime CPU session (``in
 = the thread count, graph optimizations on, its default, its threads not spinning between
 runs: see ``_ort_session``; the ``onnx`` extra; skipped when not installed) and for OpenVINO
 (``_ov_request``: compiled for the CPU, f32, ``INFERENCE_NUM_THREADS`` = the thread count; the
-``openvino`` extra; skipped when not installed). For every thread count the exact path is timed first, then optimize mode, OpenCV,
-onnxruntime and OpenVINO round-robin on the same input (one forward of each in turn, so that both see the same
-moments of a shared machine's load): median ms per forward over ``--iters`` after one warm-up.
+``openvino`` extra; skipped when not installed). For every thread count the exact path is
+timed first, then optimize mode, OpenCV, onnxruntime and OpenVINO round-robin on the same input
+(one forward of each in turn, so that all see the same moments of a shared machine's load): median ms per forward over ``--iters`` after one warm-up.
 (The exact path runs on its own: with 2 threads on a busy machine its forward takes several
 times longer and its BLAS threads keep spinning into whichever runner follows it.) BLAS threads are set by threadpoolctl,
 numba's by numba.set_num_threads, OpenCV's by cv2.setNumThreads. The largest relative difference

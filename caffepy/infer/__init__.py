@@ -6,8 +6,9 @@ Modules: ``engine`` (which engine runs the mode: caffepy's own steps, onnxruntim
 against the exact path, the timing, the cache of choices), the onnxruntime engine: ``parts``
 (the net cut into onnxruntime and caffepy parts, each onnxruntime part's ONNX model, BatchNorm /
 Scale folded first) and ``ort`` (the sessions, running the parts, the check), the openvino
-engine: ``ov`` (the same parts compiled by openvino); caffepy's own engine: ``plan`` (the execution plan: folding, fused activations, identity
-layers removed, Concat elimination, buffers reused by liveness), ``steps`` (each step compiled
+engine: ``ov`` (the same parts compiled by openvino); caffepy's own engine: ``plan`` (the
+execution plan: folding, fused activations, identity layers removed, Concat elimination,
+buffers reused by liveness; ``trial``, auto's candidate), ``steps`` (each step compiled
 into a closure: GEMM / Winograd convolutions, depthwise, LRN, pooling), ``winograd``
 (F(2x2, 3x3)), ``shards`` (the batch split over threads), ``kernels`` (numba kernels of the
 steps, forward only); shared: ``fold`` (BatchNorm / Scale / Bias folded into the weights),

@@ -15,10 +15,10 @@ built, checked against the exact path on one random batch (caffepy.infer.choice.
 every output and kept blob within ``RTOL``, 1e-4, relative) and timed on the net's own shapes
 (caffepy.infer.choice.median_time: three warm-up passes, the median of up to seven, about
 four seconds at most each, caffepy's steps at least five warm-up passes, one per thread setting
-they try); the fastest that passed runs. caffepy's candidate goes first; a runtime's plan is
-kept while it is the fastest so far, the others are let go. caffepy's candidate is a trial plan whose
+they try); the fastest that passed runs. caffepy's candidate goes first: a trial plan whose
 folded weights are copies, the net put back after it (caffepy.infer.plan.trial); when it wins
-its plan is built again, folding in place. A candidate that fails its check is left out after
+its plan is built again, folding in place. A runtime's plan is kept while it is the fastest so
+far, the others are let go. A candidate that fails its check is left out after
 one WARNING line saying why; when none passes caffepy's steps run, after one WARNING. The
 choice is cached (caffepy.infer.choice: per net text, input shapes, kept blobs, machine and
 versions), so the next plan of the same net here builds the chosen engine alone, checks it (a

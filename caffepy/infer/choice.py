@@ -19,7 +19,8 @@ timed passes see the setting they settle on. The median is the candidate's time.
 
 **The cache.** A choice is stored under a key (:func:`key`): the SHA-256 of the net's
 parameters as text, its input shapes and kept blobs, the machine (CPU model, the ISA flags that
-change which kernels run, the thread limit) and the versions of caffepy, onnxruntime and openvino.
+change which kernels run, the thread limit), the versions of caffepy, onnxruntime and openvino,
+and caffepy's switches that change its steps' speed (``CAFFEPY_THREADS``, ``CAFFEPY_NUMBA``).
 The file is ``$XDG_CACHE_HOME/caffepy/infer_engines.json`` (``~/.cache`` without it; the
 environment variable ``CAFFEPY_ENGINE_CACHE`` names another file), JSON, replaced atomically.
 A file that does not parse or is not this format is ignored after one WARNING, and is written
@@ -185,8 +186,10 @@ def versions():
     return out
 
 
-def key(net, keep, nthreads, versions_=None):
-    """The cache key of planning ``net`` (its current input shapes) with ``keep`` here."""
+def key(net, keep, nthreads, versions_=None, threads=None):
+    """The cache key of planning ``net`` (its current input shapes) with ``keep`` here;
+    ``threads``: caffepy's per-pass thread choice ("auto" / "fixed", else ``CAFFEPY_THREADS``).
+    ``CAFFEPY_NUMBA`` (caffepy's kernels on or off) counts too."""
     from google.protobuf import text_format
     model, flags = _cpu()
     what = {
@@ -195,6 +198,8 @@ def key(net, keep, nthreads, versions_=None):
         "keep": sorted(keep),
         "cpu": model, "isa": flags, "threads": int(nthreads),
         "versions": versions() if versions_ is None else versions_,
+        "switches": [threads or os.environ.get("CAFFEPY_THREADS", "auto"),
+                     os.environ.get("CAFFEPY_NUMBA", "1")],
     }
     return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()
 

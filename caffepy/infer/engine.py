@@ -206,7 +206,7 @@ class _Candidates(object):
 def _auto(net, keep, threads, runtimes):
     from . import plan as plan_mod
     from .threads import limit
-    k = choice.key(net, keep, limit())
+    k = choice.key(net, keep, limit(), threads=threads)
     cands = _Candidates(net, keep, threads, runtimes)
     name, ms, cached = choice.decide(k, cands.measures())
     if cached and name in RUNTIMES:

@@ -119,7 +119,8 @@ def test_the_timing_is_bounded():
     assert len(passes) == 6                 # caffepy's steps: 5 warm-up passes whatever the budget
 
 
-def test_the_key_follows_shapes_keep_threads_and_versions():
+def test_the_key_follows_shapes_keep_threads_and_versions(monkeypatch):
+    monkeypatch.delenv("CAFFEPY_THREADS", raising=False)
     net = _net(SMALL)
     v = choice.versions()
     base = choice.key(net, [], 2, v)
@@ -128,8 +129,11 @@ def test_the_key_follows_shapes_keep_threads_and_versions():
     assert base != choice.key(net, ["ip"], 2, v)
     assert base != choice.key(net, [], 2, dict(v, openvino="9999.1"))
     assert base != choice.key(net, [], 2, dict(v, caffepy="0.0.0"))
+    assert base != choice.key(net, [], 2, v, threads="fixed")
     assert base != choice.key(_net(SMALL, batch=5), [], 2, v)
     assert base != choice.key(_net(FIRE), [], 2, v)
+    monkeypatch.setenv("CAFFEPY_NUMBA", "0")
+    assert base != choice.key(net, [], 2, v)
 
 
 # -- auto on a net -------------------------------------------------------------------------------

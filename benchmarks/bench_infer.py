@@ -1,4 +1,6 @@
-"""CPU inference benchmark: caffepy (exact and optimize mode) vs OpenCV dnn and onnxruntime on the zoo deploy nets.
+"""CPU inference benchmark: caffepy (exact, optimize mode) vs OpenCV dnn, onnxruntime, OpenVINO.
+
+The zoo deploy nets (--nets).
 
     python benchmarks/bench_infer.py [--nets googlenet,resnet50,mobilenet_v1,squeezenet1_1]
                                      [--batches 1,8] [--threads 1,2] [--iters 3] [--profile NET]
@@ -8,9 +10,11 @@ Each net (models/<net>/<net>_deploy.prototxt) gets random but valid weights
 (opencv-python-headless < 5: OpenCV 5 dropped the Caffe importer; benchmark-only, not a caffepy
 dependency), and exported with caffepy.onnx for an onnxruntime CPU session (``intra_op_num_threads``
 = the thread count, graph optimizations on, its default, its threads not spinning between
-runs: see ``_ort_session``; the ``onnx`` extra; skipped when not installed). For every thread count the exact path is timed first, then optimize mode, OpenCV and
-onnxruntime round-robin on the same input (one forward of each in turn, so that both see the same
-moments of a shared machine's load): median ms per forward over ``--iters`` after one warm-up.
+runs: see ``_ort_session``; the ``onnx`` extra; skipped when not installed) and for OpenVINO
+(``_ov_request``: compiled for the CPU, f32, ``INFERENCE_NUM_THREADS`` = the thread count; the
+``openvino`` extra; skipped when not installed). For every thread count the exact path is
+timed first, then optimize mode, OpenCV, onnxruntime and OpenVINO round-robin on the same input
+(one forward of each in turn, so that all see the same moments of a shared machine's load): median ms per forward over ``--iters`` after one warm-up.
 (The exact path runs on its own: with 2 threads on a busy machine its forward takes several
 times longer and its BLAS threads keep spinning into whichever runner follows it.) BLAS threads are set by threadpoolctl,
 numba's by numba.set_num_threads, OpenCV's by cv2.setNumThreads. The largest relative difference
@@ -115,6 +119,22 @@ def _ort_session(net, n):
                                 providers=["CPUExecutionProvider"])
 
 
+def _ov_request(net, n):
+    """An OpenVINO CPU infer request of ``net`` exported by caffepy.onnx (f32, ``n`` threads),
+    or None without openvino."""
+    try:
+        import openvino as ov
+    except ImportError:
+        return None
+    import io
+    from caffepy import onnx as caffe_onnx
+    core = ov.Core()
+    model = core.read_model(io.BytesIO(caffe_onnx.to_model(net).SerializeToString()))
+    return core.compile_model(model, "CPU", {
+        "INFERENCE_PRECISION_HINT": "f32", "PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": 1,
+        "INFERENCE_NUM_THREADS": n}).create_infer_request()
+
+
 def deploy_with_weights(name, batch, tmp):
     """(prototxt path, built exact Net, .caffemodel path) of models/<name> at ``batch``, with
     random weights whose logits have std ~2 (an unsaturated softmax), files under ``tmp``."""
@@ -144,11 +164,15 @@ def bench(name, batch, threads, iters, tmp, cv2):
         dnn.setInput(x)
         dnn.forward()
     rows = []
-    err_ort = None
+    err_ort = err_ov = None
     for n in threads:
         sess = _ort_session(exact, n)
         if sess is not None:
             err_ort = max(err_ort or 0.0, _rel(sess.run(None, {inp: x})[0].reshape(ref.shape), ref))
+        req = _ov_request(exact, n)
+        if req is not None:
+            got = list(req.infer({0: x}).values())[0]
+            err_ov = max(err_ov or 0.0, _rel(np.asarray(got).reshape(ref.shape), ref))
         limit = _set_threads(n, cv2)
         # built under this thread count (its first passes are the thread choice's)
         fast = Net(proto, caffe_pb2.TEST, weights=weights, optimize=True)
@@ -158,25 +182,30 @@ def bench(name, batch, threads, iters, tmp, cv2):
             fast.forward(**{inp: x})
         times = _interleaved_ms([lambda: fast.forward(**{inp: x})]
                                 + ([run_cv] if dnn is not None else [])
-                                + ([lambda: sess.run(None, {inp: x})] if sess is not None else []),
+                                + ([lambda: sess.run(None, {inp: x})] if sess is not None else [])
+                                + ([lambda: req.infer({0: x})] if req is not None else []),
                                 iters)
         t_fast = times[0]
         t_cv = times[1] if dnn is not None else float("nan")
-        t_ort = times[-1] if sess is not None else float("nan")
+        t_ov = times[-1] if req is not None else float("nan")
+        t_ort = times[-1 - (req is not None)] if sess is not None else float("nan")
         err_opt = max(err_opt, _rel(fast.forward(**{inp: x})[out], ref))  # as last chosen
         limit.restore_original_limits()
-        rows.append((name, batch, n, t_exact, t_fast, t_cv, t_ort))
+        rows.append((name, batch, n, t_exact, t_fast, t_cv, t_ort, t_ov))
         choice = getattr(fast._plan, "threads", None)      # caffepy's engine only
         print("%-14s b%-2d %dT  exact %8.1f  optimize %8.1f  opencv %8.1f  onnxruntime %8.1f  "
-              "opt/cv %5.2f  opt/ort %5.2f  load %s  (optimize engine %s%s)" % (
-                  name, batch, n, t_exact, t_fast, t_cv, t_ort, t_fast / t_cv, t_fast / t_ort,
+              "openvino %8.1f  opt/cv %5.2f  opt/ort %5.2f  opt/ov %5.2f  load %s  (optimize "
+              "engine %s%s)" % (
+                  name, batch, n, t_exact, t_fast, t_cv, t_ort, t_ov, t_fast / t_cv,
+                  t_fast / t_ort, t_fast / t_ov,
                   " ".join(open("/proc/loadavg").read().split()[:3]), fast._plan.engine,
                   "" if choice is None else ", threads %s: %s" % (choice.mode, " ".join(
                       "blas %d numba %d parts %d: %.1f ms" % (k + (1e3 * v,))
                       for k, v in sorted(choice.avg.items())) or "limit")), flush=True)
-    print("%-14s b%-2d    max rel diff vs exact: optimize %.1e  opencv %s  onnxruntime %s" % (
-        name, batch, err_opt, "%.1e" % err_cv if dnn is not None else "-",
-        "%.1e" % err_ort if err_ort is not None else "-"), flush=True)
+    print("%-14s b%-2d    max rel diff vs exact: optimize %.1e  opencv %s  onnxruntime %s  "
+          "openvino %s" % (name, batch, err_opt, "%.1e" % err_cv if dnn is not None else "-",
+                           "%.1e" % err_ort if err_ort is not None else "-",
+                           "%.1e" % err_ov if err_ov is not None else "-"), flush=True)
     return rows
 
 

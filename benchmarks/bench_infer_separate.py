@@ -1,5 +1,5 @@
 """Inference latency with each runtime in a process of its own: caffepy's optimize mode, OpenCV dnn,
-onnxruntime.
+onnxruntime, OpenVINO.
 
     python benchmarks/bench_infer_separate.py [--nets googlenet,resnet50,...] [--batches 1,8]
                                               [--threads 1,2] [--iters 10] [--rounds 3]
@@ -13,10 +13,13 @@ a .caffemodel and their ONNX export (``caffepy.onnx``), then, per thread count, 
 rounds; in each round one child process per runtime in turn. A child gets
 ``OMP_NUM_THREADS`` / ``OPENBLAS_NUM_THREADS`` / ``MKL_NUM_THREADS`` / ``NUMBA_NUM_THREADS`` = the
 thread count and the runtime's own setting (``cv2.setNumThreads``, onnxruntime's
-``intra_op_num_threads``, its pool left to spin as it does by default: alone in the process),
+``intra_op_num_threads``, its pool left to spin as it does by default: alone in the process,
+OpenVINO's ``INFERENCE_NUM_THREADS`` with f32 precision and the latency hint, the ONNX export
+compiled for the CPU; its column is "-" where openvino is not installed),
 loads the model, runs warm-up passes (optimize mode: its thread choice's exploring ones too) and
 prints the median of ``--iters`` forwards. A row is the median over the rounds, with every
-round's figure and the engine optimize mode ran (its default; ``CAFFEPY_INFER_ENGINE`` picks
+round's figure and the engine optimize mode ran (its default, auto: the fastest here of
+caffepy, onnxruntime and openvino; ``CAFFEPY_INFER_ENGINE=caffepy|onnxruntime|openvino`` names
 one: caffepy.infer.engine). ``/proc/loadavg`` is printed before and after.
 """
 import argparse
@@ -32,7 +35,12 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-RUNTIMES = ("optimize", "opencv", "onnxruntime")
+RUNTIMES = ("optimize", "opencv", "onnxruntime", "openvino")
+
+
+def _installed(runtime):
+    import importlib.util
+    return runtime != "openvino" or importlib.util.find_spec("openvino") is not None
 
 
 def _median_ms(fn, iters):
@@ -71,6 +79,18 @@ def child(runtime, proto, weights, model, threads, iters):
             dnn.forward()
         warm = 2
         engine = "opencv"
+    elif runtime == "openvino":
+        import openvino as ov
+        core = ov.Core()
+        compiled = core.compile_model(core.read_model(model), "CPU", {
+            "INFERENCE_PRECISION_HINT": "f32", "PERFORMANCE_HINT": "LATENCY",
+            "NUM_STREAMS": 1, "INFERENCE_NUM_THREADS": threads})
+        request = compiled.create_infer_request()
+        shape = json.loads(os.environ["BENCH_INPUT_SHAPE"])
+        x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+        run = lambda: request.infer({0: x})                # noqa: E731
+        warm = 2
+        engine = "openvino"
     else:
         import onnxruntime as ort
         opts = ort.SessionOptions()
@@ -127,28 +147,34 @@ def main(argv=None):
         runtime, proto, weights, model, threads, iters = a.child
         return child(runtime, proto, weights, model, int(threads), int(iters))
     print("loadavg before: %s" % open("/proc/loadavg").read().strip(), flush=True)
-    print("| net | batch | threads | optimize ms | OpenCV ms | onnxruntime ms | opt / OpenCV | "
-          "opt / ort | rounds (opt, cv, ort) | optimize engine |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    runtimes = [r for r in RUNTIMES if _installed(r)]
+    print("| net | batch | threads | optimize ms | OpenCV ms | onnxruntime ms | OpenVINO ms | "
+          "opt / OpenCV | opt / ort | opt / OpenVINO | rounds (opt, cv, ort[, ov]) | "
+          "optimize engine |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         for name in a.nets.split(","):
             for batch in [int(b) for b in a.batches.split(",")]:
                 files = prepare(name, batch, tmp)
                 for n in [int(t) for t in a.threads.split(",")]:
-                    got = {r: [] for r in RUNTIMES}
+                    got = {r: [] for r in runtimes}
                     engines = set()
                     for _ in range(a.rounds):
-                        for r in RUNTIMES:
+                        for r in runtimes:
                             res = run_child(r, files, n, a.iters)
                             got[r].append(res["ms"])
                             if r == "optimize":
                                 engines.add(res["engine"])
                     med = {r: statistics.median(v) for r, v in got.items()}
-                    print("| %s | %d | %d | %.1f | %.1f | %.1f | %.2f | %.2f | %s | %s |" % (
-                        name, batch, n, med["optimize"], med["opencv"], med["onnxruntime"],
-                        med["optimize"] / med["opencv"], med["optimize"] / med["onnxruntime"],
-                        "; ".join("%.1f, %.1f, %.1f" % v for v in zip(*got.values())),
-                        ", ".join(sorted(engines))), flush=True)
+                    ov_ms = med.get("openvino")
+                    print("| %s | %d | %d | %.1f | %.1f | %.1f | %s | %.2f | %.2f | %s | %s | %s |"
+                          % (name, batch, n, med["optimize"], med["opencv"], med["onnxruntime"],
+                             "-" if ov_ms is None else "%.1f" % ov_ms,
+                             med["optimize"] / med["opencv"], med["optimize"] / med["onnxruntime"],
+                             "-" if ov_ms is None else "%.2f" % (med["optimize"] / ov_ms),
+                             "; ".join(", ".join("%.1f" % t for t in v)
+                                       for v in zip(*got.values())),
+                             ", ".join(sorted(engines))), flush=True)
     print("loadavg after: %s" % open("/proc/loadavg").read().strip())
     return 0
 

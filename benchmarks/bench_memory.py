@@ -8,7 +8,7 @@ Each run is a fresh subprocess (``OPENBLAS_NUM_THREADS=1``) whose ``ru_maxrss`` 
   two forward + backward steps;
 - ``resnet50_exact`` / ``resnet50_optimize``: models/resnet50's deploy net at batch 1, random
   weights, two forwards on the exact path / in optimize mode (its default engine;
-  ``CAFFEPY_INFER_ENGINE=caffepy|onnxruntime`` picks one; the line names it).
+  ``CAFFEPY_INFER_ENGINE=caffepy|onnxruntime|openvino`` picks one; the line names it).
 
 The numba kernels are on unless ``CAFFEPY_NUMBA=0`` is set in the environment (the child inherits
 it). ``--child RUN`` is the subprocess entry point.

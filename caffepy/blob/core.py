@@ -182,6 +182,14 @@ class Blob(object):
     def to_host(self):
         """Copy device-side changes back to the host now (explicit sync; no-op on the CPU path)."""
 
+    def storage(self):
+        """(data, diff, shape) as they are, allocating nothing: what :meth:`restore` puts back."""
+        return self._data, self._diff, self._shape
+
+    def restore(self, storage):
+        """Rebind the arrays and shape :meth:`storage` returned."""
+        self._data, self._diff, self._shape = storage
+
     def set_arrays(self, data, diff):
         """Rebind storage to external arrays (used for contiguous parameter buffers)."""
         self._data = data.reshape(self._shape)

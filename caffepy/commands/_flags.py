@@ -40,12 +40,13 @@ def iterations(args):
 def add_optimize(parser):
     parser.add_argument("--optimize", action="store_true",
                         help="inference mode (caffepy.infer): TEST phase, forward only, run by "
-                             "onnxruntime or caffepy's own steps (--engine)")
-    parser.add_argument("--engine", choices=("auto", "caffepy", "onnxruntime"), default=None,
+                             "caffepy's own steps, onnxruntime or openvino (--engine)")
+    parser.add_argument("--engine", choices=("auto", "caffepy", "onnxruntime", "openvino"),
+                        default=None,
                         help="inference mode's engine (with --optimize): auto (default, or "
-                             "CAFFEPY_INFER_ENGINE): onnxruntime where installed and its outputs "
-                             "match the exact path, else caffepy's steps (folded BatchNorm/Scale, "
-                             "fused activations, reused buffers)")
+                             "CAFFEPY_INFER_ENGINE): of caffepy's steps and onnxruntime / openvino "
+                             "where installed, the fastest here whose outputs match the exact path "
+                             "(the choice cached per net and machine)")
 
 
 def optimize_engine(args):

@@ -5,7 +5,8 @@ iteration's forward-backward time, every layer's average forward and backward ms
 ``Average Forward pass`` / ``Average Backward pass`` / ``Average Forward-Backward`` /
 ``Total Time`` lines. The net takes no input blobs beyond what its layers produce (Input layers
 keep zeros), as in Caffe. ``--optimize`` times the TEST net in inference mode
-(caffepy.infer; ``--engine auto|caffepy|onnxruntime``), forward only, one line per executed step;
+(caffepy.infer; ``--engine auto|caffepy|onnxruntime|openvino``), forward only, one line per
+executed step, after a line with the engine and the times of the candidates ``auto`` weighed;
 ``--weights`` loads weights first.
 """
 import time as _time
@@ -122,6 +123,12 @@ def _time_optimized(net, n, engine=None):
     plan = net.optimize(engine=engine)
     info("caffe.cpp:365", "Performing Forward (optimize mode: %d layers run as %d steps, engine %s)"
          % (len(net.layers), len(plan.steps), plan.engine))
+    if plan.choice is not None:
+        from ..infer.engine import describe
+        info("caffe.cpp:365", "Engine %s chosen of: %s" % (plan.engine, describe(plan.choice)))
+    else:
+        info("caffe.cpp:365", "Engine %s (named, or the only one here): no other candidate timed"
+             % plan.engine)
     info("caffe.cpp:367", "Initial loss: %s" % fmt(net.forward_prefilled()))
     fwd = [0.0] * len(plan.steps)
     forward_total = 0.0

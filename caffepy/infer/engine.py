@@ -1,32 +1,58 @@
-"""Which engine runs inference mode: onnxruntime (caffepy.infer.ort) or caffepy's own steps
-(caffepy.infer.plan).
+"""Which engine runs inference mode: caffepy's own steps (caffepy.infer.plan), onnxruntime
+(caffepy.infer.ort) or openvino (caffepy.infer.ov).
 
     Net(..., optimize=True)                      engine: CAFFEPY_INFER_ENGINE, else "auto"
-    Net(..., optimize="onnxruntime")             the engine by name (Classifier / Detector too)
-    net.optimize(keep=[...], engine="caffepy")   "auto" | "caffepy" | "onnxruntime"
-    caffepy time|test --optimize --engine {auto,caffepy,onnxruntime}
+    Net(..., optimize="openvino")                the engine by name (Classifier / Detector too)
+    net.optimize(keep=[...], engine="caffepy")   "auto" | "caffepy" | "onnxruntime" | "openvino"
+    caffepy time|test --optimize --engine {auto,caffepy,onnxruntime,openvino}
 
-``auto``: where onnxruntime can be imported, the mode is CPU and the net is float32, the net is
-cut into onnxruntime and caffepy parts (caffepy.infer.parts), built, and run once on random
-inputs beside the exact path; when every output and kept blob agrees within ``RTOL`` (1e-5)
-relative, the parts run from then on; otherwise caffepy's own steps run, after one WARNING line
-saying why. Without onnxruntime, in GPU mode or for a float64 net caffepy's steps run, without a
-word. ``onnxruntime`` raises :class:`caffepy.errors.NetError` where ``auto`` would fall back;
-``caffepy`` never tries onnxruntime. ``threads`` ("auto" / "fixed") is caffepy's engine's
-per-pass thread choice; onnxruntime's sessions always run the thread limit
-(caffepy.infer.threads.limit).
+The runtimes (onnxruntime, openvino) run the same parts (caffepy.infer.parts: ONNX parts,
+caffepy layers between them) where they can be imported, the mode is CPU and the net is
+float32; elsewhere they are not candidates.
+
+``auto``: without a runtime caffepy's steps run, without a word. Otherwise each candidate is
+built, checked against the exact path on one random batch (caffepy.infer.choice.Reference:
+every output and kept blob within ``RTOL``, 1e-4, relative) and timed on the net's own shapes
+(caffepy.infer.choice.median_time: three warm-up passes, the median of up to seven, about
+four seconds at most each, caffepy's steps at least five warm-up passes, one per thread setting
+they try); the fastest that passed runs. caffepy's candidate goes first: a trial plan whose
+folded weights are copies, the net put back after it (caffepy.infer.plan.trial); when it wins
+its plan is built again, folding in place. A runtime's plan is kept while it is the fastest so
+far, the others are let go. A candidate that fails its check is left out after
+one WARNING line saying why; when none passes caffepy's steps run, after one WARNING. The
+choice is cached (caffepy.infer.choice: per net text, input shapes, kept blobs, machine and
+versions), so the next plan of the same net here builds the chosen engine alone, checks it (a
+runtime; when that fails the candidates are measured again) and times nothing. One INFO line
+names the engine and the candidates' times; ``plan.choice`` holds them
+({"engine", "ms", "cached"}; None when the engine was forced or was the only one).
+
+A named engine runs without timing; ``onnxruntime`` / ``openvino`` raise
+:class:`caffepy.errors.NetError` when unavailable or when their check fails; ``caffepy`` is not
+checked (it never runs the exact path, so its peak memory stays the lean one). ``threads``
+("auto" / "fixed") is caffepy's engine's per-pass thread choice; the runtimes always run the
+thread limit (caffepy.infer.threads.limit).
+
+Weights: every engine runs the weights the net has when it is planned (the runtimes hold their
+own copies, caffepy's steps fold them in place); loading or saving weights is refused in the
+mode.
 """
 import logging
 import os
 
 import numpy as np
 
+from . import choice
 from ..errors import CaffeError, NetError
 
-ENGINES = ("auto", "caffepy", "onnxruntime")
+ENGINES = ("auto", "caffepy", "onnxruntime", "openvino")
+CANDIDATES = ("caffepy", "onnxruntime", "openvino")     # the order auto measures them in
 ENV = "CAFFEPY_INFER_ENGINE"
-RTOL = 1e-5
+RTOL = 1e-4
 MODE = "optimize mode"
+RUNTIMES = {        # name -> (module, plan class, how to install)
+    "onnxruntime": ("ort", "OrtPlan", "pip install onnxruntime"),
+    "openvino": ("ov", "OvPlan", "pip install 'caffepy[openvino]'"),
+}
 
 _log = logging.getLogger(__name__)
 
@@ -40,16 +66,20 @@ def choose(engine=None):
     return name
 
 
-def unsupported(net):
-    """Why the onnxruntime engine cannot run ``net`` here, or None."""
+def _module(name):
+    import importlib
+    return importlib.import_module("." + RUNTIMES[name][0], __package__)
+
+
+def unsupported(net, name="onnxruntime"):
+    """Why runtime ``name`` cannot run ``net`` here, or None."""
     from .. import common
-    from . import ort
-    if not ort.available():
-        return "onnxruntime is not installed (pip install onnxruntime)"
+    if not _module(name).available():
+        return "%s is not installed (%s)" % (name, RUNTIMES[name][2])
     if common.mode() == common.GPU:
-        return "the net runs in GPU mode and onnxruntime's engine here runs on the CPU"
+        return "the net runs in GPU mode and the %s engine here runs on the CPU" % name
     if np.dtype(net.dtype) != np.float32:
-        return "the net is %s and the onnxruntime engine runs float32" % np.dtype(net.dtype)
+        return "the net is %s and the %s engine runs float32" % (np.dtype(net.dtype), name)
     return None
 
 
@@ -57,43 +87,159 @@ def _one_line(e):
     return " ".join(str(e).split())[:300] or type(e).__name__
 
 
-def try_onnxruntime(net, keep=(), threads=None):
-    """(OrtPlan, None) when the parts are built and pass the check, else (None, why)."""
-    from .ort import OrtPlan
+def _failed(e):
+    if isinstance(e, CaffeError):
+        return _one_line(e)
+    return "%s: %s" % (type(e).__name__, _one_line(e))     # the runtime's own errors
+
+
+def try_runtime(net, name, keep=(), threads=None, reference=None):
+    """(plan, None) when runtime ``name``'s parts are built and pass the check, else
+    (None, why)."""
     try:
-        plan = OrtPlan(net, keep, threads)
-        errors = plan.check()
-    except CaffeError as e:
-        return None, _one_line(e)
-    except Exception as e:          # onnxruntime's own errors (a model it refuses to load)
-        return None, "%s: %s" % (type(e).__name__, _one_line(e))
-    worst = max(errors, key=errors.get) if errors else None
-    if worst is not None and not errors[worst] <= RTOL:
-        return None, ("blob '%s' differs from the exact path by %.3g relative (> %g) on random "
-                      "inputs" % (worst, errors[worst], RTOL))
-    return plan, None
+        plan = getattr(_module(name), RUNTIMES[name][1])(net, keep, threads)
+        why = choice.worst(plan.check(reference), RTOL)
+    except Exception as e:
+        return None, _failed(e)
+    return (plan, None) if why is None else (None, why)
 
 
 def optimize(net, keep=(), threads=None, engine=None):
     """Switch ``net`` (built, TEST phase, weights loaded) to inference mode with ``engine`` (see
-    module doc); returns the plan (``plan.engine``: "onnxruntime" or "caffepy")."""
+    module doc); returns the plan (``plan.engine`` names the engine that runs)."""
     from . import plan as plan_mod
     name = choose(engine)
     plan_mod.validate(net, keep, threads)
     if name == "caffepy":
         return plan_mod.optimize(net, keep, threads)
-    why = unsupported(net)
-    if why is not None:
-        if name == "onnxruntime":
-            raise NetError("net '%s': engine 'onnxruntime' of %s: %s" % (net.name, MODE, why))
+    if name in RUNTIMES:
+        why = unsupported(net, name)
+        plan = None
+        if why is None:
+            plan, why = try_runtime(net, name, keep, threads)
+        if plan is None:
+            raise NetError("net '%s': engine '%s' of %s: %s" % (net.name, name, MODE, why))
+        return _enter(net, plan)
+    runtimes = [n for n in CANDIDATES if n in RUNTIMES and unsupported(net, n) is None]
+    if not runtimes:
         return plan_mod.optimize(net, keep, threads)
-    plan, why = try_onnxruntime(net, keep, threads)
-    if plan is None:
-        if name == "onnxruntime":
-            raise NetError("net '%s': engine 'onnxruntime' of %s: %s" % (net.name, MODE, why))
-        _log.warning("net '%s': %s runs caffepy's own steps, not onnxruntime: %s",
-                     net.name, MODE, why)
-        return plan_mod.optimize(net, keep, threads)
+    return _auto(net, keep, threads, runtimes)
+
+
+def _enter(net, plan, decided=None):
     plan.commit()
+    plan.choice = decided
     net._plan = plan
     return plan
+
+
+class _Candidates(object):
+    """Builds, checks and times the candidates of ``auto`` for choice.decide, caffepy's trial
+    first; a runtime's plan is kept while it is the fastest candidate so far (the others are let
+    go at once: the native libraries seldom give memory back, so building the winner again
+    would cost more peak memory than keeping it)."""
+
+    def __init__(self, net, keep, threads, runtimes):
+        self.net, self.keep, self.threads = net, keep, threads
+        self.runtimes = runtimes
+        self.reference = None
+        self.kept = None                # (name, plan) of the fastest runtime so far
+        self.best = None                # seconds of the fastest candidate so far
+        self.why = {}
+
+    def ref(self):
+        if self.reference is None:
+            self.reference = choice.Reference(self.net, self.keep)
+        return self.reference
+
+    def measures(self):
+        out = {"caffepy": self.caffepy}
+        out.update((n, (lambda n=n: self.runtime(n))) for n in self.runtimes)
+        return out
+
+    def _fastest(self, t):
+        """Whether ``t`` beats every candidate timed so far (then it is the best, and no
+        runtime plan is kept any more)."""
+        if self.best is not None and t >= self.best:
+            return False
+        self.best, self.kept = t, None
+        return True
+
+    def _time(self, forward, least=1):
+        with self.ref().fed():
+            return choice.median_time(forward, least=least)
+
+    def runtime(self, name):
+        plan, why = try_runtime(self.net, name, self.keep, self.threads, self.ref())
+        if plan is None:
+            self.why[name] = why
+            return None
+        try:
+            t = self._time(plan.forward)
+        except Exception as e:
+            self.why[name] = _failed(e)
+            return None
+        if self._fastest(t):
+            self.kept = (name, plan)
+        return t
+
+    def caffepy(self):
+        from . import plan as plan_mod
+        try:
+            with plan_mod.trial(self.net, self.keep, self.threads) as trial:
+                why = choice.worst(self.ref().errors(trial.forward), RTOL)
+                if why is not None:
+                    self.why["caffepy"] = why
+                    return None
+                t = self._time(trial.forward, choice.EXPLORING)
+        except Exception as e:
+            self.why["caffepy"] = _failed(e)
+            return None
+        self._fastest(t)
+        return t
+
+    def plan(self, name):
+        """The runtime plan of ``name`` kept here, or None."""
+        return self.kept[1] if self.kept is not None and self.kept[0] == name else None
+
+
+def _auto(net, keep, threads, runtimes):
+    from . import plan as plan_mod
+    from .threads import limit
+    k = choice.key(net, keep, limit(), threads=threads)
+    cands = _Candidates(net, keep, threads, runtimes)
+    name, ms, cached = choice.decide(k, cands.measures())
+    if cached and name in RUNTIMES:
+        plan, why = try_runtime(net, name, keep, threads, cands.ref())
+        if plan is None:
+            _log.warning("net '%s': the cached choice of %s's engine, %s, failed: %s; measuring "
+                         "the candidates again", net.name, MODE, name, why)
+            name, ms, cached = choice.decide(k, cands.measures(), use_cache=False)
+        else:
+            cands.kept = (name, plan)
+    for n, why in sorted(cands.why.items()):
+        _log.warning("net '%s': %s leaves out engine '%s': %s", net.name, MODE, n, why)
+    decided = {"engine": name or "caffepy", "ms": ms, "cached": cached}
+    if name is None:
+        _log.warning("net '%s': no engine of %s passed its check; caffepy's own steps run",
+                     net.name, MODE)
+        plan = plan_mod.optimize(net, keep, threads)
+        plan.choice = decided
+        return plan
+    _log.info("net '%s': %s runs %s (%s)", net.name, MODE, name, describe(decided))
+    if name == "caffepy":
+        plan = plan_mod.optimize(net, keep, threads)
+        plan.choice = decided
+        return plan
+    return _enter(net, cands.plan(name), decided)
+
+
+def describe(decided):
+    """The candidates' times of a choice, fastest first, as one line."""
+    ms = decided["ms"]
+    ranked = sorted((n for n in ms if ms[n] is not None), key=ms.get)
+    text = ", ".join("%s %.3g ms" % (n, ms[n]) for n in ranked)
+    failed = [n for n in ms if ms[n] is None]
+    if failed:
+        text += "%sfailed the check: %s" % ("; " if text else "", ", ".join(failed))
+    return text + ("; cached choice, %s" % choice.path() if decided["cached"] else "")

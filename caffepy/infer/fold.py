@@ -44,19 +44,24 @@ def affine_of(layer, nbottom):
     return None
 
 
-def folded_copy(layer, a, c):
+def folded_copy(layer, a, c, in_place=True):
     """A copy of Convolution / InnerProduct ``layer`` computing a * (its output) + c. The
     weights are scaled in place (a second copy of a ResNet's weights would cost more memory than
-    the mode saves), row by row in float64; the bias is a new blob."""
+    the mode saves), row by row in float64, or in a new blob (``in_place`` False: the layer's
+    own weights are left as they are); the bias is a new blob."""
     new = shallow(layer)
-    w = layer.blobs[0].data
+    wb = layer.blobs[0]
+    if not in_place:
+        wb = Blob(wb.shape, wb.dtype)
+        wb.data[...] = layer.blobs[0].data
+    w = wb.data
     rows = w.T if layer.type == "InnerProduct" and layer.transpose else w
     for m in range(rows.shape[0]):
         rows[m] = rows[m].astype(np.float64) * a[m]
     b = layer.blobs[1].data.astype(np.float64).reshape(-1) if layer.bias_term else 0.0
     bb = Blob((a.size,), w.dtype)
     bb.data[...] = a * b + c
-    new.blobs = [layer.blobs[0], bb]
+    new.blobs = [wb, bb]
     new.bias_term = True
     return new
 

@@ -13,29 +13,35 @@ only at run time). When the shape of a part's input differs from the one its gra
 for (a new batch through ``net.reshape()`` or through the input blob alone, a caffepy layer
 with a new output size), the part's layers are reshaped and its graph and session rebuilt.
 
-:meth:`OrtPlan.check` runs the exact path (every layer's forward) on random inputs, then the
-parts on the same inputs (data layers' batches replayed, their cursors put back, the input blobs'
-values restored after), and returns the relative error (max |a - b| / max |b|, as ``caffepy
-export --check``) of every output and kept blob. :meth:`OrtPlan.commit` then makes the blobs
-that live only inside onnxruntime unreadable (``FoldedBlob``) and gives their memory back.
+:meth:`OrtPlan.check` runs the parts on the random inputs of a
+:class:`caffepy.infer.choice.Reference` (the exact path's values; data layers' batches replayed,
+their cursors put back, the input blobs' values restored after) and returns the relative error
+(max |a - b| / max |b|, as ``caffepy export --check``) of every output and kept blob.
+:meth:`OrtPlan.commit` then makes the blobs that live only inside the runtime unreadable
+(``FoldedBlob``) and gives their memory back.
+
+The openvino engine (caffepy.infer.ov) is this class with another runtime: it overrides
+``engine``, ``external_bytes`` (its models carry all their weights), ``_session`` and
+``_execute``.
 """
 import numpy as np
 
 from . import threads as threads_mod
-from .parts import CAFFEPY, ORT, Cut
+from .parts import CAFFEPY, EXTERNAL_BYTES, ORT, Cut
 from .plan import FoldedBlob
 from ..math.workspace import lazy_zeros
 
-INSIDE = "computed inside onnxruntime; net.optimize(keep=[...]) keeps it readable"
+INSIDE = "computed inside %s; net.optimize(keep=[...]) keeps it readable"
 
 
 def available():
-    """Whether onnxruntime can be imported."""
+    """Whether onnxruntime is installed (found without importing it: a plan imports it, and a
+    choice of another engine need not load it)."""
+    import importlib.util
     try:
-        import onnxruntime  # noqa: F401
-    except ImportError:
+        return importlib.util.find_spec("onnxruntime") is not None
+    except (ImportError, ValueError):
         return False
-    return True
 
 
 def session(model, threads, spin, weights=()):
@@ -67,10 +73,12 @@ class Step(object):
 class OrtPlan(object):
     """The parts of an optimized net and their sessions (see module doc)."""
     engine = ORT
+    external_bytes = EXTERNAL_BYTES
+    choice = None       # how auto chose the engine (caffepy.infer.engine)
 
     def __init__(self, net, keep=(), threads=None):
         self.net, self.keep = net, set(keep)
-        self.cut = Cut(net, keep)
+        self.cut = Cut(net, keep, self.external_bytes)
         self.parts = self.cut.parts
         self.blobs = self.cut.blobs
         self.nthreads = threads_mod.limit()
@@ -79,22 +87,19 @@ class OrtPlan(object):
         self.sessions, self.bindings = {}, {}
         for part in self.parts:
             if part.kind == ORT and part.model is not None:
-                self.sessions[id(part)] = session(part.model, self.nthreads, self.spin,
-                                                  part.weights)
+                self.sessions[id(part)] = self._session(part)
         names = net._layer_names
         self.folded = [(names[i], [names[k] for k in chain])
                        for i, (chain, _, _) in sorted(self.cut.chains.items())]
         self.steps = []
         for k, part in enumerate(self.parts):
             if part.kind == ORT:
-                self.steps.append(Step("onnxruntime[%s..%s]" % (names[part.layers[0]],
-                                                                names[part.layers[-1]]),
+                self.steps.append(Step("%s[%s..%s]" % (self.engine, names[part.layers[0]],
+                                                       names[part.layers[-1]]),
                                        lambda p=part: self._run_part(p)))
             else:
                 self.steps.extend(Step(names[i], lambda i=i: self._run_layer(i))
                                   for i in part.layers)
-        self.sources = {i for p in self.parts if p.kind == CAFFEPY for i in p.layers
-                        if not net.bottom_vecs[i]}
         self.gone = {}
         self.rebuilds = 0       # parts rebuilt for new input shapes
 
@@ -102,9 +107,9 @@ class OrtPlan(object):
         """One line: how many layers run where."""
         n_ort = sum(len(p.layers) for p in self.parts if p.kind == ORT)
         n_cp = sum(len(p.layers) for p in self.parts if p.kind == CAFFEPY)
-        return ("%d onnxruntime part(s) of %d layers (%d folded), %d caffepy layer(s), %d "
-                "intra-op threads" % (sum(p.kind == ORT for p in self.parts), n_ort,
-                                      len(self.cut.absorbed), n_cp, self.nthreads))
+        return ("%d %s part(s) of %d layers (%d folded), %d caffepy layer(s), %d "
+                "threads" % (sum(p.kind == ORT for p in self.parts), self.engine, n_ort,
+                             len(self.cut.absorbed), n_cp, self.nthreads))
 
     # -- running -------------------------------------------------------------------------------
     def forward(self, replay=None):
@@ -135,11 +140,17 @@ class OrtPlan(object):
                 return True
         return False
 
+    def _session(self, part):
+        return session(part.model, self.nthreads, self.spin, part.weights)
+
     def _run_part(self, part):
         if part.model is None:
             return
         if self._stale(part):
             self._rebuild(part)
+        self._execute(part)
+
+    def _execute(self, part):
         ins = [np.ascontiguousarray(self.blobs[b].data, np.float32) for _, b in part.inputs]
         outs = [self.blobs[b].data for _, b in part.outputs]
         key = tuple(id(a) for a in ins + outs)
@@ -178,8 +189,7 @@ class OrtPlan(object):
         self.bindings.pop(id(part), None)
         self.sessions.pop(id(part), None)
         if part.model is not None:
-            self.sessions[id(part)] = session(part.model, self.nthreads, self.spin,
-                                                  part.weights)
+            self.sessions[id(part)] = self._session(part)
 
     def assign_buffers(self, net):
         """``Net.reshape()``: every layer reshaped; parts whose inputs changed are rebuilt on
@@ -188,37 +198,13 @@ class OrtPlan(object):
             layer.reshape(net.bottom_vecs[i], net.top_vecs[i])
 
     # -- entering the mode ---------------------------------------------------------------------
-    def check(self, seed=0):
-        """{output or kept blob: relative error} of the parts against the exact path on one
-        random input batch (see module doc)."""
-        from ..onnx.check import relative_error
-        from ..onnx.export import random_inputs
-        net, blobs = self.net, self.blobs
-        watch = list(dict.fromkeys(list(net.outputs) + sorted(self.keep)))
-        saved = {n: blobs[n].data.copy() for n in net.inputs}
-        states = {i: net.layers[i].get_data_state() for i in self.sources
-                  if hasattr(net.layers[i], "get_data_state")}
-        feeds = random_inputs(net, seed)
-        try:
-            for name, value in feeds.items():
-                blobs[name].data[...] = value
-            replay = {}
-            for i, layer in enumerate(net.layers):
-                layer.forward(net.bottom_vecs[i], net.top_vecs[i])
-                if i in self.sources:
-                    replay[i] = [t.data.copy() for t in net.top_vecs[i]]
-            want = {b: blobs[b].data.copy() for b in watch}
-            for name, value in feeds.items():
-                blobs[name].data[...] = value
-            self.forward(replay)
-            return {b: relative_error(blobs[b].data, want[b]) for b in watch}
-        finally:
-            for i, state in states.items():
-                if state is not None:
-                    net.layers[i].set_data_state(state)
-            for name, value in saved.items():
-                blobs[name].reshape(value.shape)
-                blobs[name].data[...] = value
+    def check(self, reference=None, seed=0):
+        """{output or kept blob: relative error} of the parts against the exact path
+        (``reference``: a caffepy.infer.choice.Reference; one on ``seed``'s inputs when None)."""
+        from .choice import Reference
+        if reference is None:
+            reference = Reference(self.net, self.keep, seed)
+        return reference.errors(self.forward)
 
     def commit(self):
         """Blobs that live only inside onnxruntime become FoldedBlobs in ``net.blobs`` and get
@@ -228,7 +214,7 @@ class OrtPlan(object):
         for name, blob in self.blobs.items():
             if name in readable:
                 continue
-            self.gone[name] = self.cut.gone.get(name, INSIDE)
+            self.gone[name] = self.cut.gone.get(name, INSIDE % self.engine)
             net.blobs[name] = FoldedBlob(name, self.gone[name])
             blob.set_arrays(lazy_zeros(blob.shape, blob.dtype), lazy_zeros(blob.shape, blob.dtype))
         for layer in net.layers:

@@ -1,5 +1,6 @@
-"""Inference mode's onnxruntime engine, the graph side: the net cut into parts, and the ONNX model
-of each onnxruntime part (caffepy.infer.ort runs them).
+"""Inference mode's onnxruntime and openvino engines, the graph side: the net cut into parts, and
+the ONNX model of each onnxruntime part (caffepy.infer.ort runs them, caffepy.infer.ov compiles
+the same models for openvino; ``ORT`` names the kind of part either runtime runs).
 
 1. **Cutting.** Every layer but the Input layers is exported alone as a one-layer part
    (caffepy.onnx.part.export_part): a layer that converts runs in onnxruntime; a layer without
@@ -59,10 +60,13 @@ class Part(object):
 
 class Cut(object):
     """The parts of a net, the folding (``chains``: conv index -> [indices folded into it];
-    ``absorbed``: those indices) and the blobs folded away (``gone``: name -> why)."""
+    ``absorbed``: those indices) and the blobs folded away (``gone``: name -> why).
+    ``external_bytes``: initializers this large are left out of the models' bytes and handed
+    over as arrays (None: every model carries all its weights, as the openvino engine needs)."""
 
-    def __init__(self, net, keep=()):
+    def __init__(self, net, keep=(), external_bytes=EXTERNAL_BYTES):
         self.net = net
+        self.external_bytes = external_bytes
         self.blobs = dict(net.blobs)            # the Blob objects (net.blobs gets stand-ins)
         self.final = set(net.outputs) | set(keep)
         self.readers = {}                       # id(blob) -> indices of the layers reading it
@@ -156,7 +160,7 @@ class Cut(object):
         wanted = {b for b, k in self.last_read.items() if k > last} | self.final
         built = export_part(net, part.layers, wanted, substitutes, opset=OPSET,
                             name="%s/part%d" % (net.name, self.parts.index(part)),
-                            external_bytes=EXTERNAL_BYTES)
+                            external_bytes=self.external_bytes)
         part.inputs, part.outputs, part.shapes = built.inputs, built.outputs, built.shapes
         part.symbolic, part.dynamic = built.symbolic, built.dynamic
         part.model, part.weights = built.model, built.weights

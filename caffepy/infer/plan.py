@@ -38,6 +38,7 @@ agree with the exact path to float32 rounding (folding reorders a few multiplica
 within 1e-5 relative on the zoo nets in tests/infer/test_optimize.py).
 """
 import collections
+import contextlib
 
 import numpy as np
 
@@ -76,8 +77,9 @@ class Step(object):
 class Plan(object):
     """The rewritten layer sequence of an optimized net and its buffer pool."""
     engine = "caffepy"
+    choice = None       # how auto chose the engine (caffepy.infer.engine)
 
-    def __init__(self, net, keep=(), threads=None):
+    def __init__(self, net, keep=(), threads=None, fold_in_place=True):
         if not net.layers:
             raise NetError("net '%s' has no layers to optimize" % net.name)
         self.steps = [Step(l, n, b, t) for l, n, b, t in
@@ -85,6 +87,8 @@ class Plan(object):
         self.gone = {}           # blob name -> why it is not readable
         self.folded = []         # (kept layer, [names of the layers folded into it])
         self.keep = set(net.inputs) | set(net.outputs) | set(keep)
+        self.fold_in_place = fold_in_place
+        self.index = {id(layer): i for i, layer in enumerate(net.layers)}
         self._fold_affine(net)
         self._fuse_relu(net)
         self._drop_identities(net)
@@ -151,7 +155,7 @@ class Plan(object):
                 self._merge_next(net, i, j)
                 folded.append(nxt.name)
             if folded:
-                st.layer = folded_copy(st.layer, a, c)
+                st.layer = folded_copy(st.layer, a, c, self.fold_in_place)
                 self.folded.append((st.name, folded))
             i += 1
 
@@ -303,7 +307,10 @@ class Plan(object):
                 net.blobs[name] = FoldedBlob(name, why)
 
     # -- running -------------------------------------------------------------------------------
-    def forward(self):
+    def forward(self, replay=None):
+        """One pass; ``replay``: {layer index: [top arrays]} written instead of running those
+        source layers (caffepy.infer.choice.Reference): then the steps run once, in order, on
+        the whole batch, outside the thread choice."""
         from .. import common
         for b, arr in self._arrays:
             if b.data is not arr:              # a kept blob got new memory: rebuild the views
@@ -314,15 +321,21 @@ class Plan(object):
                 raise NetError("net '%s': %s runs on the CPU (its convolutions write into "
                                "Concat tops); call caffepy.set_mode_cpu()" % (self.net.name, MODE))
             return sum(st.layer.forward(st.bottom, st.top) for st in self.steps)
+        if replay is not None:
+            return self._run_steps(replay)
         return self.threads.run(self._run_steps, self._split if self.compiled else None)
 
     def _split(self, t):
         segs = shards_mod.segments(self, t)
         return None if segs is None else (lambda: shards_mod.run_sharded(segs))
 
-    def _run_steps(self):
+    def _run_steps(self, replay=None):
         loss = 0.0
         for st in self.steps:
+            if replay is not None and self.index.get(id(st.layer)) in replay:
+                for t, value in zip(st.top, replay[self.index[id(st.layer)]]):
+                    t.data[...] = value
+                continue
             r = st.run()
             if r:
                 loss += r
@@ -355,6 +368,26 @@ def validate(net, keep=(), threads=None):
     if threads not in (None, "auto", "fixed"):
         raise NetError("net '%s': threads must be 'auto' or 'fixed' in %s, got %r"
                        % (net.name, MODE, threads))
+
+
+@contextlib.contextmanager
+def trial(net, keep=(), threads=None):
+    """A Plan of ``net`` to check and time, after which the net is as it was: weights folded
+    into new arrays (not in place), and ``net.blobs``, every blob's arrays and every layer's
+    shapes put back when the block ends."""
+    names = dict(net.blobs)
+    blobs = {id(b): b for b in list(names.values())
+             + [b for vec in net.bottom_vecs + net.top_vecs for b in vec]}
+    storage = [(b, b.storage()) for b in blobs.values()]
+    try:
+        yield Plan(net, keep, threads, fold_in_place=False)
+    finally:
+        net.blobs.clear()
+        net.blobs.update(names)
+        for b, s in storage:
+            b.restore(s)
+        for layer, bottom, top in zip(net.layers, net.bottom_vecs, net.top_vecs):
+            layer.reshape(bottom, top)
 
 
 def optimize(net, keep=(), threads=None):

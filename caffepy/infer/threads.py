@@ -40,7 +40,8 @@ class _Blas(object):
 def limit():
     """The thread limit of inference mode: the loaded BLAS libraries' (``OMP_NUM_THREADS`` /
     ``OPENBLAS_NUM_THREADS``, ``threadpoolctl.threadpool_limits``, else the cores), at least 1.
-    The onnxruntime engine gives its sessions this many intra-op threads."""
+    The onnxruntime engine gives its sessions this many intra-op threads, the openvino engine
+    its compiled models this many inference threads."""
     return max([lib.get_num_threads() or 1 for lib in _Blas.get()] + [1])
 
 

@@ -101,10 +101,10 @@ class Net(NetParams, PycaffeNet):
 
     def optimize(self, keep=(), threads=None, engine=None):
         """Inference mode, forward only; call after loading weights. ``engine``: "auto"
-        (default, or ``CAFFEPY_INFER_ENGINE``: onnxruntime where installed and its outputs
-        match the exact path, caffepy.infer.engine), "onnxruntime" or "caffepy" (caffepy's own
-        steps, caffepy.infer.plan: BatchNorm/Scale folded, ReLUs fused, Split and Dropout
-        removed, activation buffers reused). ``keep``: further blob names to keep readable;
+        (default, or ``CAFFEPY_INFER_ENGINE``: the fastest here of the engines whose outputs
+        match the exact path, caffepy.infer.engine), "onnxruntime", "openvino" or "caffepy"
+        (caffepy's own steps, caffepy.infer.plan: BatchNorm/Scale folded, ReLUs fused, Split and
+        Dropout removed, activation buffers reused). ``keep``: further blob names to keep readable;
         ``threads``: "auto" / "fixed" (caffepy.infer.threads)."""
         if _optimizer[0] is None:
             raise NetError("net '%s': inference mode is not available (import caffepy.infer)"

@@ -11,8 +11,8 @@ blob's H x W), takes ten crops of the input blob's size (corners, centre and the
 averages the ten predictions, or with ``oversample=False`` the centre crop only; crops are
 preprocessed by ``self.transformer`` (:class:`caffepy.io.Transformer`) and run with
 ``forward_all``. The prediction is the net's first output. ``optimize=True`` runs the net in
-inference mode with the default engine, ``optimize="onnxruntime"`` / ``"caffepy"`` with that
-one (caffepy.infer.engine).
+inference mode with the default engine, ``optimize="onnxruntime"`` / ``"openvino"`` /
+``"caffepy"`` with that one (caffepy.infer.engine).
 """
 import numpy as np
 

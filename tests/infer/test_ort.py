@@ -94,9 +94,9 @@ def test_engine_switch_argument_and_environment(monkeypatch):
     assert net.optimize().engine == "caffepy"                       # from the environment
     net = _net(SMALL)
     randomize(net)
-    assert net.optimize(engine="auto").engine == "onnxruntime"      # the argument wins
+    assert net.optimize(engine="auto").choice is not None           # the argument wins
     monkeypatch.setenv(engine.ENV, "tensorrt")
-    with pytest.raises(NetError, match="one of auto, caffepy, onnxruntime.*tensorrt"):
+    with pytest.raises(NetError, match="one of auto, caffepy, onnxruntime, openvino.*tensorrt"):
         _net(SMALL).optimize()
     monkeypatch.delenv(engine.ENV)
     param = caffe_pb2.NetParameter()
@@ -199,23 +199,28 @@ def test_new_batch_rebuilds_the_part():
 
 
 # -- the check and the fallback ----------------------------------------------------------------
-def test_a_failing_check_falls_back_with_one_warning(monkeypatch, caplog):
+def test_a_failing_check_leaves_the_engine_out_with_one_warning(monkeypatch, caplog):
+    """The check fails for the parts of both runtimes (openvino's plan is onnxruntime's class
+    with another runtime): auto runs caffepy's steps, one WARNING per runtime left out."""
     from caffepy.infer import ort as ort_mod
-    monkeypatch.setattr(ort_mod.OrtPlan, "check", lambda self, seed=0: {"prob": 0.5, "sum": 0.0})
+    monkeypatch.setattr(ort_mod.OrtPlan, "check",
+                        lambda self, reference=None, seed=0: {"prob": 0.5, "sum": 0.0})
     net = _net(SMALL)
     randomize(net)
     with caplog.at_level(logging.WARNING, logger="caffepy.infer.engine"):
         plan = net.optimize()
-    assert plan.engine == "caffepy"
-    lines = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert len(lines) == 1 and re.search(r"caffepy's own steps.*blob 'prob' differs from the "
-                                         r"exact path by 0\.5 relative", lines[0])
+    assert plan.engine == "caffepy" and plan.choice["ms"]["onnxruntime"] is None
+    lines = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING
+             and "'onnxruntime'" in r.getMessage()]
+    assert len(lines) == 1 and re.search(r"leaves out engine 'onnxruntime': blob 'prob' differs "
+                                         r"from the exact path by 0\.5 relative", lines[0])
     with pytest.raises(NetError, match="engine 'onnxruntime'.*blob 'prob' differs"):
         _net(SMALL).optimize(engine="onnxruntime")
 
 
 def test_without_onnxruntime_caffepys_steps_run(monkeypatch, caplog):
     monkeypatch.setitem(sys.modules, "onnxruntime", None)        # import fails
+    monkeypatch.setitem(sys.modules, "openvino", None)
     net = _net(SMALL)
     randomize(net)
     with caplog.at_level(logging.WARNING, logger="caffepy.infer.engine"):
@@ -237,17 +242,22 @@ def test_engine_flag_of_time_and_test(tmp_path, monkeypatch, capsys):
     net.save("w.caffemodel")
     capsys.readouterr()
     assert cli.main(["time", "-model", "net.prototxt", "-iterations", "2", "--optimize",
-                     "--weights", "w.caffemodel"]) == 0
+                     "--engine", "onnxruntime", "--weights", "w.caffemodel"]) == 0
     err = capsys.readouterr().err
     assert "optimize mode: 20 layers run as 1 steps, engine onnxruntime" in err
+    assert "Engine onnxruntime (named, or the only one here): no other candidate timed" in err
     assert re.search(r"\] onnxruntime\[conv1\.\.relu4\]\tforward: [\d.e+-]+ ms\.", err)
+    assert cli.main(["time", "-model", "net.prototxt", "-iterations", "1", "--optimize",
+                     "--weights", "w.caffemodel"]) == 0
+    err = capsys.readouterr().err
+    assert re.search(r"Engine (\w+) chosen of: \1 [\d.e+-]+ ms, \w+ [\d.e+-]+ ms", err)
     monkeypatch.setenv(engine.ENV, "onnxruntime")
     assert cli.main(["test", "-model", "net.prototxt", "-weights", "w.caffemodel",
                      "-iterations", "1", "--optimize", "--engine", "caffepy"]) == 0
     err = capsys.readouterr().err
     assert "Optimize mode, engine caffepy" in err and "prob = " in err
     assert cli.main(["test", "-model", "net.prototxt", "-weights", "w.caffemodel",
-                     "-iterations", "1", "--optimize"]) == 0
+                     "-iterations", "1", "--optimize"]) == 0     # the environment names it
     assert "Optimize mode, engine onnxruntime" in capsys.readouterr().err
     assert cli.main(["test", "-model", "net.prototxt", "-weights", "w.caffemodel",
                      "--engine", "onnxruntime"]) == 1
@@ -300,8 +310,9 @@ def test_a_part_holding_every_layer_is_the_exported_graph():
 def test_onnxruntime_is_imported_only_when_the_mode_is_entered():
     import subprocess
     code = ("import sys, caffepy, caffepy.infer, caffepy.onnx\n"
-            "from caffepy.infer import engine, ort, parts\n"
-            "print(sorted(m for m in ('onnx', 'onnxruntime') if m in sys.modules))")
+            "from caffepy.infer import choice, engine, ort, ov, parts\n"
+            "ov.available(), ort.available(), choice.versions()\n"
+            "print(sorted(m for m in ('onnx', 'onnxruntime', 'openvino') if m in sys.modules))")
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env=dict(os.environ, PYTHONPATH=root), check=True).stdout

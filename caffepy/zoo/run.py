@@ -11,6 +11,12 @@ produced: building and running it is the Net's business.
 many outputs: DIGITS' standard networks leave the classifier's to DIGITS, which sets the dataset's
 class count.
 
+``read_for_run(path)`` reads a net file's text as ``caffepy summary`` reads it (a singular field
+given twice takes its last value, a V1 ``type: "Input"`` in quotes, ``//`` comments, template
+placeholders: :mod:`caffepy.proto.lenient_text`, each named in a WARNING), so that what summary
+builds is what a random-weight run builds; fields caffepy does not know stay errors, and
+``Net`` / ``caffe.Net`` themselves keep Caffe's strict parser.
+
 Cheap random weights (for sweeps that only need *some* weights): ``constant_fillers(net_param)``
 returns a copy in which every weight/bias filler is ``constant`` (a constant filler keeps its value,
 any other becomes 0; DummyData's fillers are left alone), so building the Net draws no random
@@ -29,7 +35,9 @@ it runs (a data-dependent initialisation in one pass).
 """
 import numpy as np
 
-from ..proto import caffe_pb2, is_repeated
+from ..proto import caffe_pb2, io as proto_io, is_repeated
+from ..proto.lenient_text import text_repairs
+
 
 def _roi_rows(shape):
     """Whether ``shape`` holds one 5-value row per ROI: (R, 5) or (R, 5, 1, 1)."""
@@ -94,6 +102,12 @@ def net_input_values(net, rng=None, image_hw=None):
                 readers[alias[name]].append((lp.type, j, lp))
     return {name: input_values(name, net.blobs[name].shape, rng, image_hw, readers[name])
             for name in net.inputs}
+
+
+def read_for_run(source):
+    """The NetParameter of ``source`` with its text read as summary reads it (module doc)."""
+    with text_repairs():
+        return proto_io.read_net(source)
 
 
 _FILLER = "caffe.FillerParameter"

@@ -165,3 +165,32 @@ def test_net_input_values_follow_their_readers():
         net.blobs[name].data[...] = v
     zoo.forward_releasing(net)
     assert np.isfinite(net.blobs["r2"].data).all() and net.blobs["e"].data.shape == (2, 6, 4)
+
+
+LENIENT_TEXT = '''
+name: "first"
+name: "second"
+// a comment in C++ style
+input: "x" input_shape { dim: 1 dim: 3 }
+layer { name: "ip" type: "InnerProduct" bottom: "x" top: "y"
+        inner_product_param { num_output: 2 } }
+'''
+
+
+def test_read_for_run_reads_as_summary_does():
+    import pytest
+    from caffepy.errors import ProtoError
+    from caffepy.proto import io as proto_io
+    with pytest.raises(ProtoError):
+        proto_io.read_net(LENIENT_TEXT)                       # Caffe's parser refuses it
+    with pytest.raises(ProtoError):
+        Net(LENIENT_TEXT, caffepy.TEST)                       # and so do Net / caffe.Net
+    param = zoo.read_for_run(LENIENT_TEXT)
+    assert param.name == "second"
+    net = Net(zoo.constant_fillers(param), caffepy.TEST)
+    zoo.randomize_params(net, 0)
+    net.blobs["x"].data[...] = 1
+    zoo.forward_releasing(net)
+    assert net.blobs["y"].data.shape == (1, 2)
+    with pytest.raises(ProtoError, match="no field named"):   # unknown fields stay errors
+        zoo.read_for_run(LENIENT_TEXT.replace("num_output: 2", "num_output: 2 size: 3"))

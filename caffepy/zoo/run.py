@@ -31,7 +31,11 @@ activations grow layer after layer (a residual net without working normalisation
 inf); ``forward_releasing(net, calibrate=True)`` therefore gives every batch-normalisation layer
 (those with ``set_statistics``: BatchNorm and its NVCaffe variant, PSPNet's BN) the per-channel
 mean and variance of the input it actually gets, as a trained net's statistics would be, before
-it runs (a data-dependent initialisation in one pass).
+it runs (a data-dependent initialisation in one pass). A channel that gives one value (a batch of
+1 through an InnerProduct) or values without spread has no variance to measure: such channels take
+the mean and variance of the whole input instead (1 if that has none either), since its own would
+be 0 and a layer with ``eps: 0`` (zhujianwei31415/DeepFR's) would then divide 0 by 0, which a
+trained net's statistics, gathered over many images, never make it do.
 """
 import numpy as np
 
@@ -192,7 +196,12 @@ def forward_releasing(net, calibrate=False):
 def _calibrate(layer, x):
     x = np.asarray(x, dtype=np.float64)
     x = x.reshape(x.shape[0] if x.ndim else 1, layer.channels, -1)
-    layer.set_statistics(x.mean(axis=(0, 2)), x.var(axis=(0, 2)))
+    overall = x.var() or 1.0
+    if x.shape[0] * x.shape[2] < 2:         # one value per channel: the whole input's statistics
+        mean, var = np.full(layer.channels, x.mean()), np.full(layer.channels, overall)
+    else:
+        mean, var = x.mean(axis=(0, 2)), x.var(axis=(0, 2))
+    layer.set_statistics(mean, np.where(var > 0, var, overall))
 
 
 def fill_unset_num_output(net_param, value=10):

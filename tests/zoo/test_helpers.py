@@ -167,6 +167,26 @@ def test_net_input_values_follow_their_readers():
     assert np.isfinite(net.blobs["r2"].data).all() and net.blobs["e"].data.shape == (2, 6, 4)
 
 
+def test_calibration_of_one_value_per_channel_stays_finite():
+    text = '''
+        input: "x" input_shape { dim: %d dim: 3 }
+        layer { name: "bn" type: "BatchNorm" bottom: "x" top: "y" batch_norm_param { eps: 0 } }
+        '''
+    net = Net(text_format.Parse(text % 1, caffe_pb2.NetParameter()), caffepy.TEST)
+    x = np.array([[1, 2, 6]], dtype=np.float32)
+    net.blobs["x"].data[...] = x
+    zoo.forward_releasing(net, calibrate=True)
+    y = net.blobs["y"].data                # one sample per channel: the whole input's statistics
+    np.testing.assert_allclose(y, (x - x.mean()) / x.std(), rtol=1e-5)
+    net = Net(text_format.Parse(text % 2, caffe_pb2.NetParameter()), caffepy.TEST)
+    x = np.array([[4, 0, 1], [4, 2, 3]], dtype=np.float32)   # channel 0 has no spread
+    net.blobs["x"].data[...] = x
+    zoo.forward_releasing(net, calibrate=True)
+    y = net.blobs["y"].data
+    assert np.isfinite(y).all() and np.allclose(y[:, 0], 0)
+    np.testing.assert_allclose(y[:, 1], [-1, 1], rtol=1e-5)
+
+
 LENIENT_TEXT = '''
 name: "first"
 name: "second"

@@ -8,7 +8,9 @@ Convolution classifier must name its count; a ``num_output: 0`` written out is n
 test is ``HasField``). ``filterLayersByState`` then splits the text by three NetStates, each
 decided by Caffe's own include / exclude rules: phase TRAIN with stage ``"train"``, phase TEST
 with stage ``"val"`` (train_val) and phase TEST with stage ``"deploy"`` (deploy). caffepy's Net
-applies those rules (``stages=``, ``--stage``), so only the class count is DIGITS' to supply.
+applies those rules (``stages=``, ``--stage``), so only the class count is DIGITS' to supply;
+summary, asked for a phase of a net whose data layers are given to stages, tries DIGITS' stage
+of that phase first (:data:`STAGE_OF_PHASE`, caffepy.net.passes).
 
 Rule here: a net is *recognisably a DIGITS network* when a layer's include or exclude rule names
 one of DIGITS' stages (``train``, ``val``, ``deploy``); then, and only then, its InnerProduct
@@ -28,8 +30,10 @@ import contextvars
 import logging
 
 from ..errors import NetError
+from . import caffe_pb2
 
 DIGITS_STAGES = frozenset(["train", "val", "deploy"])
+STAGE_OF_PHASE = {caffe_pb2.TRAIN: "train", caffe_pb2.TEST: "val"}   # train_val's two NetStates
 STAND_IN = 10
 _COUNT = contextvars.ContextVar("caffepy_digits_class_count", default=None)
 _log = logging.getLogger("caffepy.proto.digits")

@@ -97,3 +97,17 @@ def test_train_takes_num_classes(tmp_path, monkeypatch, capsys):
     assert cli.main(["train", "--solver", "solver.prototxt"]) == 1
     assert "--num-classes N" in capsys.readouterr().err
     assert cli.main(["train", "--solver", "solver.prototxt", "--num-classes", "3"]) == 0
+
+
+def test_summary_of_a_phase_takes_digits_stage_of_that_phase():
+    staged = NET.replace('''layer { name: "input" type: "Input" top: "data" top: "label"
+        input_param { shape { dim: 2 dim: 6 } shape { dim: 2 } } }''', '''
+layer { name: "train-in" type: "Input" top: "data" top: "label" include { stage: "train" }
+        input_param { shape { dim: 8 dim: 6 } shape { dim: 8 } } }
+layer { name: "val-in" type: "Input" top: "data" top: "label" include { stage: "val" }
+        input_param { shape { dim: 3 dim: 6 } shape { dim: 3 } } }''')
+    for phase, stage, n in ((caffepy.TEST, "val", 3), (caffepy.TRAIN, "train", 8)):
+        notes = []
+        rows, _ = summarize(staged, phase=phase, notes=notes, num_classes=4)
+        assert any("with stage %s" % stage in note for note in notes)
+        assert {r.name: r for r in rows}["head"].top_shapes == [(n, 4)]

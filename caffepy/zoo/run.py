@@ -7,15 +7,17 @@ label rows ``(..., 8)`` and of class 0 in MobileNet-YOLO's ``(N, 1, 300, 5)``, o
 in DetectNet's ``(N, 1, R, 16)``, gaussian images). Only a NetParameter is
 produced: building and running it is the Net's business.
 
-``fill_unset_num_output(net_param, 10)`` gives InnerProduct layers without ``num_output`` that
-many outputs: DIGITS' standard networks leave the classifier's to DIGITS, which sets the dataset's
-class count.
+``fill_unset_num_output(net_param, 10)`` gives every InnerProduct layer without ``num_output``
+that many outputs, whatever the file (DIGITS' rule, applied only to files recognisably DIGITS',
+is :mod:`caffepy.proto.digits`).
 
 ``read_for_run(path)`` reads a net file's text as ``caffepy summary`` reads it (a singular field
 given twice takes its last value, a V1 ``type: "Input"`` in quotes, ``//`` comments, template
-placeholders: :mod:`caffepy.proto.lenient_text`, each named in a WARNING), so that what summary
-builds is what a random-weight run builds; fields caffepy does not know stay errors, and
-``Net`` / ``caffe.Net`` themselves keep Caffe's strict parser.
+placeholders: :mod:`caffepy.proto.lenient_text`, each named in a WARNING) and gives a DIGITS
+classification network's open classifiers ``num_classes`` or summary's stand-in
+(:func:`caffepy.proto.digits.complete`), so that what summary builds is what a random-weight run
+builds; fields caffepy does not know stay errors, and ``Net`` / ``caffe.Net`` themselves keep
+Caffe's strict parser.
 
 Cheap random weights (for sweeps that only need *some* weights): ``constant_fillers(net_param)``
 returns a copy in which every weight/bias filler is ``constant`` (a constant filler keeps its value,
@@ -39,7 +41,7 @@ trained net's statistics, gathered over many images, never make it do.
 """
 import numpy as np
 
-from ..proto import caffe_pb2, io as proto_io, is_repeated
+from ..proto import caffe_pb2, digits, io as proto_io, is_repeated
 from ..proto.lenient_text import text_repairs
 
 
@@ -108,10 +110,13 @@ def net_input_values(net, rng=None, image_hw=None):
             for name in net.inputs}
 
 
-def read_for_run(source):
-    """The NetParameter of ``source`` with its text read as summary reads it (module doc)."""
+def read_for_run(source, num_classes=None):
+    """The NetParameter of ``source`` read as summary reads it (module doc)."""
     with text_repairs():
-        return proto_io.read_net(source)
+        param = proto_io.read_net(source)
+    digits.complete(param, num_classes, source if isinstance(source, str) else "<NetParameter>",
+                    stand_in=True)
+    return param
 
 
 _FILLER = "caffe.FillerParameter"

@@ -111,3 +111,13 @@ layer { name: "val-in" type: "Input" top: "data" top: "label" include { stage: "
         rows, _ = summarize(staged, phase=phase, notes=notes, num_classes=4)
         assert any("with stage %s" % stage in note for note in notes)
         assert {r.name: r for r in rows}["head"].top_shapes == [(n, 4)]
+
+
+def test_read_for_run_completes_as_summary_does():
+    from caffepy import zoo
+    param = zoo.read_for_run(NET)
+    assert [lp.inner_product_param.num_output for lp in param.layer if lp.name == "head"] == \
+        [digits.STAND_IN]
+    param = zoo.read_for_run(NET, num_classes=3)
+    net = Net(zoo.constant_fillers(param), caffepy.TEST, stages=["deploy"])
+    assert net.blobs["prob"].shape == (2, 3)

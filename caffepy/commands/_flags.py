@@ -20,6 +20,29 @@ def add_net_state(parser):
                         help="network stages separated by ',' (not to be confused with phase)")
 
 
+def _class_count(text):
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n <= 0:
+        raise argparse.ArgumentTypeError("expected a positive integer, got '%s'" % text)
+    return n
+
+
+def add_num_classes(parser, without):
+    """--num-classes: the class count of a DIGITS classification network (caffepy.proto.digits);
+    ``without`` says what the command does when it is not given."""
+    parser.add_argument("--num-classes", "--num_classes", dest="num_classes", type=_class_count,
+                        default=None, metavar="N",
+                        help="the dataset's class count, the num_output of a DIGITS "
+                             "classification network's InnerProduct layers that leave it unset "
+                             "(without it: %s)" % without)
+
+
+NEEDED = "an error naming the layers"
+
+
 def add_iterations(parser, what):
     parser.add_argument("--iterations", type=int, default=None, help="%s (default 50)" % what)
 
@@ -60,9 +83,10 @@ def optimize_engine(args):
 
 
 def load_net(args, phase):
-    """The --model net in ``phase`` with the --level / --stage NetState."""
+    """The --model net in ``phase`` with the --level / --stage NetState (and --num-classes)."""
     from ..net import Net
-    return Net(args.model, phase, level=args.level, stages=tuple(stages(args)))
+    return Net(args.model, phase, level=args.level, stages=tuple(stages(args)),
+               num_classes=getattr(args, "num_classes", None))
 
 
 def setup_logging(args):

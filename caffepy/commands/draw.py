@@ -2,12 +2,16 @@
 
 OUT's extension picks the format: .png, .svg, .pdf (need a Graphviz engine, see
 caffepy.draw.render) or .dot (always works). ``--json PATH`` writes the net JSON (docs/netjson.md).
-A solver file stands for the net it builds (caffepy.proto.solver_nets). Without ``--rankdir`` deep nets are drawn top to bottom and shallow ones left to right.
+A solver file stands for the net it builds (caffepy.proto.solver_nets). Without ``--rankdir`` deep
+nets are drawn top to bottom and shallow ones left to right. A DIGITS classification network's
+InnerProduct layers without num_output take ``--num-classes N``, else a stand-in count named in
+one WARNING (caffepy.proto.digits).
 """
 import os
 
 from . import _flags
 from ..errors import CaffeError
+from ..proto.digits import STAND_IN
 
 NAME = "draw"
 HELP = "draw a net (.prototxt or net.json) to .png/.svg/.pdf/.dot, or dump it as JSON"
@@ -31,6 +35,7 @@ def add_arguments(parser):
                         help="build the net (for --phase, TEST when ALL) to show blob and param shapes")
     parser.add_argument("--no-edge-labels", dest="edge_labels", action="store_false",
                         help="do not write shapes on the edges")
+    _flags.add_num_classes(parser, "a stand-in of %d, named in a WARNING" % STAND_IN)
     _flags.add_structure_strict(parser)
     parser.set_defaults(command_name="draw")
 
@@ -41,7 +46,7 @@ def _load(args):
         return draw.select_phase(draw.read_net_json(args.input), args.phase)
     if not os.path.exists(args.input):
         raise CaffeError("%s: no such file" % args.input)
-    from ..proto import caffe_pb2
+    from ..proto import caffe_pb2, digits, io as proto_io
     from ..proto.solver_nets import is_solver_file, solver_net
     phase = caffe_pb2.TRAIN if args.phase == "TRAIN" else caffe_pb2.TEST
     source, filename = args.input, None
@@ -49,10 +54,12 @@ def _load(args):
         from .. import log
         source, filename, what = solver_net(args.input, phase)
         log.info("draw.py", what)
+    param = proto_io.read_net(source)
+    digits.complete(param, args.num_classes, filename or source, stand_in=True)
     if args.shapes:
         from ..net import Net
-        return draw.net_json(Net(source, phase, filename=filename))
-    return draw.net_json(source, phase=args.phase)
+        return draw.net_json(Net(param, phase, filename=filename or source))
+    return draw.net_json(param, phase=args.phase)
 
 
 def run(args):

@@ -11,8 +11,12 @@ A layer caffepy cannot build (a fork's type no plug-in gives) has its shapes car
 caffepy.zoo.shape_rules (its type marked ``~`` and the rule in a footnote), or is listed with '?'
 tops, as is every layer that depends on them, and a WARNING names what a plug-in must supply;
 the command still exits 0. ``--strict``: such a layer is an error.
+
+A DIGITS classification network's InnerProduct layers without num_output take ``--num-classes N``,
+else a stand-in count named in one WARNING, strict or not (caffepy.proto.digits).
 """
 from . import _flags
+from ..proto.digits import STAND_IN
 
 NAME = "summary"
 HELP = "per-layer shapes, parameter counts, FLOPs and memory of a net"
@@ -37,6 +41,7 @@ def add_arguments(parser):
                         help="trained weights whose blob shapes the net must match (they also "
                              "decide the input size when the file leaves it open)")
     parser.add_argument("--phase", default="TEST", choices=("TRAIN", "TEST"), type=str.upper)
+    _flags.add_num_classes(parser, "a stand-in of %d, named in a WARNING" % STAND_IN)
     _flags.add_structure_strict(parser)
     parser.set_defaults(command_name="summary")
 
@@ -61,7 +66,7 @@ def _run(args):
         log.info("summary.py", what)
     rows, total = summarize(source, inputs=inputs, phase=phase, notes=notes,
                             weights=getattr(args, "weights", None), inferred=inferred,
-                            strict=args.strict, filename=filename)
+                            strict=args.strict, filename=filename, num_classes=args.num_classes)
     for note in notes:
         log.warning("summary.py", note)
     for line in inferred:

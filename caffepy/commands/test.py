@@ -20,6 +20,7 @@ def add_arguments(parser):
     parser.add_argument("--weights", default="", help="the trained weights (.caffemodel or .h5; ',' for several)")
     _flags.add_gpu(parser)
     _flags.add_net_state(parser)
+    _flags.add_num_classes(parser, _flags.NEEDED)
     _flags.add_unknown_fields(parser)
     _flags.add_iterations(parser, "the number of batches to run")
     _flags.add_optimize(parser)

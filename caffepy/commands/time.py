@@ -25,6 +25,7 @@ def add_arguments(parser):
     parser.add_argument("--phase", default="", help="network phase: TRAIN (default) or TEST")
     _flags.add_gpu(parser)
     _flags.add_net_state(parser)
+    _flags.add_num_classes(parser, _flags.NEEDED)
     _flags.add_unknown_fields(parser)
     _flags.add_iterations(parser, "the number of timed iterations")
     _flags.add_optimize(parser)

@@ -40,6 +40,7 @@ def add_arguments(parser):
                              "checkpoints, removing them (without it, or --resume, such a run stops)")
     _flags.add_gpu(parser)
     _flags.add_net_state(parser)
+    _flags.add_num_classes(parser, _flags.NEEDED)
     _flags.add_unknown_fields(parser)
     parser.add_argument("--sigint_effect", default="stop",
                         help="action on SIGINT: snapshot, stop or none (default stop)")
@@ -79,6 +80,7 @@ def run(args):
 
 
 def _run(args):
+    from ..proto import digits
     from ..solvers import load_solver_param, solver_class
     from ..solvers.signals import SignalHandler, check_effect
     _flags.setup_logging(args)
@@ -112,13 +114,14 @@ def _run(args):
     if gpus:
         param.device_id = gpus[0]
     with SignalHandler(args.sigint_effect, args.sighup_effect, args.sigterm_effect) as handler:
-        solver = solver_class(param.type)(param)
-        if args.tensorboard:
-            solver.tensorboard_dir = args.tensorboard
-        try:
-            _train(args, solver, handler, gpus)
-        finally:
-            solver.close_tensorboard()
+        with digits.class_count(args.num_classes):     # the nets the solver builds
+            solver = solver_class(param.type)(param)
+            if args.tensorboard:
+                solver.tensorboard_dir = args.tensorboard
+            try:
+                _train(args, solver, handler, gpus)
+            finally:
+                solver.close_tensorboard()
     info("caffe.cpp:250", "Optimization Done.")
     return 0
 

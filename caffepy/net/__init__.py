@@ -16,6 +16,10 @@ Construct as pycaffe does::
 
     net = Net("deploy.prototxt", caffepy.TEST, weights="w.caffemodel")
     net = Net("deploy.prototxt", "w.caffemodel", caffepy.TEST)      # legacy order
+
+``num_classes=N``: the class count of a DIGITS classification network, which leaves its
+InnerProduct classifiers' num_output to DIGITS (:mod:`caffepy.proto.digits`); building such a net
+without it is a one-line error.
 """
 import collections
 import os
@@ -28,7 +32,7 @@ from ..errors import CaffeError, NetError, ShapeError, locate_layer_error
 from ..layers.base import create_layer, new_top_blob, weights_provided
 from ..math.workspace import Workspace
 from .params import NetParams, provided_layers, read_weights
-from ..proto import caffe_pb2, io as proto_io
+from ..proto import caffe_pb2, digits, io as proto_io
 from .pycaffe_net import PycaffeNet
 
 _optimizer = [None]
@@ -56,7 +60,8 @@ class Net(NetParams, PycaffeNet):
     fusion = None   # caffepy.net.fusion.Fusion: the layer chains run as one step in training
 
     def __init__(self, source, *args, phase=None, weights=None, level=0, stages=(),
-                 dtype=np.float32, filename=None, strict=None, optimize=False, **kwargs):
+                 dtype=np.float32, filename=None, strict=None, optimize=False, num_classes=None,
+                 **kwargs):
         if "stages" in kwargs:
             stages = kwargs.pop("stages")
         if kwargs:
@@ -70,6 +75,8 @@ class Net(NetParams, PycaffeNet):
         self.phase = phase
         # ``filename``: where a NetParameter came from, for error messages (file:line of the layer)
         self.source = filename or (source if isinstance(source, (str, os.PathLike)) else "<NetParameter>")
+        # a DIGITS classification network's open num_output: the class count (caffepy.proto.digits)
+        digits.complete(param, num_classes, os.fspath(self.source))
         self.name = param.name
         self.on_backward_layer = []  # callables f(layer_index), fired after each layer's backward
         self._building = self._building_type = None

@@ -11,7 +11,7 @@
 import collections
 
 from ..errors import NetError
-from ..proto import caffe_pb2
+from ..proto import caffe_pb2, digits
 
 
 def make_state(net_param, phase=None, level=None, stages=()):
@@ -119,10 +119,11 @@ def _check_phase(net_param, filtered, state):
 def _check_stages(net_param, state, lp, blob):
     """When the net is built without stages and its data layers are each given to a stage: raise
     :class:`PhaseError` naming the first stage (this phase first, then the other) with which
-    every bottom is produced and ``blob`` too."""
+    every bottom is produced and ``blob`` too; DIGITS' stage of the phase is tried first."""
     for phase in (state.phase, caffe_pb2.TEST if state.phase == caffe_pb2.TRAIN
                   else caffe_pb2.TRAIN):
-        for stage in _stage_names(net_param):
+        ours = digits.STAGE_OF_PHASE.get(phase)
+        for stage in sorted(_stage_names(net_param), key=lambda s: s != ours):
             trial = caffe_pb2.NetState()
             trial.CopyFrom(state)
             trial.phase = phase

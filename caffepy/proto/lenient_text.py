@@ -2,7 +2,8 @@
 :func:`caffepy.proto.io.parse_text` after the strict parse failed.
 
 Rules (each applies only when not strict: ``strict=False``, or ``strict=None`` under
-:func:`caffepy.proto.unknown_fields.lenient`; strict reading keeps the parser's error):
+:func:`caffepy.proto.unknown_fields.lenient`; strict reading keeps the parser's error; under
+:func:`text_repairs` they apply to strict readers too, whose unknown fields stay errors):
 
 * a singular field given more than once takes its last value, as protobuf's text ``Merge`` does
   (:func:`take_last_scalars`), with one WARNING naming each repeat; not when a repeated one holds
@@ -12,12 +13,6 @@ Rules (each applies only when not strict: ``strict=False``, or ``strict=None`` u
   blocks (:func:`caffepy.proto.upgrade.respell_quoted_v1_types`), the first reading that parses,
   with one WARNING; when none parses, the last reading's error is raised (the parser's when there
   is no reading to try).
-
-* values Caffe's parser cannot read in place of a scalar (:func:`read_repaired`): a template
-  placeholder (``${NAME}``, ``$NAME``, ``{{name}}``, ``{name}``: a file written for a script to
-  fill in) leaves its field unset, ``true`` / ``false`` given to an integer field (a fork
-  declares it bool, another int) is read as 1 / 0, a bare word given to a string field is read
-  as that string, and ``//`` comments are read as comments; one WARNING lists them.
 
 * values Caffe's parser cannot read in place of a scalar (:func:`read_repaired`): a template
   placeholder (``${NAME}``, ``$NAME``, ``{{name}}``, ``{name}``: a file written for a script to
@@ -43,12 +38,28 @@ _QUOTED_V1_TYPE = re.compile(r'(^|[\s}])layers\s*\{[^{}]*?\btype\s*:\s*["\']')
 _REPAIRING = contextvars.ContextVar("caffepy_repairing_values", default=False)
 _PLACEHOLDER = re.compile(r'(?<![\w"\'$])([A-Za-z_]\w*)\s*:\s*(\$\{[^}\n]*\}|\$[A-Za-z_]\w*|'
                           r'\{\{[^}\n]*\}\}|\{[A-Za-z_]\w*\})')
+_TEXT_REPAIRS = contextvars.ContextVar("caffepy_text_repairs", default=False)
 _AT = re.compile(r":(\d+):(\d+): (.*)$")
 MAX_REPAIRS = 200
 
 
 def _strict(strict):
+    if _TEXT_REPAIRS.get():
+        return False
     return _unknown.strict_default() if strict is None else strict
+
+
+@contextlib.contextmanager
+def text_repairs():
+    """Within the block, the readings of this module apply whatever the reader's ``strict`` (the
+    text read as ``caffepy summary`` reads it, each with its WARNING); fields the schema lacks are
+    still what ``strict`` says. For runs that build what summary builds (caffepy.zoo.read_for_run);
+    Net, caffe.Net and the train / test / time commands read as Caffe's parser does."""
+    token = _TEXT_REPAIRS.set(True)
+    try:
+        yield
+    finally:
+        _TEXT_REPAIRS.reset(token)
 
 
 def takes_last():

@@ -35,9 +35,9 @@ would produce:
 Sizes a file does not declare are searched by :func:`caffepy.zoo.input_search.infer_input_shapes`
 (what ``caffepy summary`` uses): the first candidate size with which every shape check passes.
 
-The running side (``input_values``, ``fill_unset_num_output``, ``constant_fillers``,
-``randomize_params``, ``forward_releasing``: values for those inputs, cheap random weights, a
-forward that frees blobs as it goes) is in :mod:`caffepy.zoo.run`; its names are also reachable
+The running side (``read_for_run``, ``input_values``, ``fill_unset_num_output``,
+``constant_fillers``, ``randomize_params``, ``forward_releasing``: the file's text read as summary
+reads it, values for those inputs, cheap random weights, a forward that frees blobs as it goes) is in :mod:`caffepy.zoo.run`; its names are also reachable
 here.
 """
 import re
@@ -49,7 +49,7 @@ from ..forks.misc import zoo_pulkitag
 from ..forks.misc import zoo_readers
 from ..forks.face import landmark_regression
 from ..forks.pose import car_keypoint
-from .run import (constant_fillers, fill_unset_num_output, forward_releasing,  # noqa: F401
+from .run import (constant_fillers, fill_unset_num_output, forward_releasing, read_for_run,  # noqa: F401
                       input_values, net_input_values, randomize_params)
 
 DATA_LAYER_TYPES = frozenset([

@@ -7,9 +7,17 @@ label rows ``(..., 8)`` and of class 0 in MobileNet-YOLO's ``(N, 1, 300, 5)``, o
 in DetectNet's ``(N, 1, R, 16)``, gaussian images). Only a NetParameter is
 produced: building and running it is the Net's business.
 
-``fill_unset_num_output(net_param, 10)`` gives InnerProduct layers without ``num_output`` that
-many outputs: DIGITS' standard networks leave the classifier's to DIGITS, which sets the dataset's
-class count.
+``fill_unset_num_output(net_param, 10)`` gives every InnerProduct layer without ``num_output``
+that many outputs, whatever the file (DIGITS' rule, applied only to files recognisably DIGITS',
+is :mod:`caffepy.proto.digits`).
+
+``read_for_run(path)`` reads a net file's text as ``caffepy summary`` reads it (a singular field
+given twice takes its last value, a V1 ``type: "Input"`` in quotes, ``//`` comments, template
+placeholders: :mod:`caffepy.proto.lenient_text`, each named in a WARNING) and gives a DIGITS
+classification network's open classifiers ``num_classes`` or summary's stand-in
+(:func:`caffepy.proto.digits.complete`), so that what summary builds is what a random-weight run
+builds; fields caffepy does not know stay errors, and ``Net`` / ``caffe.Net`` themselves keep
+Caffe's strict parser.
 
 Cheap random weights (for sweeps that only need *some* weights): ``constant_fillers(net_param)``
 returns a copy in which every weight/bias filler is ``constant`` (a constant filler keeps its value,
@@ -25,11 +33,17 @@ activations grow layer after layer (a residual net without working normalisation
 inf); ``forward_releasing(net, calibrate=True)`` therefore gives every batch-normalisation layer
 (those with ``set_statistics``: BatchNorm and its NVCaffe variant, PSPNet's BN) the per-channel
 mean and variance of the input it actually gets, as a trained net's statistics would be, before
-it runs (a data-dependent initialisation in one pass).
+it runs (a data-dependent initialisation in one pass). A channel that gives one value (a batch of
+1 through an InnerProduct) or values without spread has no variance to measure: such channels take
+the mean and variance of the whole input instead (1 if that has none either), since its own would
+be 0 and a layer with ``eps: 0`` (zhujianwei31415/DeepFR's) would then divide 0 by 0, which a
+trained net's statistics, gathered over many images, never make it do.
 """
 import numpy as np
 
-from ..proto import caffe_pb2, is_repeated
+from ..proto import caffe_pb2, digits, io as proto_io, is_repeated
+from ..proto.lenient_text import text_repairs
+
 
 def _roi_rows(shape):
     """Whether ``shape`` holds one 5-value row per ROI: (R, 5) or (R, 5, 1, 1)."""
@@ -94,6 +108,15 @@ def net_input_values(net, rng=None, image_hw=None):
                 readers[alias[name]].append((lp.type, j, lp))
     return {name: input_values(name, net.blobs[name].shape, rng, image_hw, readers[name])
             for name in net.inputs}
+
+
+def read_for_run(source, num_classes=None):
+    """The NetParameter of ``source`` read as summary reads it (module doc)."""
+    with text_repairs():
+        param = proto_io.read_net(source)
+    digits.complete(param, num_classes, source if isinstance(source, str) else "<NetParameter>",
+                    stand_in=True)
+    return param
 
 
 _FILLER = "caffe.FillerParameter"
@@ -178,7 +201,12 @@ def forward_releasing(net, calibrate=False):
 def _calibrate(layer, x):
     x = np.asarray(x, dtype=np.float64)
     x = x.reshape(x.shape[0] if x.ndim else 1, layer.channels, -1)
-    layer.set_statistics(x.mean(axis=(0, 2)), x.var(axis=(0, 2)))
+    overall = x.var() or 1.0
+    if x.shape[0] * x.shape[2] < 2:         # one value per channel: the whole input's statistics
+        mean, var = np.full(layer.channels, x.mean()), np.full(layer.channels, overall)
+    else:
+        mean, var = x.mean(axis=(0, 2)), x.var(axis=(0, 2))
+    layer.set_statistics(mean, np.where(var > 0, var, overall))
 
 
 def fill_unset_num_output(net_param, value=10):

@@ -21,6 +21,8 @@ which every bottom is produced, with a note. A layer caffepy cannot build (no cl
 its shapes carried by a rule of caffepy.zoo.shape_rules (its row's ``carried`` names the rule;
 params and FLOPs those of the stand-in), or is listed with '?' tops, as is every layer that
 depends on them, with a note naming the plug-in to write; ``strict=True``: an error instead.
+A DIGITS classification network's InnerProduct layers without num_output take ``num_classes``,
+else a stand-in named in one WARNING, strict or not (caffepy.proto.digits).
 
 FLOPs count a multiply-add as 2 and are estimates of the forward pass:
 Convolution (and NdConvolution) ``2 * weight.size * H_out * W_out * N`` (+ bias), Deconvolution
@@ -37,7 +39,7 @@ from ..errors import CaffeError, ShapeError
 from ..layers.base import shapes_only
 from ..net import Net
 from ..net.passes import PhaseError
-from ..proto import caffe_pb2, io as proto_io
+from ..proto import caffe_pb2, digits, io as proto_io
 
 Row = collections.namedtuple("Row", "name type top_shapes params flops memory carried",
                              defaults=(None,))
@@ -89,7 +91,8 @@ def layer_flops(layer, bottom, top):
 
 
 def summarize(source, inputs=None, phase=caffe_pb2.TEST, default_shape=(3, 224, 224),
-              notes=None, weights=None, inferred=None, strict=False, nets=None, filename=None):
+              notes=None, weights=None, inferred=None, strict=False, nets=None, filename=None,
+              num_classes=None):
     """Build the net for its shapes and return (rows, total row). ``inputs``: {blob name: shape}.
     ``notes``: a list that receives one-line notes (the Python data layers replaced and why, the
     phase shown when another was asked for, the layers shown with '?' tops and what a plug-in
@@ -104,11 +107,15 @@ def summarize(source, inputs=None, phase=caffe_pb2.TEST, default_shape=(3, 224, 
     otherwise its tops, and those of every layer that depends on them, are '?' and a note names
     what a plug-in must supply. ``strict``: neither; such a layer is the one-line error of the
     build. ``nets``: a list that receives the Net built (for shapes only). ``filename``: the file
-    the layers are written in (for line numbers) when ``source`` is a NetParameter."""
+    the layers are written in (for line numbers) when ``source`` is a NetParameter.
+    ``num_classes``: the class count of a DIGITS classification network (without it, a stand-in
+    named in a WARNING: :func:`caffepy.proto.digits.complete`), strict or not."""
     from .input_search import infer_input_shapes, set_input_shapes, terminal_layer
     from .readers import python_data_layers, replaced_notes
     from .shape_rules import carriers
     original = proto_io.read_net(source)
+    digits.complete(original, num_classes, source if isinstance(source, str) else
+                    (filename or "<NetParameter>"), stand_in=True)
     inputs = dict(inputs or {})
     order = [lp.name for lp in original.layer]
     tops_of = {lp.name: (lp.type, len(lp.top)) for lp in original.layer}

@@ -165,3 +165,52 @@ def test_net_input_values_follow_their_readers():
         net.blobs[name].data[...] = v
     zoo.forward_releasing(net)
     assert np.isfinite(net.blobs["r2"].data).all() and net.blobs["e"].data.shape == (2, 6, 4)
+
+
+def test_calibration_of_one_value_per_channel_stays_finite():
+    text = '''
+        input: "x" input_shape { dim: %d dim: 3 }
+        layer { name: "bn" type: "BatchNorm" bottom: "x" top: "y" batch_norm_param { eps: 0 } }
+        '''
+    net = Net(text_format.Parse(text % 1, caffe_pb2.NetParameter()), caffepy.TEST)
+    x = np.array([[1, 2, 6]], dtype=np.float32)
+    net.blobs["x"].data[...] = x
+    zoo.forward_releasing(net, calibrate=True)
+    y = net.blobs["y"].data                # one sample per channel: the whole input's statistics
+    np.testing.assert_allclose(y, (x - x.mean()) / x.std(), rtol=1e-5)
+    net = Net(text_format.Parse(text % 2, caffe_pb2.NetParameter()), caffepy.TEST)
+    x = np.array([[4, 0, 1], [4, 2, 3]], dtype=np.float32)   # channel 0 has no spread
+    net.blobs["x"].data[...] = x
+    zoo.forward_releasing(net, calibrate=True)
+    y = net.blobs["y"].data
+    assert np.isfinite(y).all() and np.allclose(y[:, 0], 0)
+    np.testing.assert_allclose(y[:, 1], [-1, 1], rtol=1e-5)
+
+
+LENIENT_TEXT = '''
+name: "first"
+name: "second"
+// a comment in C++ style
+input: "x" input_shape { dim: 1 dim: 3 }
+layer { name: "ip" type: "InnerProduct" bottom: "x" top: "y"
+        inner_product_param { num_output: 2 } }
+'''
+
+
+def test_read_for_run_reads_as_summary_does():
+    import pytest
+    from caffepy.errors import ProtoError
+    from caffepy.proto import io as proto_io
+    with pytest.raises(ProtoError):
+        proto_io.read_net(LENIENT_TEXT)                       # Caffe's parser refuses it
+    with pytest.raises(ProtoError):
+        Net(LENIENT_TEXT, caffepy.TEST)                       # and so do Net / caffe.Net
+    param = zoo.read_for_run(LENIENT_TEXT)
+    assert param.name == "second"
+    net = Net(zoo.constant_fillers(param), caffepy.TEST)
+    zoo.randomize_params(net, 0)
+    net.blobs["x"].data[...] = 1
+    zoo.forward_releasing(net)
+    assert net.blobs["y"].data.shape == (1, 2)
+    with pytest.raises(ProtoError, match="no field named"):   # unknown fields stay errors
+        zoo.read_for_run(LENIENT_TEXT.replace("num_output: 2", "num_output: 2 size: 3"))

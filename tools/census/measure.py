@@ -121,9 +121,9 @@ def _forward(path):
     import caffepy
     from caffepy import zoo
     from caffepy.net import Net
-    from caffepy.proto import caffe_pb2, io as proto_io
+    from caffepy.proto import caffe_pb2
     caffepy.set_random_seed(0)
-    param = zoo.constant_fillers(proto_io.read_net(path))
+    param = zoo.constant_fillers(zoo.read_for_run(path))
     net = Net(param, caffe_pb2.TEST)
     zoo.randomize_params(net, 0)
     _batch_one(net)

@@ -99,13 +99,13 @@ def _parse_text(text, msg, filename, strict, hints):
     try:
         return _parse_located(text, msg, filename)
     except ProtoError as error:
-        from .upgrade import respell_nd_fields
+        from .fork_text import respell_nd_fields
         respelled = respell_nd_fields(text, msg.DESCRIPTOR, filename)
         if respelled is not None:
             msg.Clear()
             return _parse_text(respelled, msg, filename, strict, hints)
         if "should not have multiple" in str(error):
-            from .upgrade import collapse_fork_repeated
+            from .fork_text import collapse_fork_repeated
             collapsed = collapse_fork_repeated(text, msg.DESCRIPTOR, filename)
             if collapsed is not None:
                 msg.Clear()

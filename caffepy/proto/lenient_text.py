@@ -10,7 +10,7 @@ Rules (each applies only when not strict: ``strict=False``, or ``strict=None`` u
   a message (a brace left out, most likely): that stays the parser's error;
 * V1 ``layers`` blocks whose ``type`` is a current name in quotes (:func:`has_quoted_v1_types`)
   are read with those names as their V1 values, else with the ``layers`` blocks as ``layer``
-  blocks (:func:`caffepy.proto.upgrade.respell_quoted_v1_types`), the first reading that parses,
+  blocks (:func:`caffepy.proto.fork_text.respell_quoted_v1_types`), the first reading that parses,
   with one WARNING; when none parses, the last reading's error is raised (the parser's when there
   is no reading to try).
 
@@ -104,7 +104,7 @@ def read_quoted_v1_types(text, msg, filename, strict, error, parse):
     """A V1 ``layers`` block whose type is a current name in quotes: when not strict, ``msg`` read
     by ``parse(respelled text)`` with those names as their V1 values, else with the ``layers``
     blocks as ``layer`` blocks, with one WARNING; otherwise ``error``."""
-    from .upgrade import quoted_v1_types_note, respell_quoted_v1_types
+    from .fork_text import quoted_v1_types_note, respell_quoted_v1_types
     if _strict(strict):
         raise error
     try:

@@ -9,7 +9,7 @@ Two families spell them:
   one per axis) and pools over every axis after the channels (cuDNN's N-d pooling). BVLC keeps the
   fields singular: the reader turns ``kernel_size: [4, 7, 7]`` or ``kernel_size: 1 kernel_size: 2
   kernel_size: 2`` in a ``pooling_param`` into ``kernel_size_nd`` / ``stride_nd`` / ``pad_nd``
-  (caffepy.proto.upgrade.ND_SPELLINGS; schema: proto/additions.d/video_nd_pooling.json), and a
+  (caffepy.proto.fork_text.ND_SPELLINGS; schema: proto/additions.d/video_nd_pooling.json), and a
   Pooling layer with any of those is :class:`PoolingNdLayer`. Convolution needs nothing: BVLC's
   ConvolutionParameter already has them repeated and caffepy's Convolution is N-d.
 * ``NdConvolution`` / ``NdPooling`` of chuckcho/video-caffe (also in R-C3D's caffe3d), cuDNN layers

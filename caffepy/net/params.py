@@ -17,9 +17,57 @@ from .weights import copy_trained_layers, net_to_proto
 
 
 class NetParams(object):
-    """Needs ``learnable_params``, ``layers``, ``_layer_names``, ``name`` and ``_plan``."""
+    """Needs ``learnable_params``, ``layers``, ``_layer_names``, ``name`` and ``_plan`` (and, while
+    building, ``param_owners``, ``params_lr``, ``params_weight_decay``, ``param_layer_indices``,
+    ``param_display_names``)."""
 
     # -- parameters ----------------------------------------------------------------------------
+    def _append_params(self, li, layer, lp, param_by_name):
+        """Caffe's ``Net::AppendParam`` for every blob of layer ``li``: its ParamSpec's lr_mult
+        (0: no gradient; a negative one computes a gradient too, as net.cpp does) and decay_mult,
+        and sharing by ``name`` (STRICT: same shape; PERMISSIVE: same count) with the first layer
+        that named it. Returns whether any of the layer's params needs a gradient."""
+        layer.param_propagate_down = [True] * len(layer.blobs)
+        if len(lp.param) > len(layer.blobs):
+            raise NetError("layer '%s' (%s): %d param specs for %d parameter blobs"
+                           % (lp.name, lp.type, len(lp.param), len(layer.blobs)))
+        any_need = False
+        for k, blob in enumerate(layer.blobs):
+            spec = lp.param[k] if k < len(lp.param) else caffe_pb2.ParamSpec()
+            need = spec.lr_mult != 0    # Caffe (net.cpp): a negative lr_mult computes a gradient too
+            layer.param_propagate_down[k] = need
+            any_need |= need
+            display = spec.name or str(k)
+            if spec.name and spec.name in param_by_name:
+                owner_idx = param_by_name[spec.name]
+                owner = self.learnable_params[owner_idx]
+                if spec.share_mode == caffe_pb2.ParamSpec.PERMISSIVE:
+                    if owner.count != blob.count:
+                        raise ShapeError("layer '%s' (%s): cannot share param '%s': count %d "
+                                         "differs from the owner's %d" % (lp.name, lp.type,
+                                                                          spec.name, blob.count, owner.count))
+                elif owner.shape != blob.shape:
+                    raise ShapeError("layer '%s' (%s): cannot share param '%s': shape %s differs from "
+                                     "the owner's %s (use share_mode: PERMISSIVE to compare counts)"
+                                     % (lp.name, lp.type, spec.name, blob.shape, owner.shape))
+                blob.share_data(owner)
+                blob.share_diff(owner)
+                self.param_owners.append(owner_idx)
+                if spec.HasField("lr_mult"):
+                    self.params_lr[owner_idx] = spec.lr_mult
+                if spec.HasField("decay_mult"):
+                    self.params_weight_decay[owner_idx] = spec.decay_mult
+            else:
+                if spec.name:
+                    param_by_name[spec.name] = len(self.learnable_params)
+                self.param_owners.append(-1)
+                self.learnable_params.append(blob)
+                self.params_lr.append(spec.lr_mult)
+                self.params_weight_decay.append(spec.decay_mult)
+                self.param_layer_indices.append((li, k))
+                self.param_display_names.append("%s:%s" % (lp.name, display) if not spec.name else display)
+        return any_need
+
     def clear_param_diffs(self):
         for p in self.learnable_params:
             p.clear_diff()

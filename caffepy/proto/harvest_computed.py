@@ -1,4 +1,5 @@
-"""The harvested fields caffepy's fork layers compute (``"Message.field"`` names): never refused,
+"""The harvested fields caffepy's fork layers compute (``"Message.field"`` names, and
+``"Message.field=VALUE"`` for a harvested enum value): never refused,
 in strict mode as in structure-only mode (:mod:`caffepy.proto.harvest_policy`). Each group names
 the fork and the module that computes it."""
 
@@ -231,6 +232,12 @@ COMPUTED = frozenset([
     "PoolingNDParameter.global_pooling", "PoolingNDParameter.axis",
     # the gradient-reversal GradientScaler (caffepy/forks/misc/perturb.py)
     "LayerParameter.gradient_scaler_param",
+    # Ristretto's quantized layers (caffepy/forks/misc/ristretto.py)
+    "QuantizationParameter.mant_bits", "QuantizationParameter.exp_bits",
+    "QuantizationParameter.exp_min", "QuantizationParameter.exp_max",
+    "QuantizationParameter.precision=MINIFLOAT",
+    "QuantizationParameter.precision=INTEGER_POWER_OF_2_WEIGHTS",
+    "QuantizationParameter.rounding_scheme=STOCHASTIC",
 ] + ["LSTMConvolutionParameter." + f for f in (
     "num_output", "bias_term", "pad", "kernel_size", "stride", "dilation", "group",
     "weight_filler", "bias_filler", "type", "axis", "engine", "force_nd_im2col", "pad_h", "pad_w",

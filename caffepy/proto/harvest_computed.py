@@ -238,6 +238,14 @@ COMPUTED = frozenset([
     "QuantizationParameter.precision=MINIFLOAT",
     "QuantizationParameter.precision=INTEGER_POWER_OF_2_WEIGHTS",
     "QuantizationParameter.rounding_scheme=STOCHASTIC",
+    # AR-Ped's BinaryConvolution / BinaryInnerProduct (caffepy/forks/misc/binary_weights.py)
+    "LayerParameter.binary_convolution_param", "LayerParameter.binary_inner_product_param",
+    "BinaryConvolutionParameter.use_alpha", "BinaryConvolutionParameter.use_binarization",
+    "BinaryInnerProductParameter.use_alpha", "BinaryInnerProductParameter.use_binarization",
+    # happynear's Truncation / SoftTruncation (caffepy/forks/misc/truncation.py)
+    "LayerParameter.truncation_param", "TruncationParameter.lower_bound",
+    "TruncationParameter.upper_bound", "LayerParameter.soft_truncation_param",
+    "SoftTruncationParameter.c",
 ] + ["LSTMConvolutionParameter." + f for f in (
     "num_output", "bias_term", "pad", "kernel_size", "stride", "dilation", "group",
     "weight_filler", "bias_filler", "type", "axis", "engine", "force_nd_im2col", "pad_h", "pad_w",

@@ -32,7 +32,8 @@ MineContrastiveLoss, eevignesh/vigneshcaffe's ClassificationStats), ``ip_dropout
 InnerProductDropout), ``bilinear_patch`` (madiken/skaffe_private_old's BilinearPatch), ``xilinx_fixed``
 (Xilinx caffe-xilinx's FixedNeuron, ConvolutionFixed, ScaleFixed, NormalizeFixed), ``ristretto``
 (pmgysel/caffe's Ristretto: ConvolutionRistretto, DeconvolutionRistretto, FcRistretto,
-LRNRistretto), ``atlas``
+LRNRistretto), ``binary_weights`` (garrickbrazil/AR-Ped's BinaryConvolution and
+BinaryInnerProduct), ``truncation`` (happynear/caffe-windows' Truncation and SoftTruncation), ``atlas``
 (wangshankun/Tengine_Atlas's Atlas: the declared shapes of a network run on a Huawei NPU; no forward), ``dns`` (Dynamic Network Surgery's masked CConvolution and CInnerProduct), ``zoo_readers`` (top shapes of
 fork readers caffepy does not build, for caffepy.zoo: aaalgo/caffe's PicPac).
 Fork fields of Caffe's readers and layers: ``fork_data`` (Data / ImageData with bogger/caffe-multigpu's
@@ -44,7 +45,8 @@ proto/additions.d/census_data_fields.json.
 Built-in Python layer: Caffe's example ``pyloss.EuclideanLossLayer`` (``pyloss``).
 Schema: proto/additions.json, proto/additions.d/surveyed_forks.json, census_tail_layers.json; the harvested fields of
 HardSigmoid, Scalar, CropCenter, ColorConv, MinReLU, Tiling, CConvolution and CInnerProduct,
-Ristretto's QuantizationParameter (caffepy.proto.harvest_computed.COMPUTED).
+Ristretto's QuantizationParameter, BinaryConvolution, BinaryInnerProduct, Truncation and
+SoftTruncation (caffepy.proto.harvest_computed.COMPUTED).
 """
 from ...layers.python_layer import register_stand_in
 

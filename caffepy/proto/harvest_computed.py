@@ -242,6 +242,9 @@ COMPUTED = frozenset([
     "LayerParameter.binary_convolution_param", "LayerParameter.binary_inner_product_param",
     "BinaryConvolutionParameter.use_alpha", "BinaryConvolutionParameter.use_binarization",
     "BinaryInnerProductParameter.use_alpha", "BinaryInnerProductParameter.use_binarization",
+    # dongyp13/Stochastic-Quantization's BinaryConvolution / BinaryInnerProduct (same module)
+    "ConvolutionParameter.sq", "ConvolutionParameter.ratio", "InnerProductParameter.sq",
+    "InnerProductParameter.ratio",
     # happynear's Truncation / SoftTruncation (caffepy/forks/misc/truncation.py)
     "LayerParameter.truncation_param", "TruncationParameter.lower_bound",
     "TruncationParameter.upper_bound", "LayerParameter.soft_truncation_param",

@@ -38,7 +38,7 @@ class TruncationLayer(NeuronLayer):
 class SoftTruncationLayer(NeuronLayer):
     """y = 1 - exp(-x / c); dL/dx = dL/dy (1 - y) / c.
 
-    prototxt: ``soft_truncation_param { c: 2 }``.
+    prototxt: ``soft_truncation_param { c: 2 }``; c = 0 is refused (the fork divides by it).
     """
 
     def layer_setup(self, bottom, top):

@@ -1,4 +1,5 @@
-"""The harvested fields caffepy's fork layers compute (``"Message.field"`` names): never refused,
+"""The harvested fields caffepy's fork layers compute (``"Message.field"`` names, and
+``"Message.field=VALUE"`` for a harvested enum value): never refused,
 in strict mode as in structure-only mode (:mod:`caffepy.proto.harvest_policy`). Each group names
 the fork and the module that computes it."""
 
@@ -231,6 +232,23 @@ COMPUTED = frozenset([
     "PoolingNDParameter.global_pooling", "PoolingNDParameter.axis",
     # the gradient-reversal GradientScaler (caffepy/forks/misc/perturb.py)
     "LayerParameter.gradient_scaler_param",
+    # Ristretto's quantized layers (caffepy/forks/misc/ristretto.py)
+    "QuantizationParameter.mant_bits", "QuantizationParameter.exp_bits",
+    "QuantizationParameter.exp_min", "QuantizationParameter.exp_max",
+    "QuantizationParameter.precision=MINIFLOAT",
+    "QuantizationParameter.precision=INTEGER_POWER_OF_2_WEIGHTS",
+    "QuantizationParameter.rounding_scheme=STOCHASTIC",
+    # AR-Ped's BinaryConvolution / BinaryInnerProduct (caffepy/forks/misc/binary_weights.py)
+    "LayerParameter.binary_convolution_param", "LayerParameter.binary_inner_product_param",
+    "BinaryConvolutionParameter.use_alpha", "BinaryConvolutionParameter.use_binarization",
+    "BinaryInnerProductParameter.use_alpha", "BinaryInnerProductParameter.use_binarization",
+    # dongyp13/Stochastic-Quantization's BinaryConvolution / BinaryInnerProduct (same module)
+    "ConvolutionParameter.sq", "ConvolutionParameter.ratio", "InnerProductParameter.sq",
+    "InnerProductParameter.ratio",
+    # happynear's Truncation / SoftTruncation (caffepy/forks/misc/truncation.py)
+    "LayerParameter.truncation_param", "TruncationParameter.lower_bound",
+    "TruncationParameter.upper_bound", "LayerParameter.soft_truncation_param",
+    "SoftTruncationParameter.c",
 ] + ["LSTMConvolutionParameter." + f for f in (
     "num_output", "bias_term", "pad", "kernel_size", "stride", "dilation", "group",
     "weight_filler", "bias_filler", "type", "axis", "engine", "force_nd_im2col", "pad_h", "pad_w",

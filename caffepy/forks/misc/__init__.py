@@ -30,7 +30,10 @@ GenericWindowData and SquareBoxData readers; their shapes for caffepy.zoo in ``z
 gradient-reversal GradientScaler, Wheatly2's Mixup), ``stats_losses`` (sanjeev87/CaffeExp's
 MineContrastiveLoss, eevignesh/vigneshcaffe's ClassificationStats), ``ip_dropout`` (RuWang15/caffe_pr's
 InnerProductDropout), ``bilinear_patch`` (madiken/skaffe_private_old's BilinearPatch), ``xilinx_fixed``
-(Xilinx caffe-xilinx's FixedNeuron, ConvolutionFixed, ScaleFixed, NormalizeFixed), ``atlas``
+(Xilinx caffe-xilinx's FixedNeuron, ConvolutionFixed, ScaleFixed, NormalizeFixed), ``ristretto``
+(pmgysel/caffe's Ristretto: ConvolutionRistretto, DeconvolutionRistretto, FcRistretto,
+LRNRistretto), ``binary_weights`` (garrickbrazil/AR-Ped's BinaryConvolution and
+BinaryInnerProduct), ``truncation`` (happynear/caffe-windows' Truncation and SoftTruncation), ``atlas``
 (wangshankun/Tengine_Atlas's Atlas: the declared shapes of a network run on a Huawei NPU; no forward), ``dns`` (Dynamic Network Surgery's masked CConvolution and CInnerProduct), ``zoo_readers`` (top shapes of
 fork readers caffepy does not build, for caffepy.zoo: aaalgo/caffe's PicPac).
 Fork fields of Caffe's readers and layers: ``fork_data`` (Data / ImageData with bogger/caffe-multigpu's
@@ -41,8 +44,9 @@ DeBlurNet's ``label: false``, rapid_categorization's raw_hdf5), ``bogger_multigp
 proto/additions.d/census_data_fields.json.
 Built-in Python layer: Caffe's example ``pyloss.EuclideanLossLayer`` (``pyloss``).
 Schema: proto/additions.json, proto/additions.d/surveyed_forks.json, census_tail_layers.json; the harvested fields of
-HardSigmoid, Scalar, CropCenter, ColorConv, MinReLU, Tiling, CConvolution and CInnerProduct
-(caffepy.proto.harvest_computed.COMPUTED).
+HardSigmoid, Scalar, CropCenter, ColorConv, MinReLU, Tiling, CConvolution and CInnerProduct,
+Ristretto's QuantizationParameter, BinaryConvolution, BinaryInnerProduct, Truncation and
+SoftTruncation (caffepy.proto.harvest_computed.COMPUTED).
 """
 from ...layers.python_layer import register_stand_in
 

@@ -33,7 +33,7 @@ def register_layer(*type_names):
                 raise RuntimeError("layer type '%s' registered twice (%s and %s)"
                                    % (name, _REGISTRY[name].__name__, cls.__name__))
             _REGISTRY[name] = cls
-        if not getattr(cls, "type", None) or cls.type == Layer.type:
+        if "type" not in cls.__dict__:      # a subclass reports its own name, not its base's
             cls.type = type_names[0]
         return cls
     return deco
@@ -49,7 +49,7 @@ def register_variant(type_name, when):
     """
     def deco(cls):
         _VARIANTS.setdefault(type_name, []).append((when, cls))
-        if not getattr(cls, "type", None) or cls.type == Layer.type:
+        if "type" not in cls.__dict__:
             cls.type = type_name
         return cls
     return deco

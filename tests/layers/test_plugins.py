@@ -275,3 +275,16 @@ def test_gradient(plugdir):
     (y,) = run_layer(layer, make_blobs([x]), make_blobs(1))
     np.testing.assert_allclose(y, 0.5 * x * x)
     check_layer_gradient(make_layer('type: "PlugSquare"'), make_blobs([x]), make_blobs(1))
+
+
+def test_a_subclass_reports_its_own_registered_type():
+    """A fork layer built on a BVLC class (ConvolutionFixed on Convolution, ScaleFixed on Scale)
+    is its own type: inference mode folds and exports by ``layer.type``, so a quantised
+    convolution must not pass for a plain one. Aliases report their first name."""
+    from caffepy.layers import base
+    base.load_all()
+    for name, want in [("ConvolutionFixed", "ConvolutionFixed"), ("ScaleFixed", "ScaleFixed"),
+                       ("CConvolution", "CConvolution"), ("FocalLoss", "FocalLoss"),
+                       ("ConvolutionDepthwise", "DepthwiseConvolution"),
+                       ("Convolution", "Convolution")]:
+        assert base.get_layer_class(name).type == want, name

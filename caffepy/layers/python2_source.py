@@ -117,10 +117,25 @@ def _string_continuation_lines(source):
     return inside
 
 
+def _grammar_in_memory():
+    """fissix builds its grammar tables from Grammar.txt in memory (about 30 ms) instead of
+    keeping them as pickles under ~/.cache/fissix and loading them back: no pickle is read from
+    disk, and a read-only home directory does not stop the translation. Set once, before
+    fissix.pygram is first imported (a process that imported it earlier keeps its tables)."""
+    from fissix.pgen2 import driver, pgen
+
+    def load_grammar(gt="Grammar.txt", gp=None, save=True, force=False, logger=None):
+        return pgen.generate_grammar(gt)
+    driver.load_grammar = load_grammar
+
+
 def _fissix(name):
     """fissix's module ``name``; an ImportError saying why when fissix cannot be imported."""
     import importlib
+    import sys
     try:
+        if "fissix.pygram" not in sys.modules:
+            _grammar_in_memory()
         return importlib.import_module("fissix." + name)
     except Exception as e:          # noqa: BLE001 -- absent, or its grammar cache unwritable
         raise ImportError("%s: %s (pip install fissix)" % (type(e).__name__, e),

@@ -1,6 +1,7 @@
 """Python layer modules in Python 2 syntax, using scipy.misc's removed image functions or
 py-faster-rcnn's unbuilt Cython helpers, run; a module that imports as it is stays untouched."""
 import importlib
+import os
 import sys
 
 import numpy as np
@@ -234,3 +235,17 @@ def test_unbuilt_extension_gets_the_stand_in_and_a_built_one_wins(tree, caplog):
     assert "frlib.nms.cpu_nms" in caplog.text and "frlib.nms.gpu_nms" not in caplog.text
     with pytest.raises(ImportError):
         importlib.import_module("frlib.utils.cython_nms")      # outside caffepy's imports
+
+
+def test_translation_keeps_no_grammar_pickle(tmp_path):
+    """fissix's grammar tables are built in memory: nothing is written under the cache directory
+    (and no pickle is read back from it)."""
+    import subprocess
+    code = ("from caffepy.layers import python2_source as p\n"
+            "print(p.translate('print 7 / 2\\n', 'm.py'))\n")
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"), HOME=str(tmp_path))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         cwd=os.path.dirname(os.path.dirname(caffepy.__file__)), timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "print(7 / 2)" in out.stdout
+    assert not [p for p in tmp_path.rglob("*") if p.suffix == ".pickle"]

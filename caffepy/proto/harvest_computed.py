@@ -231,6 +231,8 @@ COMPUTED = frozenset([
     "PoolingNDParameter.global_pooling", "PoolingNDParameter.axis",
     # the gradient-reversal GradientScaler (caffepy/forks/misc/perturb.py)
     "LayerParameter.gradient_scaler_param",
+    # the OpenCL branch's Affinity (caffepy/forks/segmentation/malis.py)
+    "LayerParameter.affinity_param", "AffinityParameter.offset",
 ] + ["LSTMConvolutionParameter." + f for f in (
     "num_output", "bias_term", "pad", "kernel_size", "stride", "dilation", "group",
     "weight_filler", "bias_filler", "type", "axis", "engine", "force_nd_im2col", "pad_h", "pad_w",

@@ -5,7 +5,7 @@ Modules: ``segnet`` (BN, the pooling-mask Upsample, DenseImageData, Bayesian tes
 SpatialProduct, UniqueLabel, BiasChannel, AdaptiveBiasChannel, MatRead), ``densecrf`` (DeepLab v2's
 DenseCRF, on the permutohedral lattice of ``permutohedral``), ``domain_transform`` (DomainTransform,
 DomainTransformForwardOnly), ``labelmap_data`` (RCF's ImageLabelmapData), ``malis`` (the
-OpenCL branch's Affinity, ConnectedComponent and MalisLoss), ``deeplab_v1`` (Padding, SoftmaxWithLoss with softmaxloss_param),
+OpenCL branch's Affinity, ConnectedComponent and MalisLoss), ``seg_data`` (TSN's SegData), ``deeplab_v1`` (Padding, SoftmaxWithLoss with softmaxloss_param),
 ``psanet`` (PointwiseSpatialAttention), ``deconvnet`` (Unpooling, EltwiseAccuracy; the 2014
 BinaryAccuracy, RedAccuracy, RedSoftmaxWithLoss, DropoutChannel), ``deconvnet_data``
 (WindowSegBinary, SelectSegBinary), ``crfasrnn``

@@ -231,6 +231,12 @@ COMPUTED = frozenset([
     "PoolingNDParameter.global_pooling", "PoolingNDParameter.axis",
     # the gradient-reversal GradientScaler (caffepy/forks/misc/perturb.py)
     "LayerParameter.gradient_scaler_param",
+    # pathak22/caffe-ccnn's DenseCRF (caffepy/forks/segmentation/densecrf.py)
+    "LayerParameter.densecrf_param", "DenseCRFParameter.x_gauss", "DenseCRFParameter.y_gauss",
+    "DenseCRFParameter.wt_gauss", "DenseCRFParameter.x_bilateral",
+    "DenseCRFParameter.y_bilateral", "DenseCRFParameter.r_bilateral",
+    "DenseCRFParameter.g_bilateral", "DenseCRFParameter.b_bilateral",
+    "DenseCRFParameter.wt_bilateral",
     # the OpenCL branch's Affinity (caffepy/forks/segmentation/malis.py)
     "LayerParameter.affinity_param", "AffinityParameter.offset",
 ] + ["LSTMConvolutionParameter." + f for f in (

@@ -1,13 +1,16 @@
-"""DeepLab v2's DenseCRF layer: Krähenbühl and Koltun's mean-field inference in a fully connected
-CRF with Gaussian edge potentials (NIPS 2011), as DeepLab's Caffe computes it
-(aharley/segaware ``caffe/src/caffe/layers/densecrf_layer.cpp``, ``util/densecrf_pairwise.cpp``,
+"""The DenseCRF layers: Krähenbühl and Koltun's mean-field inference in a fully connected CRF with
+Gaussian edge potentials (NIPS 2011). DeepLab v2's (aharley/segaware
+``caffe/src/caffe/layers/densecrf_layer.cpp``, ``util/densecrf_pairwise.cpp``,
 ``util/permutohedral.cpp``, ``include/caffe/util/densecrf_util.hpp``; the same files in
-hszhao/PSPNet, Chrisding/seal and the other DeepLab v2 descendants).
+hszhao/PSPNet, Chrisding/seal and the other DeepLab v2 descendants) and, as a variant under the
+same type name, pathak22/caffe-ccnn's (``src/caffe/layers/densecrf_layer.cpp`` over Krähenbühl's
+densecrf library in ``src/caffe/util/densecrf/``), whose lattice, Potts potential and fast_exp are
+the same code.
 """
 import numpy as np
 
 from ...errors import ShapeError
-from ...layers.base import Layer, register_layer
+from ...layers.base import Layer, register_layer, register_variant
 from .permutohedral import Lattice
 
 _POLY = [np.float32(c) for c in (0.0001413161, 0.0013298820, 0.0083013598, 0.0416573475,
@@ -165,3 +168,69 @@ class DenseCRFLayer(Layer):
 
     def backward_cpu(self, top, propagate_down, bottom):
         """Nothing, as the fork's empty Backward_cpu."""
+
+
+@register_variant("DenseCRF", lambda lp: lp.HasField("densecrf_param") or (
+    len(lp.bottom) == 2 and not lp.HasField("dense_crf_param")))
+class CCNNDenseCRFLayer(Layer):
+    """pathak22/caffe-ccnn's DenseCRF: 10 mean-field iterations of Krähenbühl's DenseCRF2D, then
+    the label map. Built when the layer sets ``densecrf_param``, or has two bottoms and no
+    ``dense_crf_param`` (DeepLab's layer reads a third bottom even when given two, so a DeepLab
+    net has three).
+
+    Per image: U = -x (bottom 0, the scores), one Gaussian term with features (col / x_gauss,
+    row / y_gauss) and weight wt_gauss, one bilateral term with (col / x_bilateral,
+    row / y_bilateral, R / r_bilateral, G / g_bilateral, B / b_bilateral) and weight
+    wt_bilateral, the colours being bottom 1's channels 2, 1, 0 (Caffe's BGR to RGB) converted to
+    unsigned char as the fork's cast does on x86 (the integer part, modulo 256). The mean field is
+    DeepLab's (:class:`DenseCRFLayer`: same lattice, normalisation, fast_exp softmax), with
+    max_iter 10. Top: the first most probable label of each pixel.
+
+    prototxt: ``densecrf_param { x_gauss: 3 y_gauss: 3 wt_gauss: 3 x_bilateral: 60
+    y_bilateral: 60 r_bilateral: 20 g_bilateral: 20 b_bilateral: 20 wt_bilateral: 10 }``.
+    Bottoms: scores (N x M x H x W), image (N x 3 x H x W; the fork's one-channel case reads past
+    its buffer and is refused here). Top: N x 1 x H x W. No backward (the fork has none).
+    """
+    exact_num_bottom_blobs = 2
+    exact_num_top_blobs = 1
+
+    def layer_setup(self, bottom, top):
+        p = self.layer_param.densecrf_param
+        self.gauss = (p.x_gauss, p.y_gauss, p.wt_gauss)
+        self.bilateral = (p.x_bilateral, p.y_bilateral, p.r_bilateral, p.g_bilateral,
+                          p.b_bilateral, p.wt_bilateral)
+
+    def reshape(self, bottom, top):
+        x, im = bottom
+        if x.num_axes != 4 or im.num_axes != 4:
+            raise self.error("scores and image must be 4-D, got %s and %s" % (x.shape, im.shape),
+                             ShapeError)
+        want = (x.shape[0], 3) + tuple(x.shape[2:])
+        if tuple(im.shape) != want:
+            raise self.needs("the image must be %s (3 channels, the scores' num and size), got %s"
+                             % (want, im.shape), [(1, want, None)])
+        top[0].reshape((x.shape[0], 1) + tuple(x.shape[2:]))
+
+    def forward_cpu(self, bottom, top):
+        x, im = bottom[0].data, bottom[1].data
+        N, M, H, W = x.shape
+        rows, cols = np.mgrid[0:H, 0:W].astype(np.float32)
+        sx, sy, w = (np.float32(v) for v in self.gauss)
+        gauss = np.stack([cols.ravel() / sx, rows.ravel() / sy], axis=1)
+        bx, by, br, bg, bb, bw = (np.float32(v) for v in self.bilateral)
+        for n in range(N):
+            rgb = (np.trunc(im[n, ::-1]).astype(np.int64) & 0xFF).reshape(3, -1).T
+            feat = np.concatenate([np.stack([cols.ravel() / bx, rows.ravel() / by], axis=1),
+                                   rgb.astype(np.float32) / np.array([br, bg, bb])], axis=1)
+            potentials = [_Potts(gauss, w), _Potts(feat.astype(np.float32), bw)]
+            unary = -x[n].reshape(M, -1).T.astype(np.float32)
+            q = _exp_normalize(unary, -1.0)
+            for _ in range(10):
+                nxt = -unary
+                for pot in potentials:
+                    pot.apply(nxt, q)
+                q = _exp_normalize(nxt, 1.0)
+            top[0].data[n, 0] = np.argmax(q, axis=1).reshape(H, W)
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        """Nothing: the fork's layer has no backward."""

@@ -104,3 +104,22 @@ def test_densecrf_mean_field_with_padding():
     top3, = run_layer(none, make_blobs([x, dims], np.float32), make_blobs(1, np.float32))
     e = np.exp(x[0] - x[0].max(0))
     np.testing.assert_allclose(top3[0], e / e.sum(0), atol=1e-5)
+
+
+def test_ccnn_densecrf_variant_gives_the_label_map():
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((1, 3, 5, 6)) * 2
+    img = rng.uniform(0, 255, (1, 3, 5, 6))
+    layer = make_layer('type: "DenseCRF" bottom: "s" bottom: "im" densecrf_param { x_gauss: 2 '
+                       'y_gauss: 2 wt_gauss: 3 x_bilateral: 5 y_bilateral: 5 r_bilateral: 30 '
+                       'g_bilateral: 30 b_bilateral: 30 wt_bilateral: 4 }', dtype=np.float32)
+    assert type(layer).__name__ == "CCNNDenseCRFLayer"
+    top, = run_layer(layer, make_blobs([x, img], np.float32), make_blobs(1, np.float32))
+    assert top.shape == (1, 1, 5, 6)
+    rgb = np.trunc(img[0, ::-1])          # BGR -> RGB, cast to unsigned char
+    q = _crf_ref(x[0], rgb, 10, [(3, 2)], [(4, 5, 30)])
+    np.testing.assert_array_equal(top[0, 0], np.argmax(q, axis=0))
+    plain = make_layer('type: "DenseCRF" bottom: "s" bottom: "im"')
+    assert type(plain).__name__ == "CCNNDenseCRFLayer"
+    deeplab = make_layer('type: "DenseCRF" bottom: "s" bottom: "d" bottom: "im"')
+    assert type(deeplab).__name__ == "DenseCRFLayer"

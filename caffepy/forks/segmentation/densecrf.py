@@ -97,7 +97,8 @@ class DenseCRFLayer(Layer):
     bi_w* (as many) output_probability: true }``. Bottoms: scores (N x M x H x W), data_dims
     (N x ... with height, width first), optionally the image (N x 3 x H x W; needs bi_* set).
     Top: N x M x H x W. (The fork's Reshape reads bottom[2] even when only two bottoms are given,
-    so a two-bottom net does not run there; caffepy runs it with the positional kernels only.)
+    so a two-bottom net does not run there; caffepy runs one that sets dense_crf_param with the
+    positional kernels only; two bottoms without dense_crf_param build caffe-ccnn's variant.)
     """
     min_bottom_blobs = 2
     max_bottom_blobs = 3

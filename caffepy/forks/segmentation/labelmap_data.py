@@ -1,4 +1,4 @@
-"""RCF's ImageLabelmapData (yun-liu/rcf ``src/caffe/layers/image_labelmap_data_layer.cpp`` and its
+"""RCF's ImageLabelmapData (yun-liu/rcf commit ce460ff, ``src/caffe/layers/image_labelmap_data_layer.cpp`` and its
 DataTransformer's ``LocTransform`` / ``LabelmapTransform``, the HED reader): an image and its edge
 map per list line.
 """
@@ -114,8 +114,10 @@ class ImageLabelmapDataLayer(BasePrefetchingDataLayer):
     prototxt: ``image_data_param { source batch_size (> 0) shuffle rand_skip root_folder
     new_height new_width (both or neither) is_color }`` + ``transform_param { crop_size mirror
     scale mean_value }``. Tops: data (N, C, H, W), label (N, 1, H, W).
-    zeakey/DeepSkeleton's ImageLabelmapData (same name and fields) instead quantises the raw map
-    into 5 scale classes; that one is not built here.
+    Other forks' ImageLabelmapData, under the same name and fields and not built here:
+    HED's original (Anna0509/caffe_) divides the 8-bit map by 255 in 8 bits, so its labels are
+    0 or 1 (1 from 128 up) where RCF's keep the fractions up to 0.5; zeakey/DeepSkeleton's
+    quantises the raw map into 5 scale classes.
     """
     exact_num_top_blobs = 2
     min_top_blobs = max_top_blobs = None

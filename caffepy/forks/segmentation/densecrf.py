@@ -3,7 +3,7 @@ Gaussian edge potentials (NIPS 2011). DeepLab v2's (aharley/segaware
 ``caffe/src/caffe/layers/densecrf_layer.cpp``, ``util/densecrf_pairwise.cpp``,
 ``util/permutohedral.cpp``, ``include/caffe/util/densecrf_util.hpp``; the same files in
 hszhao/PSPNet, Chrisding/seal and the other DeepLab v2 descendants) and, as a variant under the
-same type name, pathak22/caffe-ccnn's (``src/caffe/layers/densecrf_layer.cpp`` over Krähenbühl's
+same type name, pathak22/caffe-ccnn's (commit f62faf1, ``src/caffe/layers/densecrf_layer.cpp`` over Krähenbühl's
 densecrf library in ``src/caffe/util/densecrf/``), whose lattice, Potts potential and fast_exp are
 the same code.
 """

@@ -1,4 +1,4 @@
-"""TSN's SegData (yjxiong/caffe ``src/caffe/layers/seg_data_layer.cpp``, its two-datum
+"""TSN's SegData (yjxiong/caffe at 9831a2b, ``src/caffe/layers/seg_data_layer.cpp``, its two-datum
 ``DataTransformer::Transform`` and ``ReadSegDataToDatum``; also BannyStone/Caffe and
 mzolfaghari/ECO-efficient-video-understanding): one image and its label map per forward, randomly
 rescaled and cropped to a multiple of ``stride``.

@@ -1,5 +1,6 @@
-"""happynear/caffe-windows' FCNAccuracy (commit 967eedf, ``src/caffe/layers/fcn_accuracy_layer.cpp``; also in
-Centerus/caffe-windows and Aliang-SEU/MTCNN-on-caffe-window): the hit rate of a score map's peak."""
+"""happynear/caffe-windows' FCNAccuracy (commit 967eedf,
+``src/caffe/layers/fcn_accuracy_layer.cpp``; also in Centerus/caffe-windows and
+Aliang-SEU/MTCNN-on-caffe-window): the hit rate of a score map's peak."""
 import numpy as np
 
 from ...errors import ShapeError

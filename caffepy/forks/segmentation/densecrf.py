@@ -3,9 +3,9 @@ Gaussian edge potentials (NIPS 2011). DeepLab v2's (aharley/segaware
 ``caffe/src/caffe/layers/densecrf_layer.cpp``, ``util/densecrf_pairwise.cpp``,
 ``util/permutohedral.cpp``, ``include/caffe/util/densecrf_util.hpp``; the same files in
 hszhao/PSPNet, Chrisding/seal and the other DeepLab v2 descendants) and, as a variant under the
-same type name, pathak22/caffe-ccnn's (commit f62faf1, ``src/caffe/layers/densecrf_layer.cpp`` over Krähenbühl's
-densecrf library in ``src/caffe/util/densecrf/``), whose lattice, Potts potential and fast_exp are
-the same code.
+same type name, pathak22/caffe-ccnn's (commit f62faf1, ``src/caffe/layers/densecrf_layer.cpp``
+over Krähenbühl's densecrf library in ``src/caffe/util/densecrf/``), whose lattice, Potts
+potential and fast_exp are the same code.
 """
 import numpy as np
 
@@ -86,7 +86,8 @@ class DenseCRFLayer(Layer):
     I_1 / bi_rgb_std, I_2 / bi_rgb_std), I the three channels of bottom 2 as given (BGR, mean
     subtracted, unscaled); n_k = 1 / (K_k 1 + 1e-20). K is the fork's permutohedral lattice,
     whose arithmetic is CRF-as-RNN's (:mod:`.permutohedral`, the same lattice code of
-    Krähenbühl's, SSE build), and softmax uses the fork's polynomial ``fast_exp`` (:func:`fast_exp`).
+    Krähenbühl's, SSE build), and softmax uses the fork's polynomial ``fast_exp``
+    (:func:`fast_exp`).
     Top: Q_T (``output_probability: true``) or log(max(Q_T, FLT_MIN)), 0 outside the effective
     region. The fork reads the image of bottom 2 at num 0 for every image of the batch (its
     ``im = bottom[2]->cpu_data()`` has no per-image offset); caffepy does the same.

@@ -1,6 +1,6 @@
-"""RCF's ImageLabelmapData (yun-liu/rcf commit ce460ff, ``src/caffe/layers/image_labelmap_data_layer.cpp`` and its
-DataTransformer's ``LocTransform`` / ``LabelmapTransform``, the HED reader): an image and its edge
-map per list line.
+"""RCF's ImageLabelmapData (yun-liu/rcf commit ce460ff,
+``src/caffe/layers/image_labelmap_data_layer.cpp`` and its DataTransformer's ``LocTransform`` /
+``LabelmapTransform``, the HED reader): an image and its edge map per list line.
 """
 import numpy as np
 

@@ -114,8 +114,9 @@ def _malis(weights, seg, offsets, pos):
     order unspecified, which changes which of equal edges gets the pairs); each merge of two
     sets adds, for every pair of labels (a in one, b in the other, counts na, nb) with a == b
     (pos) or a != b (not pos), ``dl = (1 - w)`` (pos) or ``-w``: ``loss += dl^2 na nb``,
-    ``dloss[e] += dl na nb``; then ``dloss[e] /= P`` and ``loss / P`` at the end, P = the number of same-label pairs (pos) or of
-    different-label pairs (not pos) among the labelled voxels (0 when P is 0)."""
+    ``dloss[e] += dl na nb``; then ``dloss[e] /= P`` and ``loss / P`` at the end, P = the
+    number of same-label pairs (pos) or of different-label pairs (not pos) among the labelled
+    voxels (0 when P is 0)."""
     E = weights.shape[0]
     dims = weights.shape[1:]
     nvert = int(np.prod(dims))

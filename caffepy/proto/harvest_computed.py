@@ -249,6 +249,14 @@ COMPUTED = frozenset([
     "LayerParameter.truncation_param", "TruncationParameter.lower_bound",
     "TruncationParameter.upper_bound", "LayerParameter.soft_truncation_param",
     "SoftTruncationParameter.c",
+    # pathak22/caffe-ccnn's DenseCRF (caffepy/forks/segmentation/densecrf.py)
+    "LayerParameter.densecrf_param", "DenseCRFParameter.x_gauss", "DenseCRFParameter.y_gauss",
+    "DenseCRFParameter.wt_gauss", "DenseCRFParameter.x_bilateral",
+    "DenseCRFParameter.y_bilateral", "DenseCRFParameter.r_bilateral",
+    "DenseCRFParameter.g_bilateral", "DenseCRFParameter.b_bilateral",
+    "DenseCRFParameter.wt_bilateral",
+    # the OpenCL branch's Affinity (caffepy/forks/segmentation/malis.py)
+    "LayerParameter.affinity_param", "AffinityParameter.offset",
 ] + ["LSTMConvolutionParameter." + f for f in (
     "num_output", "bias_term", "pad", "kernel_size", "stride", "dilation", "group",
     "weight_filler", "bias_filler", "type", "axis", "engine", "force_nd_im2col", "pad_h", "pad_w",

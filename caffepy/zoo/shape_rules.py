@@ -7,7 +7,7 @@ rules, in order:
 
 a. **in place** (every top is one of its bottoms): each top keeps that bottom's shape;
 b. **same shape as its first bottom**: a type of :data:`SAME_SHAPE` (element-wise activations,
-   normalizations, dropout-like and scale-like layers of forks, each entry naming a fork whose
+   normalizations and dropout-like layers of forks, each entry naming a fork whose
    source shapes the top as ``ReshapeLike(*bottom[0])``), one top;
 c. **a loss**: a type whose name ends with ``Loss`` (any case: V0 / V1 spellings), one top: a
    scalar;
@@ -44,8 +44,6 @@ SAME_SHAPE = {
     "GroupNorm": "blankWorld/GroupNorm-caffe",
     # dropout-like
     "SeLUDropout": _SYNOPSYS,
-    # scale-like: bottom 0 scaled by bottom 1 (a per-position map across the channels)
-    "SpatialProduct": _SYNOPSYS,
 }
 
 STAND_IN_SAME = "caffepy.summary.SameShape"

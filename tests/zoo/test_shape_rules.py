@@ -115,7 +115,7 @@ def test_rule_for_each_case_and_no_rule():
     assert all(isinstance(f, str) and "/" in f for f in SAME_SHAPE.values())
     from caffepy.layers.base import has_layer_type          # a registered type is built instead
     assert [t for t in SAME_SHAPE if has_layer_type(t)] == []
-    scaled = rule_for(_layer('layer { name: "s" type: "SpatialProduct" bottom: "x" bottom: "m" '
+    scaled = rule_for(_layer('layer { name: "s" type: "GroupNorm" bottom: "x" bottom: "m" '
                              'top: "y" }'))
     assert "first bottom" in scaled.text and list(scaled.stand_in.bottom) == ["x", "m"]
     loss = rule_for(_layer('layer { name: "l" type: "SQUARED_HINGE_LOSS" bottom: "x" bottom: "t" '

@@ -1,7 +1,12 @@
 """Semantic segmentation forks: SegNet, DeepLab v1 / v2, ENet, PSANet, DeconvNet, CRF-as-RNN.
 
 Modules: ``segnet`` (BN, the pooling-mask Upsample, DenseImageData, Bayesian test-time Dropout),
-``deeplab`` (ImageSegData), ``mat_write`` (DeepLab's MatWrite), ``deeplab_v1`` (Padding, SoftmaxWithLoss with softmaxloss_param),
+``deeplab`` (ImageSegData), ``mat_write`` (DeepLab's MatWrite), ``deeplab_v2`` (DeepLab v2's
+SpatialProduct, UniqueLabel, BiasChannel, AdaptiveBiasChannel, MatRead), ``densecrf`` (DeepLab
+v2's DenseCRF and caffe-ccnn's, on the permutohedral lattice of ``permutohedral``),
+``domain_transform`` (DomainTransform, DomainTransformForwardOnly), ``labelmap_data`` (RCF's
+ImageLabelmapData), ``malis`` (the OpenCL branch's Affinity, ConnectedComponent and MalisLoss),
+``seg_data`` (TSN's SegData), ``deeplab_v1`` (Padding, SoftmaxWithLoss with softmaxloss_param),
 ``psanet`` (PointwiseSpatialAttention), ``deconvnet`` (Unpooling, EltwiseAccuracy; the 2014
 BinaryAccuracy, RedAccuracy, RedSoftmaxWithLoss, DropoutChannel), ``deconvnet_data``
 (WindowSegBinary, SelectSegBinary), ``crfasrnn``
@@ -13,7 +18,8 @@ Huttenlocher segments as ROI boxes), ``doc_binarization`` (ctensmeyer/caffe's We
 PR), ``mergecrop`` (the OpenCL branch's MergeCrop and N-d
 MemoryData of 3-D U-Nets). PSPNet / DeepLab's Interp is in :mod:`caffepy.forks.misc.vision`.
 Built-in Python layer: ENet's ``spatial_dropout.SpatialDropoutLayer``.
-Schema: proto/additions.json (PSPNet, DeepLab), proto/additions.d/segnet_c3d_face_flownet.json,
+Schema: proto/additions.json (PSPNet, DeepLab; DeepLab v2's messages too),
+proto/additions.d/segnet_c3d_face_flownet.json,
 crfasrnn_tsn_pose.json, surveyed_forks.json, census_forks.json (PiCANet's pw_attend_param, StevenHickson's seg_param),
 census_tail_data.json (ctensmeyer/caffe's weighted_fmeasure_loss_param, precision_recall_param).
 """

@@ -1,4 +1,5 @@
-"""The harvested fields caffepy's fork layers compute (``"Message.field"`` names): never refused,
+"""The harvested fields caffepy's fork layers compute (``"Message.field"`` names, and
+``"Message.field=VALUE"`` for a harvested enum value): never refused,
 in strict mode as in structure-only mode (:mod:`caffepy.proto.harvest_policy`). Each group names
 the fork and the module that computes it."""
 
@@ -229,6 +230,19 @@ COMPUTED = frozenset([
     "PoolingNDParameter.pad_w", "PoolingNDParameter.kernel_h", "PoolingNDParameter.kernel_w",
     "PoolingNDParameter.stride_h", "PoolingNDParameter.stride_w", "PoolingNDParameter.engine",
     "PoolingNDParameter.global_pooling", "PoolingNDParameter.axis",
+    # yjxiong/caffe's BatchReduction (caffepy/forks/video/tsn.py)
+    "LayerParameter.batch_reduction_param", "BatchReductionParameter.level",
+    "BatchReductionParameter.reduction_param", "BatchReductionParameter.pos",
+    "ReductionParameter.k", "ReductionParameter.operation=TOPK",
+    # MNC's ROIWarping, MaskResize, ROIMaskPooling (caffepy/forks/detection/mnc.py)
+    "LayerParameter.roi_warping_param", "ROIWarpingParameter.pooled_h",
+    "ROIWarpingParameter.pooled_w", "ROIWarpingParameter.spatial_scale",
+    "LayerParameter.mask_resize_param", "MaskResizeParameter.output_height",
+    "MaskResizeParameter.output_width", "LayerParameter.roi_mask_pooling_param",
+    "ROIMaskPoolingParameter.pooled_h", "ROIMaskPoolingParameter.pooled_w",
+    "ROIMaskPoolingParameter.spatial_scale", "ROIMaskPoolingParameter.spatial_shift",
+    "ROIMaskPoolingParameter.half_part", "ROIMaskPoolingParameter.roi_scale",
+    "ROIMaskPoolingParameter.mask_scale",
     # the gradient-reversal GradientScaler (caffepy/forks/misc/perturb.py)
     "LayerParameter.gradient_scaler_param",
 ] + ["LSTMConvolutionParameter." + f for f in (

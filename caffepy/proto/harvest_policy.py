@@ -176,7 +176,8 @@ def _walk(msg, path, layer, out, tab):
         if fd.enum_type is not None:
             for v in values:
                 ev = fd.enum_type.values_by_number.get(v)
-                entry = tab.get("%s=%s" % (key, ev.name)) if ev is not None else None
+                named = "%s=%s" % (key, ev.name) if ev is not None else None
+                entry = tab.get(named) if named and named not in COMPUTED else None
                 if entry is not None and key == "V1LayerParameter.type" and _v1_type_computed(v):
                     entry = None
                 if entry is not None:

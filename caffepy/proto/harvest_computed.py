@@ -243,6 +243,10 @@ COMPUTED = frozenset([
     "ROIMaskPoolingParameter.spatial_scale", "ROIMaskPoolingParameter.spatial_shift",
     "ROIMaskPoolingParameter.half_part", "ROIMaskPoolingParameter.roi_scale",
     "ROIMaskPoolingParameter.mask_scale",
+    # RRPN's and CRPN's RotateROIPooling (caffepy/forks/detection/rotated_roi.py)
+    "LayerParameter.rotate_pooling_param", "LayerParameter.rotate_roi_pooling_param",
+    "RotateROIPoolingParameter.pooled_h", "RotateROIPoolingParameter.pooled_w",
+    "RotateROIPoolingParameter.spatial_scale",
     # the gradient-reversal GradientScaler (caffepy/forks/misc/perturb.py)
     "LayerParameter.gradient_scaler_param",
 ] + ["LSTMConvolutionParameter." + f for f in (

@@ -247,6 +247,16 @@ COMPUTED = frozenset([
     "LayerParameter.rotate_pooling_param", "LayerParameter.rotate_roi_pooling_param",
     "RotateROIPoolingParameter.pooled_h", "RotateROIPoolingParameter.pooled_w",
     "RotateROIPoolingParameter.spatial_scale",
+    # PSROIAlign and DeformablePSROIPooling (caffepy/forks/detection/rfcn_align.py); pooled_size
+    # is never read (makefile/frcnn src/caffe/DeformConv/deformable_psroi_pooling_layer.cpp
+    # LayerSetUp sets the pooled size to group_size)
+    "LayerParameter.psroi_align_param", "PSROIAlignParameter.spatial_scale",
+    "PSROIAlignParameter.output_dim", "PSROIAlignParameter.group_size",
+    "PSROIAlignParameter.sample_num", "LayerParameter.deformable_psroi_pooling_param",
+    "DeformablePSROIPoolingParameter.spatial_scale", "DeformablePSROIPoolingParameter.output_dim",
+    "DeformablePSROIPoolingParameter.group_size", "DeformablePSROIPoolingParameter.pooled_size",
+    "DeformablePSROIPoolingParameter.part_size", "DeformablePSROIPoolingParameter.sample_per_part",
+    "DeformablePSROIPoolingParameter.trans_std", "DeformablePSROIPoolingParameter.no_trans",
     # the gradient-reversal GradientScaler (caffepy/forks/misc/perturb.py)
     "LayerParameter.gradient_scaler_param",
 ] + ["LSTMConvolutionParameter." + f for f in (

@@ -257,6 +257,13 @@ COMPUTED = frozenset([
     "DeformablePSROIPoolingParameter.group_size", "DeformablePSROIPoolingParameter.pooled_size",
     "DeformablePSROIPoolingParameter.part_size", "DeformablePSROIPoolingParameter.sample_per_part",
     "DeformablePSROIPoolingParameter.trans_std", "DeformablePSROIPoolingParameter.no_trans",
+    # makefile/frcnn's DeformableConvolution (caffepy/forks/detection/deform_conv.py); engine and
+    # force_nd_im2col are read by its LayerSetUp and do not change what its kernels compute
+    "LayerParameter.deformable_convolution_param", "V1LayerParameter.deformable_convolution_param",
+] + ["DeformableConvolutionParameter." + f for f in (
+    "num_output", "bias_term", "pad", "kernel_size", "group", "stride", "weight_filler",
+    "bias_filler", "pad_h", "pad_w", "kernel_h", "kernel_w", "stride_h", "stride_w", "engine",
+    "axis", "force_nd_im2col", "dilation", "deformable_group")] + [
     # the gradient-reversal GradientScaler (caffepy/forks/misc/perturb.py)
     "LayerParameter.gradient_scaler_param",
 ] + ["LSTMConvolutionParameter." + f for f in (

@@ -264,6 +264,11 @@ COMPUTED = frozenset([
     "num_output", "bias_term", "pad", "kernel_size", "group", "stride", "weight_filler",
     "bias_filler", "pad_h", "pad_w", "kernel_h", "kernel_w", "stride_h", "stride_w", "engine",
     "axis", "force_nd_im2col", "dilation", "deformable_group")] + [
+    # happynear's PredictBox (caffepy/forks/face/predict_box.py); nms and output_vector are read
+    # by nothing (predict_box_layer.cpp LayerSetUp takes both modes from the bottom and top counts)
+    "LayerParameter.predict_box_param", "PredictBoxParameter.stride",
+    "PredictBoxParameter.receptive_field", "PredictBoxParameter.positive_thresh",
+    "PredictBoxParameter.bbreg_exp", "PredictBoxParameter.nms", "PredictBoxParameter.output_vector",
     # the gradient-reversal GradientScaler (caffepy/forks/misc/perturb.py)
     "LayerParameter.gradient_scaler_param",
 ] + ["LSTMConvolutionParameter." + f for f in (

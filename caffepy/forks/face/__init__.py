@@ -8,7 +8,8 @@ Modules: ``losses`` (CenterLoss, MarginInnerProduct, LargeMarginInnerProduct), `
 (GlobalLSEMargin, Scale min_value), ``inner_distance`` (InnerDistance), ``happynear``
 (happynear/caffe-windows' Insanity, the randomized leaky ReLU, GeneralContrastiveLoss,
 TripletLoss, EltwiseAffine and the locally connected Local), ``label85`` (TriVerLoss, TxtFeatData, FaceImage),
-``ip_bottom`` (happynear's InnerProduct with its weights from a second bottom),
+``ip_bottom`` (happynear's InnerProduct with its weights from a second bottom), ``predict_box``
+(happynear's MTCNN PredictBox),
 ``verification_2014`` (AlfredXiangWu/caffe's Distance, VerificationLoss, GaussianNoise,
 VerificationAccuracy, TripletAccuracy, BinaryLabel), ``pgcnn`` (mysee1989/PG-CNN's MultiROIPooling:
 fixed-size crops around facial landmarks, one top per landmark), ``e2e_face`` (mikuhatsune/e2e_face's

@@ -269,6 +269,11 @@ COMPUTED = frozenset([
     "LayerParameter.predict_box_param", "PredictBoxParameter.stride",
     "PredictBoxParameter.receptive_field", "PredictBoxParameter.positive_thresh",
     "PredictBoxParameter.bbreg_exp", "PredictBoxParameter.nms", "PredictBoxParameter.output_vector",
+    # CRPN's and RRPN's RotateROIAlign (caffepy/forks/detection/rotated_align.py); RRPN's kernel
+    # takes its scales from im_info and the map (its spatial_scale changes nothing computed)
+    "LayerParameter.rotate_align_param", "LayerParameter.rotate_roi_align_param",
+    "RotateROIAlignParameter.pooled_h", "RotateROIAlignParameter.pooled_w",
+    "RotateROIAlignParameter.spatial_scale",
     # the gradient-reversal GradientScaler (caffepy/forks/misc/perturb.py)
     "LayerParameter.gradient_scaler_param",
 ] + ["LSTMConvolutionParameter." + f for f in (

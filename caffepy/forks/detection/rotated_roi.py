@@ -1,6 +1,7 @@
-"""Rotated-ROI max pooling of the arbitrary-oriented text and ship detectors: RRPN's
+"""Rotated-ROI pooling of the arbitrary-oriented text and ship detectors: RRPN's
 (mjq11302010044/RRPN, caffe-fast-rcnn/src/caffe/layers/rotate_roi_pooling_layer.cu; its copy in
-lilinhao/ShipDetection) and CRPN's (xhzdeng/crpn, the same file name), both ``RotateROIPooling``.
+lilinhao/ShipDetection) and CRPN's (xhzdeng/crpn, the same file name), both ``RotateROIPooling``,
+whose ``RotateROIAlign`` layers are in :mod:`.rotated_align`.
 
 Their CUDA kernels are the reference (the training path: both forks' CPU backward is
 NOT_IMPLEMENTED, and their CPU forwards differ from the kernels -- RRPN's rounds the image size,
@@ -201,3 +202,4 @@ class RRPNRotateROIPoolingLayer(_RotateBase):
         abap, acap = ab[0] * apx + ab[1] * apy, ac[0] * apx + ac[1] * apy
         ok = (abab > abap) & (abap >= 0) & (acac > acap) & (acap >= 0) & (ww < W) & (hh < H)
         return (hh * W + ww)[ok].ravel()
+

@@ -1,8 +1,8 @@
 """Temporal segment networks' caffe (yjxiong/caffe): ``Gather``, ``Scatter``, ``BatchReduction``,
 ``SyncBN``.
 
-Its ``SegData`` reader (``seg_data_param``) has no caffepy reader; ``caffepy.zoo`` swaps it for
-an input (batch 1, H and W floored to ``transform_param.stride``, as the fork's first image).
+Its ``SegData`` reader is in :mod:`.seg_data`; ``caffepy.zoo`` swaps it for an input (batch 1, H
+and W floored to ``transform_param.stride``, as the fork's first image).
 """
 import numpy as np
 

@@ -230,6 +230,50 @@ COMPUTED = frozenset([
     "PoolingNDParameter.pad_w", "PoolingNDParameter.kernel_h", "PoolingNDParameter.kernel_w",
     "PoolingNDParameter.stride_h", "PoolingNDParameter.stride_w", "PoolingNDParameter.engine",
     "PoolingNDParameter.global_pooling", "PoolingNDParameter.axis",
+    # yjxiong/caffe's BatchReduction (caffepy/forks/video/tsn.py)
+    "LayerParameter.batch_reduction_param", "BatchReductionParameter.level",
+    "BatchReductionParameter.reduction_param", "BatchReductionParameter.pos",
+    "ReductionParameter.k", "ReductionParameter.operation=TOPK",
+    # MNC's ROIWarping, MaskResize, ROIMaskPooling (caffepy/forks/detection/mnc.py)
+    "LayerParameter.roi_warping_param", "ROIWarpingParameter.pooled_h",
+    "ROIWarpingParameter.pooled_w", "ROIWarpingParameter.spatial_scale",
+    "LayerParameter.mask_resize_param", "MaskResizeParameter.output_height",
+    "MaskResizeParameter.output_width", "LayerParameter.roi_mask_pooling_param",
+    "ROIMaskPoolingParameter.pooled_h", "ROIMaskPoolingParameter.pooled_w",
+    "ROIMaskPoolingParameter.spatial_scale", "ROIMaskPoolingParameter.spatial_shift",
+    "ROIMaskPoolingParameter.half_part", "ROIMaskPoolingParameter.roi_scale",
+    "ROIMaskPoolingParameter.mask_scale",
+    # RRPN's and CRPN's RotateROIPooling (caffepy/forks/detection/rotated_roi.py)
+    "LayerParameter.rotate_pooling_param", "LayerParameter.rotate_roi_pooling_param",
+    "RotateROIPoolingParameter.pooled_h", "RotateROIPoolingParameter.pooled_w",
+    "RotateROIPoolingParameter.spatial_scale",
+    # PSROIAlign and DeformablePSROIPooling (caffepy/forks/detection/rfcn_align.py); pooled_size
+    # is never read (makefile/frcnn src/caffe/DeformConv/deformable_psroi_pooling_layer.cpp
+    # LayerSetUp sets the pooled size to group_size)
+    "LayerParameter.psroi_align_param", "PSROIAlignParameter.spatial_scale",
+    "PSROIAlignParameter.output_dim", "PSROIAlignParameter.group_size",
+    "PSROIAlignParameter.sample_num", "LayerParameter.deformable_psroi_pooling_param",
+    "DeformablePSROIPoolingParameter.spatial_scale", "DeformablePSROIPoolingParameter.output_dim",
+    "DeformablePSROIPoolingParameter.group_size", "DeformablePSROIPoolingParameter.pooled_size",
+    "DeformablePSROIPoolingParameter.part_size", "DeformablePSROIPoolingParameter.sample_per_part",
+    "DeformablePSROIPoolingParameter.trans_std", "DeformablePSROIPoolingParameter.no_trans",
+    # makefile/frcnn's DeformableConvolution (caffepy/forks/detection/deform_conv.py); engine and
+    # force_nd_im2col are read by its LayerSetUp and do not change what its kernels compute
+    "LayerParameter.deformable_convolution_param", "V1LayerParameter.deformable_convolution_param",
+] + ["DeformableConvolutionParameter." + f for f in (
+    "num_output", "bias_term", "pad", "kernel_size", "group", "stride", "weight_filler",
+    "bias_filler", "pad_h", "pad_w", "kernel_h", "kernel_w", "stride_h", "stride_w", "engine",
+    "axis", "force_nd_im2col", "dilation", "deformable_group")] + [
+    # happynear's PredictBox (caffepy/forks/face/predict_box.py); nms and output_vector are read
+    # by nothing (predict_box_layer.cpp LayerSetUp takes both modes from the bottom and top counts)
+    "LayerParameter.predict_box_param", "PredictBoxParameter.stride",
+    "PredictBoxParameter.receptive_field", "PredictBoxParameter.positive_thresh",
+    "PredictBoxParameter.bbreg_exp", "PredictBoxParameter.nms", "PredictBoxParameter.output_vector",
+    # CRPN's and RRPN's RotateROIAlign (caffepy/forks/detection/rotated_align.py); RRPN's kernel
+    # takes its scales from im_info and the map (its spatial_scale changes nothing computed)
+    "LayerParameter.rotate_align_param", "LayerParameter.rotate_roi_align_param",
+    "RotateROIAlignParameter.pooled_h", "RotateROIAlignParameter.pooled_w",
+    "RotateROIAlignParameter.spatial_scale",
     # the gradient-reversal GradientScaler (caffepy/forks/misc/perturb.py)
     "LayerParameter.gradient_scaler_param",
     # Ristretto's quantized layers (caffepy/forks/misc/ristretto.py)

@@ -95,6 +95,8 @@ FORK_V1_TYPES = (
      "abearman/whats-the-point1", "class"),
     ("RELU6", "ReLU6", "eric612/MobileNet-YOLO", "class"),
     ("BLACKHOLE", "BlackHole", "BobLiu20/caffe", "class"),
+    # dengshuo's own port reads the image height from the channel axis and its width from the
+    # batch axis (no coherent reference); the type builds makefile/frcnn's DeformableConvolution
     ("DEFORMABLECONVOLUTION", "DeformableConvolution", "dengshuo/D-M-F-ConvNets", "class"),
     ("DEPTH_WISE_CONVOLUTION", "DepthwiseConvolution", "CHANYUEPO/caffe-ssd", "class"),
     # the V1 name of the gradient-reversal layer (its fork registers the class GradientScaler)
@@ -253,9 +255,6 @@ UNIMPLEMENTED = {
     "EuclideanWeightLoss": "CamlinZ/face_alignment: the fork writes its weights into a buffer's "
                            "diff and reads the buffer's (zero) data, so its loss and gradient are "
                            "always 0",
-    "DeformableConvolution": "dengshuo/D-M-F-ConvNets: GPU-only, and its port groups channels by "
-                             "the image height and calls its col2im with (height, width, "
-                             "channels) for (channels, height, width): no coherent reference",
     "SemiPairLoss": "PKU-ICST-MIPL/CCL_TMM2018: declared in a header only (no source)",
     "DiversityLoss": "limuhit/CCN: declared in a header only (no source)",
     "EleOpt": "limuhit/CCN: declared in a header only (no source)",

@@ -14,7 +14,11 @@ fork's JSON config), ``sds_rcnn`` (SDS-RCNN's SoftmaxWithLoss with a per-label w
 ``rstar_data`` (R*CNN's MIL, Sum and its context-box data layer), ``rpn_cpp`` (the C++ ``RPN``
 proposal layer of JacobWang95/PureCPP_FRCNN and its copies, rpn_param), ``conadd``
 (busyboxs/roi_roi's zero-padding sum Conadd), ``cambricon`` (Cambricon/caffe's ImageDetect, DetectionOut and
-DetectionPoseOutput).
+DetectionPoseOutput), ``mnc`` (MNC's InnerProductBlob, MaskPooling, ROIWarping, ROIMaskPooling,
+MaskResize; their harvested fields in caffepy.proto.harvest_computed.COMPUTED), ``rotated_roi``
+(RotateROIPooling of CRPN and, with three bottoms, of RRPN), ``rotated_align`` (RotateROIAlign
+of CRPN and RRPN), ``rfcn_align`` (PSROIAlign,
+DeformablePSROIPooling), ``deform_conv`` (makefile/frcnn's DeformableConvolution).
 Built-in Python layers, used when the user's module is not on sys.path:
 
 ===============================================  ===========================================

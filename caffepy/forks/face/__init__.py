@@ -9,7 +9,8 @@ Modules: ``losses`` (CenterLoss, MarginInnerProduct, LargeMarginInnerProduct), `
 (happynear/caffe-windows' Insanity, the randomized leaky ReLU, GeneralContrastiveLoss,
 TripletLoss, EltwiseAffine and the locally connected Local), ``label85`` (TriVerLoss, TxtFeatData, FaceImage),
 ``ip_bottom`` (happynear's InnerProduct with its weights from a second bottom), ``fcn_accuracy``
-(happynear's FCNAccuracy: the hit rate of score-map peaks),
+(happynear's FCNAccuracy: the hit rate of score-map peaks), ``predict_box`` (happynear's MTCNN
+PredictBox),
 ``verification_2014`` (AlfredXiangWu/caffe's Distance, VerificationLoss, GaussianNoise,
 VerificationAccuracy, TripletAccuracy, BinaryLabel), ``pgcnn`` (mysee1989/PG-CNN's MultiROIPooling:
 fixed-size crops around facial landmarks, one top per landmark), ``e2e_face`` (mikuhatsune/e2e_face's

@@ -1,9 +1,13 @@
-"""Temporal segment networks' caffe (yjxiong/caffe): ``Gather``.
+"""Temporal segment networks' caffe (yjxiong/caffe): ``Gather``, ``Scatter``, ``BatchReduction``,
+``SyncBN``.
 
-Its ``SegData`` reader (``seg_data_param``) has no caffepy reader; ``caffepy.zoo`` swaps it for
-an input (batch 1, H and W floored to ``transform_param.stride``, as the fork's first image).
+Its ``SegData`` reader is caffepy.forks.segmentation.seg_data; ``caffepy.zoo`` swaps it for an input (batch 1, H
+and W floored to ``transform_param.stride``, as the fork's first image).
 """
-from ...layers.base import Layer, register_layer
+import numpy as np
+
+from ...layers.base import Layer, fork_param, register_layer
+from ...layers.normalization import BNLayer, _bcast, _ncs
 
 
 @register_layer("Gather")
@@ -31,3 +35,178 @@ class GatherLayer(Layer):
         for b, t, down in zip(bottom, top, propagate_down):
             if down:
                 b.diff[...] = t.diff
+
+
+@register_layer("Scatter")
+class ScatterLayer(GatherLayer):
+    """Top i = bottom i, for every i (yjxiong/caffe src/caffe/layers/scatter_layer.cpp outside MPI
+    mode: the tops share the bottoms' data and diff, forward and backward do nothing).
+
+    In the fork's MPI mode each rank keeps its 1/R share of bottom i's batch and backward
+    all-gathers the diffs and divides them by R; one process holds the whole batch, so the
+    identity is what it computes. prototxt: no parameters. Bottoms: k >= 1 blobs; tops: k blobs
+    of the same shapes.
+    """
+    type = "Scatter"
+
+
+@register_layer("BatchReduction")
+class BatchReductionLayer(Layer):
+    """Reduce one axis in groups of level^2 entries (yjxiong/caffe
+    src/caffe/layers/batch_reduction_layer.cpp, its CPU code).
+
+    With bottom shape (outer..., A, inner...) and ``level`` [l_1 .. l_L] (default [1]):
+    levels [1] reduce the whole axis, top (outer..., inner...); otherwise A must equal
+    sum l_i^2 and top is (outer..., L, inner...), entry i reducing the next l_i^2 rows.
+    SUM adds the rows, MEAN averages them; backward gives each row coeff * dy (coeff 1 or
+    1 / l_i^2). TOPK (one level only): top = mean of the k largest rows per position (ties in
+    the order the rows come); backward gives those rows dy / k, the others 0. ``pos``: the axis
+    after ``axis`` is reduced too, taking the diagonal x[..., t, t, inner...] (level [1] only):
+    top (outer..., inner after both axes), backward writes dy (times coeff) on the diagonal and 0
+    elsewhere. ASUM / SUMSQ are NOT_IMPLEMENTED in the fork and refused here.
+
+    prototxt: ``batch_reduction_param { level: (repeated) pos: false reduction_param {
+    operation: SUM axis: 0 k: 1 } }``. Bottom: any blob; top as above.
+    """
+    exact_num_bottom_blobs = 1
+    exact_num_top_blobs = 1
+
+    def layer_setup(self, bottom, top):
+        p = fork_param(self.layer_param, "batch_reduction_param")
+        rp = p.reduction_param
+        ops = self._caffe_pb2.ReductionParameter
+        self.op = {ops.SUM: "SUM", ops.MEAN: "MEAN"}.get(rp.operation)
+        if rp.operation == getattr(ops, "TOPK", -1):
+            self.op = "TOPK"
+        if self.op is None:
+            raise self.error("reduction_param operation %s is NOT_IMPLEMENTED in the fork's "
+                             "BatchReduction (SUM, MEAN, TOPK only)"
+                             % ops.ReductionOp.Name(rp.operation))
+        self.k = int(rp.k)
+        self.pos = bool(p.pos)
+        self.levels = [int(v) for v in p.level] or [1]
+        if len(self.levels) > 1 and (self.pos or self.op == "TOPK"):
+            raise self.error("batch_reduction_param: pos and TOPK take one level, got %d"
+                             % len(self.levels))
+        nd = bottom[0].num_axes
+        self.axis = int(rp.axis) + (nd if rp.axis < 0 else 0)
+        if not 0 <= self.axis < nd or (self.pos and self.axis + 1 >= nd):
+            raise self.error("reduction axis %d out of range for a bottom of shape %s%s"
+                             % (rp.axis, bottom[0].shape, " (pos reduces two axes)"
+                                if self.pos else ""))
+
+    def reshape(self, bottom, top):
+        shape, a = bottom[0].shape, self.axis
+        self.global_ = self.levels == [1]
+        if self.global_:
+            self.ticks = [shape[a]]
+        else:
+            self.ticks = [v * v for v in self.levels]
+            if sum(self.ticks) != shape[a]:
+                raise self.error("axis %d has %d entries, the levels %s need %d"
+                                 % (a, shape[a], self.levels, sum(self.ticks)))
+        if self.pos and shape[a + 1] < shape[a]:
+            raise self.error("pos: axis %d (%d) must be at least axis %d (%d) long"
+                             % (a + 1, shape[a + 1], a, shape[a]))
+        if self.op == "TOPK" and not 1 <= self.k <= self.ticks[0]:
+            raise self.error("TOPK k = %d must be in [1, %d]" % (self.k, self.ticks[0]))
+        inner = shape[a + 2:] if self.pos else shape[a + 1:]
+        top[0].reshape(shape[:a] + (() if self.global_ else (len(self.levels),)) + inner)
+
+    def _rows(self, x):
+        """(outer, A, inner) view of x; pos: the diagonal (outer, A, inner)."""
+        a, shape = self.axis, x.shape
+        outer = int(np.prod(shape[:a], dtype=np.int64))
+        if self.pos:
+            n = shape[a]
+            v = x.reshape(outer, n, shape[a + 1], -1)
+            return v[:, np.arange(n), np.arange(n), :]
+        return x.reshape(outer, shape[a], -1)
+
+    def forward_cpu(self, bottom, top):
+        rows = self._rows(bottom[0].data)
+        out = top[0].data.reshape(rows.shape[0], -1, rows.shape[2])
+        if self.op == "TOPK":
+            order = np.argsort(-rows, axis=1, kind="stable")[:, :self.k]
+            self._chosen = order
+            out[:, 0] = np.take_along_axis(rows, order, axis=1).sum(axis=1) / self.k
+            return
+        start = 0
+        for i, t in enumerate(self.ticks):
+            s = rows[:, start:start + t].sum(axis=1)
+            out[:, i] = s / t if self.op == "MEAN" else s
+            start += t
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        if not propagate_down[0]:
+            return
+        dx = np.zeros_like(bottom[0].diff)
+        shape = bottom[0].shape
+        outer = int(np.prod(shape[:self.axis], dtype=np.int64))
+        dy = top[0].diff.reshape(outer, 1 if self.global_ else len(self.levels), -1)
+        grad = np.zeros((outer, shape[self.axis], dy.shape[2]), dtype=dx.dtype)
+        if self.op == "TOPK":
+            np.put_along_axis(grad, self._chosen,
+                              np.repeat(dy[:, :1] / self.k, self.k, axis=1), axis=1)
+        else:
+            start = 0
+            for i, t in enumerate(self.ticks):
+                grad[:, start:start + t] = dy[:, i:i + 1] / t if self.op == "MEAN" \
+                    else dy[:, i:i + 1]
+                start += t
+        if self.pos:
+            n = shape[self.axis]
+            v = dx.reshape(outer, n, shape[self.axis + 1], -1)
+            v[:, np.arange(n), np.arange(n), :] = grad
+        else:
+            dx.reshape(grad.shape)[...] = grad
+        bottom[0].diff[...] = dx
+
+
+@register_layer("SyncBN")
+class SyncBNLayer(BNLayer):
+    """yjxiong/caffe's SyncBN (src/caffe/layers/sync_bn_layer.cu; the .cpp's CPU functions are
+    empty and the layer is built only with USE_MPI), in one process.
+
+    TRAIN, with m = N * H * W values per channel: mu = E[x], var = (E[x^2] - mu^2) * m / (m - 1)
+    (the unbiased variance, m > 1) is used both to normalise, y = slope (x - mu) / sqrt(var +
+    eps) + bias, and for the moving averages (mean <- (1 - momentum) mu + momentum mean, the same
+    for var). TEST: the stored averages. Backward: d slope += sum(x_hat dy), d bias += sum(dy),
+    dx = slope / sqrt(var + eps) (dy - (x_hat sum(x_hat dy) + sum(dy)) / m) -- the batch-norm
+    formula with m, not the exact derivative of the unbiased-variance forward (they differ by
+    O(1/m) in the x_hat term). ``frozen`` is not read.
+
+    The fork's multi-GPU sync: each of R ranks computes E[x] and E[x^2] of its own N images
+    divided by the global m = N H W R, an MPI all-reduce sums them, so every rank normalises with
+    the statistics of the whole R N batch; in backward sum(x_hat dy) and sum(dy) are all-reduced
+    the same way and m is again the global count (each rank adds 1/R of the global sums to its
+    slope and bias diffs). One process holding the whole batch computes exactly these statistics
+    and bottom gradient (R = 1).
+
+    prototxt: ``bn_param { slope_filler bias_filler momentum: 0.9 eps: 1e-5 }``. Bottom
+    N x C x H x W; top the same. Params: slope, bias, mean, var (1, C, 1, 1); mean and var get
+    lr_mult 0 / decay_mult 0.
+    """
+    type = "SyncBN"
+
+    def layer_setup(self, bottom, top):
+        super().layer_setup(bottom, top)
+        if self.frozen:         # the fork's SyncBN does not read bn_param.frozen
+            self.frozen = False
+            self.param_propagate_down = [True, True, False, False]
+
+    def forward_cpu(self, bottom, top):
+        if self.phase == self._caffe_pb2.TEST:
+            return super().forward_cpu(bottom, top)
+        x = _ncs(bottom[0].data, self.channels)
+        slope, bias, mean, var = (b.data.reshape(-1) for b in self.blobs)
+        m = x.shape[0] * x.shape[2]
+        mu = x.mean(axis=(0, 2))
+        v = np.square(x).mean(axis=(0, 2)) - mu * mu
+        if m > 1:
+            v = v * (m / (m - 1.0))
+        mean[...] = (1 - self.momentum) * mu + self.momentum * mean
+        var[...] = (1 - self.momentum) * v + self.momentum * var
+        self.inv_std = (1.0 / np.sqrt(v + self.eps)).astype(self.dtype)
+        self.x_norm = (x - _bcast(mu)) * _bcast(self.inv_std)
+        _ncs(top[0].data, self.channels)[...] = self.x_norm * _bcast(slope) + _bcast(bias)

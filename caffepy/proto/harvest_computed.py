@@ -231,6 +231,19 @@ COMPUTED = frozenset([
     "PoolingNDParameter.global_pooling", "PoolingNDParameter.axis",
     # the gradient-reversal GradientScaler (caffepy/forks/misc/perturb.py)
     "LayerParameter.gradient_scaler_param",
+    # BeSlower/caffe's LiftedStructSimilaritySoftmaxLoss (caffepy/forks/misc/lifted_struct.py)
+    "LayerParameter.lifted_struct_sim_softmax_loss_param",
+    "LiftedStructSimilaritySoftmaxLossParameter.margin",
+    # ApolloCaffe's / CharlesShang/caffe's LstmUnit (caffepy/forks/misc/lstm_unit.py)
+    "LayerParameter.lstm_unit_param", "LstmUnitParameter.num_cells",
+    "LstmUnitParameter.input_weight_filler", "LstmUnitParameter.input_gate_weight_filler",
+    "LstmUnitParameter.forget_gate_weight_filler", "LstmUnitParameter.output_gate_weight_filler",
+    "LstmUnitParameter.tie_output_forget", "LstmUnitParameter.tanh_hidden",
+    "LstmUnitParameter.weight_filler",
+    # py-faster-rcnn-st's PowerFile, LocLoss, STLoss (caffepy/forks/misc/st_losses.py)
+    "LayerParameter.power_file_param", "PowerFileParameter.shift_file",
+    "LayerParameter.loc_loss_param", "LocLossParameter.threshold",
+    "LayerParameter.st_loss_param", "STLossParameter.output_H", "STLossParameter.output_W",
 ] + ["LSTMConvolutionParameter." + f for f in (
     "num_output", "bias_term", "pad", "kernel_size", "stride", "dilation", "group",
     "weight_filler", "bias_filler", "type", "axis", "engine", "force_nd_im2col", "pad_h", "pad_w",

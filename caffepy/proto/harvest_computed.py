@@ -244,6 +244,11 @@ COMPUTED = frozenset([
     "LayerParameter.power_file_param", "PowerFileParameter.shift_file",
     "LayerParameter.loc_loss_param", "LocLossParameter.threshold",
     "LayerParameter.st_loss_param", "STLossParameter.output_H", "STLossParameter.output_W",
+    # happynear/caffe-windows' SubRegion and Pairwise (caffepy/forks/misc/happynear_ops.py)
+    "LayerParameter.sub_region_param", "V1LayerParameter.sub_region_param",
+    "SubRegionParameter.region_height", "SubRegionParameter.region_width",
+    "SubRegionParameter.data_height", "SubRegionParameter.data_width", "SubRegionParameter.as_dim",
+    "LayerParameter.pairwise_param", "PairwiseParameter.operation", "PairwiseParameter.coeff",
 ] + ["LSTMConvolutionParameter." + f for f in (
     "num_output", "bias_term", "pad", "kernel_size", "stride", "dilation", "group",
     "weight_filler", "bias_filler", "type", "axis", "engine", "force_nd_im2col", "pad_h", "pad_w",

@@ -249,6 +249,14 @@ COMPUTED = frozenset([
     "SubRegionParameter.region_height", "SubRegionParameter.region_width",
     "SubRegionParameter.data_height", "SubRegionParameter.data_width", "SubRegionParameter.as_dim",
     "LayerParameter.pairwise_param", "PairwiseParameter.operation", "PairwiseParameter.coeff",
+    # happynear/caffe-windows' SoftContrastiveLoss and NCALoss (caffepy/forks/misc/
+    # happynear_losses.py); exponent_scale is accepted: the fork's layer never reads it
+    # (soft_contrastive_loss_layer.cpp sets exponent_scale_ from negative_weight)
+    "LayerParameter.soft_contrastive_loss_param", "SoftContrastiveParameter.positive_margin",
+    "SoftContrastiveParameter.negative_margin", "SoftContrastiveParameter.positive_weight",
+    "SoftContrastiveParameter.negative_weight", "SoftContrastiveParameter.exponent_scale",
+    "SoftContrastiveParameter.square", "LayerParameter.nca_param",
+    "NCAParameter.min_negative_only",
 ] + ["LSTMConvolutionParameter." + f for f in (
     "num_output", "bias_term", "pad", "kernel_size", "stride", "dilation", "group",
     "weight_filler", "bias_filler", "type", "axis", "engine", "force_nd_im2col", "pad_h", "pad_w",

@@ -36,7 +36,8 @@ fork readers caffepy does not build, for caffepy.zoo: aaalgo/caffe's PicPac).
 ``lifted_struct`` (BeSlower/caffe's LiftedStructSimilaritySoftmaxLoss), ``lstm_unit`` (ApolloCaffe's
 and CharlesShang/caffe's LstmUnit: one LSTM step with its own gate weights), ``st_losses``
 (py-faster-rcnn-st's PowerFile, LocLoss and STLoss), ``happynear_ops`` (happynear/caffe-windows'
-Transformer, SubRegion, Pairwise, Gram, Cosine), ``happynear_losses`` (its SoftContrastiveLoss, NCALoss).
+Transformer, SubRegion, Pairwise, Gram, Cosine), ``happynear_losses`` (its SoftContrastiveLoss, NCALoss), ``passthrough``
+(da-faster-rcnn's GradientSilent, SDS-RCNN's DummyForward).
 Fork fields of Caffe's readers and layers: ``fork_data`` (Data / ImageData with bogger/caffe-multigpu's
 label_size, PMLS-Caffe's shared_file_system, xavigibert/caffe's source_map and LMDB_FILE,
 DeBlurNet's ``label: false``, rapid_categorization's raw_hdf5), ``bogger_multigpu``

@@ -257,6 +257,19 @@ COMPUTED = frozenset([
     "SoftContrastiveParameter.negative_weight", "SoftContrastiveParameter.exponent_scale",
     "SoftContrastiveParameter.square", "LayerParameter.nca_param",
     "NCAParameter.min_negative_only",
+    # its GeneralTripletLoss, BatchContrastiveLoss, ConfidencePenaltyLoss (the same module) and
+    # Hotspot (caffepy/forks/misc/happynear_ops.py)
+    "LayerParameter.general_triplet_loss_param", "GeneralTripletParameter.margin",
+    "GeneralTripletParameter.add_center_loss", "GeneralTripletParameter.hardest_only",
+    "GeneralTripletParameter.positive_first", "GeneralTripletParameter.positive_upper_bound",
+    "GeneralTripletParameter.positive_weight", "GeneralTripletParameter.negative_weight",
+    "LayerParameter.batch_contrastive_loss_param", "BatchContrastiveParameter.positive_margin",
+    "BatchContrastiveParameter.negative_margin", "BatchContrastiveParameter.positive_weight",
+    "BatchContrastiveParameter.negative_weight", "BatchContrastiveParameter.max_only",
+    "LayerParameter.confidence_penalty_loss_param", "ConfidencePenaltyLossParameter.beta",
+    "LayerParameter.hotspot_param", "HotspotParameter.gaussian_std",
+    "HotspotParameter.output_height", "HotspotParameter.output_width",
+    "HotspotParameter.data_height", "HotspotParameter.data_width", "HotspotParameter.mean_removed",
 ] + ["LSTMConvolutionParameter." + f for f in (
     "num_output", "bias_term", "pad", "kernel_size", "stride", "dilation", "group",
     "weight_filler", "bias_filler", "type", "axis", "engine", "force_nd_im2col", "pad_h", "pad_w",

@@ -2,7 +2,8 @@
 Aliang-SEU/MTCNN-on-caffe-window): Transformer (an affine spatial transformer,
 src/caffe/layers/transformer_layer.cpp / .cu), SubRegion (crops around points,
 subregion_layer.cpp / .cu), Pairwise (all pairs of two row sets, pairwise_layer.cpp), Gram
-(gram_layer.cpp) and Cosine (cosine_layer.cpp / .cu).
+(gram_layer.cpp), Cosine (cosine_layer.cpp / .cu) and Hotspot (Gaussian heat maps at points,
+hotspot_layer.cpp).
 
 Where the fork's CPU and GPU code differ, the docstring says which one caffepy follows.
 """
@@ -294,3 +295,62 @@ class CosineLayer(NeuronLayer):
     def backward_cpu(self, top, propagate_down, bottom):
         if propagate_down[0]:
             bottom[0].diff[...] = -top[0].diff * np.sin(bottom[0].data)
+
+
+@register_layer("Hotspot")
+class HotspotLayer(Layer):
+    """One Gaussian heat map per point (hotspot_layer.cpp): point p of item n, (px, py) in a
+    data_width x data_height frame (centred at 0 when mean_removed), sits at
+    u = (px / data_width + 0.5) W, v = (py / data_height + 0.5) H of the output (without
+    mean_removed the 0.5 is left out); the map is
+
+        exp(-((u - w)^2 + (v - h)^2) / (2 s^2)) / (2 pi s^2),  set to 0 where it is <= 1e-4
+
+    (u, v rounded to float32 as in the fork). No backward: the fork's is NOT_IMPLEMENTED, and
+    caffepy refuses to propagate too. prototxt: ``hotspot_param { gaussian_std: 1 output_height:
+    0 output_width: 0 data_height data_width (required) mean_removed: true }``; an output size of
+    0 takes bottom[1]'s height and width. Bottoms: points N x 2P [, a blob giving the size].
+    Top: N x P x H x W.
+    """
+    exact_num_bottom_blobs = None
+    min_bottom_blobs = 1
+    max_bottom_blobs = 2
+    exact_num_top_blobs = 1
+
+    def layer_setup(self, bottom, top):
+        p = fork_param(self.layer_param, "hotspot_param")
+        self.h, self.w = int(p.output_height), int(p.output_width)
+        self.std, self.mean_removed = float(p.gaussian_std), bool(p.mean_removed)
+        self.dh, self.dw = int(p.data_height), int(p.data_width)
+        if self.dh * self.dw <= 0:
+            raise self.error("hotspot_param.data_height and data_width must be set")
+
+    def reshape(self, bottom, top):
+        pts = bottom[0]
+        if pts.num_axes < 2 or pts.shape[1] % 2 or pts.count != pts.shape[0] * pts.shape[1]:
+            raise self.error("points must be N x 2P, got %s" % (pts.shape,), ShapeError)
+        if self.h * self.w == 0:
+            if len(bottom) != 2 or bottom[1].num_axes != 4:
+                raise self.error("without output_height and output_width a second, "
+                                 "N x C x H x W bottom gives the size")
+            self.h, self.w = bottom[1].shape[2:]
+        top[0].reshape(pts.shape[0], pts.shape[1] // 2, self.h, self.w)
+
+    def forward_cpu(self, bottom, top):
+        n, p = top[0].shape[:2]
+        pts = bottom[0].data.reshape(n, p, 2).astype(np.float64)
+        off = 0.5 if self.mean_removed else 0.0
+        u = np.float32((pts[..., 0] / self.dw + off) * self.w).astype(np.float64)
+        v = np.float32((pts[..., 1] / self.dh + off) * self.h).astype(np.float64)
+        hh, ww = np.meshgrid(np.arange(self.h), np.arange(self.w), indexing="ij")
+        s2 = self.std * self.std
+        g = 0.5 / s2 / np.pi * np.exp(-0.5 * ((u[..., None, None] - ww) ** 2
+                                             + (v[..., None, None] - hh) ** 2) / s2)
+        top[0].data[...] = np.where(g > 1e-4, g, 0)
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        if any(propagate_down):
+            raise self.error("Hotspot has no backward (the fork's is NOT_IMPLEMENTED)")
+
+    def allow_force_backward(self, bottom_index):
+        return False

@@ -115,3 +115,22 @@ def test_gram_and_cosine():
     (c,) = run_layer(make_layer('type: "Cosine"'), make_blobs([x]), make_blobs(1))
     np.testing.assert_allclose(c, np.cos(x))
     check_layer_gradient(make_layer('type: "Cosine"'), make_blobs([x]), make_blobs(1))
+
+
+def test_hotspot_matches_the_fork_loops():
+    pts = np.array([[10.0, -20.0, -100.0, 0.0]])
+    text = ('type: "Hotspot" hotspot_param { gaussian_std: 1.5 data_height: 80 data_width: 60 '
+            'output_height: 8 output_width: 6 }')
+    (y,) = run_layer(make_layer(text), make_blobs([pts]), make_blobs(1))
+    assert y.shape == (1, 2, 8, 6)
+    for i in range(2):
+        p1 = float(np.float32((pts[0, 2 * i] / 60 + 0.5) * 6))     # a float in the fork
+        p2 = float(np.float32((pts[0, 2 * i + 1] / 80 + 0.5) * 8))
+        for h in range(8):
+            for w in range(6):
+                t = 0.5 / 1.5 / 1.5 / math.pi * math.exp(
+                    -0.5 * ((p1 - w) ** 2 + (p2 - h) ** 2) / 1.5 / 1.5)
+                assert y[0, i, h, w] == pytest.approx(t if t > 1e-4 else 0, rel=1e-12)
+    sized = make_layer('type: "Hotspot" hotspot_param { data_height: 8 data_width: 8 }')
+    (y,) = run_layer(sized, make_blobs([pts, np.zeros((1, 3, 5, 7))]), make_blobs(1))
+    assert y.shape == (1, 2, 5, 7)

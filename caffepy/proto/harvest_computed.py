@@ -270,6 +270,9 @@ COMPUTED = frozenset([
     "LayerParameter.hotspot_param", "HotspotParameter.gaussian_std",
     "HotspotParameter.output_height", "HotspotParameter.output_width",
     "HotspotParameter.data_height", "HotspotParameter.data_width", "HotspotParameter.mean_removed",
+    # DAN's MMDLoss (caffepy/forks/misc/mmd.py)
+    "LayerParameter.mmd_param", "MMDParameter.kernel_num", "MMDParameter.kernel_mul",
+    "MMDParameter.fix_gamma",
 ] + ["LSTMConvolutionParameter." + f for f in (
     "num_output", "bias_term", "pad", "kernel_size", "stride", "dilation", "group",
     "weight_filler", "bias_filler", "type", "axis", "engine", "force_nd_im2col", "pad_h", "pad_w",

@@ -38,7 +38,7 @@ and CharlesShang/caffe's LstmUnit: one LSTM step with its own gate weights), ``s
 (py-faster-rcnn-st's PowerFile, LocLoss and STLoss), ``happynear_ops`` (happynear/caffe-windows'
 Transformer, SubRegion, Pairwise, Gram, Cosine, Hotspot), ``happynear_losses`` (its SoftContrastiveLoss,
 NCALoss, GeneralTripletLoss, BatchContrastiveLoss, ConfidencePenaltyLoss, CorrelationLoss), ``passthrough``
-(da-faster-rcnn's GradientSilent, SDS-RCNN's DummyForward).
+(da-faster-rcnn's GradientSilent, SDS-RCNN's DummyForward), ``mmd`` (DAN's multi-kernel MMDLoss).
 Fork fields of Caffe's readers and layers: ``fork_data`` (Data / ImageData with bogger/caffe-multigpu's
 label_size, PMLS-Caffe's shared_file_system, xavigibert/caffe's source_map and LMDB_FILE,
 DeBlurNet's ``label: false``, rapid_categorization's raw_hdf5), ``bogger_multigpu``
@@ -49,8 +49,8 @@ Built-in Python layer: Caffe's example ``pyloss.EuclideanLossLayer`` (``pyloss``
 Schema: proto/additions.json, proto/additions.d/surveyed_forks.json, census_tail_layers.json; the harvested fields of
 HardSigmoid, Scalar, CropCenter, ColorConv, MinReLU, Tiling, CConvolution, CInnerProduct,
 LiftedStructSimilaritySoftmaxLoss, LstmUnit, PowerFile, LocLoss, STLoss, SubRegion, Pairwise,
-SoftContrastiveLoss, NCALoss, GeneralTripletLoss, BatchContrastiveLoss, ConfidencePenaltyLoss and
-Hotspot (caffepy.proto.harvest_computed.COMPUTED).
+SoftContrastiveLoss, NCALoss, GeneralTripletLoss, BatchContrastiveLoss, ConfidencePenaltyLoss,
+Hotspot and MMDLoss (caffepy.proto.harvest_computed.COMPUTED).
 """
 from ...layers.python_layer import register_stand_in
 

@@ -273,6 +273,9 @@ COMPUTED = frozenset([
     # DAN's MMDLoss (caffepy/forks/misc/mmd.py)
     "LayerParameter.mmd_param", "MMDParameter.kernel_num", "MMDParameter.kernel_mul",
     "MMDParameter.fix_gamma",
+    # Histogram Loss's CosineSimilarityBatch (caffepy/forks/misc/cosine_batch.py)
+    "LayerParameter.cosine_similarity_batch_param", "CosineSimilarityBatchParameter.pos_label",
+    "CosineSimilarityBatchParameter.neg_label",
 ] + ["LSTMConvolutionParameter." + f for f in (
     "num_output", "bias_term", "pad", "kernel_size", "stride", "dilation", "group",
     "weight_filler", "bias_filler", "type", "axis", "engine", "force_nd_im2col", "pad_h", "pad_w",

@@ -38,7 +38,8 @@ and CharlesShang/caffe's LstmUnit: one LSTM step with its own gate weights), ``s
 (py-faster-rcnn-st's PowerFile, LocLoss and STLoss), ``happynear_ops`` (happynear/caffe-windows'
 Transformer, SubRegion, Pairwise, Gram, Cosine, Hotspot), ``happynear_losses`` (its SoftContrastiveLoss,
 NCALoss, GeneralTripletLoss, BatchContrastiveLoss, ConfidencePenaltyLoss, CorrelationLoss), ``passthrough``
-(da-faster-rcnn's GradientSilent, SDS-RCNN's DummyForward), ``mmd`` (DAN's multi-kernel MMDLoss).
+(da-faster-rcnn's GradientSilent, SDS-RCNN's DummyForward), ``mmd`` (DAN's multi-kernel MMDLoss),
+``cosine_batch`` (madkn/HistogramLoss's CosineSimilarityBatch).
 Fork fields of Caffe's readers and layers: ``fork_data`` (Data / ImageData with bogger/caffe-multigpu's
 label_size, PMLS-Caffe's shared_file_system, xavigibert/caffe's source_map and LMDB_FILE,
 DeBlurNet's ``label: false``, rapid_categorization's raw_hdf5), ``bogger_multigpu``
@@ -50,7 +51,7 @@ Schema: proto/additions.json, proto/additions.d/surveyed_forks.json, census_tail
 HardSigmoid, Scalar, CropCenter, ColorConv, MinReLU, Tiling, CConvolution, CInnerProduct,
 LiftedStructSimilaritySoftmaxLoss, LstmUnit, PowerFile, LocLoss, STLoss, SubRegion, Pairwise,
 SoftContrastiveLoss, NCALoss, GeneralTripletLoss, BatchContrastiveLoss, ConfidencePenaltyLoss,
-Hotspot and MMDLoss (caffepy.proto.harvest_computed.COMPUTED).
+Hotspot, MMDLoss and CosineSimilarityBatch (caffepy.proto.harvest_computed.COMPUTED).
 """
 from ...layers.python_layer import register_stand_in
 

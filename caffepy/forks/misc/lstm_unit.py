@@ -1,7 +1,8 @@
 """The ``LstmUnit`` of ApolloCaffe's line (BestSonny/apollocaffe, also CV-IP/3DObject-detection and
 Charleen777/caffecode) and its three-bottom variant in CharlesShang/caffe: one LSTM step with its own
 gate weights (src/caffe/layers/lstm_unit_layer.cpp in each). BVLC's ``LSTMUnit`` (no weights, gate
-pre-activations as a bottom) is another layer.
+pre-activations as a bottom) is another layer. Also SDS-RCNN's ConvLSTMUnit (that LSTMUnit step on
+5-D blobs).
 """
 import numpy as np
 
@@ -143,3 +144,69 @@ class LstmUnitLayer(Layer):
             if propagate_down[idx]:
                 b.diff[...] = dx[:, start:start + width].reshape(b.shape)
             start += width
+
+
+@register_layer("ConvLSTMUnit")
+class ConvLSTMUnitLayer(Layer):
+    """SDS-RCNN's ConvLSTMUnit (garrickbrazil/SDS-RCNN, external/caffe/src/caffe/layers/
+    conv_lstm_unit_layer.cpp; also garrickbrazil/AR-Ped, Ricardozzf/sdsrcnn, adamtwig/segpred):
+    Caffe's LSTMUnit step on 5-D blobs. Per instance n, with its gate pre-activations X_n split
+    into four C x H x W blocks (i, f, o, g in that order) and the sequence flag cont_n:
+
+        i = sigm(X_i), f = cont_n sigm(X_f) (0 where cont_n = 0), o = sigm(X_o), g = tanh(X_g)
+        c = f c_prev + i g;   h = o tanh(c)
+
+    Backward as the fork (Caffe's LSTMUnit): dc = dL/dc + dL/dh o (1 - tanh(c)^2);
+    dc_prev = dc f; dX_i = dc g i (1 - i), dX_f = dc c_prev f (1 - f), dX_o = dL/dh tanh(c)
+    o (1 - o), dX_g = dc i (1 - g^2) (the exact gradient for cont in {0, 1}). No gradient to
+    cont. Bottoms: c_prev 1 x N x C x H x W, X 1 x N x 4C x H x W, cont 1 x N. Tops: c, h
+    (c_prev's shape).
+    """
+    exact_num_bottom_blobs = 3
+    exact_num_top_blobs = 2
+
+    def reshape(self, bottom, top):
+        c, x, cont = bottom
+        n = c.shape[1] if c.num_axes > 1 else -1
+        ok = (c.num_axes == 5 and x.num_axes == 5 and cont.num_axes == 2
+              and all(b.shape[0] == 1 and b.shape[1] == n for b in bottom)
+              and x.shape[2] == 4 * c.shape[2] and x.shape[3:] == c.shape[3:])
+        if not ok:
+            raise self.error("bottoms must be c_prev 1 x N x C x H x W, X 1 x N x 4C x H x W and "
+                             "cont 1 x N; got %s" % ", ".join(str(b.shape) for b in bottom),
+                             ShapeError)
+        top[0].reshape(c.shape)
+        top[1].reshape(c.shape)
+
+    def _gates(self, bottom):
+        n = bottom[0].shape[1]
+        x = bottom[1].data.reshape(n, 4, -1)
+        cont = bottom[2].data.reshape(n, 1)
+        i, o = sigmoid(x[:, 0]), sigmoid(x[:, 2])
+        f = np.where(cont == 0, 0, cont * sigmoid(x[:, 1]))
+        g = 2 * sigmoid(2 * x[:, 3]) - 1
+        return i, f, o, g, bottom[0].data.reshape(n, -1)
+
+    def forward_cpu(self, bottom, top):
+        i, f, o, g, c_prev = self._gates(bottom)
+        c = f * c_prev + i * g
+        top[0].data[...] = c.reshape(top[0].shape)
+        top[1].data[...] = (o * (2 * sigmoid(2 * c) - 1)).reshape(top[1].shape)
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        if propagate_down[2]:
+            raise self.error("cannot backpropagate to the sequence indicators")
+        i, f, o, g, c_prev = self._gates(bottom)
+        n = i.shape[0]
+        tc = 2 * sigmoid(2 * top[0].data.reshape(n, -1)) - 1
+        dh = top[1].diff.reshape(n, -1)
+        dc = top[0].diff.reshape(n, -1) + dh * o * (1 - tc * tc)
+        if propagate_down[0]:
+            bottom[0].diff[...] = (dc * f).reshape(bottom[0].shape)
+        if propagate_down[1]:
+            dx = np.stack([dc * g * i * (1 - i), dc * c_prev * f * (1 - f),
+                           dh * tc * o * (1 - o), dc * i * (1 - g * g)], axis=1)
+            bottom[1].diff[...] = dx.reshape(bottom[1].shape)
+
+    def allow_force_backward(self, bottom_index):
+        return bottom_index != 2

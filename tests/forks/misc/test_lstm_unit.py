@@ -51,3 +51,20 @@ def test_charlesshang_lstm_unit_concatenates_the_previous_output():
 def test_fork_tanh_saturates_at_five():
     assert fork_tanh(np.array([5.0, -7.0]))[0] == 1 and fork_tanh(np.array([-7.0]))[0] == -1
     np.testing.assert_allclose(fork_tanh(np.array([0.3, -4.9])), np.tanh([0.3, -4.9]))
+
+
+def test_conv_lstm_unit_matches_the_fork_loops_and_gradient():
+    rng = np.random.default_rng(3)
+    c = rng.standard_normal((1, 3, 2, 2, 2))
+    x = rng.standard_normal((1, 3, 8, 2, 2))
+    cont = np.array([[1.0, 0.0, 1.0]])
+    cn, hn = run_layer(make_layer('type: "ConvLSTMUnit"'), make_blobs([c, x, cont]),
+                       make_blobs(2))
+    for n in range(3):
+        xs = x[0, n].reshape(4, -1)
+        i, f, o, g = _sig(xs[0]), cont[0, n] * _sig(xs[1]), _sig(xs[2]), np.tanh(xs[3])
+        want_c = f * c[0, n].ravel() + i * g
+        np.testing.assert_allclose(cn[0, n].ravel(), want_c, rtol=1e-12)
+        np.testing.assert_allclose(hn[0, n].ravel(), o * np.tanh(want_c), rtol=1e-12)
+    check_layer_gradient(make_layer('type: "ConvLSTMUnit"'), make_blobs([c, x, cont]),
+                         make_blobs(2), check_bottom=[0, 1])

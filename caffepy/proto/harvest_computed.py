@@ -276,6 +276,11 @@ COMPUTED = frozenset([
     # Histogram Loss's CosineSimilarityBatch (caffepy/forks/misc/cosine_batch.py)
     "LayerParameter.cosine_similarity_batch_param", "CosineSimilarityBatchParameter.pos_label",
     "CosineSimilarityBatchParameter.neg_label",
+    # DeViSE's MultiAccuracy (caffepy/forks/misc/multi_accuracy.py); its axis is accepted: the
+    # fork's layer reads accuracy_param.axis instead (multi_accuracy_layer.cpp, Reshape)
+    "LayerParameter.multi_accuracy_param", "MultiAccuracyParameter.top_k",
+    "MultiAccuracyParameter.version", "MultiAccuracyParameter.filename",
+    "MultiAccuracyParameter.axis",
 ] + ["LSTMConvolutionParameter." + f for f in (
     "num_output", "bias_term", "pad", "kernel_size", "stride", "dilation", "group",
     "weight_filler", "bias_filler", "type", "axis", "engine", "force_nd_im2col", "pad_h", "pad_w",

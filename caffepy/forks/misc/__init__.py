@@ -40,7 +40,8 @@ ConvLSTMUnit), ``st_losses``
 Transformer, SubRegion, Pairwise, Gram, Cosine, Hotspot), ``happynear_losses`` (its SoftContrastiveLoss,
 NCALoss, GeneralTripletLoss, BatchContrastiveLoss, ConfidencePenaltyLoss, CorrelationLoss), ``passthrough``
 (da-faster-rcnn's GradientSilent, SDS-RCNN's DummyForward), ``mmd`` (DAN's multi-kernel MMDLoss),
-``cosine_batch`` (madkn/HistogramLoss's CosineSimilarityBatch).
+``cosine_batch`` (madkn/HistogramLoss's CosineSimilarityBatch), ``multi_accuracy`` (Qi-Xian/DeVise's
+MultiAccuracy).
 Fork fields of Caffe's readers and layers: ``fork_data`` (Data / ImageData with bogger/caffe-multigpu's
 label_size, PMLS-Caffe's shared_file_system, xavigibert/caffe's source_map and LMDB_FILE,
 DeBlurNet's ``label: false``, rapid_categorization's raw_hdf5), ``bogger_multigpu``
@@ -52,7 +53,7 @@ Schema: proto/additions.json, proto/additions.d/surveyed_forks.json, census_tail
 HardSigmoid, Scalar, CropCenter, ColorConv, MinReLU, Tiling, CConvolution, CInnerProduct,
 LiftedStructSimilaritySoftmaxLoss, LstmUnit, PowerFile, LocLoss, STLoss, SubRegion, Pairwise,
 SoftContrastiveLoss, NCALoss, GeneralTripletLoss, BatchContrastiveLoss, ConfidencePenaltyLoss,
-Hotspot, MMDLoss and CosineSimilarityBatch (caffepy.proto.harvest_computed.COMPUTED).
+Hotspot, MMDLoss, CosineSimilarityBatch and MultiAccuracy (caffepy.proto.harvest_computed.COMPUTED).
 """
 from ...layers.python_layer import register_stand_in
 

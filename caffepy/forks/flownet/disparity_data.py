@@ -2,7 +2,6 @@
 the same file in twhui/LiteFlowNet, JingchunCheng/SegFlow, adamtwig/segpred): ImageData's list
 reader for PFM disparity maps, read as the bundled CImg 1.6.0's ``load_pfm`` does.
 """
-import numpy as np
 
 from ...errors import CaffeError
 from ...layers.base import register_layer
@@ -24,8 +23,8 @@ class _DisparityLoader(_ImageListLoader):
         img = load_pfm_cimg(path)
         want = (3 if p.is_color else 1, int(p.new_height), int(p.new_width))
         if img.shape != want:
-            raise CaffeError("%s: %d x %d x %d, the layer needs %d x %d x %d (is_color, new_height, "
-                             "new_width)" % ((path,) + img.shape + want))
+            raise CaffeError("%s: %d x %d x %d, the layer needs %d x %d x %d (is_color, "
+                             "new_height, new_width)" % ((path,) + img.shape + want))
         return -img
 
     def data_shape(self):

@@ -33,14 +33,14 @@ InnerProductDropout), ``bilinear_patch`` (madiken/skaffe_private_old's BilinearP
 (Xilinx caffe-xilinx's FixedNeuron, ConvolutionFixed, ScaleFixed, NormalizeFixed), ``atlas``
 (wangshankun/Tengine_Atlas's Atlas: the declared shapes of a network run on a Huawei NPU; no forward), ``dns`` (Dynamic Network Surgery's masked CConvolution and CInnerProduct), ``zoo_readers`` (top shapes of
 fork readers caffepy does not build, for caffepy.zoo: aaalgo/caffe's PicPac).
-``lifted_struct`` (BeSlower/caffe's LiftedStructSimilaritySoftmaxLoss), ``lstm_unit`` (ApolloCaffe's
-and CharlesShang/caffe's LstmUnit: one LSTM step with its own gate weights; SDS-RCNN's
-ConvLSTMUnit), ``st_losses``
-(py-faster-rcnn-st's PowerFile, LocLoss and STLoss), ``happynear_ops`` (happynear/caffe-windows'
-Transformer, SubRegion, Pairwise, Gram, Cosine, Hotspot), ``happynear_losses`` (its SoftContrastiveLoss,
-NCALoss, GeneralTripletLoss, BatchContrastiveLoss, ConfidencePenaltyLoss, CorrelationLoss), ``passthrough``
-(da-faster-rcnn's GradientSilent, SDS-RCNN's DummyForward), ``mmd`` (DAN's multi-kernel MMDLoss),
-``cosine_batch`` (madkn/HistogramLoss's CosineSimilarityBatch), ``multi_accuracy`` (Qi-Xian/DeVise's
+``lifted_struct`` (BeSlower/caffe's LiftedStructSimilaritySoftmaxLoss), ``lstm_unit``
+(ApolloCaffe's and CharlesShang/caffe's LstmUnit: one LSTM step with its own gate weights;
+SDS-RCNN's ConvLSTMUnit), ``st_losses`` (py-faster-rcnn-st's PowerFile, LocLoss and STLoss),
+``happynear_ops`` (happynear/caffe-windows' Transformer, SubRegion, Pairwise, Gram, Cosine,
+Hotspot), ``happynear_losses`` (its SoftContrastiveLoss, NCALoss, GeneralTripletLoss,
+BatchContrastiveLoss, ConfidencePenaltyLoss, CorrelationLoss), ``passthrough`` (da-faster-rcnn's
+GradientSilent, SDS-RCNN's DummyForward), ``mmd`` (DAN's multi-kernel MMDLoss), ``cosine_batch``
+(madkn/HistogramLoss's CosineSimilarityBatch), ``multi_accuracy`` (Qi-Xian/DeVise's
 MultiAccuracy).
 Fork fields of Caffe's readers and layers: ``fork_data`` (Data / ImageData with bogger/caffe-multigpu's
 label_size, PMLS-Caffe's shared_file_system, xavigibert/caffe's source_map and LMDB_FILE,

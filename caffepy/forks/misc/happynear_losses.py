@@ -6,8 +6,8 @@ BatchContrastiveLoss (batch_contrastive_loss_layer.cpp); on probabilities: Confi
 (confidence_penalty_loss_layer.cpp); and CorrelationLoss (correlation_loss_layer.cpp / .cu).
 
 SoftContrastiveLoss, NCALoss and BatchContrastiveLoss add each forward's loss onto the loss top's
-previous value before dividing (the fork's ``loss[0] +=`` never clears the top); caffepy starts from 0 at every forward, which is the fork's
-value at its first iteration.
+previous value before dividing (the fork's ``loss[0] +=`` never clears the top); caffepy starts
+from 0 at every forward, which is the fork's value at its first iteration.
 """
 import numpy as np
 

@@ -1,8 +1,8 @@
 """The ``LstmUnit`` of ApolloCaffe's line (BestSonny/apollocaffe, also CV-IP/3DObject-detection and
-Charleen777/caffecode) and its three-bottom variant in CharlesShang/caffe: one LSTM step with its own
-gate weights (src/caffe/layers/lstm_unit_layer.cpp in each). BVLC's ``LSTMUnit`` (no weights, gate
-pre-activations as a bottom) is another layer. Also SDS-RCNN's ConvLSTMUnit (that LSTMUnit step on
-5-D blobs).
+Charleen777/caffecode) and its three-bottom variant in CharlesShang/caffe: one LSTM step with its
+own gate weights (src/caffe/layers/lstm_unit_layer.cpp in each). BVLC's ``LSTMUnit`` (no weights,
+gate pre-activations as a bottom) is another layer. Also SDS-RCNN's ConvLSTMUnit (that LSTMUnit
+step on 5-D blobs).
 """
 import numpy as np
 

@@ -4,7 +4,6 @@ Faster R-CNN (yuhuayc/da-faster-rcnn, caffe-fast-rcnn/src/caffe/layers/gradient_
 (garrickbrazil/SDS-RCNN, external/caffe/src/caffe/layers/dummy_forward.cpp; also
 garrickbrazil/AR-Ped, Ricardozzf/sdsrcnn, adamtwig/segpred).
 """
-import numpy as np
 
 from ...errors import ShapeError
 from ...layers.base import Layer, NeuronLayer, register_layer

@@ -1,4 +1,4 @@
-"""FlowNet 2's ImgWriter and PFMWriter: bytes against transcriptions of output.cpp and CImg 1.6.0."""
+"""FlowNet 2's ImgWriter and PFMWriter: bytes against transcriptions of output.cpp and CImg."""
 import struct
 
 import numpy as np

@@ -33,8 +33,10 @@ class TransformerLayer(Layer):
     y = S1 W / 2 + W / 2; where 0 <= x <= H - 1 and 0 <= y <= W - 1 the output is the bilinear
     sum over xx in floor(x)..ceil(x), yy in floor(y)..ceil(y) of U[xx, yy] (1 - |x - xx|)
     (1 - |y - yy|), else 0. Backward as the fork's CPU code: dU by the same weights;
-    dS0 = sum dY U sign(xx - x) (1 - |y - yy|) H / 2 (likewise dS1), dtheta = dS T^T. Maps
-    taller than wide are refused (the fork's target grid writes past its buffer there).
+    dS0 = sum dY U sign(xx - x) (1 - |y - yy|) H / 2 (likewise dS1), dtheta = dS T^T. For maps
+    taller than wide the fork's grid writes also land past its buffer; the grid is what its
+    buffer holds (those writes are dropped). The GPU forward's snapping of coordinates within
+    1e-4 outside the map onto its border is not done.
     Bottoms: U, theta. Top: N x C x H x W.
     """
     exact_num_bottom_blobs = 2
@@ -47,9 +49,6 @@ class TransformerLayer(Layer):
         if theta.num_axes < 2 or theta.shape[1] != 6 or theta.count != 6 * u.shape[0]:
             raise self.error("theta must be N x 6, got %s" % (theta.shape,), ShapeError)
         h, w = u.shape[2:]
-        if h > w:
-            raise self.error("a %d x %d map: the fork's target grid overruns its buffer when "
-                             "height > width" % (h, w), ShapeError)
         if getattr(self, "_hw", None) != (h, w):
             self._hw, self.target = (h, w), transformer_target(h, w)
         top[0].reshape(u.shape)

@@ -301,6 +301,56 @@ COMPUTED = frozenset([
     "DenseCRFParameter.wt_bilateral",
     # the OpenCL branch's Affinity (caffepy/forks/segmentation/malis.py)
     "LayerParameter.affinity_param", "AffinityParameter.offset",
+    # BeSlower/caffe's LiftedStructSimilaritySoftmaxLoss (caffepy/forks/misc/lifted_struct.py)
+    "LayerParameter.lifted_struct_sim_softmax_loss_param",
+    "LiftedStructSimilaritySoftmaxLossParameter.margin",
+    # ApolloCaffe's / CharlesShang/caffe's LstmUnit (caffepy/forks/misc/lstm_unit.py)
+    "LayerParameter.lstm_unit_param", "LstmUnitParameter.num_cells",
+    "LstmUnitParameter.input_weight_filler", "LstmUnitParameter.input_gate_weight_filler",
+    "LstmUnitParameter.forget_gate_weight_filler", "LstmUnitParameter.output_gate_weight_filler",
+    "LstmUnitParameter.tie_output_forget", "LstmUnitParameter.tanh_hidden",
+    "LstmUnitParameter.weight_filler",
+    # py-faster-rcnn-st's PowerFile, LocLoss, STLoss (caffepy/forks/misc/st_losses.py)
+    "LayerParameter.power_file_param", "PowerFileParameter.shift_file",
+    "LayerParameter.loc_loss_param", "LocLossParameter.threshold",
+    "LayerParameter.st_loss_param", "STLossParameter.output_H", "STLossParameter.output_W",
+    # happynear/caffe-windows' SubRegion and Pairwise (caffepy/forks/misc/happynear_ops.py)
+    "LayerParameter.sub_region_param", "V1LayerParameter.sub_region_param",
+    "SubRegionParameter.region_height", "SubRegionParameter.region_width",
+    "SubRegionParameter.data_height", "SubRegionParameter.data_width", "SubRegionParameter.as_dim",
+    "LayerParameter.pairwise_param", "PairwiseParameter.operation", "PairwiseParameter.coeff",
+    # happynear/caffe-windows' SoftContrastiveLoss and NCALoss (caffepy/forks/misc/
+    # happynear_losses.py); exponent_scale is accepted: the fork's layer never reads it
+    # (soft_contrastive_loss_layer.cpp sets exponent_scale_ from negative_weight)
+    "LayerParameter.soft_contrastive_loss_param", "SoftContrastiveParameter.positive_margin",
+    "SoftContrastiveParameter.negative_margin", "SoftContrastiveParameter.positive_weight",
+    "SoftContrastiveParameter.negative_weight", "SoftContrastiveParameter.exponent_scale",
+    "SoftContrastiveParameter.square", "LayerParameter.nca_param",
+    "NCAParameter.min_negative_only",
+    # its GeneralTripletLoss, BatchContrastiveLoss, ConfidencePenaltyLoss (the same module) and
+    # Hotspot (caffepy/forks/misc/happynear_ops.py)
+    "LayerParameter.general_triplet_loss_param", "GeneralTripletParameter.margin",
+    "GeneralTripletParameter.add_center_loss", "GeneralTripletParameter.hardest_only",
+    "GeneralTripletParameter.positive_first", "GeneralTripletParameter.positive_upper_bound",
+    "GeneralTripletParameter.positive_weight", "GeneralTripletParameter.negative_weight",
+    "LayerParameter.batch_contrastive_loss_param", "BatchContrastiveParameter.positive_margin",
+    "BatchContrastiveParameter.negative_margin", "BatchContrastiveParameter.positive_weight",
+    "BatchContrastiveParameter.negative_weight", "BatchContrastiveParameter.max_only",
+    "LayerParameter.confidence_penalty_loss_param", "ConfidencePenaltyLossParameter.beta",
+    "LayerParameter.hotspot_param", "HotspotParameter.gaussian_std",
+    "HotspotParameter.output_height", "HotspotParameter.output_width",
+    "HotspotParameter.data_height", "HotspotParameter.data_width", "HotspotParameter.mean_removed",
+    # DAN's MMDLoss (caffepy/forks/misc/mmd.py)
+    "LayerParameter.mmd_param", "MMDParameter.kernel_num", "MMDParameter.kernel_mul",
+    "MMDParameter.fix_gamma",
+    # Histogram Loss's CosineSimilarityBatch (caffepy/forks/misc/cosine_batch.py)
+    "LayerParameter.cosine_similarity_batch_param", "CosineSimilarityBatchParameter.pos_label",
+    "CosineSimilarityBatchParameter.neg_label",
+    # DeViSE's MultiAccuracy (caffepy/forks/misc/multi_accuracy.py); its axis is accepted: the
+    # fork's layer reads accuracy_param.axis instead (multi_accuracy_layer.cpp, Reshape)
+    "LayerParameter.multi_accuracy_param", "MultiAccuracyParameter.top_k",
+    "MultiAccuracyParameter.version", "MultiAccuracyParameter.filename",
+    "MultiAccuracyParameter.axis",
 ] + ["LSTMConvolutionParameter." + f for f in (
     "num_output", "bias_term", "pad", "kernel_size", "stride", "dilation", "group",
     "weight_filler", "bias_filler", "type", "axis", "engine", "force_nd_im2col", "pad_h", "pad_w",

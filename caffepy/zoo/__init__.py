@@ -58,7 +58,7 @@ DATA_LAYER_TYPES = frozenset([
     "CustomData", "VolumeData", "VideoSegmentationData", "VideoWithVoxelTruthData",
     "WindowSegData", "ImageGtData", "DetectionData", "EvalData", "SegData", "LaneData", "CPMData",
     "GenericWindowData", "SquareBoxData",
-    "HeatmapData", "ImageFloatData", "DataHeatmap",
+    "HeatmapData", "ImageFloatData", "DataHeatmap", "DisparityData", "FloData",
 ]) | zoo_readers.TYPES
 # Readers whose first top is an image whatever its name (a top "label" of theirs is a label image:
 # StevenHickson's SemanticLabelingDemo reads its label maps with ImageData and LabelData).
@@ -122,6 +122,8 @@ def replace_data_layers(net_param, default_shape=(3, 224, 224), batch_size=None,
             shapes = _custom_data_shapes(lp, _batch(lp, batch_size), _flow_size(net_param))
         elif lp.type == "CPMData":
             shapes = _cpm_shapes(lp, _batch(lp, batch_size))
+        elif lp.type == "FloData":           # segaware's .flo reader: (u, v) planes
+            shapes = [(_batch(lp, batch_size), 2) + tuple(default_shape[1:])]
         elif lp.type == "DataHeatmap":
             shapes = _heatmap_shapes(lp, batch_size)
         elif lp.type == "MemoryData" and len(lp.memory_data_param.dim):

@@ -36,6 +36,15 @@ LRNRistretto), ``binary_weights`` (garrickbrazil/AR-Ped's BinaryConvolution and
 BinaryInnerProduct), ``truncation`` (happynear/caffe-windows' Truncation and SoftTruncation), ``atlas``
 (wangshankun/Tengine_Atlas's Atlas: the declared shapes of a network run on a Huawei NPU; no forward), ``dns`` (Dynamic Network Surgery's masked CConvolution and CInnerProduct), ``zoo_readers`` (top shapes of
 fork readers caffepy does not build, for caffepy.zoo: aaalgo/caffe's PicPac).
+``lifted_struct`` (BeSlower/caffe's LiftedStructSimilaritySoftmaxLoss), ``lstm_unit``
+(ApolloCaffe's and CharlesShang/caffe's LstmUnit: one LSTM step with its own gate weights;
+SDS-RCNN's ConvLSTMUnit), ``st_losses`` (py-faster-rcnn-st's PowerFile, LocLoss and STLoss),
+``happynear_ops`` (happynear/caffe-windows' Transformer, SubRegion, Pairwise, Gram, Cosine,
+Hotspot), ``happynear_losses`` (its SoftContrastiveLoss, NCALoss, GeneralTripletLoss,
+BatchContrastiveLoss, ConfidencePenaltyLoss, CorrelationLoss), ``passthrough`` (da-faster-rcnn's
+GradientSilent, SDS-RCNN's DummyForward), ``mmd`` (DAN's multi-kernel MMDLoss), ``cosine_batch``
+(madkn/HistogramLoss's CosineSimilarityBatch), ``multi_accuracy`` (Qi-Xian/DeVise's
+MultiAccuracy).
 Fork fields of Caffe's readers and layers: ``fork_data`` (Data / ImageData with bogger/caffe-multigpu's
 label_size, PMLS-Caffe's shared_file_system, xavigibert/caffe's source_map and LMDB_FILE,
 DeBlurNet's ``label: false``, rapid_categorization's raw_hdf5), ``bogger_multigpu``
@@ -44,9 +53,12 @@ DeBlurNet's ``label: false``, rapid_categorization's raw_hdf5), ``bogger_multigp
 proto/additions.d/census_data_fields.json.
 Built-in Python layer: Caffe's example ``pyloss.EuclideanLossLayer`` (``pyloss``).
 Schema: proto/additions.json, proto/additions.d/surveyed_forks.json, census_tail_layers.json; the harvested fields of
-HardSigmoid, Scalar, CropCenter, ColorConv, MinReLU, Tiling, CConvolution and CInnerProduct,
-Ristretto's QuantizationParameter, BinaryConvolution, BinaryInnerProduct, Truncation and
-SoftTruncation (caffepy.proto.harvest_computed.COMPUTED).
+HardSigmoid, Scalar, CropCenter, ColorConv, MinReLU, Tiling, CConvolution, CInnerProduct,
+Ristretto's QuantizationParameter, BinaryConvolution, BinaryInnerProduct, Truncation,
+SoftTruncation, LiftedStructSimilaritySoftmaxLoss, LstmUnit, PowerFile, LocLoss, STLoss, SubRegion,
+Pairwise, SoftContrastiveLoss, NCALoss, GeneralTripletLoss, BatchContrastiveLoss,
+ConfidencePenaltyLoss, Hotspot, MMDLoss, CosineSimilarityBatch and MultiAccuracy
+(caffepy.proto.harvest_computed.COMPUTED).
 """
 from ...layers.python_layer import register_stand_in
 

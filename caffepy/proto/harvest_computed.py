@@ -249,6 +249,10 @@ COMPUTED = frozenset([
     "LayerParameter.truncation_param", "TruncationParameter.lower_bound",
     "TruncationParameter.upper_bound", "LayerParameter.soft_truncation_param",
     "SoftTruncationParameter.c",
+    # AttentionMask's SlidingWindowIndex (caffepy/forks/segmentation/attention_mask.py)
+    "LayerParameter.sliding_window_param", "SlidingWindowParameter.window_h",
+    "SlidingWindowParameter.window_w", "SlidingWindowParameter.stride_h",
+    "SlidingWindowParameter.stride_w",
 ] + ["LSTMConvolutionParameter." + f for f in (
     "num_output", "bias_term", "pad", "kernel_size", "stride", "dilation", "group",
     "weight_filler", "bias_filler", "type", "axis", "engine", "force_nd_im2col", "pad_h", "pad_w",

@@ -253,6 +253,9 @@ COMPUTED = frozenset([
     "LayerParameter.sliding_window_param", "SlidingWindowParameter.window_h",
     "SlidingWindowParameter.window_w", "SlidingWindowParameter.stride_h",
     "SlidingWindowParameter.stride_w",
+    # 1095560081/caffe's L2Normalization (caffepy/forks/misc/activations.py)
+    "LayerParameter.l2n_param", "L2NormalizationParameter.is_global",
+    "L2NormalizationParameter.axis", "L2NormalizationParameter.eps",
 ] + ["LSTMConvolutionParameter." + f for f in (
     "num_output", "bias_term", "pad", "kernel_size", "stride", "dilation", "group",
     "weight_filler", "bias_filler", "type", "axis", "engine", "force_nd_im2col", "pad_h", "pad_w",

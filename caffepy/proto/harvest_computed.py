@@ -256,6 +256,13 @@ COMPUTED = frozenset([
     # 1095560081/caffe's L2Normalization (caffepy/forks/misc/activations.py)
     "LayerParameter.l2n_param", "L2NormalizationParameter.is_global",
     "L2NormalizationParameter.axis", "L2NormalizationParameter.eps",
+    # synopsys-caffe's OneHot and MatMul, caffe-simnets' OneHot and SumLoss
+    # (caffepy/forks/misc/tensor_ops.py)
+    "LayerParameter.one_hot_param", "OneHotParameter.depth", "OneHotParameter.on_value",
+    "OneHotParameter.off_value", "OneHotParameter.axis", "OneHotParameter.input_dim",
+    "OneHotParameter.to_log", "LayerParameter.matmul_param", "MatMulParameter.transpose_a",
+    "MatMulParameter.transpose_b", "MatMulParameter.blob_shape", "LayerParameter.sum_loss_param",
+    "SumLossParameter.use_labeled_data",
 ] + ["LSTMConvolutionParameter." + f for f in (
     "num_output", "bias_term", "pad", "kernel_size", "stride", "dilation", "group",
     "weight_filler", "bias_filler", "type", "axis", "engine", "force_nd_im2col", "pad_h", "pad_w",

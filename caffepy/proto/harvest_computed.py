@@ -263,6 +263,9 @@ COMPUTED = frozenset([
     "OneHotParameter.to_log", "LayerParameter.matmul_param", "MatMulParameter.transpose_a",
     "MatMulParameter.transpose_b", "MatMulParameter.blob_shape", "LayerParameter.sum_loss_param",
     "SumLossParameter.use_labeled_data",
+    # LiteFlowNet's ExpMax (caffepy/forks/flownet/liteflownet.py)
+    "LayerParameter.expmax_param", "ExpMaxParameter.base", "ExpMaxParameter.scale",
+    "ExpMaxParameter.shift",
 ] + ["LSTMConvolutionParameter." + f for f in (
     "num_output", "bias_term", "pad", "kernel_size", "stride", "dilation", "group",
     "weight_filler", "bias_filler", "type", "axis", "engine", "force_nd_im2col", "pad_h", "pad_w",

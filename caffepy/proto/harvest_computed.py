@@ -266,6 +266,12 @@ COMPUTED = frozenset([
     # LiteFlowNet's ExpMax (caffepy/forks/flownet/liteflownet.py)
     "LayerParameter.expmax_param", "ExpMaxParameter.base", "ExpMaxParameter.scale",
     "ExpMaxParameter.shift",
+    # DeViSE's LinearTransform and PoseAccuracy (caffepy/forks/misc/devise.py)
+    "LayerParameter.linear_transform_param", "LinearTransformParameter.num_output",
+    "LinearTransformParameter.weight_filler", "LinearTransformParameter.axis",
+    "LinearTransformParameter.backprop", "LinearTransformParameter.verbose",
+    "LayerParameter.pose_accuracy_param", "PoseAccuracyParameter.top_k",
+    "PoseAccuracyParameter.axis", "PoseAccuracyParameter.mode", "PoseAccuracyParameter.version",
 ] + ["LSTMConvolutionParameter." + f for f in (
     "num_output", "bias_term", "pad", "kernel_size", "stride", "dilation", "group",
     "weight_filler", "bias_filler", "type", "axis", "engine", "force_nd_im2col", "pad_h", "pad_w",

@@ -272,6 +272,14 @@ COMPUTED = frozenset([
     "LinearTransformParameter.backprop", "LinearTransformParameter.verbose",
     "LayerParameter.pose_accuracy_param", "PoseAccuracyParameter.top_k",
     "PoseAccuracyParameter.axis", "PoseAccuracyParameter.mode", "PoseAccuracyParameter.version",
+    # caffe-ccnn's Repack and RunningAverage, dbnet-caffe-matlab's RunningAverage
+    # (caffepy/forks/segmentation/ccnn.py)
+    "LayerParameter.repack_param", "RepackParameter.operation", "RepackParameter.stride",
+    "RepackParameter.stride_h", "RepackParameter.stride_w",
+    "LayerParameter.running_average_param",
+    "RunningAverageParameter.alpha", "RunningAverageParameter.initial_value",
+    "RunningAverageParameter.reset_history", "RunningAverageParameter.mass",
+    "RunningAverageParameter.update_test",
 ] + ["LSTMConvolutionParameter." + f for f in (
     "num_output", "bias_term", "pad", "kernel_size", "stride", "dilation", "group",
     "weight_filler", "bias_filler", "type", "axis", "engine", "force_nd_im2col", "pad_h", "pad_w",

@@ -3,7 +3,7 @@
 chuckcho/video-caffe).
 
 Modules: ``video3d`` (Convolution3D, Pooling3D, Deconvolution3D, VoxelWiseSoftmax(WithLoss)),
-``data`` (VideoData of C3D and TSN), ``tsn`` (Gather), ``nd`` (Pooling over N spatial axes from
+``data`` (VideoData of C3D and TSN), ``tsn`` (Gather, MultilabelLogisticLoss), ``nd`` (Pooling over N spatial axes from
 a list or repeated kernel_size / stride / pad, NdPooling, NdConvolution), ``scnn`` (S-CNN's
 SoftmaxWithLoss with an overlap bottom), ``video_triplet`` (caffe-video_triplet's RankHardLoss
 and Norm), ``tdd`` (iamyup/caffe_tdd's TransformSoftmaxWithLoss, TransformAccuracy),

@@ -1,7 +1,7 @@
 """Element-wise activations and per-sample normalisations registered by several small forks: Mish
 (darknet2caffe forks), HardSwish and HardSigmoid (synopsys-caffe), SignedSqrt and L2Normalize (the
 compact-bilinear-pooling forks), L2Normalization (AlfredXiangWu/caffe, 1095560081/caffe),
-NormalizationL2 (liu-xb/RAM), Scalar (the scale-by-a-second-bottom layer of the video / saliency
+Normalization (vllab/discovery, BeSlower/caffe), NormalizationL2 (liu-xb/RAM), Scalar (the scale-by-a-second-bottom layer of the video / saliency
 forks), MinReLU (ALISCIFP/caffe: min(x, 0) + nu max(x, 0)).
 """
 import numpy as np
@@ -185,6 +185,18 @@ class L2NormalizationLayer(L2NormalizeLayer):
         with np.errstate(divide="ignore", invalid="ignore"):
             self._inv = 1.0 / np.sqrt(np.sum(x * x, axis=1, keepdims=True))
         top[0].data.reshape(x.shape)[...] = x * self._inv
+
+
+@register_layer("Normalization")
+class NormalizationLayer(L2NormalizationLayer):
+    """Binbin Xu's Normalization of vllab/discovery (external/caffe/src/caffe/layers/
+    normalization_layer.cpp / .cu) and BeSlower/caffe: AlfredXiangWu's L2Normalization (y_n =
+    x_n / |x_n|, no epsilon) with the top in the bottom's shape. No parameters; not in place.
+    """
+    type = "Normalization"
+
+    def reshape(self, bottom, top):
+        L2NormalizeLayer.reshape(self, bottom, top)
 
 
 @register_variant("L2Normalization", lambda lp: lp.HasField("l2n_param"))

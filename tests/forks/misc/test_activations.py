@@ -185,3 +185,11 @@ def test_l2_normalization_l2n_param_global_axis_and_small_norms():
     np.testing.assert_allclose(y, ref)
     for t in (text, 'type: "L2Normalization" l2n_param { }'):
         check_layer_gradient(make_layer(t), make_blobs([x]), make_blobs(1))
+
+
+def test_normalization_keeps_the_bottom_shape():
+    x = np.random.default_rng(7).standard_normal((3, 2, 2))
+    y = _run('type: "Normalization"', x)
+    assert y.shape == (3, 2, 2)
+    np.testing.assert_allclose(y, x / np.linalg.norm(x.reshape(3, -1), axis=1)[:, None, None])
+    check_layer_gradient(make_layer('type: "Normalization"'), make_blobs([x]), make_blobs(1))

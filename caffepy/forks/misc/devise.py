@@ -1,6 +1,6 @@
 """DeViSE (Qi-Xian/DeVise, also gtlim/Ahra): the visual-semantic embedding's LinearTransform and
-the viewpoint accuracy PoseAccuracy (caffe/src/caffe/layers/linear_transform_layer.cpp / .cu,
-pose_accuracy_layer.cpp).
+Similarity, and the viewpoint accuracy PoseAccuracy (caffe/src/caffe/layers/
+linear_transform_layer.cpp / .cu, similarity_layer.cpp / .cu, pose_accuracy_layer.cpp).
 """
 import logging
 
@@ -57,6 +57,43 @@ class LinearTransformLayer(Layer):
             self.blobs[0].diff += dy.T @ bottom[0].data.reshape(self.m, self.k)
         if propagate_down[0] and self.backprop:
             bottom[0].diff.reshape(self.m, self.k)[...] = dy @ self.blobs[0].data
+
+
+@register_layer("Similarity")
+class SimilarityLayer(Layer):
+    """Dot products of features with prototypes: y = x P^T, x M x K (bottom 0, M its num), P
+    N x K (bottom 1, N its num); top M x N. dx = dy P, dP = dy^T x (the fork overwrites both
+    diffs). Bottoms must have the same channel count. No parameters (the fork's
+    ``similarity_param { mode }`` is not read). caffe-simnets' Similarity (templates as
+    parameters, one top per bottom) is another layer, not built here.
+    """
+    exact_num_bottom_blobs = 2
+    exact_num_top_blobs = 1
+
+    def reshape(self, bottom, top):
+        x, p = bottom
+        if x.num_axes > 4 or p.num_axes > 4 or x.channels != p.channels:
+            raise self.error("dimension is not compatible: %s and %s (same channels, at most 4 "
+                             "axes)" % (x.shape, p.shape), ShapeError)
+        self.m, self.n = x.num, p.num
+        self.k = p.count // max(self.n, 1)
+        if x.count != self.m * self.k:
+            raise self.error("bottom[0] %s does not hold %d features of %d values"
+                             % (x.shape, self.m, self.k), ShapeError)
+        top[0].reshape(self.m, self.n)
+
+    def forward_cpu(self, bottom, top):
+        x = bottom[0].data.reshape(self.m, self.k)
+        top[0].data[...] = x @ bottom[1].data.reshape(self.n, self.k).T
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        dy = top[0].diff
+        if propagate_down[0]:
+            bottom[0].diff.reshape(self.m, self.k)[...] = dy @ bottom[1].data.reshape(
+                self.n, self.k)
+        if propagate_down[1]:
+            bottom[1].diff.reshape(self.n, self.k)[...] = dy.T @ bottom[0].data.reshape(
+                self.m, self.k)
 
 
 _THRESH, _PI = 0.5236, 3.14159265          # the fork's constants

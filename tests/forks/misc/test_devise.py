@@ -68,3 +68,11 @@ def test_pose_accuracy_matches_a_transcription_of_the_forks_loop():
                                    make_blobs(1))
                 assert acc == _pose_reference(scores, azi, ele, table, k, mode, version), \
                     (mode, version, k)
+
+
+def test_similarity_is_features_times_prototypes():
+    rng = np.random.default_rng(2)
+    x, p = rng.standard_normal((3, 4, 1, 1)), rng.standard_normal((5, 4))
+    (y,) = run_layer(make_layer('type: "Similarity"'), make_blobs([x, p]), make_blobs(1))
+    np.testing.assert_allclose(y, x.reshape(3, 4) @ p.T)
+    check_layer_gradient(make_layer('type: "Similarity"'), make_blobs([x, p]), make_blobs(1))

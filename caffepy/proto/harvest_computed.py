@@ -280,6 +280,11 @@ COMPUTED = frozenset([
     "RunningAverageParameter.alpha", "RunningAverageParameter.initial_value",
     "RunningAverageParameter.reset_history", "RunningAverageParameter.mass",
     "RunningAverageParameter.update_test",
+    # apollocaffe's Wordvec, CapSequence and Py (caffepy/forks/misc/apollocaffe.py)
+    "LayerParameter.wordvec_param", "WordvecParameter.dimension", "WordvecParameter.vocab_size",
+    "WordvecParameter.weight_filler", "LayerParameter.rp", "RuntimeParameter.cap_sequence_param",
+    "CapSequenceParameter.sequence_lengths", "LayerParameter.py_param",
+    "PyParameter.param_shapes", "PyParameter.param_fillers", "ParamShapeParameter.dimension",
 ] + ["LSTMConvolutionParameter." + f for f in (
     "num_output", "bias_term", "pad", "kernel_size", "stride", "dilation", "group",
     "weight_filler", "bias_filler", "type", "axis", "engine", "force_nd_im2col", "pad_h", "pad_w",

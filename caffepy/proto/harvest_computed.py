@@ -285,6 +285,9 @@ COMPUTED = frozenset([
     "WordvecParameter.weight_filler", "LayerParameter.rp", "RuntimeParameter.cap_sequence_param",
     "CapSequenceParameter.sequence_lengths", "LayerParameter.py_param",
     "PyParameter.param_shapes", "PyParameter.param_fillers", "ParamShapeParameter.dimension",
+    # segaware's Im2dist (caffepy/forks/segmentation/segaware.py)
+    "LayerParameter.im2dist_param", "Im2distParameter.norm", "Im2distParameter.remove_center",
+    "Im2distParameter.remove_bounds",
 ] + ["LSTMConvolutionParameter." + f for f in (
     "num_output", "bias_term", "pad", "kernel_size", "stride", "dilation", "group",
     "weight_filler", "bias_filler", "type", "axis", "engine", "force_nd_im2col", "pad_h", "pad_w",

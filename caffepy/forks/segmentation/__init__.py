@@ -14,7 +14,8 @@ PR), ``mergecrop`` (the OpenCL branch's MergeCrop and N-d
 MemoryData of 3-D U-Nets), ``attention_mask`` (chwilms/AttentionMask's ArgMaxAll, ConvertIndices,
 SplitIndices, CheckAtt, TileProduct, SlidingWindowIndex, TopKOld), ``casenet`` (CASENet's
 MultiChannelReweightedSigmoidCrossEntropyLoss on bit-packed edge labels), ``ccnn`` (caffe-ccnn's
-Repack and RunningAverage; dbnet-caffe-matlab's RunningAverage as a variant). PSPNet / DeepLab's Interp is in :mod:`caffepy.forks.misc.vision`.
+Repack and RunningAverage; dbnet-caffe-matlab's RunningAverage as a variant), ``segaware``
+(aharley/segaware's Im2dist). PSPNet / DeepLab's Interp is in :mod:`caffepy.forks.misc.vision`.
 Built-in Python layer: ENet's ``spatial_dropout.SpatialDropoutLayer``.
 Schema: proto/additions.json (PSPNet, DeepLab), proto/additions.d/segnet_c3d_face_flownet.json,
 crfasrnn_tsn_pose.json, surveyed_forks.json, census_forks.json (PiCANet's pw_attend_param, StevenHickson's seg_param),

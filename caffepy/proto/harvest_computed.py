@@ -288,6 +288,11 @@ COMPUTED = frozenset([
     # segaware's Im2dist (caffepy/forks/segmentation/segaware.py)
     "LayerParameter.im2dist_param", "Im2distParameter.norm", "Im2distParameter.remove_center",
     "Im2distParameter.remove_bounds",
+    # happynear's MultiLabelImageData (caffepy/forks/face/multi_label_image.py); balance_class /
+    # balance_by change no batch there (multi_label_image_data_layer.cpp builds per-class lists
+    # that load_batch never reads)
+    "ImageDataParameter.label_cut_start", "ImageDataParameter.label_cut_end",
+    "ImageDataParameter.balance_class", "ImageDataParameter.balance_by",
 ] + ["LSTMConvolutionParameter." + f for f in (
     "num_output", "bias_term", "pad", "kernel_size", "stride", "dilation", "group",
     "weight_filler", "bias_filler", "type", "axis", "engine", "force_nd_im2col", "pad_h", "pad_w",

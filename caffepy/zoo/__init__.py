@@ -58,7 +58,7 @@ DATA_LAYER_TYPES = frozenset([
     "CustomData", "VolumeData", "VideoSegmentationData", "VideoWithVoxelTruthData",
     "WindowSegData", "ImageGtData", "DetectionData", "EvalData", "SegData", "LaneData", "CPMData",
     "GenericWindowData", "SquareBoxData",
-    "HeatmapData", "ImageFloatData", "DataHeatmap",
+    "HeatmapData", "ImageFloatData", "DataHeatmap", "MultiLabelImageData",
 ]) | zoo_readers.TYPES
 # Readers whose first top is an image whatever its name (a top "label" of theirs is a label image:
 # StevenHickson's SemanticLabelingDemo reads its label maps with ImageData and LabelData).

@@ -167,7 +167,7 @@ class L2NormalizationLayer(L2NormalizeLayer):
 
     (an all-zero item gives inf / nan, as the fork). The top is the bottom's legacy 4-D shape
     num x channels x height x width. No parameters (with ``l2n_param`` set, the layer is
-    1095560081/caffe's, :class:`L2NormalizationL2nLayer`). Not in place.
+    1095560081/caffe's, :class:`L2NormalizationWithParamLayer`). Not in place.
     """
     type = "L2Normalization"
     epsilon = 0.0
@@ -200,7 +200,7 @@ class NormalizationLayer(L2NormalizationLayer):
 
 
 @register_variant("L2Normalization", lambda lp: lp.HasField("l2n_param"))
-class L2NormalizationL2nLayer(Layer):
+class L2NormalizationWithParamLayer(Layer):
     """1095560081/caffe's L2Normalization (src/caffe/layers/l2_normalization_layer.cpp), chosen
     when ``l2n_param`` is set. With ``is_global`` the whole blob (all items together) is one
     vector, else each vector along ``axis`` (one per position of the other axes):

@@ -19,13 +19,13 @@ def _broadcast_shape(layer, a, b):
                           "1)" % (tuple(a), tuple(b)), ShapeError) from None
 
 
-@register_variant("Maximum", lambda lp: len(lp.bottom) >= 2)
+@register_layer("Maximum")
 class BroadcastMaximumLayer(Layer):
-    """synopsys-caffe's Maximum (src/caffe/layers/maximum_layer.cpp), chosen when the layer has two
-    bottoms: y = a > b ? a : b element-wise, with NumPy / TensorFlow broadcasting (axes matched
+    """synopsys-caffe's Maximum (src/caffe/layers/maximum_layer.cpp), for two bottoms: y = a > b ? a : b element-wise, with NumPy / TensorFlow broadcasting (axes matched
     from the last, each equal or 1; a 0-axis blob is a scalar). Top: the broadcast shape, not in
     place. Backward: NOT_IMPLEMENTED in the fork. No parameters. (The fork's one-bottom form reads
-    its second operand from a weights-file blob; a one-bottom Maximum here is caffe_rtpose's.)
+    its second operand from a weights-file blob; a one-bottom Maximum here is caffe_rtpose's,
+    :class:`caffepy.forks.pose.switch.MaximumLayer`.)
     """
     exact_num_bottom_blobs = 2
     exact_num_top_blobs = 1
@@ -122,7 +122,7 @@ class SumLossLayer(LossLayer):
     """2bbb/caffe-fr-chairs' SumLoss (src/caffe/layers/sum_loss_layer.cpp): the sum of all of the
     bottom's values over its num, L = sum(x) / N; dL/dx = loss_weight / N. One bottom, no
     parameters. (With ``sum_loss_param`` set or a second bottom, the layer is caffe-simnets',
-    :class:`SimnetsSumLossLayer`, whose sign and divisor differ.)
+    :class:`SumLossSimnetsLayer`, whose sign and divisor differ.)
     """
     exact_num_bottom_blobs = 1
 
@@ -141,7 +141,7 @@ class SumLossLayer(LossLayer):
 
 
 @register_variant("SumLoss", lambda lp: lp.HasField("sum_loss_param") or len(lp.bottom) == 2)
-class SimnetsSumLossLayer(LossLayer):
+class SumLossSimnetsLayer(LossLayer):
     """AminaGhrissi/caffe-simnets' SumLoss (src/caffe/layers/sum_loss_layer.cpp), chosen when
     ``sum_loss_param`` is set or the layer has a label bottom: the negated mean of an N-vector
     (N x 1 x ...). use_labeled_data (default): L = -sum(x) / N, dL/dx = -loss_weight / N.

@@ -8,7 +8,7 @@ the viewer can show any stage's maps; the demo picks the bottom through ``Select
 import numpy as np
 
 from ...errors import ShapeError
-from ...layers.base import Layer, register_layer
+from ...layers.base import Layer, register_layer, register_variant
 
 
 @register_layer("Switch")
@@ -67,14 +67,15 @@ class SwitchLayer(Layer):
                 b.diff.reshape(-1)[:self.count] = top[0].diff.reshape(-1)
 
 
-@register_layer("Maximum")
+@register_variant("Maximum", lambda lp: len(lp.bottom) == 1)
 class MaximumLayer(Layer):
     """caffe_rtpose's Maximum (src/caffe/layers/maximum_layer.cpp): the peak of each channel's map,
     top[n, c, 0] = (x, y, value) of the first maximum in raster order. The CPU path, computed
     here, starts its search at the smallest positive float, so a map with no value above it gives
     (0, 0, that float); the fork's GPU reduction starts at -1e10. Bottom N x C x H x W; top
-    N x C x 1 x 3. Backward: NOT_IMPLEMENTED in the fork. No parameters. (A Maximum with two
-    bottoms is synopsys-caffe's element-wise one, :mod:`caffepy.forks.misc.tensor_ops`.)
+    N x C x 1 x 3. Backward: NOT_IMPLEMENTED in the fork. No parameters. Chosen when the layer
+    has one bottom; with two, Maximum is synopsys-caffe's element-wise one
+    (:mod:`caffepy.forks.misc.tensor_ops`).
     """
     exact_num_bottom_blobs = 1
     exact_num_top_blobs = 1

@@ -293,6 +293,11 @@ COMPUTED = frozenset([
     # that load_batch never reads)
     "ImageDataParameter.label_cut_start", "ImageDataParameter.label_cut_end",
     "ImageDataParameter.balance_class", "ImageDataParameter.balance_by",
+    # yjxiong/caffe's SparseData (caffepy/forks/video/sparse_data.py)
+    "LayerParameter.sparse_data_param", "SparseDataParameter.source_file",
+    "SparseDataParameter.mat_height", "SparseDataParameter.mat_width",
+    "SparseDataParameter.mat_channels", "SparseDataParameter.encode_type",
+    "SparseDataParameter.batch_size", "SparseDataParameter.probability",
 ] + ["LSTMConvolutionParameter." + f for f in (
     "num_output", "bias_term", "pad", "kernel_size", "stride", "dilation", "group",
     "weight_filler", "bias_filler", "type", "axis", "engine", "force_nd_im2col", "pad_h", "pad_w",

@@ -351,6 +351,55 @@ COMPUTED = frozenset([
     "LayerParameter.multi_accuracy_param", "MultiAccuracyParameter.top_k",
     "MultiAccuracyParameter.version", "MultiAccuracyParameter.filename",
     "MultiAccuracyParameter.axis",
+    # AttentionMask's SlidingWindowIndex (caffepy/forks/segmentation/attention_mask.py)
+    "LayerParameter.sliding_window_param", "SlidingWindowParameter.window_h",
+    "SlidingWindowParameter.window_w", "SlidingWindowParameter.stride_h",
+    "SlidingWindowParameter.stride_w",
+    # 1095560081/caffe's L2Normalization (caffepy/forks/misc/activations.py)
+    "LayerParameter.l2n_param", "L2NormalizationParameter.is_global",
+    "L2NormalizationParameter.axis", "L2NormalizationParameter.eps",
+    # synopsys-caffe's OneHot and MatMul, caffe-simnets' OneHot and SumLoss
+    # (caffepy/forks/misc/tensor_ops.py)
+    "LayerParameter.one_hot_param", "OneHotParameter.depth", "OneHotParameter.on_value",
+    "OneHotParameter.off_value", "OneHotParameter.axis", "OneHotParameter.input_dim",
+    "OneHotParameter.to_log", "LayerParameter.matmul_param", "MatMulParameter.transpose_a",
+    "MatMulParameter.transpose_b", "MatMulParameter.blob_shape", "LayerParameter.sum_loss_param",
+    "SumLossParameter.use_labeled_data",
+    # LiteFlowNet's ExpMax (caffepy/forks/flownet/liteflownet.py)
+    "LayerParameter.expmax_param", "ExpMaxParameter.base", "ExpMaxParameter.scale",
+    "ExpMaxParameter.shift",
+    # DeViSE's LinearTransform and PoseAccuracy (caffepy/forks/misc/devise.py)
+    "LayerParameter.linear_transform_param", "LinearTransformParameter.num_output",
+    "LinearTransformParameter.weight_filler", "LinearTransformParameter.axis",
+    "LinearTransformParameter.backprop", "LinearTransformParameter.verbose",
+    "LayerParameter.pose_accuracy_param", "PoseAccuracyParameter.top_k",
+    "PoseAccuracyParameter.axis", "PoseAccuracyParameter.mode", "PoseAccuracyParameter.version",
+    # caffe-ccnn's Repack and RunningAverage, dbnet-caffe-matlab's RunningAverage
+    # (caffepy/forks/segmentation/ccnn.py)
+    "LayerParameter.repack_param", "RepackParameter.operation", "RepackParameter.stride",
+    "RepackParameter.stride_h", "RepackParameter.stride_w",
+    "LayerParameter.running_average_param",
+    "RunningAverageParameter.alpha", "RunningAverageParameter.initial_value",
+    "RunningAverageParameter.reset_history", "RunningAverageParameter.mass",
+    "RunningAverageParameter.update_test",
+    # apollocaffe's Wordvec, CapSequence and Py (caffepy/forks/misc/apollocaffe.py)
+    "LayerParameter.wordvec_param", "WordvecParameter.dimension", "WordvecParameter.vocab_size",
+    "WordvecParameter.weight_filler", "LayerParameter.rp", "RuntimeParameter.cap_sequence_param",
+    "CapSequenceParameter.sequence_lengths", "LayerParameter.py_param",
+    "PyParameter.param_shapes", "PyParameter.param_fillers", "ParamShapeParameter.dimension",
+    # segaware's Im2dist (caffepy/forks/segmentation/segaware.py)
+    "LayerParameter.im2dist_param", "Im2distParameter.norm", "Im2distParameter.remove_center",
+    "Im2distParameter.remove_bounds",
+    # happynear's MultiLabelImageData (caffepy/forks/face/multi_label_image.py); balance_class /
+    # balance_by change no batch there (multi_label_image_data_layer.cpp builds per-class lists
+    # that load_batch never reads)
+    "ImageDataParameter.label_cut_start", "ImageDataParameter.label_cut_end",
+    "ImageDataParameter.balance_class", "ImageDataParameter.balance_by",
+    # yjxiong/caffe's SparseData (caffepy/forks/video/sparse_data.py)
+    "LayerParameter.sparse_data_param", "SparseDataParameter.source_file",
+    "SparseDataParameter.mat_height", "SparseDataParameter.mat_width",
+    "SparseDataParameter.mat_channels", "SparseDataParameter.encode_type",
+    "SparseDataParameter.batch_size", "SparseDataParameter.probability",
 ] + ["LSTMConvolutionParameter." + f for f in (
     "num_output", "bias_term", "pad", "kernel_size", "stride", "dilation", "group",
     "weight_filler", "bias_filler", "type", "axis", "engine", "force_nd_im2col", "pad_h", "pad_w",

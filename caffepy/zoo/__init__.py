@@ -49,6 +49,7 @@ from ..forks.misc import zoo_pulkitag
 from ..forks.misc import zoo_readers
 from ..forks.face import landmark_regression
 from ..forks.pose import car_keypoint
+from ..forks.video import sparse_data
 from .run import (constant_fillers, fill_unset_num_output, forward_releasing, read_for_run,  # noqa: F401
                       input_values, net_input_values, randomize_params)
 
@@ -59,6 +60,7 @@ DATA_LAYER_TYPES = frozenset([
     "WindowSegData", "ImageGtData", "DetectionData", "EvalData", "SegData", "LaneData", "CPMData",
     "GenericWindowData", "SquareBoxData",
     "HeatmapData", "ImageFloatData", "DataHeatmap", "DisparityData", "FloData",
+    "MultiLabelImageData", "SparseData",
 ]) | zoo_readers.TYPES
 # Readers whose first top is an image whatever its name (a top "label" of theirs is a label image:
 # StevenHickson's SemanticLabelingDemo reads its label maps with ImageData and LabelData).
@@ -134,6 +136,8 @@ def replace_data_layers(net_param, default_shape=(3, 224, 224), batch_size=None,
             shapes = landmark_regression.top_shapes(lp, default_shape, batch_size)
         elif lp.type == "HeatmapData":       # hhy5277/car_keypoint_caffe
             shapes = car_keypoint.top_shapes(lp, default_shape, batch_size)
+        elif lp.type == "SparseData" and lp.HasField("sparse_data_param"):   # yjxiong/caffe
+            shapes = sparse_data.top_shapes(lp, batch_size)
         elif lp.type == "MemoryData" and _memory_blob_shapes(lp, batch_size):
             shapes = _memory_blob_shapes(lp, batch_size)
         else:

@@ -1,5 +1,5 @@
-"""LiteFlowNet's Warp, Grid and NegSquare (twhui/LiteFlowNet, src/caffe/layers/warp_layer.cpp /
-.cu, grid_layer.cpp, negsquare_layer.cpp / .cu).
+"""LiteFlowNet's Warp, Grid, NegSquare and ExpMax (twhui/LiteFlowNet, src/caffe/layers/
+warp_layer.cpp / .cu, grid_layer.cpp, negsquare_layer.cpp / .cu, expmax_layer.cpp / .cu).
 
 Not FlowNet 2's FlowWarp: Warp samples at absolute coordinates (LiteFlowNet adds a Grid to the
 flow before it), and drops each bilinear tap that falls outside the image on its own instead of
@@ -8,7 +8,7 @@ zeroing the whole pixel.
 import numpy as np
 
 from ...errors import ShapeError
-from ...layers.base import Layer, register_layer
+from ...layers.base import Layer, NeuronLayer, fork_param, register_layer
 from ...layers.neuron import ElementwiseLayer
 
 
@@ -131,3 +131,46 @@ class NegSquareLayer(ElementwiseLayer):
 
     def df(self, x, y):
         return -2.0 * x
+
+
+@register_layer("ExpMax")
+class ExpMaxLayer(NeuronLayer):
+    """LiteFlowNet's ExpMax (also adamtwig/segpred's): the exponential of a softmax numerator,
+
+        y = base^shift * base^(scale (x - m)),   m[s] = max_c x[0, c, s]
+
+    (base -1: e). The max over channels is taken for the first item only, at each of its
+    H x W positions: the fork's GPU kernel runs with an outer count of 1, and the other items'
+    entries of its max buffer are never written (0 as allocated), so nothing is subtracted
+    from them. The fork's Forward_cpu stops (not implemented); this is its GPU path.
+    Backward as the fork: dL/dx = dL/dy y ln(base) scale, the max held constant (not the
+    exact gradient where x is the max). prototxt: ``expmax_param { base: -1 scale: 1
+    shift: 0 }``. Bottom N x C x H x W (at most 4 axes); top the same; in place allowed.
+    """
+
+    def layer_setup(self, bottom, top):
+        p = fork_param(self.layer_param, "expmax_param")
+        base, scale, shift = float(p.base), float(p.scale), float(p.shift)
+        if base != -1 and base <= 0:
+            raise self.error("base must be strictly positive (or -1 for e), got %g" % base)
+        log_base = 1.0 if base == -1 else np.log(base)
+        self.inner = log_base * scale
+        self.outer = 1.0 if shift == 0 else (np.exp(shift) if base == -1 else base ** shift)
+
+    def reshape(self, bottom, top):
+        if bottom[0].num_axes > 4 or bottom[0].num_axes < 2:
+            raise self.error("bottom must have 2 to 4 axes (N x C x H x W), got %s"
+                             % (bottom[0].shape,), ShapeError)
+        super().reshape(bottom, top)
+
+    def forward_cpu(self, bottom, top):
+        x = bottom[0].data
+        n, c = x.shape[:2]
+        v = x.reshape(n, c, -1).copy()
+        v[0] -= v[0].max(axis=0)
+        top[0].data[...] = (self.outer * np.exp(self.inner * v)).reshape(x.shape)
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        if propagate_down[0]:
+            bottom[0].diff[...] = top[0].data * top[0].diff * self.inner
+

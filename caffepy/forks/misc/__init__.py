@@ -6,7 +6,11 @@ Reorg, VPGNet's Tiling), ``layers`` (SeLu, SeLuDropout, SegAccuracy), ``ssl`` (w
 SymmetricRectify), ``caffepro`` (yihui-he/caffe-pro's Filter with filter_param), ``activations`` (Mish of the
 darknet2caffe forks; synopsys-caffe's HardSwish and HardSigmoid; the compact-bilinear forks'
 SignedSqrt and L2Normalize; liu-xb/RAM's NormalizationL2; Scalar, the multiply-by-a-second-bottom layer of video_prop_networks /
-DSCLRCN / Curve-Text-Detector; ALISCIFP/caffe's MinReLU), ``counting`` (shizenglin/Deep-NCL's MAELoss), ``dropout``
+DSCLRCN / Curve-Text-Detector; ALISCIFP/caffe's MinReLU; L2Normalization of AlfredXiangWu/caffe and
+1095560081/caffe), ``tensor_ops`` (synopsys-caffe's broadcasting Maximum, OneHot and MatMul;
+caffe-simnets' OneHot and SumLoss; caffe-fr-chairs' SumLoss; video_prop_networks' MatMul),
+``devise`` (Qi-Xian/DeVise's LinearTransform, Similarity and PoseAccuracy), ``apollocaffe``
+(apollocaffe's Wordvec, CapSequence and its Python-layer holder Py), ``counting`` (shizenglin/Deep-NCL's MAELoss), ``dropout``
 (Cysu/dgd_person_reid's GuidedDropout), ``inplace_reshape`` (the in-place Reshape of older Caffe:
 happynear/caffe-windows, ECO's caffe_3d), ``waifu2x`` (lltcggie/caffe's CropCenter), ``glad_crop`` (southatsouth/GLAD's one-bottom Crop), ``rcf``
 (yun-liu/rcf's AutoCrop: the crop offset from the net's coordinate maps), ``colorization`` (the

@@ -1,11 +1,12 @@
 """Element-wise activations and per-sample normalisations registered by several small forks: Mish
 (darknet2caffe forks), HardSwish and HardSigmoid (synopsys-caffe), SignedSqrt and L2Normalize (the
-compact-bilinear-pooling forks), NormalizationL2 (liu-xb/RAM), Scalar (the scale-by-a-second-bottom layer of the video / saliency
+compact-bilinear-pooling forks), L2Normalization (AlfredXiangWu/caffe, 1095560081/caffe),
+Normalization (vllab/discovery, BeSlower/caffe), NormalizationL2 (liu-xb/RAM), Scalar (the scale-by-a-second-bottom layer of the video / saliency
 forks), MinReLU (ALISCIFP/caffe: min(x, 0) + nu max(x, 0)).
 """
 import numpy as np
 
-from ...layers.base import Layer, register_layer
+from ...layers.base import Layer, fork_param, register_layer, register_variant
 from ...layers.neuron import ElementwiseLayer
 from ...layers.scale import _broadcast_dims
 from ...errors import ShapeError
@@ -155,6 +156,91 @@ class NormalizationL2Layer(L2NormalizeLayer):
         elif bottom[0].num_axes < 1:
             raise self.error("bottom[0] needs a num axis, got shape %s" % (bottom[0].shape,),
                              ShapeError)
+
+
+@register_layer("L2Normalization")
+class L2NormalizationLayer(L2NormalizeLayer):
+    """AlfredXiangWu/caffe's L2Normalization (src/caffe/layers/l2_normalization_layer.cpp; its
+    GPU functions call the CPU ones): L2Normalize with no epsilon,
+
+        y_n = x_n / |x_n|,   dL/dx_n = (dL/dy_n - y_n (y_n . dL/dy_n)) / |x_n|
+
+    (an all-zero item gives inf / nan, as the fork). The top is the bottom's legacy 4-D shape
+    num x channels x height x width. No parameters (with ``l2n_param`` set, the layer is
+    1095560081/caffe's, :class:`L2NormalizationWithParamLayer`). Not in place.
+    """
+    type = "L2Normalization"
+    epsilon = 0.0
+
+    def reshape(self, bottom, top):
+        super().reshape(bottom, top)
+        if bottom[0].num_axes > 4:
+            raise self.error("bottom[0] needs at most 4 axes (the fork's legacy num x channels x "
+                             "height x width), got %s" % (bottom[0].shape,), ShapeError)
+        b = bottom[0]
+        top[0].reshape(b.num, b.channels, b.height, b.width)
+
+    def forward_cpu(self, bottom, top):
+        x = bottom[0].data.reshape(bottom[0].shape[0], -1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            self._inv = 1.0 / np.sqrt(np.sum(x * x, axis=1, keepdims=True))
+        top[0].data.reshape(x.shape)[...] = x * self._inv
+
+
+@register_layer("Normalization")
+class NormalizationLayer(L2NormalizationLayer):
+    """Binbin Xu's Normalization of vllab/discovery (external/caffe/src/caffe/layers/
+    normalization_layer.cpp / .cu) and BeSlower/caffe: AlfredXiangWu's L2Normalization (y_n =
+    x_n / |x_n|, no epsilon) with the top in the bottom's shape. No parameters; not in place.
+    """
+    type = "Normalization"
+
+    def reshape(self, bottom, top):
+        L2NormalizeLayer.reshape(self, bottom, top)
+
+
+@register_variant("L2Normalization", lambda lp: lp.HasField("l2n_param"))
+class L2NormalizationWithParamLayer(Layer):
+    """1095560081/caffe's L2Normalization (src/caffe/layers/l2_normalization_layer.cpp), chosen
+    when ``l2n_param`` is set. With ``is_global`` the whole blob (all items together) is one
+    vector, else each vector along ``axis`` (one per position of the other axes):
+
+        m = |x|^2;  y = x / sqrt(m),  dL/dx = (dL/dy - y (y . dL/dy)) / sqrt(m)   if m > |eps|
+                    y = x,            dL/dx = dL/dy                               otherwise
+
+    prototxt: ``l2n_param { is_global: true axis: 0 eps: 1e-10 }``. Top: the bottom's shape.
+    """
+    exact_num_bottom_blobs = 1
+    exact_num_top_blobs = 1
+
+    def layer_setup(self, bottom, top):
+        p = fork_param(self.layer_param, "l2n_param")
+        self.is_global, self.eps = bool(p.is_global), abs(float(p.eps))
+        if not self.is_global:
+            self.axis = bottom[0].canonical_axis_index(p.axis)
+
+    def reshape(self, bottom, top):
+        if top[0] is bottom[0]:
+            raise self.error("L2Normalization cannot run in place")
+        top[0].reshape(bottom[0].shape)
+
+    def _vectors(self, a):
+        """``a`` with the normalised vectors along its last axis."""
+        return a.reshape(1, -1) if self.is_global else np.moveaxis(a, self.axis, -1)
+
+    def forward_cpu(self, bottom, top):
+        x = self._vectors(bottom[0].data)
+        m = np.sum(x * x, axis=-1, keepdims=True, dtype=np.float64)
+        self.big = m > self.eps
+        self.inv = np.where(self.big, 1.0 / np.sqrt(np.where(self.big, m, 1.0)), 1.0)
+        self._vectors(top[0].data)[...] = x * self.inv
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        if not propagate_down[0]:
+            return
+        y, dy = self._vectors(top[0].data), self._vectors(top[0].diff)
+        proj = np.where(self.big, np.sum(y * dy, axis=-1, keepdims=True), 0.0)
+        self._vectors(bottom[0].diff)[...] = (dy - y * proj) * self.inv
 
 
 @register_layer("Scalar")

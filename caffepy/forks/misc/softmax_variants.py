@@ -1,4 +1,5 @@
-"""Two forks' SoftmaxWithLoss with extra softmax_param fields.
+"""Two forks' SoftmaxWithLoss with extra softmax_param fields, and CSLJXing/caffe's
+SoftmaxWithCrossEntropyLoss (below).
 
 Kevinduan23/caffe (src/caffe/layers/softmax_loss_layer.cpp and .cu): label smoothing. With
 ``label_smooth: true`` and e = ``label_smooth_factor`` > 0 (the fork's default, when the field is
@@ -24,8 +25,10 @@ prototxt: ``softmax_param { axis label_smooth label_smooth_factor }`` /
 """
 import numpy as np
 
-from ...layers.base import register_variant
+from ...errors import ShapeError
+from ...layers.base import LossLayer, register_layer, register_variant
 from ...layers.loss import SoftmaxWithLossLayer
+from ...layers.softmax import softmax
 
 FLT_MIN = np.finfo(np.float32).tiny
 _KEVINDUAN_DEFAULT_FACTOR = 1e-5
@@ -114,3 +117,49 @@ class ClassScaledSoftmaxWithLossLayer(SoftmaxWithLossLayer):
             w = self._weights()[:, None, :]
             bottom[0].diff[...] = (bottom[0].diff.reshape(w.shape[0], -1, w.shape[2]) * w
                                    ).reshape(bottom[0].shape)
+
+
+_FLT_MIN = np.finfo(np.float32).tiny
+
+
+@register_layer("SoftmaxWithCrossEntropyLoss")
+class SoftmaxWithCrossEntropyLossLayer(LossLayer):
+    """CSLJXing/caffe's SoftmaxWithCrossEntropyLoss (commit 6232af0, src/caffe/layers/
+    softmax_cross_entropy_loss_layer.cpp; also 3DMM-ICME2024/tc3d): the KL divergence between the
+    softmaxes of two score blobs of one shape, q = softmax(target), p = softmax(prediction), along
+    ``softmax_param.axis``:
+
+        L = sum q log(max(q, FLT_MIN) / max(p, FLT_MIN)) / D,   dL/dx = (p - q) loss_weight / D
+
+    D = outer count, or outer x inner count with ``loss_param.normalize: true``. No gradient to
+    the target (the fork stops on a request). One top.
+    """
+
+    def reshape(self, bottom, top):
+        if bottom[0].shape != bottom[1].shape:
+            raise self.error("bottom[0] %s and bottom[1] %s should have the same shape"
+                             % (bottom[0].shape, bottom[1].shape), ShapeError)
+        self.axis = bottom[0].canonical_axis_index(self.layer_param.softmax_param.axis)
+        self.outer = bottom[0].count_range(0, self.axis)
+        self.inner = bottom[0].count_range(self.axis + 1)
+        top[0].reshape(())
+
+    def _norm(self):
+        return self.outer * (self.inner if self.layer_param.loss_param.normalize else 1)
+
+    def forward_cpu(self, bottom, top):
+        self.p = softmax(bottom[0].data, self.axis)
+        self.q = softmax(bottom[1].data, self.axis)
+        ratio = np.maximum(self.q, _FLT_MIN) / np.maximum(self.p, _FLT_MIN)
+        top[0].data[...] = np.sum(self.q * np.log(ratio)) / self._norm()
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        if propagate_down[1]:
+            raise self.error("cannot back-propagate to target score inputs")
+        if propagate_down[0]:
+            scale = top[0].diff.reshape(-1)[0] / self._norm()
+            bottom[0].diff[...] = (self.p - self.q) * scale
+
+    def allow_force_backward(self, bottom_index):
+        return bottom_index == 0
+

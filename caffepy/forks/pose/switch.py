@@ -1,5 +1,6 @@
-"""The realtime-pose Caffe's Switch (CMU-Perceptual-Computing-Lab/caffe_rtpose, added for
-debugging its demo and later removed: src/caffe/layers/switch_layer.cpp / .cu before that).
+"""The realtime-pose Caffe's Switch and Maximum (CMU-Perceptual-Computing-Lab/caffe_rtpose).
+Switch was added for debugging its demo and later removed (src/caffe/layers/switch_layer.cpp /
+.cu before that); Maximum finds each heat map's peak.
 
 The demo's ``pose_deploy_linevec_switch.prototxt`` feeds every stage's output into one Switch so
 the viewer can show any stage's maps; the demo picks the bottom through ``SelectSwitch``.
@@ -7,7 +8,7 @@ the viewer can show any stage's maps; the demo picks the bottom through ``Select
 import numpy as np
 
 from ...errors import ShapeError
-from ...layers.base import Layer, register_layer
+from ...layers.base import Layer, register_layer, register_variant
 
 
 @register_layer("Switch")
@@ -64,3 +65,35 @@ class SwitchLayer(Layer):
             b.diff[...] = 0
             if i == self.switch_select:
                 b.diff.reshape(-1)[:self.count] = top[0].diff.reshape(-1)
+
+
+@register_variant("Maximum", lambda lp: len(lp.bottom) == 1)
+class MaximumLayer(Layer):
+    """caffe_rtpose's Maximum (src/caffe/layers/maximum_layer.cpp): the peak of each channel's map,
+    top[n, c, 0] = (x, y, value) of the first maximum in raster order. The CPU path, computed
+    here, starts its search at the smallest positive float, so a map with no value above it gives
+    (0, 0, that float); the fork's GPU reduction starts at -1e10. Bottom N x C x H x W; top
+    N x C x 1 x 3. Backward: NOT_IMPLEMENTED in the fork. No parameters. Chosen when the layer
+    has one bottom; with two, Maximum is synopsys-caffe's element-wise one
+    (:mod:`caffepy.forks.misc.tensor_ops`).
+    """
+    exact_num_bottom_blobs = 1
+    exact_num_top_blobs = 1
+
+    def reshape(self, bottom, top):
+        x = bottom[0]
+        if x.num_axes != 4:
+            raise self.error("bottom must be N x C x H x W, got %s" % (x.shape,), ShapeError)
+        top[0].reshape(x.shape[0], x.shape[1], 1, 3)
+
+    def forward_cpu(self, bottom, top):
+        n, c, h, w = bottom[0].shape
+        x = bottom[0].data.reshape(n, c, h * w)
+        start = np.finfo(self.dtype).tiny
+        at = np.argmax(x, axis=2)
+        peak = np.take_along_axis(x, at[..., None], axis=2)[..., 0]
+        found = peak > start
+        at = np.where(found, at, 0)
+        y = top[0].data.reshape(n, c, 3)
+        y[..., 0], y[..., 1] = at % w, at // w
+        y[..., 2] = np.where(found, peak, start)

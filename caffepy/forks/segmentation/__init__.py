@@ -16,7 +16,11 @@ ParseEvaluate; PcaGetCoord), ``picanet`` (nian-liu/PiCANet's saliency layers: At
 earlier name PwAttend, ReNetLSTM), ``fh_segments`` (StevenHickson's Segmentation: Felzenszwalb-
 Huttenlocher segments as ROI boxes), ``doc_binarization`` (ctensmeyer/caffe's WeightedFmeasureLoss and
 PR), ``mergecrop`` (the OpenCL branch's MergeCrop and N-d
-MemoryData of 3-D U-Nets). PSPNet / DeepLab's Interp is in :mod:`caffepy.forks.misc.vision`.
+MemoryData of 3-D U-Nets), ``attention_mask`` (chwilms/AttentionMask's ArgMaxAll, ConvertIndices,
+SplitIndices, CheckAtt, TileProduct, SlidingWindowIndex, TopKOld), ``casenet`` (CASENet's
+MultiChannelReweightedSigmoidCrossEntropyLoss on bit-packed edge labels), ``ccnn`` (caffe-ccnn's
+Repack and RunningAverage; dbnet-caffe-matlab's RunningAverage as a variant), ``segaware``
+(aharley/segaware's Im2dist). PSPNet / DeepLab's Interp is in :mod:`caffepy.forks.misc.vision`.
 Built-in Python layer: ENet's ``spatial_dropout.SpatialDropoutLayer``.
 Schema: proto/additions.json (PSPNet, DeepLab; DeepLab v2's messages too),
 proto/additions.d/segnet_c3d_face_flownet.json,

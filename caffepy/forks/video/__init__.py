@@ -3,8 +3,10 @@
 chuckcho/video-caffe).
 
 Modules: ``video3d`` (Convolution3D, Pooling3D, Deconvolution3D, VoxelWiseSoftmax(WithLoss)),
-``data`` (VideoData of C3D and TSN), ``tsn`` (Gather, Scatter, BatchReduction, SyncBN), ``nd`` (Pooling over N spatial axes from
-a list or repeated kernel_size / stride / pad, NdPooling, NdConvolution), ``scnn`` (S-CNN's
+``data`` (VideoData of C3D and TSN), ``tsn`` (Gather, Scatter, BatchReduction, SyncBN,
+MultilabelLogisticLoss), ``sparse_data`` (yjxiong/caffe's SparseData text reader), ``nd`` (Pooling
+over N spatial axes from a list or repeated kernel_size / stride / pad, NdPooling, NdConvolution),
+``scnn`` (S-CNN's
 SoftmaxWithLoss with an overlap bottom), ``video_triplet`` (caffe-video_triplet's RankHardLoss
 and Norm), ``tdd`` (iamyup/caffe_tdd's TransformSoftmaxWithLoss, TransformAccuracy),
 ``conv_lstm`` (ConvLSTM and ConvLSTMReLU of t2mhanh/caffe_convLSTM_WTA, agethen's ConvLSTM),

@@ -1,12 +1,14 @@
 """Temporal segment networks' caffe (yjxiong/caffe): ``Gather``, ``Scatter``, ``BatchReduction``,
-``SyncBN``.
+``SyncBN``, and the earlier branch's ``MultilabelLogisticLoss`` (commit 08c6c8c,
+src/caffe/layers/multilabel_logistic_loss_layer.cpp; also Annusha/caffe).
 
 Its ``SegData`` reader is caffepy.forks.segmentation.seg_data; ``caffepy.zoo`` swaps it for an input (batch 1, H
 and W floored to ``transform_param.stride``, as the fork's first image).
 """
 import numpy as np
 
-from ...layers.base import Layer, fork_param, register_layer
+from ...errors import ShapeError
+from ...layers.base import Layer, LossLayer, fork_param, register_layer
 from ...layers.normalization import BNLayer, _bcast, _ncs
 
 
@@ -210,3 +212,43 @@ class SyncBNLayer(BNLayer):
         self.inv_std = (1.0 / np.sqrt(v + self.eps)).astype(self.dtype)
         self.x_norm = (x - _bcast(mu)) * _bcast(self.inv_std)
         _ncs(top[0].data, self.channels)[...] = self.x_norm * _bcast(slope) + _bcast(bias)
+
+
+_LOG_THRESHOLD = 1e-20
+
+
+@register_layer("MultilabelLogisticLoss")
+class MultilabelLogisticLossLayer(LossLayer):
+    """Independent Bernoulli log-losses on probabilities p (N x D), one positive class per item:
+
+        L = -(1/N) sum_n [log max(p_{n,y_n}, 1e-20) + sum_{j != y_n} log max(1 - p_{n,j}, 1e-20)]
+        dL/dp_{n,y_n} = -w / (N max(p, 1e-20)),   dL/dp_{n,j} = w / (N max(1 - p, 1e-20))
+
+    (w: loss_weight; the clamped values are used in the gradient as in the loss, so it is exact
+    where nothing is clamped). Labels N x 1 x 1 x 1, truncated to int. No parameters.
+    """
+
+    def reshape(self, bottom, top):
+        super().reshape(bottom, top)
+        lab = bottom[1]
+        if lab.num_axes > 4 or (lab.channels, lab.height, lab.width) != (1, 1, 1):
+            raise self.error("labels must be N x 1 x 1 x 1, got %s" % (lab.shape,), ShapeError)
+
+    def _clamped(self, bottom):
+        n = bottom[0].shape[0]
+        p = bottom[0].data.reshape(n, -1)
+        hot = np.trunc(bottom[1].data.reshape(-1)).astype(np.int64)[:, None] == np.arange(
+            p.shape[1])
+        return hot, np.maximum(np.where(hot, p, 1 - p), _LOG_THRESHOLD)
+
+    def forward_cpu(self, bottom, top):
+        _, q = self._clamped(bottom)
+        top[0].data[...] = -np.sum(np.log(q)) / bottom[0].shape[0]
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        if propagate_down[1]:
+            raise self.error("cannot back-propagate to label inputs")
+        if propagate_down[0]:
+            hot, q = self._clamped(bottom)
+            scale = -top[0].diff.reshape(-1)[0] / bottom[0].shape[0]
+            bottom[0].diff.reshape(q.shape)[...] = scale / np.where(hot, q, -q)

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from caffepy.errors import ShapeError
+from caffepy.errors import NetError, ShapeError
 from caffepy.testing import check_layer_gradient, make_blobs, make_layer, run_layer
 
 
@@ -146,3 +146,31 @@ def test_negsquare_in_a_net():
     net.forward()
     assert net.blobs["kernel"].shape == (1, 9, 3, 4)
     np.testing.assert_allclose(net.blobs["kernel"].data, np.exp(-d ** 2), rtol=1e-5)
+
+
+def test_expmax_subtracts_the_first_items_channel_max_and_scales():
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((2, 3, 2, 2))
+    text = 'type: "ExpMax" expmax_param { base: 2 scale: 0.5 shift: 1 }'
+    layer, bottom, top = make_layer(text), make_blobs([x]), make_blobs(1)
+    (y,) = run_layer(layer, bottom, top)
+    shifted = x.copy()
+    shifted[0] -= x[0].max(axis=0)                     # item 1: nothing subtracted, as the fork
+    np.testing.assert_allclose(y, 2.0 * 2.0 ** (0.5 * shifted))
+    dy = rng.standard_normal(y.shape)
+    top[0].diff[...] = dy
+    layer.backward(top, [True], bottom)
+    np.testing.assert_allclose(bottom[0].diff, dy * y * 0.5 * np.log(2.0))
+    # where no max is subtracted the fork's gradient is the exact one
+    h = 1e-6
+    for idx in [(1, 0, 0, 0), (1, 2, 1, 1)]:
+        xp, xm = x.copy(), x.copy()
+        xp[idx] += h
+        xm[idx] -= h
+        yp = run_layer(make_layer(text), make_blobs([xp]), make_blobs(1))[0]
+        ym = run_layer(make_layer(text), make_blobs([xm]), make_blobs(1))[0]
+        np.testing.assert_allclose(np.sum(dy * (yp - ym)) / (2 * h), bottom[0].diff[idx],
+                                   rtol=1e-5)
+    with pytest.raises(NetError, match="strictly positive"):
+        run_layer(make_layer('type: "ExpMax" expmax_param { base: 0 }'), make_blobs([x]),
+                  make_blobs(1))

@@ -161,3 +161,35 @@ def test_normalization_l2_values_gradient_and_in_place():
     n = np.linalg.norm(x.reshape(3, -1), axis=1)[:, None, None]
     ref_dx = (dy - ref_y * (ref_y * dy).sum(axis=(1, 2), keepdims=True)) / n
     np.testing.assert_allclose(b[0].diff, ref_dx, rtol=1e-7)
+
+
+def test_l2_normalization_per_item_without_epsilon():
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((3, 4))
+    y = _run('type: "L2Normalization"', x)
+    assert y.shape == (3, 4, 1, 1)                      # the fork's legacy 4-D top
+    np.testing.assert_allclose(y.reshape(3, 4), x / np.linalg.norm(x, axis=1, keepdims=True))
+    check_layer_gradient(make_layer('type: "L2Normalization"'), make_blobs([x]), make_blobs(1))
+
+
+def test_l2_normalization_l2n_param_global_axis_and_small_norms():
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((2, 3, 4))
+    y = _run('type: "L2Normalization" l2n_param { }', x)   # is_global: the whole blob
+    np.testing.assert_allclose(y, x / np.linalg.norm(x))
+    text = 'type: "L2Normalization" l2n_param { is_global: false axis: 1 eps: 0.05 }'
+    x[0, :, 2] = [0.1, 0.1, 0.1]                         # |x|^2 = 0.03 <= eps: copied
+    y = _run(text, x)
+    ref = x / np.linalg.norm(x, axis=1, keepdims=True)
+    ref[0, :, 2] = x[0, :, 2]
+    np.testing.assert_allclose(y, ref)
+    for t in (text, 'type: "L2Normalization" l2n_param { }'):
+        check_layer_gradient(make_layer(t), make_blobs([x]), make_blobs(1))
+
+
+def test_normalization_keeps_the_bottom_shape():
+    x = np.random.default_rng(7).standard_normal((3, 2, 2))
+    y = _run('type: "Normalization"', x)
+    assert y.shape == (3, 2, 2)
+    np.testing.assert_allclose(y, x / np.linalg.norm(x.reshape(3, -1), axis=1)[:, None, None])
+    check_layer_gradient(make_layer('type: "Normalization"'), make_blobs([x]), make_blobs(1))

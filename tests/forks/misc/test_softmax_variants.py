@@ -102,3 +102,18 @@ layer { name: "wloss" type: "WeightedSoftmaxWithLoss" bottom: "ip" bottom: "labe
     net.forward()
     net.backward()
     assert np.isfinite(net.blobs["loss"].data).all() and np.isfinite(net.blobs["wloss"].data).all()
+
+
+def test_softmax_with_cross_entropy_is_the_kl_of_two_softmaxes():
+    rng = np.random.default_rng(7)
+    x, t = rng.standard_normal((2, 4, 3)), rng.standard_normal((2, 4, 3))
+    def sm(a):
+        e = np.exp(a - a.max(axis=1, keepdims=True))
+        return e / e.sum(axis=1, keepdims=True)
+    kl = np.sum(sm(t) * np.log(sm(t) / sm(x)))
+    for text, norm in (('type: "SoftmaxWithCrossEntropyLoss"', 2),
+                       ('type: "SoftmaxWithCrossEntropyLoss" loss_param { normalize: true }', 6)):
+        (loss,) = run_layer(make_layer(text), make_blobs([x, t]), make_blobs(1))
+        np.testing.assert_allclose(loss, kl / norm)
+        check_layer_gradient(make_layer(text), make_blobs([x, t]), make_blobs(1),
+                             check_bottom=[0])

@@ -1,5 +1,5 @@
 """caffe_rtpose's Switch (forks/pose/switch.py): the last bottom passed through, the others
-selectable, the gradient to the selected bottom only."""
+selectable, the gradient to the selected bottom only; its Maximum: each channel's peak."""
 import numpy as np
 import pytest
 
@@ -77,3 +77,17 @@ def test_excerpt_net():
     net.forward()
     np.testing.assert_array_equal(net.blobs["Mconv7_stage6_L1_switch"].data,
                                   net.blobs["conv5_5_CPM_L1"].data)
+
+
+def test_maximum_gives_each_channels_first_peak():
+    rng = np.random.default_rng(0)
+    maps = rng.uniform(0.1, 1, (2, 3, 4, 5))
+    maps[1, 2] = -1.0                              # nothing above the smallest positive float
+    maps[0, 1, 2, 3] = maps[0, 1, 3, 0] = 5.0      # ties: the first in raster order
+    (p,) = run_layer(make_layer('type: "Maximum" bottom: "m"'), make_blobs([maps]),
+                     make_blobs(1))
+    assert p.shape == (2, 3, 1, 3)
+    np.testing.assert_array_equal(p[0, 1, 0], [3, 2, 5])
+    np.testing.assert_array_equal(p[1, 2, 0], [0, 0, np.finfo(np.float64).tiny])
+    y, x = np.unravel_index(maps[1, 0].argmax(), (4, 5))
+    np.testing.assert_array_equal(p[1, 0, 0], [x, y, maps[1, 0].max()])

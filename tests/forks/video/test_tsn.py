@@ -1,8 +1,9 @@
-"""TSN's caffe (yjxiong/caffe): Gather (forks/video/tsn.py) and the SegData input of caffepy.zoo; CMU
-caffe_train's CPMData input."""
+"""TSN's caffe (yjxiong/caffe): Gather and MultilabelLogisticLoss (forks/video/tsn.py) and the
+SegData input of caffepy.zoo; CMU caffe_train's CPMData input."""
 import numpy as np
 
 from caffepy import zoo
+from caffepy.testing import check_layer_gradient, make_blobs, make_layer, run_layer
 from caffepy.proto import caffe_pb2
 from caffepy.proto.io import parse_text
 from caffepy.testing import check_layer_gradient, make_blobs, make_layer, run_layer
@@ -39,3 +40,14 @@ def test_cpm_data_becomes_pose_inputs():
     out = zoo.replace_data_layers(net)
     assert [tuple(s.dim) for s in out.layer[0].input_param.shape] == [
         (10, 6, 320, 368), (10, 114, 40, 46)]
+
+
+def test_multilabel_logistic_loss_values_and_gradient():
+    rng = np.random.default_rng(0)
+    p = rng.uniform(0.1, 0.9, (4, 5))
+    lab = np.array([0, 3, 4, 1], dtype=float).reshape(4, 1, 1, 1)
+    text = 'type: "MultilabelLogisticLoss"'
+    (loss,) = run_layer(make_layer(text), make_blobs([p, lab]), make_blobs(1))
+    hot = np.eye(5)[[0, 3, 4, 1]].astype(bool)
+    np.testing.assert_allclose(loss, -(np.log(p[hot]).sum() + np.log(1 - p[~hot]).sum()) / 4)
+    check_layer_gradient(make_layer(text), make_blobs([p, lab]), make_blobs(1), check_bottom=[0])

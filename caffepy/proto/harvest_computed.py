@@ -249,6 +249,10 @@ COMPUTED = frozenset([
     "LayerParameter.truncation_param", "TruncationParameter.lower_bound",
     "TruncationParameter.upper_bound", "LayerParameter.soft_truncation_param",
     "SoftTruncationParameter.c",
+    # segaware's ChannelReduce and MONet's MyTile (caffepy/forks/misc/channel_ops.py)
+    "LayerParameter.channel_reduce_param", "ChannelReduceParameter.num_channels",
+    "ChannelReduceParameter.operation", "LayerParameter.my_tile_param", "MyTileParameter.axis",
+    "MyTileParameter.tiles",
 ] + ["LSTMConvolutionParameter." + f for f in (
     "num_output", "bias_term", "pad", "kernel_size", "stride", "dilation", "group",
     "weight_filler", "bias_filler", "type", "axis", "engine", "force_nd_im2col", "pad_h", "pad_w",

@@ -15,7 +15,8 @@ fixed-size crops around facial landmarks, one top per landmark), ``e2e_face`` (m
 MarginSoftmaxLoss, A-Softmax with its own weights and an annealed lambda), ``center_cos``
 (banxia1994/Mycaffe's CenterCosLoss), ``landmark_regression``
 (goodluckcwl/custom-caffe's ImageFloatData reader with transform_param.pad_ratio, and
-WeightEuclideanLoss).
+WeightEuclideanLoss). ``moving_normalize`` (happynear/caffe-windows' MovingNormalize: division by a
+running average of the feature norm).
 Schema: proto/additions.json (caffe-face, SphereFace), proto/additions.d/segnet_c3d_face_flownet.json,
 face_ocr.json, crfasrnn_tsn_pose.json, census_forks.json (PG-CNN's multi_roi_pooling_param),
 census_data_fields.json (e2e_face's margin_softmax_loss_param), census_tail_data.json (custom-caffe),

@@ -253,6 +253,10 @@ COMPUTED = frozenset([
     "LayerParameter.channel_reduce_param", "ChannelReduceParameter.num_channels",
     "ChannelReduceParameter.operation", "LayerParameter.my_tile_param", "MyTileParameter.axis",
     "MyTileParameter.tiles",
+    # AttentionMask's SlidingWindow (caffepy/forks/detection/attention_mask.py)
+    "LayerParameter.sliding_window_param", "SlidingWindowParameter.window_h",
+    "SlidingWindowParameter.window_w", "SlidingWindowParameter.stride_h",
+    "SlidingWindowParameter.stride_w",
 ] + ["LSTMConvolutionParameter." + f for f in (
     "num_output", "bias_term", "pad", "kernel_size", "stride", "dilation", "group",
     "weight_filler", "bias_filler", "type", "axis", "engine", "force_nd_im2col", "pad_h", "pad_w",

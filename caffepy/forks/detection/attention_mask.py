@@ -1,10 +1,12 @@
 """Layers of the AttentionMask object-proposal forks (chwilms/AttentionMask,
 chwilms/superpixelRefinement, harm-matthias-harms/AttentionBox): TopK (the k best-scored
-windows) and NormalizedSigmoidCrossEntropyLoss."""
+windows), NormalizedSigmoidCrossEntropyLoss, SlidingWindow (every window of a feature map),
+FlagsToIndices and ArgMaxMy (counts taken from the data)."""
 import numpy as np
 
 from ...errors import ShapeError
 from ...layers.base import Layer, LossLayer, register_layer
+from ...layers.eltwise import ArgMaxLayer
 
 
 def _sigmoid_ce(x, t):
@@ -117,3 +119,157 @@ class NormalizedSigmoidCrossEntropyLossLayer(LossLayer):
             x = bottom[0].data
             g = _sigmoid(x) - bottom[1].data.reshape(x.shape)
             bottom[0].diff[...] = g * (float(top[0].diff.reshape(())) / self.norm)
+
+
+@register_layer("SlidingWindow")
+class SlidingWindowLayer(Layer):
+    """Every window_h x window_w window of a feature map, one per position (chwilms/AttentionMask,
+    caffe/src/caffe/layers/sliding_window_layer.cu; the fork's CPU path is NOT_IMPLEMENTED, this
+    is its GPU path). For x 1 x C x H x W the top is ((H + 1)(W + 1)) x C x wh x ww; window
+    n = a (W + 1) + b (0 <= a <= H, 0 <= b <= W) is centred at (a, b):
+
+        y[n, c, i, j] = x[0, c, a + i - wh/2, b + j - ww/2]   (0 outside x)
+        dL/dx = the sum of dL/dy over the windows that read each element
+
+    prototxt: ``sliding_window_param { window_h: <even, > 0> window_w: <even, > 0> stride_h: 1
+    stride_w: 1 }``; the strides must be > 0 and are not used (the fork's kernels take every
+    position). Bottom: 1 x C x H x W.
+    """
+    exact_num_bottom_blobs = 1
+    exact_num_top_blobs = 1
+
+    def layer_setup(self, bottom, top):
+        p = self.layer_param.sliding_window_param
+        self.wh, self.ww = int(p.window_h), int(p.window_w)
+        for name, v in (("window_h", self.wh), ("window_w", self.ww)):
+            if v <= 0 or v % 2:
+                raise self.error("sliding_window_param.%s must be even and > 0, got %d"
+                                 % (name, v))
+        if p.stride_h <= 0 or p.stride_w <= 0:
+            raise self.error("sliding_window_param: stride_h and stride_w must be > 0")
+
+    def reshape(self, bottom, top):
+        x = bottom[0]
+        if x.num_axes != 4 or x.shape[0] != 1:
+            fit = (1,) + tuple(x.shape[1:4]) if x.num_axes == 4 else None
+            message = "bottom must be 1 x C x H x W, got shape %s" % (x.shape,)
+            if fit is None:
+                raise self.error(message, ShapeError)
+            raise self.needs(message, [(0, fit, None)])
+        _, c, h, w = x.shape
+        top[0].reshape(((h + 1) * (w + 1), c, self.wh, self.ww))
+
+    def _padded_view(self, a):
+        """The windows as a view (H+1, W+1, C, wh, ww) of ``a`` (C x H x W) padded by wh/2, ww/2."""
+        from numpy.lib.stride_tricks import sliding_window_view
+        v = sliding_window_view(a, (self.wh, self.ww), axis=(1, 2))
+        return np.moveaxis(v, 0, 2)
+
+    def forward_cpu(self, bottom, top):
+        _, c, h, w = bottom[0].shape
+        ph, pw = self.wh // 2, self.ww // 2
+        pad = np.zeros((c, h + self.wh, w + self.ww), dtype=bottom[0].data.dtype)
+        pad[:, ph:ph + h, pw:pw + w] = bottom[0].data[0]
+        windows = self._padded_view(pad)[:h + 1, :w + 1]
+        top[0].data[...] = windows.reshape(top[0].shape)
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        if not propagate_down[0]:
+            return
+        _, c, h, w = bottom[0].shape
+        ph, pw = self.wh // 2, self.ww // 2
+        dy = top[0].diff.reshape(h + 1, w + 1, c, self.wh, self.ww)
+        pad = np.zeros((c, h + self.wh, w + self.ww), dtype=np.float64)
+        for i in range(self.wh):
+            for j in range(self.ww):
+                pad[:, i:i + h + 1, j:j + w + 1] += np.moveaxis(dy[:, :, :, i, j], 2, 0)
+        bottom[0].diff[0] = pad[:, ph:ph + h, pw:pw + w]
+
+
+@register_layer("FlagsToIndices")
+class FlagsToIndicesLayer(Layer):
+    """The positions of the flags set to 1 (chwilms/AttentionMask,
+    caffe/src/caffe/layers/flagsToIndices_layer.cpp). Of a bottom with 4 axes, the first
+    L = shape[3] values f_0 .. f_{L-1} (in memory order) are read:
+
+        K = f_0 + ... + f_{L-1} (the fork adds them into an int, truncating at each step)
+        y = the indices i with f_i == 1, in order;   top K x 1 x 1 x 1
+
+    A K that differs from the number of ones (flags other than 0 and 1) is an error: the fork
+    would leave part of its top unset or write past it. The top's size comes from the data. No
+    prototxt fields. Backward: nothing flows (the fork's backward is empty; here the bottom's
+    gradient is 0).
+    """
+    exact_num_bottom_blobs = 1
+    exact_num_top_blobs = 1
+
+    def _flags(self, bottom):
+        x = bottom[0]
+        if x.num_axes != 4:
+            raise self.error("bottom must have 4 axes (the flags are its first shape[3] values), "
+                             "got shape %s" % (x.shape,), ShapeError)
+        return x.data.reshape(-1)[:x.shape[3]]
+
+    def reshape(self, bottom, top):
+        flags = self._flags(bottom)
+        k = 0
+        for f in flags:
+            k = int(k + float(f))
+        self.ids = np.flatnonzero(flags == 1)
+        if k != len(self.ids):
+            raise self.error("the flags add up to %d but %d of them are 1 (flags must be 0 or 1)"
+                             % (k, len(self.ids)))
+        top[0].reshape((k, 1, 1, 1))
+
+    def forward_cpu(self, bottom, top):
+        top[0].data.reshape(-1)[...] = self.ids
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        if propagate_down[0]:
+            bottom[0].diff[...] = 0
+
+
+@register_layer("ArgMaxMy")
+class ArgMaxMyLayer(ArgMaxLayer):
+    """ArgMax whose top_k is counted from the data (chwilms/AttentionMask,
+    caffe/src/caffe/layers/argmax_layer_2.cpp). Bottoms: x, and a blob with 4 axes; with
+    L = bottom[1].shape[3] and a, b the first L values of x and of bottom[1] (memory order),
+
+        top_k = #{ i < L : a_i > b_i }   (objectness above no-objectness)
+
+    then as ``ArgMax`` on x with that top_k (the top's size comes from the data; top_k 0 gives
+    an empty top). prototxt: ``argmax_param { out_max_val top_k axis }``; the fork checks the
+    given top_k (>= 1, at most the searched dimension) at setup and then uses the counted one.
+    Backward: nothing flows (the fork's backward is empty; here the gradients are 0).
+    """
+    exact_num_bottom_blobs = 2
+
+    def layer_setup(self, bottom, top):
+        super().layer_setup(bottom, top)
+        b = bottom[0]
+        if self.has_axis:
+            axis = self.layer_param.argmax_param.axis
+            dim = b.shape[axis] if -b.num_axes <= axis < b.num_axes else None
+        else:
+            dim = b.count_range(1)
+        if dim is not None and self.top_k > dim:
+            raise self.error("argmax_param.top_k %d exceeds the %d values to search"
+                             % (self.top_k, dim), ShapeError)
+
+    def reshape(self, bottom, top):
+        noobj = bottom[1]
+        if noobj.num_axes != 4:
+            raise self.error("bottom[1] must have 4 axes, got shape %s" % (noobj.shape,),
+                             ShapeError)
+        n = noobj.shape[3]
+        if bottom[0].count < n:
+            raise self.error("bottom[0] has %d values, fewer than bottom[1]'s shape[3] (%d)"
+                             % (bottom[0].count, n), ShapeError)
+        a = bottom[0].data.reshape(-1)[:n]
+        self.top_k = int(np.sum(a > noobj.data.reshape(-1)[:n]))
+        super().reshape(bottom, top)
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        for i, blob in enumerate(bottom):
+            if propagate_down[i]:
+                blob.diff[...] = 0

@@ -49,3 +49,51 @@ def test_normalized_sigmoid_cross_entropy_divides_by_n_h_w():
     want = -np.sum(t * np.log(p) + (1 - t) * np.log(1 - p)) / (2 * 4 * 5)
     np.testing.assert_allclose(loss, want, rtol=1e-10)
     check_layer_gradient(make_layer(text), make_blobs([x, t]), make_blobs(1), check_bottom=[0])
+
+
+def _windows_ref(x, wh, ww):
+    """A transcription of the fork's forward kernel."""
+    _, c, h, w = x.shape
+    out = np.zeros(((h + 1) * (w + 1), c, wh, ww))
+    for n in range(out.shape[0]):
+        oh, ow = n // (w + 1), n % (w + 1)
+        for ch in range(c):
+            for i in range(-wh // 2, wh // 2):
+                for j in range(-ww // 2, ww // 2):
+                    if 0 <= oh + i < h and 0 <= ow + j < w:
+                        out[n, ch, i + wh // 2, j + ww // 2] = x[0, ch, oh + i, ow + j]
+    return out
+
+
+def test_sliding_window_takes_a_window_at_every_position():
+    x = np.random.default_rng(4).standard_normal((1, 2, 3, 4))
+    text = 'type: "SlidingWindow" sliding_window_param { window_h: 2 window_w: 4 stride_h: 3 }'
+    y, = run_layer(make_layer(text), make_blobs([x]), make_blobs(1))
+    np.testing.assert_array_equal(y, _windows_ref(x, 2, 4))
+    check_layer_gradient(make_layer(text), make_blobs([x]), make_blobs(1))
+    with pytest.raises(CaffeError, match="even"):
+        run_layer(make_layer('type: "SlidingWindow" sliding_window_param { window_h: 3 '
+                             'window_w: 2 }'), make_blobs([x]), make_blobs(1))
+
+
+def test_flags_to_indices_lists_the_set_flags():
+    flags = np.array([0, 1, 1, 0, 1, 0], dtype=float).reshape(1, 1, 1, 6)
+    y, = run_layer(make_layer('type: "FlagsToIndices"'), make_blobs([flags]), make_blobs(1))
+    np.testing.assert_array_equal(y.reshape(-1), [1, 2, 4])
+    assert y.shape == (3, 1, 1, 1)
+    flags[0, 0, 0, 0] = 2
+    with pytest.raises(CaffeError, match="0 or 1"):
+        run_layer(make_layer('type: "FlagsToIndices"'), make_blobs([flags]), make_blobs(1))
+
+
+def test_arg_max_my_counts_top_k_from_objectness():
+    rng = np.random.default_rng(5)
+    x = rng.permutation(12).astype(float).reshape(2, 6)
+    noobj = np.full((1, 1, 1, 5), 4.5)
+    k = int(np.sum(x.reshape(-1)[:5] > 4.5))
+    text = 'type: "ArgMaxMy" argmax_param { top_k: 1 out_max_val: true }'
+    y, = run_layer(make_layer(text), make_blobs([x, noobj]), make_blobs(1))
+    assert y.shape == (2, 2, k)
+    order = np.argsort(-x, axis=1)[:, :k]
+    np.testing.assert_array_equal(y[:, 0], order)
+    np.testing.assert_array_equal(y[:, 1], np.take_along_axis(x, order, 1))

@@ -257,6 +257,10 @@ COMPUTED = frozenset([
     "LayerParameter.sliding_window_param", "SlidingWindowParameter.window_h",
     "SlidingWindowParameter.window_w", "SlidingWindowParameter.stride_h",
     "SlidingWindowParameter.stride_w",
+    # segaware's Im2parity and DistLoss (caffepy/forks/segmentation/segaware.py)
+    "LayerParameter.im2parity_param", "Im2parityParameter.ignore_label",
+    "LayerParameter.dist_loss_param", "DistLossParameter.alpha", "DistLossParameter.beta",
+    "DistLossParameter.ignore_label",
 ] + ["LSTMConvolutionParameter." + f for f in (
     "num_output", "bias_term", "pad", "kernel_size", "stride", "dilation", "group",
     "weight_filler", "bias_filler", "type", "axis", "engine", "force_nd_im2col", "pad_h", "pad_w",

@@ -37,7 +37,8 @@ BinaryInnerProduct), ``truncation`` (happynear/caffe-windows' Truncation and Sof
 (wangshankun/Tengine_Atlas's Atlas: the declared shapes of a network run on a Huawei NPU; no forward), ``dns`` (Dynamic Network Surgery's masked CConvolution and CInnerProduct), ``zoo_readers`` (top shapes of
 fork readers caffepy does not build, for caffepy.zoo: aaalgo/caffe's PicPac).
 ``channel_ops`` (layers two or more forks share: happynear/caffe-windows' Slope, MONet / DDPN's
-MyTile, segaware's ChannelReduce, SROWN / TransferNet's LinearSum).
+MyTile, segaware's ChannelReduce, SROWN / TransferNet's LinearSum). ``broadcast_arith`` (Cambricon/caffe and synopsys-caffe's
+broadcasting Add and Sub).
 Fork fields of Caffe's readers and layers: ``fork_data`` (Data / ImageData with bogger/caffe-multigpu's
 label_size, PMLS-Caffe's shared_file_system, xavigibert/caffe's source_map and LMDB_FILE,
 DeBlurNet's ``label: false``, rapid_categorization's raw_hdf5), ``bogger_multigpu``

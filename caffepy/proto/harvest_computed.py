@@ -261,6 +261,8 @@ COMPUTED = frozenset([
     "LayerParameter.im2parity_param", "Im2parityParameter.ignore_label",
     "LayerParameter.dist_loss_param", "DistLossParameter.alpha", "DistLossParameter.beta",
     "DistLossParameter.ignore_label",
+    # Akrit2013/caffe-dev-160608's L2Norm (caffepy/forks/misc/l2_norm.py)
+    "LayerParameter.l2norm_param", "L2NormParameter.l2_length",
 ] + ["LSTMConvolutionParameter." + f for f in (
     "num_output", "bias_term", "pad", "kernel_size", "stride", "dilation", "group",
     "weight_filler", "bias_filler", "type", "axis", "engine", "force_nd_im2col", "pad_h", "pad_w",

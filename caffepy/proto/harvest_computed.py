@@ -263,6 +263,8 @@ COMPUTED = frozenset([
     "DistLossParameter.ignore_label",
     # Akrit2013/caffe-dev-160608's L2Norm (caffepy/forks/misc/l2_norm.py)
     "LayerParameter.l2norm_param", "L2NormParameter.l2_length",
+    # guomugong/FFIA's SigmoidWeightedCrossEntropyLoss (caffepy/forks/misc/sigmoid_weighted.py)
+    "LayerParameter.sigmoid_wce_loss_param", "SigmoidWeightedCELossParameter.alpha",
 ] + ["LSTMConvolutionParameter." + f for f in (
     "num_output", "bias_term", "pad", "kernel_size", "stride", "dilation", "group",
     "weight_filler", "bias_filler", "type", "axis", "engine", "force_nd_im2col", "pad_h", "pad_w",

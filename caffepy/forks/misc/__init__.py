@@ -39,7 +39,8 @@ fork readers caffepy does not build, for caffepy.zoo: aaalgo/caffe's PicPac).
 ``channel_ops`` (layers two or more forks share: happynear/caffe-windows' Slope, MONet / DDPN's
 MyTile, segaware's ChannelReduce, SROWN / TransferNet's LinearSum). ``broadcast_arith`` (Cambricon/caffe and synopsys-caffe's
 broadcasting Add and Sub). ``l2_norm`` (L2Norm: SROWN's per-sample form, Akrit2013/caffe-dev-160608's
-per-pixel form with l2norm_param).
+per-pixel form with l2norm_param). ``sigmoid_weighted`` (SigmoidWeightedCrossEntropyLoss: FFIA's
+class-balanced form, Pedestrian-Attribute-Recognition's three-bottom form).
 Fork fields of Caffe's readers and layers: ``fork_data`` (Data / ImageData with bogger/caffe-multigpu's
 label_size, PMLS-Caffe's shared_file_system, xavigibert/caffe's source_map and LMDB_FILE,
 DeBlurNet's ``label: false``, rapid_categorization's raw_hdf5), ``bogger_multigpu``

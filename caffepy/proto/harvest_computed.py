@@ -265,6 +265,8 @@ COMPUTED = frozenset([
     "LayerParameter.l2norm_param", "L2NormParameter.l2_length",
     # guomugong/FFIA's SigmoidWeightedCrossEntropyLoss (caffepy/forks/misc/sigmoid_weighted.py)
     "LayerParameter.sigmoid_wce_loss_param", "SigmoidWeightedCELossParameter.alpha",
+    # yulequan/3D-Caffe's SoftmaxWithWeightedLoss (caffepy/forks/segmentation/softmax_weighted_3d.py)
+    "LossParameter.weight_source",
 ] + ["LSTMConvolutionParameter." + f for f in (
     "num_output", "bias_term", "pad", "kernel_size", "stride", "dilation", "group",
     "weight_filler", "bias_filler", "type", "axis", "engine", "force_nd_im2col", "pad_h", "pad_w",

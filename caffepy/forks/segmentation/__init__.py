@@ -13,7 +13,8 @@ Huttenlocher segments as ROI boxes), ``doc_binarization`` (ctensmeyer/caffe's We
 PR), ``mergecrop`` (the OpenCL branch's MergeCrop and N-d
 MemoryData of 3-D U-Nets), ``casenet`` (CASENet / SEAL's bit-coded edge losses:
 MultiChannelSigmoidCrossEntropyLoss, ReweightedSigmoidCrossEntropyLoss), ``segaware`` (aharley/segaware's
-Im2parity and DistLoss). PSPNet / DeepLab's Interp is in :mod:`caffepy.forks.misc.vision`.
+Im2parity and DistLoss), ``softmax_weighted_3d`` (3D-Caffe's
+SoftmaxWithWeightedLoss: class weights from a text file). PSPNet / DeepLab's Interp is in :mod:`caffepy.forks.misc.vision`.
 Built-in Python layer: ENet's ``spatial_dropout.SpatialDropoutLayer``.
 Schema: proto/additions.json (PSPNet, DeepLab), proto/additions.d/segnet_c3d_face_flownet.json,
 crfasrnn_tsn_pose.json, surveyed_forks.json, census_forks.json (PiCANet's pw_attend_param, StevenHickson's seg_param),

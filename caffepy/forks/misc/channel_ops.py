@@ -1,7 +1,8 @@
 """Small channel and shape layers that several forks share: happynear/caffe-windows' Slope
 (coordinate channels), MONet / DDPN's MyTile (Tile with the count from a second bottom), segaware's
-ChannelReduce (sum or max over channel groups) and SROWN / TransferNet's LinearSum (a per-sample
-matrix-vector product with one of two weight maps)."""
+ChannelReduce (sum or max over channel groups), SROWN / TransferNet's LinearSum (a per-sample
+matrix-vector product with one of two weight maps) and py-faster / BWN-XNOR-caffe's SplitConcat
+(K copies concatenated)."""
 import numpy as np
 
 from ...errors import ShapeError
@@ -203,3 +204,32 @@ class LinearSumLayer(Layer):
 
     def allow_force_backward(self, bottom_index):
         return bottom_index != 3
+
+
+@register_layer("SplitConcat")
+class SplitConcatLayer(TileLayer):
+    """K copies of the bottom concatenated along the concat axis (src/caffe/ex_layers/
+    split_concat_layer.cpp of FreemanZhao/py-faster and loswensiana/BWN-XNOR-caffe: a Split
+    into K tops, then a Concat of them), K = ``convolution_param.num_output``:
+
+        y = concat([x] * K, axis);    dL/dx = the sum of the K slices of dL/dy
+
+    (the same as Tile with ``tiles`` K on that axis). prototxt: ``convolution_param
+    { num_output: K }`` (> 0; its other fields are not read), ``concat_param { axis: 1 }`` (or
+    the legacy ``concat_dim``). Bottom: any blob; top: its shape with the axis K times as long.
+    """
+
+    def layer_setup(self, bottom, top):
+        self.tiles = int(self.layer_param.convolution_param.num_output)
+        if self.tiles <= 0:
+            raise self.error("convolution_param.num_output (the number of copies) must be > 0, "
+                             "got %d" % self.tiles)
+
+    def reshape(self, bottom, top):
+        p = self.layer_param.concat_param
+        axis = p.concat_dim if p.HasField("concat_dim") else p.axis
+        self.axis = _axis(self, bottom[0], axis)
+        shape = list(bottom[0].shape)
+        self.outer, self.inner = bottom[0].count_range(0, self.axis), bottom[0].count_range(self.axis)
+        shape[self.axis] *= self.tiles
+        top[0].reshape(shape)

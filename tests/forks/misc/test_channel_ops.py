@@ -74,3 +74,11 @@ def test_linear_sum_picks_the_same_class_map_every_third_flagged_sample():
     np.testing.assert_allclose(y2, np.einsum("nhm,nm->nh", x.reshape(n, h, -1),
                                              w_other.reshape(n, -1)))
     check_layer_gradient(make_layer('type: "LinearSum"'), make_blobs([x, w_other]), make_blobs(1))
+
+
+def test_split_concat_concatenates_num_output_copies():
+    x = np.random.default_rng(4).standard_normal((2, 3, 2))
+    text = 'type: "SplitConcat" convolution_param { num_output: 3 } concat_param { axis: 2 }'
+    y, = run_layer(make_layer(text), make_blobs([x]), make_blobs(1))
+    np.testing.assert_array_equal(y, np.concatenate([x] * 3, axis=2))
+    check_layer_gradient(make_layer(text), make_blobs([x]), make_blobs(1))

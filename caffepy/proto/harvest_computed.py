@@ -267,7 +267,12 @@ COMPUTED = frozenset([
     "LayerParameter.sigmoid_wce_loss_param", "SigmoidWeightedCELossParameter.alpha",
     # yulequan/3D-Caffe's SoftmaxWithWeightedLoss (caffepy/forks/segmentation/softmax_weighted_3d.py)
     "LossParameter.weight_source",
-] + ["LSTMConvolutionParameter." + f for f in (
+    # BOBrown/JADF-caffe's RandomMaclaurin (caffepy/forks/misc/jadf.py); random_every_epoch and
+    # fixed_matrix are not read by the fork's layer
+    "LayerParameter.random_maclaurin_param",
+] + ["RandomMaclaurionParameter." + f for f in (
+    "num_output", "random_every_epoch", "fixed_matrix", "epoch_size", "std1", "std2",
+    "distribution_type", "a1", "b1", "a2", "b2")] + ["LSTMConvolutionParameter." + f for f in (
     "num_output", "bias_term", "pad", "kernel_size", "stride", "dilation", "group",
     "weight_filler", "bias_filler", "type", "axis", "engine", "force_nd_im2col", "pad_h", "pad_w",
     "kernel_h", "kernel_w", "stride_h", "stride_w")] + ["LSTMDebugParameter." + f for f in (

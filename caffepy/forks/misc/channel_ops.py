@@ -1,8 +1,8 @@
 """Small channel and shape layers that several forks share: happynear/caffe-windows' Slope
 (coordinate channels), MONet / DDPN's MyTile (Tile with the count from a second bottom), segaware's
 ChannelReduce (sum or max over channel groups), SROWN / TransferNet's LinearSum (a per-sample
-matrix-vector product with one of two weight maps) and py-faster / BWN-XNOR-caffe's SplitConcat
-(K copies concatenated)."""
+matrix-vector product with one of two weight maps), py-faster / BWN-XNOR-caffe's SplitConcat
+(K copies concatenated) and Ask_Attend_and_Answer's MatrixProd (batched matrix product)."""
 import numpy as np
 
 from ...errors import ShapeError
@@ -233,3 +233,44 @@ class SplitConcatLayer(TileLayer):
         self.outer, self.inner = bottom[0].count_range(0, self.axis), bottom[0].count_range(self.axis)
         shape[self.axis] *= self.tiles
         top[0].reshape(shape)
+
+
+@register_layer("MatrixProd")
+class MatrixProdLayer(Layer):
+    """Batched matrix product (VisionLearningGroup/Ask_Attend_and_Answer,
+    caffe/src/caffe/layers/matrix_prod_layer.cpp; 3DMM-ICME2024/tc3d registers the type too).
+    With b (L x M x N) and a either L x K x M, or 1 x L x M (then K = 1, row i of a times b_i):
+
+        y_i = a_i b_i   (top: a's shape with the last axis N)
+        dL/da_i = dL/dy_i b_i^T;   dL/db_i = a_i^T dL/dy_i
+
+    No prototxt fields. Bottoms: a, b with three axes each.
+    """
+    exact_num_bottom_blobs = 2
+    exact_num_top_blobs = 1
+
+    def reshape(self, bottom, top):
+        a, b = bottom
+        if a.num_axes != 3 or b.num_axes != 3:
+            raise self.error("both bottoms need three axes, got %s and %s" % (a.shape, b.shape),
+                             ShapeError)
+        lead = a.shape[1] if a.shape[0] == 1 else a.shape[0]
+        if a.shape[2] != b.shape[1] or lead != b.shape[0]:
+            raise self.error("cannot multiply %s by %s (L x K x M or 1 x L x M times L x M x N)"
+                             % (a.shape, b.shape), ShapeError)
+        self.k = 1 if a.shape[0] == 1 else a.shape[1]
+        top[0].reshape((a.shape[0], a.shape[1], b.shape[2]))
+
+    def forward_cpu(self, bottom, top):
+        a, b = bottom
+        a3 = a.data.reshape(b.shape[0], self.k, b.shape[1])
+        top[0].data[...] = np.matmul(a3, b.data).reshape(top[0].shape)
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        a, b = bottom
+        dy = top[0].diff.reshape(b.shape[0], self.k, b.shape[2])
+        if propagate_down[0]:
+            a.diff[...] = np.matmul(dy, b.data.transpose(0, 2, 1)).reshape(a.shape)
+        if propagate_down[1]:
+            a3 = a.data.reshape(b.shape[0], self.k, b.shape[1])
+            b.diff[...] = np.matmul(a3.transpose(0, 2, 1), dy)

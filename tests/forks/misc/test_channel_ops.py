@@ -82,3 +82,14 @@ def test_split_concat_concatenates_num_output_copies():
     y, = run_layer(make_layer(text), make_blobs([x]), make_blobs(1))
     np.testing.assert_array_equal(y, np.concatenate([x] * 3, axis=2))
     check_layer_gradient(make_layer(text), make_blobs([x]), make_blobs(1))
+
+
+def test_matrix_prod_multiplies_matching_slices():
+    rng = np.random.default_rng(5)
+    b = rng.standard_normal((3, 4, 2))
+    for a in (rng.standard_normal((3, 5, 4)), rng.standard_normal((1, 3, 4))):
+        y, = run_layer(make_layer('type: "MatrixProd"'), make_blobs([a, b]), make_blobs(1))
+        want = np.stack([a.reshape(3, -1, 4)[i] @ b[i] for i in range(3)]).reshape(y.shape)
+        np.testing.assert_allclose(y, want)
+        check_layer_gradient(make_layer('type: "MatrixProd"'), make_blobs([a, b]),
+                             make_blobs(1))

@@ -270,6 +270,9 @@ COMPUTED = frozenset([
     # BOBrown/JADF-caffe's RandomMaclaurin (caffepy/forks/misc/jadf.py); random_every_epoch and
     # fixed_matrix are not read by the fork's layer
     "LayerParameter.random_maclaurin_param",
+    # the compact-bilinear forks' CompactBilinear (caffepy/forks/misc/bilinear_pooling.py)
+    "LayerParameter.compact_bilinear_param", "CompactBilinearParameter.num_output",
+    "CompactBilinearParameter.sum_pool",
 ] + ["RandomMaclaurionParameter." + f for f in (
     "num_output", "random_every_epoch", "fixed_matrix", "epoch_size", "std1", "std2",
     "distribution_type", "a1", "b1", "a2", "b2")] + ["LSTMConvolutionParameter." + f for f in (

@@ -1,5 +1,5 @@
-"""Bilinear pooling of the compact-bilinear forks (shizenglin/Deep-NCL, JoeFannie/Label85; the
-layers of Yang Gao's compact bilinear pooling): Bilinear (the full outer product summed over
+"""Bilinear pooling of the compact-bilinear forks (shizenglin/Deep-NCL's files, read here;
+JoeFannie/Label85 registers the same types; the layers of Yang Gao's compact bilinear pooling): Bilinear (the full outer product summed over
 positions) and CompactBilinear (its Tensor Sketch approximation). Their SignedSqrt and
 L2Normalize are in :mod:`caffepy.forks.misc.activations`."""
 import numpy as np
@@ -46,8 +46,7 @@ def _check_pair(layer, bottom, top):
 
 @register_layer("Bilinear")
 class BilinearLayer(Layer):
-    """Bilinear pooling (src/caffe/layers/bilinear_layer.cpp of shizenglin/Deep-NCL and
-    JoeFannie/Label85): for a (N x C1 x H x W) and b (N x C2 x H x W), with A_n, B_n their
+    """Bilinear pooling (shizenglin/Deep-NCL, src/caffe/layers/bilinear_layer.cpp): for a (N x C1 x H x W) and b (N x C2 x H x W), with A_n, B_n their
     C x HW matrices,
 
         y_n = A_n B_n^T   (top N x (C1 C2) x 1 x 1, row-major over (C1, C2))
@@ -83,8 +82,8 @@ class BilinearLayer(Layer):
 
 @register_layer("CompactBilinear")
 class CompactBilinearLayer(Layer):
-    """Compact bilinear pooling by Tensor Sketch (src/caffe/layers/compact_bilinear_layer.cpp of
-    shizenglin/Deep-NCL and JoeFannie/Label85). With D = num_output, each bottom k is sketched at
+    """Compact bilinear pooling by Tensor Sketch (shizenglin/Deep-NCL,
+    src/caffe/layers/compact_bilinear_layer.cpp). With D = num_output, each bottom k is sketched at
     every position: channel c adds s_k[c] x[c] into bin h_k[c] (h in [0, D), s = +-1), and
 
         y[:, p] = D * circular_convolution(sketch_0[:, p], sketch_1[:, p])

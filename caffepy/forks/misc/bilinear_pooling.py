@@ -1,6 +1,6 @@
 """Bilinear pooling of the compact-bilinear forks (shizenglin/Deep-NCL's files, read here;
-JoeFannie/Label85 registers the same types; the layers of Yang Gao's compact bilinear pooling): Bilinear (the full outer product summed over
-positions) and CompactBilinear (its Tensor Sketch approximation). Their SignedSqrt and
+JoeFannie/Label85 registers the same types; Yang Gao's compact bilinear pooling): Bilinear (the
+full outer product summed over positions) and CompactBilinear (its Tensor Sketch approximation). Their SignedSqrt and
 L2Normalize are in :mod:`caffepy.forks.misc.activations`."""
 import numpy as np
 
@@ -46,8 +46,8 @@ def _check_pair(layer, bottom, top):
 
 @register_layer("Bilinear")
 class BilinearLayer(Layer):
-    """Bilinear pooling (shizenglin/Deep-NCL, src/caffe/layers/bilinear_layer.cpp): for a (N x C1 x H x W) and b (N x C2 x H x W), with A_n, B_n their
-    C x HW matrices,
+    """Bilinear pooling (shizenglin/Deep-NCL, src/caffe/layers/bilinear_layer.cpp): for
+    a (N x C1 x H x W) and b (N x C2 x H x W), with A_n, B_n their C x HW matrices,
 
         y_n = A_n B_n^T   (top N x (C1 C2) x 1 x 1, row-major over (C1, C2))
         dL/dA_n = dY_n B_n;   dL/dB_n = dY_n^T A_n

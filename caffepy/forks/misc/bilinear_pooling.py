@@ -1,7 +1,7 @@
 """Bilinear pooling of the compact-bilinear forks (shizenglin/Deep-NCL's files, read here;
 JoeFannie/Label85 registers the same types; Yang Gao's compact bilinear pooling): Bilinear (the
-full outer product summed over positions) and CompactBilinear (its Tensor Sketch approximation). Their SignedSqrt and
-L2Normalize are in :mod:`caffepy.forks.misc.activations`."""
+full outer product summed over positions) and CompactBilinear (its Tensor Sketch
+approximation). Their SignedSqrt and L2Normalize are in :mod:`caffepy.forks.misc.activations`."""
 import numpy as np
 
 from ...errors import ShapeError

@@ -73,7 +73,8 @@ class MyTileLayer(TileLayer):
         self.tiles = bottom[1].shape[0]
         self.axis = _axis(self, bottom[0], self.layer_param.my_tile_param.axis)
         shape = list(bottom[0].shape)
-        self.outer, self.inner = bottom[0].count_range(0, self.axis), bottom[0].count_range(self.axis)
+        self.outer = bottom[0].count_range(0, self.axis)
+        self.inner = bottom[0].count_range(self.axis)
         shape[self.axis] *= self.tiles
         top[0].reshape(shape)
 
@@ -230,7 +231,8 @@ class SplitConcatLayer(TileLayer):
         axis = p.concat_dim if p.HasField("concat_dim") else p.axis
         self.axis = _axis(self, bottom[0], axis)
         shape = list(bottom[0].shape)
-        self.outer, self.inner = bottom[0].count_range(0, self.axis), bottom[0].count_range(self.axis)
+        self.outer = bottom[0].count_range(0, self.axis)
+        self.inner = bottom[0].count_range(self.axis)
         shape[self.axis] *= self.tiles
         top[0].reshape(shape)
 

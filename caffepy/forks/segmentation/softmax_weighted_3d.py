@@ -51,7 +51,7 @@ class SoftmaxWithWeightedLossLayer(SoftmaxWithLossLayer):
             try:
                 values.append(float(w))
             except ValueError:
-                break                          # the fork's `infile >> v` stops at the first non-number
+                break                   # the fork's `infile >> v` stops at a non-number
         if any(v < 0 for v in values):
             raise self.error("'%s': class weights cannot be negative" % source)
         if len(values) != c:

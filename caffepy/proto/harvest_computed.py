@@ -273,6 +273,10 @@ COMPUTED = frozenset([
     # the compact-bilinear forks' CompactBilinear (caffepy/forks/misc/bilinear_pooling.py)
     "LayerParameter.compact_bilinear_param", "CompactBilinearParameter.num_output",
     "CompactBilinearParameter.sum_pool",
+    # Akrit2013/caffe-dev-160608's SuperpixelPooling (caffepy/forks/segmentation/
+    # superpixel_pooling.py)
+    "LayerParameter.superpixel_pooling_param", "SuperpixelPoolingParameter.num_output",
+    "SuperpixelPoolingParameter.pool",
 ] + ["RandomMaclaurionParameter." + f for f in (
     "num_output", "random_every_epoch", "fixed_matrix", "epoch_size", "std1", "std2",
     "distribution_type", "a1", "b1", "a2", "b2")] + ["LSTMConvolutionParameter." + f for f in (

@@ -14,7 +14,8 @@ PR), ``mergecrop`` (the OpenCL branch's MergeCrop and N-d
 MemoryData of 3-D U-Nets), ``casenet`` (CASENet / SEAL's bit-coded edge losses:
 MultiChannelSigmoidCrossEntropyLoss, ReweightedSigmoidCrossEntropyLoss), ``segaware`` (aharley/segaware's
 Im2parity and DistLoss), ``softmax_weighted_3d`` (3D-Caffe's
-SoftmaxWithWeightedLoss: class weights from a text file). PSPNet / DeepLab's Interp is in :mod:`caffepy.forks.misc.vision`.
+SoftmaxWithWeightedLoss: class weights from a text file), ``superpixel_pooling``
+(Akrit2013/caffe-dev-160608's SuperpixelPooling). PSPNet / DeepLab's Interp is in :mod:`caffepy.forks.misc.vision`.
 Built-in Python layer: ENet's ``spatial_dropout.SpatialDropoutLayer``.
 Schema: proto/additions.json (PSPNet, DeepLab), proto/additions.d/segnet_c3d_face_flownet.json,
 crfasrnn_tsn_pose.json, surveyed_forks.json, census_forks.json (PiCANet's pw_attend_param, StevenHickson's seg_param),

@@ -277,6 +277,12 @@ COMPUTED = frozenset([
     # superpixel_pooling.py)
     "LayerParameter.superpixel_pooling_param", "SuperpixelPoolingParameter.num_output",
     "SuperpixelPoolingParameter.pool",
+    # ApolloCaffe's HungarianLoss and NumpyData (caffepy/forks/detection/reinspect.py);
+    # hungarian_loss_layer.cpp reads neither width nor height
+    "LayerParameter.hungarian_loss_param", "HungarianLossParameter.match_ratio",
+    "HungarianLossParameter.permute_matches", "HungarianLossParameter.width",
+    "HungarianLossParameter.height", "LayerParameter.rp", "RuntimeParameter.numpy_data_param",
+    "NumpyDataParameter.shape", "NumpyDataParameter.data",
 ] + ["RandomMaclaurionParameter." + f for f in (
     "num_output", "random_every_epoch", "fixed_matrix", "epoch_size", "std1", "std2",
     "distribution_type", "a1", "b1", "a2", "b2")] + ["LSTMConvolutionParameter." + f for f in (

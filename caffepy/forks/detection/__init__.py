@@ -15,7 +15,8 @@ fork's JSON config), ``sds_rcnn`` (SDS-RCNN's SoftmaxWithLoss with a per-label w
 proposal layer of JacobWang95/PureCPP_FRCNN and its copies, rpn_param), ``conadd``
 (busyboxs/roi_roi's zero-padding sum Conadd), ``cambricon`` (Cambricon/caffe's ImageDetect, DetectionOut and
 DetectionPoseOutput), ``attention_mask`` (the AttentionMask proposal forks' TopK,
-NormalizedSigmoidCrossEntropyLoss, SlidingWindow, FlagsToIndices, ArgMaxMy).
+NormalizedSigmoidCrossEntropyLoss, SlidingWindow, FlagsToIndices, ArgMaxMy), ``reinspect`` (ApolloCaffe's
+HungarianLoss and NumpyData).
 Built-in Python layers, used when the user's module is not on sys.path:
 
 ===============================================  ===========================================

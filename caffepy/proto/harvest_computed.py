@@ -283,6 +283,11 @@ COMPUTED = frozenset([
     "HungarianLossParameter.permute_matches", "HungarianLossParameter.width",
     "HungarianLossParameter.height", "LayerParameter.rp", "RuntimeParameter.numpy_data_param",
     "NumpyDataParameter.shape", "NumpyDataParameter.data",
+    # the DeViSE forks' MultiProto (caffepy/forks/misc/multi_proto.py); multi_proto_layer.cpp
+    # does not read save
+    "LayerParameter.multi_proto_param", "MultiProtoParameter.num_protos",
+    "MultiProtoParameter.num_output", "MultiProtoParameter.weight_filler",
+    "MultiProtoParameter.save", "MultiProtoParameter.source",
 ] + ["RandomMaclaurionParameter." + f for f in (
     "num_output", "random_every_epoch", "fixed_matrix", "epoch_size", "std1", "std2",
     "distribution_type", "a1", "b1", "a2", "b2")] + ["LSTMConvolutionParameter." + f for f in (

@@ -265,7 +265,7 @@ COMPUTED = frozenset([
     "LayerParameter.l2norm_param", "L2NormParameter.l2_length",
     # guomugong/FFIA's SigmoidWeightedCrossEntropyLoss (caffepy/forks/misc/sigmoid_weighted.py)
     "LayerParameter.sigmoid_wce_loss_param", "SigmoidWeightedCELossParameter.alpha",
-    # yulequan/3D-Caffe's SoftmaxWithWeightedLoss (caffepy/forks/segmentation/softmax_weighted_3d.py)
+    # yulequan/3D-Caffe's SoftmaxWithWeightedLoss (forks/segmentation/softmax_weighted_3d.py)
     "LossParameter.weight_source",
     # BOBrown/JADF-caffe's RandomMaclaurin (caffepy/forks/misc/jadf.py); random_every_epoch and
     # fixed_matrix are not read by the fork's layer
@@ -288,7 +288,13 @@ COMPUTED = frozenset([
     "LayerParameter.multi_proto_param", "MultiProtoParameter.num_protos",
     "MultiProtoParameter.num_output", "MultiProtoParameter.weight_filler",
     "MultiProtoParameter.save", "MultiProtoParameter.source",
-] + ["RandomMaclaurionParameter." + f for f in (
+    # the DeViSE forks' PoseData (caffepy/forks/misc/pose_data.py); pose_data_layer.cpp does not
+    # read scale, mean_file, crop_size or mirror
+    "LayerParameter.pose_data_param",
+] + ["PoseDataParameter." + f for f in (
+    "source", "scale", "mean_file", "batch_size", "crop_size", "mirror", "rand_skip", "shuffle",
+    "new_height", "new_width", "is_color", "root_folder")
+] + ["RandomMaclaurionParameter." + f for f in (   # BOBrown/JADF-caffe's RandomMaclaurin
     "num_output", "random_every_epoch", "fixed_matrix", "epoch_size", "std1", "std2",
     "distribution_type", "a1", "b1", "a2", "b2")] + ["LSTMConvolutionParameter." + f for f in (
     "num_output", "bias_term", "pad", "kernel_size", "stride", "dilation", "group",

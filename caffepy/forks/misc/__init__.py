@@ -41,7 +41,8 @@ MyTile, segaware's ChannelReduce, SROWN / TransferNet's LinearSum, py-faster /
 BWN-XNOR-caffe's SplitConcat, MatrixProd). ``jadf`` (BOBrown/JADF-caffe's OuterProduct and
 RandomMaclaurin). ``cambricon_unpool`` (Cambricon/caffe's UnPooling: FIXED, DIV, REP; its
 unpooling_param fields in proto/additions.d/types_t2b.json). ``bilinear_pooling`` (Deep-NCL / Label85's Bilinear and
-CompactBilinear). ``multi_proto`` (the DeViSE forks' MultiProto). ``broadcast_arith`` (Cambricon/caffe and synopsys-caffe's
+CompactBilinear). ``multi_proto`` and ``pose_data`` (the DeViSE forks' MultiProto and
+PoseData; PoseData's top shapes for caffepy.zoo there too). ``broadcast_arith`` (Cambricon/caffe and synopsys-caffe's
 broadcasting Add and Sub). ``l2_norm`` (L2Norm: SROWN's per-sample form, Akrit2013/caffe-dev-160608's
 per-pixel form with l2norm_param). ``sigmoid_weighted`` (SigmoidWeightedCrossEntropyLoss: FFIA's
 class-balanced form, Pedestrian-Attribute-Recognition's three-bottom form).

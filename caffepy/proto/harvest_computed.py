@@ -400,7 +400,54 @@ COMPUTED = frozenset([
     "SparseDataParameter.mat_height", "SparseDataParameter.mat_width",
     "SparseDataParameter.mat_channels", "SparseDataParameter.encode_type",
     "SparseDataParameter.batch_size", "SparseDataParameter.probability",
-] + ["LSTMConvolutionParameter." + f for f in (
+    # segaware's ChannelReduce and MONet's MyTile (caffepy/forks/misc/channel_ops.py)
+    "LayerParameter.channel_reduce_param", "ChannelReduceParameter.num_channels",
+    "ChannelReduceParameter.operation", "LayerParameter.my_tile_param", "MyTileParameter.axis",
+    "MyTileParameter.tiles",
+    # AttentionMask's SlidingWindow (caffepy/forks/detection/attention_mask.py)
+    "LayerParameter.sliding_window_param", "SlidingWindowParameter.window_h",
+    "SlidingWindowParameter.window_w", "SlidingWindowParameter.stride_h",
+    "SlidingWindowParameter.stride_w",
+    # segaware's Im2parity and DistLoss (caffepy/forks/segmentation/segaware_parity.py)
+    "LayerParameter.im2parity_param", "Im2parityParameter.ignore_label",
+    "LayerParameter.dist_loss_param", "DistLossParameter.alpha", "DistLossParameter.beta",
+    "DistLossParameter.ignore_label",
+    # Akrit2013/caffe-dev-160608's L2Norm (caffepy/forks/misc/l2_norm.py)
+    "LayerParameter.l2norm_param", "L2NormParameter.l2_length",
+    # guomugong/FFIA's SigmoidWeightedCrossEntropyLoss (caffepy/forks/misc/sigmoid_weighted.py)
+    "LayerParameter.sigmoid_wce_loss_param", "SigmoidWeightedCELossParameter.alpha",
+    # yulequan/3D-Caffe's SoftmaxWithWeightedLoss (forks/segmentation/softmax_weighted_3d.py)
+    "LossParameter.weight_source",
+    # BOBrown/JADF-caffe's RandomMaclaurin (caffepy/forks/misc/jadf.py); random_every_epoch and
+    # fixed_matrix are not read by the fork's layer
+    "LayerParameter.random_maclaurin_param",
+    # the compact-bilinear forks' CompactBilinear (caffepy/forks/misc/bilinear_pooling.py)
+    "LayerParameter.compact_bilinear_param", "CompactBilinearParameter.num_output",
+    "CompactBilinearParameter.sum_pool",
+    # Akrit2013/caffe-dev-160608's SuperpixelPooling (caffepy/forks/segmentation/
+    # superpixel_pooling.py)
+    "LayerParameter.superpixel_pooling_param", "SuperpixelPoolingParameter.num_output",
+    "SuperpixelPoolingParameter.pool",
+    # ApolloCaffe's HungarianLoss and NumpyData (caffepy/forks/detection/reinspect.py);
+    # hungarian_loss_layer.cpp reads neither width nor height
+    "LayerParameter.hungarian_loss_param", "HungarianLossParameter.match_ratio",
+    "HungarianLossParameter.permute_matches", "HungarianLossParameter.width",
+    "HungarianLossParameter.height", "LayerParameter.rp", "RuntimeParameter.numpy_data_param",
+    "NumpyDataParameter.shape", "NumpyDataParameter.data",
+    # the DeViSE forks' MultiProto (caffepy/forks/misc/multi_proto.py); multi_proto_layer.cpp
+    # does not read save
+    "LayerParameter.multi_proto_param", "MultiProtoParameter.num_protos",
+    "MultiProtoParameter.num_output", "MultiProtoParameter.weight_filler",
+    "MultiProtoParameter.save", "MultiProtoParameter.source",
+    # the DeViSE forks' PoseData (caffepy/forks/misc/pose_data.py); pose_data_layer.cpp does not
+    # read scale, mean_file, crop_size or mirror
+    "LayerParameter.pose_data_param",
+] + ["PoseDataParameter." + f for f in (
+    "source", "scale", "mean_file", "batch_size", "crop_size", "mirror", "rand_skip", "shuffle",
+    "new_height", "new_width", "is_color", "root_folder")
+] + ["RandomMaclaurionParameter." + f for f in (   # BOBrown/JADF-caffe's RandomMaclaurin
+    "num_output", "random_every_epoch", "fixed_matrix", "epoch_size", "std1", "std2",
+    "distribution_type", "a1", "b1", "a2", "b2")] + ["LSTMConvolutionParameter." + f for f in (
     "num_output", "bias_term", "pad", "kernel_size", "stride", "dilation", "group",
     "weight_filler", "bias_filler", "type", "axis", "engine", "force_nd_im2col", "pad_h", "pad_w",
     "kernel_h", "kernel_w", "stride_h", "stride_w")] + ["LSTMDebugParameter." + f for f in (

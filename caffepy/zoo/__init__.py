@@ -46,7 +46,7 @@ from ..layers.base import has_layer_type
 from ..proto import caffe_pb2
 from ..forks.detection import zoo_mscnn
 from ..forks.misc import zoo_pulkitag
-from ..forks.misc import zoo_readers
+from ..forks.misc import pose_data, zoo_readers
 from ..forks.face import landmark_regression
 from ..forks.pose import car_keypoint
 from ..forks.video import sparse_data
@@ -61,7 +61,7 @@ DATA_LAYER_TYPES = frozenset([
     "GenericWindowData", "SquareBoxData",
     "HeatmapData", "ImageFloatData", "DataHeatmap", "DisparityData", "FloData",
     "MultiLabelImageData", "SparseData",
-]) | zoo_readers.TYPES
+]) | zoo_readers.TYPES | {"PoseData"}
 # Readers whose first top is an image whatever its name (a top "label" of theirs is a label image:
 # StevenHickson's SemanticLabelingDemo reads its label maps with ImageData and LabelData).
 IMAGE_FIRST = frozenset(["ImageData", "LabelData"])
@@ -130,6 +130,8 @@ def replace_data_layers(net_param, default_shape=(3, 224, 224), batch_size=None,
             shapes = _heatmap_shapes(lp, batch_size)
         elif lp.type == "MemoryData" and len(lp.memory_data_param.dim):
             shapes = _memory_nd_shapes(lp, batch_size)
+        elif lp.type == "PoseData":          # the DeViSE forks' image + pose reader
+            shapes = pose_data.top_shapes(lp, default_shape, batch_size)
         elif lp.type in zoo_readers.TYPES:   # fork readers caffepy does not build
             shapes = zoo_readers.top_shapes(lp, default_shape, batch_size)
         elif lp.type == "ImageFloatData":    # goodluckcwl/custom-caffe

@@ -18,7 +18,9 @@ DetectionPoseOutput), ``mnc`` (MNC's InnerProductBlob, MaskPooling, ROIWarping, 
 MaskResize; their harvested fields in caffepy.proto.harvest_computed.COMPUTED), ``rotated_roi``
 (RotateROIPooling of CRPN and, with three bottoms, of RRPN), ``rotated_align`` (RotateROIAlign
 of CRPN and RRPN), ``rfcn_align`` (PSROIAlign,
-DeformablePSROIPooling), ``deform_conv`` (makefile/frcnn's DeformableConvolution).
+DeformablePSROIPooling), ``deform_conv`` (makefile/frcnn's DeformableConvolution),
+``attention_mask`` (the AttentionMask proposal forks' TopK, NormalizedSigmoidCrossEntropyLoss,
+SlidingWindow, FlagsToIndices, ArgMaxMy), ``reinspect`` (ApolloCaffe's HungarianLoss and NumpyData).
 Built-in Python layers, used when the user's module is not on sys.path:
 
 ===============================================  ===========================================

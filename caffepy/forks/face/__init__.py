@@ -18,7 +18,9 @@ MarginSoftmaxLoss, A-Softmax with its own weights and an annealed lambda), ``cen
 (banxia1994/Mycaffe's CenterCosLoss), ``landmark_regression``
 (goodluckcwl/custom-caffe's ImageFloatData reader with transform_param.pad_ratio, and
 WeightEuclideanLoss), ``multi_label_image`` (happynear/caffe-windows' MultiLabelImageData
-reader).
+reader). ``moving_normalize`` (happynear/caffe-windows' MovingNormalize: division
+by a running average of the feature norm). ``label_statistics`` (LabelSpecificStatistics of the
+caffe-windows descendants: angle statistics of the label's and the other columns).
 Schema: proto/additions.json (caffe-face, SphereFace), proto/additions.d/segnet_c3d_face_flownet.json,
 face_ocr.json, crfasrnn_tsn_pose.json, census_forks.json (PG-CNN's multi_roi_pooling_param),
 census_data_fields.json (e2e_face's margin_softmax_loss_param), census_tail_data.json (custom-caffe),

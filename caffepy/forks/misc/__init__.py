@@ -49,6 +49,16 @@ BatchContrastiveLoss, ConfidencePenaltyLoss, CorrelationLoss), ``passthrough`` (
 GradientSilent, SDS-RCNN's DummyForward), ``mmd`` (DAN's multi-kernel MMDLoss), ``cosine_batch``
 (madkn/HistogramLoss's CosineSimilarityBatch), ``multi_accuracy`` (Qi-Xian/DeVise's
 MultiAccuracy).
+``channel_ops`` (layers two or more forks share: happynear/caffe-windows' Slope, MONet / DDPN's
+MyTile, segaware's ChannelReduce, SROWN / TransferNet's LinearSum, py-faster /
+BWN-XNOR-caffe's SplitConcat, MatrixProd). ``jadf`` (BOBrown/JADF-caffe's OuterProduct and
+RandomMaclaurin). ``cambricon_unpool`` (Cambricon/caffe's UnPooling: FIXED, DIV, REP; its
+unpooling_param fields in proto/additions.d/types_t2b.json). ``bilinear_pooling`` (Deep-NCL / Label85's Bilinear and
+CompactBilinear). ``multi_proto`` and ``pose_data`` (the DeViSE forks' MultiProto and
+PoseData; PoseData's top shapes for caffepy.zoo there too). ``broadcast_arith`` (Cambricon/caffe and synopsys-caffe's
+broadcasting Add and Sub). ``l2_norm`` (L2Norm: SROWN's per-sample form, Akrit2013/caffe-dev-160608's
+per-pixel form with l2norm_param). ``sigmoid_weighted`` (SigmoidWeightedCrossEntropyLoss: FFIA's
+class-balanced form, Pedestrian-Attribute-Recognition's three-bottom form).
 Fork fields of Caffe's readers and layers: ``fork_data`` (Data / ImageData with bogger/caffe-multigpu's
 label_size, PMLS-Caffe's shared_file_system, xavigibert/caffe's source_map and LMDB_FILE,
 DeBlurNet's ``label: false``, rapid_categorization's raw_hdf5), ``bogger_multigpu``

@@ -20,7 +20,11 @@ MemoryData of 3-D U-Nets), ``attention_mask`` (chwilms/AttentionMask's ArgMaxAll
 SplitIndices, CheckAtt, TileProduct, SlidingWindowIndex, TopKOld), ``casenet`` (CASENet's
 MultiChannelReweightedSigmoidCrossEntropyLoss on bit-packed edge labels), ``ccnn`` (caffe-ccnn's
 Repack and RunningAverage; dbnet-caffe-matlab's RunningAverage as a variant), ``segaware``
-(aharley/segaware's Im2dist). PSPNet / DeepLab's Interp is in :mod:`caffepy.forks.misc.vision`.
+(aharley/segaware's Im2dist), ``casenet_bits`` (CASENet / SEAL's bit-coded edge losses:
+MultiChannelSigmoidCrossEntropyLoss, ReweightedSigmoidCrossEntropyLoss), ``segaware_parity``
+(aharley/segaware's Im2parity and DistLoss), ``softmax_weighted_3d`` (3D-Caffe's
+SoftmaxWithWeightedLoss: class weights from a text file), ``superpixel_pooling``
+(Akrit2013/caffe-dev-160608's SuperpixelPooling). PSPNet / DeepLab's Interp is in :mod:`caffepy.forks.misc.vision`.
 Built-in Python layer: ENet's ``spatial_dropout.SpatialDropoutLayer``.
 Schema: proto/additions.json (PSPNet, DeepLab; DeepLab v2's messages too),
 proto/additions.d/segnet_c3d_face_flownet.json,

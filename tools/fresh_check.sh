@@ -54,5 +54,6 @@ echo "== protobuf $pb_data after .[data], $pb_dev after .[dev]"
 [ "$pb_data" = "$pb_dev" ] || { echo "fresh_check: .[dev] changed protobuf"; exit 1; }
 # the venv's scripts first: the tests' mpiexec is the mpich wheel's Hydra
 export PATH="$base/venv/bin:$PATH"
-eval "step 'bash tools/run_tests.sh $tests_args' bash tools/run_tests.sh $tests_args"
+# the arguments are shell words (``-m 'not slow'``): eval splits them once, the step's name keeps them
+eval "step \"bash tools/run_tests.sh \$tests_args\" bash tools/run_tests.sh $tests_args"
 echo "== fresh check passed"

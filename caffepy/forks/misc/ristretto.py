@@ -208,11 +208,10 @@ class _Ristretto(object):
         self._with_params(self.trimmed, run, top, propagate_down, bottom)
 
 
-@register_layer("ConvolutionRistretto")
-class ConvolutionRistrettoLayer(_Ristretto, ConvolutionLayer):
-    """conv_ristretto_layer.cpp: Convolution on trimmed weights / activations (module docstring).
-    ``convolution_param`` as Convolution's, plus ``quantization_param``."""
-    type = "ConvolutionRistretto"  # not the parent's type: summaries and net passes read it
+class _RistrettoWeighted(_Ristretto):
+    """The weighted layers' shared steps: the parent layer's setup, then ``quantization_param``;
+    forward and backward through the parent's on trimmed values (module docstring). Listed
+    before the parent class, so ``super()`` is the parent layer."""
 
     def layer_setup(self, bottom, top):
         super().layer_setup(bottom, top)
@@ -223,40 +222,24 @@ class ConvolutionRistrettoLayer(_Ristretto, ConvolutionLayer):
 
     def backward_cpu(self, top, propagate_down, bottom):
         self._quantized_backward(top, propagate_down, bottom, super().backward_cpu)
+
+
+@register_layer("ConvolutionRistretto")
+class ConvolutionRistrettoLayer(_RistrettoWeighted, ConvolutionLayer):
+    """conv_ristretto_layer.cpp: Convolution on trimmed weights / activations (module docstring).
+    ``convolution_param`` as Convolution's, plus ``quantization_param``."""
 
 
 @register_layer("DeconvolutionRistretto")
-class DeconvolutionRistrettoLayer(_Ristretto, DeconvolutionLayer):
+class DeconvolutionRistrettoLayer(_RistrettoWeighted, DeconvolutionLayer):
     """deconv_ristretto_layer.cpp: Deconvolution on trimmed weights / activations (module
     docstring). ``convolution_param`` as Deconvolution's, plus ``quantization_param``."""
-    type = "DeconvolutionRistretto"  # not the parent's type: summaries and net passes read it
-
-    def layer_setup(self, bottom, top):
-        super().layer_setup(bottom, top)
-        self._read_quantization()
-
-    def forward_cpu(self, bottom, top):
-        self._quantized_forward(bottom, top, super().forward_cpu)
-
-    def backward_cpu(self, top, propagate_down, bottom):
-        self._quantized_backward(top, propagate_down, bottom, super().backward_cpu)
 
 
 @register_layer("FcRistretto")
-class FcRistrettoLayer(_Ristretto, InnerProductLayer):
+class FcRistrettoLayer(_RistrettoWeighted, InnerProductLayer):
     """fc_ristretto_layer.cpp: InnerProduct on trimmed weights / activations (module
     docstring). ``inner_product_param`` as InnerProduct's, plus ``quantization_param``."""
-    type = "FcRistretto"  # not the parent's type: summaries and net passes read it
-
-    def layer_setup(self, bottom, top):
-        super().layer_setup(bottom, top)
-        self._read_quantization()
-
-    def forward_cpu(self, bottom, top):
-        self._quantized_forward(bottom, top, super().forward_cpu)
-
-    def backward_cpu(self, top, propagate_down, bottom):
-        self._quantized_backward(top, propagate_down, bottom, super().backward_cpu)
 
 
 @register_layer("LRNRistretto")
@@ -264,7 +247,6 @@ class LRNRistrettoLayer(_Ristretto, LRNLayer):
     """lrn_ristretto_layer.cu: ACROSS_CHANNELS LRN with every intermediate trimmed to minifloat
     (module docstring), in TRAIN and TEST alike. ``lrn_param`` as LRN's, plus
     ``quantization_param { precision: MINIFLOAT mant_bits exp_bits }``."""
-    type = "LRNRistretto"  # not the parent's type: summaries and net passes read it
 
     def layer_setup(self, bottom, top):
         super().layer_setup(bottom, top)

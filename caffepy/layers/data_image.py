@@ -87,12 +87,16 @@ class _ImageListLoader(object):
             if self.param.shuffle:
                 self._shuffle()
 
-    def data_shape(self):
+    def _first_readable(self):
+        """The (item, label) of the first line from the cursor on that reads (bad lines skipped)."""
         got = self._checked()
         while got is None:
             self._advance()
             got = self._checked()
-        return (self.batch_size,) + self.transformer.infer_shape(got[0].shape)
+        return got
+
+    def data_shape(self):
+        return (self.batch_size,) + self.transformer.infer_shape(self._first_readable()[0].shape)
 
     def load_batch(self, buf):
         items, labels = [], []

@@ -28,11 +28,7 @@ class _DisparityLoader(_ImageListLoader):
         return -img
 
     def data_shape(self):
-        got = self._checked()
-        while got is None:
-            self._advance()
-            got = self._checked()
-        return (self.batch_size,) + got[0].shape
+        return (self.batch_size,) + self._first_readable()[0].shape
 
     def load_batch(self, buf):
         first = None

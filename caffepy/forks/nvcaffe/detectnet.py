@@ -33,59 +33,80 @@ from ...layers.python_layer import Layer
 MAX_BOXES = 50
 
 
+_CHUNK = 1 << 22          # pair tests per block of rows (bounds the boolean matrix)
+
+
+def _roots(parent):
+    """Jump every pointer to its root (in place); returns ``parent``."""
+    while True:
+        up = parent[parent]
+        if np.array_equal(up, parent):
+            return parent
+        parent[:] = up
+
+
+def _join(parent, u, v):
+    """Merge the classes of each pair (u[k], v[k]): every root hooks onto the smaller root, so
+    a class's root is its smallest member."""
+    while len(u):
+        _roots(parent)
+        ru, rv = parent[u], parent[v]
+        apart = ru != rv
+        if not apart.any():
+            return
+        ru, rv = ru[apart], rv[apart]
+        np.minimum.at(parent, np.maximum(ru, rv), np.minimum(ru, rv))
+        u, v = u[apart], v[apart]
+
+
 def group_rectangles(rects, threshold, eps):
     """OpenCV's groupRectangles: (grouped [x, y, w, h] rows, weights).
 
     Rectangles are equivalent when every edge lies within eps (min widths + min heights) / 2 of
     the other's (transitively); each class of more than ``threshold`` members becomes its mean
-    rectangle (rounded half to even), unless it lies inside another kept class's rectangle
+    rectangle (the sum times ``1.f / n`` in float32, rounded half to even, as OpenCV computes
+    it), unless it lies inside another kept class's rectangle
     grown by eps of its size while that class is larger (or it has fewer than 3 members).
-    ``threshold`` <= 0 returns the input with weights 1.
+    Classes are numbered in order of their first member. ``threshold`` <= 0 returns the input
+    with weights 1. The pair tests run in numpy blocks of rows (a DetectNet grid at 1280 x 1280
+    has 6,400 cells, 20 million pairs).
     """
     rects = np.asarray(rects, dtype=np.int64).reshape(-1, 4)
     if threshold <= 0 or not len(rects):
         return rects.copy(), np.ones(len(rects), np.int64)
-    parent = list(range(len(rects)))
-
-    def find(i):
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
+    count = len(rects)
+    parent = np.arange(count)
     x, y, w, h = rects.T
-    for i in range(len(rects)):
-        for j in range(i + 1, len(rects)):
-            delta = eps * (min(w[i], w[j]) + min(h[i], h[j])) * 0.5
-            if (abs(x[i] - x[j]) <= delta and abs(y[i] - y[j]) <= delta
-                    and abs(x[i] + w[i] - x[j] - w[j]) <= delta
-                    and abs(y[i] + h[i] - y[j] - h[j]) <= delta):
-                parent[find(i)] = find(j)
-    labels, classes = [], {}
-    for i in range(len(rects)):
-        labels.append(classes.setdefault(find(i), len(classes)))
-    labels = np.array(labels)
-    n = np.bincount(labels, minlength=len(classes))
-    sums = np.zeros((len(classes), 4))
-    np.add.at(sums, labels, rects.astype(np.float64))
-    mean = np.rint((sums * (1.0 / n)[:, None]).astype(np.float32)).astype(np.int64)
-    out, weights = [], []
-    for i in range(len(classes)):
-        if n[i] <= threshold:
-            continue
-        r1, inside = mean[i], False
-        for j in range(len(classes)):
-            if j == i or n[j] <= threshold:
-                continue
-            r2 = mean[j]
-            dx, dy = int(np.rint(np.float32(r2[2] * eps))), int(np.rint(np.float32(r2[3] * eps)))
-            if (r1[0] >= r2[0] - dx and r1[1] >= r2[1] - dy and r1[0] + r1[2] <= r2[0] + r2[2] + dx
-                    and r1[1] + r1[3] <= r2[1] + r2[3] + dy and (n[j] > max(3, n[i]) or n[i] < 3)):
-                inside = True
-                break
-        if not inside:
-            out.append(r1)
-            weights.append(n[i])
-    return np.array(out, np.int64).reshape(-1, 4), np.array(weights, np.int64)
+    r, b = x + w, y + h
+    rows = max(1, _CHUNK // count)
+    for a in range(0, count, rows):
+        i = np.arange(a, min(a + rows, count))[:, None]
+        delta = eps * (np.minimum(w[i], w) + np.minimum(h[i], h)) * 0.5
+        near = ((np.abs(x[i] - x) <= delta) & (np.abs(y[i] - y) <= delta)
+                & (np.abs(r[i] - r) <= delta) & (np.abs(b[i] - b) <= delta))
+        near &= np.arange(count) > i
+        u, v = np.nonzero(near)
+        _join(parent, u + a, v)
+    roots = _roots(parent)
+    _, labels = np.unique(roots, return_inverse=True)   # roots are first members: in order
+    labels = labels.reshape(-1)
+    n = np.bincount(labels)
+    sums = np.zeros((len(n), 4), np.int64)
+    np.add.at(sums, labels, rects)
+    scale = np.float32(1) / n.astype(np.float32)     # OpenCV: int sum * (1.f / n), in float
+    mean = np.rint(sums.astype(np.float32) * scale[:, None]).astype(np.int64)
+    big = np.nonzero(n > threshold)[0]
+    m, nb = mean[big], n[big]
+    dx = np.rint(m[:, 2] * float(eps)).astype(np.int64)  # int width * double eps
+    dy = np.rint(m[:, 3] * float(eps)).astype(np.int64)
+    r1, r2 = m[:, None, :], m[None, :, :]            # [kept i, kept j]
+    inside = ((r1[..., 0] >= r2[..., 0] - dx) & (r1[..., 1] >= r2[..., 1] - dy)
+              & (r1[..., 0] + r1[..., 2] <= r2[..., 0] + r2[..., 2] + dx)
+              & (r1[..., 1] + r1[..., 3] <= r2[..., 1] + r2[..., 3] + dy)
+              & ((nb[None, :] > np.maximum(3, nb)[:, None]) | (nb < 3)[:, None]))
+    np.fill_diagonal(inside, False)
+    keep = ~inside.any(1)
+    return m[keep].reshape(-1, 4), nb[keep].astype(np.int64)
 
 
 class _Cluster(Layer):

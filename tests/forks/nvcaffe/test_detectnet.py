@@ -2,6 +2,7 @@
 import math
 
 import numpy as np
+import pytest
 
 from caffepy.forks.nvcaffe.detectnet import group_rectangles
 from caffepy.net import Net
@@ -18,6 +19,51 @@ def test_group_rectangles_hand_case():
     assert inner.tolist() == [[0, 0, 40, 40]] and w.tolist() == [4]   # the small group is inside
     same, w = group_rectangles(rects[:2], 0, 0.2)
     assert same.tolist() == rects[:2] and w.tolist() == [1, 1]
+
+
+def _clusters(rng, count):
+    """``count`` rectangles jittered around a few centres (so classes have several members)."""
+    centres = rng.integers(0, 80, (int(rng.integers(1, 10)), 4))
+    rects = centres[rng.integers(0, len(centres), count)] + rng.integers(-4, 5, (count, 4))
+    rects[:, 2:] = np.abs(rects[:, 2:]) + 1
+    return rects
+
+
+def test_group_rectangles_is_opencvs():
+    """Same rectangles, weights and order as cv2.groupRectangles, including means that land
+    on .5 only in float32 arithmetic (203 / 14) and eps-grown containment."""
+    cv2 = pytest.importorskip("cv2")
+    rng = np.random.default_rng(7)
+    for _ in range(400):
+        rects = _clusters(rng, int(rng.integers(1, 150)))
+        threshold, eps = int(rng.integers(1, 5)), float(rng.choice([0.05, 0.2, 0.3, 0.5]))
+        out, weights = group_rectangles(rects, threshold, eps)
+        ref, ref_weights = cv2.groupRectangles(rects.tolist(), threshold, eps)
+        assert out.tolist() == np.asarray(ref).reshape(-1, 4).tolist()
+        assert weights.tolist() == np.asarray(ref_weights).reshape(-1).tolist()
+
+
+def test_group_rectangles_float32_mean():
+    """x sums to 203 over 14 members: 203 * (1.f / 14) is 14.500001 in float32, so 15."""
+    rects = [[14, 0, 10, 10]] * 7 + [[15, 0, 10, 10]] * 7
+    rects[0] = [13, 0, 10, 10]
+    rects[-1] = [16, 0, 10, 10]
+    out, weights = group_rectangles(rects, 1, 0.2)
+    assert sum(r[0] for r in rects) == 203
+    assert out.tolist() == [[15, 0, 10, 10]] and weights.tolist() == [14]
+
+
+def test_group_rectangles_full_grid():
+    """A 1280 x 1280 DetectNet grid: every one of 6,400 cells proposes a box (random weights);
+    the pair tests run in blocks, and every rectangle lands in exactly one class."""
+    rng = np.random.default_rng(0)
+    rects = rng.integers(0, 1280, (6400, 4))
+    rects[:, 2:] = rng.integers(1, 200, (6400, 2))
+    rects[:100] = rects[0]                       # one class of 100 identical boxes
+    out, weights = group_rectangles(rects, 1, 0.2)
+    assert [100] == [w for w in weights.tolist() if w == 100]
+    assert rects[0].tolist() in out.tolist()
+    assert weights.sum() <= 6400 and (weights > 1).all()
 
 
 DEPLOY = """name: "detectnet_head"

@@ -310,3 +310,24 @@ def test_measure_forward_batch_one_where_the_net_takes_it(tmp_path):
     path = tmp_path / "net.prototxt"
     path.write_text(fixed)
     assert measure._forward(str(path)) == 0
+
+
+def test_measure_a_carried_layer_is_not_complete(tmp_path):
+    """summary carries an in-place layer without a class (lenient passes); complete needs the
+    strict run, which names the unknown type."""
+    import measure
+    net = ('input: "x" input_shape { dim: 1 dim: 3 dim: 8 dim: 8 }\n'
+           'layer { name: "c" type: "Convolution" bottom: "x" top: "c" '
+           'convolution_param { num_output: 2 kernel_size: 3 } }\n'
+           'layer { name: "act" type: "FancyActivation" bottom: "c" top: "c" }\n'
+           'layer { name: "p" type: "Pooling" bottom: "c" top: "p" '
+           'pooling_param { pool: MAX kernel_size: 2 stride: 2 } }\n')
+    text = net.encode()
+    sha = __import__("hashlib").sha256(text).hexdigest()
+    (tmp_path / (sha + ".prototxt")).write_bytes(text)
+    row = {"sha256": sha, "repo": "a/b", "path": "net.prototxt", "split": "census"}
+    rec = measure.measure_file(row, "T", cache=str(tmp_path))
+    assert rec["lenient"] and rec["read"]
+    assert not rec["complete"] and rec["failed"] == "complete"
+    assert rec["category"] == "unknown_type" and "FancyActivation" in rec["error"]
+    assert rec["runnable"] is False          # a deploy file: not run when not complete

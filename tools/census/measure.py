@@ -10,8 +10,9 @@ tools/zoo_survey.py: ``run_cli``, the TEST-then-TRAIN retry of ``attempt``, ``ca
   (the same lenient reading of the text, without building) succeeds.
 * ``complete``: ``caffepy summary --strict FILE`` builds and no layer is shown as ``?``. The strict
   run differs from the lenient one only where the lenient run dropped fields (its WARNING says
-  "--strict makes it an error"), so it is run only then (in the phase the lenient run used); else
-  the lenient run's result stands for it.
+  "--strict makes it an error") or carried the shapes of a layer without a class (its table's
+  footnote says "~ shape carried:"), so it is run only then (in the phase the lenient run used);
+  else the lenient run's result stands for it.
 * ``runnable`` (only files that declare their inputs, ``input:`` / ``input_shape`` / ``input_dim``
   or an Input layer, and have no data layer, as tools/zoo_survey.classify decides; and only when
   ``complete``): the net is built in phase TEST with cheap random weights
@@ -216,10 +217,11 @@ def measure_file(row, tree, cache=L.CACHE, roots=()):
             rec.update(category=cat(lerr), error=clean(lerr), failed="lenient")
     if ok:
         serr = lerr
-        if _DROPPED in lerr:          # fields were dropped: the strict run is what differs
+        differs = _DROPPED in lerr or _CARRIED in lerr
+        if differs:                   # fields dropped or shapes carried: strict differs
             _, _, serr = attempt(path, ["--strict"], test_layers, phase, prep)
         unresolved = [l for l in serr.splitlines() if "are shown as '?'" in l]
-        strict_failed = _DROPPED in lerr and not _ok(serr)
+        strict_failed = differs and not _ok(serr)
         rec["complete"] = not strict_failed and not unresolved
         if strict_failed:
             rec.update(category=cat(serr), error=clean(serr), failed="complete")
@@ -248,6 +250,8 @@ def measure_file(row, tree, cache=L.CACHE, roots=()):
 
 
 _DROPPED = "--strict makes it an error"
+_CARRIED = "\x00carried"
+CARRIED_NOTE = "~ shape carried:"       # caffepy.zoo.summary.format_summary's footnote
 _OK = "\x00ok"
 
 
@@ -260,7 +264,7 @@ def cat(err):
 
 
 def clean(err):
-    return Z.last_line(err.replace(_OK, ""))
+    return Z.last_line(err.replace(_OK, "").replace(_CARRIED, ""))
 
 
 def attempt(path, extra, test_layers, phase=None, prepare=None):
@@ -270,14 +274,16 @@ def attempt(path, extra, test_layers, phase=None, prepare=None):
     run = functools.partial(Z.run_cli, prepare=prepare)
     if phase is None:
         phase = "TEST"
-        rc, _, err, _ = run(["summary", path] + extra)
+        rc, out, err, _ = run(["summary", path] + extra)
         if (rc != 0 and Z._PHASE.search(Z.last_line(err))) or not test_layers:
             phase = "TRAIN"
-            rc, _, err, _ = run(["summary", path, "--phase", "TRAIN"] + extra)
+            rc, out, err, _ = run(["summary", path, "--phase", "TRAIN"] + extra)
     else:
-        rc, _, err, _ = run(["summary", path, "--phase", phase] + extra)
+        rc, out, err, _ = run(["summary", path, "--phase", phase] + extra)
     if rc == "timeout":
         err += "\ntimeout (%ds)" % Z.TIMEOUT
+    if rc == 0 and CARRIED_NOTE in out:         # a layer without a class, its shape carried
+        err += _CARRIED
     return rc == 0, phase, err + (_OK if rc == 0 else "")
 
 

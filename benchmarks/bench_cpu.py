@@ -25,6 +25,9 @@ other's; with ``--profile`` the last caffepy process prints the profile (in one 
 torch's threads slow down caffepy's threaded layers, and the profile with them). ``--cpu-time``
 times every step by the process's CPU time and reports the fastest step (with ``--threads 1``: a
 figure that the other processes of a loaded machine disturb far less than wall-clock time).
+With ``--separate`` each net's row is followed by its GFLOP per step (3 x the forward FLOPs of
+``caffepy summary``) and both frameworks' GFLOP/s with their share of this machine's peak
+(``rates.py``; ``--peak-json`` reads a saved ``bench_peak.py --json``).
 """
 import argparse
 import importlib.util
@@ -53,7 +56,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
-from cpu_nets import NETS, ZOO_BATCH, ZOO_FILES, build_caffepy, build_torch  # noqa: E402
+from cpu_nets import (NETS, ZOO_BATCH, ZOO_FILES, build_caffepy, build_torch,  # noqa: E402
+                      net_text)
+import rates  # noqa: E402
+
+
+def parse_net_text(text):
+    from caffepy.proto import caffe_pb2, io as proto_io
+    return proto_io.parse_text(text, caffe_pb2.NetParameter())
 
 
 CPU_TIME = [False]     # --cpu-time: the fastest step by process CPU time instead of the mean
@@ -245,8 +255,12 @@ def separate(args):
     print("each framework in its own process; %s threads; %d CPUs%s"
           % (args.threads or "default", os.cpu_count(), "" if has_torch else
              "; torch not installed: skipped"))
+    peak = rates.load_peak(args.peak_json)
+    top = rates.peak_for(peak, args.threads or os.cpu_count())
+    print(rates.describe(peak))
     print("%-14s %14s %14s %8s  %s" % ("net", "caffepy ms", "torch ms", "ratio", "load average"))
     for name in args.nets.split(","):
+        gflop = rates.train_gflop(parse_net_text(net_text(name, args.batch)))
         ours, theirs = [], []
         for r in range(args.rounds):
             ms, profile = _child(args, "caffepy", name, args.profile and r == args.rounds - 1)
@@ -258,6 +272,9 @@ def separate(args):
         print("%-14s %14.1f %14.1f %8.2f  %s  (per round: %s / %s)" % (
             name, a, b, a / b, " ".join(open("/proc/loadavg").read().split()[:3]),
             " ".join("%.1f" % v for v in ours), " ".join("%.1f" % v for v in theirs)), flush=True)
+        print("%-14s %.2f GFLOP per step (3 x forward); GFLOP/s (share of peak): caffepy %s  "
+              "torch %s" % (name, gflop, rates.cell(gflop, a, top), rates.cell(gflop, b, top)),
+              flush=True)
         if profile:
             print(profile, flush=True)
 
@@ -310,6 +327,8 @@ def main(argv=None):
     ap.add_argument("--separate", action="store_true",
                     help="time each framework in a process of its own (alternated --rounds "
                          "times): no OpenMP runtime or thread pool of one sits beside the other")
+    ap.add_argument("--peak-json", default=None, metavar="FILE",
+                    help="--separate: bench_peak.py --json output (default: time the FMA loop)")
     ap.add_argument("--only", choices=("caffepy", "torch"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     CPU_TIME[0] = args.cpu_time

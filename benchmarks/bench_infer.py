@@ -45,6 +45,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from caffepy.math import kernels  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import rates  # noqa: E402
 from caffepy.net import Net  # noqa: E402
 from caffepy.proto import caffe_pb2  # noqa: E402
 from caffepy.testing.random_weights import calibrate, logit_blobs, randomize  # noqa: E402
@@ -147,8 +149,9 @@ def deploy_with_weights(name, batch, tmp):
     return proto, exact, weights
 
 
-def bench(name, batch, threads, iters, tmp, cv2):
+def bench(name, batch, threads, iters, tmp, cv2, peak=None):
     proto, exact, weights = deploy_with_weights(name, batch, tmp)
+    gflop = rates.forward_gflop(proto)
     inp = exact.inputs[0]
     x = np.random.default_rng(1).standard_normal(exact.blobs[inp].shape).astype(np.float32)
     out = exact.outputs[0]
@@ -202,6 +205,13 @@ def bench(name, batch, threads, iters, tmp, cv2):
                   "" if choice is None else ", threads %s: %s" % (choice.mode, " ".join(
                       "blas %d numba %d parts %d: %.1f ms" % (k + (1e3 * v,))
                       for k, v in sorted(choice.avg.items())) or "limit")), flush=True)
+        if peak is not None:
+            top = rates.peak_for(peak, n)
+            print("%-14s b%-2d %dT  %.2f GFLOP; GFLOP/s (share of peak): exact %s  optimize %s  "
+                  "opencv %s  onnxruntime %s  openvino %s" % (
+                      name, batch, n, gflop, *(rates.cell(gflop, t, top) for t in
+                                               (t_exact, t_fast, t_cv, t_ort, t_ov))),
+                  flush=True)
     print("%-14s b%-2d    max rel diff vs exact: optimize %.1e  opencv %s  onnxruntime %s  "
           "openvino %s" % (name, batch, err_opt, "%.1e" % err_cv if dnn is not None else "-",
                            "%.1e" % err_ort if err_ort is not None else "-",
@@ -248,6 +258,8 @@ def main(argv=None):
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--iters", type=int, default=3)
     ap.add_argument("--profile", default="", help="per-layer profile of this net")
+    ap.add_argument("--peak-json", default=None, metavar="FILE",
+                    help="bench_peak.py --json output (default: time the FMA loop now)")
     args = ap.parse_args(argv)
     try:
         import cv2
@@ -261,6 +273,9 @@ def main(argv=None):
         np.__version__, "on" if kernels.available() else "off",
         cv2.__version__ if cv2 is not None else "not installed", os.cpu_count()))
     threads = [int(t) for t in args.threads.split(",")]
+    peak = None if args.profile else rates.load_peak(args.peak_json)
+    if peak is not None:
+        print(rates.describe(peak))
     with tempfile.TemporaryDirectory() as tmp:
         if args.profile:
             _set_threads(max(threads), cv2)
@@ -269,7 +284,7 @@ def main(argv=None):
             return
         for name in args.nets.split(","):
             for batch in [int(b) for b in args.batches.split(",")]:
-                bench(name, batch, threads, args.iters, tmp, cv2)
+                bench(name, batch, threads, args.iters, tmp, cv2, peak)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,9 @@ loads the model, runs warm-up passes (optimize mode: its thread choice's explori
 prints the median of ``--iters`` forwards. A row is the median over the rounds, with every
 round's figure and the engine optimize mode ran (its default, auto: the fastest here of
 caffepy, onnxruntime and openvino; ``CAFFEPY_INFER_ENGINE=caffepy|onnxruntime|openvino`` names
-one: caffepy.infer.engine). ``/proc/loadavg`` is printed before and after.
+one: caffepy.infer.engine). ``/proc/loadavg`` is printed before and after. Each row also gives
+the net's forward GFLOP and every runtime's achieved GFLOP/s with its share of this machine's
+peak (``rates.py``; ``--peak-json`` reads a saved ``bench_peak.py --json``).
 """
 import argparse
 import json
@@ -35,6 +37,9 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+import rates  # noqa: E402
+
 RUNTIMES = ("optimize", "opencv", "onnxruntime", "openvino")
 
 
@@ -140,6 +145,8 @@ def main(argv=None):
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--peak-json", default=None, metavar="FILE",
+                    help="bench_peak.py --json output (default: time the FMA loop now)")
     ap.add_argument("--child", nargs=6, metavar=("RUNTIME", "PROTO", "WEIGHTS", "ONNX",
                                                   "THREADS", "ITERS"), help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
@@ -148,14 +155,17 @@ def main(argv=None):
         return child(runtime, proto, weights, model, int(threads), int(iters))
     print("loadavg before: %s" % open("/proc/loadavg").read().strip(), flush=True)
     runtimes = [r for r in RUNTIMES if _installed(r)]
+    peak = rates.load_peak(a.peak_json)
+    print(rates.describe(peak), flush=True)
     print("| net | batch | threads | optimize ms | OpenCV ms | onnxruntime ms | OpenVINO ms | "
           "opt / OpenCV | opt / ort | opt / OpenVINO | rounds (opt, cv, ort[, ov]) | "
-          "optimize engine |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "optimize engine | GFLOP | GFLOP/s (share of peak): optimize; OpenCV; ort; OpenVINO |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         for name in a.nets.split(","):
             for batch in [int(b) for b in a.batches.split(",")]:
                 files = prepare(name, batch, tmp)
+                gflop = rates.forward_gflop(files[0])
                 for n in [int(t) for t in a.threads.split(",")]:
                     got = {r: [] for r in runtimes}
                     engines = set()
@@ -167,14 +177,19 @@ def main(argv=None):
                                 engines.add(res["engine"])
                     med = {r: statistics.median(v) for r, v in got.items()}
                     ov_ms = med.get("openvino")
-                    print("| %s | %d | %d | %.1f | %.1f | %.1f | %s | %.2f | %.2f | %s | %s | %s |"
+                    top = rates.peak_for(peak, n)
+                    print("| %s | %d | %d | %.1f | %.1f | %.1f | %s | %.2f | %.2f | %s | %s | %s "
+                          "| %.2f | %s |"
                           % (name, batch, n, med["optimize"], med["opencv"], med["onnxruntime"],
                              "-" if ov_ms is None else "%.1f" % ov_ms,
                              med["optimize"] / med["opencv"], med["optimize"] / med["onnxruntime"],
                              "-" if ov_ms is None else "%.2f" % (med["optimize"] / ov_ms),
                              "; ".join(", ".join("%.1f" % t for t in v)
                                        for v in zip(*got.values())),
-                             ", ".join(sorted(engines))), flush=True)
+                             ", ".join(sorted(engines)), gflop,
+                             "; ".join(rates.cell(gflop, med.get(r), top) for r in
+                                       ("optimize", "opencv", "onnxruntime", "openvino"))),
+                          flush=True)
     print("loadavg after: %s" % open("/proc/loadavg").read().strip())
     return 0
 

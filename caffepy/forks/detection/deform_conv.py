@@ -11,25 +11,12 @@ import numpy as np
 from ...errors import ShapeError
 from ...layers.base import Layer, register_layer
 from ...layers.conv import _ConvolutionBase
+from ...math import bilinear
 
 
 def _sample(img, h, w):
     """The im2col kernel's bilinear read of img (C', H, W) at (h, w) in [0, H) x [0, W)."""
-    _, H, W = img.shape
-    hl, wl = int(np.floor(h)), int(np.floor(w))
-    if hl >= H - 1:
-        hl = hh = H - 1
-        h = float(hl)
-    else:
-        hh = hl + 1
-    if wl >= W - 1:
-        wl = wh = W - 1
-        w = float(wl)
-    else:
-        wh = wl + 1
-    lh, lw = h - hl, w - wl
-    return ((1 - lh) * (1 - lw) * img[:, hl, wl] + (1 - lh) * lw * img[:, hl, wh]
-            + lh * (1 - lw) * img[:, hh, wl] + lh * lw * img[:, hh, wh])
+    return bilinear.sample(img, h, w)
 
 
 def _clamped(a, size):

@@ -10,6 +10,7 @@ that row with no high neighbour.
 import numpy as np
 
 from ...layers.base import Layer, register_layer
+from ...math import bilinear
 from .roi import _c_round, _ROIBase, features_diff_wanted, roi_bins
 
 
@@ -17,18 +18,7 @@ def _corners(y, x, H, W):
     """The fork's bilinear sample: [(h, w, weight)] with distinct pixels (empty outside)."""
     if y < -0.5 or y > H - 0.5 or x < -0.5 or x > W - 0.5:
         return []
-    y, x = max(y, 0.0), max(x, 0.0)
-    hl, wl = int(y), int(x)
-    if hl >= H - 1:
-        hl = hh = H - 1
-        y = float(hl)
-    else:
-        hh = hl + 1
-    if wl >= W - 1:
-        wl = wh = W - 1
-        x = float(wl)
-    else:
-        wh = wl + 1
+    hl, hh, wl, wh, y, x = bilinear.corners(max(y, 0.0), max(x, 0.0), H, W)
     ly, lx = y - hl, x - wl
     out = {}
     for h, fy in ((hl, 1 - ly), (hh, ly)):
@@ -40,23 +30,13 @@ def _corners(y, x, H, W):
 
 def _sample(img, y, x):
     """img (C, H, W) sampled at (y, x) with the fork's four-corner sum (a clamped corner adds all
-    its weights)."""
+    its weights); also the clamped (y, x), None outside."""
     C, H, W = img.shape
     if y < -0.5 or y > H - 0.5 or x < -0.5 or x > W - 0.5:
         return np.zeros(C, dtype=img.dtype), None
     y, x = max(y, 0.0), max(x, 0.0)
-    hl, wl = int(y), int(x)
-    hh, wh = hl + 1, wl + 1
-    if hl >= H - 1:
-        hl = hh = H - 1
-        y = float(hl)
-    if wl >= W - 1:
-        wl = wh = W - 1
-        x = float(wl)
-    ly, lx = y - hl, x - wl
-    v = ((1 - ly) * (1 - lx) * img[:, hl, wl] + (1 - ly) * lx * img[:, hl, wh]
-         + ly * (1 - lx) * img[:, hh, wl] + ly * lx * img[:, hh, wh])
-    return v, (y, x)
+    _, _, _, _, cy, cx = bilinear.corners(y, x, H, W)
+    return bilinear.sample(img, y, x), (cy, cx)
 
 
 @register_layer("InnerProductBlob")

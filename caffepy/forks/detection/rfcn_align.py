@@ -9,6 +9,7 @@ c reads input channel (c G + i) G + j (G = group_size).
 import numpy as np
 
 from ...layers.base import register_layer
+from ...math import bilinear
 from .roi import _c_round, _ROIBase
 
 
@@ -134,19 +135,7 @@ class PSROIAlignLayer(_PSBase):
 
 def _bilinear(chans, y, x):
     """The PSROIAlign kernel's sample of chans (C, H, W) at (y, x), inside the map."""
-    _, H, W = chans.shape
-    y, x = max(y, 0.0), max(x, 0.0)
-    hl, wl = int(y), int(x)
-    hh, wh = hl + 1, wl + 1
-    if wl >= W - 1:
-        wl = wh = W - 1
-        x = float(wl)
-    if hl >= H - 1:
-        hl = hh = H - 1
-        y = float(hl)
-    ly, lx = y - hl, x - wl
-    return ((1 - ly) * (1 - lx) * chans[:, hl, wl] + (1 - ly) * lx * chans[:, hl, wh]
-            + ly * (1 - lx) * chans[:, hh, wl] + ly * lx * chans[:, hh, wh])
+    return bilinear.sample(chans, max(y, 0.0), max(x, 0.0))
 
 
 @register_layer("DeformablePSROIPooling")

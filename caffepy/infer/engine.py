@@ -186,6 +186,7 @@ class _Candidates(object):
     def caffepy(self):
         from . import plan as plan_mod
         try:
+            self.ref()          # the exact path's values, before the trial changes any layer
             with plan_mod.trial(self.net, self.keep, self.threads) as trial:
                 why = choice.worst(self.ref().errors(trial.forward), RTOL)
                 if why is not None:

@@ -299,3 +299,17 @@ def test_openvino_named_without_it_is_a_one_line_error(monkeypatch, tmp_path, ca
                      "--optimize", "--engine", "openvino"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert "engine 'openvino' of optimize mode: openvino is not installed" in err[-1]
+
+
+@pytest.mark.parametrize("text", [SMALL, FIRE], ids=["small", "fire"])
+def test_every_candidate_passes_the_check_on_a_plain_net(text, monkeypatch, _engine_cache):
+    """The exact path's values are taken before caffepy's trial changes the layers: computed
+    inside it, they differed from every candidate's (a zoo SqueezeNet had all three engines
+    left out, and auto fell back to caffepy's steps)."""
+    _given_times(monkeypatch, {"onnxruntime": 0.3, "openvino": 0.2, "caffepy": 0.1})
+    net = _net(text)
+    randomize(net, 4)
+    plan = net.optimize()
+    assert plan.choice["ms"]["caffepy"] is not None
+    if engine._module("onnxruntime").available():
+        assert plan.choice["ms"]["onnxruntime"] is not None

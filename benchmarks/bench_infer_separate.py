@@ -22,7 +22,9 @@ round's figure and the engine optimize mode ran (its default, auto: the fastest 
 caffepy, onnxruntime and openvino; ``CAFFEPY_INFER_ENGINE=caffepy|onnxruntime|openvino`` names
 one: caffepy.infer.engine). ``/proc/loadavg`` is printed before and after. Each row also gives
 the net's forward GFLOP and every runtime's achieved GFLOP/s with its share of this machine's
-peak (``rates.py``; ``--peak-json`` reads a saved ``bench_peak.py --json``).
+peak (``rates.py``; ``--peak-json`` reads a saved ``bench_peak.py --json``). ``--exact`` times
+caffepy's exact path alone the same way (a process per figure, ``kernels.set_threads``), the
+column that stands beside ``bench_caffe.py``'s BVLC Caffe figures.
 """
 import argparse
 import json
@@ -61,7 +63,18 @@ def child(runtime, proto, weights, model, threads, iters):
     """One runtime's median ms per forward (this process: only that runtime is loaded)."""
     sys.path.insert(0, ROOT)
     sys.path.insert(0, HERE)
-    if runtime == "optimize":
+    if runtime == "exact":
+        from caffepy.math import kernels
+        from caffepy.net import Net
+        from caffepy.proto import caffe_pb2
+        kernels.set_threads(threads)
+        net = Net(proto, caffe_pb2.TEST, weights=weights)
+        name = net.inputs[0]
+        x = np.random.default_rng(1).standard_normal(net.blobs[name].shape).astype(np.float32)
+        run = lambda: net.forward(**{name: x})            # noqa: E731
+        warm = 2
+        engine = "exact"
+    elif runtime == "optimize":
         from caffepy.net import Net
         from caffepy.proto import caffe_pb2
         from bench_infer import EXPLORE_PASSES
@@ -138,6 +151,27 @@ def run_child(runtime, files, threads, iters):
     raise SystemExit("%s failed:\n%s" % (runtime, (done.stderr or done.stdout)[-2000:]))
 
 
+def exact_only(a):
+    """--exact: the exact path's median ms per net, batch and thread count, one process each."""
+    peak = rates.load_peak(a.peak_json)
+    print(rates.describe(peak), flush=True)
+    print("| net | batch | threads | caffepy exact ms | rounds | GFLOP | GFLOP/s (share of peak) |")
+    print("|---|---|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in a.nets.split(","):
+            for batch in [int(b) for b in a.batches.split(",")]:
+                files = prepare(name, batch, tmp)
+                gflop = rates.forward_gflop(files[0])
+                for n in [int(t) for t in a.threads.split(",")]:
+                    got = [run_child("exact", files, n, a.iters)["ms"] for _ in range(a.rounds)]
+                    med = statistics.median(got)
+                    print("| %s | %d | %d | %.1f | %s | %.2f | %s |" % (
+                        name, batch, n, med, ", ".join("%.1f" % t for t in got), gflop,
+                        rates.cell(gflop, med, rates.peak_for(peak, n))), flush=True)
+    print("loadavg after: %s" % open("/proc/loadavg").read().strip())
+    return 0
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nets", default="googlenet,resnet50,mobilenet_v1,squeezenet1_1")
@@ -145,6 +179,9 @@ def main(argv=None):
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--exact", action="store_true",
+                    help="only caffepy's exact path (no inference mode), a process per figure: "
+                         "the column to set beside bench_caffe.py's BVLC Caffe figures")
     ap.add_argument("--peak-json", default=None, metavar="FILE",
                     help="bench_peak.py --json output (default: time the FMA loop now)")
     ap.add_argument("--child", nargs=6, metavar=("RUNTIME", "PROTO", "WEIGHTS", "ONNX",
@@ -154,6 +191,8 @@ def main(argv=None):
         runtime, proto, weights, model, threads, iters = a.child
         return child(runtime, proto, weights, model, int(threads), int(iters))
     print("loadavg before: %s" % open("/proc/loadavg").read().strip(), flush=True)
+    if a.exact:
+        return exact_only(a)
     runtimes = [r for r in RUNTIMES if _installed(r)]
     peak = rates.load_peak(a.peak_json)
     print(rates.describe(peak), flush=True)

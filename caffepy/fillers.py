@@ -49,6 +49,9 @@ class Filler(object):
         if blob.count == 0:
             raise CaffeError("filler '%s': cannot fill an empty blob of shape %s"
                              % (self.param.type, blob.shape))
+        self._write(blob)
+
+    def _write(self, blob):
         blob.data[...] = self.values(tuple(blob.shape)).reshape(blob.shape)
 
     def values(self, shape):
@@ -63,11 +66,9 @@ class ConstantFiller(Filler):
     def values(self, shape):
         return np.full(shape, self.param.value, dtype=np.float64)
 
-    def fill(self, blob):
+    def _write(self, blob):
         """Writes the value in place (the float64 array of ``values`` would double a large
         blob's memory: a 1000 x 802816 InnerProduct is 3.2 GB as float32)."""
-        if blob.count == 0:
-            super().fill(blob)
         blob.data[...] = np.float64(self.param.value)
 
 

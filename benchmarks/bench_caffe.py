@@ -25,7 +25,6 @@ after.
 import argparse
 import os
 import re
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -52,13 +51,6 @@ def caffe_time(binary, model, threads, iters, phase, kind, weights=None):
     if done.returncode != 0 or not found:
         raise SystemExit("caffe time failed (%s):\n%s" % (" ".join(cmd), done.stderr[-2000:]))
     return float(found.group(1))
-
-
-def _row(label, batch, threads, times, gflop, peak):
-    med = statistics.median(times)
-    print("| %s | %s | %d | %.1f | %s | %.2f | %s |" % (
-        label, batch, threads, med, ", ".join("%.1f" % t for t in times), gflop,
-        rates.cell(gflop, med, rates.peak_for(peak, threads))), flush=True)
 
 
 def main(argv=None):
@@ -95,24 +87,24 @@ def main(argv=None):
                     for n in [int(t) for t in a.threads.split(",")]:
                         times = [caffe_time(a.caffe, proto, n, a.iters, "TEST", "forward",
                                             weights) for _ in range(a.rounds)]
-                        _row(name + " forward", batch, n, times, gflop, peak)
+                        print(rates.median_row(name + " forward", batch, n, times, gflop, peak), flush=True)
         if a.train_nets:
             import cpu_nets
-            from caffepy.proto import caffe_pb2, io as proto_io
             for name in a.train_nets.split(","):
                 batch = a.train_batch or cpu_nets.ZOO_BATCH
                 text = cpu_nets.net_text(name, batch)
                 path = os.path.join(tmp, "%s_train.prototxt" % name)
                 with open(path, "w") as f:
                     f.write(text)
-                param = proto_io.parse_text(text, caffe_pb2.NetParameter())
+                param = cpu_nets.parse(text)
                 gflop = rates.train_gflop(param)
                 data = [l for l in param.layer if l.type == "DummyData"]
                 shown = data[0].dummy_data_param.shape[0].dim[0] if data else "-"
                 for n in [int(t) for t in a.train_threads.split(",")]:
                     times = [caffe_time(a.caffe, path, n, a.iters, "TRAIN", "train")
                              for _ in range(a.rounds)]
-                    _row(name + " train step", shown, n, times, gflop, peak)
+                    print(rates.median_row(name + " train step", shown, n, times, gflop, peak),
+                          flush=True)
     print("loadavg after: %s" % open("/proc/loadavg").read().strip())
     return 0
 

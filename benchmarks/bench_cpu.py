@@ -57,13 +57,8 @@ sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
 from cpu_nets import (NETS, ZOO_BATCH, ZOO_FILES, build_caffepy, build_torch,  # noqa: E402
-                      net_text)
+                      net_text, parse)
 import rates  # noqa: E402
-
-
-def parse_net_text(text):
-    from caffepy.proto import caffe_pb2, io as proto_io
-    return proto_io.parse_text(text, caffe_pb2.NetParameter())
 
 
 CPU_TIME = [False]     # --cpu-time: the fastest step by process CPU time instead of the mean
@@ -260,7 +255,7 @@ def separate(args):
     print(rates.describe(peak))
     print("%-14s %14s %14s %8s  %s" % ("net", "caffepy ms", "torch ms", "ratio", "load average"))
     for name in args.nets.split(","):
-        gflop = rates.train_gflop(parse_net_text(net_text(name, args.batch)))
+        gflop = rates.train_gflop(parse(net_text(name, args.batch)))
         ours, theirs = [], []
         for r in range(args.rounds):
             ms, profile = _child(args, "caffepy", name, args.profile and r == args.rounds - 1)

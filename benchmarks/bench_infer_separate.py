@@ -151,6 +151,17 @@ def run_child(runtime, files, threads, iters):
     raise SystemExit("%s failed:\n%s" % (runtime, (done.stderr or done.stdout)[-2000:]))
 
 
+def cases(a, tmp):
+    """(name, batch, threads, files, GFLOP) for every net, batch and thread count of ``a``; each
+    net and batch's files are written once (``prepare``)."""
+    for name in a.nets.split(","):
+        for batch in [int(b) for b in a.batches.split(",")]:
+            files = prepare(name, batch, tmp)
+            gflop = rates.forward_gflop(files[0])
+            for n in [int(t) for t in a.threads.split(",")]:
+                yield name, batch, n, files, gflop
+
+
 def exact_only(a):
     """--exact: the exact path's median ms per net, batch and thread count, one process each."""
     peak = rates.load_peak(a.peak_json)
@@ -158,16 +169,9 @@ def exact_only(a):
     print("| net | batch | threads | caffepy exact ms | rounds | GFLOP | GFLOP/s (share of peak) |")
     print("|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
-        for name in a.nets.split(","):
-            for batch in [int(b) for b in a.batches.split(",")]:
-                files = prepare(name, batch, tmp)
-                gflop = rates.forward_gflop(files[0])
-                for n in [int(t) for t in a.threads.split(",")]:
-                    got = [run_child("exact", files, n, a.iters)["ms"] for _ in range(a.rounds)]
-                    med = statistics.median(got)
-                    print("| %s | %d | %d | %.1f | %s | %.2f | %s |" % (
-                        name, batch, n, med, ", ".join("%.1f" % t for t in got), gflop,
-                        rates.cell(gflop, med, rates.peak_for(peak, n))), flush=True)
+        for name, batch, n, files, gflop in cases(a, tmp):
+            got = [run_child("exact", files, n, a.iters)["ms"] for _ in range(a.rounds)]
+            print(rates.median_row(name, batch, n, got, gflop, peak), flush=True)
     print("loadavg after: %s" % open("/proc/loadavg").read().strip())
     return 0
 
@@ -201,34 +205,30 @@ def main(argv=None):
           "optimize engine | GFLOP | GFLOP/s (share of peak): optimize; OpenCV; ort; OpenVINO |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
-        for name in a.nets.split(","):
-            for batch in [int(b) for b in a.batches.split(",")]:
-                files = prepare(name, batch, tmp)
-                gflop = rates.forward_gflop(files[0])
-                for n in [int(t) for t in a.threads.split(",")]:
-                    got = {r: [] for r in runtimes}
-                    engines = set()
-                    for _ in range(a.rounds):
-                        for r in runtimes:
-                            res = run_child(r, files, n, a.iters)
-                            got[r].append(res["ms"])
-                            if r == "optimize":
-                                engines.add(res["engine"])
-                    med = {r: statistics.median(v) for r, v in got.items()}
-                    ov_ms = med.get("openvino")
-                    top = rates.peak_for(peak, n)
-                    print("| %s | %d | %d | %.1f | %.1f | %.1f | %s | %.2f | %.2f | %s | %s | %s "
-                          "| %.2f | %s |"
-                          % (name, batch, n, med["optimize"], med["opencv"], med["onnxruntime"],
-                             "-" if ov_ms is None else "%.1f" % ov_ms,
-                             med["optimize"] / med["opencv"], med["optimize"] / med["onnxruntime"],
-                             "-" if ov_ms is None else "%.2f" % (med["optimize"] / ov_ms),
-                             "; ".join(", ".join("%.1f" % t for t in v)
-                                       for v in zip(*got.values())),
-                             ", ".join(sorted(engines)), gflop,
-                             "; ".join(rates.cell(gflop, med.get(r), top) for r in
-                                       ("optimize", "opencv", "onnxruntime", "openvino"))),
-                          flush=True)
+        for name, batch, n, files, gflop in cases(a, tmp):
+            got = {r: [] for r in runtimes}
+            engines = set()
+            for _ in range(a.rounds):
+                for r in runtimes:
+                    res = run_child(r, files, n, a.iters)
+                    got[r].append(res["ms"])
+                    if r == "optimize":
+                        engines.add(res["engine"])
+            med = {r: statistics.median(v) for r, v in got.items()}
+            ov_ms = med.get("openvino")
+            top = rates.peak_for(peak, n)
+            print("| %s | %d | %d | %.1f | %.1f | %.1f | %s | %.2f | %.2f | %s | %s | %s "
+                  "| %.2f | %s |"
+                  % (name, batch, n, med["optimize"], med["opencv"], med["onnxruntime"],
+                     "-" if ov_ms is None else "%.1f" % ov_ms,
+                     med["optimize"] / med["opencv"], med["optimize"] / med["onnxruntime"],
+                     "-" if ov_ms is None else "%.2f" % (med["optimize"] / ov_ms),
+                     "; ".join(", ".join("%.1f" % t for t in v)
+                               for v in zip(*got.values())),
+                     ", ".join(sorted(engines)), gflop,
+                     "; ".join(rates.cell(gflop, med.get(r), top) for r in
+                               ("optimize", "opencv", "onnxruntime", "openvino"))),
+                  flush=True)
     print("loadavg after: %s" % open("/proc/loadavg").read().strip())
     return 0
 

@@ -78,11 +78,16 @@ CIFAR10_QUICK = ('name: "CIFAR10_quick"\n' + _data(100, 3, 32, 32)
                  + _ip("ip2", "ip1", 10, 0.1) + _loss("ip2"))
 
 
-def _parse(path):
+def parse(text):
+    """The NetParameter of prototxt ``text``."""
     param = caffe_pb2.NetParameter()
-    with open(path) as f:
-        text_format.Parse(f.read(), param)
+    text_format.Parse(text, param)
     return param
+
+
+def _parse(path):
+    with open(path) as f:
+        return parse(f.read())
 
 
 def _text(name, data, layers):
@@ -153,8 +158,7 @@ def net_text(name, batch=ZOO_BATCH):
 def build_caffepy(name, batch=ZOO_BATCH, dropout=True, dtype=np.float32):
     """The caffepy TRAIN Net of ``name``; ``dropout=False`` sets every dropout_ratio to 0 (a
     deterministic step, for comparing with torch)."""
-    param = caffe_pb2.NetParameter()
-    text_format.Parse(net_text(name, batch), param)
+    param = parse(net_text(name, batch))
     if not dropout:
         for layer in param.layer:
             if layer.type == "Dropout":

@@ -13,6 +13,7 @@ all-threads figure otherwise (a row with fewer threads than the machine's cores 
 ``bench_peak.py --json`` result; without it the loop is timed once at the start (a few seconds).
 
     cell(gflop, ms, peak_rate)  ->  "123.4 (67%)"
+    median_row(label, batch, threads, [ms per round], gflop, peak)  ->  a table row
 """
 import json
 import os
@@ -61,6 +62,16 @@ def cell(gflop, ms, peak_rate):
         return "-"
     rate = gflop / (ms / 1e3)
     return "%.1f (%.0f%%)" % (rate, 100.0 * rate / peak_rate)
+
+
+def median_row(label, batch, threads, times, gflop, peak):
+    """One markdown row of a per-process table: label, batch, threads, the median ms of
+    ``times`` (one per round), every round, GFLOP and the median's cell against ``peak``."""
+    import statistics
+    med = statistics.median(times)
+    return "| %s | %s | %d | %.1f | %s | %.2f | %s |" % (
+        label, batch, threads, med, ", ".join("%.1f" % t for t in times), gflop,
+        cell(gflop, med, peak_for(peak, threads)))
 
 
 def describe(peak):

@@ -32,3 +32,10 @@ def test_cells_and_peak_per_thread_count(tmp_path):
     saved.write_text(json.dumps(peak))
     assert rates.load_peak(str(saved)) == peak
     assert "90.0 GFLOP/s on 1 thread, 180.0 on 2" in rates.describe(peak)
+
+
+def test_median_row():
+    peak = {"single": 90.0, "all": 180.0, "threads": 2}
+    # median of the rounds 100, 120, 110 ms: 110 ms for 9.9 GFLOP on 2 threads = 90 GFLOP/s
+    assert (rates.median_row("net", 8, 2, [100.0, 120.0, 110.0], 9.9, peak)
+            == "| net | 8 | 2 | 110.0 | 100.0, 120.0, 110.0 | 9.90 | 90.0 (50%) |")

@@ -32,7 +32,12 @@ def corners(y, x, H, W):
 def sample(img, y, x):
     """img (C, H, W) read at (y, x) inside the map: the C values (module doc)."""
     _, H, W = img.shape
-    hl, hh, wl, wh, y, x = corners(y, x, H, W)
+    return read(img, corners(y, x, H, W))
+
+
+def read(img, at):
+    """img (C, H, W) read at ``at``, what :func:`corners` returned for its map."""
+    hl, hh, wl, wh, y, x = at
     ly, lx = y - hl, x - wl
     return ((1 - ly) * (1 - lx) * img[:, hl, wl] + (1 - ly) * lx * img[:, hl, wh]
             + ly * (1 - lx) * img[:, hh, wl] + ly * lx * img[:, hh, wh])

@@ -34,9 +34,8 @@ def _sample(img, y, x):
     C, H, W = img.shape
     if y < -0.5 or y > H - 0.5 or x < -0.5 or x > W - 0.5:
         return np.zeros(C, dtype=img.dtype), None
-    y, x = max(y, 0.0), max(x, 0.0)
-    _, _, _, _, cy, cx = bilinear.corners(y, x, H, W)
-    return bilinear.sample(img, y, x), (cy, cx)
+    at = bilinear.corners(max(y, 0.0), max(x, 0.0), H, W)
+    return bilinear.read(img, at), at[4:]
 
 
 @register_layer("InnerProductBlob")

@@ -363,6 +363,7 @@ def _human(n, unit=""):
 
 
 CARRIED = "~"
+CARRIED_NOTE = CARRIED + " shape carried:"     # the footnote's start, one per carried type
 
 
 def format_summary(rows, total):
@@ -391,5 +392,5 @@ def format_summary(rows, total):
             notes.setdefault((r.type, r.carried), []).append(r.name)
     for (kind, rule), names in notes.items():
         shown = ", ".join(names[:3]) + (", +%d" % (len(names) - 3) if len(names) > 3 else "")
-        lines.append("%s shape carried: %s (%s): %s" % (CARRIED, kind, shown, rule))
+        lines.append("%s %s (%s): %s" % (CARRIED_NOTE, kind, shown, rule))
     return "\n".join(lines)

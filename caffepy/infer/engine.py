@@ -15,10 +15,11 @@ built, checked against the exact path on one random batch (caffepy.infer.choice.
 every output and kept blob within ``RTOL``, 1e-4, relative) and timed on the net's own shapes
 (caffepy.infer.choice.median_time: three warm-up passes, the median of up to seven, about
 four seconds at most each, caffepy's steps at least five warm-up passes, one per thread setting
-they try); the fastest that passed runs. caffepy's candidate goes first: a trial plan whose
+they try), then those within twice the fastest timed again in the reverse order, each keeping
+the lesser time (caffepy.infer.choice.decide); the fastest that passed runs. caffepy's candidate goes first: a trial plan whose
 folded weights are copies, the net put back after it (caffepy.infer.plan.trial); when it wins
-its plan is built again, folding in place. A runtime's plan is kept while it is the fastest so
-far, the others are let go. A candidate that fails its check is left out after
+its plan is built again, folding in place. A runtime's plan is kept while it is within twice
+the fastest, the others are let go. A candidate that fails its check is left out after
 one WARNING line saying why; when none passes caffepy's steps run, after one WARNING. The
 choice is cached (caffepy.infer.choice: per net text, input shapes, kept blobs, machine and
 versions), so the next plan of the same net here builds the chosen engine alone, checks it (a
@@ -135,16 +136,18 @@ def _enter(net, plan, decided=None):
 
 class _Candidates(object):
     """Builds, checks and times the candidates of ``auto`` for choice.decide, caffepy's trial
-    first; a runtime's plan is kept while it is the fastest candidate so far (the others are let
-    go at once: the native libraries seldom give memory back, so building the winner again
-    would cost more peak memory than keeping it)."""
+    first; each measure is called once per round. A runtime's plan is built and checked once and
+    kept while its time is within ``choice.CONTEND`` of the fastest so far (it may be timed
+    again in the second round, and building the winner again would cost more peak memory than
+    keeping it: the native libraries seldom give memory back); the others are let go at once.
+    caffepy's trial plan is built again for its second round (the net is put back after each)."""
 
     def __init__(self, net, keep, threads, runtimes):
         self.net, self.keep, self.threads = net, keep, threads
         self.runtimes = runtimes
         self.reference = None
-        self.kept = None                # (name, plan) of the fastest runtime so far
-        self.best = None                # seconds of the fastest candidate so far
+        self.plans = {}                 # runtime name -> its plan, checked
+        self.times = {}                 # name -> its fastest time so far
         self.why = {}
 
     def ref(self):
@@ -157,51 +160,59 @@ class _Candidates(object):
         out.update((n, (lambda n=n: self.runtime(n))) for n in self.runtimes)
         return out
 
-    def _fastest(self, t):
-        """Whether ``t`` beats every candidate timed so far (then it is the best, and no
-        runtime plan is kept any more)."""
-        if self.best is not None and t >= self.best:
-            return False
-        self.best, self.kept = t, None
-        return True
+    def _timed(self, name, t):
+        """Record ``t`` for ``name``; let go of the runtime plans out of contention."""
+        self.times[name] = min(t, self.times.get(name, t))
+        best = min(self.times.values())
+        for n in [n for n in self.plans if self.times.get(n, best) > choice.CONTEND * best]:
+            del self.plans[n]
+        return t
 
     def _time(self, forward, least=1):
         with self.ref().fed():
             return choice.median_time(forward, least=least)
 
     def runtime(self, name):
-        plan, why = try_runtime(self.net, name, self.keep, self.threads, self.ref())
-        if plan is None:
-            self.why[name] = why
+        if name in self.why:
             return None
+        plan = self.plans.get(name)
+        if plan is None:
+            if name in self.times:      # let go: out of contention, its time stands
+                return self.times[name]
+            plan, why = try_runtime(self.net, name, self.keep, self.threads, self.ref())
+            if plan is None:
+                self.why[name] = why
+                return None
+            self.plans[name] = plan
         try:
             t = self._time(plan.forward)
         except Exception as e:
             self.why[name] = _failed(e)
+            self.plans.pop(name, None)
             return None
-        if self._fastest(t):
-            self.kept = (name, plan)
-        return t
+        return self._timed(name, t)
 
     def caffepy(self):
         from . import plan as plan_mod
+        if "caffepy" in self.why:
+            return None
         try:
             self.ref()          # the exact path's values, before the trial changes any layer
             with plan_mod.trial(self.net, self.keep, self.threads) as trial:
-                why = choice.worst(self.ref().errors(trial.forward), RTOL)
-                if why is not None:
-                    self.why["caffepy"] = why
-                    return None
+                if "caffepy" not in self.times:
+                    why = choice.worst(self.ref().errors(trial.forward), RTOL)
+                    if why is not None:
+                        self.why["caffepy"] = why
+                        return None
                 t = self._time(trial.forward, choice.EXPLORING)
         except Exception as e:
             self.why["caffepy"] = _failed(e)
             return None
-        self._fastest(t)
-        return t
+        return self._timed("caffepy", t)
 
     def plan(self, name):
         """The runtime plan of ``name`` kept here, or None."""
-        return self.kept[1] if self.kept is not None and self.kept[0] == name else None
+        return self.plans.get(name)
 
 
 def _auto(net, keep, threads, runtimes):
@@ -217,7 +228,7 @@ def _auto(net, keep, threads, runtimes):
                          "the candidates again", net.name, MODE, name, why)
             name, ms, cached = choice.decide(k, cands.measures(), use_cache=False)
         else:
-            cands.kept = (name, plan)
+            cands.plans = {name: plan}
     for n, why in sorted(cands.why.items()):
         _log.warning("net '%s': %s leaves out engine '%s': %s", net.name, MODE, n, why)
     decided = {"engine": name or "caffepy", "ms": ms, "cached": cached}

@@ -40,7 +40,8 @@ def test_the_fastest_candidate_that_passed_wins_and_is_stored(_engine_cache):
     measures, calls = _counted({"onnxruntime": 0.3, "openvino": 0.1, "caffepy": 0.2})
     assert choice.decide("k", measures) == ("openvino", {"onnxruntime": 300.0, "openvino": 100.0,
                                                          "caffepy": 200.0}, False)
-    assert calls == ["onnxruntime", "openvino", "caffepy"]
+    # the second round: the contenders (within twice the fastest) again, in the reverse order
+    assert calls == ["onnxruntime", "openvino", "caffepy", "caffepy", "openvino"]
     stored = json.loads(_engine_cache.read_text())
     assert stored["format"] == choice.FORMAT and stored["entries"]["k"]["engine"] == "openvino"
 
@@ -61,9 +62,46 @@ def test_a_cache_hit_measures_nothing(_engine_cache):
     assert choice.decide("k", measures) == ("caffepy", {"onnxruntime": 200.0, "caffepy": 100.0},
                                             True)
     assert calls == []
-    assert choice.decide("other", measures)[2] is False and calls == ["onnxruntime", "caffepy"]
+    assert choice.decide("other", measures)[2] is False
+    assert calls == ["onnxruntime", "caffepy", "caffepy", "onnxruntime"]
     calls.clear()
-    assert choice.decide("k", measures, use_cache=False)[2] is False and len(calls) == 2
+    assert choice.decide("k", measures, use_cache=False)[2] is False and len(calls) == 4
+
+
+def _rounds(times):
+    """{name: measure} whose k-th call returns ``times[name][k]``, and the names measured."""
+    calls = []
+
+    def measure(name):
+        calls.append(name)
+        return times[name][calls.count(name) - 1]
+    return {n: (lambda n=n: measure(n)) for n in times}, calls
+
+
+def test_load_during_one_round_does_not_decide_the_choice(_engine_cache):
+    """openvino's first round ran under another process's load (twice its time): its second
+    round, timed after caffepy's, wins; each candidate keeps the lesser of its times."""
+    measures, calls = _rounds({"caffepy": [0.035, 0.036], "onnxruntime": [0.040, 0.039],
+                               "openvino": [0.043, 0.0215]})
+    name, ms, cached = choice.decide("k", measures)
+    assert (name, cached) == ("openvino", False)
+    assert ms == {"caffepy": 35.0, "onnxruntime": 39.0, "openvino": 21.5}
+    assert calls == ["caffepy", "onnxruntime", "openvino", "openvino", "onnxruntime", "caffepy"]
+
+
+def test_the_second_round_skips_failed_and_far_slower_candidates(_engine_cache):
+    measures, calls = _rounds({"caffepy": [0.1, 0.1], "onnxruntime": [None],
+                               "openvino": [0.21]})
+    assert choice.decide("k", measures)[0] == "caffepy"
+    assert calls == ["caffepy", "onnxruntime", "openvino"]       # nothing left to compare
+    assert choice.contenders({"a": 0.1}) == [] and choice.contenders({"a": None, "b": 1}) == []
+    assert choice.contenders({"a": 0.3, "b": 0.1, "c": 0.2, "d": None}) == ["b", "c"]
+
+
+def test_a_candidate_failing_in_the_second_round_is_never_chosen(_engine_cache):
+    measures, _ = _rounds({"caffepy": [0.2, 0.2], "openvino": [0.1, None]})
+    name, ms, _ = choice.decide("k", measures)
+    assert name == "caffepy" and ms["openvino"] is None
 
 
 @pytest.mark.parametrize("text", ["{not json", json.dumps({"format": "another/1", "entries": {}}),
@@ -78,7 +116,7 @@ def test_a_corrupt_or_foreign_cache_is_ignored_with_one_warning(_engine_cache, t
         choice.decide("k2", measures)
     lines = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(lines) == 1 and "ignored" in lines[0] and str(_engine_cache) in lines[0]
-    assert calls == ["onnxruntime", "caffepy"] * 2
+    assert calls == ["onnxruntime", "caffepy", "caffepy", "onnxruntime"] * 2
     entries = json.loads(_engine_cache.read_text())["entries"]      # written anew, ours
     assert entries["k2"]["engine"] == "caffepy"
 
@@ -89,7 +127,7 @@ def test_only_a_known_engine_name_is_taken_from_the_cache(_engine_cache):
         "k2": {"engine": "caffepy", "ms": {"caffepy": "1; drop", "onnxruntime": 2.5,
                                            "ghost": 1.0, "openvino": True}}}}))
     measures, calls = _counted({"onnxruntime": 0.2, "caffepy": 0.1})
-    assert choice.decide("k", measures)[2] is False and len(calls) == 2
+    assert choice.decide("k", measures)[2] is False and len(calls) == 4
     assert choice.decide("k2", measures) == ("caffepy", {"onnxruntime": 2.5}, True)
 
 
@@ -170,6 +208,31 @@ def test_auto_runs_the_fastest_and_a_second_plan_times_nothing(monkeypatch, capl
     plan = second.optimize()
     assert plan.engine == "caffepy" and plan.choice["cached"] is True and timed == []
     assert _rel(second.forward(data=x)["prob"], want) <= 1e-5
+
+
+def test_auto_builds_and_checks_each_candidate_once_over_both_rounds(monkeypatch, _engine_cache):
+    """The second round times the runtime plans built in the first (no second build or check)
+    and a new caffepy trial (not checked again); a runtime out of contention is let go and its
+    first time stands."""
+    timed = _given_times(monkeypatch, {"onnxruntime": 0.5, "openvino": 0.15, "caffepy": 0.1})
+    built, checked = [], []
+    real_try = engine.try_runtime
+    monkeypatch.setattr(engine, "try_runtime", lambda net, name, *a: built.append(name)
+                        or real_try(net, name, *a))
+    real_worst = choice.worst
+    monkeypatch.setattr(choice, "worst", lambda errors, rtol: checked.append(1)
+                        or real_worst(errors, rtol))
+    net = _net(SMALL)
+    randomize(net, 5)
+    plan = net.optimize()
+    runtimes = [n for n in ("onnxruntime", "openvino") if engine._module(n).available()]
+    assert plan.engine == "caffepy" and sorted(built) == sorted(runtimes)
+    assert len(checked) == 1 + len(runtimes)
+    again = ["openvino"] if "openvino" in runtimes else []
+    first = ["caffepy"] + runtimes
+    assert timed == (first + again + ["caffepy"] if again else first)
+    if "onnxruntime" in runtimes:
+        assert plan.choice["ms"]["onnxruntime"] == 500.0
 
 
 def test_auto_never_runs_a_candidate_whose_check_failed(monkeypatch):

@@ -87,10 +87,17 @@ def test_relu_numba_equals_numpy(slope):
 
 
 @needs_numba
-def test_last_layout_kernels_equal_numpy():
+@pytest.mark.parametrize("n", [3, 1])   # one image: its columns straight from x (no padded copy)
+@pytest.mark.parametrize("geo", [
+    ((3, 2), (1, 2), (2, 1), (1, 2)),
+    ((7, 7), (3, 3), (2, 2), (1, 1)),   # a 7x7 stride 2 stem
+    ((1, 1), (0, 0), (2, 2), (1, 1)),   # a 1x1 stride 2 projection
+    ((3, 3), (0, 0), (3, 2), (1, 1)),   # the last window overhangs the input (taps read zeros)
+    ((3, 3), (2, 2), (1, 1), (2, 2)),   # dilated
+], ids=["mixed", "stem", "proj", "overhang", "dilated"])
+def test_last_layout_kernels_equal_numpy(geo, n):
     rng = np.random.default_rng(3)
-    x = rng.standard_normal((3, 2, 7, 6)).astype(np.float32)
-    geo = ((3, 2), (1, 2), (2, 1), (1, 2))
+    x = rng.standard_normal((n, 2, 7, 6)).astype(np.float32)
     col = cpu.im2col(x, *geo, layout="last")
     r = rng.standard_normal(col.shape).astype(np.float32)
     back = cpu.col2im(r, x.shape, *geo, layout="last")

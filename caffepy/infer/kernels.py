@@ -9,36 +9,9 @@ compiled once per dtype and layout and cached on disk (``cache=True``).
 import numpy as np
 from numba import njit, prange
 
+from ..math._numba_train import im2col_image as im2col  # noqa: F401  (one image's columns)
+
 _opts = dict(parallel=True, cache=True, nogil=True, fastmath=False)
-
-
-@njit(**_opts)
-def im2col(x, kh, kw, ph, pw, sh, sw, dh, dw, oh, ow, col):
-    """x (C, H, W) -> col (C * kh * kw, OH * OW) (rows may be strided: a slice of a batch's
-    columns); zero where the window reads padding. Rows are copied as slices (indices known
-    to be in range, so the copies vectorize)."""
-    c, h, w = x.shape
-    for r in prange(c * kh * kw):
-        ci = r // (kh * kw)
-        i = (r // kw) % kh
-        j = r % kw
-        dst = col[r]
-        xo = j * dw - pw
-        # ox with 0 <= ox * sw + xo < w
-        lo = max(0, (-xo + sw - 1) // sw)
-        hi = min(ow, (w - 1 - xo) // sw + 1)
-        if hi < lo:
-            hi = lo
-        for oy in range(oh):
-            out = dst[oy * ow:(oy + 1) * ow]
-            yy = oy * sh - ph + i * dh
-            if yy < 0 or yy >= h:
-                out[:] = 0
-                continue
-            out[:lo] = 0
-            if hi > lo:
-                out[lo:hi] = x[ci, yy, lo * sw + xo:(hi - 1) * sw + xo + 1:sw]
-            out[hi:] = 0
 
 
 @njit(**_opts)

@@ -257,7 +257,7 @@ class ConvolutionLayer(_ConvolutionBase):
         padded = cpu.padded_shape(x.shape[2:], *geometry)
         return cpu.im2col(x, *geometry, layout="last", out=buf,
                           pad_buffer=(self._scratch("pad", (c,) + padded + (n,))
-                                      if padded != tuple(x.shape[2:]) else None))
+                                      if padded != tuple(x.shape[2:]) and n > 1 else None))
 
     dy_columns_max_bytes = 64 << 20     # see _data_grad_by_conv
     dy_columns_min_outputs = 64
@@ -308,9 +308,13 @@ class ConvolutionLayer(_ConvolutionBase):
         for i, (b, t) in enumerate(zip(bottom, top)):
             x = b.data.reshape((self.outer, self.channels) + tuple(self.in_spatial))
             col = self._batch_cols(x, i)
-            y = np.matmul(w, col.reshape(g, w.shape[2], -1),
-                          out=self._scratch("gemm", (g, w.shape[1], col.shape[-1])))
             yt = t.data.reshape(self.outer, self.num_output, -1)
+            # one image: the GEMM's (G, A, P) order is the top's, so it writes there and the
+            # bias (and fused ReLU) pass runs in place
+            direct = self.outer == 1 and not np.may_share_memory(yt, col)
+            y = np.matmul(w, col.reshape(g, w.shape[2], -1),
+                          out=(yt.reshape(g, w.shape[1], -1) if direct else
+                               self._scratch("gemm", (g, w.shape[1], col.shape[-1]))))
             self._to_image(y, yt, bias=True)
 
     def _backward_depthwise(self, top, propagate_down, bottom):

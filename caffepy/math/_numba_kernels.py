@@ -11,7 +11,8 @@ from ._numba_lattice import lattice_filter  # noqa: F401
 from ._numba_norm import (batch_norm_train, batch_norm_train_backward,  # noqa: F401
                           channel_affine_keep, lrn_across_backward, lrn_across_scale,
                           scale_backward)
-from ._numba_train import (ave_pool, bias_sum, col2im_last, im2col_last,  # noqa: F401
+from ._numba_train import (ave_pool, bias_sum, col2im_last, im2col_image,  # noqa: F401
+                           im2col_last,
                            image_to_rows, max_pool, max_pool_2x2, max_pool_2x2_backward,
                            max_pool_3x3_s1, max_pool_3x3_s2,
                            pad_last, rows_to_image)

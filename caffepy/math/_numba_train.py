@@ -57,7 +57,8 @@ def bias_sum(dy, bsum):
 @njit(**_opts)
 def rows_to_image(a, bias, slope, relu, out):
     """a (M, P * N) -> out (N, M, P) [+ bias[m]] [then leaky ReLU with ``slope`` if relu]: each
-    image's row written in one contiguous run (the strided reads stay in the cache)."""
+    image's row written in one contiguous run (the strided reads stay in the cache). For one
+    image (N = 1) ``a`` may be ``out`` itself: each element is read before it is written."""
     n, m, p = out.shape
     has_bias = bias.shape[0] > 0
     for mi in prange(m):
@@ -88,6 +89,36 @@ def pad_last(x, ph, pw, out):
                 seg = row[pw * n + b:]
                 for xx in range(w):
                     seg[xx * n] = src[xx]
+
+
+@njit(**_opts)
+def im2col_image(x, kh, kw, ph, pw, sh, sw, dh, dw, oh, ow, col):
+    """x (C, H, W) -> col (C * kh * kw, OH * OW), one image (the 'last' order of a batch of one,
+    and inference mode's per-image columns, whose rows may be strided: a slice of a batch's
+    columns); zero where the window reads padding, which is never copied: each output row is
+    its zero ends and one (strided) slice of an input row, so the copies vectorize."""
+    c, h, w = x.shape
+    for r in prange(c * kh * kw):
+        ci = r // (kh * kw)
+        i = (r // kw) % kh
+        j = r % kw
+        dst = col[r]
+        xo = j * dw - pw
+        # ox with 0 <= ox * sw + xo < w
+        lo = max(0, (-xo + sw - 1) // sw)
+        hi = min(ow, (w - 1 - xo) // sw + 1)
+        if hi < lo:
+            hi = lo
+        for oy in range(oh):
+            out = dst[oy * ow:(oy + 1) * ow]
+            yy = oy * sh - ph + i * dh
+            if yy < 0 or yy >= h:
+                out[:] = 0
+                continue
+            out[:lo] = 0
+            if hi > lo:
+                out[lo:hi] = x[ci, yy, lo * sw + xo:(hi - 1) * sw + xo + 1:sw]
+            out[hi:] = 0
 
 
 @njit(**_opts)

@@ -94,6 +94,11 @@ def _im2col_last(x, kernel, pad, stride, dilation, out=None, pad_buffer=None):
         shape = (c * kernel[0] * kernel[1], out_shape[0] * out_shape[1] * n)
         if out is None or out.shape != shape or out.dtype != x.dtype:
             out = np.empty(shape, dtype=x.dtype)
+        if n == 1:      # one image: its columns straight from x, no padded copy
+            k.im2col_image(np.ascontiguousarray(x[0]), kernel[0], kernel[1], pad[0], pad[1],
+                           stride[0], stride[1], dilation[0], dilation[1], out_shape[0],
+                           out_shape[1], out)
+            return out
         pshape = (c,) + padded_shape(x.shape[2:], kernel, pad, stride, dilation) + (n,)
         xp = pad_buffer
         if xp is None or xp.shape != pshape or xp.dtype != x.dtype:

@@ -83,7 +83,11 @@ CONV = ('type: "Convolution" convolution_param { num_output: %d %s '
     ((2, 4, 5, 6), "kernel_size: 1 bias_term: false", 5),
     ((1, 2, 5, 4, 6), "kernel_size: 2 kernel_size: 3 kernel_size: 2 pad: 1 stride: 1", 3),
 ])
-def test_convolution_forward_matches_naive(dtype, shape, fields, num_output):
+@pytest.mark.parametrize("batch", ["as given", "one image"])
+def test_convolution_forward_matches_naive(dtype, shape, fields, num_output, batch):
+    """One image takes its own route (columns straight from x, the GEMM writing the top)."""
+    if batch == "one image":
+        shape = (1,) + shape[1:]
     x = np.random.default_rng(1).standard_normal(shape)
     layer = make_layer(CONV % (num_output, fields), dtype=dtype)
     (y,) = run_layer(layer, make_blobs([x], dtype), make_blobs(1, dtype))

@@ -44,7 +44,8 @@ def _set_threads(argv):
             n = a.split("=", 1)[1] if "=" in a else argv[i + 1]
             for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
                 os.environ[var] = n
-    # what ``import caffepy`` sets when it is imported before numpy (numpy comes first here)
+    # what ``import caffepy`` sets (before numpy: read when OpenBLAS starts; after: it restarts
+    # OpenBLAS's threads under it); set here too, as numpy comes first
     os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 
 

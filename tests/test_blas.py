@@ -59,3 +59,49 @@ def test_mpi_ranks_on_this_host_count_as_compute_threads(hosts, rank, workers, w
     from caffepy.dist.mpi import MpiEngine
     engine = SimpleNamespace(hosts=hosts, rank=rank)
     assert MpiEngine.host_compute_threads(engine, workers) == want
+
+
+_NUMPY_FIRST = r"""
+import os, sys
+import numpy as np
+from threadpoolctl import threadpool_info
+openblas = [p for p in threadpool_info()
+            if p["internal_api"] == "openblas" and p.get("threading_layer") == "pthreads"]
+a = np.random.default_rng(0).standard_normal((300, 300)).astype(np.float32)
+want = a.astype(np.float64) @ a.astype(np.float64)
+a @ a                                    # OpenBLAS's threads run (and spin) before caffepy
+threads = [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]
+import caffepy
+from caffepy.math import blas
+again = blas.quiet_idle_threads()        # idempotent: the timeout is already the quiet one
+got = a @ a                              # the threads start again
+print("OPENBLAS", len(openblas), "TIMEOUT", os.environ["OPENBLAS_THREAD_TIMEOUT"],
+      "AGAIN", len(again), "THREADS", threads == [p["num_threads"] for p in threadpool_info()
+                                                 if p["user_api"] == "blas"],
+      "ERR", float(np.abs(got - want).max() / np.abs(want).max()))
+"""
+
+
+@pytest.mark.parametrize("user", [None, "10"])
+def test_numpy_imported_first_gets_quiet_openblas_threads_unless_the_user_chose(user):
+    """``import numpy`` before ``import caffepy``: OpenBLAS's threads are restarted under the
+    short timeout (the user's own timeout stays); GEMMs afterwards are right and keep their
+    thread count."""
+    import os
+    import subprocess
+    import sys
+    env = {k: v for k, v in os.environ.items() if k != blas.TIMEOUT_VAR}
+    env["OPENBLAS_NUM_THREADS"] = "2"
+    if user:
+        env[blas.TIMEOUT_VAR] = user
+    out = subprocess.run([sys.executable, "-c", _NUMPY_FIRST], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    words = out.stdout.split()
+    got = dict(zip(words[::2], words[1::2]))
+    assert got["TIMEOUT"] == (user or blas.QUIET_TIMEOUT)
+    assert got["THREADS"] == "True" and float(got["ERR"]) < 1e-5
+    if got["OPENBLAS"] != "0" and user is None:
+        assert got["AGAIN"] == got["OPENBLAS"]
+    if user:
+        assert got["AGAIN"] == "0"

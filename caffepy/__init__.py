@@ -13,13 +13,10 @@ import sys as _sys  # noqa: E402
 
 # OpenBLAS's idle threads spin for 2^28 cycles (about 0.1 s) after every GEMM, on the cores that
 # the numba kernels between the GEMMs need (measured: CIFAR10-quick 2-thread steps 2x slower);
-# 2^4 lets them sleep at once. Read when OpenBLAS starts its threads: when numpy (and so OpenBLAS)
-# was imported first, caffepy.math.blas.quiet_idle_threads restarts them under the short timeout.
-_numpy_first = "numpy" in _sys.modules and "OPENBLAS_THREAD_TIMEOUT" not in _os.environ
-_os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
-if _numpy_first:
-    from .math import blas as _blas  # noqa: E402
-    _blas.quiet_idle_threads()
+# 2^4 lets them sleep at once. Set here (a timeout the user set stays); nets and solvers choose
+# between the two later (caffepy.math.blas.use_regime).
+from .math import blas as _blas  # noqa: E402
+_blas.settle_at_import()
 
 __version__ = "0.1.0"
 

@@ -69,23 +69,55 @@ def budget(compute_threads, ncores=None):
 # -- OpenBLAS's idle threads ---------------------------------------------------------------------
 TIMEOUT_VAR = "OPENBLAS_THREAD_TIMEOUT"
 QUIET_TIMEOUT = "4"     # 2^4 cycles of spinning before an idle thread sleeps (OpenBLAS's least)
+SPIN_TIMEOUT = "28"     # OpenBLAS's default: about 0.1 s of spinning
+_state = {"user": None, "regime": None}
 
 
-def quiet_idle_threads():
-    """Make numpy's OpenBLAS put its idle threads to sleep at once; returns the libraries changed.
+def settle_at_import():
+    """Called by ``import caffepy``: the quiet timeout unless the user set one (see
+    :func:`use_regime`), in force for an OpenBLAS that starts later, and applied to one that has
+    started already (numpy imported first)."""
+    import sys
+    _state["user"] = os.environ.get(TIMEOUT_VAR)
+    if _state["user"] is None:
+        os.environ[TIMEOUT_VAR] = QUIET_TIMEOUT
+        if "numpy" in sys.modules:
+            _restart_openblas()
+
+
+def use_regime(regime):
+    """Set OpenBLAS's idle-thread timeout for ``regime``: "train" (quiet) or "infer" (spin).
 
     A pthreads build of OpenBLAS (numpy's wheels) keeps each idle thread spinning for
-    2^``OPENBLAS_THREAD_TIMEOUT`` cycles (28 unless set: about 0.1 s) after every GEMM, on the
-    cores that the numba and oneDNN kernels between the GEMMs need (measured: CIFAR10-quick
-    training steps at 2 threads 1.7x slower). OpenBLAS reads the variable when it starts its
-    threads; ``import caffepy`` sets it to 4 when unset, which is enough when numpy is imported
-    afterwards. When numpy came first (``import numpy`` before ``import caffe`` in a pycaffe
-    script) OpenBLAS has started its threads already, so this re-reads the environment and stops
-    them (``openblas_read_env``, ``blas_thread_shutdown_``: the steps OpenBLAS takes after a
-    fork); the next GEMM starts them again with the short timeout. Run at import, before any
-    caffepy thread exists. Other BLAS libraries, OpenMP builds of OpenBLAS and builds without
-    those entry points are left alone, as is a timeout the user set."""
-    if os.environ.get(TIMEOUT_VAR, QUIET_TIMEOUT) != QUIET_TIMEOUT:
+    2^``OPENBLAS_THREAD_TIMEOUT`` cycles after every GEMM. In training, the oneDNN and numba
+    kernels between the GEMMs need those cores (CIFAR10-quick and LeNet steps at 2 threads,
+    measured: 1.7-2x slower spinning than quiet); a forward pass of one image on the exact path
+    runs GEMM after GEMM, where sleeping threads cost their wake-up each time (SqueezeNet and
+    GoogLeNet at batch 1, 2 threads: 1.2-1.4x slower quiet than spinning). caffepy builds a
+    TRAIN net or a solver under "train", a TEST net under "infer"; "train" stays once set (a
+    solver's test nets do not undo it). The timeout is read when OpenBLAS starts its threads, so
+    a change stops them (``openblas_read_env`` + ``blas_thread_shutdown_``, the steps OpenBLAS
+    takes after a fork) and the next GEMM starts them again. That is only done while this
+    process runs one Python thread (stopping OpenBLAS's threads during another thread's GEMM
+    would hang it); otherwise, and for a timeout the user set, other BLAS libraries and OpenMP
+    builds of OpenBLAS, nothing changes. Returns the libraries restarted."""
+    import threading
+    if _state["user"] is not None or _state["regime"] == "train" or regime == _state["regime"] \
+            or threading.active_count() != 1:
+        return []
+    want = QUIET_TIMEOUT if regime == "train" else SPIN_TIMEOUT
+    _state["regime"] = regime
+    if os.environ.get(TIMEOUT_VAR) == want:
+        return []
+    os.environ[TIMEOUT_VAR] = want
+    return _restart_openblas()
+
+
+def _restart_openblas():
+    """Stop the threads of each loaded pthreads OpenBLAS after re-reading the environment (they
+    start again at the next GEMM); the libraries restarted (none while other threads run)."""
+    import threading
+    if threading.active_count() != 1:
         return []
     try:
         import ctypes
@@ -101,7 +133,6 @@ def quiet_idle_threads():
             read_env, shutdown = lib.openblas_read_env, lib.blas_thread_shutdown_
         except (OSError, AttributeError):
             continue
-        os.environ[TIMEOUT_VAR] = QUIET_TIMEOUT
         read_env()
         shutdown()
         changed.append(c.filepath)

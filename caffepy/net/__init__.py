@@ -30,6 +30,7 @@ from . import fusion as net_fusion
 from . import passes as net_passes
 from ..errors import CaffeError, NetError, ShapeError, locate_layer_error
 from ..layers.base import create_layer, new_top_blob, weights_provided
+from ..math import blas
 from ..math.workspace import Workspace
 from .params import NetParams, provided_layers, read_weights
 from ..proto import caffe_pb2, digits, io as proto_io
@@ -73,6 +74,8 @@ class Net(NetParams, PycaffeNet):
         if phase is None:
             phase = param.state.phase if param.HasField("state") else caffe_pb2.TRAIN
         self.phase = phase
+        # OpenBLAS's idle threads: quiet for training, spinning for inference (caffepy.math.blas)
+        blas.use_regime("train" if phase == caffe_pb2.TRAIN else "infer")
         # ``filename``: where a NetParameter came from, for error messages (file:line of the layer)
         self.source = filename or (source if isinstance(source, (str, os.PathLike)) else "<NetParameter>")
         # a DIGITS classification network's open num_output: the class count (caffepy.proto.digits)

@@ -21,6 +21,7 @@ readings of :mod:`caffepy.proto.lenient_text`, then dropping fields the schema l
 """
 import logging
 import os
+import re
 
 from google.protobuf import message as _message
 from google.protobuf import text_format
@@ -41,19 +42,37 @@ _log = logging.getLogger(__name__)
 _TEXT_BYTES = frozenset(range(32, 127)) | frozenset(b"\n\r\t\f\b\v")
 
 
+# a quoted string (kept) or a '#' comment (dropped), in protobuf text's bytes
+_STRING_OR_COMMENT = re.compile(rb'("(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\')|#[^\n]*')
+
+
+def _without_comments(data):
+    """``data`` (protobuf text, bytes) with its comments removed (line breaks kept)."""
+    return _STRING_OR_COMMENT.sub(lambda m: m.group(1) or b"", data)
+
+
+def _not_utf8_at(data):
+    """Index of the first byte of ``data`` that is not UTF-8 (a character cut at the end of the
+    sample does not count), or None."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return e.start if e.start < len(data) - 4 else None
+    return None
+
+
 def looks_binary(data):
-    """True when ``data`` (bytes) is a binary protobuf rather than protobuf text."""
+    """True when ``data`` (bytes) is a binary protobuf rather than protobuf text: a NUL byte,
+    bytes that are not UTF-8 outside comments (an editor's legacy encoding, GBK or Latin-1, in
+    a comment stays text, as Caffe's parser skips comments byte by byte), or control bytes."""
     head = bytes(data[:65536])
     if not head:
         return False
     if b"\x00" in head:
         return True
-    try:
-        head.decode("utf-8")
-    except UnicodeDecodeError as e:
-        if e.start < len(head) - 4:   # not merely a character cut at the end of the sample
-            return True
     control = sum(1 for b in head if b < 128 and b not in _TEXT_BYTES)
+    if _not_utf8_at(head) is not None and _not_utf8_at(_without_comments(head)) is not None:
+        return control > 0
     return control > max(1, len(head) // 100)
 
 
@@ -182,10 +201,19 @@ def _read_bytes(path):
 
 
 def _decode_text(data, path):
+    """Protobuf text as str. Bytes that are not UTF-8 read as U+FFFD: in comments silently (Caffe
+    skips them), elsewhere (a name or path in a legacy encoding) after one WARNING naming the
+    line, as Caffe's proto2 parser takes such strings."""
     try:
         return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise ProtoError("%s: not UTF-8 text (byte %d)" % (path, e.start))
+    except UnicodeDecodeError:
+        pass
+    bare = _without_comments(bytes(data))
+    at = _not_utf8_at(bare + b"    ")
+    if at is not None:
+        _log.warning("%s:%d: bytes that are not UTF-8 outside comments, read as U+FFFD",
+                     path, bare[:at].count(b"\n") + 1)
+    return bytes(data).decode("utf-8", errors="replace")
 
 
 def parse_binary(data, msg, filename="<bytes>"):

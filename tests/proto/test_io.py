@@ -168,6 +168,30 @@ def test_tiny_binary_with_few_control_bytes_is_still_read():
     assert io.read_net(data) == net           # ... the binary retry reads it
 
 
+def test_text_in_a_legacy_encoding_reads_as_caffe_reads_it(tmp_path, caplog):
+    """An editor's GBK or Latin-1 bytes in comments are skipped, as Caffe's parser skips them
+    (the file was once taken for binary and refused); in a string they read as U+FFFD after one
+    WARNING naming the line. A binary file with such bytes stays binary."""
+    import logging
+    gbk = "# 输入层的注释\n".encode("gbk")
+    path = tmp_path / "gbk.prototxt"
+    path.write_bytes(gbk + NET.encode() + "# 结束 caf\xe9\n".encode("latin-1", "replace"))
+    assert not io.is_binary_file(path)
+    with caplog.at_level(logging.WARNING, logger="caffepy.proto.io"):
+        assert io.read_net(path) == io.read_net(NET)
+    assert not caplog.records
+    named = tmp_path / "name.prototxt"
+    named.write_bytes(b'name: "caf\xe9"\n' + NET.encode().replace(b'name: ', b'# name: ', 1))
+    with caplog.at_level(logging.WARNING, logger="caffepy.proto.io"):
+        assert io.read_net(named).name == "caf\ufffd"
+    assert [r.getMessage() for r in caplog.records] == [
+        "%s:1: bytes that are not UTF-8 outside comments, read as U+FFFD" % named]
+    net = _weighted_net()
+    net.name = "x"
+    data = net.SerializeToString() + b"\x0a\x02\xc4\xe3"       # a name field that is not UTF-8
+    assert io.looks_binary(data)
+
+
 @pytest.mark.parametrize("content", [b"", b"  \n\t\n"])
 def test_empty_file_is_an_error(tmp_path, content):
     from caffepy.errors import ProtoError

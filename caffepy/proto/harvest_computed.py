@@ -451,4 +451,13 @@ COMPUTED = frozenset([
     "num_output", "bias_term", "pad", "kernel_size", "stride", "dilation", "group",
     "weight_filler", "bias_filler", "type", "axis", "engine", "force_nd_im2col", "pad_h", "pad_w",
     "kernel_h", "kernel_w", "stride_h", "stride_w")] + ["LSTMDebugParameter." + f for f in (
-    "expose", "disable_hadamard", "axis_hadamard", "num_axes_hadamard", "ignore_x")])
+    "expose", "disable_hadamard", "axis_hadamard", "num_axes_hadamard", "ignore_x")]
+    # the forks' engine values that run the same function another way (FFT convolution, the
+    # OpenCL branch's INTEL_SPATIAL and LIBDNN kernels, Cambricon's MLU, cuDNN BatchNorm): the
+    # layer computes what it computes under CAFFE; not XNOR_NN, whose convolution is binarized
+    + ["%sParameter.engine=%s" % pair for pair in (
+        ("BN", "MLU"), ("BatchNorm", "CUDNN"), ("BatchNorm", "MLU"), ("Concat", "MLU"),
+        ("Convolution", "FFT"), ("Convolution", "INTEL_SPATIAL"), ("Convolution", "LIBDNN"),
+        ("Convolution", "MLU"), ("Dropout", "MLU"), ("Eltwise", "MLU"), ("InnerProduct", "MLU"),
+        ("LRN", "MLU"), ("Pooling", "LIBDNN"), ("Pooling", "MLU"), ("ReLU", "MLU"),
+        ("SPP", "MLU"), ("Softmax", "MLU"))])

@@ -190,6 +190,28 @@ def test_strict_names_a_harvested_enum_value(tmp_path):
         io.read_net(_net(tmp_path, conv="", pool="AVE_TF"))
 
 
+@pytest.mark.parametrize("engine,computed", [("FFT", True), ("LIBDNN", True), ("MLU", True),
+                                              ("XNOR_NN", False)])
+def test_fork_engines_of_the_same_function_build_and_a_binarizing_one_does_not(engine, computed):
+    """An engine value picks how the layer computes, not what: FFT, the OpenCL kernels and
+    Cambricon's MLU build and give the CAFFE engine's output; XNOR_NN binarizes the convolution
+    (mistler/xnor_nn), which caffepy does not compute."""
+    import numpy as np
+    from caffepy.net import Net
+    text = ('name: "e" input: "x" input_shape { dim: 1 dim: 2 dim: 5 dim: 5 } layer { name: "c" '
+            'type: "Convolution" bottom: "x" top: "y" convolution_param { num_output: 3 '
+            'kernel_size: 3 %s weight_filler { type: "gaussian" } } }')
+    if not computed:
+        with pytest.raises(ProtoError, match="value %s of field 'engine' of ConvolutionParameter"
+                                             " is known only from forks" % engine):
+            Net(text % ("engine: " + engine), caffe_pb2.TEST)
+        return
+    fork, plain = Net(text % ("engine: " + engine), caffe_pb2.TEST), Net(text % "", caffe_pb2.TEST)
+    plain.params["c"][0].data[...] = fork.params["c"][0].data
+    x = np.random.default_rng(0).standard_normal((1, 2, 5, 5)).astype(np.float32)
+    np.testing.assert_array_equal(fork.forward(x=x)["y"], plain.forward(x=x)["y"])
+
+
 def test_net_construction_is_strict(tmp_path):
     from caffepy.net import Net
     with pytest.raises(ProtoError, match="field 'pad_l' of ConvolutionParameter is known only"):

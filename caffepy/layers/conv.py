@@ -85,6 +85,10 @@ class _ConvolutionBase(Layer):
     def default_group(self, channels, p):
         return p.group
 
+    def requested_outputs(self, channels, p):
+        """The output channels (before the check that they are positive)."""
+        return p.num_output
+
     def layer_setup(self, bottom, top):
         p = self.layer_param.convolution_param
         self.axis = bottom[0].canonical_axis_index(p.axis)
@@ -106,7 +110,7 @@ class _ConvolutionBase(Layer):
         if any(v < 0 for v in self.dilation):     # BVLC takes 0: every tap reads one position
             raise self.error("dilation must not be negative, got %s" % (self.dilation,))
         self.channels = bottom[0].shape[self.axis]
-        self.num_output = p.num_output
+        self.num_output = self.requested_outputs(self.channels, p)
         if self.num_output <= 0:
             raise self.error("num_output must be positive")
         self.group = self.default_group(self.channels, p)
@@ -416,12 +420,26 @@ class ConvolutionLayer(_ConvolutionBase):
                                  out=self._scratch("gemm", (g, cg, col.shape[-1]))), out)
 
 
-@register_layer("DepthwiseConvolution", "ConvolutionDepthwise")
+@register_layer("DepthwiseConvolution")
 class DepthwiseConvolutionLayer(ConvolutionLayer):
-    """Depthwise convolution (fork layer types): Convolution with group = channels.
+    """Depthwise convolution (fork layer type): Convolution with group = channels.
 
     ``convolution_param.group`` is ignored; num_output must be a multiple of the channels.
     """
 
     def default_group(self, channels, p):
+        return channels
+
+
+@register_layer("ConvolutionDepthwise")
+class ConvolutionDepthwiseLayer(DepthwiseConvolutionLayer):
+    """ConvolutionDepthwise (yonghenglh6/DepthwiseConvolution's conv_dw_layer.cpp, copied into
+    many MobileNet forks): one kh x kw filter per input channel, y[n, c] = w[c] * x[n, c] (+ b[c]).
+
+    The fork reads only the window fields (kernel, stride, pad, dilation), bias_term and the
+    fillers: ``num_output`` and ``group`` are ignored, the top has the bottom's channels, the
+    weight is (C, 1, kh, kw) and the bias (C,). Output size as Convolution's.
+    """
+
+    def requested_outputs(self, channels, p):
         return channels

@@ -153,6 +153,23 @@ def test_depthwise_sets_group_to_channels():
         assert layer.group == 3 and layer.blobs[0].shape == (3, 1, 3, 3)
 
 
+@pytest.mark.parametrize("num_output,group", [(16, 16), (6, 1), (3, 3)])
+def test_convolution_depthwise_keeps_the_channels_whatever_num_output_says(num_output, group):
+    """conv_dw_layer.cpp (the ConvolutionDepthwise fork) reads neither num_output nor group: one
+    filter per input channel, the top has the bottom's channels (a MnasNet file declares 16
+    outputs for 32 channels); DepthwiseConvolution keeps Convolution's num_output."""
+    x = np.random.default_rng(7).standard_normal((2, 3, 6, 5))
+    layer = make_layer((CONV % (num_output, "kernel_size: 3 pad: 1 stride: 2 group: %d" % group))
+                       .replace("Convolution", "ConvolutionDepthwise"))
+    (y,) = run_layer(layer, make_blobs([x]), make_blobs(1))
+    assert layer.type == "ConvolutionDepthwise" and y.shape == (2, 3, 3, 3)
+    assert layer.blobs[0].shape == (3, 1, 3, 3) and layer.blobs[1].shape == (3,)
+    ref = naive_conv(x, layer.blobs[0].data.astype(np.float64), layer.blobs[1].data,
+                     layer.stride, layer.pad, layer.dilation, 3)
+    np.testing.assert_allclose(y, ref, rtol=1e-6, atol=1e-6)
+    check_layer_gradient(layer, make_blobs([x]), make_blobs(1))
+
+
 @pytest.mark.parametrize("fields,match", [
     ("", "kernel_size"),
     ("kernel_size: 3 kernel_h: 3 kernel_w: 3", "not both"),

@@ -285,6 +285,6 @@ def test_a_subclass_reports_its_own_registered_type():
     base.load_all()
     for name, want in [("ConvolutionFixed", "ConvolutionFixed"), ("ScaleFixed", "ScaleFixed"),
                        ("CConvolution", "CConvolution"), ("FocalLoss", "FocalLoss"),
-                       ("ConvolutionDepthwise", "DepthwiseConvolution"),
+                       ("ConvolutionDepthwise", "ConvolutionDepthwise"),
                        ("Convolution", "Convolution")]:
         assert base.get_layer_class(name).type == want, name

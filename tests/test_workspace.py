@@ -65,7 +65,7 @@ def _run(text, x, keep=True, dy_max=None, seed=0):
     for i, b in enumerate(layer.blobs):
         b.data[...] = np.random.default_rng(seed + i).standard_normal(b.shape)
     layer.forward(bottom, top)
-    layer.workspace.get("col", (4096,), layer.dtype)[...] = np.nan   # another layer's scratch
+    layer._scratch("col", (4096,))[...] = np.nan      # another layer's scratch
     top[0].diff[...] = np.random.default_rng(seed + 9).standard_normal(top[0].shape)
     for b in layer.blobs:
         b.diff[...] = 0

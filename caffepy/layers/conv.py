@@ -261,7 +261,7 @@ class ConvolutionLayer(_ConvolutionBase):
         padded = cpu.padded_shape(x.shape[2:], *geometry)
         return cpu.im2col(x, *geometry, layout="last", out=buf,
                           pad_buffer=(self._scratch("pad", (c,) + padded + (n,))
-                                      if padded != tuple(x.shape[2:]) and n > 1 else None))
+                                      if padded != tuple(x.shape[2:]) else None))
 
     dy_columns_max_bytes = 64 << 20     # see _data_grad_by_conv
     dy_columns_min_outputs = 64

@@ -51,13 +51,13 @@ def _without_comments(data):
     return _STRING_OR_COMMENT.sub(lambda m: m.group(1) or b"", data)
 
 
-def _not_utf8_at(data):
-    """Index of the first byte of ``data`` that is not UTF-8 (a character cut at the end of the
-    sample does not count), or None."""
+def _not_utf8_at(data, sample=True):
+    """Index of the first byte of ``data`` that is not UTF-8, or None; in a ``sample`` (the head
+    of a file) a character cut at its end does not count."""
     try:
         data.decode("utf-8")
     except UnicodeDecodeError as e:
-        return e.start if e.start < len(data) - 4 else None
+        return e.start if not sample or e.start < len(data) - 4 else None
     return None
 
 
@@ -209,7 +209,7 @@ def _decode_text(data, path):
     except UnicodeDecodeError:
         pass
     bare = _without_comments(bytes(data))
-    at = _not_utf8_at(bare + b"    ")
+    at = _not_utf8_at(bare, sample=False)
     if at is not None:
         _log.warning("%s:%d: bytes that are not UTF-8 outside comments, read as U+FFFD",
                      path, bare[:at].count(b"\n") + 1)

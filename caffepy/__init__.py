@@ -9,7 +9,7 @@ inference mode (caffepy.infer) when a net first enters it (the hook in caffepy.n
 import importlib as _importlib
 import os as _os
 
-import sys as _sys  # noqa: E402
+import sys as _sys
 
 # OpenBLAS's idle threads spin for 2^28 cycles (about 0.1 s) after every GEMM, on the cores that
 # the numba kernels between the GEMMs need (measured: CIFAR10-quick 2-thread steps 2x slower);

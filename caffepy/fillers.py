@@ -4,7 +4,8 @@
     filler.fill(blob)
 
 Random numbers come from ``caffepy.common.rng()`` (seed with ``caffepy.set_random_seed``). Values
-are drawn in float64 and stored in the blob's dtype.
+are drawn in float64 and stored in the blob's dtype. In a build for shapes only
+(:func:`caffepy.layers.base.shapes_only`) a filler checks the blob and draws nothing.
 
 | type | fills with | fields (defaults) |
 |---|---|---|
@@ -49,6 +50,9 @@ class Filler(object):
         if blob.count == 0:
             raise CaffeError("filler '%s': cannot fill an empty blob of shape %s"
                              % (self.param.type, blob.shape))
+        from .layers import base
+        if base._shapes_only[0]:        # a build for its shapes (caffepy.layers.base.shapes_only):
+            return                      # nothing reads the values, so none are drawn
         self._write(blob)
 
     def _write(self, blob):

@@ -293,7 +293,7 @@ def test_coverage_curve_counts_files_whose_types_are_all_ranked():
 
 
 def test_measure_forward_batch_one_where_the_net_takes_it(tmp_path):
-    import measure
+    import forward
     free = ('input: "x" input_shape { dim: 8 dim: 3 dim: 4 dim: 4 }\n'
             'layer { name: "c" type: "Convolution" bottom: "x" top: "c" '
             'convolution_param { num_output: 2 kernel_size: 3 } }\n')
@@ -302,14 +302,14 @@ def test_measure_forward_batch_one_where_the_net_takes_it(tmp_path):
     from caffepy.net import Net
     from caffepy.proto import caffe_pb2
     net = Net(free, caffe_pb2.TEST)
-    measure._batch_one(net)
+    forward._batch_one(net)
     assert net.blobs["x"].shape == (1, 3, 4, 4) and net.blobs["c"].shape == (1, 2, 2, 2)
     net = Net(fixed, caffe_pb2.TEST)
-    measure._batch_one(net)                  # the Reshape writes the batch in: declared shapes
+    forward._batch_one(net)                  # the Reshape writes the batch in: declared shapes
     assert net.blobs["x"].shape == (8, 3, 4, 4) and net.blobs["r"].shape == (8, 8)
     path = tmp_path / "net.prototxt"
     path.write_text(fixed)
-    assert measure._forward(str(path)) == 0
+    assert forward._forward(str(path)) == 0
 
 
 def test_measure_a_carried_layer_is_not_complete(tmp_path):
@@ -331,3 +331,31 @@ def test_measure_a_carried_layer_is_not_complete(tmp_path):
     assert not rec["complete"] and rec["failed"] == "complete"
     assert rec["category"] == "unknown_type" and "FancyActivation" in rec["error"]
     assert rec["runnable"] is False          # a deploy file: not run when not complete
+
+
+def test_measure_lays_each_repository_out_at_its_paths(tmp_path):
+    """Each file is measured where its repository has it, its neighbours beside it (links into
+    the cache); a path that climbs out keeps the file in the cache."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    rows = []
+    for repo, path, text in (("a/b", "models/x/train.prototxt", "layer {}\n"),
+                             ("a/b", "../evil.prototxt", "layer { }\n"),
+                             ("c/d", "deploy.prototxt", "layers {}\n")):
+        sha = L.sha256_hex(text.encode())
+        (cache / (sha + ".prototxt")).write_text(text)
+        rows.append({"repo": repo, "path": path, "sha256": sha})
+    dup = {"repo": "a/b", "path": "models/x/deploy.prototxt", "sha256": rows[2]["sha256"]}
+    files = L.repository_files(rows, [dup])
+    assert files["a/b"] == {"models/x/train.prototxt": rows[0]["sha256"],
+                            "../evil.prototxt": rows[1]["sha256"],
+                            "models/x/deploy.prototxt": rows[2]["sha256"]}
+    trees = L.RepositoryTrees(files, str(tmp_path / "trees"), cache=str(cache))
+    where = trees.path_of(rows[0])
+    assert where == str(tmp_path / "trees" / "a+b" / "models" / "x" / "train.prototxt")
+    assert open(where).read() == "layer {}\n"
+    beside = os.path.join(os.path.dirname(where), "deploy.prototxt")
+    assert open(beside).read() == "layers {}\n"
+    assert trees.path_of(rows[1]) == L.cache_path(rows[1]["sha256"], str(cache))
+    assert not (tmp_path / "trees" / "evil.prototxt").exists()
+    assert trees.path_of(rows[2]).endswith(os.path.join("c+d", "deploy.prototxt"))

@@ -88,3 +88,24 @@ def test_unknown_type_and_bad_sparse():
         filled('type: "foo"', (2,))
     with pytest.raises(CaffeError, match="sparse"):
         filled('type: "uniform" sparse: 2', (2,))
+
+
+def test_a_build_for_its_shapes_draws_nothing():
+    """Under shapes_only (caffepy summary) a filler leaves the blob as it is and draws nothing
+    from the random stream: a layer that fills its own blobs in set-up (a recurrent layer's
+    weights) costs no time there; the next draw is the one it would have been."""
+    from caffepy.layers.base import shapes_only
+    param = caffe_pb2.FillerParameter(type="xavier")
+    blob = Blob((4, 5))
+    caffepy.set_random_seed(3)
+    with shapes_only():
+        get_filler(param).fill(blob)
+    assert not blob.data.any()
+    get_filler(param).fill(blob)
+    after = blob.data.copy()
+    caffepy.set_random_seed(3)
+    get_filler(param).fill(blob)
+    np.testing.assert_array_equal(blob.data, after)
+    assert after.any()
+    with shapes_only(), pytest.raises(CaffeError):
+        get_filler(param).fill(Blob((0, 5)))          # the checks still apply

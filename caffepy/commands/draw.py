@@ -76,7 +76,8 @@ def run(args):
     from .. import log
     from ..proto.harvest_policy import structure_only
     log.setup()                 # its WARNINGs reach stderr in glog format
-    with _flags.unknown_fields(args), structure_only():   # unknown / fork-only fields: WARNINGs
+    # unknown / fork-only fields: WARNINGs (errors with --strict)
+    with _flags.unknown_fields(args), structure_only(strict_fields=args.strict):
         doc = _load(args)
     if args.json:
         atomic_write(args.json, draw.dumps(doc).encode("utf-8"))

@@ -48,7 +48,7 @@ def add_arguments(parser):
 
 def run(args):
     from ..proto.harvest_policy import structure_only
-    with _flags.unknown_fields(args), structure_only():
+    with _flags.unknown_fields(args), structure_only(strict_fields=args.strict):
         return _run(args)
 
 

@@ -70,7 +70,7 @@ def run(args):
     from ..view.curves import read_curves
     from ..view.page import render_page
     log.setup()
-    with _flags.unknown_fields(args), structure_only():
+    with _flags.unknown_fields(args), structure_only(strict_fields=args.strict):
         doc, logs = build(args)
     doc["curves"] = read_curves(logs)
     if args.output:

@@ -6,7 +6,9 @@ compute them: :data:`harvested_fields.json <TABLE>` names each with the forks de
 that sets one to a value other than its default is read according to the mode:
 
 * structure only (:func:`structure_only`: ``caffepy summary``, ``caffepy draw``): accepted, with
-  ONE WARNING per file naming the fields and their forks;
+  ONE WARNING per file naming the fields and their forks; with their ``--strict``
+  (``structure_only(strict_fields=True)``) refused as below, so a net they build strictly is one
+  the computing commands build;
 * strict (the default; train / test / time / Net construction / export): one error line,
   ``FILE:LINE: layer 'x': field 'pad_l' of ConvolutionParameter is known only from forks (a/b,
   +N): caffepy does not compute it; ...``;
@@ -37,6 +39,7 @@ from .harvest_computed import COMPUTED  # noqa: F401 -- the fields fork layers c
 TABLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "harvested_fields.json")
 _log = logging.getLogger(__name__)
 _STRUCTURE = contextvars.ContextVar("caffepy_structure_only", default=False)
+_STRICT_FIELDS = contextvars.ContextVar("caffepy_structure_strict_fields", default=False)
 _table = []
 _LAYERS = ("LayerParameter", "V1LayerParameter", "V0LayerParameter")
 
@@ -53,13 +56,16 @@ def table():
 
 
 @contextlib.contextmanager
-def structure_only(enabled=True):
+def structure_only(enabled=True, strict_fields=False):
     """Within the block, harvested fields are accepted with one WARNING per file: for commands that
-    only read a net's structure (summary, draw)."""
+    only read a net's structure (summary, draw). ``strict_fields``: a strict reader still refuses
+    them (those commands' ``--strict``); the rest of the structure-only reading stays."""
     token = _STRUCTURE.set(bool(enabled))
+    fields = _STRICT_FIELDS.set(bool(strict_fields))
     try:
         yield
     finally:
+        _STRICT_FIELDS.reset(fields)
         _STRUCTURE.reset(token)
 
 
@@ -221,7 +227,7 @@ def check(msg, text, filename, strict):
         return msg
     _locate(found, text, msg.DESCRIPTOR)
     found.sort(key=lambda r: (r.line is None, r.line or 0))
-    if is_structure_only():
+    if is_structure_only() and not (strict and _STRICT_FIELDS.get()):
         _log.warning("%s: %d field(s) known only from Caffe forks, read for the structure only "
                      "(caffepy does not compute them): %s", filename, len(found),
                      "; ".join(r.brief() for r in found))

@@ -3,11 +3,15 @@
 :func:`candidates` lists (channels, height, width, guessed, where) for a net whose data layers
 leave their size open: the reader's guessed size, sizes ``--input`` gives, sizes the net itself
 names (:func:`net_sizes`: crop / resize fields, height / width pairs, declared input shapes), the
-default, the usual sizes (:data:`USUAL`) and stride-friendly squares (those divisible by the
+input sizes the net files beside it declare (:func:`family_sizes`: a train_val.prototxt's
+deploy.prototxt), the default, the usual sizes (:data:`USUAL`) and stride-friendly squares (those divisible by the
 net's :func:`stride_divisor` first, when it is over 32); channel counts besides the reader's own
 where the file declares neither. :func:`weight_shapes` and :func:`check_weights` make
 a .caffemodel's blob shapes a check on each candidate.
 """
+import os
+import re
+
 from google.protobuf.descriptor import FieldDescriptor as _FD
 
 from ..errors import ShapeError
@@ -80,6 +84,54 @@ def net_sizes(net_param):
         if min(dims[i + 2:i + 4]) >= 8:
             shapes.append((dims[i + 2], dims[i + 3], "input_dim of the net"))
     return readers + others + shapes
+
+
+FAMILY_FILES = 16                   # net files beside it read for their sizes, at most
+FAMILY_BYTES = 2 << 20              # each at most this long
+_NET_FILE = re.compile(r"\.(prototxt|pt)$", re.I)
+_SHAPE_BLOCK = re.compile(r"\b(?:input_shape|shape)\s*:?\s*\{([^{}]*)\}")
+_DIM = re.compile(r"\bdim\s*:\s*(\d+)")
+_INPUT_DIMS = re.compile(r"(?:\binput_dim\s*:\s*\d+\s*){4}")
+_CROP = re.compile(r"\bcrop_size\s*:\s*(\d+)")
+
+
+def family_sizes(path):
+    """[(h, w, where)] the input sizes that the net files in ``path``'s directory declare, one
+    family with it (a training file's deploy file, the other stage's file): 4-d ``input_shape`` /
+    Input ``shape`` blocks, four ``input_dim`` values, and ``crop_size``, each H and W at least 8;
+    files named like ``*deploy*`` first, then by name; at most :data:`FAMILY_FILES` files of at
+    most :data:`FAMILY_BYTES` bytes. A text scan, not a parse: a sibling that does not parse still
+    says its size, and reading it logs nothing. Unreadable files and directories give nothing."""
+    if not isinstance(path, str) or not path:
+        return []
+    folder, own = os.path.split(os.path.abspath(path))
+    try:
+        names = [n for n in os.listdir(folder) if _NET_FILE.search(n) and n != own]
+    except OSError:
+        return []
+    names.sort(key=lambda n: ("deploy" not in n.lower(), n))
+    out = []
+    for name in names[:FAMILY_FILES]:
+        full = os.path.join(folder, name)
+        try:
+            if not os.path.isfile(full) or os.path.getsize(full) > FAMILY_BYTES:
+                continue
+            with open(full, "rb") as f:
+                text = f.read().decode("utf-8", "replace")
+        except OSError:
+            continue
+        text = re.sub(r"#[^\n]*", "", text)
+        where = "the input size %s beside it declares" % name
+        for m in _SHAPE_BLOCK.finditer(text):
+            dims = [int(d) for d in _DIM.findall(m.group(1))]
+            if len(dims) == 4 and min(dims[2:]) >= 8:
+                out.append((dims[2], dims[3], where))
+        for m in _INPUT_DIMS.finditer(text):
+            dims = [int(d) for d in re.findall(r"\d+", m.group(0))]
+            if min(dims[2:]) >= 8:
+                out.append((dims[2], dims[3], where))
+        out += [(int(v), int(v), where) for v in _CROP.findall(text) if int(v) >= 8]
+    return out
 
 
 def weight_shapes(path):
@@ -170,8 +222,9 @@ def stride_divisor(net_param):
     return min(need, MAX_DIVISOR)
 
 
-def candidates(net_param, searched, default_shape, batch_size, inputs, weights):
-    """[(channels or None, h, w, guess, where)] in the order tried (module doc)."""
+def candidates(net_param, searched, default_shape, batch_size, inputs, weights, path=None):
+    """[(channels or None, h, w, guess, where)] in the order tried (module doc); ``path``: the
+    net file's, for :func:`family_sizes`."""
     from . import replace_data_layers
     sizes = []
     guessed = shapes_by_top(replace_data_layers(net_param, default_shape, batch_size))
@@ -184,6 +237,7 @@ def candidates(net_param, searched, default_shape, batch_size, inputs, weights):
         if len(shape) == 4 and blob in plain:
             sizes.append((shape[2], shape[3], "the size --input gives '%s'" % blob))
     sizes += net_sizes(net_param)
+    sizes += family_sizes(path)
     sizes.append((default_shape[1], default_shape[2], "the default size"))
     usual = [(s, s, "a usual input size") for s in USUAL]
     for step in (32, 16, 8):

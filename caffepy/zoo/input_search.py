@@ -18,13 +18,17 @@ The rule:
   ``inputs`` gives; sizes from the net itself (crop and resize fields of other layers, e.g. the
   other phase's data layer, then height / width pairs of any layer: Interp, Upsample, Resize
   targets, then the H x W of Input / DummyData / net-level input shapes and 4-d Reshape dims);
-  the default (224); the usual sizes of the field (:data:`caffepy.zoo.candidates.USUAL`);
+  the input sizes the net files in the same directory declare (its deploy file's; a text scan,
+  :func:`caffepy.zoo.candidates.family_sizes`); the default (224); the usual sizes of the field (:data:`caffepy.zoo.candidates.USUAL`);
   the H x W a candidate's failed check asks for (:func:`asked_sizes`: a loss comparing the
   input with what the net makes of it), tried next;
   stride-friendly squares (multiples of 32, then 16, then 8, from 16 to 1024); when the product
   of the strides along the net's most strided path is over 32 (a YOLO passthrough's Reorg after
   five stride-2 stages, a deep PVANet), the usual sizes and squares divisible by it come first,
-  with its multiples; all listed by :mod:`caffepy.zoo.candidates`. One size is given to every searched data layer. At most ``max_candidates`` builds and ``max_seconds`` seconds.
+  with its multiples; all listed by :mod:`caffepy.zoo.candidates`. One size is given to every
+  searched data layer. At most ``max_candidates`` builds (:data:`MAX_CANDIDATES`); the time
+  limit ``max_seconds`` (:data:`MAX_SECONDS`) is only a guard for a slow or busy machine, set
+  above what the count takes here, so the result does not depend on the machine's load.
 * Channels: the reader's own (``is_color``, else 3). When the file declares neither them nor
   the size, 1 and 3, the count of ``transform_param.mean_value`` and the input channels of the first convolution
   of ``weights`` are tried too (at the first candidate size, and after the sizes at the first
@@ -63,7 +67,7 @@ from .label_shapes import (LABEL_LAYOUTS, LABEL_MAP_SIZES, MAX_LEARN, as_rows, h
                            image_shapes, label_tops, lay_out_labels, learn, open_tops, slice_shapes)
 
 MAX_CANDIDATES = 200
-MAX_SECONDS = 20.0
+MAX_SECONDS = 40.0
 ROWS = "rows"                                     # the layout of an HDF5 file's rows (N, C)
 _SENTINELS = ((3, 517, 733), (5, 1031, 1237))    # two defaults no file declares
 
@@ -123,7 +127,8 @@ def channel_tops(net_param, batch_size=None, fixed=()):
 
 def infer_input_shapes(net_param, phase=caffe_pb2.TEST, inputs=None, weights=None,
                        default_shape=(3, 224, 224), batch_size=None, build=None, prepare=None,
-                       fixed=(), max_candidates=MAX_CANDIDATES, max_seconds=MAX_SECONDS):
+                       fixed=(), max_candidates=MAX_CANDIDATES, max_seconds=MAX_SECONDS,
+                       path=None):
     """Replace the data layers of ``net_param`` and search the sizes the file leaves open (module
     doc); return an :class:`Inference`.
 
@@ -131,7 +136,8 @@ def infer_input_shapes(net_param, phase=caffe_pb2.TEST, inputs=None, weights=Non
     given); ``weights``: a .caffemodel path whose blob shapes are checked; ``build(param)``: builds
     a candidate and returns the net (default: ``Net(param, phase)`` under shapes_only);
     ``prepare(param)``: edits each candidate's NetParameter in place before it is built;
-    ``fixed``: more blobs not to search."""
+    ``fixed``: more blobs not to search; ``path``: the net file's (the sizes of the net files
+    beside it are candidates)."""
     from . import replace_data_layers
     inputs = dict(inputs or {})
     shapes = _weight_shapes(weights) if weights else None
@@ -198,7 +204,7 @@ def infer_input_shapes(net_param, phase=caffe_pb2.TEST, inputs=None, weights=Non
                         % (channels, "" if channels == 1 else "s"))
         return Inference(param, net, kept, "; ".join(what), tried)
     start, first_error = time.time(), None
-    cands = _candidates(net_param, searched, default_shape, batch_size, inputs, shapes)
+    cands = _candidates(net_param, searched, default_shape, batch_size, inputs, shapes, path)
     labels = label_tops(net_param, searched, set(inputs) | set(fixed))
     cands = [cand + (None,) for cand in cands]
     if labels:              # label maps instead of label vectors, after the first sizes

@@ -164,7 +164,7 @@ def summarize(source, inputs=None, phase=caffe_pb2.TEST, default_shape=(3, 224, 
         kept = {t for i in keep for t in original.layer[i].top}
         try:
             found = infer_input_shapes(original, phase, inputs, weights, default_shape,
-                                       build=build, prepare=prepare, fixed=kept)
+                                       build=build, prepare=prepare, fixed=kept, path=filename)
             break
         except CaffeError as e:
             why = e

@@ -241,3 +241,18 @@ def test_find_harvested_reports_path_layer_and_forks():
     assert (rec.path, rec.layer, rec.message, rec.field) == (
         "layer.convolution_param.pad_l", "c", "ConvolutionParameter", "pad_l")
     assert rec.entry["forks"] == [SYNOPSYS]
+
+
+def test_summary_and_draw_strict_refuse_what_the_computing_commands_refuse(tmp_path, capfd):
+    """--strict of the structure-only commands builds only what Net construction builds: a
+    harvested field caffepy does not compute is the same one-line error there."""
+    path = _net(tmp_path, pool="AVE_TF")
+    for argv in (["summary", path, "--strict"], ["draw", path, "--strict", "--json",
+                                                 str(tmp_path / "n.json")]):
+        assert cli.main(argv) != 0
+        err = capfd.readouterr().err
+        assert "field 'pad_l' of ConvolutionParameter is known only from forks" in err, argv
+        assert "Traceback" not in err
+    assert not (tmp_path / "n.json").exists()
+    assert cli.main(["summary", path]) == 0          # without --strict: the structure, one WARNING
+    assert "known only from Caffe forks" in capfd.readouterr().err

@@ -14,6 +14,7 @@ can be tested without a network or a fetched repository:
 * manifest / fetched / duplicates / pymods tables: tab-separated, one header line, read and
   written here.
 """
+import collections
 import hashlib
 import os
 import re
@@ -173,3 +174,49 @@ def modelzoo_hashes(root=ROOT):
             with open(os.path.join(base, name), "rb") as f:
                 out.add(sha256_hex(f.read()))
     return out
+
+
+def repository_files(manifest, duplicates):
+    """{repo: {path: sha256}}: every cached census file each repository holds, kept (manifest)
+    or a copy of a file another repository kept (duplicates.tsv)."""
+    out = collections.defaultdict(dict)
+    for row in list(manifest) + list(duplicates):
+        out[row["repo"]][row["path"]] = row["sha256"]
+    return out
+
+
+class RepositoryTrees(object):
+    """Each repository's cached net files laid out at their paths under ``root`` (symbolic links
+    to the cache), made when a file of it is first measured: a file is measured where its
+    repository has it, beside the files the census holds of that directory (the input-size
+    search reads the sizes its neighbours declare, caffepy.zoo.candidates.family_sizes). A path
+    that is absolute or climbs out (``..``) keeps the file in the cache."""
+
+    def __init__(self, files, root, cache=CACHE):
+        self.files, self.root, self.cache, self.made = files, root, cache, set()
+
+    def _where(self, repo, path):
+        parts = path.replace("\\", "/").split("/")
+        if not path or path.startswith("/") or any(p in ("", ".", "..") for p in parts):
+            return None
+        return os.path.join(self.root, repo.replace("/", "+"), *parts)
+
+    def path_of(self, row):
+        repo = row["repo"]
+        if repo not in self.made:
+            self.made.add(repo)
+            for path, sha in sorted(self.files.get(repo, {}).items()):
+                where = self._where(repo, path)
+                source = cache_path(sha, self.cache)
+                if where is None or not os.path.exists(source) or os.path.lexists(where):
+                    continue
+                try:
+                    os.makedirs(os.path.dirname(where), exist_ok=True)
+                    os.symlink(source, where)
+                except OSError:
+                    continue
+        where = self._where(repo, row["path"])
+        if where is not None and os.path.realpath(where) == os.path.realpath(
+                cache_path(row["sha256"], self.cache)):
+            return where
+        return cache_path(row["sha256"], self.cache)

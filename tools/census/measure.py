@@ -10,9 +10,11 @@ tools/zoo_survey.py: ``run_cli``, the TEST-then-TRAIN retry of ``attempt``, ``ca
   (the same lenient reading of the text, without building) succeeds.
 * ``complete``: ``caffepy summary --strict FILE`` builds and no layer is shown as ``?``. The strict
   run differs from the lenient one only where the lenient run dropped fields (its WARNING says
-  "--strict makes it an error") or carried the shapes of a layer without a class (its table's
-  footnote says "~ shape carried:"), so it is run only then (in the phase the lenient run used);
-  else the lenient run's result stands for it.
+  "--strict makes it an error"), read fields known only from forks that caffepy does not compute
+  (its WARNING says "read for the structure only"; ``--strict`` refuses them, as training does) or
+  carried the shapes of a layer without a class (its table's footnote says "~ shape carried:"), so
+  it is run only then (in the phase the lenient run used); else the lenient run's result stands
+  for it.
 * ``runnable`` (only files that declare their inputs, ``input:`` / ``input_shape`` / ``input_dim``
   or an Input layer, and have no data layer, as tools/zoo_survey.classify decides; and only when
   ``complete``): the net is built in phase TEST with cheap random weights
@@ -29,6 +31,10 @@ caffepy's); its record says ``modules`` (how many directories), and a record of 
 does not count as measured. That runs third-party code, so measuring runs inside bubblewrap:
 read-only root, private /tmp, no network, only the results file writable (``sandbox_argv``).
 Without bwrap, a run that would measure such a file stops with a one-line error.
+
+Each file is measured where its repository has it: the repository's cached files (kept, or
+copies of files another repository kept) are linked at their paths in a scratch tree
+(``census_lib.RepositoryTrees``), so the sizes its neighbours declare reach the input-size search.
 
 Per file: the tiers, the category and one-line error of the first tier that failed (strict for
 ``complete``), the seconds, and, for the census split only, the layer types the file names (held-out
@@ -61,6 +67,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
 import census_lib as L  # noqa: E402
+import forward as F  # noqa: E402
 import pymods  # noqa: E402
 import zoo_survey as Z  # noqa: E402
 
@@ -98,97 +105,11 @@ def caffepy_tree():
     return out + ("-dirty" if dirty else "")
 
 
-def _batch_one(net):
-    """Give every input whose first axis is over 1 a first axis of 1 and reshape the net, as a
-    pycaffe script does before classifying one image; a net that does not take it (a Reshape or
-    a layer with the batch written in) keeps its declared shapes."""
-    declared = {name: net.blobs[name].shape for name in net.inputs}
-    if not any(len(s) and s[0] > 1 for s in declared.values()):
-        return
-    try:
-        for name, shape in declared.items():
-            if len(shape) and shape[0] > 1:
-                net.blobs[name].reshape((1,) + tuple(shape[1:]))
-        net.reshape()
-    except Exception:       # noqa: BLE001 -- any refusal: back to the declared shapes
-        for name, shape in declared.items():
-            net.blobs[name].reshape(shape)
-        net.reshape()
-
-
-def _forward(path):
-    """The child of ``runnable``: build with random weights, feed inputs, run forward."""
-    import numpy as np
-    import caffepy
-    from caffepy import zoo
-    from caffepy.net import Net
-    from caffepy.proto import caffe_pb2
-    caffepy.set_random_seed(0)
-    param = zoo.constant_fillers(zoo.read_for_run(path))
-    net = Net(param, caffe_pb2.TEST)
-    zoo.randomize_params(net, 0)
-    _batch_one(net)
-    for name, values in zoo.net_input_values(net, np.random.default_rng(0)).items():
-        net.blobs[name].data[...] = values
-    zoo.forward_releasing(net, calibrate=True)
-    for name in net.outputs:
-        data = np.asarray(net.blobs[name].data)
-        if data.size and not np.isfinite(data).all():
-            raise ValueError("output '%s' is not finite" % name)
-    return 0
-
-
-def run_forward(path, timeout=Z.TIMEOUT, prepare=None):
-    """(ok, one-line error, category) of the forward pass, in a forked child."""
-    import caffepy.cli  # noqa: F401 -- imported before forking
-    rc, _, err, _ = _fork(_forward, path, timeout, prepare)
-    if rc == 0:
-        return True, "", None
-    if rc == "timeout":
-        return False, "timeout (%ds)" % timeout, "timeout"
-    return False, Z.last_line(err), "forward"
-
-
-def _fork(fn, arg, timeout, prepare=None):
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        t0 = time.time()
-        pid = os.fork()
-        if pid == 0:
-            rc = 70
-            try:
-                os.dup2(out.fileno(), 1)
-                os.dup2(err.fileno(), 2)
-                sys.stdout = open(1, "w", closefd=False)
-                sys.stderr = open(2, "w", closefd=False)
-                try:
-                    if prepare is not None:
-                        prepare()
-                    rc = fn(arg)
-                except BaseException as e:
-                    sys.stderr.write("%s: %s\n" % (type(e).__name__, " ".join(str(e).split())))
-                    rc = 1
-            finally:
-                sys.stderr.flush()
-                os._exit(rc)
-        rc = None
-        while time.time() - t0 < timeout:
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:
-                rc = os.waitstatus_to_exitcode(status)
-                break
-            time.sleep(0.02)
-        if rc is None:
-            os.kill(pid, 9)
-            os.waitpid(pid, 0)
-            rc = "timeout"
-        err.seek(0)
-        return rc, "", err.read().decode("utf-8", "replace"), time.time() - t0
-
-
-def measure_file(row, tree, cache=L.CACHE, roots=()):
+def measure_file(row, tree, cache=L.CACHE, roots=(), path=None):
     """The record of one manifest row (see module doc); ``roots``: the directories of its
-    repository's Python layer modules."""
-    path = L.cache_path(row["sha256"], cache)
+    repository's Python layer modules; ``path``: where to read it (census_lib.RepositoryTrees; default
+    the cache)."""
+    path = path or L.cache_path(row["sha256"], cache)
     rec = {"sha256": row["sha256"], "repo": row["repo"], "path": row["path"],
            "split": row["split"], "tree": tree}
     prep = functools.partial(add_roots, roots) if roots else None
@@ -217,8 +138,8 @@ def measure_file(row, tree, cache=L.CACHE, roots=()):
             rec.update(category=cat(lerr), error=clean(lerr), failed="lenient")
     if ok:
         serr = lerr
-        differs = _DROPPED in lerr or _CARRIED in lerr
-        if differs:                   # fields dropped or shapes carried: strict differs
+        differs = any(mark in lerr for mark in (_DROPPED, _HARVESTED, _CARRIED))
+        if differs:                   # fields dropped or not computed, shapes carried
             _, _, serr = attempt(path, ["--strict"], test_layers, phase, prep)
         unresolved = [l for l in serr.splitlines() if "are shown as '?'" in l]
         strict_failed = differs and not _ok(serr)
@@ -234,7 +155,7 @@ def measure_file(row, tree, cache=L.CACHE, roots=()):
     rec["runnable"] = None
     if deploy:
         if rec["complete"]:
-            okf, errf, catf = run_forward(path, prepare=prep)
+            okf, errf, catf = F.run_forward(path, prepare=prep)
             rec["runnable"] = okf
             if not okf:
                 rec.update(category=catf, error=errf, failed="runnable")
@@ -250,6 +171,7 @@ def measure_file(row, tree, cache=L.CACHE, roots=()):
 
 
 _DROPPED = "--strict makes it an error"
+_HARVESTED = "read for the structure only"
 _CARRIED = "\x00carried"
 _OK = "\x00ok"
 
@@ -390,9 +312,12 @@ def main(argv=None):
     caffepy.cli.build_parser()
     # a net may write files (HDF5Output, a Python layer): keep them out of the repository
     os.chdir(tempfile.mkdtemp(prefix="census-measure-"))
+    trees = L.RepositoryTrees(L.repository_files(
+        L.read_table(L.MANIFEST, L.MANIFEST_COLUMNS),
+        L.read_table(L.DUPLICATES, L.DUPLICATE_COLUMNS)), tempfile.mkdtemp(prefix="census-repos-"))
     with open(args.results, "a") as f:
         for i, (row, roots) in enumerate(todo):
-            rec = measure_file(row, tree, roots=roots)
+            rec = measure_file(row, tree, roots=roots, path=trees.path_of(row))
             f.write(json.dumps(rec, sort_keys=True) + "\n")
             f.flush()
             state = "complete" if rec["complete"] else "lenient" if rec["lenient"] else \

@@ -48,7 +48,9 @@ def add_arguments(parser):
 
 def run(args):
     from ..proto.harvest_policy import structure_only
-    with _flags.unknown_fields(args), structure_only(strict_fields=args.strict):
+    from ..zoo.data_shapes import is_data_layer       # shown as Input layers of their shapes
+    with _flags.unknown_fields(args), structure_only(strict_fields=args.strict,
+                                                     replaced=is_data_layer):
         return _run(args)
 
 

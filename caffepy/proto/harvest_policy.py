@@ -8,7 +8,9 @@ that sets one to a value other than its default is read according to the mode:
 * structure only (:func:`structure_only`: ``caffepy summary``, ``caffepy draw``): accepted, with
   ONE WARNING per file naming the fields and their forks; with their ``--strict``
   (``structure_only(strict_fields=True)``) refused as below, so a net they build strictly is one
-  the computing commands build;
+  the computing commands build, except in the layers the command replaces (``replaced``:
+  ``caffepy summary`` shows a data layer as an Input layer of its shape, so a reader's fields
+  are read for the structure there too);
 * strict (the default; train / test / time / Net construction / export): one error line,
   ``FILE:LINE: layer 'x': field 'pad_l' of ConvolutionParameter is known only from forks (a/b,
   +N): caffepy does not compute it; ...``;
@@ -39,7 +41,7 @@ from .harvest_computed import COMPUTED  # noqa: F401 -- the fields fork layers c
 TABLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "harvested_fields.json")
 _log = logging.getLogger(__name__)
 _STRUCTURE = contextvars.ContextVar("caffepy_structure_only", default=False)
-_STRICT_FIELDS = contextvars.ContextVar("caffepy_structure_strict_fields", default=False)
+_STRICT_FIELDS = contextvars.ContextVar("caffepy_structure_strict_fields", default=(False, None))
 _table = []
 _LAYERS = ("LayerParameter", "V1LayerParameter", "V0LayerParameter")
 
@@ -56,12 +58,14 @@ def table():
 
 
 @contextlib.contextmanager
-def structure_only(enabled=True, strict_fields=False):
+def structure_only(enabled=True, strict_fields=False, replaced=None):
     """Within the block, harvested fields are accepted with one WARNING per file: for commands that
     only read a net's structure (summary, draw). ``strict_fields``: a strict reader still refuses
-    them (those commands' ``--strict``); the rest of the structure-only reading stays."""
+    them (those commands' ``--strict``), except in a layer for which ``replaced(LayerParameter)``
+    is true (one the command does not build as written: summary's data layers); the rest of the
+    structure-only reading stays."""
     token = _STRUCTURE.set(bool(enabled))
-    fields = _STRICT_FIELDS.set(bool(strict_fields))
+    fields = _STRICT_FIELDS.set((bool(strict_fields), replaced))
     try:
         yield
     finally:
@@ -219,26 +223,51 @@ def _fork_defines(rec):
     return schema is not None and key in schema.defines
 
 
+def _in_replaced_layer(msg, name, replaced):
+    """Whether the layer ``name`` of NetParameter ``msg`` (a V1 ``layers`` entry by its current
+    type name) is one ``replaced`` says the command does not build as written."""
+    if name is None or msg.DESCRIPTOR.name != "NetParameter":
+        return False
+    from . import caffe_pb2
+    for lp in msg.layer:
+        if lp.name == name:
+            return bool(replaced(lp))
+    for v1 in msg.layers:
+        if v1.name == name:
+            from .upgrade import V1_TYPES
+            lp = caffe_pb2.LayerParameter(name=v1.name, type=V1_TYPES.get(v1.type, ""),
+                                          bottom=v1.bottom, top=v1.top)
+            return bool(replaced(lp))
+    return False
+
+
 def check(msg, text, filename, strict):
-    """Apply the policy (module doc) to ``msg``, just parsed from ``text``; raises ProtoError in
-    strict mode, else logs one WARNING when a harvested field is set."""
+    """Apply the policy (module doc) to ``msg``, just parsed from ``text``: raises ProtoError when
+    ``strict`` (in the structure-only mode only with ``strict_fields``, and not for the layers it
+    names as replaced), else logs one WARNING when a harvested field is set."""
     found = [r for r in find_harvested(msg) if not _fork_defines(r)]
     if not found:
         return msg
     _locate(found, text, msg.DESCRIPTOR)
     found.sort(key=lambda r: (r.line is None, r.line or 0))
-    if is_structure_only() and not (strict and _STRICT_FIELDS.get()):
-        _log.warning("%s: %d field(s) known only from Caffe forks, read for the structure only "
-                     "(caffepy does not compute them): %s", filename, len(found),
-                     "; ".join(r.brief() for r in found))
-    elif strict:
-        first = found[0]
+    structure = is_structure_only()
+    strict_fields, replaced = _STRICT_FIELDS.get()
+    refused = found if strict and (not structure or strict_fields) else []
+    if refused and structure and replaced is not None:
+        refused = [r for r in refused if not _in_replaced_layer(msg, r.layer, replaced)]
+    if refused:
+        first = refused[0]
         loc = "%s:%d" % (filename, first.line) if first.line else filename
         layer = " layer '%s':" % first.layer if first.layer else ""
-        more = " (%d more such field(s) in this file)" % (len(found) - 1) if len(found) > 1 else ""
+        more = " (%d more such field(s) in this file)" % (len(refused) - 1) \
+            if len(refused) > 1 else ""
         raise ProtoError("%s:%s %s is known only from forks (%s): caffepy does not compute it; use "
                          "--ignore-unknown-fields to build without it, or --proto FORK/caffe.proto "
                          "/ a --layers plug-in%s" % (loc, layer, first.what(), first.forks(), more))
+    if structure:
+        _log.warning("%s: %d field(s) known only from Caffe forks, read for the structure only "
+                     "(caffepy does not compute them): %s", filename, len(found),
+                     "; ".join(r.brief() for r in found))
     else:
         _log.warning("%s: ignored %d field(s) known only from Caffe forks (--ignore-unknown-fields; "
                      "caffepy does not compute them): %s", filename, len(found),

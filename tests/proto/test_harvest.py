@@ -256,3 +256,25 @@ def test_summary_and_draw_strict_refuse_what_the_computing_commands_refuse(tmp_p
     assert not (tmp_path / "n.json").exists()
     assert cli.main(["summary", path]) == 0          # without --strict: the structure, one WARNING
     assert "known only from Caffe forks" in capfd.readouterr().err
+
+
+def test_summary_strict_reads_a_replaced_data_layers_fork_fields_for_the_structure(tmp_path, capfd):
+    """summary shows a data layer as an Input layer of its shape: the fork fields of a reader are
+    not computed there by any command run, so --strict names them in the WARNING only; a fork
+    field of a layer it builds is still refused."""
+    data = ('layer { name: "data" type: "ImageData" top: "data" top: "label" '
+            'image_data_param { source: "list.txt" batch_size: 2 new_height: 32 new_width: 32 '
+            'max_rotate_angle: 10 } }\n')
+    conv = ('layer { name: "conv1" type: "Convolution" bottom: "data" top: "conv1" '
+            'convolution_param { num_output: 4 kernel_size: 3 } }\n')
+    path = tmp_path / "net.prototxt"
+    path.write_text(data + conv)
+    assert "ImageDataParameter.max_rotate_angle" in harvest_policy.table()
+    assert cli.main(["summary", str(path), "--strict"]) == 0
+    assert "ImageDataParameter.max_rotate_angle (layer 'data')" in capfd.readouterr().err
+    with pytest.raises(ProtoError):
+        io.read_net(str(path))                      # building it to train refuses the field
+    path.write_text(data + conv.replace("kernel_size: 3", "kernel_size: 3 pad_l: 1"))
+    assert cli.main(["summary", str(path), "--strict"]) != 0
+    assert "field 'pad_l' of ConvolutionParameter is known only from forks" in \
+        capfd.readouterr().err

@@ -43,6 +43,11 @@ _log = logging.getLogger(__name__)
 _STRUCTURE = contextvars.ContextVar("caffepy_structure_only", default=False)
 _STRICT_FIELDS = contextvars.ContextVar("caffepy_structure_strict_fields", default=(False, None))
 _table = []
+#: Repeated fields the forks declare without a default (proto2 has none for repeated fields)
+#: whose sources read a missing value as this one: elements all equal to it change nothing.
+#: PoolingParameter.dilation: naibaf7/caffe's (OpenCL Caffe) pooling_layer.cpp takes 1 when
+#: the field is empty, and a dilation of 1 is plain pooling.
+NEUTRAL = {"PoolingParameter.dilation": "1"}
 _LAYERS = ("LayerParameter", "V1LayerParameter", "V0LayerParameter")
 
 
@@ -179,7 +184,7 @@ def _walk(msg, path, layer, out, tab):
         fpath = path + [fd.name]
         entry = tab.get(key) if key not in COMPUTED else None
         if entry is not None:
-            if not _is_default(fd, value, entry.get("default")):
+            if not _is_default(fd, value, entry.get("default", NEUTRAL.get(key))):
                 out.append(Harvested(mname, fd.name, ".".join(fpath), layer, entry))
             continue
         values = value if is_repeated(fd) else [value]

@@ -278,3 +278,19 @@ def test_summary_strict_reads_a_replaced_data_layers_fork_fields_for_the_structu
     assert cli.main(["summary", str(path), "--strict"]) != 0
     assert "field 'pad_l' of ConvolutionParameter is known only from forks" in \
         capfd.readouterr().err
+
+
+def test_a_repeated_fork_field_at_its_neutral_value_changes_nothing(tmp_path):
+    """OpenCL Caffe's pooling ``dilation`` (repeated, no default: its source reads an empty field
+    as 1): ``dilation: 1`` is plain pooling and builds strictly; ``dilation: 2`` is refused."""
+    net = ('input: "x" input_shape { dim: 1 dim: 1 dim: 8 dim: 8 }\n'
+           'layer { name: "pool" type: "Pooling" bottom: "x" top: "p" pooling_param { pool: MAX '
+           'kernel_size: 2 stride: 2 dilation: %d dilation: %d } }\n')
+    path = tmp_path / "net.prototxt"
+    path.write_text(net % (1, 1))
+    pool = [lp for lp in io.read_net(str(path)).layer if lp.name == "pool"][0]
+    assert list(pool.pooling_param.dilation) == [1, 1]
+    path.write_text(net % (1, 2))
+    with pytest.raises(ProtoError) as e:
+        io.read_net(str(path))
+    assert "field 'dilation' of PoolingParameter is known only from forks" in str(e.value)

@@ -4,7 +4,7 @@ import numpy as np
 from ..math.sizes import deconv_out_shape
 from . import conv_onednn
 from .base import register_layer
-from .conv import _ConvolutionBase
+from .conv_base import _ConvolutionBase
 
 
 def _weight_grad(dy, col):

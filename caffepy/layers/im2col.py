@@ -4,7 +4,7 @@ import numpy as np
 from ..errors import ShapeError
 from ..math import cpu
 from .base import Layer, register_layer
-from .conv import _ConvolutionBase
+from .conv_base import _ConvolutionBase
 
 
 @register_layer("Im2col")

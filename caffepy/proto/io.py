@@ -30,6 +30,7 @@ from ..errors import ProtoError
 from . import caffe_pb2
 from .atomic import atomic_path, atomic_write, file_mode, write_error  # noqa: F401
 from . import harvest_policy as _harvest
+from . import own_schema as _own
 from . import lenient_text as _lenient
 from . import unknown_fields as _unknown
 from . import unknown_values as _values
@@ -160,8 +161,9 @@ def _parse_text(text, msg, filename, strict, hints):
         if isinstance(u, _unknown.UnknownValue):
             raise ProtoError(u.describe(filename, lenient=not strict))
         layer = " (layer '%s')" % u.layer[0] if u.layer and u.layer[0] else ""
-        raise ProtoError('%s:%d:%d: no field named "%s" in %s%s'
-                         % (filename, u.line, u.col, u.name, u.message, layer))
+        raise ProtoError('%s:%d:%d: no field named "%s" in %s%s%s'
+                         % (filename, u.line, u.col, u.name, u.message, layer,
+                            _own.hint(filename, u.name, u.message)))
     msg.Clear()
     blanked = _unknown.blank(text, unknown + values)
     try:

@@ -266,7 +266,7 @@ def connectivity_mask(data, mode, groups=1):
 def disconnect(net, li):
     """After trained weights were copied into layer ``li``: its connectivity_mode's zerout and
     mask (``net.connectivity[learnable id]``, read by ``Net.update``)."""
-    from ..layers.conv import _ConvolutionBase
+    from ..layers.conv_base import _ConvolutionBase
     from ..layers.inner_product import InnerProductLayer
     layer = net.layers[li]
     lp = layer.layer_param

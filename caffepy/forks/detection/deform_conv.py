@@ -10,7 +10,7 @@ import numpy as np
 
 from ...errors import ShapeError
 from ...layers.base import Layer, register_layer
-from ...layers.conv import _ConvolutionBase
+from ...layers.conv_base import _ConvolutionBase
 from ...math import bilinear
 
 

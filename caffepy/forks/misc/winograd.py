@@ -9,7 +9,8 @@ import numpy as np
 
 from ...blob.core import ShapeBlob
 from ...layers.base import register_layer
-from ...layers.conv import ConvolutionLayer, _ConvolutionBase
+from ...layers.conv import ConvolutionLayer
+from ...layers.conv_base import _ConvolutionBase
 
 # F(4x4, k x k) transforms of the fork (winograd.hpp's WinogradParameters<3>, <5>): a tile of
 # M = k + 3 inputs gives 4 outputs; V = B^T d B, W' = G g G^T, Y = A^T (W' . V) A.

@@ -1,6 +1,6 @@
 """DeepLab v1 (deeplab-public; e.g. TheLegendAli/DeepLab-Context): its ``Padding`` layer and its
 SoftmaxWithLoss with ``softmaxloss_param``. Its ``hole`` convolution field is read by the
-Convolution layer (``conv._hole``); its V1 types load through ``caffepy.proto.upgrade``.
+Convolution layer (``conv_base._hole``); its V1 types load through ``caffepy.proto.upgrade``.
 """
 import numpy as np
 

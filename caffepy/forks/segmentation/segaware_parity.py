@@ -5,7 +5,7 @@ import numpy as np
 
 from ...errors import ShapeError
 from ...layers.base import Layer, LossLayer, register_layer
-from ...layers.conv import _ConvolutionBase
+from ...layers.conv_base import _ConvolutionBase
 
 
 def _patch_geometry(layer, bottom):

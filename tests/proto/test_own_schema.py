@@ -49,7 +49,7 @@ def test_the_error_line_names_the_repositorys_schema(tmp_path, monkeypatch):
         io.read_net(net)
     msg = str(e.value)
     rel = os.path.join("src", "caffe", "proto", "caffe.proto")
-    assert msg == ('%s:2:36: no field named "number_gauss" in ConvolutionParameter (layer \'c\'); '
+    assert msg == ('%s:2:37: no field named "number_gauss" in ConvolutionParameter (layer \'c\'); '
                    "the repository's own schema %s declares it: --proto %s" % (net, rel, rel))
     assert own_schema.declaring_schema(net, "number_gauss", "ConvolutionParameter") == schema
 
@@ -62,4 +62,6 @@ def test_no_hint_where_no_schema_declares_the_field(tmp_path):
         io.read_net(net)
     assert str(e.value).endswith("(layer 'c')")
     assert own_schema.hint("<string>", "number_gauss") == ""
-    assert own_schema.declaring_schema(str(tmp_path / "x.prototxt"), "number_gauss") is None
+    assert own_schema.declaring_schema(net, "not_declared") is None
+    assert own_schema.declaring_schema(net, "number_gauss").endswith(
+        os.path.join("proto", "caffe.proto"))                  # <repo>/proto/caffe.proto

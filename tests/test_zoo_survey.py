@@ -71,3 +71,12 @@ def test_a_summary_showing_layers_after_an_unknown_type_as_unknown_counts_as_tha
     assert unbuilt("layer 'a' (type Odd): no class and no shape rule — ...; shown as '?' with no "
                    "layer depending on its tops") is None          # the end of a net: as before
     assert unbuilt("") is None
+
+
+def test_a_fork_field_caffepy_does_not_compute_is_its_own_category():
+    tool = _tool()
+    line = ("net.prototxt:41: layer 'conv1_1': field 'deletetop' of LayerParameter is known only "
+            "from forks (a/b): caffepy does not compute it; use --ignore-unknown-fields ...")
+    assert tool.category(1, "caffepy summary: error: " + line) == "fork_field"
+    assert tool.category(1, 'caffepy summary: error: n.prototxt:3:5: no field named "x" in '
+                            'LayerParameter') == "no_field"

@@ -200,6 +200,8 @@ def category(rc, stderr):
         return "python_data"
     if "unknown layer type" in line:
         return "unknown_type"
+    if "is known only from forks" in line:      # a harvested fork field caffepy does not compute
+        return "fork_field"
     if "no field named" in line or re.search(r"no value (named|numbered)", line) or \
             _FORK_REPEATED.search(line):
         return "no_field"

@@ -69,13 +69,15 @@ def _tests_for(type_name, module_file, texts):
 
 
 def _own_source(cls):
-    """The class's source and that of its bases in the same module that no layer type registers
-    (a family's private base, such as the one two layers share for their common field)."""
+    """The class's source and that of its bases that no layer type registers, in the same module
+    or private (``_Name``) in another: a family's base, such as the one two layers share for
+    their common field (Convolution and Deconvolution's, in conv_base.py)."""
     from caffepy.layers import base
     registered = set(base._REGISTRY.values())
     parts = []
     for k in cls.__mro__:
-        if k is cls or (k.__module__ == cls.__module__ and k not in registered):
+        if k is cls or (k not in registered and (k.__module__ == cls.__module__ or (
+                k.__name__.startswith("_") and k.__module__.startswith("caffepy.")))):
             try:
                 parts.append(inspect.getsource(k))
             except (OSError, TypeError):

@@ -4,9 +4,9 @@
 leave their size open: the reader's guessed size, sizes ``--input`` gives, sizes the net itself
 names (:func:`net_sizes`: crop / resize fields, height / width pairs, declared input shapes), the
 input sizes the net files beside it declare (:func:`family_sizes`: a train_val.prototxt's
-deploy.prototxt), the default, the usual sizes (:data:`USUAL`) and stride-friendly squares (those divisible by the
-net's :func:`stride_divisor` first, when it is over 32); channel counts besides the reader's own
-where the file declares neither. :func:`weight_shapes` and :func:`check_weights` make
+deploy.prototxt), the default, the usual sizes (:data:`USUAL`) and stride-friendly squares
+(those divisible by the net's :func:`stride_divisor` first, when it is over 32); channel counts
+besides the reader's own where the file declares neither. :func:`weight_shapes` and :func:`check_weights` make
 a .caffemodel's blob shapes a check on each candidate.
 """
 import os

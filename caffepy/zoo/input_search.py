@@ -19,7 +19,8 @@ The rule:
   other phase's data layer, then height / width pairs of any layer: Interp, Upsample, Resize
   targets, then the H x W of Input / DummyData / net-level input shapes and 4-d Reshape dims);
   the input sizes the net files in the same directory declare (its deploy file's; a text scan,
-  :func:`caffepy.zoo.candidates.family_sizes`); the default (224); the usual sizes of the field (:data:`caffepy.zoo.candidates.USUAL`);
+  :func:`caffepy.zoo.candidates.family_sizes`); the default (224); the usual sizes of the field
+  (:data:`caffepy.zoo.candidates.USUAL`);
   the H x W a candidate's failed check asks for (:func:`asked_sizes`: a loss comparing the
   input with what the net makes of it), tried next;
   stride-friendly squares (multiples of 32, then 16, then 8, from 16 to 1024); when the product

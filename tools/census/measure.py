@@ -107,8 +107,8 @@ def caffepy_tree():
 
 def measure_file(row, tree, cache=L.CACHE, roots=(), path=None):
     """The record of one manifest row (see module doc); ``roots``: the directories of its
-    repository's Python layer modules; ``path``: where to read it (census_lib.RepositoryTrees; default
-    the cache)."""
+    repository's Python layer modules; ``path``: where to read it (census_lib.RepositoryTrees;
+    default the cache)."""
     path = path or L.cache_path(row["sha256"], cache)
     rec = {"sha256": row["sha256"], "repo": row["repo"], "path": row["path"],
            "split": row["split"], "tree": tree}

@@ -125,6 +125,19 @@ def classify(text):
 # ---------------------------------------------------------------------------- running caffepy
 
 
+def wait_child(pid, t0, timeout):
+    """The exit code of forked child ``pid`` (started at ``t0``), or "timeout" after killing it
+    once ``timeout`` seconds have passed."""
+    while time.time() - t0 < timeout:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        time.sleep(0.02)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    return "timeout"
+
+
 def run_cli(argv, timeout=TIMEOUT, prepare=None):
     """caffepy.cli.main(argv) in a forked child: (rc or 'timeout', stdout, stderr, seconds).
     ``prepare``: called in the child first (e.g. to put a repository's modules on sys.path)."""
@@ -156,17 +169,7 @@ def run_cli(argv, timeout=TIMEOUT, prepare=None):
                     sys.stderr.flush()
                 finally:
                     os._exit(rc if isinstance(rc, int) else 1)
-        rc = None
-        while time.time() - t0 < timeout:
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:
-                rc = os.waitstatus_to_exitcode(status)
-                break
-            time.sleep(0.02)
-        if rc is None:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            rc = "timeout"
+        rc = wait_child(pid, t0, timeout)
         secs = time.time() - t0
         out.seek(0)
         err.seek(0)

@@ -80,16 +80,6 @@ def _fork(fn, arg, timeout, prepare=None):
             finally:
                 sys.stderr.flush()
                 os._exit(rc)
-        rc = None
-        while time.time() - t0 < timeout:
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:
-                rc = os.waitstatus_to_exitcode(status)
-                break
-            time.sleep(0.02)
-        if rc is None:
-            os.kill(pid, 9)
-            os.waitpid(pid, 0)
-            rc = "timeout"
+        rc = Z.wait_child(pid, t0, timeout)
         err.seek(0)
         return rc, "", err.read().decode("utf-8", "replace"), time.time() - t0

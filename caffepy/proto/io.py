@@ -47,7 +47,7 @@ _TEXT_BYTES = frozenset(range(32, 127)) | frozenset(b"\n\r\t\f\b\v")
 _STRING_OR_COMMENT = re.compile(rb'("(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\')|#[^\n]*')
 
 
-def _without_comments(data):
+def without_comments(data):
     """``data`` (protobuf text, bytes) with its comments removed (line breaks kept)."""
     return _STRING_OR_COMMENT.sub(lambda m: m.group(1) or b"", data)
 
@@ -72,7 +72,7 @@ def looks_binary(data):
     if b"\x00" in head:
         return True
     control = sum(1 for b in head if b < 128 and b not in _TEXT_BYTES)
-    if _not_utf8_at(head) is not None and _not_utf8_at(_without_comments(head)) is not None:
+    if _not_utf8_at(head) is not None and _not_utf8_at(without_comments(head)) is not None:
         return control > 0
     return control > max(1, len(head) // 100)
 
@@ -210,7 +210,7 @@ def _decode_text(data, path):
         return data.decode("utf-8")
     except UnicodeDecodeError:
         pass
-    bare = _without_comments(bytes(data))
+    bare = without_comments(bytes(data))
     at = _not_utf8_at(bare, sample=False)
     if at is not None:
         _log.warning("%s:%d: bytes that are not UTF-8 outside comments, read as U+FFFD",

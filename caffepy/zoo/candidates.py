@@ -16,6 +16,7 @@ from google.protobuf.descriptor import FieldDescriptor as _FD
 
 from ..errors import ShapeError
 from ..proto import is_repeated
+from ..proto.io import without_comments
 
 USUAL = (224, 227, 256, 299, 300, 320, 321, 384, 416, 448, 473, 512, 28, 32, 40, 48, 64, 96, 112,
          128, 160, 192, 480, 500, 513, 600)
@@ -117,10 +118,9 @@ def family_sizes(path):
             if not os.path.isfile(full) or os.path.getsize(full) > FAMILY_BYTES:
                 continue
             with open(full, "rb") as f:
-                text = f.read().decode("utf-8", "replace")
+                text = without_comments(f.read()).decode("utf-8", "replace")
         except OSError:
             continue
-        text = re.sub(r"#[^\n]*", "", text)
         where = "the input size %s beside it declares" % name
         for m in _SHAPE_BLOCK.finditer(text):
             dims = [int(d) for d in _DIM.findall(m.group(1))]

@@ -246,6 +246,52 @@ def _in_replaced_layer(msg, name, replaced):
     return False
 
 
+def _layer_at(net, field, ordinal, raw_types):
+    """The LayerParameter of the ``ordinal``-th ``field`` block ("layer" or "layers") of ``net``:
+    a V1 block by its current type name (``raw_types[ordinal]``: a fork's V1 type kept as its
+    name)."""
+    blocks = getattr(net, field, ())
+    if ordinal >= len(blocks):
+        return None
+    if field == "layer":
+        return blocks[ordinal]
+    from . import caffe_pb2
+    from .upgrade import V1_TYPES
+    v1 = blocks[ordinal]
+    return caffe_pb2.LayerParameter(name=v1.name, bottom=v1.bottom, top=v1.top,
+                                    type=raw_types.get(ordinal) or V1_TYPES.get(v1.type, ""))
+
+
+def spared_in_replaced(records, parse_blanked, raw_types=None):
+    """The records of fields (or enum values) no schema declares
+    (:mod:`caffepy.proto.unknown_fields`) that sit in a layer the structure-only reading does not
+    build as written (``replaced``: summary's data layers, shown as Input layers of their shapes):
+    they are read for the structure only, as harvested fork fields there are, and the strict
+    reading does not refuse them. ``parse_blanked()``: the text parsed without every unknown field
+    and value (None when it does not parse), called only when a record could be spared.
+    ``raw_types``: {ordinal: name} of V1 ``layers`` types kept as their names."""
+    _, replaced = _STRICT_FIELDS.get()
+    if replaced is None or not is_structure_only():
+        return []
+    by_layer = {}
+    for rec in records:
+        ref = rec.layer
+        if getattr(ref, "field", None) in ("layer", "layers"):
+            by_layer.setdefault((ref.field, ref.ordinal), []).append(rec)
+    if not by_layer:
+        return []
+    net = parse_blanked()
+    if net is None or net.DESCRIPTOR.name != "NetParameter":
+        return []
+    spared = []
+    for (field, ordinal), recs in by_layer.items():
+        lp = _layer_at(net, field, ordinal, raw_types or {})
+        names = [r.name for r in recs if r.message in _LAYERS]
+        if lp is not None and replaced(lp, names):
+            spared.extend(recs)
+    return spared
+
+
 def check(msg, text, filename, strict):
     """Apply the policy (module doc) to ``msg``, just parsed from ``text``: raises ProtoError when
     ``strict`` (in the structure-only mode only with ``strict_fields``, and not for the layers it

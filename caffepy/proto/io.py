@@ -154,6 +154,11 @@ def _parse_text(text, msg, filename, strict, hints):
     strict = _unknown.strict_default() if strict is None else strict
     kept_types, dropped, checked = _values.structure_values(values, strict)
     risky = [u for u in unknown if not u.harmless]
+    spared = _harvest.spared_in_replaced(
+        risky + checked, lambda: _parsed_blanked(text, unknown + values, msg),
+        {v.layer.ordinal: str(v.value) for v in kept_types})
+    risky = [u for u in risky if u not in spared]
+    checked = [v for v in checked if v not in spared]
     first_bad = sorted(risky + [v for v in checked if strict or not v.harmless],
                        key=lambda u: u.start)
     if first_bad and (strict or isinstance(first_bad[0], _unknown.UnknownValue)):
@@ -177,6 +182,10 @@ def _parse_text(text, msg, filename, strict, hints):
     elif harmless:
         _log.info("%s: ignored fields that change no math in caffepy (memory, caching, precision "
                   "or engine hints): %s", filename, _unknown.summarize(harmless))
+    if spared:
+        _log.warning("%s: %d field(s) or value(s) no schema declares, in data layers shown as "
+                     "Input layers, read for the structure only (training refuses them): %s",
+                     filename, len(spared), "; ".join(u.where() for u in spared))
     if risky:
         _log.warning("%s: ignored %d unknown field(s) (%s): %s", filename, len(risky),
                      _unknown.lenient_reason(), "; ".join(u.where() for u in risky))
@@ -192,6 +201,17 @@ def _parse_text(text, msg, filename, strict, hints):
         _log.warning("%s: ignored %d unknown enum value(s) (%s): %s", filename, len(dropped),
                      _unknown.lenient_reason(), "; ".join(v.where() for v in dropped))
     return msg
+
+
+def _parsed_blanked(text, records, msg):
+    """``text`` without the unknown fields and values ``records`` parsed into a new message of
+    ``msg``'s type, or None when it does not parse so."""
+    scratch = type(msg)()
+    try:
+        _parse_located(_unknown.blank(text, records), scratch, "<text>")
+    except ProtoError:
+        return None
+    return scratch
 
 
 def _read_bytes(path):

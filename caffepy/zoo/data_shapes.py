@@ -21,23 +21,26 @@ SEGMENTATION_TYPES = frozenset(["ImageSegData", "ImageLabelmapData", "DenseImage
                                 "WindowSegData", "SegData"])
 
 
-def is_data_layer(lp):
+def is_data_layer(lp, fields=()):
     """Whether ``lp`` reads its tops from outside the net (and so is replaced): a known reader, a
     Python layer without bottoms, or a fork's reader caffepy does not build: a type no layer
-    registers, without bottoms, named ``*Data`` or carrying a ``*data_param`` / ``transform_param``
-    (OpenPose's OPData, makefile/frcnn's FrcnnRoiData, multi-label image readers ...)."""
+    registers, without bottoms, named ``*Data*`` or carrying a ``*data*_param`` /
+    ``transform_param`` (OpenPose's OPData, makefile/frcnn's FrcnnRoiData, multi-label image
+    readers ...). ``fields``: names of LayerParameter fields the text gives that no schema
+    declares (a fork reader's ``image_data_mult_label_param``), which count as its fields."""
     if lp.type in DATA_LAYER_TYPES:
         return True
     if len(lp.bottom) or not len(lp.top):
         return False
-    return lp.type == "Python" or (_reads_data(lp) and not has_layer_type(lp.type))
+    return lp.type == "Python" or (_reads_data(lp, fields) and not has_layer_type(lp.type))
 
 
-def _reads_data(lp):
-    if lp.type.endswith("Data") or lp.type.endswith("DataLayer"):
+def _reads_data(lp, fields=()):
+    if "data" in lp.type.lower():
         return True
-    return any(f.name.endswith("data_param") or f.name == "transform_param"
-               for f, _ in lp.ListFields())
+    names = [f.name for f, _ in lp.ListFields()] + list(fields)
+    return any(n == "transform_param" or ("data" in n.lower() and n.endswith("param"))
+               for n in names)
 
 
 def _memory_blob_shapes(lp, batch_size):

@@ -280,6 +280,44 @@ def test_summary_strict_reads_a_replaced_data_layers_fork_fields_for_the_structu
         capfd.readouterr().err
 
 
+def test_summary_strict_reads_undeclared_fields_of_a_data_layer_for_the_structure(tmp_path, capfd):
+    """A field no schema declares is read for the structure only when it sits in a layer summary
+    shows as an Input layer: an ImageData reader's extra field, a fork reader whose parameter
+    message nobody declares (the reader then counts as a data layer by that field), a V1 reader
+    whose type the V1 enum lacks. The same field in a layer summary builds stays an error, and
+    building the net to train refuses every one of them."""
+    conv = ('layer { name: "conv1" type: "Convolution" bottom: "data" top: "conv1" '
+            'convolution_param { num_output: 4 kernel_size: 3 } }\n')
+    readers = [
+        'layer { name: "data" type: "ImageData" top: "data" top: "label" image_data_param { '
+        'source: "l.txt" batch_size: 2 new_height: 32 new_width: 32 label_dim: 5 } }\n',
+        'layer { name: "data" type: "ImageMultiLabelReader" top: "data" top: "label" '
+        'my_reader_data_param { source: "l.txt" batch: 2 } '
+        'transform_param { crop_size: 32 } }\n',
+    ]
+    path = tmp_path / "net.prototxt"
+    for data in readers:
+        path.write_text(data + conv)
+        assert cli.main(["summary", str(path), "--strict"]) == 0, data
+        err = capfd.readouterr().err
+        assert "no schema declares, in data layers shown as Input layers, read for the " \
+               "structure only" in err and "(layer 'data')" in err
+        with pytest.raises(ProtoError) as e:
+            io.read_net(str(path))
+        assert "no field named" in str(e.value)
+    v1 = ('layers { name: "data" type: MY_FORK_DATA top: "data" top: "label" '
+          'my_fork_data_param { source: "l.txt" } }\n'
+          'layers { name: "conv1" type: CONVOLUTION bottom: "data" top: "conv1" '
+          'convolution_param { num_output: 4 kernel_size: 3 } }\n')
+    path.write_text(v1)
+    assert cli.main(["summary", str(path), "--strict", "--input", "data=1,3,16,16"]) == 0
+    assert "V1LayerParameter.my_fork_data_param (layer 'data')" in capfd.readouterr().err
+    path.write_text(readers[0] + conv.replace("kernel_size: 3", "kernel_size: 3 kernel_q: 1"))
+    assert cli.main(["summary", str(path), "--strict"]) != 0
+    err = capfd.readouterr().err
+    assert 'no field named "kernel_q" in ConvolutionParameter' in err and "Traceback" not in err
+
+
 def test_a_repeated_fork_field_at_its_neutral_value_changes_nothing(tmp_path):
     """OpenCL Caffe's pooling ``dilation`` (repeated, no default: its source reads an empty field
     as 1): ``dilation: 1`` is plain pooling and builds strictly; ``dilation: 2`` is refused."""

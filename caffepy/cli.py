@@ -92,7 +92,11 @@ def main(argv=None):
         return 1
     try:
         from .proto.user_schema import using
-        with using(getattr(args, "proto", None), via="--proto"):
+        from .proto.digits import class_count
+        from .proto.templates import defined
+        with using(getattr(args, "proto", None), via="--proto"), \
+                defined(getattr(args, "define", None)), \
+                class_count(getattr(args, "num_classes", None)):
             _load_plugins(args)
             rc = args._run(args)
     except CaffeError as e:

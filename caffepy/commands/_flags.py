@@ -30,9 +30,23 @@ def _class_count(text):
     return n
 
 
+def _define(text):
+    from ..errors import CaffeError
+    from ..proto.templates import parse_define
+    try:
+        return parse_define(text)
+    except CaffeError as e:
+        raise argparse.ArgumentTypeError(str(e))
+
+
 def add_num_classes(parser, without):
     """--num-classes: the class count of a DIGITS classification network (caffepy.proto.digits);
-    ``without`` says what the command does when it is not given."""
+    ``without`` says what the command does when it is not given. Also --define NAME=VALUE, a
+    template placeholder's value (caffepy.proto.templates)."""
+    parser.add_argument("--define", action="append", type=_define, default=[],
+                        metavar="NAME=VALUE",
+                        help="a template placeholder's value (${NAME}, $NAME, {{NAME}} in the "
+                             "net text), written in before the file is read (repeatable)")
     parser.add_argument("--num-classes", "--num_classes", dest="num_classes", type=_class_count,
                         default=None, metavar="N",
                         help="the dataset's class count, the num_output of a DIGITS "

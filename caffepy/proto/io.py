@@ -31,6 +31,7 @@ from . import caffe_pb2
 from .atomic import atomic_path, atomic_write, file_mode, write_error  # noqa: F401
 from . import harvest_policy as _harvest
 from . import own_schema as _own
+from . import templates as _templates
 from . import lenient_text as _lenient
 from . import unknown_fields as _unknown
 from . import unknown_values as _values
@@ -103,7 +104,10 @@ def parse_text(text, msg, filename="<string>", strict=None, hints=None):
     except in its structure-only mode). With a fork's schema loaded (:mod:`caffepy.proto.user_schema`)
     the text is parsed with it and carried over to ``msg`` by bytes (the fork's fields ride along as
     unknown fields), and the harvested fields that the fork's file defines are accepted.
+    Template placeholders given values (``--define``, :mod:`caffepy.proto.templates`) are
+    written in first.
     """
+    text = _templates.substitute(text)
     _parse_text(text, msg, filename, strict, hints)
     return _harvest.check(msg, text, filename,
                           _unknown.strict_default() if strict is None else strict)

@@ -16,7 +16,8 @@ Rules (each applies only when not strict: ``strict=False``, or ``strict=None`` u
 
 * values Caffe's parser cannot read in place of a scalar (:func:`read_repaired`): a template
   placeholder (``${NAME}``, ``$NAME``, ``{{name}}``, ``{name}``: a file written for a script to
-  fill in) leaves its field unset, ``true`` / ``false`` given to an integer field (a fork
+  fill in, :mod:`caffepy.proto.templates`) leaves its field unset (``num_output`` takes the class
+  count, or a stand-in), ``true`` / ``false`` given to an integer field (a fork
   declares it bool, another int) is read as 1 / 0, a bare word given to a string field is read
   as that string, and ``//`` comments are read as comments; one WARNING lists them.
 
@@ -38,6 +39,7 @@ _QUOTED_V1_TYPE = re.compile(r'(^|[\s}])layers\s*\{[^{}]*?\btype\s*:\s*["\']')
 _REPAIRING = contextvars.ContextVar("caffepy_repairing_values", default=False)
 _PLACEHOLDER = re.compile(r'(?<![\w"\'$])([A-Za-z_]\w*)\s*:\s*(\$\{[^}\n]*\}|\$[A-Za-z_]\w*|'
                           r'\{\{[^}\n]*\}\}|\{[A-Za-z_]\w*\})')
+_PLACEHOLDER_SPOT = re.compile(r"([A-Za-z_]\w*)\s*:\s*([A-Za-z_]\w*)")
 _TEXT_REPAIRS = contextvars.ContextVar("caffepy_text_repairs", default=False)
 _AT = re.compile(r":(\d+):(\d+): (.*)$")
 MAX_REPAIRS = 200
@@ -124,9 +126,20 @@ def read_quoted_v1_types(text, msg, filename, strict, error, parse):
 
 
 def _blank_placeholders(text, notes):
+    """Placeholders (caffepy.proto.templates) left unset; ``num_output`` takes the class count."""
+    from .digits import STAND_IN, _COUNT
+    count = _COUNT.get()
+
     def blank(m):
-        notes.append("line %d %s: %s (template placeholder: left unset)"
-                     % (text.count("\n", 0, m.start()) + 1, m.group(1), m.group(2)))
+        line = text.count("\n", 0, m.start()) + 1
+        if m.group(1) == "num_output":
+            notes.append("line %d num_output: %s (template placeholder: %s)" % (
+                line, m.group(2), "the class count %d" % count if count else
+                "a stand-in class count of %d; --num-classes N or --define NAME=N gives it"
+                % STAND_IN))
+            return "num_output: %d" % (count or STAND_IN)
+        notes.append("line %d %s: %s (template placeholder: left unset; --define NAME=VALUE "
+                     "gives it)" % (line, m.group(1), m.group(2)))
         return " " * len(m.group(0))
     return _PLACEHOLDER.sub(blank, text)
 
@@ -174,10 +187,11 @@ def _repair_once(text, error, notes, first):
         field = re.search(r"([A-Za-z_]\w*)\s*:\s*%s\b" % re.escape(named.group(1)), row)
         if field is None:
             return None
-        notes.append("line %d %s: %s (template placeholder: left unset)"
-                     % (line, field.group(1), named.group(1)))
-        lines[line - 1] = row[:field.start()] + " " * (field.end() - field.start()) + \
+        spot = _PLACEHOLDER_SPOT.sub(r"\1: ${\2}", field.group(0))
+        lines[line - 1] = row[:field.start()] + _blank_placeholders(spot, notes) + \
             row[field.end():]
+        notes[-1] = notes[-1].replace("line 1 ", "line %d " % line, 1).replace(
+            "${%s}" % named.group(1), named.group(1), 1)
         return "\n".join(lines)
     bool_int = re.search(r"Couldn't parse integer: (true|false)\b", what)
     bare = re.search(r"Expected string but found: '([A-Za-z_][\w.]*)'", what)

@@ -29,16 +29,18 @@ def test_lenient_reading_repairs_each_value_and_names_it(caplog):
         net = io.read_net(TEMPLATE, upgrade=False)
     conv = net.layer[0].convolution_param
     assert net.name == "t" and list(conv.kernel_size) == [3]
-    assert not len(conv.pad) and not len(conv.stride) and not conv.HasField("num_output")
+    assert not len(conv.pad) and not len(conv.stride)
     fc = net.layer[1]
-    assert not fc.inner_product_param.HasField("num_output") and fc.inner_product_param.bias_term
+    assert conv.num_output == fc.inner_product_param.num_output == 10   # the stand-in class count
+    assert fc.inner_product_param.bias_term
     assert not fc.param[0].HasField("lr_mult")
     assert net.layer[2].data_param.source == "TRAIN_LMDB"
     assert net.layer[3].slice_param.axis == 1
     (warning,) = [r.getMessage() for r in caplog.records if "read leniently" in r.getMessage()]
-    for part in ("line 4 num_output: ${NUM_OUT} (template placeholder: left unset)",
-                 "line 4 pad: {{pad}}", "line 4 stride: $STRIDE", "line 8 lr_mult: {lr}",
-                 "line 7 num_output: NUM_LABELS", 'line 10: TRAIN_LMDB read as the string "TRAIN_LMDB"',
+    for part in ("line 4 num_output: ${NUM_OUT} (template placeholder: a stand-in class count "
+                 "of 10", "line 4 pad: {{pad}} (template placeholder: left unset",
+                 "line 4 stride: $STRIDE", "line 8 lr_mult: {lr}",
+                 "line 7 num_output: NUM_LABELS (template placeholder: a stand-in class count", 'line 10: TRAIN_LMDB read as the string "TRAIN_LMDB"',
                  "line 11: true read as 1 (an integer field)", "1 '//' comment(s)"):
         assert part in warning, part
 

@@ -211,12 +211,22 @@ def _repair_once(text, error, notes, first):
     return "\n".join(lines)
 
 
+def _template_hint(error):
+    """``error``, naming the way out when the text it quotes is a template placeholder."""
+    m = _PLACEHOLDER.search(str(error))
+    if m is None or _REPAIRING.get():
+        return error
+    name = re.sub(r"[^\w]", "", m.group(2)) or "NAME"
+    return ProtoError("%s; a template placeholder: --define %s=VALUE gives its value"
+                      % (str(error).rstrip(), name))
+
+
 def read_repaired(text, msg, filename, strict, error, parse):
     """When not strict: ``msg`` read by ``parse`` from ``text`` with its template placeholders
     blanked and its ``true`` / ``false`` integers read as 1 / 0 (module doc), one WARNING naming
     each; otherwise, or when nothing could be put right, ``error``."""
     if _strict(strict) or _REPAIRING.get():
-        raise error
+        raise _template_hint(error)
     notes, token = [], _REPAIRING.set(True)
     try:
         for attempt in range(MAX_REPAIRS):

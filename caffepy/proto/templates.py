@@ -57,8 +57,3 @@ def substitute(text):
     for name, value in _DEFINES.get():
         text = _pattern(name).sub(lambda m: (m.group(1) or "") + value, text)
     return text
-
-
-def active():
-    """The (NAME, VALUE) pairs in force."""
-    return _DEFINES.get()

@@ -53,6 +53,7 @@ def test_summary_without_defines_uses_the_class_count_for_num_output_only(tmp_pa
     assert cli.main(["summary", path, "--strict"]) != 0
     err = capfd.readouterr().err
     assert err.count("\n") <= 2 and "Traceback" not in err
+    assert "a template placeholder: --define NUM_LABELS=VALUE gives its value" in err
     assert cli.main(["summary", path]) == 0
     err = capfd.readouterr().err
     assert "num_output: ${NUM_LABELS} (template placeholder: a stand-in class count of 10" in err

@@ -11,10 +11,11 @@ tools/zoo_survey.py: ``run_cli``, the TEST-then-TRAIN retry of ``attempt``, ``ca
 * ``complete``: ``caffepy summary --strict FILE`` builds and no layer is shown as ``?``. The strict
   run differs from the lenient one only where the lenient run dropped fields (its WARNING says
   "--strict makes it an error"), read fields known only from forks that caffepy does not compute
-  (its WARNING says "read for the structure only"; ``--strict`` refuses them, as training does) or
-  carried the shapes of a layer without a class (its table's footnote says "~ shape carried:"), so
-  it is run only then (in the phase the lenient run used); else the lenient run's result stands
-  for it.
+  (its WARNING says "read for the structure only"; ``--strict`` refuses them, as training does),
+  read text Caffe's parser refuses (a template placeholder, a repeated singular field, ``//``
+  comments ...: its WARNING says "--strict refuses them" or "--strict too") or carried the shapes
+  of a layer without a class (its table's footnote says "~ shape carried:"), so it is run only
+  then (in the phase the lenient run used); else the lenient run's result stands for it.
 * ``runnable`` (only files that declare their inputs, ``input:`` / ``input_shape`` / ``input_dim``
   or an Input layer, and have no data layer, as tools/zoo_survey.classify decides; and only when
   ``complete``): the net is built in phase TEST with cheap random weights
@@ -138,7 +139,7 @@ def measure_file(row, tree, cache=L.CACHE, roots=(), path=None):
             rec.update(category=cat(lerr), error=clean(lerr), failed="lenient")
     if ok:
         serr = lerr
-        differs = any(mark in lerr for mark in (_DROPPED, _HARVESTED, _CARRIED))
+        differs = any(mark in lerr for mark in _DIFFERS)
         if differs:                   # fields dropped or not computed, shapes carried
             _, _, serr = attempt(path, ["--strict"], test_layers, phase, prep)
         unresolved = [l for l in serr.splitlines() if "are shown as '?'" in l]
@@ -172,8 +173,10 @@ def measure_file(row, tree, cache=L.CACHE, roots=(), path=None):
 
 _DROPPED = "--strict makes it an error"
 _HARVESTED = "read for the structure only"
+_REPAIRED = ("--strict refuses them", "--strict too")      # text Caffe's parser refuses
 _CARRIED = "\x00carried"
 _OK = "\x00ok"
+_DIFFERS = (_DROPPED, _HARVESTED, _CARRIED) + _REPAIRED
 
 
 def _ok(err):

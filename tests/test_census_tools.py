@@ -359,3 +359,33 @@ def test_measure_lays_each_repository_out_at_its_paths(tmp_path):
     assert trees.path_of(rows[1]) == L.cache_path(rows[1]["sha256"], str(cache))
     assert not (tmp_path / "trees" / "evil.prototxt").exists()
     assert trees.path_of(rows[2]).endswith(os.path.join("c+d", "deploy.prototxt"))
+
+
+def test_measure_runs_the_strict_pass_after_every_lenient_reading(tmp_path, capfd):
+    """The measure makes the strict run only when the lenient run's stderr carries one of its
+    marks: each lenient reading of caffepy (dropped fields, text repairs, a singular field given
+    twice, data layers' undeclared fields) must print one, or its files would count as complete
+    without --strict having run."""
+    import measure
+    from caffepy import cli
+    nets = {
+        "dropped": 'layer { name: "c" type: "Convolution" bottom: "x" top: "y" '
+                   'convolution_param { num_output: 2 kernel_size: 1 no_such_field: 3 } }',
+        "repaired": 'layer { name: "c" type: "Convolution" bottom: "x" top: "y" '
+                    'convolution_param { num_output: ${N} kernel_size: 1 } }',
+        "twice": 'layer { name: "c" type: "Convolution" bottom: "x" top: "y" '
+                 'convolution_param { num_output: 2 kernel_size: 1 bias_term: true '
+                 'bias_term: false } }',
+        "data_layer": 'layer { name: "d" type: "ImageData" top: "x" top: "l" image_data_param { '
+                      'source: "l.txt" batch_size: 1 new_height: 8 new_width: 8 label_dim: 2 } }',
+    }
+    head = 'input: "x" input_shape { dim: 1 dim: 1 dim: 8 dim: 8 }\n'
+    for what, body in nets.items():
+        path = tmp_path / ("%s.prototxt" % what)
+        path.write_text((head if what != "data_layer" else "") + body + "\n")
+        assert cli.main(["summary", str(path)]) == 0, what
+        err = capfd.readouterr().err
+        assert any(mark in err for mark in measure._DIFFERS), (what, err)
+        strict_ok = cli.main(["summary", str(path), "--strict"]) == 0
+        assert strict_ok == (what == "data_layer"), what   # a reader's fields: structure only
+        capfd.readouterr()

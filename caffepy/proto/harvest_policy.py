@@ -233,33 +233,33 @@ def _in_replaced_layer(msg, name, replaced):
     type name) is one ``replaced`` says the command does not build as written."""
     if name is None or msg.DESCRIPTOR.name != "NetParameter":
         return False
-    from . import caffe_pb2
     for lp in msg.layer:
         if lp.name == name:
             return bool(replaced(lp))
     for v1 in msg.layers:
         if v1.name == name:
-            from .upgrade import V1_TYPES
-            lp = caffe_pb2.LayerParameter(name=v1.name, type=V1_TYPES.get(v1.type, ""),
-                                          bottom=v1.bottom, top=v1.top)
-            return bool(replaced(lp))
+            return bool(replaced(_v1_as_layer(v1)))
     return False
 
 
+def _v1_as_layer(v1, type_name=None):
+    """A V1 ``layers`` block as the LayerParameter ``replaced`` judges: its name, bottoms and tops,
+    and its current type name (``type_name``: a fork's V1 type kept as its name)."""
+    from . import caffe_pb2
+    from .upgrade import V1_TYPES
+    return caffe_pb2.LayerParameter(name=v1.name, bottom=v1.bottom, top=v1.top,
+                                    type=type_name or V1_TYPES.get(v1.type, ""))
+
+
 def _layer_at(net, field, ordinal, raw_types):
-    """The LayerParameter of the ``ordinal``-th ``field`` block ("layer" or "layers") of ``net``:
-    a V1 block by its current type name (``raw_types[ordinal]``: a fork's V1 type kept as its
-    name)."""
+    """The LayerParameter of the ``ordinal``-th ``field`` block ("layer" or "layers") of ``net``
+    (a V1 block by :func:`_v1_as_layer`, ``raw_types`` giving the kept names by ordinal)."""
     blocks = getattr(net, field, ())
     if ordinal >= len(blocks):
         return None
     if field == "layer":
         return blocks[ordinal]
-    from . import caffe_pb2
-    from .upgrade import V1_TYPES
-    v1 = blocks[ordinal]
-    return caffe_pb2.LayerParameter(name=v1.name, bottom=v1.bottom, top=v1.top,
-                                    type=raw_types.get(ordinal) or V1_TYPES.get(v1.type, ""))
+    return _v1_as_layer(blocks[ordinal], raw_types.get(ordinal))
 
 
 def spared_in_replaced(records, parse_blanked, raw_types=None):

@@ -39,7 +39,6 @@ _QUOTED_V1_TYPE = re.compile(r'(^|[\s}])layers\s*\{[^{}]*?\btype\s*:\s*["\']')
 _REPAIRING = contextvars.ContextVar("caffepy_repairing_values", default=False)
 _PLACEHOLDER = re.compile(r'(?<![\w"\'$])([A-Za-z_]\w*)\s*:\s*(\$\{[^}\n]*\}|\$[A-Za-z_]\w*|'
                           r'\{\{[^}\n]*\}\}|\{[A-Za-z_]\w*\})')
-_PLACEHOLDER_SPOT = re.compile(r"([A-Za-z_]\w*)\s*:\s*([A-Za-z_]\w*)")
 _TEXT_REPAIRS = contextvars.ContextVar("caffepy_text_repairs", default=False)
 _AT = re.compile(r":(\d+):(\d+): (.*)$")
 MAX_REPAIRS = 200
@@ -125,23 +124,26 @@ def read_quoted_v1_types(text, msg, filename, strict, error, parse):
     raise error
 
 
-def _blank_placeholders(text, notes):
-    """Placeholders (caffepy.proto.templates) left unset; ``num_output`` takes the class count."""
-    from .digits import STAND_IN, _COUNT
-    count = _COUNT.get()
+def _placeholder(field, value, line, spot, notes):
+    """The text put in place of ``spot`` ("field: placeholder" on ``line``), noted in ``notes``:
+    blanks (the field left unset), except ``num_output``, which takes the class count."""
+    if field == "num_output":
+        from .digits import STAND_IN, _COUNT
+        count = _COUNT.get()
+        notes.append("line %d num_output: %s (template placeholder: %s)" % (
+            line, value, "the class count %d" % count if count else
+            "a stand-in class count of %d; --num-classes N or --define NAME=N gives it"
+            % STAND_IN))
+        return "num_output: %d" % (count or STAND_IN)
+    notes.append("line %d %s: %s (template placeholder: left unset; --define NAME=VALUE gives "
+                 "it)" % (line, field, value))
+    return " " * len(spot)
 
-    def blank(m):
-        line = text.count("\n", 0, m.start()) + 1
-        if m.group(1) == "num_output":
-            notes.append("line %d num_output: %s (template placeholder: %s)" % (
-                line, m.group(2), "the class count %d" % count if count else
-                "a stand-in class count of %d; --num-classes N or --define NAME=N gives it"
-                % STAND_IN))
-            return "num_output: %d" % (count or STAND_IN)
-        notes.append("line %d %s: %s (template placeholder: left unset; --define NAME=VALUE "
-                     "gives it)" % (line, m.group(1), m.group(2)))
-        return " " * len(m.group(0))
-    return _PLACEHOLDER.sub(blank, text)
+
+def _blank_placeholders(text, notes):
+    """Placeholders (caffepy.proto.templates) put right by :func:`_placeholder`."""
+    return _PLACEHOLDER.sub(lambda m: _placeholder(
+        m.group(1), m.group(2), text.count("\n", 0, m.start()) + 1, m.group(0), notes), text)
 
 
 def _blank_slash_comments(text, notes):
@@ -187,11 +189,8 @@ def _repair_once(text, error, notes, first):
         field = re.search(r"([A-Za-z_]\w*)\s*:\s*%s\b" % re.escape(named.group(1)), row)
         if field is None:
             return None
-        spot = _PLACEHOLDER_SPOT.sub(r"\1: ${\2}", field.group(0))
-        lines[line - 1] = row[:field.start()] + _blank_placeholders(spot, notes) + \
-            row[field.end():]
-        notes[-1] = notes[-1].replace("line 1 ", "line %d " % line, 1).replace(
-            "${%s}" % named.group(1), named.group(1), 1)
+        lines[line - 1] = row[:field.start()] + _placeholder(
+            field.group(1), named.group(1), line, field.group(0), notes) + row[field.end():]
         return "\n".join(lines)
     bool_int = re.search(r"Couldn't parse integer: (true|false)\b", what)
     bare = re.search(r"Expected string but found: '([A-Za-z_][\w.]*)'", what)

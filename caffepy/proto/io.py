@@ -158,9 +158,14 @@ def _parse_text(text, msg, filename, strict, hints):
     strict = _unknown.strict_default() if strict is None else strict
     kept_types, dropped, checked = _values.structure_values(values, strict)
     risky = [u for u in unknown if not u.harmless]
-    spared = _harvest.spared_in_replaced(
-        risky + checked, lambda: _parsed_blanked(text, unknown + values, msg),
-        {v.layer.ordinal: str(v.value) for v in kept_types})
+    blanked = _unknown.blank(text, unknown + values)
+    scratch = []                # the blanked text parsed, when the spared check needed it
+
+    def parse_blanked():
+        scratch.append(_parsed_blanked(blanked, msg))
+        return scratch[0]
+    spared = _harvest.spared_in_replaced(risky + checked, parse_blanked,
+                                         {v.layer.ordinal: str(v.value) for v in kept_types})
     risky = [u for u in risky if u not in spared]
     checked = [v for v in checked if v not in spared]
     first_bad = sorted(risky + [v for v in checked if strict or not v.harmless],
@@ -174,12 +179,14 @@ def _parse_text(text, msg, filename, strict, hints):
                          % (filename, u.line, u.col, u.name, u.message, layer,
                             _own.hint(filename, u.name, u.message)))
     msg.Clear()
-    blanked = _unknown.blank(text, unknown + values)
-    try:
-        _parse_located(blanked, msg, filename)
-    except ProtoError as error:
-        _lenient.read_repaired(blanked, msg, filename, strict, error,
-                               lambda repaired: _parse_located(repaired, msg, filename))
+    if scratch and scratch[0] is not None:
+        msg.CopyFrom(scratch[0])
+    else:
+        try:
+            _parse_located(blanked, msg, filename)
+        except ProtoError as error:
+            _lenient.read_repaired(blanked, msg, filename, strict, error,
+                                   lambda repaired: _parse_located(repaired, msg, filename))
     harmless = [u.name for u in unknown if u.harmless]
     if hints is not None:
         hints.extend(harmless)
@@ -207,12 +214,12 @@ def _parse_text(text, msg, filename, strict, hints):
     return msg
 
 
-def _parsed_blanked(text, records, msg):
-    """``text`` without the unknown fields and values ``records`` parsed into a new message of
+def _parsed_blanked(blanked, msg):
+    """``blanked`` (text without its unknown fields and values) parsed into a new message of
     ``msg``'s type, or None when it does not parse so."""
     scratch = type(msg)()
     try:
-        _parse_located(_unknown.blank(text, records), scratch, "<text>")
+        _parse_located(blanked, scratch, "<text>")
     except ProtoError:
         return None
     return scratch

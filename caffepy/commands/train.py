@@ -80,7 +80,6 @@ def run(args):
 
 
 def _run(args):
-    from ..proto import digits
     from ..solvers import load_solver_param, solver_class
     from ..solvers.signals import SignalHandler, check_effect
     _flags.setup_logging(args)
@@ -114,14 +113,14 @@ def _run(args):
     if gpus:
         param.device_id = gpus[0]
     with SignalHandler(args.sigint_effect, args.sighup_effect, args.sigterm_effect) as handler:
-        with digits.class_count(args.num_classes):     # the nets the solver builds
-            solver = solver_class(param.type)(param)
-            if args.tensorboard:
-                solver.tensorboard_dir = args.tensorboard
-            try:
-                _train(args, solver, handler, gpus)
-            finally:
-                solver.close_tensorboard()
+        # the nets the solver builds take --num-classes from caffepy.cli's digits.class_count
+        solver = solver_class(param.type)(param)
+        if args.tensorboard:
+            solver.tensorboard_dir = args.tensorboard
+        try:
+            _train(args, solver, handler, gpus)
+        finally:
+            solver.close_tensorboard()
     info("caffe.cpp:250", "Optimization Done.")
     return 0
 

@@ -10,6 +10,7 @@ complete checkpoint (same step counter, lr-policy step, history and param versio
 that wrote it or on another one (:mod:`caffepy.dist.elastic`: the total batch kept, servers
 re-sliced, data positions re-mapped; one line says what changed).
 """
+import contextvars
 import os
 import threading
 import time
@@ -157,7 +158,10 @@ class _Process(object):
                     self.engine.deliver(*_error_message(ep, coordinator, "%s failed: %s" % (name, e)))
             finally:
                 common.release_gpu_thread()
-        t = threading.Thread(target=run, name=name, daemon=True)
+        # the thread runs in a copy of this thread's context: a worker that reads the net file
+        # itself reads it as the command did (--define placeholders, --num-classes)
+        t = threading.Thread(target=contextvars.copy_context().run, args=(run,), name=name,
+                             daemon=True)
         t.role = name
         self.threads.append(t)
 

@@ -76,6 +76,15 @@ def test_region_without_softmax_and_count_check():
         run_layer(make_layer(REGION % ("", BIASES)), make_blobs([x[:, :-1]]), make_blobs(2))
 
 
+
+@pytest.mark.parametrize("written, want", [("softmax: true", True), ("softmax: false", False),
+                                           ("softmax: 1", True), ("softmax: 0", False), ("", True)])
+def test_region_softmax_reads_both_forks_spellings_strictly(written, want):
+    """zhangnju/sparse_net declares ``bool softmax = 6 [default = true]``, intel/caffe
+    ``uint32 softmax = 6 [default = 1]``: both spellings are read by the strict parser."""
+    lp = proto_io.read_net('layer { name: "r" %s }' % (REGION % (written, BIASES))).layer[0]
+    assert lp.region_loss_param.softmax is want
+
 def _labels():
     lab = np.zeros((2, 30 * NUM))
     lab[0, :10] = [1, 0.3, 0.6, 0.4, 0.5, 0, 0.8, 0.2, 0.1, 0.15]

@@ -10,7 +10,10 @@ fetch tool puts each in /work/.mirror/owner+name/), then
     python3 tools/census/recache.py --missing       # list the repositories still to fetch
 
 Each file is read with ``git show COMMIT:PATH`` and written only when its sha256 matches the
-manifest (a mismatch, or a commit the snapshot no longer has, is reported and skipped).
+manifest (a mismatch, or a commit the snapshot no longer has, is reported and skipped). The
+Python layer modules of the repositories pymods.tsv lists as found are stored again too, by the
+rule that collected them (``pymods.collect_repo``: <CENSUS_DATA>/py/owner+name/), and each
+module file's sha256 is checked against the table.
 """
 import argparse
 import os
@@ -19,6 +22,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import census_lib as L  # noqa: E402
+import pymods  # noqa: E402
 
 MIRRORS = "/work/.mirror"
 
@@ -51,6 +55,16 @@ def restore(row, gd, cache=L.CACHE):
     return "ok"
 
 
+def restore_modules(repo, gd, table):
+    """'ok' when the repository's Python layer modules are stored again and every module file
+    pymods.tsv lists as found has its sha256; else what differs."""
+    rows = pymods.net_rows(repo)[repo]
+    got = pymods.collect_repo(repo, rows[0][1], gd, pymods.cached_nets(rows))
+    want = {(r["module"], r["path"], r["sha256"]) for r in table if r["status"] == "found"}
+    have = {(r["module"], r["path"], r["sha256"]) for r in got if r["status"] == "found"}
+    return "ok" if want <= have else "modules differ: %s" % sorted(want - have)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--repo")
@@ -72,6 +86,19 @@ def main(argv=None):
         if state in ("mismatch", "missing"):
             print("%s: %s %s" % (state, r["repo"], r["path"]))
     print(", ".join("%s %d" % kv for kv in sorted(counts.items())))
+    table = [r for r in L.read_table(L.PYMODS, L.PYMOD_COLUMNS)
+             if r["status"] == "found" and (not args.repo or r["repo"] == args.repo)]
+    modules = {}
+    for repo in sorted({r["repo"] for r in table}):
+        gd = git_dir(repo)
+        state = restore_modules(repo, gd, [r for r in table if r["repo"] == repo]) \
+            if gd else "no mirror"
+        if state.startswith("modules differ"):
+            print("%s: %s" % (repo, state))
+            state = "modules differ"
+        modules[state] = modules.get(state, 0) + 1
+    print("Python layer modules (repositories): " +
+          ", ".join("%s %d" % kv for kv in sorted(modules.items())))
     return 0
 
 

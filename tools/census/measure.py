@@ -289,7 +289,12 @@ def main(argv=None):
         return 0
     manifest = [r for r in L.read_table(L.MANIFEST, L.MANIFEST_COLUMNS)
                 if not args.split or r["split"] == args.split]
-    todo = plan(manifest, results, tree, L.read_table(L.PYMODS, L.PYMOD_COLUMNS))
+    cached = [r for r in manifest if os.path.exists(L.cache_path(r["sha256"]))]
+    if len(cached) < len(manifest):
+        print("measure.py: %d of %d files are not in the cache (%s; tools/census/recache.py "
+              "restores them from fetched mirrors) and are not measured"
+              % (len(manifest) - len(cached), len(manifest), L.CACHE), file=sys.stderr)
+    todo = plan(cached, results, tree, L.read_table(L.PYMODS, L.PYMOD_COLUMNS))
     if args.python_layers:
         todo = [t for t in todo if t[1]]
     if args.sha:

@@ -290,10 +290,6 @@ def main(argv=None):
     manifest = [r for r in L.read_table(L.MANIFEST, L.MANIFEST_COLUMNS)
                 if not args.split or r["split"] == args.split]
     cached = [r for r in manifest if os.path.exists(L.cache_path(r["sha256"]))]
-    if len(cached) < len(manifest):
-        print("measure.py: %d of %d files are not in the cache (%s; tools/census/recache.py "
-              "restores them from fetched mirrors) and are not measured"
-              % (len(manifest) - len(cached), len(manifest), L.CACHE), file=sys.stderr)
     todo = plan(cached, results, tree, L.read_table(L.PYMODS, L.PYMOD_COLUMNS))
     if args.python_layers:
         todo = [t for t in todo if t[1]]
@@ -316,6 +312,10 @@ def main(argv=None):
                   "bubblewrap); nothing measured" % sum(bool(t[1]) for t in todo),
                   file=sys.stderr)
             return 2
+    if len(cached) < len(manifest):
+        print("measure.py: %d of %d files are not in the cache (%s; tools/census/recache.py "
+              "restores them from fetched mirrors) and are not measured"
+              % (len(manifest) - len(cached), len(manifest), L.CACHE), file=sys.stderr)
     import caffepy.cli
     caffepy.cli.build_parser()
     # a net may write files (HDF5Output, a Python layer): keep them out of the repository

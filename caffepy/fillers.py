@@ -19,6 +19,8 @@ are drawn in float64 and stored in the blob's dtype. In a build for shapes only
 | ``diagonal`` | FlowNet 2's: w[n, n] = diag_val[n] (1 past its end) / kernel area, else 0 | diag_val |
 | ``file`` | the numbers of a text file, in blob order (see :class:`FileFiller`) | file |
 | ``imagexy`` | image x / y weights (:class:`ImageXYFiller`) | channels, width, height, xy |
+| ``expectation`` | expected-position weights (:class:`ExpectationFiller`) | width, height, expectation_option |
+| ``expectation_data`` | pixel coordinates (:class:`ExpectationDataFiller`) | expectation_option |
 
 ``n`` is ``fan_in = count / shape[0]`` (FAN_IN), ``fan_out = count / shape[1]`` (FAN_OUT; ``count``
 for a 1-d blob) or their mean (AVERAGE). ``sparse = s >= 0`` keeps each gaussian value with
@@ -257,6 +259,59 @@ class ImageXYFiller(Filler):
         return out.reshape(shape)
 
 
+def _coords(n):
+    """2 (i / (n - 1) - 0.5) for i < n: the pixel coordinates in [-1, 1] of the expectation
+    fillers (0 for a single pixel, where the fork divides 0 by 0)."""
+    return 2 * (np.arange(n) / max(n - 1, 1) - 0.5)
+
+
+class ExpectationFiller(Filler):
+    """dementrock/caffe's ``expectation`` filler (master, include/caffe/filler.hpp): the weights
+    of an InnerProduct with ``axis: -2`` after a SpatialSoftmax, so that each channel's output is
+    the expected pixel position of its (normalised) feature map. For ``width`` x ``height`` =
+    X x Y pixels, input index i = y X + x, u = 2 (x / (X - 1) - 0.5), v = 2 (y / (Y - 1) - 0.5):
+
+    * ``expectation_option: "xy"`` (default): 2 outputs, w[0, i] = u, w[1, i] = v;
+    * ``"-x^2y^2"``: 2 outputs, w[0, i] = -u^2, w[1, i] = -v^2 (for the variance);
+    * ``"x"`` / ``"y"``: 1 output, w[0, i] = u / v.
+
+    The blob is (outputs, X Y); ``sparse`` must stay -1.
+    """
+
+    def values(self, shape):
+        p = self.param
+        nx, ny, opt = int(p.width), int(p.height), p.expectation_option
+        rows = {"xy": 2, "-x^2y^2": 2, "x": 1, "y": 1}
+        if opt not in rows:
+            raise CaffeError("filler 'expectation': unknown expectation_option '%s' (xy, -x^2y^2, "
+                             "x, y)" % opt)
+        if len(shape) != 2 or shape[1] != nx * ny or shape[0] != rows[opt]:
+            raise CaffeError("filler 'expectation': blob %s must be %d x width height (width %d, "
+                             "height %d; an InnerProduct with axis -2)"
+                             % (tuple(shape), rows[opt], nx, ny))
+        u = np.tile(_coords(nx), ny)
+        v = np.repeat(_coords(ny), nx)
+        out = {"xy": (u, v), "-x^2y^2": (-u ** 2, -v ** 2), "x": (u,), "y": (v,)}[opt]
+        return np.stack(out).reshape(shape)
+
+
+class ExpectationDataFiller(Filler):
+    """dementrock/caffe's ``expectation_data`` filler: every (H, W) map of the blob holds the
+    pixel coordinate 2 (x / (W - 1) - 0.5) (``expectation_option: "x"``) or
+    2 (y / (H - 1) - 0.5) (``"y"``), as DummyData input to the expectation layers."""
+
+    def values(self, shape):
+        opt = self.param.expectation_option
+        if opt not in ("x", "y"):
+            raise CaffeError("filler 'expectation_data': expectation_option must be x or y, got "
+                             "'%s'" % opt)
+        if len(shape) < 2:
+            raise CaffeError("filler 'expectation_data': blob %s needs 2 axes" % (tuple(shape),))
+        h, w = shape[-2], shape[-1]
+        plane = np.broadcast_to(_coords(w)[None, :] if opt == "x" else _coords(h)[:, None], (h, w))
+        return np.broadcast_to(plane, shape).copy()
+
+
 FILLERS = {
     "constant": ConstantFiller,
     "uniform": UniformFiller,
@@ -268,6 +323,8 @@ FILLERS = {
     "diagonal": DiagonalFiller,
     "file": FileFiller,
     "imagexy": ImageXYFiller,
+    "expectation": ExpectationFiller,
+    "expectation_data": ExpectationDataFiller,
 }
 
 

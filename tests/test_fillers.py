@@ -109,3 +109,40 @@ def test_a_build_for_its_shapes_draws_nothing():
     assert after.any()
     with shapes_only(), pytest.raises(CaffeError):
         get_filler(param).fill(Blob((0, 5)))          # the checks still apply
+
+
+def _u(n):
+    return np.array([2 * (i / (n - 1) - 0.5) for i in range(n)])
+
+
+@pytest.mark.parametrize("option, rows", [
+    ("xy", lambda u, v: [u, v]), ("-x^2y^2", lambda u, v: [-u ** 2, -v ** 2]),
+    ("x", lambda u, v: [u]), ("y", lambda u, v: [v])])
+def test_expectation_filler_reads_the_expected_pixel_position(option, rows):
+    """dementrock/caffe's ExpectationFiller: weight (outputs, X Y), input index y X + x."""
+    x, y = 4, 3
+    u = np.array([_u(x)[i % x] for i in range(x * y)])
+    v = np.array([_u(y)[i // x] for i in range(x * y)])
+    want = np.array(rows(u, v))
+    got = filled('type: "expectation" width: %d height: %d expectation_option: "%s"'
+                 % (x, y, option), want.shape, dtype=np.float64)
+    np.testing.assert_allclose(got, want, rtol=1e-15)
+    # a softmax map that is one-hot at pixel (x=3, y=1) has expected position (u=1, v=0)
+    p = np.zeros(x * y)
+    p[1 * x + 3] = 1
+    if option == "xy":
+        np.testing.assert_allclose(got @ p, [1.0, 0.0], atol=1e-15)
+
+
+def test_expectation_data_filler_and_the_expectation_fillers_checks():
+    got = filled('type: "expectation_data" expectation_option: "y"', (2, 3, 3, 5),
+                 dtype=np.float64)
+    np.testing.assert_allclose(got[1, 2, :, 4], [-1.0, 0.0, 1.0])
+    got = filled('type: "expectation_data" expectation_option: "x"', (1, 2, 5), dtype=np.float64)
+    np.testing.assert_allclose(got[0, 1], [-1.0, -0.5, 0.0, 0.5, 1.0])
+    with pytest.raises(CaffeError, match="x or y"):
+        filled('type: "expectation_data"', (1, 2, 2))
+    with pytest.raises(CaffeError, match="2 x width height"):
+        filled('type: "expectation" width: 3 height: 3', (2, 8))
+    with pytest.raises(CaffeError, match="unknown expectation_option"):
+        filled('type: "expectation" width: 2 height: 2 expectation_option: "z"', (2, 4))

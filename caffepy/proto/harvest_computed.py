@@ -29,6 +29,9 @@ COMPUTED = frozenset([
     "LayerParameter.imresize_param", "ImResizeParameter.target_spatial_width",
     "ImResizeParameter.target_spatial_height", "ImResizeParameter.factor",
     "ImResizeParameter.start_scale", "ImResizeParameter.scale_gap",
+    # the guided-policy-search forks' SpatialSoftmax (caffepy/forks/misc/spatial_softmax.py)
+    "LayerParameter.spatial_softmax_param", "SpatialSoftmaxParameter.temperature",
+    "SpatialSoftmaxParameter.engine",
     # e2e_face's SpatialTransformer (caffepy/forks/misc/spatial_transformer.py)
     "LayerParameter.st_param", "SpatialTransformerParameter.transform_type",
     "SpatialTransformerParameter.sampler_type", "SpatialTransformerParameter.output_H",
@@ -213,6 +216,8 @@ COMPUTED = frozenset([
     "FillerParameter.file",
     # the "imagexy" filler of dementrock/caffe, branch pose (caffepy/fillers.py)
     "FillerParameter.width", "FillerParameter.height",
+    # its master's "expectation" and "expectation_data" fillers (caffepy/fillers.py)
+    "FillerParameter.expectation_option",
     # the Pooling3D of ZhaofanQiu/pseudo-3d-residual-networks (caffepy/forks/video/p3d_pooling.py)
     "Pooling3DParameter.kernel_h", "Pooling3DParameter.kernel_w", "Pooling3DParameter.stride_h",
     "Pooling3DParameter.stride_w", "Pooling3DParameter.global_pooling",

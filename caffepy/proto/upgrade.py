@@ -243,16 +243,21 @@ def upgrade_net_input(net, filename="<net>"):
         if shapes and len(shapes) != len(names):
             raise ProtoError("%s: %d net-level inputs but %d input_shape entries (need one each)"
                              % (filename, len(names), len(shapes)))
-        if not shapes and len(dims) != 4 * len(names):
+        # 4 input_dim values an input (BVLC); 5 in the 3-D forks descended from facebook/C3D
+        # (num, channels, length, height, width: Xiaomi2008/Caffe_3D_FF's net.cpp checks
+        # input_size() * 5 == input_dim_size())
+        per = 5 if names and len(dims) == 5 * len(names) else 4
+        if not shapes and len(dims) != per * len(names):
             raise ProtoError("%s: %d net-level inputs but %d input_dim values (need 4 each: num, "
-                             "channels, height, width)" % (filename, len(names), len(dims)))
+                             "channels, height, width; or 5 each, with a length, as the C3D forks)"
+                             % (filename, len(names), len(dims)))
         layer = caffe_pb2.LayerParameter(name="input", type="Input", top=names)
         for i in range(len(names)):
             shape = layer.input_param.shape.add()
             if shapes:
                 shape.CopyFrom(shapes[i])
             else:
-                shape.dim.extend(dims[4 * i:4 * i + 4])
+                shape.dim.extend(dims[per * i:per * i + per])
         rest = list(net.layer)
         net.ClearField("layer")
         net.layer.extend([layer] + rest)

@@ -110,6 +110,15 @@ def test_bad_input_dim_count_is_an_error():
         _net('input: "a" input_dim: 1 input_dim: 2')
 
 
+def test_five_input_dims_an_input_are_the_c3d_forks_5d_inputs():
+    net = _net('input: "a" input: "b" ' + " ".join("input_dim: %d" % d for d in
+                                                    (1, 3, 16, 112, 112, 1, 1, 8, 7, 7)))
+    assert [list(s.dim) for s in net.layer[0].input_param.shape] == \
+        [[1, 3, 16, 112, 112], [1, 1, 8, 7, 7]]
+    with pytest.raises(ProtoError, match="or 5 each"):
+        _net('input: "a" ' + " ".join("input_dim: 1" for _ in range(6)))
+
+
 def test_input_without_shape_is_dropped():
     net = _net('input: "data" layer { name: "r" type: "ReLU" bottom: "data" top: "r" }')
     assert [l.name for l in net.layer] == ["r"] and not net.input

@@ -12,7 +12,10 @@ take this file's form of the layer, or its setup fails (typically an IOError or 
 reading a list file or data set the repository does not ship). :func:`replaced_notes` makes
 one note line per replaced layer of the net shown: why, the shapes it was given and the
 ``--input`` flags that set them. A layer all of whose tops are given with ``--input`` is
-replaced by those shapes and not set up.
+replaced by those shapes and not set up. A layer whose setup failed only after it had given
+every top a shape (a loader that reshapes its tops, then opens its list file) declared those
+shapes itself: ``declared`` receives them, and the summary is built with them first
+(:func:`with_declared`), falling back to the search when the net refuses them.
 """
 import importlib
 
@@ -34,8 +37,18 @@ def _one_line(text, limit=240):
 
 
 def _why_not(lp, phase):
-    """None when the Python data layer ``lp`` can be set up here on its own, else why not (one
-    line)."""
+    """(None, None) when the Python data layer ``lp`` can be set up here on its own, else (why
+    not, in one line; the top shapes its setup gave before it failed, or None)."""
+    tops = []
+    why = _why_not_setup(lp, phase, tops)
+    shapes = [tuple(t.shape) for t in tops]
+    given = why is not None and len(shapes) == len(lp.top) and shapes and \
+        all(len(sh) and all(d > 0 for d in sh) for sh in shapes)
+    return why, (shapes if given else None)
+
+
+def _why_not_setup(lp, phase, tops):
+    """:func:`_why_not`'s reason; ``tops`` receives the top blobs the setup was given."""
     from ..errors import CaffeError
     from ..layers.base import create_layer, new_top_blob, shapes_only
     from ..layers.python_layer import PythonLayerError, builtin_layer_class, exception_text
@@ -56,7 +69,8 @@ def _why_not(lp, phase):
     try:
         with shapes_only():
             layer = create_layer(param, phase=phase)
-            layer.setup([], [new_top_blob(layer.dtype) for _ in lp.top])
+            tops.extend(new_top_blob(layer.dtype) for _ in lp.top)
+            layer.setup([], tops)
     except PythonLayerError as e:
         where = user_code_location(e.original)
         return "its %s failed (%s: %s%s)" % (e.phase, type(e.original).__name__,
@@ -74,10 +88,12 @@ def _why_not(lp, phase):
     return None
 
 
-def python_data_layers(param, inputs, phase, cache=None):
+def python_data_layers(param, inputs, phase, cache=None, declared=None):
     """(indices of the Python data layers (no bottoms) of ``param`` to keep as they are,
     {index: why} of those to replace) (module doc). A layer all of whose tops ``inputs`` gives
-    is in neither. ``cache``: a dict kept across calls, so a layer is set up once."""
+    is in neither. ``cache``: a dict kept across calls, so a layer is set up once.
+    ``declared``: a dict that receives {top: shape} of the replaced layers whose setup shaped
+    every top before it failed."""
     cache = {} if cache is None else cache
     keep, replace = [], {}
     for i, lp in enumerate(param.layer):
@@ -88,11 +104,42 @@ def python_data_layers(param, inputs, phase, cache=None):
         key = (lp.SerializeToString(), phase)
         if key not in cache:
             cache[key] = _why_not(lp, phase)
-        if cache[key] is None:
+        why, shapes = cache[key]
+        if why is None:
             keep.append(i)
         else:
-            replace[i] = cache[key]
+            replace[i] = why
+            if declared is not None and shapes:
+                declared.update((t, sh) for t, sh in zip(lp.top, shapes) if t not in inputs)
     return keep, replace
+
+
+def with_declared(summarize, original, inputs, declared, replace, options):
+    """``summarize(original, inputs + declared, **options)`` with a note for each layer of
+    ``replace`` ({index: why}) whose tops ``declared`` shapes; None when the net refuses those
+    shapes (a CaffeError), so that the caller searches instead. The option lists (notes,
+    inferred, nets) receive nothing then."""
+    from ..errors import CaffeError
+    from ..net.passes import layer_included, make_state
+    lists = {k: [] for k in ("notes", "inferred", "nets") if options.get(k) is not None}
+    built = lists.setdefault("nets", [])
+    try:
+        out = summarize(original, dict(declared, **inputs), **dict(options, declared=False,
+                                                                     **lists))
+    except CaffeError:
+        return None
+    state = make_state(original, built[-1].phase)
+    for i, why in sorted(replace.items()) if "notes" in lists else ():
+        lp = original.layer[i]
+        if all(t in declared for t in lp.top) and layer_included(lp, state):
+            lists["notes"].append(
+                "layer '%s' (Python): %s, after its setup had shaped its tops; replaced by an "
+                "Input layer of those shapes (%s)" % (lp.name, why, ", ".join(
+                    "%s %s" % (t, " x ".join(map(str, declared[t]))) for t in lp.top)))
+    for k, v in lists.items():
+        if options.get(k) is not None:
+            options[k].extend(v)
+    return out
 
 
 def replaced_notes(param, replace, net, inputs):

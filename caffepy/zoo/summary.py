@@ -92,7 +92,7 @@ def layer_flops(layer, bottom, top):
 
 def summarize(source, inputs=None, phase=caffe_pb2.TEST, default_shape=(3, 224, 224),
               notes=None, weights=None, inferred=None, strict=False, nets=None, filename=None,
-              num_classes=None):
+              num_classes=None, declared=True):
     """Build the net for its shapes and return (rows, total row). ``inputs``: {blob name: shape}.
     ``notes``: a list that receives one-line notes (the Python data layers replaced and why, the
     phase shown when another was asked for, the layers shown with '?' tops and what a plug-in
@@ -111,7 +111,7 @@ def summarize(source, inputs=None, phase=caffe_pb2.TEST, default_shape=(3, 224, 
     ``num_classes``: the class count of a DIGITS classification network (without it, a stand-in
     named in a WARNING: :func:`caffepy.proto.digits.complete`), strict or not."""
     from .input_search import infer_input_shapes, set_input_shapes, terminal_layer
-    from .readers import python_data_layers, replaced_notes
+    from .readers import python_data_layers, replaced_notes, with_declared
     from .shape_rules import carriers
     original = proto_io.read_net(source)
     digits.complete(original, num_classes, source if isinstance(source, str) else
@@ -121,8 +121,15 @@ def summarize(source, inputs=None, phase=caffe_pb2.TEST, default_shape=(3, 224, 
     tops_of = {lp.name: (lp.type, len(lp.top)) for lp in original.layer}
     carried, roots = ({}, {}) if strict else _carry(original)
     unresolved, probed = {}, {}
-    keep, replaced = python_data_layers(original, inputs, phase, probed)
+    shaped = {} if declared else None
+    keep, replaced = python_data_layers(original, inputs, phase, probed, shaped)
     filename = source if isinstance(source, str) else filename
+    if shaped:                      # tops a failed setup shaped: tried first (readers doc)
+        out = with_declared(summarize, original, inputs, shaped, replaced, dict(
+            phase=phase, default_shape=default_shape, notes=notes, weights=weights, nets=nets,
+            inferred=inferred, strict=strict, filename=filename, num_classes=num_classes))
+        if out is not None:
+            return out
     phase_note, dropped = [], {}
 
     def prepare(param):

@@ -116,3 +116,51 @@ def test_one_note_for_the_phase_shown(tmp_path):
                   'param_str: "{\'split\': \'val\'}" } }\n')
     rows, notes = _summary(tmp_path, test_layer + CONV_NET % "no_such_reader_module")
     assert rows["data"].type == "Input" and len(notes) == 1 and "'data' (Python)" in notes[0]
+
+
+SHAPES_THEN_FAILS = """import caffe
+
+
+class Loader(caffe.Layer):
+    def setup(self, bottom, top):
+        top[0].reshape(2, %s, 37, 41)
+        top[1].reshape(2)
+        open("%s")                               # the data set is not there
+
+    def reshape(self, bottom, top):
+        pass
+"""
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_a_failed_setup_that_shaped_its_tops_gives_the_input_those_shapes(tmp_path, monkeypatch,
+                                                                        strict):
+    (tmp_path / "shaping_reader.py").write_text(SHAPES_THEN_FAILS % (1, tmp_path / "absent"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    rows, notes = _summary(tmp_path, CONV_NET % "shaping_reader", strict=strict)
+    assert rows["data"].type == "Input"
+    assert rows["data"].top_shapes == [(2, 1, 37, 41), (2,)]
+    assert rows["conv"].top_shapes == [(2, 4, 18, 20)]
+    assert len(notes) == 1 and notes[0].startswith("layer 'data' (Python): its setup failed (")
+    assert notes[0].endswith("after its setup had shaped its tops; replaced by an Input layer "
+                             "of those shapes (data 2 x 1 x 37 x 41, label 2)")
+
+
+def test_shapes_a_failed_setup_gave_that_the_net_refuses_fall_back_to_the_search(
+        tmp_path, monkeypatch):
+    """The label the setup shaped (2,) does not fit a net whose loss reads 3 labels a sample:
+    the search gives the sizes, as for any failed setup."""
+    (tmp_path / "bad_shapes_reader.py").write_text(SHAPES_THEN_FAILS % (1, tmp_path / "absent"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    text = (CONV_NET % "bad_shapes_reader").replace(
+        'layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label"',
+        'layer { name: "l3" type: "Reshape" bottom: "label" top: "label3" '
+        'reshape_param { shape { dim: 0 dim: 3 } } }\n'
+        'layer { name: "loss" type: "EuclideanLoss" bottom: "ip3" bottom: "label3"').replace(
+        'inner_product_param { num_output: 5 } }',
+        'inner_product_param { num_output: 3 } }\nlayer { name: "ip3" type: "Flatten" '
+        'bottom: "ip" top: "ip3" }')
+    rows, notes = _summary(tmp_path, text)
+    assert rows["data"].type == "Input" and rows["loss"].top_shapes == [()]
+    assert rows["l3"].top_shapes[0][1] == 3 and rows["data"].top_shapes[1] != (2,)
+    assert not any("after its setup had shaped its tops" in n for n in notes)

@@ -14,7 +14,7 @@ are drawn in float64 and stored in the blob's dtype. In a build for shapes only
 | ``gaussian`` | N(mean, std^2), optionally sparse | mean (0), std (1), sparse (-1) |
 | ``positive_unitball`` | U(0, 1), each of the shape[0] rows scaled to sum 1 | |
 | ``xavier`` | U(-a, a), a = sqrt(3 / n) | variance_norm (FAN_IN) |
-| ``msra`` | N(0, 2 / n) | variance_norm (FAN_IN) |
+| ``msra`` | N(0, 2 / (n (1 + alpha^2))) | variance_norm (FAN_IN), alpha (0) |
 | ``bilinear`` | the bilinear-upsampling kernel on each (K, K) slice of a 4-d blob | |
 | ``diagonal`` | FlowNet 2's: w[n, n] = diag_val[n] (1 past its end) / kernel area, else 0 | diag_val |
 | ``file`` | the numbers of a text file, in blob order (see :class:`FileFiller`) | file |
@@ -149,8 +149,13 @@ class XavierFiller(Filler):
 
 
 class MSRAFiller(Filler):
+    """N(0, 2 / (n (1 + alpha^2))): ``alpha`` (default 0, BVLC's filler) is the negative slope of
+    the PReLU the weights feed, eq. 15 of He et al., as happynear/caffe-windows and the forks
+    derived from it read ``FillerParameter.alpha``."""
+
     def values(self, shape):
-        std = math.sqrt(2.0 / _fan_n(self.param, shape))
+        alpha = float(self.param.alpha)
+        std = math.sqrt(2.0 / _fan_n(self.param, shape) / (1.0 + alpha * alpha))
         return common.rng().normal(0.0, std, size=shape)
 
 

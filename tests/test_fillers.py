@@ -146,3 +146,11 @@ def test_expectation_data_filler_and_the_expectation_fillers_checks():
         filled('type: "expectation" width: 3 height: 3', (2, 8))
     with pytest.raises(CaffeError, match="unknown expectation_option"):
         filled('type: "expectation" width: 2 height: 2 expectation_option: "z"', (2, 4))
+
+
+def test_msra_alpha_scales_for_the_prelu_slope():
+    """happynear/caffe-windows: std = sqrt(2 / (n (1 + alpha^2)))."""
+    plain = filled('type: "msra"', (2000, 50), dtype=np.float64)
+    slope = filled('type: "msra" alpha: 0.25', (2000, 50), dtype=np.float64)
+    np.testing.assert_allclose(slope, plain / np.sqrt(1 + 0.25 ** 2), rtol=1e-12)
+    assert np.std(plain) == pytest.approx(np.sqrt(2 / 50), rel=0.02)

@@ -218,6 +218,8 @@ COMPUTED = frozenset([
     "FillerParameter.width", "FillerParameter.height",
     # its master's "expectation" and "expectation_data" fillers (caffepy/fillers.py)
     "FillerParameter.expectation_option",
+    # happynear/caffe-windows' msra filler for PReLU nets (caffepy/fillers.py)
+    "FillerParameter.alpha",
     # the Pooling3D of ZhaofanQiu/pseudo-3d-residual-networks (caffepy/forks/video/p3d_pooling.py)
     "Pooling3DParameter.kernel_h", "Pooling3DParameter.kernel_w", "Pooling3DParameter.stride_h",
     "Pooling3DParameter.stride_w", "Pooling3DParameter.global_pooling",

@@ -29,6 +29,8 @@ COMPUTED = frozenset([
     "LayerParameter.imresize_param", "ImResizeParameter.target_spatial_width",
     "ImResizeParameter.target_spatial_height", "ImResizeParameter.factor",
     "ImResizeParameter.start_scale", "ImResizeParameter.scale_gap",
+    # the point-cloud forks' TensorTranspose (caffepy/forks/misc/tensor_transpose.py)
+    "LayerParameter.tensor_transpose_param", "TensorTransposeParameter.order",
     # the guided-policy-search forks' SpatialSoftmax (caffepy/forks/misc/spatial_softmax.py)
     "LayerParameter.spatial_softmax_param", "SpatialSoftmaxParameter.temperature",
     "SpatialSoftmaxParameter.engine",

@@ -3,6 +3,7 @@ forks (dementrock/caffe, AliGhadirzadeh/Caffe: src/caffe/layers/spatial_softmax_
 ``spatial_softmax_param``), whose spatial feature points feed the visuomotor policy nets."""
 import numpy as np
 
+from ...errors import ShapeError
 from ...layers.base import Layer, register_layer
 
 
@@ -33,7 +34,7 @@ class SpatialSoftmaxLayer(Layer):
     def reshape(self, bottom, top):
         if bottom[0].num_axes < 2:
             raise self.error("the bottom needs at least 2 axes (the pixels are the last two), "
-                             "got shape %s" % (tuple(bottom[0].shape),))
+                             "got shape %s" % (tuple(bottom[0].shape),), ShapeError)
         top[0].reshape(bottom[0].shape)
 
     def _maps(self, a):

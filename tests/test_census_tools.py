@@ -378,6 +378,9 @@ def test_measure_runs_the_strict_pass_after_every_lenient_reading(tmp_path, capf
                  'bias_term: false } }',
         "data_layer": 'layer { name: "d" type: "ImageData" top: "x" top: "l" image_data_param { '
                       'source: "l.txt" batch_size: 1 new_height: 8 new_width: 8 label_dim: 2 } }',
+        "no_tops": 'layer { name: "c" type: "Convolution" bottom: "x" top: "y" '
+                   'convolution_param { num_output: 2 kernel_size: 1 } }\n'
+                   'layer { name: "out" type: "implicit" bottom: "y" }',
     }
     head = 'input: "x" input_shape { dim: 1 dim: 1 dim: 8 dim: 8 }\n'
     for what, body in nets.items():

@@ -48,8 +48,10 @@ def layer_error(layer_param, message, cls=NetError):
 _LAYER_IN_MESSAGE = re.compile(r"layer '([^']*)'")
 
 
-def locate_layer_error(error, source):
-    """The same error, prefixed with ``file:line`` of the layer it names (when built from a file)."""
+def locate_layer_error(error, source, occurrence=0):
+    """The same error, prefixed with ``file:line`` of the layer it names (when built from a file):
+    the ``occurrence``-th layer of that name in the file (0: the first; a net's TRAIN and TEST
+    layers often share names), the first when the file has fewer."""
     if not isinstance(source, (str, os.PathLike)) or not os.path.isfile(source):
         return error
     where = os.fspath(source)
@@ -58,10 +60,10 @@ def locate_layer_error(error, source):
         pattern = re.compile(r'\bname\s*:\s*["\']%s["\']' % re.escape(m.group(1)))
         try:
             with open(where, errors="replace") as f:
-                for lineno, line in enumerate(f, 1):
-                    if pattern.search(line):
-                        where = "%s:%d" % (where, lineno)
-                        break
+                lines = [k for k, line in enumerate(f, 1) if pattern.search(line)]
+            if lines:
+                where = "%s:%d" % (where, lines[occurrence] if occurrence < len(lines)
+                                   else lines[0])
         except OSError:
             pass
     located = type(error)("%s: %s" % (where, error))

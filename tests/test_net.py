@@ -261,3 +261,20 @@ def test_cli_prints_one_line_for_user_errors(tmp_path, capsys):
         err = [ln for ln in capsys.readouterr().err.strip().splitlines()
                if not ln.startswith("I")]          # time logs "Use CPU." first, as Caffe does
         assert len(err) == 1 and 'bad.prototxt:1:' in err[0] and 'num_ouput' in err[0]
+
+
+def test_an_error_names_the_line_of_the_layer_of_the_phase_built(tmp_path):
+    """TRAIN and TEST layers often share a name: the error's file:line is the one built."""
+    from caffepy.net import Net
+    text = ('input: "x" input_shape { dim: 2 dim: 3 }\n'
+            'layer { name: "ip" type: "InnerProduct" bottom: "%s" top: "y"\n'
+            '        include { phase: TRAIN } inner_product_param { num_output: 2 } }\n'
+            'layer { name: "ip" type: "InnerProduct" bottom: "%s" top: "y"\n'
+            '        include { phase: TEST } inner_product_param { num_output: 2 } }\n')
+    path = tmp_path / "net.prototxt"
+    path.write_text(text % ("x", "nope"))
+    with pytest.raises(NetError, match=r"net\.prototxt:4: layer 'ip'.*'nope'"):
+        Net(str(path), phase=1)
+    path.write_text(text % ("gone", "x"))
+    with pytest.raises(NetError, match=r"net\.prototxt:2: layer 'ip'.*'gone'"):
+        Net(str(path), phase=0)

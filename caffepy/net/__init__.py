@@ -86,6 +86,7 @@ class Net(NetParams, PycaffeNet):
         # the weights are read first: the layers they provide are not filled only to be overwritten
         reads = [read_weights(w) for w in (weights.split(",") if isinstance(weights, str)
                                            else weights)] if weights is not None else []
+        state = None
         try:
             state = net_passes.make_state(param, phase=phase, level=level, stages=stages)
             filtered = net_passes.filter_net(param, state)
@@ -103,7 +104,8 @@ class Net(NetParams, PycaffeNet):
                     and isinstance(e, ShapeError) and "layer '" not in str(e):
                 # a blob's own shape error: name the layer that met it
                 e = _naming_layer(e, self._building, self._building_type)
-            raise locate_layer_error(e, self.source)
+            raise locate_layer_error(e, self.source,
+                                     net_passes.name_occurrence(param, state, e.layer_name))
         for read in reads:
             self._copy_read(read)
         if optimize:

@@ -209,3 +209,18 @@ def check_in_place(lp, tops, in_place):
             raise NetError("layer '%s' (%s) works in place on blob '%s' but changes its shape "
                            "from %s to %s: give the layer a top of its own"
                            % (lp.name, lp.type, lp.top[j], shape, tuple(tops[j].shape)))
+
+
+def name_occurrence(param, state, name):
+    """Which of the layers named ``name`` in ``param`` (0: the first) is the one ``state``
+    includes, for an error's file:line (a net's phases often reuse names); 0 when unknown."""
+    if state is None or name is None:
+        return 0
+    same = [lp for lp in param.layer if lp.name == name]
+    for k, lp in enumerate(same):
+        try:
+            if layer_included(lp, state):
+                return k
+        except NetError:        # its own rules are wrong: that is another error
+            return 0
+    return 0

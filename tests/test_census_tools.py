@@ -226,6 +226,33 @@ def test_collect_repo_stores_modules_and_table_round_trip(tmp_path):
     assert pymods.stats(back)[L.split_of("o/r")]["found"] == 1
 
 
+def test_recache_restores_net_files_and_modules_from_a_mirror(tmp_path, monkeypatch):
+    import recache
+    net = b'layer { type: "Python" python_param { module: "pylayers.data" layer: "D" } }\n'
+    gd, commit = _git_repo(tmp_path, {"models/train.prototxt": net,
+                                      "pylayers/data.py": b"import caffe\n"})
+    row = dict(repo="o/r", path="models/train.prototxt", commit=commit,
+               sha256=L.sha256_hex(net), split="census", bytes=str(len(net)))
+    cache, manifest = tmp_path / "files", tmp_path / "manifest.tsv"
+    L.append_rows(str(manifest), L.MANIFEST_COLUMNS, [row])
+    monkeypatch.setattr(L, "MANIFEST", str(manifest))
+    monkeypatch.setattr(L, "DUPLICATES", str(tmp_path / "none.tsv"))
+    monkeypatch.setattr(L, "CACHE", str(cache))
+    monkeypatch.setattr(L, "PY_DIR", str(tmp_path / "py"))
+    assert recache.restore(row, gd, str(cache)) == "ok"
+    assert recache.restore(row, gd, str(cache)) == "present"
+    assert (cache / (row["sha256"] + ".prototxt")).read_bytes() == net
+    assert recache.restore(dict(row, sha256="0" * 64), gd, str(cache)) == "mismatch"
+    assert recache.restore(dict(row, path="absent.prototxt", sha256="2" * 64), gd,
+                           str(cache)) == "missing"
+    table = [dict(repo="o/r", commit=commit, module="pylayers.data", path="pylayers/data.py",
+                  sha256=L.sha256_hex(b"import caffe\n"), root="", status="found")]
+    assert recache.restore_modules("o/r", gd, table) == "ok"
+    assert (tmp_path / "py" / "o+r" / "pylayers" / "data.py").read_bytes() == b"import caffe\n"
+    assert recache.restore_modules("o/r", gd, [dict(table[0], sha256="1" * 64)]).startswith(
+        "modules differ")
+
+
 def test_measure_plan_and_sandbox(tmp_path):
     import measure
     cache = tmp_path / "files"

@@ -102,3 +102,23 @@ def test_unknown_bottom_in_both_phases_is_a_wiring_error_not_a_crash():
     layer { name: "acc" type: "Accuracy" bottom: "ip" bottom: "label" top: "acc" include { phase: TEST } }"""
     with pytest.raises(CaffeError, match="unknown bottom blob 'label'"):
         Net(text, 1)
+
+
+def test_the_phase_that_produces_a_missing_blob_is_named_though_it_misses_another():
+    """TEST reads 'data', which only TRAIN's reader writes; TRAIN's loss also reads 'extra',
+    which nothing writes: that is TRAIN's own error, and TEST's names phase TRAIN."""
+    p = net('layer { name: "d" type: "Input" top: "data" include { phase: TRAIN } '
+            'input_param { shape { dim: 1 } } } '
+            'layer { name: "z" type: "Input" top: "zero" input_param { shape { dim: 1 } } } '
+            'layer { name: "r" type: "ReLU" bottom: "data" top: "r" } '
+            'layer { name: "l" type: "EuclideanLoss" bottom: "r" bottom: "extra" '
+            'include { phase: TRAIN } }')
+    with pytest.raises(net_passes.PhaseError, match="produced only in phase TRAIN") as e:
+        net_passes.filter_net(p, net_passes.make_state(p, phase=caffe_pb2.TEST))
+    assert e.value.phase == caffe_pb2.TRAIN
+    # when the other phase does not write it before its readers either, no phase is named
+    q = net('layer { name: "r" type: "ReLU" bottom: "data" top: "r" } '
+            'layer { name: "d" type: "Input" top: "data" include { phase: TRAIN } '
+            'input_param { shape { dim: 1 } } }')
+    out = net_passes.filter_net(q, net_passes.make_state(q, phase=caffe_pb2.TEST))
+    assert [lp.name for lp in out.layer] == ["r"]

@@ -67,7 +67,8 @@ def filter_net(net_param, state):
     """A copy of ``net_param`` with ``state`` set and only the layers the state includes.
 
     If a kept layer reads a blob no kept layer writes, and the other phase (same level and
-    stages) writes it, raise :class:`PhaseError` naming the phase to build instead."""
+    stages) writes it before any layer reads it, raise :class:`PhaseError` naming the phase to
+    build instead."""
     out = caffe_pb2.NetParameter()
     out.CopyFrom(net_param)
     del out.layer[:]
@@ -89,6 +90,15 @@ def _first_unknown_bottom(layers):
     return None, None
 
 
+def _unknown_bottoms(layers):
+    """Every bottom a layer of ``layers`` reads before any earlier one writes it."""
+    produced, out = set(), set()
+    for lp in layers:
+        out.update(name for name in lp.bottom if name not in produced)
+        produced.update(lp.top)
+    return out
+
+
 def _stage_names(net_param):
     """The stage names the layers' include rules ask for, in file order."""
     return list(dict.fromkeys(s for lp in net_param.layer for r in lp.include for s in r.stage))
@@ -102,7 +112,9 @@ def _check_phase(net_param, filtered, state):
     other.CopyFrom(state)
     other.phase = caffe_pb2.TEST if state.phase == caffe_pb2.TRAIN else caffe_pb2.TRAIN
     kept = [x for x in net_param.layer if layer_included(x, other)]
-    if _first_unknown_bottom(kept)[0] is not None:
+    # the other phase must produce the blob before its readers; what else it misses (the top of
+    # a layer a lenient summary left out, a loss's label) is that phase's own error
+    if blob in _unknown_bottoms(kept):
         if not state.stage:
             _check_stages(net_param, state, lp, blob)
         return

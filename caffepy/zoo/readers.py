@@ -133,8 +133,8 @@ def with_declared(summarize, original, inputs, declared, replace, options):
         lp = original.layer[i]
         if all(t in declared for t in lp.top) and layer_included(lp, state):
             lists["notes"].append(
-                "layer '%s' (Python): %s, after its setup had shaped its tops; replaced by an "
-                "Input layer of those shapes (%s)" % (lp.name, why, ", ".join(
+                "layer '%s' (Python): %s, after shaping its tops; replaced by an Input "
+                "layer of those shapes (%s)" % (lp.name, why, ", ".join(
                     "%s %s" % (t, " x ".join(map(str, declared[t]))) for t in lp.top)))
     for k, v in lists.items():
         if options.get(k) is not None:

@@ -142,8 +142,8 @@ def test_a_failed_setup_that_shaped_its_tops_gives_the_input_those_shapes(tmp_pa
     assert rows["data"].top_shapes == [(2, 1, 37, 41), (2,)]
     assert rows["conv"].top_shapes == [(2, 4, 18, 20)]
     assert len(notes) == 1 and notes[0].startswith("layer 'data' (Python): its setup failed (")
-    assert notes[0].endswith("after its setup had shaped its tops; replaced by an Input layer "
-                             "of those shapes (data 2 x 1 x 37 x 41, label 2)")
+    assert notes[0].endswith("after shaping its tops; replaced by an Input layer of those "
+                             "shapes (data 2 x 1 x 37 x 41, label 2)")
 
 
 def test_shapes_a_failed_setup_gave_that_the_net_refuses_fall_back_to_the_search(
@@ -163,4 +163,4 @@ def test_shapes_a_failed_setup_gave_that_the_net_refuses_fall_back_to_the_search
     rows, notes = _summary(tmp_path, text)
     assert rows["data"].type == "Input" and rows["loss"].top_shapes == [()]
     assert rows["l3"].top_shapes[0][1] == 3 and rows["data"].top_shapes[1] != (2,)
-    assert not any("after its setup had shaped its tops" in n for n in notes)
+    assert not any("after shaping its tops" in n for n in notes)

@@ -73,6 +73,16 @@ ROWS = "rows"                                     # the layout of an HDF5 file's
 _SENTINELS = ((3, 517, 733), (5, 1031, 1237))    # two defaults no file declares
 
 
+def _size_failure(error):
+    """Whether ``error`` says a candidate size is wrong: a shape check, or a Python layer's own
+    ``reshape`` failing on the shapes it was given (indexing an axis the guessed blob lacks)."""
+    if isinstance(error, ShapeError):
+        return True
+    from ..layers.python_layer import PythonLayerError
+    return isinstance(error, PythonLayerError) and error.phase == "reshape" and \
+        isinstance(error.original, (IndexError, ValueError, AssertionError))
+
+
 class Inference(object):
     """What :func:`infer_input_shapes` found: ``param`` (the NetParameter with Input layers),
     ``net`` (what ``build`` returned for it), ``shapes`` ({searched blob: shape}), ``source``
@@ -230,10 +240,10 @@ def infer_input_shapes(net_param, phase=caffe_pb2.TEST, inputs=None, weights=Non
             param, net = attempt(c or default_shape[0], h, w, guess, layout)
         except Exception as e:
             if first_error is None:
-                if not isinstance(e, ShapeError):
+                if not _size_failure(e):
                     raise
                 first_error = e
-            if fallback is None and isinstance(e, CaffeError) and not isinstance(e, ShapeError):
+            if fallback is None and isinstance(e, CaffeError) and not _size_failure(e):
                 name = terminal_layer(net_param, getattr(e, "layer_name", None))
                 fallback = (name, "at %d x %d: %s" % (h, w, e)) if name else None
             cands[k:k] = asked_sizes(e, (c, h, w, layout), cands)

@@ -85,21 +85,32 @@ def label_tops(net_param, searched, fixed):
     replaced = replace_data_layers(net_param, guess=False)
     out = []
     for lo, lr in zip(net_param.layer, replaced.layer):
-        if not is_data_layer(lo) or lr.type != "Input" or not any(t in searched for t in lr.top):
+        if not is_data_layer(lo) or lr.type != "Input":
             continue
-        out += [t for t, sh in zip(lr.top[1:], lr.input_param.shape[1:])
-                if len(sh.dim) == 1 and t not in fixed]
+        alone = len(lr.top) == 1 and len(lr.input_param.shape) == 1 and \
+            len(lr.input_param.shape[0].dim) == 1
+        if not alone and not any(t in searched for t in lr.top):
+            continue
+        # a reader's other tops made label vectors, and a reader of labels alone (a second
+        # Data layer whose one top is named a label)
+        out += [t for k, (t, sh) in enumerate(zip(lr.top, lr.input_param.shape))
+                if (k or len(lr.top) == 1) and len(sh.dim) == 1 and t not in fixed]
     return out
 
 
 def lay_out_labels(param, labels, layout):
-    """Give the ``labels`` of ``param``'s Input layers the shape ``layout`` names."""
+    """Give the ``labels`` of ``param``'s Input layers the shape ``layout`` names, after the
+    image of their own reader, or of the first reader with one when they are read alone."""
+    images = [list(sh.dim) for lp in param.layer if lp.type == "Input"
+              for sh in lp.input_param.shape[:1] if len(sh.dim) == 4]
     for lp in param.layer:
         if lp.type != "Input" or not any(t in labels for t in lp.top):
             continue
         image = list(lp.input_param.shape[0].dim)
-        if len(image) != 4:
-            continue
+        if len(image) != 4:             # a reader of labels alone: the image of another reader
+            if not images:
+                continue
+            image = images[0]
         n, c, h, w = image
         for t, shape in zip(lp.top, lp.input_param.shape):
             if t not in labels:

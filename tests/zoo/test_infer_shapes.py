@@ -318,3 +318,47 @@ layer { name: "loss" type: "EuclideanLoss" bottom: "up2" bottom: "rgb" top: "los
     assert shapes["data"] == [(4, 15, 38, 38)] and shapes["up2"] == [(4, 3, 38, 38)]
     assert "38 x 38: the size layer 'loss' asks for" in inferred[0]
     assert "data given the shape N x 15 x 38 x 38 that Slice layer 'cut' needs" in inferred[0]
+
+
+AUGMENT = """import caffe
+
+
+class Augment(caffe.Layer):
+    def setup(self, bottom, top):
+        pass
+
+    def reshape(self, bottom, top):        # reads the label's spatial axes, as DIGITS' do
+        top[0].reshape(*bottom[0].data.shape)
+        top[1].reshape(bottom[1].data.shape[0], 1, bottom[1].data.shape[2],
+                       bottom[1].data.shape[3])
+
+    def forward(self, bottom, top):
+        pass
+"""
+
+SEPARATE_LABEL_READER = '''
+layer { name: "data" type: "Data" top: "data" data_param { source: "f_lmdb" batch_size: 2 } }
+layer { name: "label" type: "Data" top: "label" data_param { source: "l_lmdb" batch_size: 2 } }
+layer { name: "aug" type: "Python" bottom: "data" bottom: "label" top: "adata" top: "alabel"
+  python_param { module: "augment_labels" layer: "Augment" } }
+layer { name: "conv" type: "Convolution" bottom: "adata" top: "conv"
+  convolution_param { num_output: 2 kernel_size: 1 } }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "conv" bottom: "alabel" top: "loss" }
+'''
+
+
+def test_a_reader_of_labels_alone_gets_label_maps_when_a_python_layer_needs_them(tmp_path,
+                                                                                monkeypatch):
+    """A second Data layer whose one top is 'label' is a label reader: its label vectors fail
+    a Python layer's reshape (IndexError on the spatial axes), which the search counts as a
+    wrong size and answers with label maps of the image's size."""
+    (tmp_path / "augment_labels.py").write_text(AUGMENT)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    path = tmp_path / "train.prototxt"
+    path.write_text(SEPARATE_LABEL_READER)
+    rows, _ = summarize(str(path), phase=caffepy.TRAIN)
+    by = {r.name: r for r in rows}
+    image = by["data"].top_shapes[0]
+    assert len(image) == 4 and image[0] == 2
+    assert by["label"].top_shapes == [(2, 1) + tuple(image[2:])]
+    assert by["loss"].top_shapes == [()]

@@ -119,9 +119,7 @@ def summarize(source, inputs=None, phase=caffe_pb2.TEST, default_shape=(3, 224, 
     inputs = dict(inputs or {})
     order = [lp.name for lp in original.layer]
     tops_of = {lp.name: (lp.type, len(lp.top)) for lp in original.layer}
-    carried, roots = ({}, {}) if strict else _carry(original)
-    unresolved, probed = {}, {}
-    shaped = {} if declared else None
+    unresolved, probed, shaped = {}, {}, {} if declared else None
     keep, replaced = python_data_layers(original, inputs, phase, probed, shaped)
     filename = source if isinstance(source, str) else filename
     if shaped:                      # tops a failed setup shaped: tried first (readers doc)
@@ -130,6 +128,7 @@ def summarize(source, inputs=None, phase=caffe_pb2.TEST, default_shape=(3, 224, 
             inferred=inferred, strict=strict, filename=filename, num_classes=num_classes))
         if out is not None:
             return out
+    carried, roots = ({}, {}) if strict else _carry(original)     # after: it edits in place
     phase_note, dropped = [], {}
 
     def prepare(param):

@@ -164,3 +164,17 @@ def test_shapes_a_failed_setup_gave_that_the_net_refuses_fall_back_to_the_search
     assert rows["data"].type == "Input" and rows["loss"].top_shapes == [()]
     assert rows["l3"].top_shapes[0][1] == 3 and rows["data"].top_shapes[1] != (2,)
     assert not any("after shaping its tops" in n for n in notes)
+
+
+def test_declared_shapes_with_a_layer_summary_cannot_build(tmp_path, monkeypatch):
+    """The declared shapes are tried on the file's own layers: a layer without a class after
+    them is shown as '?' once, under its own type."""
+    (tmp_path / "shaping_reader2.py").write_text(SHAPES_THEN_FAILS % (1, tmp_path / "absent"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    text = (CONV_NET % "shaping_reader2") + (
+        'layer { name: "odd" type: "NoSuchLayerType" bottom: "ip" top: "odd" }\n')
+    rows, notes = _summary(tmp_path, text)
+    assert rows["data"].top_shapes == [(2, 1, 37, 41), (2,)]
+    assert rows["odd"].type == "NoSuchLayerType" and rows["odd"].top_shapes == ["?"]
+    assert sum("after shaping its tops" in n for n in notes) == 1
+    assert sum("NoSuchLayerType" in n for n in notes) == 1

@@ -80,23 +80,24 @@ def filter_net(net_param, state):
     return out
 
 
-def _first_unknown_bottom(layers):
+def _unknown_reads(layers):
+    """(layer, bottom) for each bottom a layer of ``layers`` reads before any earlier one writes
+    it, in order."""
     produced = set()
     for lp in layers:
-        for j, name in enumerate(lp.bottom):
+        for name in lp.bottom:
             if name not in produced:
-                return lp, name
+                yield lp, name
         produced.update(lp.top)
-    return None, None
+
+
+def _first_unknown_bottom(layers):
+    return next(_unknown_reads(layers), (None, None))
 
 
 def _unknown_bottoms(layers):
     """Every bottom a layer of ``layers`` reads before any earlier one writes it."""
-    produced, out = set(), set()
-    for lp in layers:
-        out.update(name for name in lp.bottom if name not in produced)
-        produced.update(lp.top)
-    return out
+    return {name for _, name in _unknown_reads(layers)}
 
 
 def _stage_names(net_param):

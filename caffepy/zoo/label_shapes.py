@@ -94,7 +94,7 @@ def label_tops(net_param, searched, fixed):
         # a reader's other tops made label vectors, and a reader of labels alone (a second
         # Data layer whose one top is named a label)
         out += [t for k, (t, sh) in enumerate(zip(lr.top, lr.input_param.shape))
-                if (k or len(lr.top) == 1) and len(sh.dim) == 1 and t not in fixed]
+                if (k or alone) and len(sh.dim) == 1 and t not in fixed]
     return out
 
 

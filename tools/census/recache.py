@@ -55,10 +55,11 @@ def restore(row, gd, cache=L.CACHE):
     return "ok"
 
 
-def restore_modules(repo, gd, table):
+def restore_modules(repo, gd, table, rows=None):
     """'ok' when the repository's Python layer modules are stored again and every module file
-    pymods.tsv lists as found has its sha256; else what differs."""
-    rows = pymods.net_rows(repo)[repo]
+    pymods.tsv lists as found has its sha256; else what differs. ``rows``: the repository's
+    net files (``pymods.net_rows``), read from the tables when not given."""
+    rows = rows if rows is not None else pymods.net_rows(repo)[repo]
     got = pymods.collect_repo(repo, rows[0][1], gd, pymods.cached_nets(rows))
     want = {(r["module"], r["path"], r["sha256"]) for r in table if r["status"] == "found"}
     have = {(r["module"], r["path"], r["sha256"]) for r in got if r["status"] == "found"}
@@ -88,11 +89,11 @@ def main(argv=None):
     print(", ".join("%s %d" % kv for kv in sorted(counts.items())))
     table = [r for r in L.read_table(L.PYMODS, L.PYMOD_COLUMNS)
              if r["status"] == "found" and (not args.repo or r["repo"] == args.repo)]
-    modules = {}
+    modules, nets = {}, pymods.net_rows() if table else {}     # the tables read once
     for repo in sorted({r["repo"] for r in table}):
         gd = git_dir(repo)
-        state = restore_modules(repo, gd, [r for r in table if r["repo"] == repo]) \
-            if gd else "no mirror"
+        state = restore_modules(repo, gd, [r for r in table if r["repo"] == repo],
+                                nets.get(repo, [])) if gd else "no mirror"
         if state.startswith("modules differ"):
             print("%s: %s" % (repo, state))
             state = "modules differ"

@@ -64,8 +64,9 @@ from ..proto import caffe_pb2
 from .candidates import (candidates as _candidates, channel_options as _channel_options,
                          check_weights, shapes_by_top as _shapes_by_top,
                          weight_shapes as _weight_shapes)
-from .label_shapes import (LABEL_LAYOUTS, LABEL_MAP_SIZES, MAX_LEARN, as_rows, hdf5_rows,
-                           image_shapes, label_tops, lay_out_labels, learn, open_tops, slice_shapes)
+from .label_shapes import (LABEL_LAYOUTS, LABEL_MAP_SIZES, as_rows, hdf5_rows, image_shapes,
+                           label_tops, lay_out_labels, open_tops, slice_shapes)
+from .learn_shapes import MAX_LEARN, learn
 
 MAX_CANDIDATES = 200
 MAX_SECONDS = 40.0

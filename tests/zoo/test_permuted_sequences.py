@@ -54,3 +54,36 @@ def test_volumes_fed_to_the_lstm_get_five_axes():
     inferred = []
     summarize(VOLUMES, strict=True, inferred=inferred)
     assert "input = 2 x 4 x 1 x 32 x 32, match = 2 x 4 x 1 x 32 x 32" in inferred[0]
+
+
+TRANSPOSED_CONT = """
+layer { name: "mnist" type: "Input" top: "data" top: "label"
+        input_param { shape { dim: 16 dim: 1 dim: 28 dim: 28 } shape { dim: 16 } } }
+layer { name: "trans_data" type: "TensorTranspose" bottom: "data" top: "trans_data"
+        tensor_transpose_param { order: 2 order: 0 order: 3 order: 1 } }
+layer { name: "reshape_data" type: "Reshape" bottom: "trans_data" top: "seq"
+        reshape_param { shape { dim: 28 dim: -1 dim: 28 } } }
+layer { name: "cont" type: "HDF5Data" top: "cont"
+        hdf5_data_param { source: "cont.txt" batch_size: 16 } }
+layer { name: "trans_cont" type: "TensorTranspose" bottom: "cont" top: "trans_cont"
+        tensor_transpose_param { order: 1 order: 0 } }
+layer { name: "lstm" type: "LSTM" bottom: "seq" bottom: "trans_cont" top: "lstm"
+        recurrent_param { num_output: 8 } }
+layer { name: "last" type: "Slice" bottom: "lstm" top: "early" top: "final"
+        slice_param { axis: 0 slice_point: 27 } }
+layer { name: "silence" type: "Silence" bottom: "early" }
+layer { name: "ip" type: "InnerProduct" bottom: "final" top: "ip"
+        inner_product_param { num_output: 10 axis: 2 } }
+layer { name: "flat" type: "Reshape" bottom: "ip" top: "logits"
+        reshape_param { shape { dim: -1 dim: 10 } } }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "logits" bottom: "label" top: "loss" }
+"""
+
+
+def test_an_hdf5_cont_takes_the_lstm_shape_through_a_tensor_transpose():
+    """The MNIST-by-rows LSTM: an HDF5 file's continuation flags (N, T), turned time-major by the
+    point-cloud forks' TensorTranspose, take the (T, N) the LSTM needs with the order undone."""
+    inferred = []
+    summarize(TRANSPOSED_CONT, strict=True, inferred=inferred)
+    assert "cont = 16 x 28" in inferred[0]
+    assert "through TensorTranspose layer 'trans_cont'" in inferred[0]

@@ -4,8 +4,9 @@ layer's forward and backward hand a batch to one oneDNN primitive each instead o
 Taken for the training of float32 Convolution / Deconvolution layers (see :func:`forward`) with
 1-3 spatial axes and the channel axis 1, except the direct depthwise kernel's cases
 (caffepy.math._numba_kernels), a ReLU fused by inference mode (caffepy.infer.plan has its own
-steps) and geometries whose channels fill less than ``MIN_CHANNEL_EFFICIENCY`` of oneDNN's
-padded channel blocks. Same semantics as the GEMM path: forward writes the top,
+steps), geometries whose channels fill less than ``MIN_CHANNEL_EFFICIENCY`` of oneDNN's
+padded channel blocks, and one-channel sources under kernels of
+``SINGLE_CHANNEL_GEMM_MIN_KERNEL`` positions or more. Same semantics as the GEMM path: forward writes the top,
 backward adds dW and db to the parameter diffs (Caffe accumulates them) and overwrites the bottom
 diff. A geometry oneDNN cannot run (it raises while building the primitives) falls back to the
 GEMM path for that layer and shape.
@@ -30,6 +31,13 @@ MIN_CHANNEL_EFFICIENCY = 0.55
 # wins (2048 -> 512 1.08, 512 -> 2048 1.10, 832 -> 384 1.04), and for every 3x3 and 5x5 kernel
 # measured (64 -> 64 3x3 at 56 1.74, CIFAR10-quick's 5x5 2.0-2.7).
 PLAIN_1X1_MIN_POSITIONS = 14 * 14
+# A convolution of a single input channel (a gray image's first layer) with a kernel of this many
+# positions or more runs on the GEMM path: oneDNN's weight gradient from a one-channel source is
+# slower than im2col + GEMM there, and its 3x3 is not. Forward + backward at 2 threads
+# (2026-11-30, AVX-512, oneDNN / GEMM time): LeNet's conv1 (64 x 1 x 28 x 28, 20 outputs, 5x5)
+# 1.42-1.58; 4x4 1.15; 7x7 1.46; 16 x 1 x 96 x 96, 64 outputs 7x7 stride 2 1.89; 50 outputs
+# 5x5 1.11; 3x3 0.84-0.89 (oneDNN faster); 2 and 3 input channels 5x5 1.07 and 0.53.
+SINGLE_CHANNEL_GEMM_MIN_KERNEL = 16
 
 
 def _plain(layer):
@@ -49,7 +57,9 @@ def plan(layer):
     """The layer's ConvPlan for its current shape, or None (oneDNN off / missing / declines)."""
     if (onednn.get() is None or layer.dtype != np.float32 or layer.axis != 1
             or not 1 <= layer.num_spatial <= 3 or getattr(layer, "fused_relu", None) is not None
-            or getattr(layer, "_depthwise", bool)()):
+            or getattr(layer, "_depthwise", bool)()
+            or (layer.channels == 1
+                and int(np.prod(layer.kernel)) >= SINGLE_CHANNEL_GEMM_MIN_KERNEL)):
         return None
     plans = layer.__dict__.setdefault("_dnnl_plans", {})
     # before a plan is made: oneDNN fixes a primitive's split over threads when it makes it,

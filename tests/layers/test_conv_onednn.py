@@ -311,15 +311,32 @@ def test_padded_channel_blocks_leave_the_layer_to_gemm(channels, num_output, mon
     a, b = _pair("kernel_size: 5", num_output, x)
     dy = np.random.default_rng(3).standard_normal((4, num_output, 8, 8)).astype(np.float32)
     got, want = _run(a, x, dy, True), _run(b, x, dy, False)
-    p = list(a._dnnl_plans.values())[0]
+    p = next(iter(getattr(a, "_dnnl_plans", {None: None}).values()))
     share = onednn.ConvPlan(4, channels, (12, 12), num_output, (8, 8), 1, (5, 5), (1, 1),
                             (0, 0), (1, 1), True).channel_efficiency()
+    if channels == 1:           # a one-channel source under a 5x5 kernel: GEMM by its own rule
+        share = 0.0
     if (channels, num_output) in BLOCK_SHARES:
         widths = BLOCK_SHARES[(channels, num_output)]
         assert any(abs(share - v) < 1e-9 for v in widths.values()), share
         if abs(share - widths[16]) < 1e-9:
             assert p is None               # AVX-512: LeNet's conv2 fills 0.49 of the blocks
     assert (p is None) == (share < RULE)
+    for g, w in zip(list(got[:2]) + got[2], list(want[:2]) + want[2]):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4 * max(1.0, np.abs(w).max()))
+
+
+@pytest.mark.parametrize("kernel, on", [(5, False), (4, False), (3, True)])
+def test_one_channel_sources_under_large_kernels_run_the_gemm_path(kernel, on):
+    """A gray image's first convolution (one input channel) with a kernel of 16 positions or
+    more leaves oneDNN (its weight gradient from a one-channel source is the slower one there);
+    a 3x3 keeps it. The same values either way."""
+    x = np.random.default_rng(4).standard_normal((4, 1, 14, 14)).astype(np.float32)
+    a, b = _pair("kernel_size: %d" % kernel, 20, x)
+    out = 14 - kernel + 1
+    dy = np.random.default_rng(5).standard_normal((4, 20, out, out)).astype(np.float32)
+    got, want = _run(a, x, dy, True), _run(b, x, dy, False)
+    assert (conv_onednn.plan(a) is not None) == on
     for g, w in zip(list(got[:2]) + got[2], list(want[:2]) + want[2]):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4 * max(1.0, np.abs(w).max()))
 

@@ -34,7 +34,7 @@ PLAIN_1X1_MIN_POSITIONS = 14 * 14
 # A convolution of a single input channel (a gray image's first layer) with a kernel of this many
 # positions or more runs on the GEMM path: oneDNN's weight gradient from a one-channel source is
 # slower than im2col + GEMM there, and its 3x3 is not. Forward + backward at 2 threads
-# (2026-11-30, AVX-512, oneDNN / GEMM time): LeNet's conv1 (64 x 1 x 28 x 28, 20 outputs, 5x5)
+# (2026-11-30, AVX2: 8-float blocks, oneDNN / GEMM time): LeNet's conv1 (64 x 1 x 28 x 28, 20 outputs, 5x5)
 # 1.42-1.58; 4x4 1.15; 7x7 1.46; 16 x 1 x 96 x 96, 64 outputs 7x7 stride 2 1.89; 50 outputs
 # 5x5 1.11; 3x3 0.84-0.89 (oneDNN faster); 2 and 3 input channels 5x5 1.07 and 0.53.
 SINGLE_CHANNEL_GEMM_MIN_KERNEL = 16

@@ -4,12 +4,12 @@ layer's forward and backward hand a batch to one oneDNN primitive each instead o
 Taken for the training of float32 Convolution / Deconvolution layers (see :func:`forward`) with
 1-3 spatial axes and the channel axis 1, except the direct depthwise kernel's cases
 (caffepy.math._numba_kernels), a ReLU fused by inference mode (caffepy.infer.plan has its own
-steps), geometries whose channels fill less than ``MIN_CHANNEL_EFFICIENCY`` of oneDNN's
-padded channel blocks, and one-channel sources under kernels of
-``SINGLE_CHANNEL_GEMM_MIN_KERNEL`` positions or more. Same semantics as the GEMM path: forward writes the top,
-backward adds dW and db to the parameter diffs (Caffe accumulates them) and overwrites the bottom
-diff. A geometry oneDNN cannot run (it raises while building the primitives) falls back to the
-GEMM path for that layer and shape.
+steps), geometries whose channels fill less than ``MIN_CHANNEL_EFFICIENCY`` of oneDNN's padded
+channel blocks, and one-channel sources under kernels of ``SINGLE_CHANNEL_GEMM_MIN_KERNEL``
+positions or more. Same semantics as the GEMM path: forward writes the top, backward adds dW and
+db to the parameter diffs (Caffe accumulates them) and overwrites the bottom diff. A geometry
+oneDNN cannot run (it raises while building the primitives) falls back to the GEMM path for that
+layer and shape.
 """
 import numpy as np
 
@@ -34,9 +34,10 @@ PLAIN_1X1_MIN_POSITIONS = 14 * 14
 # A convolution of a single input channel (a gray image's first layer) with a kernel of this many
 # positions or more runs on the GEMM path: oneDNN's weight gradient from a one-channel source is
 # slower than im2col + GEMM there, and its 3x3 is not. Forward + backward at 2 threads
-# (2026-11-30, AVX2: 8-float blocks, oneDNN / GEMM time): LeNet's conv1 (64 x 1 x 28 x 28, 20 outputs, 5x5)
-# 1.42-1.58; 4x4 1.15; 7x7 1.46; 16 x 1 x 96 x 96, 64 outputs 7x7 stride 2 1.89; 50 outputs
-# 5x5 1.11; 3x3 0.84-0.89 (oneDNN faster); 2 and 3 input channels 5x5 1.07 and 0.53.
+# (2026-11-30, AVX2: 8-float blocks, oneDNN / GEMM time): LeNet's conv1 (64 x 1 x 28 x 28,
+# 20 outputs, 5x5) 1.42-1.58; 4x4 1.15; 7x7 1.46; 50 outputs 5x5 1.11; 16 x 1 x 96 x 96,
+# 64 outputs 7x7 stride 2 1.89; 3x3 0.84-0.89 (oneDNN faster); 2 and 3 input channels 5x5 1.07
+# and 0.53.
 SINGLE_CHANNEL_GEMM_MIN_KERNEL = 16
 
 

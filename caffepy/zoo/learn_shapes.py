@@ -189,6 +189,16 @@ def _pad_axes(param, error, opened):
     return None
 
 
+def _drops_axes(param, bottoms, fit):
+    """Whether ``fit`` (bottom index, shape, like) would give an open top fewer axes than it has:
+    such fits come last, so that of two open bottoms a check compares (a tri-map beside the image
+    of one HDF5 file, both read by a Concat) the guessed label vector takes the image's axes,
+    not the image the vector's."""
+    i, shape = fit[0], fit[1]
+    now = [len(sh.dim) for sh in _input_shapes(param, bottoms[i])] if i < len(bottoms) else []
+    return bool(now) and len(shape) < now[0]
+
+
 def learn(param, error, opened):
     """When ``error`` (a ShapeError) lists shapes with which its layer's check passes (``fits``,
     see the module doc) for a bottom that is in ``opened``, or a top of a Slice of one, or made
@@ -202,7 +212,7 @@ def learn(param, error, opened):
         if lp.name != name:
             continue
         bottoms = list(lp.bottom)
-        for i, shape, like in fits:
+        for i, shape, like in sorted(fits, key=lambda f: _drops_axes(param, bottoms, f)):
             if i >= len(bottoms) or not len(shape):
                 continue
             if like is not None and (like >= len(bottoms) or bottoms[like] == bottoms[i]):

@@ -10,6 +10,7 @@
 | ``prefetch`` | the background batch-preparation thread of the data layers |
 | ``convert`` | convert_imageset / compute_image_mean / convert_mnist as functions |
 
-The layers using them live in ``caffepy/layers/data.py`` (Data, ImageData, MemoryData),
-``data_hdf5.py`` (HDF5Data, HDF5Output) and ``data_window.py`` (WindowData).
+The layers using them live in ``caffepy/layers/data.py`` (Data), ``data_memory.py`` (MemoryData),
+``data_image.py`` (ImageData), ``data_hdf5.py`` (HDF5Data, HDF5Output) and ``data_window.py``
+(WindowData).
 """

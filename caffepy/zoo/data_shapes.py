@@ -44,9 +44,9 @@ def _reads_data(lp, fields=()):
 
 
 def _memory_blob_shapes(lp, batch_size):
-    """dementrock/caffe's MemoryData forms (caffepy.layers.data.memory_blob_shapes), the batch
+    """dementrock/caffe's MemoryData forms (caffepy.layers.data_memory.memory_blob_shapes), the batch
     replaced by ``batch_size`` when given; None for BVLC's form."""
-    from ..layers.data import memory_blob_shapes
+    from ..layers.data_memory import memory_blob_shapes
     shapes = memory_blob_shapes(lp.memory_data_param, len(lp.top))
     if not shapes:
         return None

@@ -11,7 +11,7 @@ import numpy as np
 
 from ...errors import ShapeError
 from ...layers.base import Layer, fork_param, register_layer, register_variant
-from ...layers.data import MemoryDataLayer
+from ...layers.data_memory import MemoryDataLayer
 
 
 @register_layer("MergeCrop")

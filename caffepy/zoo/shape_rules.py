@@ -23,6 +23,7 @@ Without a rule the layer's tops are unknown, and so are those of every layer tha
 (:func:`carriers`): no file can name them and no other command sees them.
 """
 import contextlib
+import re
 
 from ..layers.base import Layer, NeuronLayer
 from ..proto import caffe_pb2, is_repeated
@@ -170,3 +171,26 @@ def carriers():
     finally:
         for k in added:
             base._REGISTRY.pop(k, None)
+
+
+def retyped(error, carried):
+    """``error`` with each carried layer it names shown with its own type (:func:`retyped_text`),
+    or ``error`` itself when it names none."""
+    text = retyped_text(str(error), carried)
+    if text == str(error):
+        return error
+    out = type(error)(text)
+    out.__dict__.update(error.__dict__)
+    return out
+
+
+def retyped_text(text, carried):
+    """``text`` with "layer 'x' (Convolution)" of a carried layer's stand-in shown as "layer 'x'
+    (FancyConv, shape carried as a Convolution's)", and other stand-ins as "(Type, shape
+    carried)". ``carried``: {layer name: (its type, the rule's text)}."""
+    for name, (kind, _) in carried.items():
+        text = re.sub(r"layer '%s' \(([^)]*)\)" % re.escape(name),
+                      lambda m: "layer '%s' (%s, shape carried as a %s's)" % (
+                          name, kind, m.group(1)) if m.group(1) == "Convolution" else
+                      "layer '%s' (%s, shape carried)" % (name, kind), text)
+    return text

@@ -40,6 +40,7 @@ from ..layers.base import shapes_only
 from ..net import Net
 from ..net.passes import PhaseError
 from ..proto import caffe_pb2, digits, io as proto_io
+from .shape_rules import retyped, retyped_text
 
 Row = collections.namedtuple("Row", "name type top_shapes params flops memory carried",
                              defaults=(None,))
@@ -181,11 +182,12 @@ def summarize(source, inputs=None, phase=caffe_pb2.TEST, default_shape=(3, 224, 
             else:
                 name = terminal_layer(original, getattr(e, "layer_name", None))
             if name is None or len(unresolved) >= MAX_FAILED_TERMINALS:
-                raise _retyped(e, carried)
+                raise retyped(e, carried)
             lp = next(x for x in original.layer if x.name == name)
             unresolved[name] = ("layer '%s' (%s) does not build here (%s); its tops (%s) are "
                                 "shown as '?' (no other layer reads them)" % (
-                                    name, lp.type, " ".join(str(why).split())[:240],
+                                    name, carried.get(name, (lp.type,))[0],
+                                    " ".join(retyped_text(str(why), carried).split())[:240],
                                     ", ".join(lp.top)))
             if notes is not None:
                 notes.append(unresolved[name])
@@ -260,24 +262,6 @@ def _carry(param):
         carried[lp.name] = (lp.type, rule.text)
         lp.CopyFrom(rule.stand_in)
     return carried, roots
-
-
-def _retyped(error, carried):
-    """``error`` with each carried layer it names shown with its own type ("layer 'x'
-    (Convolution)" from the stand-in becomes "layer 'x' (FancyConv, shape carried as a
-    Convolution's)"), or ``error`` itself when it names none."""
-    import re
-    text = str(error)
-    for name, (kind, _) in carried.items():
-        text = re.sub(r"layer '%s' \(([^)]*)\)" % re.escape(name),
-                      lambda m: "layer '%s' (%s, shape carried as a %s's)" % (
-                          name, kind, m.group(1)) if m.group(1) == "Convolution" else
-                      "layer '%s' (%s, shape carried)" % (name, kind), text)
-    if text == str(error):
-        return error
-    out = type(error)(text)
-    out.__dict__.update(error.__dict__)
-    return out
 
 
 def _prune(param, phase, roots):

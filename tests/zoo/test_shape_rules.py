@@ -217,3 +217,16 @@ layer { name: "relu" type: "ReLU" bottom: "conv" top: "r" }
                      "supply it: @caffepy.register_layer(\"Sinky\") loaded with --layers MODULE; "
                      "listed without shapes (no tops)"]
     assert "~ shape carried: Python (py): in place" in format_summary(rows, total)
+
+
+def test_a_carried_end_layer_shown_as_unbuilt_is_named_with_its_own_type():
+    """A misspelled loss type at the end (a scalar stand-in carries it) reading a blob nothing
+    makes: the note that shows it as '?' names the file's type, not the stand-in's."""
+    text = HEAD + ('layer { name: "loss" type: "EucleadianLoss" bottom: "conv" bottom: "y" '
+                   'top: "loss" }\n')
+    notes = []
+    rows, _ = summarize(text, notes=notes)
+    note = next(n for n in notes if "does not build here" in n)
+    assert note.startswith("layer 'loss' (EucleadianLoss) does not build here")
+    assert "layer 'loss' (EucleadianLoss, shape carried): unknown bottom blob 'y'" in note
+    assert "caffepy.summary" not in note

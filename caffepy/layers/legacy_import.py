@@ -6,10 +6,13 @@ file of the standard library, an installed package or caffepy) it does nothing. 
 the user's source file is loaded by :class:`UserSourceLoader`, which differs from Python's own only
 where Python's would fail:
 
-* **Python 2 source**: source that does not compile (``SyntaxError`` / ``TabError``) is
-  translated in memory (:mod:`caffepy.layers.python2_source`) and the translation runs, with the
-  two division helpers in the module's namespace; no byte code of it is written. When the
-  translation does not compile either, the original ``SyntaxError`` is raised.
+* **Python 2 source**: source that does not compile (``SyntaxError`` / ``TabError``), or that
+  reads a builtin only Python 2 has and never binds it (``xrange`` ...), is translated in memory
+  (:mod:`caffepy.layers.python2_source`) and the translation runs, with the two division helpers
+  in the module's namespace. When the translation of source that does not compile does not
+  compile either, the original ``SyntaxError`` is raised. The user's modules are compiled from
+  their source at each import: no byte code file is read or written in the user's tree (one
+  written by an earlier plain import would skip the translation).
 * **scipy.misc's removed image functions** (``imresize``, ``imread``, ``imsave``, ``toimage``,
   ``bytescale``, ``fromimage``; gone from scipy 1.3): a module whose code reads one of them from
   ``scipy.misc`` (``from scipy.misc import imresize``, ``scipy.misc.imresize(...)``,
@@ -74,7 +77,7 @@ class UserSourceLoader(importlib.machinery.SourceFileLoader):
 
     def source_to_code(self, data, path, **kwargs):
         try:
-            return super().source_to_code(data, path, **kwargs)
+            code = super().source_to_code(data, path, **kwargs)
         except SyntaxError as error:
             source = importlib.util.decode_source(data)
             in_package = "." in self.name or self.is_package(self.name)
@@ -86,10 +89,24 @@ class UserSourceLoader(importlib.machinery.SourceFileLoader):
             except Exception:       # noqa: BLE001 -- not Python 2 either: the user's error
                 raise error from None
             return code
+        source = importlib.util.decode_source(data)
+        names = python2_source.python2_builtins(source)
+        if not names:
+            return code
+        in_package = "." in self.name or self.is_package(self.name)
+        try:
+            py2, done = python2_source.compile_python2(source, path, in_package)
+        except Exception:           # noqa: BLE001 -- fissix missing or the translation fails
+            return code
+        self.translated = ["Python 2 builtins read (%s)" % ", ".join(names)] + done
+        return py2
 
-    def set_data(self, path, data, **kwargs):
-        if not self.translated:     # no byte code of a translation in the user's tree
-            super().set_data(path, data, **kwargs)
+    def get_code(self, fullname):
+        # a module that compiles is cached as byte code by Python; one read as Python 2 must be
+        # translated each time, not run from a byte code file of an earlier plain import
+        path = self.get_filename(fullname)
+        with open(path, "rb") as f:
+            return self.source_to_code(f.read(), path)
 
     def exec_module(self, module):
         code = self.get_code(module.__name__)

@@ -2,7 +2,10 @@
 
 A user's module whose source does not compile under Python 3 (``SyntaxError``, ``TabError``:
 ``print x``, ``except E, e``, a file indented with tabs and spaces mixed ...) is translated and the
-translation is what runs; a module that compiles is never translated. Nothing is written: the
+translation is what runs; so is a module that compiles but reads a builtin only Python 2 has
+(:data:`PY2_BUILTINS`: ``xrange``, ``unicode``, ``long`` ...) that it never binds itself
+(:func:`python2_builtins`), as Python 3 would stop there with a ``NameError`` and its ``/`` on
+integers was written as Python 2's. Any other module that compiles is never translated. Nothing is written: the
 translation lives in memory (one per source text and module name per process) and its code objects
 keep the user's file name, so tracebacks and ``file.py:line`` point at the user's file (the
 translation keeps the lines where they were).
@@ -200,6 +203,25 @@ def _binds(tree, name):
         if isinstance(node, ast.arg) and node.arg == name:
             return True
     return False
+
+
+#: Builtins of Python 2 that Python 3 removed: a module reading one it does not bind was written
+#: for Python 2 (a Python 3 module that supports both binds it, ``xrange = range``).
+PY2_BUILTINS = ("xrange", "unicode", "basestring", "long", "unichr", "raw_input", "execfile",
+                "reduce", "cmp", "reload")
+
+
+def python2_builtins(source):
+    """The :data:`PY2_BUILTINS` that ``source`` (which compiles under Python 3) reads and never
+    binds, sorted; empty when it names none or does not parse."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    read = {node.id for node in ast.walk(tree)
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)
+            and node.id in PY2_BUILTINS}
+    return sorted(name for name in read if not _binds(tree, name))
 
 
 def _true_division(tree):

@@ -162,7 +162,8 @@ def _line_of(tmp_path, name, text):
 
 
 @pytest.mark.parametrize("where, phase, raised, message, code", [
-    ("at_import", "import", "NameError", "name 'xrange' is not defined", "N = len(xrange(3))"),
+    ("at_import", "import", "NameError", "name 'image_table' is not defined",
+     "N = len(image_table(3))"),
     ("in_setup", "setup", "TypeError", "load() missing 1 required positional argument: 'Loader'",
      "raise TypeError(\"load() missing 1 required positional argument: 'Loader'\")"),
     ("in_forward", "forward", "AttributeError", "module 'numpy' has no attribute 'no_such_alias'",
@@ -206,7 +207,7 @@ def test_cli_prints_a_python_layers_error_in_one_line(tmp_path, monkeypatch, cap
         % (name, name, _line_of(tmp_path, name, code)))
 
 
-@pytest.mark.parametrize("where, code", [("at_import", "N = len(xrange(3))"),
+@pytest.mark.parametrize("where, code", [("at_import", "N = len(image_table(3))"),
                                          ("in_setup", "raise KeyError('image_list')")])
 def test_summary_strict_prints_a_python_layers_error_in_one_line(tmp_path, monkeypatch, capsys,
                                                                  where, code):

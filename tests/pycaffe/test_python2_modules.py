@@ -120,6 +120,59 @@ def test_python3_module_is_not_translated(tree, caplog):
     assert user.phase == caffepy.TEST and str(user.phase) == "TEST"     # cfg[str(self.phase)]
 
 
+PY2_COMPILES = '''
+import random
+import caffe
+
+
+class Subset(caffe.Layer):
+    def reshape(self, bottom, top):
+        n = bottom[0].data.size / bottom[0].data.shape[0]
+        self.keep = random.sample(xrange(n), n / 2)
+        top[0].reshape(bottom[0].data.shape[0], n / 2)
+
+    def forward(self, bottom, top):
+        top[0].data[...] = bottom[0].data.reshape(len(bottom[0].data), -1)[:, sorted(self.keep)]
+'''
+
+PY3_SHIM = '''
+import caffe
+try:
+    xrange
+except NameError:
+    xrange = range
+
+
+class Shim(caffe.Layer):
+    def reshape(self, bottom, top):
+        top[0].reshape(len(list(xrange(3))))
+
+    def forward(self, bottom, top):
+        top[0].data[...] = 7 / 2
+'''
+
+
+def test_python2_module_that_compiles_is_translated_when_it_reads_xrange(tree, caplog):
+    """A Python 2 module valid as Python 3 text (no print statement), which reads ``xrange``:
+    run translated, so its ``n / 2`` of integers is Python 2's (a shape, not a float)."""
+    (tree / "ext_subset2.py").write_text(PY2_COMPILES)
+    with caplog.at_level("WARNING", logger="caffepy"):
+        net = _net("ext_subset2", "Subset", (2, 3, 3))
+    assert net.blobs["y"].shape == (2, 4)
+    lines = [r.getMessage() for r in caplog.records if "ext_subset2" in r.getMessage()]
+    assert len(lines) == 1 and "Python 2 builtins read (xrange)" in lines[0]
+    assert "classic integer division" in lines[0]
+    assert not list(tree.rglob("ext_subset2*.pyc"))
+
+
+def test_python3_module_binding_xrange_itself_is_not_translated(tree, caplog):
+    (tree / "py3_shim.py").write_text(PY3_SHIM)
+    with caplog.at_level("WARNING", logger="caffepy"):
+        net = _net("py3_shim", "Shim", (1,))
+    np.testing.assert_allclose(net.forward()["y"], [3.5, 3.5, 3.5])
+    assert "py3_shim" not in caplog.text
+
+
 def test_source_neither_python_3_nor_2_reports_its_own_syntax_error(tree):
     (tree / "broken_layer.py").write_text("import caffe\n\n\ndef f(:\n    pass\n")
     with pytest.raises(NetError, match=r"SyntaxError in import.*broken_layer.py:4"):

@@ -258,9 +258,9 @@ class CropLayer(Layer):
     def crop_shape(self, bottom, start):
         """The sizes the cropped axes take (axes before ``start`` are kept): bottom[1]'s."""
         x, ref = bottom[0].shape, bottom[1].shape
-        if len(x) != len(ref):
-            raise self.error("bottoms have %d and %d axes (shapes %s, %s); they must match"
-                             % (len(x), len(ref), x, ref), ShapeError)
+        if len(x) != len(ref):      # a reference of bottom[0]'s own shape would pass
+            raise self.needs("bottoms have %d and %d axes (shapes %s, %s); they must match"
+                             % (len(x), len(ref), x, ref), [(1, x, 0)])
         return ref
 
     def reshape(self, bottom, top):

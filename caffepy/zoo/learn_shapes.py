@@ -20,7 +20,8 @@ tops, and the shapes given before each build: :mod:`caffepy.zoo.label_shapes`).
   input and a static input (N, D); SmoothL1Loss's weights the prediction's shape; a Concat
   gives a bottom the other's shape off the concat axis (a second frame beside the image); a
   Reshape of explicit dims its output shape (a label reshaped to 0 x 1 x 49 x 1); ROIPooling's
-  rois (R, 5). The bottom may also be made from the open top through layers that keep its
+  rois (R, 5); a Crop's reference with other axes than the blob it crops that blob's shape (a
+  side output cropped to a label map at half the image's size). The bottom may also be made from the open top through layers that keep its
   shape (:func:`open_source`: element-wise activations, BatchNorm, Scale, Dropout ...), through
   an Embed (the fitted shape less its last axis), or be its Flatten (:func:`_through_flatten`:
   a fitted (N, K) keeps the top's H x W when they divide K, else puts K in its channels).

@@ -96,18 +96,18 @@ def lay_out_labels(param, labels, layout):
             shape.dim.extend(dims)
 
 
-def _input_shapes(param, top):
+def input_shapes(param, top):
     """The input_param shape messages of ``param``'s Input layers that give ``top`` (one per
     phase)."""
     return [lp.input_param.shape[k] for lp in param.layer if lp.type == "Input"
             for k, t in enumerate(lp.top) if t == top and k < len(lp.input_param.shape)]
 
 
-def _give(param, top, shape):
+def give(param, top, shape):
     """Give ``top`` ``shape`` in every Input layer of ``param`` that has it; whether any
     changed."""
     changed = False
-    for sh in _input_shapes(param, top):
+    for sh in input_shapes(param, top):
         if list(sh.dim) != list(shape):
             del sh.dim[:]
             sh.dim.extend(int(d) for d in shape)
@@ -115,11 +115,11 @@ def _give(param, top, shape):
     return changed
 
 
-def _shape_text(shape):
+def shape_text(shape):
     return " x ".join(str(d) for d in shape) or "scalar"
 
 
-def _slice_axis(lp):
+def slice_axis(lp):
     p = lp.slice_param
     return int(p.slice_dim) if p.HasField("slice_dim") else int(p.axis)
 
@@ -138,7 +138,7 @@ def slice_width(lp):
 def sliced_shape(shape, lp):
     """The shape an open top of ``shape`` needs for the Slice ``lp`` (module doc), or None when
     it fits as it is (or no rule applies)."""
-    axis, width = _slice_axis(lp), slice_width(lp)
+    axis, width = slice_axis(lp), slice_width(lp)
     points = [int(x) for x in lp.slice_param.slice_point]
     shape, n = list(shape), len(shape)
     if n == 1 and axis < 0:
@@ -204,7 +204,7 @@ def hdf5_rows(net_param, searched):
 def as_rows(param, tops):
     """Give the ``tops`` of ``param``'s Input layers the shape (N, C) of their (N, C, ...)."""
     for top in tops:
-        for sh in _input_shapes(param, top):
+        for sh in input_shapes(param, top):
             dims = list(sh.dim)[:2]
             del sh.dim[:]
             sh.dim.extend(dims)
@@ -218,11 +218,11 @@ def slice_shapes(param, opened):
         if lp.type != "Slice" or len(lp.bottom) != 1 or lp.bottom[0] not in opened:
             continue
         top = lp.bottom[0]
-        for sh in _input_shapes(param, top):
+        for sh in input_shapes(param, top):
             new = sliced_shape(list(sh.dim), lp)
             if new is not None and new != list(sh.dim):
                 del sh.dim[:]
                 sh.dim.extend(new)
                 done.append((top, "%s given the shape %s that Slice layer '%s' needs"
-                             % (top, _shape_text(["N"] + new[1:]), lp.name)))
+                             % (top, shape_text(["N"] + new[1:]), lp.name)))
     return list(dict.fromkeys(done))          # one per top and Slice, however many phases

@@ -21,10 +21,11 @@ tops, and the shapes given before each build: :mod:`caffepy.zoo.label_shapes`).
   gives a bottom the other's shape off the concat axis (a second frame beside the image); a
   Reshape of explicit dims its output shape (a label reshaped to 0 x 1 x 49 x 1); ROIPooling's
   rois (R, 5); a Crop's reference with other axes than the blob it crops that blob's shape (a
-  side output cropped to a label map at half the image's size). The bottom may also be made from the open top through layers that keep its
-  shape (:func:`open_source`: element-wise activations, BatchNorm, Scale, Dropout ...), through
-  an Embed (the fitted shape less its last axis), or be its Flatten (:func:`_through_flatten`:
-  a fitted (N, K) keeps the top's H x W when they divide K, else puts K in its channels).
+  side output cropped to a label map at half the image's size). The bottom may also be made
+  from the open top through layers that keep its shape (:func:`open_source`: element-wise
+  activations, BatchNorm, Scale, Dropout ...), through an Embed (the fitted shape less its last
+  axis), or be its Flatten (:func:`_through_flatten`: a fitted (N, K) keeps the top's H x W
+  when they divide K, else puts K in its channels).
 * **Axes** (:func:`learn`, likewise): a layer that reads a bottom along an axis it does not
   have (``axes_needed`` of the error: a Tile, Concat, Scale or InnerProduct along axis 1 of a
   label vector) gives the open top that bottom comes from trailing 1s, (N,) -> (N, 1), in each
@@ -32,9 +33,10 @@ tops, and the shapes given before each build: :mod:`caffepy.zoo.label_shapes`).
 """
 import numpy as np
 
-from .label_shapes import _give, _input_shapes, _shape_text, _slice_axis, slice_width
+from .label_shapes import give, input_shapes, shape_text, slice_axis, slice_width
 
 MAX_LEARN = 8
+
 
 def _through_slice(param, blob, shape, opened):
     """(open top, its shape, Slice name) when ``blob`` is a top of a Slice whose bottom is in
@@ -45,7 +47,7 @@ def _through_slice(param, blob, shape, opened):
         if lp.type != "Slice" or blob not in lp.top or len(lp.bottom) != 1 or \
                 lp.bottom[0] not in opened:
             continue
-        axis, wanted = _slice_axis(lp), list(shape)
+        axis, wanted = slice_axis(lp), list(shape)
         at = axis + len(wanted) if axis < 0 else axis
         if at < 0 or (at == 0 and axis < 0):
             return None
@@ -53,7 +55,7 @@ def _through_slice(param, blob, shape, opened):
         if points and blob == lp.top[-1]:
             size = points[-1] + (wanted[at] if at < len(wanted) else 1)
         else:
-            now = [list(sh.dim) for sh in _input_shapes(param, lp.bottom[0])][:1]
+            now = [list(sh.dim) for sh in input_shapes(param, lp.bottom[0])][:1]
             k = axis + len(now[0]) if now and axis < 0 else axis
             size = now[0][k] if now and 0 <= k < len(now[0]) else slice_width(lp)
         if at >= len(wanted):
@@ -72,10 +74,10 @@ _PERMUTES = {"Permute": "permute_param", "TensorTranspose": "tensor_transpose_pa
 def _through_permute(param, blob, shape, opened, count_only):
     """(open top, its shape, Permute name) when ``blob`` is the top of a Permute (or a
     TensorTranspose) whose bottom is in ``opened`` and ``blob`` must have ``shape``: the open top
-    takes ``shape`` with the order undone. When only the count matters (``count_only``: a Reshape's needs) and
-    ``shape`` has more axes than the order names, its size-1 axes are dropped, last first, down
-    to that many (an HDF5 sequence of N x T x H x W frames permuted to T x N x H x W and
-    reshaped to T x N x 1 x H x W); else None."""
+    takes ``shape`` with the order undone. When only the count matters (``count_only``: a
+    Reshape's needs) and ``shape`` has more axes than the order names, its size-1 axes are
+    dropped, last first, down to that many (an HDF5 sequence of N x T x H x W frames permuted
+    to T x N x H x W and reshaped to T x N x 1 x H x W); else None."""
     for lp in param.layer:
         if lp.type not in _PERMUTES or list(lp.top) != [blob] or len(lp.bottom) != 1 or \
                 lp.bottom[0] not in opened:
@@ -155,7 +157,7 @@ def _through_flatten(param, blob, shape, opened, before):
     if not makers:
         return None
     top = open_source(param, makers[-1].bottom[0], opened, makers[-1].name)
-    now = [list(sh.dim) for sh in _input_shapes(param, top)][:1] if top else []
+    now = [list(sh.dim) for sh in input_shapes(param, top)][:1] if top else []
     if not now or len(now[0]) < 2:
         return None
     rest = int(np.prod(now[0][2:])) if len(now[0]) > 2 else 1
@@ -178,14 +180,14 @@ def _pad_axes(param, error, opened):
         for b in lp.bottom:
             top, added = open_source(param, b, opened, lp.name, embed=True)
             shape = None
-            for sh in _input_shapes(param, top) if top else []:
+            for sh in input_shapes(param, top) if top else []:
                 if 0 < len(sh.dim) < need - added:     # each phase's Input keeps its batch
                     sh.dim.extend([1] * (need - added - len(sh.dim)))
                     shape = list(sh.dim)
             if shape is not None:
                 via = "" if top == b else " for %s" % b
                 return top, "%s given the shape %s: layer '%s' (%s) reads it along axis %d%s" % (
-                    top, _shape_text(["N"] + shape[1:]), name, lp.type, need - 1, via + (
+                    top, shape_text(["N"] + shape[1:]), name, lp.type, need - 1, via + (
                         " (through an Embed)" if added else ""))
     return None
 
@@ -196,7 +198,7 @@ def _drops_axes(param, bottoms, fit):
     of one HDF5 file, both read by a Concat) the guessed label vector takes the image's axes,
     not the image the vector's."""
     i, shape = fit[0], fit[1]
-    now = [len(sh.dim) for sh in _input_shapes(param, bottoms[i])] if i < len(bottoms) else []
+    now = [len(sh.dim) for sh in input_shapes(param, bottoms[i])] if i < len(bottoms) else []
     return bool(now) and len(shape) < now[0]
 
 
@@ -240,10 +242,10 @@ def learn(param, error, opened):
                     via = " for %s (through a Flatten: the values in the channels)" % bottoms[i]
                 else:
                     continue
-            if not _give(param, top, shape):
+            if not give(param, top, shape):
                 continue
             if like is not None and not via:
                 return top, "%s given the shape of %s" % (top, bottoms[like])
             return top, "%s given the shape %s that layer '%s' (%s) needs%s" % (
-                top, _shape_text(shape), name, lp.type, via)
+                top, shape_text(shape), name, lp.type, via)
     return None

@@ -149,23 +149,17 @@ def summarize(source, inputs=None, phase=caffe_pb2.TEST, default_shape=(3, 224, 
     def build(param):
         del phase_note[:]
         with shapes_only(), carriers():
-            try:
-                return net_of(param, phase)
-            except PhaseError as e:
-                other, stages = _suggested_phase(e)
-                if other is None:
-                    raise
-                if stages:
-                    phase_note.append(
-                        "the net cannot be built without a stage (its data layers are given "
-                        "to stages); showing phase %s with stage %s" % (
-                            caffe_pb2.Phase.Name(other), ", ".join(stages)))
-                else:
-                    phase_note.append(
-                        "phase %s cannot be built (its data layers are in phase %s); showing "
-                        "phase %s" % (caffe_pb2.Phase.Name(phase), caffe_pb2.Phase.Name(other),
-                                      caffe_pb2.Phase.Name(other)))
-                return net_of(param, other, stages)
+            at, stages, tried = phase, (), []
+            while True:     # a suggested phase may itself need a stage: follow it once more
+                try:
+                    return net_of(param, at, stages)
+                except PhaseError as e:
+                    other, more = _suggested_phase(e)
+                    if other is None or (other, more) in tried or len(tried) >= 2:
+                        raise
+                    tried.append((other, more))
+                    at, stages = other, more
+                    phase_note[:] = [_phase_note(phase, at, stages)]
 
     for _ in range(MAX_FAILED_TERMINALS + 1):
         kept = {t for i in keep for t in original.layer[i].top}
@@ -334,6 +328,16 @@ def _without(param, names):
     del pruned.layer[:]
     pruned.layer.extend(lp for lp in param.layer if lp.name not in names)
     return pruned
+
+
+def _phase_note(asked, shown, stages):
+    """The note saying which phase (and stage) summary shows instead of ``asked``."""
+    if stages:
+        return ("the net cannot be built without a stage (layers it needs are given to stages); "
+                "showing phase %s with stage %s" % (caffe_pb2.Phase.Name(shown), ", ".join(stages)))
+    return ("phase %s cannot be built (its data layers are in phase %s); showing phase %s"
+            % (caffe_pb2.Phase.Name(asked), caffe_pb2.Phase.Name(shown),
+               caffe_pb2.Phase.Name(shown)))
 
 
 def _suggested_phase(error):

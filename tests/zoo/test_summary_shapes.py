@@ -116,6 +116,32 @@ def test_training_only_file(tmp_path):
     assert out.returncode == 0 and "showing phase TRAIN" in out.stderr and "conv1" in out.stdout
 
 
+STAGED_MIDDLE = """
+layer { name: "train_data" type: "DummyData" top: "data" include { phase: TRAIN }
+        dummy_data_param { shape { dim: 4 dim: 6 } } }
+layer { name: "val_data" type: "DummyData" top: "data"
+        include { phase: TEST stage: "test-on-val" }
+        dummy_data_param { shape { dim: 4 dim: 6 } } }
+layer { name: "plain" type: "InnerProduct" bottom: "data" top: "feat"
+        include { stage: "unfactored" } inner_product_param { num_output: 5 } }
+layer { name: "split" type: "InnerProduct" bottom: "data" top: "feat" include { stage: "factored" }
+        inner_product_param { num_output: 5 } }
+layer { name: "out" type: "InnerProduct" bottom: "feat" top: "out"
+        inner_product_param { num_output: 2 } }
+"""
+
+
+def test_a_phase_that_itself_needs_a_stage_is_followed_to_it():
+    """COCO captioning's LRCN net: phase TEST has its data only under stages, phase TRAIN has its
+    data but the recurrent layers only under a stage; summary follows TEST -> TRAIN -> TRAIN with
+    the first stage that builds, in one note."""
+    notes = []
+    rows, _ = summarize(STAGED_MIDDLE, notes=notes)
+    assert notes == ["the net cannot be built without a stage (layers it needs are given to "
+                     "stages); showing phase TRAIN with stage unfactored"]
+    assert [r.name for r in rows] == ["train_data", "plain", "out"]
+
+
 def test_unimportable_python_data_layer_is_replaced(tmp_path):
     path = tmp_path / "py.prototxt"
     path.write_text(PY_DATA)

@@ -79,10 +79,8 @@ class UserSourceLoader(importlib.machinery.SourceFileLoader):
         try:
             code = super().source_to_code(data, path, **kwargs)
         except SyntaxError as error:
-            source = importlib.util.decode_source(data)
-            in_package = "." in self.name or self.is_package(self.name)
             try:
-                code, self.translated = python2_source.compile_python2(source, path, in_package)
+                code, self.translated = self._as_python2(importlib.util.decode_source(data), path)
             except ImportError as missing:
                 error.msg += " (read as Python 2 source it needs fissix: %s)" % missing
                 raise error
@@ -93,13 +91,18 @@ class UserSourceLoader(importlib.machinery.SourceFileLoader):
         names = python2_source.python2_builtins(source)
         if not names:
             return code
-        in_package = "." in self.name or self.is_package(self.name)
         try:
-            py2, done = python2_source.compile_python2(source, path, in_package)
+            py2, done = self._as_python2(source, path)
         except Exception:           # noqa: BLE001 -- fissix missing or the translation fails
             return code
         self.translated = ["Python 2 builtins read (%s)" % ", ".join(names)] + done
         return py2
+
+    def _as_python2(self, source, path):
+        """(code, what was done) of the text ``source`` read as Python 2
+        (:func:`caffepy.layers.python2_source.compile_python2`)."""
+        in_package = "." in self.name or self.is_package(self.name)
+        return python2_source.compile_python2(source, path, in_package)
 
     def get_code(self, fullname):
         # a module that compiles is cached as byte code by Python; one read as Python 2 must be

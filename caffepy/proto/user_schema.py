@@ -42,7 +42,7 @@ import tempfile
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 from ..errors import ProtoError
-from . import caffe_pb2
+from . import caffe_pb2, is_repeated
 
 _log = logging.getLogger(__name__)
 
@@ -273,7 +273,7 @@ def _compile(path):
 
 
 def _type_of(field):
-    label = "repeated " if field.label == _FD.LABEL_REPEATED else ""    # required = optional
+    label = "repeated " if is_repeated(field) else ""    # required = optional
     return label + (field.type_name.lstrip(".").replace("caffe.", "") or
                     _FD.Type.Name(field.type)[5:].lower())
 

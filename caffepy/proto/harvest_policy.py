@@ -21,7 +21,8 @@ A field holding its default value changes nothing and is accepted silently. The 
 :func:`caffepy.proto.io.parse_text` reads text; line numbers come from the same token scan
 :mod:`caffepy.proto.unknown_fields` uses. Harvested fields that a caffepy layer now reads are listed
 in :data:`COMPUTED` (:mod:`caffepy.proto.harvest_computed`): they are accepted like any field of caffepy's own schema; so is a fork's V1
-layer type that upgrades to the type string of a caffepy layer (:mod:`caffepy.proto.v1_fork_types`).
+layer type that upgrades to the type string of a caffepy layer (:mod:`caffepy.proto.v1_fork_types`), and a fork's
+V1 field the V1 upgrade copies into a LayerParameter field caffepy reads (:func:`_carried_to_layer`).
 With a fork's own schema loaded (``--proto``, :mod:`caffepy.proto.user_schema`), the harvested
 fields and values its file defines are accepted.
 """
@@ -165,6 +166,29 @@ def _v1_type_computed(number):
     return base.has_layer_type(name)
 
 
+def _carried_to_layer(fd, tab):
+    """Whether harvested V1 field ``fd`` (``V1LayerParameter.x_param``) is one the V1 → current
+    upgrade carries over (:func:`caffepy.proto.upgrade.upgrade_v1_layer` copies a V1 field into the
+    LayerParameter field of its name when both have the same message type, or the same scalar
+    type, and the same label) to a LayerParameter field caffepy reads: not itself a harvested field
+    no fork layer computes. Its sub-fields are then checked as that message's fields, so a fork's
+    V1 ``layers { type: ROI_POOLING roi_pooling_param { ... } }`` is read as the current ``layer``
+    of the same content."""
+    from . import caffe_pb2
+    target = caffe_pb2.LayerParameter.DESCRIPTOR.fields_by_name.get(fd.name)
+    if fd.containing_type.name != "V1LayerParameter" or target is None:
+        return False
+    if is_repeated(target) != is_repeated(fd):
+        return False
+    if fd.message_type is not None or target.message_type is not None:
+        if target.message_type is not fd.message_type:
+            return False
+    elif target.type != fd.type:
+        return False
+    key = "LayerParameter.%s" % fd.name
+    return key not in tab or key in COMPUTED
+
+
 def find_harvested(msg):
     """Every harvested field ``msg`` (and its sub-messages) sets to a non-default value, and every
     harvested enum value it holds: :class:`Harvested` records (field path, layer name, forks)."""
@@ -183,6 +207,8 @@ def _walk(msg, path, layer, out, tab):
         key = "%s.%s" % (mname, fd.name)
         fpath = path + [fd.name]
         entry = tab.get(key) if key not in COMPUTED else None
+        if entry is not None and _carried_to_layer(fd, tab):
+            entry = None
         if entry is not None:
             if not _is_default(fd, value, entry.get("default", NEUTRAL.get(key))):
                 out.append(Harvested(mname, fd.name, ".".join(fpath), layer, entry))

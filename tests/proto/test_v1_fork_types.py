@@ -60,3 +60,67 @@ def test_every_type_string_is_computed_or_listed_as_not():
     assert missing == []
     stale = sorted(t for t in UNIMPLEMENTED if base.has_layer_type(t) or t not in types)
     assert stale == []
+
+
+V1_NET = """name: "v1"
+input: "data"
+input_dim: 1 input_dim: 3 input_dim: 8 input_dim: 8
+input: "rois"
+input_dim: 2 input_dim: 5 input_dim: 1 input_dim: 1
+layers { name: "conv" type: CONVOLUTION bottom: "data" top: "conv"
+         convolution_param { num_output: 4 kernel_size: 3
+                             weight_filler { type: "gaussian" std: 0.5 } } }
+layers { name: "prelu" type: PRELU bottom: "conv" top: "conv"
+         prelu_param { channel_shared: true filler { type: "constant" value: 0.3 } } }
+layers { name: "roi" type: ROI_POOLING bottom: "conv" bottom: "rois" top: "pool"
+         roi_pooling_param { pooled_w: 2 pooled_h: 3 spatial_scale: 0.5 } }
+layers { name: "flat" type: RESHAPE bottom: "pool" top: "flat"
+         reshape_param { shape { dim: 0 dim: -1 } } }
+"""
+
+
+def test_v1_fork_params_of_caffepy_layers_carry_to_the_current_layer():
+    """Forks' V1 layers (Fast R-CNN's ROI_POOLING, PRELU, RESHAPE) keep their params as V1
+    fields; the V1 upgrade copies each into the LayerParameter field of its name, so the strict
+    reading accepts them and the net computes what the same net written with ``layer`` does."""
+    import numpy as np
+    from caffepy.net import Net
+    for name in ("roi_pooling_param", "prelu_param", "reshape_param"):
+        assert "V1LayerParameter." + name in harvest_policy.table()    # known only from forks
+    net = io.read_net(V1_NET)                                           # strict: accepted
+    by_name = {l.name: l for l in net.layer}
+    assert by_name["roi"].type == "ROIPooling"
+    assert (by_name["roi"].roi_pooling_param.pooled_w, by_name["roi"].roi_pooling_param.pooled_h,
+            by_name["roi"].roi_pooling_param.spatial_scale) == (2, 3, 0.5)
+    assert by_name["prelu"].prelu_param.channel_shared
+    assert list(by_name["flat"].reshape_param.shape.dim) == [0, -1]
+
+    current = io.read_net(io.to_text(net))                              # the same net, `layer`
+    rng = np.random.RandomState(0)
+    data = rng.randn(1, 3, 8, 8).astype(np.float32)
+    weights = rng.randn(4, 3, 3, 3).astype(np.float32)
+    rois = np.array([[0, 0, 0, 11, 11], [0, 2, 4, 9, 7]], np.float32).reshape(2, 5, 1, 1)
+    outs = []
+    for param in (net, current):
+        n = Net(param, phase="TEST")
+        n.params["conv"][0].data[...] = weights
+        n.blobs["data"].data[...] = data
+        n.blobs["rois"].data[...] = rois
+        outs.append(n.forward()["flat"].copy())
+    assert outs[0].shape == (2, 4 * 2 * 3)
+    np.testing.assert_array_equal(outs[0], outs[1])
+    prelu = net.layer[[l.name for l in net.layer].index("prelu")]
+    assert prelu.prelu_param.filler.value == np.float32(0.3)
+
+
+def test_v1_fork_field_without_a_computing_counterpart_is_still_refused():
+    """A V1 field carried to a LayerParameter field that is itself only a fork's (no caffepy
+    layer computes it), and a fork-only field inside a carried message, stay refused."""
+    text = 'layers { name: "l" type: CONVOLUTION bottom: "a" top: "b" svm_param { %s} }'
+    assert "LayerParameter.svm_param" in harvest_policy.table()
+    io.read_net(text % "")                             # an empty message is the default
+    with pytest.raises(ProtoError, match="svm_param"):
+        io.read_net(text % "svm_c: 2 ")
+    inner = V1_NET.replace("spatial_scale: 0.5", "spatial_scale: 0.5 is_multi_interpolate: true")
+    with pytest.raises(ProtoError, match="is_multi_interpolate"):
+        io.read_net(inner)

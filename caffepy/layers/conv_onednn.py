@@ -20,8 +20,13 @@ MAX_PLANS = 4   # per layer: a net fed images of many sizes must not keep a plan
 # Below this share of real channels in oneDNN's padded blocks (ConvPlan.channel_efficiency) the
 # GEMM path is faster. Training step forward + backward at 2 threads (2026-11-27, AVX-512):
 # 20 -> 50 channels (0.49) 7.3 ms against GEMM's 6.3; 20 -> 64 (0.63) 7.4 / 7.3; 24 -> 40
-# (0.63) 3.9 / 5.3; 32 -> 50 (0.78) 7.3 / 10.1.
+# (0.63) 3.9 / 5.3; 32 -> 50 (0.78) 7.3 / 10.1. The share is the one 16-float blocks give
+# (CHANNEL_BLOCK), on every ISA: with AVX2's 8-float blocks LeNet's conv2 (20 -> 50) pads less
+# (0.74) but still runs faster on the GEMM path (LeNet's training step at batch 64, 2 threads,
+# 2026-11-30, AVX2, 4 alternated rounds of 2 s: median 20.8 ms with the layer on GEMM against
+# 22.1 on oneDNN).
 MIN_CHANNEL_EFFICIENCY = 0.55
+CHANNEL_BLOCK = 16
 # A 1x1 convolution (stride any, no padding) over planes of at least this many positions runs
 # in Caffe's NCHW layout (ConvPlan plain): there it is one GEMM per image, and the reorders into
 # and out of the channel-blocked formats cost more than the blocked kernels save. Forward +
@@ -80,7 +85,8 @@ def plan(layer):
                 layer.outer, layer.channels, layer.in_spatial, layer.num_output,
                 layer.out_spatial, layer.group, layer.kernel, layer.stride, layer.pad,
                 layer.dilation, layer.bias_term, transposed=layer.reverse, plain=_plain(layer))
-            plans[key] = p if p.channel_efficiency() >= MIN_CHANNEL_EFFICIENCY else None
+            share = min(p.channel_efficiency(), p.channel_efficiency(CHANNEL_BLOCK))
+            plans[key] = p if share >= MIN_CHANNEL_EFFICIENCY else None
         except onednn.OneDNNError:
             plans[key] = None
     return plans[key]

@@ -44,6 +44,7 @@ class ConvPlan:
                  zip(small, stride, dilation, kernel, big, pad)]
         geo = (_dims(stride), _dims([d - 1 for d in dilation]), _dims(pad), _dims(pad_r))
         self.bias = bias
+        self.channels = (c, m)
         x_plain, y_plain = _Md.plain(x_shape), _Md.plain(y_shape)
         x_any, y_any = (x_plain, y_plain) if plain else (_Md(x_shape), _Md(y_shape))
         w_any = _Md(w_dims)
@@ -76,14 +77,21 @@ class ConvPlan:
         self.dy_shared = (not self.dy_d.same and lib.dnnl_memory_desc_equal(
             self.bwd_data.md(Q_DIFF_DST), self.bwd_weights.md(Q_DIFF_DST)) == 1)
 
-    def channel_efficiency(self):
+    def channel_efficiency(self, block=None):
         """The share of the forward's work on real channels: oneDNN's blocked formats pad the
         input and output channels to the block (16 floats with AVX-512, 8 with AVX2), and a
         convolution computes every padded channel (LeNet's conv2, 20 -> 50 channels: 20/32 x
-        50/64 = 0.49)."""
-        def share(layout):
-            return 1.0 if layout.same else layout.plain.nbytes / float(layout.inner.nbytes)
-        return share(self.fx) * share(self.fy)
+        50/64 = 0.49 with AVX-512, 20/24 x 50/56 = 0.74 with AVX2). ``block``: the share as it
+        would be with channel blocks of that many floats, for each of x and y that oneDNN keeps
+        in a blocked format (a plain one, as the 3-channel image of a first layer, pads
+        nothing)."""
+        def share(layout, channels):
+            if layout.same:
+                return 1.0
+            if block:
+                return channels / float(-(-channels // block) * block)
+            return layout.plain.nbytes / float(layout.inner.nbytes)
+        return share(self.fx, self.channels[0]) * share(self.fy, self.channels[1])
 
     def forward(self, x, w, b, y, scratch):
         """y = conv(x, w) + b; ``scratch(slot, floats)`` gives float32 work arrays."""

@@ -36,6 +36,13 @@ CHANNEL_BLOCK = 16
 # wins (2048 -> 512 1.08, 512 -> 2048 1.10, 832 -> 384 1.04), and for every 3x3 and 5x5 kernel
 # measured (64 -> 64 3x3 at 56 1.74, CIFAR10-quick's 5x5 2.0-2.7).
 PLAIN_1X1_MIN_POSITIONS = 14 * 14
+# With AVX2's 8-float blocks, a 1x1 convolution whose input has more than this many channels per
+# plane position stays blocked: forward + backward at 2 threads (2026-11-30, AVX2, batch 8,
+# plain / blocked, median of 5 alternated rounds): 1024 -> 256 at 14 x 14 (5.2 channels a
+# position) 1.28, 1024 -> 2048 stride 2 at 14 1.26; 512 -> 1024 stride 2 at 28 (0.65) 0.99,
+# 1024 -> 512 stride 2 at 14 (5.2, but a quarter of the outputs) 0.94 -- not taken on that one
+# alone --, 256 -> 1024 at 14 (1.3) 0.93, the 56 x 56 and 28 x 28 ones 0.73-0.89.
+PLAIN_1X1_MAX_CHANNELS_PER_POSITION_AVX2 = 4
 # A convolution of a single input channel (a gray image's first layer) with a kernel of this many
 # positions or more runs on the GEMM path: oneDNN's weight gradient from a one-channel source is
 # slower than im2col + GEMM there, and its 3x3 is not. Forward + backward at 2 threads
@@ -47,10 +54,15 @@ SINGLE_CHANNEL_GEMM_MIN_KERNEL = 16
 
 
 def _plain(layer):
-    """Whether the layer's plan runs in the plain layout (see PLAIN_1X1_MIN_POSITIONS)."""
-    return (not layer.reverse and layer.group == 1 and layer.num_spatial == 2
-            and all(k == 1 for k in layer.kernel) and not any(layer.pad)
-            and int(np.prod(layer.in_spatial)) >= PLAIN_1X1_MIN_POSITIONS)
+    """Whether the layer's plan runs in the plain layout (see PLAIN_1X1_MIN_POSITIONS and
+    PLAIN_1X1_MAX_CHANNELS_PER_POSITION_AVX2)."""
+    positions = int(np.prod(layer.in_spatial))
+    if (layer.reverse or layer.group != 1 or layer.num_spatial != 2
+            or any(k != 1 for k in layer.kernel) or any(layer.pad)
+            or positions < PLAIN_1X1_MIN_POSITIONS):
+        return False
+    return not (onednn.channel_block() == 8 and layer.channels > positions
+                * PLAIN_1X1_MAX_CHANNELS_PER_POSITION_AVX2)
 
 
 def _scratch_fn(layer):

@@ -122,6 +122,18 @@ def version():
     return "%d.%d.%d" % (v.major, v.minor, v.patch)
 
 
+def channel_block():
+    """Floats per channel block of oneDNN's blocked formats on this machine: 16 where its kernels
+    use AVX-512 (``dnnl_get_effective_cpu_isa``: the avx512 bit, 0x20, of ``dnnl_cpu_isa_t``), 8
+    otherwise; None where oneDNN is not in use."""
+    lib = get()
+    if lib is None:
+        return None
+    if "block" not in _state:
+        _state["block"] = 16 if int(lib.dnnl_get_effective_cpu_isa()) & 0x20 else 8
+    return _state["block"]
+
+
 def limit_threads(n):
     """OpenMP threads for oneDNN's primitives run from the calling thread (an OpenMP setting
     holds per thread): the distributed engine's workers compute at once and share the cores."""

@@ -321,7 +321,7 @@ def test_padded_channel_blocks_leave_the_layer_to_gemm(channels, num_output, mon
         share = 0.0
     if (channels, num_output) in BLOCK_SHARES:
         widths = BLOCK_SHARES[(channels, num_output)]
-        assert any(abs(own - v) < 1e-9 for v in widths.values()), own
+        assert abs(own - widths[onednn.channel_block()]) < 1e-9, own    # the machine's width
         assert abs(sixteen - widths[16]) < 1e-9
         assert p is None                   # LeNet's conv2 on the GEMM path, 8- or 16-float blocks
     assert (p is None) == (share < RULE)
@@ -374,10 +374,17 @@ def test_weight_gradient_adds_from_blocked_format_onto_the_diff():
     ((2, 8, 16, 14), "kernel_size: 1 stride: 2 bias_term: false", True),
     ((2, 8, 7, 7), "kernel_size: 1", False),            # small planes: blocked formats
     ((2, 8, 14, 14), "kernel_size: 1 pad: 1", False),
-    ((2, 8, 14, 14), "kernel_size: 3 pad: 1", False)])
+    ((2, 8, 14, 14), "kernel_size: 3 pad: 1", False),
+    # more than 4 input channels a position: blocked with AVX2's 8-float blocks only
+    ((2, 1000, 14, 14), "kernel_size: 1", "avx512"),
+    ((2, 780, 14, 14), "kernel_size: 1", True)])
 def test_large_1x1_convolutions_run_in_caffes_layout(shape, fields, plain):
     """1x1 convolutions over planes of PLAIN_1X1_MIN_POSITIONS or more read and write NCHW
-    blobs directly (no reorders); the same results as the GEMM path either way."""
+    blobs directly (no reorders), except, with AVX2's 8-float blocks, where the input has more
+    than PLAIN_1X1_MAX_CHANNELS_PER_POSITION_AVX2 channels a position; the same results as the
+    GEMM path either way."""
+    if plain == "avx512":
+        plain = onednn.channel_block() == 16
     rng = np.random.default_rng(5)
     x = rng.standard_normal(shape).astype(np.float32)
     a, b = _pair(fields, 12, x)

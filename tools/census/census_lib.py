@@ -220,3 +220,34 @@ class RepositoryTrees(object):
                 cache_path(row["sha256"], self.cache)):
             return where
         return cache_path(row["sha256"], self.cache)
+
+
+def share_interval(records, tier="complete", resamples=2000, seed=0, level=0.95):
+    """How far a tier's share could move with another draw of repositories: the census samples
+    repositories, and a repository's files pass or fail together more often than apart, so the
+    file-weighted share (files in the tier / files) and the repository-weighted one (the mean of
+    each repository's own share) get percentile intervals from a bootstrap over repositories
+    (``resamples`` draws of as many repositories, with replacement; ``random.Random(seed)``).
+    Returns {"files": (share, low, high), "repositories": (share, low, high)} in percent."""
+    import random
+    by_repo = collections.OrderedDict()
+    for r in records:
+        by_repo.setdefault(r["repo"], []).append(1 if r.get(tier) else 0)
+    repos = list(by_repo)
+    if not repos:
+        return {}
+
+    def shares(names):
+        files = [v for n in names for v in by_repo[n]]
+        per_repo = [sum(by_repo[n]) / float(len(by_repo[n])) for n in names]
+        return 100.0 * sum(files) / len(files), 100.0 * sum(per_repo) / len(per_repo)
+
+    rng = random.Random(seed)
+    draws = [shares([rng.choice(repos) for _ in repos]) for _ in range(resamples)]
+    lo_i = int(round((1 - level) / 2 * (resamples - 1)))
+    hi_i = int(round((1 + level) / 2 * (resamples - 1)))
+    out = {}
+    for k, name in enumerate(("files", "repositories")):
+        values = sorted(d[k] for d in draws)
+        out[name] = (round(shares(repos)[k], 1), round(values[lo_i], 1), round(values[hi_i], 1))
+    return out

@@ -43,8 +43,9 @@ Per file: the tiers, the category and one-line error of the first tier that fail
 files keep no per-file detail beyond tiers and category). Records go one JSON object a line to
 /work/census-data/results.json (outside the repository), keyed by sha256 and the git tree of
 caffepy/ measured, so a rerun skips what that caffepy already measured (the run is resumable).
-``--summary`` writes tools/census/results_summary.json: per split, the tier counts; per-category
-counts for the census split only.
+``--summary`` writes tools/census/results_summary.json: per split, the tier counts and the
+complete share's 95% intervals, file- and repository-weighted, from a bootstrap over repositories
+(``census_lib.share_interval``); per-category counts for the census split only.
 
     nice -n 10 python3 tools/census/measure.py            # measure what is not measured yet
     nice -n 10 python3 tools/census/measure.py --python-layers --split census --limit 10
@@ -258,6 +259,8 @@ def summary(results, tree):
              "read": sum(r["read"] for r in rs), "lenient": sum(r["lenient"] for r in rs),
              "complete": sum(r["complete"] for r in rs),
              "deploy_with_inputs": len(dep), "runnable": sum(bool(r["runnable"]) for r in dep)}
+        # 95% intervals of the complete share, by a bootstrap over repositories
+        s["complete_interval"] = L.share_interval(rs, "complete")
         if split == "census":
             s["failure_categories"] = dict(collections.Counter(
                 "%s:%s" % (r["failed"], r.get("category")) for r in rs if "failed" in r))
@@ -275,13 +278,15 @@ def main(argv=None):
     p.add_argument("--sha", action="append", default=[], metavar="PREFIX",
                    help="only the files whose sha256 starts with PREFIX (repeatable)")
     p.add_argument("--results", default=RESULTS, help="the results file (default %(default)s)")
+    p.add_argument("--tree", help="with --summary: the records of this caffepy tree (its full "
+                                  "hash) instead of this checkout's")
     p.add_argument("--shard", default="0/1", metavar="K/N",
                    help="measure only the files whose sha256 is K modulo N, so N runs, each with "
                         "its own --results, share the work (and each resumes its own)")
     args = p.parse_args(argv)
     args.results = os.path.abspath(args.results)
     sys.path.insert(0, L.ROOT)
-    tree = caffepy_tree()
+    tree = args.tree or caffepy_tree()
     results = load_results(args.results)
     if args.summary:
         with open(SUMMARY, "w") as f:

@@ -1,17 +1,15 @@
 """The harvested fields caffepy's fork layers compute (``"Message.field"`` names, and
 ``"Message.field=VALUE"`` for a harvested enum value): never refused,
 in strict mode as in structure-only mode (:mod:`caffepy.proto.harvest_policy`). Each group names
-the fork and the module that computes it."""
+the fork and the module that computes it. :data:`COMPUTED` is the union of the groups here (the
+miscellaneous and face forks, the fillers, the solvers and the forks' engine values) and
+:data:`~caffepy.proto.harvest_computed_vision.VISION_COMPUTED` (the detection, segmentation, SSD,
+pose, video and optical-flow forks)."""
+
+from .harvest_computed_vision import VISION_COMPUTED
 
 # "Message.field" names of harvested fields that caffepy's fork layers compute: never refused.
-COMPUTED = frozenset([
-    # the OpenCL branch's MergeCrop and N-d MemoryData (caffepy/forks/segmentation/mergecrop.py)
-    "LayerParameter.mergecrop_param", "MergeCropParameter.operation", "MergeCropParameter.forward",
-    "MergeCropParameter.backward", "MemoryDataParameter.dim",
-    "LayerParameter.hard_sigmoid_param", "HardSigmoidParameter.alpha", "HardSigmoidParameter.beta",
-    "LayerParameter.scalar_param", "ScalarParameter.axis",
-    "LayerParameter.insanity_param", "InsanityParameter.lb", "InsanityParameter.ub",
-    "V1LayerParameter.insanity_param",
+COMPUTED = VISION_COMPUTED | frozenset([
     # happynear/caffe-windows' TripletLoss, EltwiseAffine, Local (caffepy/forks/face/happynear.py)
     "LayerParameter.triplet_loss_param", "V1LayerParameter.triplet_loss_param",
     "TripletLossParameter.margin", "LayerParameter.eltwise_affine_param",
@@ -24,7 +22,8 @@ COMPUTED = frozenset([
     "GeneralContrastiveParameter.positive_weight", "GeneralContrastiveParameter.negative_weight",
     "GeneralContrastiveParameter.normalize_negative",
     "GeneralContrastiveParameter.positive_outlier_thresh",
-    "GeneralContrastiveParameter.positive_first", "GeneralContrastiveParameter.positive_upper_bound",
+    "GeneralContrastiveParameter.positive_first",
+    "GeneralContrastiveParameter.positive_upper_bound",
     "GeneralContrastiveParameter.exp_negative_weight",
     "LayerParameter.imresize_param", "ImResizeParameter.target_spatial_width",
     "ImResizeParameter.target_spatial_height", "ImResizeParameter.factor",
@@ -38,25 +37,6 @@ COMPUTED = frozenset([
     "LayerParameter.st_param", "SpatialTransformerParameter.transform_type",
     "SpatialTransformerParameter.sampler_type", "SpatialTransformerParameter.output_H",
     "SpatialTransformerParameter.output_W",
-    # What's the Point's SoftmaxWithLossExpectation (caffepy/forks/segmentation/whats_the_point.py)
-    "LossParameter.ignore_rank",
-    # caffe-video_triplet's RankHardLoss (caffepy/forks/video/video_triplet.py)
-    "LayerParameter.rank_param", "V1LayerParameter.rank_param", "RankParameter.neg_num",
-    "RankParameter.pair_size", "RankParameter.hard_ratio", "RankParameter.rand_ratio",
-    "RankParameter.margin",
-    # jolibrain's DiceCoefLoss (caffepy/forks/segmentation/dice.py)
-    "LayerParameter.dice_coef_loss_param", "DiceCoefLossParameter.generalization",
-    "DiceCoefLossParameter.ignore_label",
-    # RMPE's DataHeatmap (caffepy/forks/pose/rmpe.py)
-    "LayerParameter.heatmap_data_param", "V1LayerParameter.heatmap_data_param",
-    "HeatmapDataParameter.source", "HeatmapDataParameter.root_img_dir",
-    "HeatmapDataParameter.batchsize", "HeatmapDataParameter.outsize",
-    "HeatmapDataParameter.label_width", "HeatmapDataParameter.label_height",
-    "HeatmapDataParameter.multfact", "HeatmapDataParameter.labelinds",
-    "HeatmapDataParameter.bbox_or_centerscale", "HeatmapDataParameter.scale_width",
-    "HeatmapDataParameter.scale_height", "HeatmapDataParameter.shuffle",
-    "HeatmapDataParameter.segmentation", "HeatmapDataParameter.data_augment",
-    "HeatmapDataParameter.angle_max", "HeatmapDataParameter.sample_per_cluster",
     # CReLU, Trunc, Quant_Trun (caffepy/forks/misc/fork_neurons.py)
     "LayerParameter.crelu_param", "V1LayerParameter.crelu_param", "CReLUParameter.negative_slope",
     "CReLUParameter.concat_axis", "CReLUParameter.engine", "LayerParameter.trunc_param",
@@ -90,9 +70,6 @@ COMPUTED = frozenset([
     "NetvladParameter.cluster_num", "NetvladParameter.local_dim", "NetvladParameter.vlad_dim",
     "NetvladParameter.weight_filler", "LayerParameter.intranorm_param",
     "V1LayerParameter.intranorm_param", "IntranormParameter.cluster_num",
-    # Look into Person's ParseEvaluate (caffepy/forks/segmentation/lip.py)
-    "LayerParameter.parse_evaluate_param", "ParseEvaluateParameter.num_labels",
-    "ParseEvaluateParameter.ignore_label",
     # CCL's SemiContrastLoss (caffepy/forks/misc/fork_losses.py)
     "LayerParameter.semicontrast_loss_param", "V1LayerParameter.semicontrast_loss_param",
     "SemiContrastLossParameter.margin", "SemiContrastLossParameter.feature_index",
@@ -102,18 +79,6 @@ COMPUTED = frozenset([
     # SICE's SSIMLoss (caffepy/forks/misc/fork_losses.py)
     "LayerParameter.ssim_loss_param", "SSIMLossParameter.kernel_size", "SSIMLossParameter.stride",
     "SSIMLossParameter.c1", "SSIMLossParameter.c2",
-    # Cambricon's ImageDetect (caffepy/forks/detection/cambricon.py)
-    "LayerParameter.image_detect_param", "V1LayerParameter.image_detect_param",
-    "ImageDetectParameter.engine", "ImageDetectParameter.num_class", "ImageDetectParameter.im_h",
-    "ImageDetectParameter.im_w", "ImageDetectParameter.scale", "ImageDetectParameter.nms_thresh",
-    "ImageDetectParameter.score_thresh",
-    # Cambricon's DetectionOut (caffepy/forks/detection/cambricon.py)
-    "LayerParameter.detection_out_param", "V1LayerParameter.detection_out_param",
-    "DetectionOutParameter.side", "DetectionOutParameter.num_classes",
-    "DetectionOutParameter.num_box", "DetectionOutParameter.coords",
-    "DetectionOutParameter.confidence_threshold", "DetectionOutParameter.nms_threshold",
-    "DetectionOutParameter.biases", "DetectionOutParameter.label_map_file",
-    "DetectionOutParameter.engine",
     # Label85's TxtFeatData (caffepy/forks/face/label85.py)
     "LayerParameter.txtfeat_data_param", "TxtFeatDataParameter.source",
     "TxtFeatDataParameter.batch_size", "TxtFeatDataParameter.rand_skip",
@@ -129,55 +94,14 @@ COMPUTED = frozenset([
     # limuhit/CCN's MLQuant (caffepy/forks/misc/ccn.py)
     "LayerParameter.mlquant_param", "V1LayerParameter.mlquant_param", "MLQuantParameter.groups",
     "MLQuantParameter.method",
-    # PiCANet's AttPooling, PwAttend and ReNetLSTM (caffepy/forks/segmentation/picanet.py)
-    "LayerParameter.att_pooling_param", "LayerParameter.renet_lstm_param",
-    "ReNetLSTMParameter.direction", "ReNetLSTMParameter.num_output",
-    "ReNetLSTMParameter.patch_width", "ReNetLSTMParameter.patch_height",
-    "ReNetLSTMParameter.general_weight_filler", "ReNetLSTMParameter.general_bias_filler",
-    "ReNetLSTMParameter.forget_gate_bias_filler", "ReNetLSTMParameter.input_gate_bias_filler",
-    "ReNetLSTMParameter.output_gate_bias_filler", "ReNetLSTMParameter.peephole",
-    # Cambricon's DetectionPoseOutput (caffepy/forks/detection/cambricon.py)
-    "LayerParameter.detection_pose_output_param", "V1LayerParameter.detection_pose_output_param",
-    "DetectionPoseOutputParameter.num_classes", "DetectionPoseOutputParameter.share_location",
-    "DetectionPoseOutputParameter.background_label_id", "DetectionPoseOutputParameter.nms_param",
-    "DetectionPoseOutputParameter.save_output_param", "DetectionPoseOutputParameter.code_type",
-    "DetectionPoseOutputParameter.keep_top_k",
-    "DetectionPoseOutputParameter.variance_encoded_in_target",
-    "DetectionPoseOutputParameter.confidence_threshold", "DetectionPoseOutputParameter.visualize",
-    "DetectionPoseOutputParameter.visualize_threshold", "DetectionPoseOutputParameter.num_poses",
-    "DetectionPoseOutputParameter.share_pose",
-    # NdConvolution / NdPooling (chuckcho/video-caffe; caffepy/forks/video/nd.py)
-    "ConvolutionParameter.kernel_shape", "ConvolutionParameter.stride_shape",
-    "ConvolutionParameter.pad_shape", "PoolingParameter.kernel_shape",
-    "PoolingParameter.stride_shape", "PoolingParameter.pad_shape",
-    # R-C3D's ROIPooling (caffepy/forks/video/rc3d.py)
-    "ROIPoolingParameter.pooled_l", "ROIPoolingParameter.temporal_scale",
     # CropCenter (lltcggie/caffe; caffepy/forks/misc/waifu2x.py)
     "LayerParameter.crop_center_param", "CropCenterParameter.crop_size",
     # ColorConv (the colorization Caffe; caffepy/forks/misc/colorization.py)
     "LayerParameter.color_conv_param", "ColorConvParameter.input", "ColorConvParameter.output",
-    # RRD's Extend and ORPooling (MhLiao/RRD; caffepy/forks/ssd/rrd.py)
-    "LayerParameter.orn_param", "ORNParameter.orientations",
-    # LiteFlowNet's NegSquare (twhui/LiteFlowNet; caffepy/forks/flownet/liteflownet.py): no fields
-    "LayerParameter.negsquare_param",
     # MinReLU (ALISCIFP/caffe; caffepy/forks/misc/activations.py)
     "LayerParameter.minrelu_param", "MinReLUParameter.positive_slope", "MinReLUParameter.engine",
     # Tiling (SeokjuLee/VPGNet; caffepy/forks/misc/vision.py)
     "LayerParameter.tiling_param", "TilingParameter.tile_dim",
-    # DeconvNet's 2014 layers (HyeonwooNoh/caffe; caffepy/forks/segmentation/deconvnet*.py)
-    "LayerParameter.binary_accuracy_param", "V1LayerParameter.binary_accuracy_param",
-    "BinaryAccuracyParameter.accuracy_mode", "LayerParameter.red_accuracy_param",
-    "V1LayerParameter.red_accuracy_param", "RedAccuracyParameter.top_k",
-    "RedAccuracyParameter.ignore_label", "RedAccuracyParameter.class_num",
-    "LayerParameter.red_softmax_loss_param", "V1LayerParameter.red_softmax_loss_param",
-    "RedSoftmaxWithLossParameter.class_num", "LayerParameter.select_seg_binary_param",
-    "V1LayerParameter.select_seg_binary_param", "SelectSegBinaryParameter.cls_label_base",
-    "LayerParameter.window_cls_data_param", "V1LayerParameter.window_cls_data_param",
-    "WindowClsDataParameter.label_dim",
-    # Viewpoints and Keypoints' 2014 layers (caffepy/forks/pose/viewpoints.py)
-    "LayerParameter.euclidean_weight_param", "V1LayerParameter.euclidean_weight_param",
-    "EuclideanWeightedLossParameter.lambda", "LayerParameter.mask_outputs_param",
-    "V1LayerParameter.mask_outputs_param", "MaskOutputsParameter.kernel_size",
     # ArthurWang123/caffe's InvertGradient (caffepy/forks/misc/early_2014.py)
     "CoeffScheduleParameter.gamma", "LossParameter.coeff", "LayerParameter.condition_param",
     "V1LayerParameter.condition_param", "ConditionParameter.ge_than", "ConditionParameter.le_than",
@@ -188,32 +112,14 @@ COMPUTED = frozenset([
     "V1LayerParameter.gaussian_noise_param", "GaussianNoiseParameter.std",
     "TripletLossParameter.alpha", "LayerParameter.binary_label_param",
     "V1LayerParameter.binary_label_param", "BinaryLabelParameter.negative_target",
-    # Arroosh/optical_flow_prediction's MultiSoftmax(WithLoss) (forks/flownet/flow_prediction_2014)
     # Structured Sparsity Learning's per-param L1/L2 and block group lasso (caffepy/solvers/
     # sparsity.py); its other fields are declared in proto/additions.d/census_ssl_fields.json
     "ParamSpec.regularization_type", "ParamSpec.block_group_lasso", "BlockGroupLassoSpec.xdimen",
     "BlockGroupLassoSpec.ydimen", "BlockGroupLassoSpec.block_decay_mult",
-    "LayerParameter.mult_softmax_param", "V1LayerParameter.mult_softmax_param",
-    "MultiSoftmaxParameter.max_multiple", "LayerParameter.mult_softmax_loss_param",
-    "V1LayerParameter.mult_softmax_loss_param", "MultiSoftmaxLossParameter.learning_multiple",
-    "V1LayerParameter.resize_param", "ResizeParameter.is_pyramid_test",
-    "ResizeParameter.out_height_scale", "ResizeParameter.out_width_scale",
-    "ResizeParameter.multiple_scale",
     # 7hil/caffe's Onehot, Phoenix1327/caffe's SemiAccuracy (caffepy/forks/misc/early_2014.py)
     "LayerParameter.onehot_param", "V1LayerParameter.onehot_param", "OnehotParameter.dim",
     "OnehotParameter.invert_coding", "LayerParameter.label_transform_param",
     "V1LayerParameter.label_transform_param", "LabelTransformParameter.label_transform_file",
-    # the R*CNN MIL of liyantett/Joint-Local-and-Global-...'s caffe-fast-rcnn
-    # (caffepy/forks/detection/rstar_cnn.py)
-    "LayerParameter.mil_param",
-    # agethen's ConvLSTM / ConvLSTMReLU as t2mhanh/caffe_convLSTM_WTA carries them
-    # (caffepy/forks/video/conv_lstm.py; the fields CopyConv leaves out are ignored there too)
-    "LayerParameter.lstm_conv_param", "LayerParameter.lstm_debug_param",
-    # the C++ RPN proposal layer of PureCPP_FRCNN and its copies
-    # (caffepy/forks/detection/rpn_cpp.py)
-    "LayerParameter.rpn_param", "RPNParameter.feat_stride", "RPNParameter.basesize",
-    "RPNParameter.scale", "RPNParameter.ratio", "RPNParameter.boxminsize",
-    "RPNParameter.per_nms_topn", "RPNParameter.post_nms_topn", "RPNParameter.nms_thresh",
     # the "file" filler of daerduoCarey/mycaffe (spatial transformers; caffepy/fillers.py)
     "FillerParameter.file",
     # the "imagexy" filler of dementrock/caffe, branch pose (caffepy/fillers.py)
@@ -222,9 +128,6 @@ COMPUTED = frozenset([
     "FillerParameter.expectation_option",
     # happynear/caffe-windows' msra filler for PReLU nets (caffepy/fillers.py)
     "FillerParameter.alpha",
-    # the Pooling3D of ZhaofanQiu/pseudo-3d-residual-networks (caffepy/forks/video/p3d_pooling.py)
-    "Pooling3DParameter.kernel_h", "Pooling3DParameter.kernel_w", "Pooling3DParameter.stride_h",
-    "Pooling3DParameter.stride_w", "Pooling3DParameter.global_pooling",
     # Dynamic Network Surgery's CConvolution / CInnerProduct (caffepy/forks/misc/dns.py)
     "LayerParameter.cconvolution_param", "LayerParameter.cinner_product_param",
     "CConvolutionParameter.gamma", "CConvolutionParameter.power", "CConvolutionParameter.c_rate",
@@ -233,56 +136,11 @@ COMPUTED = frozenset([
     "CInnerProductParameter.power", "CInnerProductParameter.c_rate",
     "CInnerProductParameter.iter_stop", "CInnerProductParameter.weight_mask_filler",
     "CInnerProductParameter.bias_mask_filler",
-    # yulequan/3D-Caffe's PoolingND (caffepy/forks/video/pooling_nd.py)
-    "LayerParameter.pooling_nd_param", "PoolingNDParameter.pool", "PoolingNDParameter.pad",
-    "PoolingNDParameter.kernel_size", "PoolingNDParameter.stride", "PoolingNDParameter.pad_h",
-    "PoolingNDParameter.pad_w", "PoolingNDParameter.kernel_h", "PoolingNDParameter.kernel_w",
-    "PoolingNDParameter.stride_h", "PoolingNDParameter.stride_w", "PoolingNDParameter.engine",
-    "PoolingNDParameter.global_pooling", "PoolingNDParameter.axis",
-    # yjxiong/caffe's BatchReduction (caffepy/forks/video/tsn.py)
-    "LayerParameter.batch_reduction_param", "BatchReductionParameter.level",
-    "BatchReductionParameter.reduction_param", "BatchReductionParameter.pos",
-    "ReductionParameter.k", "ReductionParameter.operation=TOPK",
-    # MNC's ROIWarping, MaskResize, ROIMaskPooling (caffepy/forks/detection/mnc.py)
-    "LayerParameter.roi_warping_param", "ROIWarpingParameter.pooled_h",
-    "ROIWarpingParameter.pooled_w", "ROIWarpingParameter.spatial_scale",
-    "LayerParameter.mask_resize_param", "MaskResizeParameter.output_height",
-    "MaskResizeParameter.output_width", "LayerParameter.roi_mask_pooling_param",
-    "ROIMaskPoolingParameter.pooled_h", "ROIMaskPoolingParameter.pooled_w",
-    "ROIMaskPoolingParameter.spatial_scale", "ROIMaskPoolingParameter.spatial_shift",
-    "ROIMaskPoolingParameter.half_part", "ROIMaskPoolingParameter.roi_scale",
-    "ROIMaskPoolingParameter.mask_scale",
-    # RRPN's and CRPN's RotateROIPooling (caffepy/forks/detection/rotated_roi.py)
-    "LayerParameter.rotate_pooling_param", "LayerParameter.rotate_roi_pooling_param",
-    "RotateROIPoolingParameter.pooled_h", "RotateROIPoolingParameter.pooled_w",
-    "RotateROIPoolingParameter.spatial_scale",
-    # PSROIAlign and DeformablePSROIPooling (caffepy/forks/detection/rfcn_align.py); pooled_size
-    # is never read (makefile/frcnn src/caffe/DeformConv/deformable_psroi_pooling_layer.cpp
-    # LayerSetUp sets the pooled size to group_size)
-    "LayerParameter.psroi_align_param", "PSROIAlignParameter.spatial_scale",
-    "PSROIAlignParameter.output_dim", "PSROIAlignParameter.group_size",
-    "PSROIAlignParameter.sample_num", "LayerParameter.deformable_psroi_pooling_param",
-    "DeformablePSROIPoolingParameter.spatial_scale", "DeformablePSROIPoolingParameter.output_dim",
-    "DeformablePSROIPoolingParameter.group_size", "DeformablePSROIPoolingParameter.pooled_size",
-    "DeformablePSROIPoolingParameter.part_size", "DeformablePSROIPoolingParameter.sample_per_part",
-    "DeformablePSROIPoolingParameter.trans_std", "DeformablePSROIPoolingParameter.no_trans",
-    # makefile/frcnn's DeformableConvolution (caffepy/forks/detection/deform_conv.py); engine and
-    # force_nd_im2col are read by its LayerSetUp and do not change what its kernels compute
-    "LayerParameter.deformable_convolution_param", "V1LayerParameter.deformable_convolution_param",
-] + ["DeformableConvolutionParameter." + f for f in (
-    "num_output", "bias_term", "pad", "kernel_size", "group", "stride", "weight_filler",
-    "bias_filler", "pad_h", "pad_w", "kernel_h", "kernel_w", "stride_h", "stride_w", "engine",
-    "axis", "force_nd_im2col", "dilation", "deformable_group")] + [
     # happynear's PredictBox (caffepy/forks/face/predict_box.py); nms and output_vector are read
     # by nothing (predict_box_layer.cpp LayerSetUp takes both modes from the bottom and top counts)
     "LayerParameter.predict_box_param", "PredictBoxParameter.stride",
     "PredictBoxParameter.receptive_field", "PredictBoxParameter.positive_thresh",
     "PredictBoxParameter.bbreg_exp", "PredictBoxParameter.nms", "PredictBoxParameter.output_vector",
-    # CRPN's and RRPN's RotateROIAlign (caffepy/forks/detection/rotated_align.py); RRPN's kernel
-    # takes its scales from im_info and the map (its spatial_scale changes nothing computed)
-    "LayerParameter.rotate_align_param", "LayerParameter.rotate_roi_align_param",
-    "RotateROIAlignParameter.pooled_h", "RotateROIAlignParameter.pooled_w",
-    "RotateROIAlignParameter.spatial_scale",
     # the gradient-reversal GradientScaler (caffepy/forks/misc/perturb.py)
     "LayerParameter.gradient_scaler_param",
     # Ristretto's quantized layers (caffepy/forks/misc/ristretto.py)
@@ -302,14 +160,6 @@ COMPUTED = frozenset([
     "LayerParameter.truncation_param", "TruncationParameter.lower_bound",
     "TruncationParameter.upper_bound", "LayerParameter.soft_truncation_param",
     "SoftTruncationParameter.c",
-    # pathak22/caffe-ccnn's DenseCRF (caffepy/forks/segmentation/densecrf.py)
-    "LayerParameter.densecrf_param", "DenseCRFParameter.x_gauss", "DenseCRFParameter.y_gauss",
-    "DenseCRFParameter.wt_gauss", "DenseCRFParameter.x_bilateral",
-    "DenseCRFParameter.y_bilateral", "DenseCRFParameter.r_bilateral",
-    "DenseCRFParameter.g_bilateral", "DenseCRFParameter.b_bilateral",
-    "DenseCRFParameter.wt_bilateral",
-    # the OpenCL branch's Affinity (caffepy/forks/segmentation/malis.py)
-    "LayerParameter.affinity_param", "AffinityParameter.offset",
     # BeSlower/caffe's LiftedStructSimilaritySoftmaxLoss (caffepy/forks/misc/lifted_struct.py)
     "LayerParameter.lifted_struct_sim_softmax_loss_param",
     "LiftedStructSimilaritySoftmaxLossParameter.margin",
@@ -360,10 +210,6 @@ COMPUTED = frozenset([
     "LayerParameter.multi_accuracy_param", "MultiAccuracyParameter.top_k",
     "MultiAccuracyParameter.version", "MultiAccuracyParameter.filename",
     "MultiAccuracyParameter.axis",
-    # AttentionMask's SlidingWindowIndex (caffepy/forks/segmentation/attention_mask.py)
-    "LayerParameter.sliding_window_param", "SlidingWindowParameter.window_h",
-    "SlidingWindowParameter.window_w", "SlidingWindowParameter.stride_h",
-    "SlidingWindowParameter.stride_w",
     # 1095560081/caffe's L2Normalization (caffepy/forks/misc/activations.py)
     "LayerParameter.l2n_param", "L2NormalizationParameter.is_global",
     "L2NormalizationParameter.axis", "L2NormalizationParameter.eps",
@@ -374,75 +220,36 @@ COMPUTED = frozenset([
     "OneHotParameter.to_log", "LayerParameter.matmul_param", "MatMulParameter.transpose_a",
     "MatMulParameter.transpose_b", "MatMulParameter.blob_shape", "LayerParameter.sum_loss_param",
     "SumLossParameter.use_labeled_data",
-    # LiteFlowNet's ExpMax (caffepy/forks/flownet/liteflownet.py)
-    "LayerParameter.expmax_param", "ExpMaxParameter.base", "ExpMaxParameter.scale",
-    "ExpMaxParameter.shift",
     # DeViSE's LinearTransform and PoseAccuracy (caffepy/forks/misc/devise.py)
     "LayerParameter.linear_transform_param", "LinearTransformParameter.num_output",
     "LinearTransformParameter.weight_filler", "LinearTransformParameter.axis",
     "LinearTransformParameter.backprop", "LinearTransformParameter.verbose",
     "LayerParameter.pose_accuracy_param", "PoseAccuracyParameter.top_k",
     "PoseAccuracyParameter.axis", "PoseAccuracyParameter.mode", "PoseAccuracyParameter.version",
-    # caffe-ccnn's Repack and RunningAverage, dbnet-caffe-matlab's RunningAverage
-    # (caffepy/forks/segmentation/ccnn.py)
-    "LayerParameter.repack_param", "RepackParameter.operation", "RepackParameter.stride",
-    "RepackParameter.stride_h", "RepackParameter.stride_w",
-    "LayerParameter.running_average_param",
-    "RunningAverageParameter.alpha", "RunningAverageParameter.initial_value",
-    "RunningAverageParameter.reset_history", "RunningAverageParameter.mass",
-    "RunningAverageParameter.update_test",
     # apollocaffe's Wordvec, CapSequence and Py (caffepy/forks/misc/apollocaffe.py)
     "LayerParameter.wordvec_param", "WordvecParameter.dimension", "WordvecParameter.vocab_size",
     "WordvecParameter.weight_filler", "LayerParameter.rp", "RuntimeParameter.cap_sequence_param",
     "CapSequenceParameter.sequence_lengths", "LayerParameter.py_param",
     "PyParameter.param_shapes", "PyParameter.param_fillers", "ParamShapeParameter.dimension",
-    # segaware's Im2dist (caffepy/forks/segmentation/segaware.py)
-    "LayerParameter.im2dist_param", "Im2distParameter.norm", "Im2distParameter.remove_center",
-    "Im2distParameter.remove_bounds",
     # happynear's MultiLabelImageData (caffepy/forks/face/multi_label_image.py); balance_class /
     # balance_by change no batch there (multi_label_image_data_layer.cpp builds per-class lists
     # that load_batch never reads)
     "ImageDataParameter.label_cut_start", "ImageDataParameter.label_cut_end",
     "ImageDataParameter.balance_class", "ImageDataParameter.balance_by",
-    # yjxiong/caffe's SparseData (caffepy/forks/video/sparse_data.py)
-    "LayerParameter.sparse_data_param", "SparseDataParameter.source_file",
-    "SparseDataParameter.mat_height", "SparseDataParameter.mat_width",
-    "SparseDataParameter.mat_channels", "SparseDataParameter.encode_type",
-    "SparseDataParameter.batch_size", "SparseDataParameter.probability",
     # segaware's ChannelReduce and MONet's MyTile (caffepy/forks/misc/channel_ops.py)
     "LayerParameter.channel_reduce_param", "ChannelReduceParameter.num_channels",
     "ChannelReduceParameter.operation", "LayerParameter.my_tile_param", "MyTileParameter.axis",
     "MyTileParameter.tiles",
-    # AttentionMask's SlidingWindow (caffepy/forks/detection/attention_mask.py)
-    "LayerParameter.sliding_window_param", "SlidingWindowParameter.window_h",
-    "SlidingWindowParameter.window_w", "SlidingWindowParameter.stride_h",
-    "SlidingWindowParameter.stride_w",
-    # segaware's Im2parity and DistLoss (caffepy/forks/segmentation/segaware_parity.py)
-    "LayerParameter.im2parity_param", "Im2parityParameter.ignore_label",
-    "LayerParameter.dist_loss_param", "DistLossParameter.alpha", "DistLossParameter.beta",
-    "DistLossParameter.ignore_label",
     # Akrit2013/caffe-dev-160608's L2Norm (caffepy/forks/misc/l2_norm.py)
     "LayerParameter.l2norm_param", "L2NormParameter.l2_length",
     # guomugong/FFIA's SigmoidWeightedCrossEntropyLoss (caffepy/forks/misc/sigmoid_weighted.py)
     "LayerParameter.sigmoid_wce_loss_param", "SigmoidWeightedCELossParameter.alpha",
-    # yulequan/3D-Caffe's SoftmaxWithWeightedLoss (forks/segmentation/softmax_weighted_3d.py)
-    "LossParameter.weight_source",
     # BOBrown/JADF-caffe's RandomMaclaurin (caffepy/forks/misc/jadf.py); random_every_epoch and
     # fixed_matrix are not read by the fork's layer
     "LayerParameter.random_maclaurin_param",
     # the compact-bilinear forks' CompactBilinear (caffepy/forks/misc/bilinear_pooling.py)
     "LayerParameter.compact_bilinear_param", "CompactBilinearParameter.num_output",
     "CompactBilinearParameter.sum_pool",
-    # Akrit2013/caffe-dev-160608's SuperpixelPooling (caffepy/forks/segmentation/
-    # superpixel_pooling.py)
-    "LayerParameter.superpixel_pooling_param", "SuperpixelPoolingParameter.num_output",
-    "SuperpixelPoolingParameter.pool",
-    # ApolloCaffe's HungarianLoss and NumpyData (caffepy/forks/detection/reinspect.py);
-    # hungarian_loss_layer.cpp reads neither width nor height
-    "LayerParameter.hungarian_loss_param", "HungarianLossParameter.match_ratio",
-    "HungarianLossParameter.permute_matches", "HungarianLossParameter.width",
-    "HungarianLossParameter.height", "LayerParameter.rp", "RuntimeParameter.numpy_data_param",
-    "NumpyDataParameter.shape", "NumpyDataParameter.data",
     # the DeViSE forks' MultiProto (caffepy/forks/misc/multi_proto.py); multi_proto_layer.cpp
     # does not read save
     "LayerParameter.multi_proto_param", "MultiProtoParameter.num_protos",
@@ -456,11 +263,7 @@ COMPUTED = frozenset([
     "new_height", "new_width", "is_color", "root_folder")
 ] + ["RandomMaclaurionParameter." + f for f in (   # BOBrown/JADF-caffe's RandomMaclaurin
     "num_output", "random_every_epoch", "fixed_matrix", "epoch_size", "std1", "std2",
-    "distribution_type", "a1", "b1", "a2", "b2")] + ["LSTMConvolutionParameter." + f for f in (
-    "num_output", "bias_term", "pad", "kernel_size", "stride", "dilation", "group",
-    "weight_filler", "bias_filler", "type", "axis", "engine", "force_nd_im2col", "pad_h", "pad_w",
-    "kernel_h", "kernel_w", "stride_h", "stride_w")] + ["LSTMDebugParameter." + f for f in (
-    "expose", "disable_hadamard", "axis_hadamard", "num_axes_hadamard", "ignore_x")]
+    "distribution_type", "a1", "b1", "a2", "b2")]
     # the forks' engine values that run the same function another way (FFT convolution, the
     # OpenCL branch's INTEL_SPATIAL and LIBDNN kernels, Cambricon's MLU, cuDNN BatchNorm): the
     # layer computes what it computes under CAFFE; not XNOR_NN, whose convolution is binarized

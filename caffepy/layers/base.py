@@ -1,4 +1,7 @@
-"""The Layer base class and the layer registry keyed by the prototxt ``type`` string.
+"""The Layer base class (and NeuronLayer, LossLayer), the shapes-only and provided-weights build
+modes and ``fork_param``; the layer registry keyed by the prototxt ``type`` string
+(``register_layer``, ``create_layer``, ``load_all`` ...) is :mod:`caffepy.layers.registry`, its
+names imported from here too.
 
 Life cycle (as Caffe's ``Layer``): ``setup`` checks the blob counts against the arity the class
 declares, calls ``layer_setup`` (read the ``*_param``, create parameter blobs) and ``reshape`` (shape
@@ -12,7 +15,6 @@ Arity attributes (``None`` = unchecked): ``exact_num_bottom_blobs``, ``min_botto
 tops. A loss layer sets ``is_loss = True`` (default loss_weight 1 on top 0).
 """
 import contextlib
-import difflib
 import threading
 import weakref
 
@@ -21,72 +23,10 @@ import numpy as np
 from .. import common
 from ..blob import Blob, ShapeBlob
 from ..errors import CaffeError, NetError, ShapeError
-
-_REGISTRY = {}
-
-
-def register_layer(*type_names):
-    """Class decorator: register a Layer subclass under one or more prototxt type strings."""
-    def deco(cls):
-        for name in type_names:
-            if name in _REGISTRY:
-                raise RuntimeError("layer type '%s' registered twice (%s and %s)"
-                                   % (name, _REGISTRY[name].__name__, cls.__name__))
-            _REGISTRY[name] = cls
-        if "type" not in cls.__dict__:      # a subclass reports its own name, not its base's
-            cls.type = type_names[0]
-        return cls
-    return deco
-
-
-_VARIANTS = {}
-
-
-def register_variant(type_name, when):
-    """Class decorator: a second fork's layer under a type name another fork already registered
-    (SegNet's ``BN`` beside PSPNet's, its mask-driven ``Upsample`` beside YOLO's nearest one).
-    ``create_layer`` builds the variant when ``when(layer_param)`` is true, else the registered class.
-    """
-    def deco(cls):
-        _VARIANTS.setdefault(type_name, []).append((when, cls))
-        if "type" not in cls.__dict__:
-            cls.type = type_name
-        return cls
-    return deco
-
-
-def layer_type_list():
-    """Sorted list of every registered layer type string."""
-    load_all()
-    return sorted(_REGISTRY)
-
-
-def has_layer_type(type_name):
-    """Whether a layer (built in or plug-in) is registered under ``type_name``."""
-    load_all()
-    return type_name in _REGISTRY
-
-
-def get_layer_class(type_name, layer_name="?"):
-    load_all()
-    try:
-        return _REGISTRY[type_name]
-    except KeyError:
-        lower = {}
-        for known in sorted(_REGISTRY):
-            lower.setdefault(known.lower(), known)
-        key = type_name.lower()
-        closest = [lower[c] for c in difflib.get_close_matches(key, lower, n=5, cutoff=0.4)]
-        best = [lower[c] for c in difflib.get_close_matches(key, lower, n=1, cutoff=0.5)]
-        if key in lower:
-            best = [lower[key]]
-            closest = best + [c for c in closest if c != best[0]]
-        hint = " (did you mean '%s'?)" % best[0] if best else ""
-        near = ("closest known types: %s" % ", ".join(closest) if closest else
-                "no known type is close (caffepy.layer_type_list() names them)")
-        raise NetError("layer '%s': unknown layer type '%s'%s; %s; %s"
-                       % (layer_name, type_name, hint, near, way_out(type_name)))
-
+from .registry import (  # noqa: F401 -- the registry's names, imported from here too
+    PLUGIN_ENV, _LOADERS, _REGISTRY, _VARIANTS, _loaded, add_loader, create_layer,
+    get_layer_class, has_layer_type, layer_type_list, load_all, register_layer, register_variant,
+    way_out)
 
 _shapes_only = [False]
 
@@ -127,53 +67,10 @@ def new_top_blob(dtype):
     return (ShapeBlob if _shapes_only[0] else Blob)((), dtype=dtype)
 
 
-def create_layer(layer_param, phase=None, dtype=np.float32):
-    """Instantiate the registered class for ``layer_param.type``."""
-    cls = get_layer_class(layer_param.type, layer_param.name)
-    for when, variant in _VARIANTS.get(layer_param.type, ()):
-        if when(layer_param):
-            cls = variant
-            break
-    return cls(layer_param, phase=phase, dtype=dtype)
-
-
-_loaded = [False]
-
-
 def _gpu_ready():
     """GPU mode: activate the GPU path through caffepy.common's hook (the CPU core never imports
     caffepy.gpu); a one-line GpuUnavailableError when pycuda or a device is missing."""
     return common.activate_gpu()
-
-
-def load_all():
-    """Import every layer family (caffepy.layers and the fork families of caffepy.forks) once, so
-    that each registers its types, then the plug-ins (caffepy.layers.plugins); called before any
-    registry lookup."""
-    if not _loaded[0]:
-        _loaded[0] = True
-        from . import _all  # noqa: F401  (imports every family module, which registers itself)
-    for loader in list(_LOADERS):   # the plug-ins: CAFFEPY_LAYERS, the caffepy.layers entry points
-        loader()
-
-
-#: The variable naming plug-in layer modules (caffepy.layers.plugins reads it).
-PLUGIN_ENV = "CAFFEPY_LAYERS"
-#: Functions ``load_all`` calls after the families are imported; caffepy.layers.plugins adds its
-#: own when imported (the registry does not import the modules that fill it).
-_LOADERS = []
-
-
-def add_loader(loader):
-    """Have ``load_all`` call ``loader()`` on every registry lookup (it loads what it has not)."""
-    if loader not in _LOADERS:
-        _LOADERS.append(loader)
-
-
-def way_out(type_name):
-    """The end of an unknown-type message: how to give caffepy the type."""
-    return ("write a plug-in layer (@caffepy.register_layer(\"%s\"), loaded with --layers MODULE "
-            "or %s) or give the fork's schema with --proto" % (type_name, PLUGIN_ENV))
 
 
 def fork_param(layer_param, field):

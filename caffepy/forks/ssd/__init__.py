@@ -1,7 +1,8 @@
 """SSD (weiliu89/caffe) and TextBoxes / TextBoxes++ (MhLiao), which extend it.
 
 Modules: ``annotated_data`` (AnnotatedData: an LMDB / LevelDB of AnnotatedDatum with SSD's batch
-samplers, distortion, expansion and resize, whose numpy code is ``augment``), ``annoset`` (SSD's
+samplers, distortion, expansion and resize, whose numpy code is ``augment`` and, for the boxes
+and batch samplers, ``boxes``), ``annoset`` (SSD's
 convert_annoset: ``python3 -m caffepy.forks.ssd.annoset``), ``detection``
 (Permute, PriorBox, DetectionOutput), ``multibox`` (MultiBoxLoss),
 ``evaluate`` (DetectionEvaluate), ``textboxes`` (PriorBox with ``denser_prior_boxes``),

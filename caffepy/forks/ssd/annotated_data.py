@@ -9,7 +9,8 @@ prototxt::
                         resize_param, distort_param, expand_param, emit_constraint, noise_param }
       annotated_data_param { batch_sampler { ... } ... label_map_file anno_type } }
 
-Per image, in SSD's order (caffepy.forks.ssd.augment has the details): decode; ``distort_param``;
+Per image, in SSD's order (caffepy.forks.ssd.augment and caffepy.forks.ssd.boxes have the
+details): decode; ``distort_param``;
 ``expand_param``; one of the boxes the ``batch_sampler``s generate, picked at random, cropped
 (none generated: the whole image); then the transform: mirror drawn, ``resize_param``, crop
 (``crop_size`` or ``crop_h`` x ``crop_w``: random in TRAIN, centred in TEST), mean subtracted

@@ -266,7 +266,6 @@ class AnnotatedDataLayer(BasePrefetchingDataLayer):
             if str(e).startswith(self.describe()):
                 raise
             raise self.error(str(e))
-        return loader
 
     def _start(self, loader, top):
         super()._start(loader, top)

@@ -19,7 +19,9 @@ Rules (each applies only when not strict: ``strict=False``, or ``strict=None`` u
   fill in, :mod:`caffepy.proto.templates`) leaves its field unset (``num_output`` takes the class
   count, or a stand-in), ``true`` / ``false`` given to an integer field (a fork
   declares it bool, another int) is read as 1 / 0, a bare word given to a string field is read
-  as that string, and ``//`` comments are read as comments; one WARNING lists them.
+  as that string, ``//`` comments are read as comments, a git merge conflict left in the file
+  is read as its first side (the ``<<<<<<<`` one) and a bracketed list of numbers without commas
+  (``input_dim: [1 3 224 224]``) as the list; one WARNING lists them.
 
 Text too malformed or too deeply nested for the scans is left to the parser's error. The WARNING
 lines are the readers' (logger ``caffepy.proto.io``).
@@ -42,6 +44,8 @@ _PLACEHOLDER = re.compile(r'(?<![\w"\'$])([A-Za-z_]\w*)\s*:\s*(\$\{[^}\n]*\}|\$[
 _TEXT_REPAIRS = contextvars.ContextVar("caffepy_text_repairs", default=False)
 _AT = re.compile(r":(\d+):(\d+): (.*)$")
 MAX_REPAIRS = 200
+_CONFLICT = re.compile(r"(<{7}|\|{7}|={7}|>{7})(\s|$)")
+_NUMBER = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
 
 
 def _strict(strict):
@@ -170,6 +174,45 @@ def _blank_slash_comments(text, notes):
     return "\n".join(out)
 
 
+def _first_sides(lines, notes):
+    """The text with each git merge conflict (``<<<<<<<`` ours, optionally ``|||||||`` base,
+    ``=======`` theirs, ``>>>>>>>``) replaced by its first side, as blank lines (the other lines
+    keep their numbers); None when a conflict is not closed."""
+    out, side, count = [], None, 0
+    for row in lines:
+        mark = _CONFLICT.match(row)
+        kind = mark.group(1)[0] if mark else None
+        if kind == "<" and side is None:
+            side, count = "ours", count + 1
+        elif kind in ("|", "=") and side is not None:
+            side = "other"
+        elif kind == ">" and side is not None:
+            side = None
+        elif side != "other":
+            out.append(row)
+            continue
+        out.append("")
+    if side is not None or not count:
+        return None
+    notes.append("%d git merge conflict(s) read as their first side (<<<<<<<)" % count)
+    return "\n".join(out)
+
+
+def _repair_list(row, col, line, notes):
+    """``row`` with the bracketed list at or after column ``col`` given commas where its values
+    are separated by blanks only (``input_dim: [1 3 224 224]``), or None."""
+    start = row.rfind("[", 0, col)
+    end = row.find("]", start + 1)
+    if start < 0 or end < 0:
+        return None
+    values = row[start + 1:end].split()
+    if len(values) < 2 or not all(_NUMBER.match(v) for v in values):
+        return None
+    notes.append("line %d: [%s] read as a list of %d values" % (line, " ".join(values),
+                                                               len(values)))
+    return row[:start + 1] + ", ".join(values) + row[end:]
+
+
 def _repair_once(text, error, notes, first):
     """``text`` with the values :func:`read_repaired` reads put right, or None."""
     if first and _PLACEHOLDER.search(text):
@@ -184,6 +227,13 @@ def _repair_once(text, error, notes, first):
     row = lines[line - 1]
     if row[col - 1:].startswith("//") and not any("comment(s)" in n for n in notes):
         return _blank_slash_comments(text, notes)
+    if _CONFLICT.match(row):
+        return _first_sides(lines, notes)
+    if what.rstrip().endswith('Expected ","'):
+        listed = _repair_list(row, col, line, notes)
+        if listed is not None:
+            lines[line - 1] = listed
+            return "\n".join(lines)
     named = re.search(r"Couldn't parse (?:integer|float|double|number)[^:]*: ([A-Za-z_]\w*)", what)
     if named and named.group(1) not in ("true", "false"):      # a bare word as a placeholder
         field = re.search(r"([A-Za-z_]\w*)\s*:\s*%s\b" % re.escape(named.group(1)), row)
@@ -239,8 +289,8 @@ def read_repaired(text, msg, filename, strict, error, parse):
             except ProtoError as e:
                 error = e
                 continue
-            _log.warning("%s: %d value(s) Caffe's parser refuses were read leniently (--strict "
-                         "refuses them): %s", filename, len(notes), "; ".join(notes))
+            _log.warning("%s: text Caffe's parser refuses was read leniently in %d place(s) "
+                         "(--strict refuses it): %s", filename, len(notes), "; ".join(notes))
             return msg
         raise error
     finally:

@@ -51,3 +51,45 @@ def test_what_cannot_be_put_right_stays_the_first_error():
                     '{ num_output: 1& } }')
     with unknown_fields.lenient(), pytest.raises(ProtoError, match="DOCTYPE"):
         io.read_net('<!DOCTYPE html>\n<html></html>\n')
+
+
+CONFLICTED = '''<<<<<<< HEAD
+name: "ours"
+input: "data"
+input_dim: [1 3 8 8]
+=======
+name: "theirs"
+input: "data"
+input_dim: 1 input_dim: 3 input_dim: 10 input_dim: 10
+>>>>>>> origin/master
+layer { name: "conv" type: "Convolution" bottom: "data" top: "conv"
+<<<<<<< HEAD
+  convolution_param { num_output: 4 kernel_size: 3 }
+||||||| merged common ancestors
+  convolution_param { num_output: 5 kernel_size: 3 }
+=======
+  convolution_param { num_output: 6 kernel_size: 3 }
+>>>>>>> origin/master
+}
+'''
+
+
+def test_a_merge_conflict_reads_as_its_first_side_and_a_blank_separated_list_as_a_list(caplog):
+    """A git merge conflict committed into a net (both sides a net) and ``input_dim: [1 3 8 8]``:
+    read leniently, the first side of each conflict kept (its lines keep their numbers), the list
+    read with its four values; strict keeps the parser's error at the first marker."""
+    with pytest.raises(ProtoError, match=r"<string>:1:1: '<<<<<<< HEAD'"):
+        io.read_net(CONFLICTED, strict=True)
+    with unknown_fields.lenient(), caplog.at_level("WARNING"):
+        net = io.read_net(CONFLICTED, upgrade=False)
+    assert net.name == "ours" and list(net.input_dim) == [1, 3, 8, 8]
+    assert net.layer[0].convolution_param.num_output == 4
+    (warning,) = [r.getMessage() for r in caplog.records if "read leniently" in r.getMessage()]
+    assert "2 git merge conflict(s) read as their first side" in warning
+    assert "line 4: [1 3 8 8] read as a list of 4 values" in warning
+    unclosed = CONFLICTED.replace(">>>>>>> origin/master\n}", "}")
+    with unknown_fields.lenient(), pytest.raises(ProtoError, match="<<<<<<< HEAD"):
+        io.read_net(unclosed, upgrade=False)
+    words = 'name: "n" input: "data" input_dim: [1 three 8 8]'
+    with unknown_fields.lenient(), pytest.raises(ProtoError, match=r"Expected \",\""):
+        io.read_net(words, upgrade=False)

@@ -290,7 +290,7 @@ def read_repaired(text, msg, filename, strict, error, parse):
                 error = e
                 continue
             _log.warning("%s: text Caffe's parser refuses was read leniently in %d place(s) "
-                         "(--strict refuses it): %s", filename, len(notes), "; ".join(notes))
+                         "(--strict refuses them): %s", filename, len(notes), "; ".join(notes))
             return msg
         raise error
     finally:

@@ -243,7 +243,7 @@ def _repair_once(text, error, notes, first):
             field.group(1), named.group(1), line, field.group(0), notes) + row[field.end():]
         return "\n".join(lines)
     bool_int = re.search(r"Couldn't parse integer: (true|false)\b", what)
-    bare = re.search(r"Expected string but found: '([A-Za-z_][\w.]*)'", what)
+    bare = re.search(r"Expected string but found: '([A-Za-z_][\w.\-]*)'", what)
     word = (bool_int or bare).group(1) if bool_int or bare else None
     if word is None:
         return None

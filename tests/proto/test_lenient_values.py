@@ -93,3 +93,13 @@ def test_a_merge_conflict_reads_as_its_first_side_and_a_blank_separated_list_as_
     words = 'name: "n" input: "data" input_dim: [1 three 8 8]'
     with unknown_fields.lenient(), pytest.raises(ProtoError, match=r"Expected \",\""):
         io.read_net(words, upgrade=False)
+
+
+def test_a_bare_word_with_dashes_reads_as_the_string(caplog):
+    text = 'name: VGG-CNN-S\nlayer { name: "d" type: "Input" top: "data" }'
+    with pytest.raises(ProtoError, match="Expected string"):
+        io.read_net(text, strict=True)
+    with unknown_fields.lenient(), caplog.at_level("WARNING"):
+        assert io.read_net(text, upgrade=False).name == "VGG-CNN-S"
+    assert any('VGG-CNN-S read as the string "VGG-CNN-S"' in r.getMessage()
+               for r in caplog.records)

@@ -8,7 +8,9 @@ module in ``sys.modules`` under the ``caffe.`` name (:func:`caffe._alias.become`
 same module object as caffepy's: one descriptor pool, every proto file registered once.
 
 This package is found like any other, so a real pycaffe earlier on ``sys.path`` / ``PYTHONPATH``
-wins. ``CAFFEPY_CAFFE_ALIAS=0`` turns the alias off: ``import caffe`` then loads the next ``caffe``
+wins, except in the Python layers caffepy runs: before a layer's module is imported, this package
+is put in ``sys.modules`` from caffepy's own directory (unless a ``caffe`` is imported already),
+so a fork's pycaffe sources that the module puts on ``sys.path`` do not take its place. ``CAFFEPY_CAFFE_ALIAS=0`` turns the alias off: ``import caffe`` then loads the next ``caffe``
 on ``sys.path`` (a real pycaffe installed after caffepy) or fails with ImportError.
 """
 import os as _os

@@ -65,6 +65,32 @@ COMPILED_IMPL = "caffepy.forks.detection.frcnn.compiled"
 SCIPY_MISC_REMOVED = ("imresize", "imread", "imsave", "toimage", "bytescale", "fromimage")
 
 
+def use_caffepy_caffe():
+    """Put caffepy's ``caffe`` package (pycaffe's import name) in ``sys.modules`` before a user's
+    Python layer module runs, loaded from caffepy's own directory, unless a ``caffe`` is imported
+    already or ``CAFFEPY_CAFFE_ALIAS=0``. A layer run by caffepy subclasses caffepy's
+    ``caffe.Layer``; and a fork's checkout holds pycaffe's sources (``python/caffe``) without their
+    compiled ``_caffe``, which a layer module often puts first on ``sys.path``
+    (``sys.path.insert(0, caffe_root + 'python')``, py-faster-rcnn's ``_init_paths``) before
+    ``import caffe``: those sources then must not be what ``caffe`` names (they fail to import,
+    or patch caffepy's classes)."""
+    if "caffe" in sys.modules or os.environ.get("CAFFEPY_CAFFE_ALIAS", "1").strip().lower() in (
+            "0", "false", "no", "off"):
+        return
+    init = os.path.join(_ROOT, "caffe", "__init__.py")
+    if not os.path.isfile(init):
+        return
+    spec = importlib.util.spec_from_file_location(
+        "caffe", init, submodule_search_locations=[os.path.dirname(init)])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["caffe"] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop("caffe", None)
+        raise
+
+
 def is_user_file(path):
     """Whether ``path`` is the user's: not caffepy's, the standard library's or a package's."""
     return bool(path) and not os.path.abspath(path).startswith(OWN_DIRS + LIBRARY_DIRS)

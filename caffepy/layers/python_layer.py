@@ -25,7 +25,8 @@ Python API and ``caffepy summary``) names it and why the module did not import; 
 name on ``sys.path`` always wins. Where forks share a (module, layer) name, the stand-in whose form
 (bottom / top counts, param_str keys, bottom shapes) fits the layer is chosen, and a layer that
 fits none is an error naming the forms known (``caffepy.layers.stand_ins``). User modules may
-``import caffe`` (the ``caffe`` package is caffepy).
+``import caffe`` (the ``caffe`` package is caffepy, in ``sys.modules`` before the module runs, so a
+fork's pycaffe sources the module puts on ``sys.path`` do not replace it).
 As in pycaffe, ``net.layers[i]`` of a Python layer answers for the user's object: attributes the
 layer itself lacks (``set_roidb``, ...) are the user object's.
 
@@ -53,6 +54,7 @@ from ..blob import Blob
 from ..errors import CaffeError, NetError
 from . import python_legacy
 from .legacy_import import LIBRARY_DIRS as _LIBRARY_DIRS, OWN_DIRS as _OWN_DIRS, legacy_imports
+from .legacy_import import use_caffepy_caffe
 from .base import Layer as _CaffepyLayer, register_layer
 from .stand_ins import NoStandInFits, builtin_layer_class, fitting_stand_ins, form_of
 from .stand_ins import register_stand_in  # noqa: F401  (the fork families register through here)
@@ -171,6 +173,19 @@ def _adapt_user_modules(names):
             python_legacy.adapt(module)
 
 
+def import_user_module(module_name):
+    """Import a Python layer's module as the layer runs it: caffepy's ``caffe`` named first
+    (:func:`caffepy.layers.legacy_import.use_caffepy_caffe`), the module and what it imports read
+    with the legacy imports (Python 2 source, py-faster-rcnn's unbuilt helpers, old scipy) and
+    given what older numpy / PyYAML / Python 2 had. Raises what the import raises."""
+    use_caffepy_caffe()
+    before = set(sys.modules)
+    with legacy_imports():
+        module = importlib.import_module(module_name)
+    _adapt_user_modules([module_name] + sorted(set(sys.modules) - before))
+    return module
+
+
 def load_python_layer_class(module_name, class_name):
     """Import ``module_name`` from sys.path and return its attribute ``class_name``.
 
@@ -178,17 +193,14 @@ def load_python_layer_class(module_name, class_name):
     """
     if not module_name:
         raise ImportError("python_param.module is empty")
-    before = set(sys.modules)
     try:
-        with legacy_imports():
-            module = importlib.import_module(module_name)
+        module = import_user_module(module_name)
     except ImportError as e:
         cls = ModuleMissing if _names_module(e, module_name) else ImportError
         where = None if cls is ModuleMissing else user_code_location(e)
         raise cls("cannot import python_param.module '%s' (for layer class '%s'): %s%s"
                   % (module_name, class_name, " ".join(str(e).split()),
                      " (%s)" % where if where else ""))
-    _adapt_user_modules([module_name] + sorted(set(sys.modules) - before))
     try:
         return getattr(module, class_name)
     except AttributeError:

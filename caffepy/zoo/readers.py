@@ -17,16 +17,15 @@ every top a shape (a loader that reshapes its tops, then opens its list file) de
 shapes itself: ``declared`` receives them, and the summary is built with them first
 (:func:`with_declared`), falling back to the search when the net refuses them.
 """
-import importlib
-
 from ..proto import caffe_pb2
 from . import is_data_layer
 
 
 def importable(lp):
-    """Whether ``lp.python_param.module`` imports."""
+    """Whether ``lp.python_param.module`` imports (as the Python layer imports it)."""
+    from ..layers.python_layer import import_user_module
     try:
-        importlib.import_module(lp.python_param.module)
+        import_user_module(lp.python_param.module)
         return True
     except Exception:
         return False
@@ -52,12 +51,12 @@ def _why_not_setup(lp, phase, tops):
     from ..errors import CaffeError
     from ..layers.base import create_layer, new_top_blob, shapes_only
     from ..layers.python_layer import PythonLayerError, builtin_layer_class, exception_text
-    from ..layers.python_layer import user_code_location
+    from ..layers.python_layer import import_user_module, user_code_location
     pp = lp.python_param
     stand_in = builtin_layer_class(pp.module, pp.layer) is not None
     if not stand_in:
         try:
-            importlib.import_module(pp.module)
+            import_user_module(pp.module)
         except Exception as e:
             return "python_param.module '%s' is not importable (%s)" % (pp.module, _one_line(
                 e if isinstance(e, ImportError) else "%s: %s" % (type(e).__name__, e)))

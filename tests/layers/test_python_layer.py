@@ -1,3 +1,5 @@
+import os
+import sys
 import textwrap
 
 import numpy as np
@@ -221,3 +223,64 @@ def test_summary_strict_prints_a_python_layers_error_in_one_line(tmp_path, monke
     assert len(err) == 1 and "Traceback" not in err[0]
     assert ("layer 'data' (Python): python_param.module '%s' (class Reader) raised" % name) in err[0]
     assert err[0].endswith("(%s.py:%d)" % (name, _line_of(tmp_path, name, code)))
+
+
+FORK_PYCAFFE = '''from ._caffe import Net, Layer
+def _Net_blobs(self):
+    return {}
+Net.blobs = property(_Net_blobs)
+'''
+LAYER_MODULE = '''import os, sys
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+import caffe
+
+
+class Double(caffe.Layer):
+    def setup(self, bottom, top):
+        pass
+
+    def reshape(self, bottom, top):
+        top[0].reshape(*bottom[0].data.shape)
+
+    def forward(self, bottom, top):
+        top[0].data[...] = 2 * bottom[0].data
+
+    def backward(self, top, propagate_down, bottom):
+        bottom[0].diff[...] = 2 * top[0].diff
+'''
+FORK_NET = '''name: "n"
+layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 2 dim: 3 } } }
+layer { name: "double" type: "Python" bottom: "data" top: "out"
+        python_param { module: "double_layer" layer: "Double" } }
+'''
+RUN = '''import sys
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+from caffepy.cli import main
+rc = main(["summary", sys.argv[2]])
+import caffepy
+net = caffepy.Net(sys.argv[2], caffepy.TEST)
+net.blobs["data"].data[...] = 1.5
+assert np.all(net.forward()["out"] == 3.0)
+print("caffe is caffepy's:", sys.modules["caffe"].__file__.startswith(sys.argv[3]), rc)
+'''
+
+
+def test_a_forks_pycaffe_sources_on_sys_path_do_not_replace_caffepys_caffe(tmp_path):
+    """A fork's checkout holds pycaffe's sources (python/caffe) without the compiled _caffe, and
+    its layer modules put that directory first on sys.path before ``import caffe``; caffepy's
+    ``caffe`` is in sys.modules first, so the sources neither fail to import nor patch caffepy's
+    Net (the summary builds, the net runs)."""
+    import subprocess
+    import caffe as caffepy_caffe
+    root = os.path.dirname(os.path.dirname(os.path.abspath(caffepy_caffe.__file__)))
+    (tmp_path / "python" / "caffe").mkdir(parents=True)
+    (tmp_path / "python" / "caffe" / "__init__.py").write_text(FORK_PYCAFFE)
+    (tmp_path / "pylayers").mkdir()
+    (tmp_path / "pylayers" / "double_layer.py").write_text(LAYER_MODULE)
+    (tmp_path / "net.prototxt").write_text(FORK_NET)
+    out = subprocess.run([sys.executable, "-c", RUN, str(tmp_path / "pylayers"),
+                          str(tmp_path / "net.prototxt"), os.path.join(root, "caffe")],
+                         capture_output=True, text=True, timeout=120, cwd=str(tmp_path))
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "caffe is caffepy's: True 0" in out.stdout

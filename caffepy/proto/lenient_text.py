@@ -44,6 +44,9 @@ _PLACEHOLDER = re.compile(r'(?<![\w"\'$])([A-Za-z_]\w*)\s*:\s*(\$\{[^}\n]*\}|\$[
 _TEXT_REPAIRS = contextvars.ContextVar("caffepy_text_repairs", default=False)
 _AT = re.compile(r":(\d+):(\d+): (.*)$")
 MAX_REPAIRS = 200
+#: chuanqi305/MobileNet-SSD's templates (template/*.prototxt): gen_model.sh CLASSNUM writes the
+#: class count for ``cls1x`` and 3 and 6 times it for ``cls3x`` and ``cls6x`` (sed).
+_CLASS_MULTIPLE = re.compile(r"cls(\d+)x\Z")
 _CONFLICT = re.compile(r"(<{7}|\|{7}|={7}|>{7})(\s|$)")
 _NUMBER = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
 
@@ -130,7 +133,17 @@ def read_quoted_v1_types(text, msg, filename, strict, error, parse):
 
 def _placeholder(field, value, line, spot, notes):
     """The text put in place of ``spot`` ("field: placeholder" on ``line``), noted in ``notes``:
-    blanks (the field left unset), except ``num_output``, which takes the class count."""
+    blanks (the field left unset), except ``num_output``, which takes the class count, and
+    MobileNet-SSD's ``clsNx`` (:data:`_CLASS_MULTIPLE`), which takes N times it in any field."""
+    multiple = _CLASS_MULTIPLE.match(value)
+    if multiple:
+        from .digits import STAND_IN, _COUNT
+        count = _COUNT.get()
+        n = int(multiple.group(1))
+        notes.append("line %d %s: %s (MobileNet-SSD's template: %d x the class count, %s)" % (
+            line, field, value, n, "%d" % count if count else
+            "a stand-in of %d; --num-classes N gives it" % STAND_IN))
+        return "%s: %d" % (field, n * (count or STAND_IN))
     if field == "num_output":
         from .digits import STAND_IN, _COUNT
         count = _COUNT.get()

@@ -13,7 +13,8 @@ text is then the net the script would have written. A placeholder left undefined
 parse error for the strict readers; the lenient readings of :mod:`caffepy.proto.lenient_text`
 (``summary`` / ``draw`` without ``--strict``) leave its field unset, except ``num_output``, which
 takes the class count (``--num-classes N``, else a stand-in of
-:data:`caffepy.proto.digits.STAND_IN`), all named in one WARNING.
+:data:`caffepy.proto.digits.STAND_IN`), and MobileNet-SSD's bare ``cls1x`` / ``cls3x`` / ``cls6x``
+(its ``gen_model.sh`` writes 1, 3 and 6 times the class count), all named in one WARNING.
 """
 import contextlib
 import contextvars

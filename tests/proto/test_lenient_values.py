@@ -103,3 +103,33 @@ def test_a_bare_word_with_dashes_reads_as_the_string(caplog):
         assert io.read_net(text, upgrade=False).name == "VGG-CNN-S"
     assert any('VGG-CNN-S read as the string "VGG-CNN-S"' in r.getMessage()
                for r in caplog.records)
+
+
+MOBILENET_SSD_TEMPLATE = '''name: "t"
+layer { name: "conf" type: "Convolution" bottom: "x" top: "conf"
+  convolution_param { num_output: cls3x kernel_size: 1 } }
+layer { name: "r" type: "Reshape" bottom: "conf" top: "r"
+  reshape_param { shape { dim: 0 dim: -1 dim: cls1x } } }
+layer { name: "out" type: "DetectionOutput" bottom: "r" top: "out"
+  detection_output_param { num_classes: cls1x } }
+'''
+
+
+def test_mobilenet_ssd_template_words_take_multiples_of_the_class_count(caplog):
+    """chuanqi305/MobileNet-SSD's templates: gen_model.sh writes N x the class count for clsNx,
+    in any field (num_output, a Reshape dim, num_classes); read leniently with --num-classes, or
+    a stand-in class count, each named in the WARNING; strict keeps the parser's error."""
+    from caffepy.proto import digits
+    with pytest.raises(ProtoError, match="cls3x"):
+        io.read_net(MOBILENET_SSD_TEMPLATE, strict=True)
+    with unknown_fields.lenient(), digits.class_count(21), caplog.at_level("WARNING"):
+        net = io.read_net(MOBILENET_SSD_TEMPLATE, upgrade=False)
+    assert net.layer[0].convolution_param.num_output == 63
+    assert list(net.layer[1].reshape_param.shape.dim) == [0, -1, 21]
+    assert net.layer[2].detection_output_param.num_classes == 21
+    (warning,) = [r.getMessage() for r in caplog.records if "read leniently" in r.getMessage()]
+    assert "line 3 num_output: cls3x (MobileNet-SSD's template: 3 x the class count, 21)" \
+        in warning
+    with unknown_fields.lenient():
+        net = io.read_net(MOBILENET_SSD_TEMPLATE, upgrade=False)
+    assert net.layer[0].convolution_param.num_output == 3 * digits.STAND_IN

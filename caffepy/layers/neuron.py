@@ -275,16 +275,20 @@ class DropoutLayer(NeuronLayer):
     m ~ Bernoulli(1 - p) from the seeded generator; dL/dx uses the same mask and scale.
 
     prototxt: ``dropout_param { dropout_ratio: 0.5 scale_train: true }`` (scale_train is a fork
-    field). Bottom and top: any shape.
+    field). Bottom and top: any shape. p is in [0, 1) in TRAIN; a TEST net may give p = 1 (Caffe
+    checks the ratio with DCHECK only, so its release build runs such a net, whose TEST pass
+    does not drop), but a TRAIN net may not (every value dropped, scaled by 1 / 0: Caffe's
+    release build trains on NaN).
     """
 
     def layer_setup(self, bottom, top):
         p = self.layer_param.dropout_param
         self.ratio = p.dropout_ratio
-        if not 0 <= self.ratio < 1:
-            raise self.error("dropout_ratio must be in [0, 1), got %g" % self.ratio)
-        self.scale_train = p.scale_train
         self.train = self.phase == self._caffe_pb2.TRAIN
+        if not (0 <= self.ratio < 1 or (self.ratio == 1 and not self.train)):
+            raise self.error("dropout_ratio must be in [0, 1)%s, got %g" % (
+                "" if self.train else " (1 in a TEST net)", self.ratio))
+        self.scale_train = p.scale_train
         self.mask = None
 
     def _scale(self):

@@ -131,9 +131,19 @@ def test_dropout_train(scale_train):
     np.testing.assert_allclose(y, X * (1.0 if scale_train else 0.75))
 
 
-def test_dropout_rejects_ratio_one():
-    with pytest.raises(CaffeError, match="dropout_ratio"):
-        run_layer(make_layer('type: "Dropout" dropout_param { dropout_ratio: 1 }'),
+def test_dropout_ratio_one_only_in_a_test_net():
+    """Caffe checks the ratio with DCHECK only: its release build runs a TEST net with ratio 1
+    (no dropping there), and would train a TRAIN one on NaN, which caffepy refuses."""
+    text = 'type: "Dropout" dropout_param { dropout_ratio: 1 %s}'
+    with pytest.raises(CaffeError, match=r"dropout_ratio must be in \[0, 1\), got 1"):
+        run_layer(make_layer(text % "", phase=caffe_pb2.TRAIN), make_blobs([X]), make_blobs(1))
+    (y,) = run_layer(make_layer(text % "", phase=caffe_pb2.TEST), make_blobs([X]), make_blobs(1))
+    np.testing.assert_array_equal(y, X)
+    (y,) = run_layer(make_layer(text % "scale_train: false ", phase=caffe_pb2.TEST),
+                     make_blobs([X]), make_blobs(1))
+    np.testing.assert_array_equal(y, 0 * X)
+    with pytest.raises(CaffeError, match=r"\(1 in a TEST net\), got 1.5"):
+        run_layer(make_layer(text.replace("1 ", "1.5 ") % "", phase=caffe_pb2.TEST),
                   make_blobs([X]), make_blobs(1))
 
 

@@ -135,18 +135,16 @@ def _placeholder(field, value, line, spot, notes):
     """The text put in place of ``spot`` ("field: placeholder" on ``line``), noted in ``notes``:
     blanks (the field left unset), except ``num_output``, which takes the class count, and
     MobileNet-SSD's ``clsNx`` (:data:`_CLASS_MULTIPLE`), which takes N times it in any field."""
+    from .digits import STAND_IN, _COUNT
+    count = _COUNT.get()
     multiple = _CLASS_MULTIPLE.match(value)
     if multiple:
-        from .digits import STAND_IN, _COUNT
-        count = _COUNT.get()
         n = int(multiple.group(1))
         notes.append("line %d %s: %s (MobileNet-SSD's template: %d x the class count, %s)" % (
             line, field, value, n, "%d" % count if count else
             "a stand-in of %d; --num-classes N gives it" % STAND_IN))
         return "%s: %d" % (field, n * (count or STAND_IN))
     if field == "num_output":
-        from .digits import STAND_IN, _COUNT
-        count = _COUNT.get()
         notes.append("line %d num_output: %s (template placeholder: %s)" % (
             line, value, "the class count %d" % count if count else
             "a stand-in class count of %d; --num-classes N or --define NAME=N gives it"

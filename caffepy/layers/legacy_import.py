@@ -48,6 +48,7 @@ import sysconfig
 import threading
 import types
 
+from ..math.kernels import env_on
 from . import python2_source, python_legacy
 
 _log = logging.getLogger("caffepy")
@@ -74,8 +75,7 @@ def use_caffepy_caffe():
     (``sys.path.insert(0, caffe_root + 'python')``, py-faster-rcnn's ``_init_paths``) before
     ``import caffe``: those sources then must not be what ``caffe`` names (they fail to import,
     or patch caffepy's classes)."""
-    if "caffe" in sys.modules or os.environ.get("CAFFEPY_CAFFE_ALIAS", "1").strip().lower() in (
-            "0", "false", "no", "off"):
+    if "caffe" in sys.modules or not env_on("CAFFEPY_CAFFE_ALIAS"):
         return
     init = os.path.join(_ROOT, "caffe", "__init__.py")
     if not os.path.isfile(init):

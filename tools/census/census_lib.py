@@ -246,8 +246,9 @@ def share_interval(records, tier="complete", resamples=2000, seed=0, level=0.95)
     draws = [shares([rng.choice(repos) for _ in repos]) for _ in range(resamples)]
     lo_i = int(round((1 - level) / 2 * (resamples - 1)))
     hi_i = int(round((1 + level) / 2 * (resamples - 1)))
+    point = shares(repos)
     out = {}
     for k, name in enumerate(("files", "repositories")):
         values = sorted(d[k] for d in draws)
-        out[name] = (round(shares(repos)[k], 1), round(values[lo_i], 1), round(values[hi_i], 1))
+        out[name] = (round(point[k], 1), round(values[lo_i], 1), round(values[hi_i], 1))
     return out

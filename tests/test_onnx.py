@@ -86,6 +86,14 @@ CASES = {
     'pooling_param { pool: AVE global_pooling: true } } layer { name: "q" type: "Pooling" '
     'bottom: "data" top: "q" pooling_param { pool: MAX global_pooling: true } }',
     "spp": 'layer { name: "s" type: "SPP" bottom: "data" top: "s" spp_param { pyramid_height: 3 } }',
+    "spp_height1": 'layer { name: "s" type: "SPP" bottom: "data" top: "s" spp_param { '
+    'pyramid_height: 1 pool: AVE } }',
+    # dillerch/caffe's two forms: kernel ceil(H / b), stride floor(H / b) levels; max over bins
+    "spp_pyramid_type": 'layer { name: "s" type: "SPP" bottom: "data" top: "s" spp_param { '
+    'pool: MAX pyramid_type: SPP_NET6 } } layer { name: "t" type: "SPP" bottom: "data" top: "t" '
+    'spp_param { pool: AVE pyramid_type: SPP_NET4 } }',
+    "spp_pyramid_shape": 'layer { name: "s" type: "SPP" bottom: "data" top: "s" spp_param { '
+    'pyramid_shape: 1 pyramid_shape: 2 pyramid_shape: 3 pyramid_shape: 6 } }',
     "lrn_across": 'layer { name: "n" type: "LRN" bottom: "data" top: "n" '
     'lrn_param { local_size: 3 alpha: 0.5 beta: 0.75 k: 2 } }',
     "lrn_within": 'layer { name: "n" type: "LRN" bottom: "data" top: "n" '

@@ -11,15 +11,21 @@ that is negative) with ``ceil_mode`` 0, so no ONNX rounding rule is involved.
           (H + pad) but not to the image: y = AveragePool(zero-Pad(x)) * (K / pool_size),
           K = kh kw, the correction a constant (out_h, out_w) tensor, left out when all ones.
     STOCHASTIC (TEST) y = sum x^2 / (FLT_MIN + sum x) per window, the sums as K AveragePool.
+SPP pools each level with the level geometry of the layer (BVLC's, or dillerch/caffe's
+pyramid_type levels: kernel ceil(H / b), stride floor(H / b)), Flatten, Concat; dillerch/caffe's
+pyramid_shape bins are Slice + ReduceMax over rows, then columns, floored at -FLT_MAX (a NaN
+in a bin is the layer's to skip, not ReduceMax's).
 LRN ACROSS_CHANNELS is ONNX's LRN (same window and formula, bias = k). WITHIN_CHANNEL
 (Caffe's composition): y = x (1 + alpha AVE-pool(x^2, size, pad (size - 1) / 2))^-beta, where
 every window's pool_size is size^2.
 """
 import numpy as np
 
-from ..layers.pooling import FLT_MIN, PoolGeometry
+from ..layers.pooling import FLT_MIN
 from ..math.sizes import overhangs
 from .builder import converter, param_blob
+
+FLT_MAX = float(np.finfo(np.float32).max)
 
 
 def _conv_attrs(L, transposed=False):
@@ -126,21 +132,36 @@ def pooling(ctx):
 
 @converter("SPP")
 def spp(ctx):
-    n, c, h, w = ctx.bshapes[0]
-    height = ctx.lp.spp_param.pyramid_height
-    method = ctx.lp.spp_param.pool
-    if height == 1:
-        return pool(ctx, ctx.bottoms[0], method, PoolGeometry((h, w), (h, w), (h, w), (0, 0)),
-                    ctx.tops)
+    L = ctx.layer
+    if getattr(L, "edges", None) is not None:
+        return _spp_bins(ctx, L.edges)
+    if len(ctx.tshapes[0]) == 4:        # pyramid_height 1: the pooled (N, C, 1, 1)
+        return pool(ctx, ctx.bottoms[0], L.method, L.levels[0], ctx.tops)
     parts = []
-    for level in range(height):
-        bins = 2 ** level
-        kh, kw = -(-h // bins), -(-w // bins)
-        ph, pw = (kh * bins - h + 1) // 2, (kw * bins - w + 1) // 2
-        g = PoolGeometry((h, w), (kh, kw), (kh, kw), (ph, pw))
-        y = pool(ctx, ctx.bottoms[0], method, g, [ctx.tmp("level%d" % level)])
+    for level, g in enumerate(L.levels):
+        y = pool(ctx, ctx.bottoms[0], L.method, g, [ctx.tmp("level%d" % level)])
         parts.append(ctx.node("Flatten", [y], axis=1))
     ctx.node("Concat", parts, ctx.tops[0], axis=1)
+
+
+def _bin_max(ctx, x, edges, axis):
+    """The maximum of each [start, end) range of ``axis``, concatenated along it."""
+    parts = [ctx.reduce("ReduceMax", ctx.node("Slice", [x, ctx.ints("starts", [s]),
+                                                        ctx.ints("ends", [e]),
+                                                        ctx.ints("axes", [axis])]),
+                        [axis], True) for s, e in edges]
+    return parts[0] if len(parts) == 1 else ctx.node("Concat", parts, axis=axis)
+
+
+def _spp_bins(ctx, edges):
+    """dillerch/caffe's pyramid_shape SPP: per level the row bins' maxima, then the column
+    bins', reshaped to (N, C, b^2); the levels concatenated on axis 2; Max with -FLT_MAX."""
+    parts = []
+    for rows, cols in edges:
+        y = _bin_max(ctx, _bin_max(ctx, ctx.bottoms[0], rows, 2), cols, 3)
+        parts.append(ctx.node("Reshape", [y, ctx.ints("shape", [0, 0, -1])]))
+    y = parts[0] if len(parts) == 1 else ctx.node("Concat", parts, axis=2)
+    ctx.node("Max", [y, ctx.const("lowest", np.float32(-FLT_MAX))], ctx.tops[0])
 
 
 @converter("InnerProduct")

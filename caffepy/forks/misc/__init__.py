@@ -53,7 +53,10 @@ MultiAccuracy).
 MyTile, segaware's ChannelReduce, SROWN / TransferNet's LinearSum, py-faster /
 BWN-XNOR-caffe's SplitConcat, MatrixProd). ``jadf`` (BOBrown/JADF-caffe's OuterProduct and
 RandomMaclaurin). ``cambricon_unpool`` (Cambricon/caffe's UnPooling: FIXED, DIV, REP; its
-unpooling_param fields in proto/additions.d/types_t2b.json). ``bilinear_pooling`` (Deep-NCL / Label85's Bilinear and
+unpooling_param fields in proto/additions.d/types_t2b.json). ``dillerch_spp`` (dillerch/caffe's SPP
+with ``pyramid_type``: SPP_NET4 / SPP_NET6 / CUSTOM levels pooled with kernel ceil(H / b) and stride
+floor(H / b), or with ``pyramid_shape``: max over floor / ceil bins; schema:
+proto/additions.d/spp_pyramid_type.json). ``bilinear_pooling`` (Deep-NCL / Label85's Bilinear and
 CompactBilinear). ``multi_proto`` and ``pose_data`` (the DeViSE forks' MultiProto and
 PoseData; PoseData's top shapes for caffepy.zoo there too). ``broadcast_arith`` (Cambricon/caffe and synopsys-caffe's
 broadcasting Add and Sub). ``l2_norm`` (L2Norm: SROWN's per-sample form, Akrit2013/caffe-dev-160608's

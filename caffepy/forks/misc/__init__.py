@@ -37,7 +37,10 @@ InnerProductDropout), ``bilinear_patch`` (madiken/skaffe_private_old's BilinearP
 (Xilinx caffe-xilinx's FixedNeuron, ConvolutionFixed, ScaleFixed, NormalizeFixed), ``ristretto``
 (pmgysel/caffe's Ristretto: ConvolutionRistretto, DeconvolutionRistretto, FcRistretto,
 LRNRistretto), ``binary_weights`` (garrickbrazil/AR-Ped's BinaryConvolution and
-BinaryInnerProduct), ``truncation`` (happynear/caffe-windows' Truncation and SoftTruncation), ``atlas``
+BinaryInnerProduct), ``quant_ternary`` (GongCheng1919/Quantitative-and-ternary-caffe-for-
+network-compression's ``weights_compress`` / ``activations_compress``: Convolution, Deconvolution,
+InnerProduct and Data with ternary / fixed-point / ULQ / clipped weights and tops; schema
+proto/additions.d/quantized_ternary.json), ``truncation`` (happynear/caffe-windows' Truncation and SoftTruncation), ``atlas``
 (wangshankun/Tengine_Atlas's Atlas: the declared shapes of a network run on a Huawei NPU; no forward), ``dns`` (Dynamic Network Surgery's masked CConvolution and CInnerProduct), ``zoo_readers`` (top shapes of
 fork readers caffepy does not build, for caffepy.zoo: aaalgo/caffe's PicPac).
 ``lifted_struct`` (BeSlower/caffe's LiftedStructSimilaritySoftmaxLoss), ``lstm_unit``

@@ -21,8 +21,11 @@ WeightEuclideanLoss), ``multi_label_image`` (happynear/caffe-windows' MultiLabel
 reader). ``moving_normalize`` (happynear/caffe-windows' MovingNormalize: division
 by a running average of the feature norm). ``label_statistics`` (LabelSpecificStatistics of the
 caffe-windows descendants: angle statistics of the label's and the other columns).
+``context_structure`` (JiajianZeng/ContextWithStructure's AveragePoint, FacialLandmarkPerformance,
+StructualLoss and PerceptualLoss) and ``patch_semantic`` (its PatchSemantic: feature-map
+derivatives around each landmark).
 Schema: proto/additions.json (caffe-face, SphereFace), proto/additions.d/segnet_c3d_face_flownet.json,
 face_ocr.json, crfasrnn_tsn_pose.json, census_forks.json (PG-CNN's multi_roi_pooling_param),
 census_data_fields.json (e2e_face's margin_softmax_loss_param), census_tail_data.json (custom-caffe),
-census_tail_layers.json (center_cos_loss_param).
+census_tail_layers.json (center_cos_loss_param), landmark_lgm_margin.json (ContextWithStructure).
 """

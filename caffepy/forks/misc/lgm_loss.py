@@ -10,14 +10,17 @@ default) or (N, K) (``bias_filler``). With x_i the i-th row of the bottom flatte
                     S_j = max(s_j, 0) + 1e-4
     L2, diagonal:   z_ij = -1/2 sum_k (mu_jk - x_ik)^2 / max(s_jk, 1e-8)
     IP:             z_ij = sum_k mu_jk x_ik
-In the TRAIN phase with a label bottom y, the label's logit gets the margin alpha:
-    z_{i,y_i} <- (1 + alpha) z_{i,y_i}
-alpha is ``margin_mul`` (a ParamParameter schedule: CONSTANT; STEPUP: value <- clip(value * gamma);
-ADDUP: value <- clip(value + gamma), clip to [min, max], at every forward whose counter ``iter``
-is a positive multiple of ``step``; the counter starts at ``iter`` and the starting value is
-advanced by iter // step steps). The fork also subtracts an additive margin that no parameter
-sets (its m_add_ keeps the default 0), so none is subtracted here. ``ignore_zero`` (TRAIN only)
-leaves zero inputs out of d_ij.
+In the TRAIN phase with a label bottom y, the label's logit gets the margins alpha and beta:
+    z_{i,y_i} <- (1 + alpha) z_{i,y_i} - beta
+alpha is ``margin_mul``, beta ``margin_add`` (each a ParamParameter schedule: CONSTANT; STEPUP:
+value <- clip(value * gamma); ADDUP: value <- clip(value + gamma), clip to [min, max], at every
+forward whose counter ``iter`` is a positive multiple of ``step``; the counter starts at ``iter``
+and the starting value is advanced by iter // step steps; unset, beta is 0). The fork's kernel
+subtracts its m_add_ Param; its published caffe.proto has no ``margin_add`` (the commit's setup
+never fills m_add_), but its example nets, written against an earlier schema, set it as such a
+schedule: caffepy's field is 13200 (proto/additions.d/landmark_lgm_margin.json). beta is a
+constant shift: it leaves the backward unchanged. ``ignore_zero`` (TRAIN only) leaves zero inputs
+out of d_ij.
 
 Backward (the fork's kernels), g = dL/dz, m = 1 + alpha (1 when ``block_mul_grad``) at the label
 and 1 elsewhere, c = ``center_coef`` / M at the label and 0 elsewhere:
@@ -43,7 +46,7 @@ gradient of its forward), ``ignore_zero`` with a diagonal variance (the fork's f
 s as if isotropic). ``bias_term`` and ``dropout_ratio`` are read by no code of the fork's layer.
 
 prototxt: ``class_distance_param { num_output weight_filler bias_filler margin_mul { policy value
-min max gamma step iter } metric center_coef block_mul_grad ignore_zero update_sigma isotropic }``.
+min max gamma step iter } margin_add { ... } metric center_coef block_mul_grad ignore_zero update_sigma isotropic }``.
 Bottoms: x (M, ...) [, label (M)]. Top: z (M, N).
 """
 import numpy as np
@@ -101,14 +104,17 @@ class ClassDistanceLayer(Layer):
         if p.ignore_zero and not p.isotropic:
             raise self.error("class_distance_param.ignore_zero with isotropic: false is not "
                              "supported (the fork's forward then reads the variances as isotropic)")
-        if p.margin_mul.step <= 0 and p.margin_mul.policy != _PP.CONSTANT:
-            raise self.error("class_distance_param.margin_mul.step must be positive")
+        for name in ("margin_mul", "margin_add"):
+            sched = getattr(p, name)
+            if sched.step <= 0 and sched.policy != _PP.CONSTANT:
+                raise self.error("class_distance_param.%s.step must be positive" % name)
         n = int(p.num_output)
         self.k = bottom[0].count_range(1)
         sigma = (n,) if p.isotropic else (n, self.k)
         self.init_param_blobs([(n, self.k), sigma], p.weight_filler, p.bias_filler)
         self.param_propagate_down = [True, True]
         self.margin = _Schedule(p.margin_mul)
+        self.margin_add = _Schedule(p.margin_add)
 
     def reshape(self, bottom, top):
         if bottom[0].count_range(1) != self.k:
@@ -148,9 +154,9 @@ class ClassDistanceLayer(Layer):
                 z = -0.5 * (d2 / np.maximum(s, 1e-8)[None]).sum(axis=2)
         if len(bottom) == 2 and train:
             y = self._labels(bottom[1])
-            alpha = self.margin.next()
+            alpha, beta = self.margin.next(), self.margin_add.next()
             rows = np.arange(self.m)
-            z[rows, y] += z[rows, y] * alpha
+            z[rows, y] += z[rows, y] * alpha - beta
         top[0].data[...] = z
 
     def backward_cpu(self, top, propagate_down, bottom):

@@ -126,3 +126,49 @@ layer { name: "loss" type: "SoftmaxWithLoss" bottom: "logit" bottom: "label" top
     net.backward()
     assert net.blobs["logit"].shape == (2, 5) and np.isfinite(net.blobs["loss"].data).all()
 
+
+
+def test_additive_margin_schedule_by_hand():
+    # margin_add STEPUP 0.5 * 2 every 2 forwards, max 1.5: beta = 0.5, 0.5, 1.0, 1.0, 1.5
+    layer = _layer("margin_mul { value: 0.5 } margin_add { policy: STEPUP value: 0.5 gamma: 2 "
+                   "step: 2 max: 1.5 }", phase=caffe_pb2.TRAIN, sigma=0.9999)
+    x = np.array([[1.0, 0.0], [0.0, 2.0]])
+    bottom, top = make_blobs([x, [2, 0]]), make_blobs(1)
+    layer.setup(bottom, top)
+    layer.blobs[0].data[...] = [[0.0, 0.0], [1.0, 1.0], [1.0, 2.0]]
+    labelled = []
+    for _ in range(5):
+        layer.forward(bottom, top)
+        labelled.append((top[0].data[0, 2], top[0].data[1, 0]))
+    # the label logits -2 become 1.5 * -2 - beta
+    np.testing.assert_allclose(labelled, [(-3.0 - b, -3.0 - b) for b in (0.5, 0.5, 1.0, 1.0, 1.5)])
+    np.testing.assert_allclose(top[0].data[0, :2], [-0.5, -0.5])     # other columns: no margin
+    test = _layer("margin_add { value: 0.5 }", sigma=0.9999)          # TEST: none
+    test.setup(bottom, top)
+    test.blobs[0].data[...] = layer.blobs[0].data
+    test.forward(bottom, top)
+    np.testing.assert_allclose(top[0].data[0, 2], -2.0)
+
+
+def test_gradient_with_additive_margin():
+    layer = _layer("update_sigma: true margin_mul { value: 0.2 } margin_add { value: 0.7 }",
+                   phase=caffe_pb2.TRAIN, sigma=1.5)
+    check_layer_gradient(layer, make_blobs([RNG.standard_normal((3, 2)), [1, 0, 2]]),
+                         make_blobs(1), check_bottom=[0], threshold=1e-3)
+
+
+def test_margin_add_excerpt_summary_strict(tmp_path):
+    from caffepy.cli import main
+    path = tmp_path / "lgm_add.prototxt"
+    path.write_text('''
+input: "data" input_shape { dim: 2 dim: 4 }
+input: "label" input_shape { dim: 2 }
+layer { name: "logit" type: "ClassDistance" bottom: "data" bottom: "label" top: "logit"
+  class_distance_param { num_output: 10 weight_filler { type: "xavier" }
+    bias_filler { type: "constant" value: 1.0 } update_sigma: true
+    margin_mul { policy: STEPUP value: 0.001 gamma: 10 step: 1000 max: 1 }
+    margin_add { policy: STEPUP value: 0.001 gamma: 5 step: 1000 max: 3 }
+    metric: L2 center_coef: 0.0003 } }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "logit" bottom: "label" top: "loss" }
+''')
+    assert main(["summary", "--strict", str(path)]) in (0, None)

@@ -76,6 +76,9 @@ COMPUTED = VISION_COMPUTED | frozenset([
     "SemiContrastLossParameter.lambda",
     # Label85's TriVerLoss (caffepy/forks/face/label85.py)
     "LayerParameter.triver_loss_param", "TriVerLossParameter.k", "TriVerLossParameter.lamda",
+    # liu-xb/RAM's HashingLoss and SetLoss2 (caffepy/forks/misc/ram_losses.py)
+    "LayerParameter.hashing_loss_param", "HashingLossParameter.bi_margin",
+    "HashingLossParameter.tradeoff", "LayerParameter.set_loss2_param", "SetLoss2Parameter.alpha",
     # SICE's SSIMLoss (caffepy/forks/misc/fork_losses.py)
     "LayerParameter.ssim_loss_param", "SSIMLossParameter.kernel_size", "SSIMLossParameter.stride",
     "SSIMLossParameter.c1", "SSIMLossParameter.c2",

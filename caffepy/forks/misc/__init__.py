@@ -51,7 +51,9 @@ Hotspot), ``happynear_losses`` (its SoftContrastiveLoss, NCALoss, GeneralTriplet
 BatchContrastiveLoss, ConfidencePenaltyLoss, CorrelationLoss), ``passthrough`` (da-faster-rcnn's
 GradientSilent, SDS-RCNN's DummyForward), ``mmd`` (DAN's multi-kernel MMDLoss), ``cosine_batch``
 (madkn/HistogramLoss's CosineSimilarityBatch), ``multi_accuracy`` (Qi-Xian/DeVise's
-MultiAccuracy).
+MultiAccuracy), ``hier_classifier`` (hyqneuron/caffe's SoftmaxWithPerClassLoss and
+PerClassAccuracy; schema: proto/additions.d/hyqneuron_hier.json), ``ram_losses`` (liu-xb/RAM's
+HashingLoss, SetLoss2 and VarLoss).
 ``channel_ops`` (layers two or more forks share: happynear/caffe-windows' Slope, MONet / DDPN's
 MyTile, segaware's ChannelReduce, SROWN / TransferNet's LinearSum, py-faster /
 BWN-XNOR-caffe's SplitConcat, MatrixProd). ``jadf`` (BOBrown/JADF-caffe's OuterProduct and
@@ -77,8 +79,8 @@ HardSigmoid, Scalar, CropCenter, ColorConv, MinReLU, Tiling, CConvolution, CInne
 Ristretto's QuantizationParameter, BinaryConvolution, BinaryInnerProduct, Truncation,
 SoftTruncation, LiftedStructSimilaritySoftmaxLoss, LstmUnit, PowerFile, LocLoss, STLoss, SubRegion,
 Pairwise, SoftContrastiveLoss, NCALoss, GeneralTripletLoss, BatchContrastiveLoss,
-ConfidencePenaltyLoss, Hotspot, MMDLoss, CosineSimilarityBatch and MultiAccuracy
-(caffepy.proto.harvest_computed.COMPUTED).
+ConfidencePenaltyLoss, Hotspot, MMDLoss, CosineSimilarityBatch, MultiAccuracy, HashingLoss and
+SetLoss2 (caffepy.proto.harvest_computed.COMPUTED).
 """
 from ...layers.python_layer import register_stand_in
 

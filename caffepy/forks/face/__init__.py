@@ -23,9 +23,13 @@ by a running average of the feature norm). ``label_statistics`` (LabelSpecificSt
 caffe-windows descendants: angle statistics of the label's and the other columns).
 ``context_structure`` (JiajianZeng/ContextWithStructure's AveragePoint, FacialLandmarkPerformance,
 StructualLoss and PerceptualLoss) and ``patch_semantic`` (its PatchSemantic: feature-map
-derivatives around each landmark).
+derivatives around each landmark). ``arl`` (ZhiwenShao/ARL, commit 512c2260: Division and
+Combination, which cut a map into patches and paste them back, CosineSimilarityLoss,
+EuclideanLoss6 and the per-element weights of its three-bottom SigmoidCrossEntropyLoss) and
+``arl_meanfield`` (its MultiStageMeanfieldAU3: crfasrnn's mean field guided by a feature map).
 Schema: proto/additions.json (caffe-face, SphereFace), proto/additions.d/segnet_c3d_face_flownet.json,
 face_ocr.json, crfasrnn_tsn_pose.json, census_forks.json (PG-CNN's multi_roi_pooling_param),
 census_data_fields.json (e2e_face's margin_softmax_loss_param), census_tail_data.json (custom-caffe),
-census_tail_layers.json (center_cos_loss_param), landmark_lgm_margin.json (ContextWithStructure).
+census_tail_layers.json (center_cos_loss_param), landmark_lgm_margin.json (ContextWithStructure),
+arl_au_attention.json (ARL).
 """

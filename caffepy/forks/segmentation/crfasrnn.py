@@ -76,9 +76,13 @@ class MultiStageMeanfieldLayer(Layer):
     """
     exact_num_bottom_blobs = 3
     exact_num_top_blobs = 1
+    #: The LayerParameter field holding the layer's parameters.
+    param_field = "multi_stage_meanfield_param"
+    #: The fewest channels bottom 2 may have (its first three are the bilateral filter's colour).
+    min_guide_channels = 3
 
     def layer_setup(self, bottom, top):
-        p = self.layer_param.multi_stage_meanfield_param
+        p = getattr(self.layer_param, self.param_field)
         self.iterations = int(p.num_iterations)
         if self.iterations <= 1:
             raise self.error("num_iterations must be greater than 1 (as the fork), got %d"
@@ -101,7 +105,7 @@ class MultiStageMeanfieldLayer(Layer):
         diag = []
         for name, scalar in (("spatial_filter_weights_str", p.spatial_filter_weight),
                              ("bilateral_filter_weights_str", p.bilateral_filter_weight)):
-            text = getattr(p, name)
+            text = getattr(p, name, "")
             if text:
                 try:
                     w = [float(v) for v in text.split()]
@@ -124,17 +128,21 @@ class MultiStageMeanfieldLayer(Layer):
             raise self.error("unary %s and Q0 %s must be the same N x C x H x W"
                              % (u.shape, q0.shape), ShapeError)
         if img.num_axes != 4 or img.shape[0] != u.shape[0] or img.shape[2:] != u.shape[2:] \
-                or img.shape[1] < 3:
-            raise self.error("image %s must be N x >=3 x H x W with the unary's N, H, W %s"
-                             % (img.shape, u.shape), ShapeError)
+                or img.shape[1] < self.min_guide_channels:
+            raise self.error("image %s must be N x >=%d x H x W with the unary's N, H, W %s"
+                             % (img.shape, self.min_guide_channels, u.shape), ShapeError)
         top[0].reshape(u.shape)
+
+    def _guide(self, img_n, P):
+        """The bilateral filter's features besides the position, P x d (before 1 / theta_beta)."""
+        return img_n[:3].reshape(3, P).T.astype(np.float64)
 
     def _filters(self, img_n, H, W):
         """[(K x, K^T x, n)] for the spatial and the bilateral filter of one image."""
         P = H * W
         y, x = np.divmod(np.arange(P, dtype=np.float64), W)
         pos = np.stack([x, y], axis=1)
-        rgb = img_n[:3].reshape(3, P).T.astype(np.float64)
+        rgb = self._guide(img_n, P)
         if P <= MAX_PIXELS:
             out = []
             for feat in (pos / self.gamma,
@@ -144,9 +152,10 @@ class MultiStageMeanfieldLayer(Layer):
                 out.append((apply, apply, 1.0 / (k.sum(axis=1) + 1e-20)))
             return out
         if not getattr(self, "_said_lattice", False):
-            log.info("layer '%s' (MultiStageMeanfield): %d x %d = %d pixels > %d: filtering with "
+            log.info("layer '%s' (%s): %d x %d = %d pixels > %d: filtering with "
                      "the fork's permutohedral lattice (approximate Gaussian), not the exact "
-                     "dense filter", self.layer_param.name, H, W, P, MAX_PIXELS)
+                     "dense filter", self.layer_param.name, self.layer_param.type, H, W, P,
+                     MAX_PIXELS)
             self._said_lattice = True
         bil = np.concatenate([pos.astype(np.float32) / np.float32(self.alpha),
                               (rgb / self.beta).astype(np.float32)], axis=1)

@@ -93,7 +93,6 @@ class NnopROIAlignLayer(Layer):
         flat = bottom[0].data.reshape(-1)
         out = np.zeros(top[0].shape)
         self._argmax = np.full(top[0].shape, -1, dtype=np.int64)
-        chan = np.arange(C) * (H * W)
         for r, roi in enumerate(self._rois(bottom)):
             b = int(roi[0])
             if b < 0:
@@ -103,27 +102,43 @@ class NnopROIAlignLayer(Layer):
                 raise self.error("roi %d names image %d of %d" % (r, b, N))
             x0, y0, x1, y1 = (v * self.scale for v in roi[1:])
             rw, rh = max(int(x1 - x0 + 1), 1), max(int(y1 - y0 + 1), 1)
-            base = b * C * H * W + chan
-            for i, (hs, he) in enumerate(_bins(y0, rh, self.ph, H)):
-                for j, (ws, we) in enumerate(_bins(x0, rw, self.pw, W)):
-                    vals = [self._bilinear(flat, base, h, w, H, W)
-                            for h in _samples(hs, he) for w in _samples(ws, we)]
-                    vals = np.array(vals)                       # (samples, C)
-                    best = np.argmax(vals, axis=0)
-                    top_val = vals[best, np.arange(C)]
-                    start = 0.0 if (he <= hs or we <= ws) else -_FLT_MAX
-                    won = top_val > start
-                    out[r, :, i, j] = np.where(won, top_val, start)
-                    self._argmax[r, :, i, j] = np.where(won, best + 1, -1)
+            points, spans = [], []
+            for hs, he in _bins(y0, rh, self.ph, H):
+                for ws, we in _bins(x0, rw, self.pw, W):
+                    first = len(points)
+                    points.extend((h, w) for h in _samples(hs, he) for w in _samples(ws, we))
+                    spans.append((first, len(points), he <= hs or we <= ws))
+            vals = self._bilinear(flat, b * C * H * W + np.arange(C) * (H * W),
+                                  np.array(points), H, W)                 # (points, C)
+            counts = {hi - lo for lo, hi, _ in spans}
+            if len(counts) == 1:                 # every bin has as many samples: all at once
+                per = vals.reshape(len(spans), counts.pop(), C)
+                best = np.argmax(per, axis=1)                             # (bins, C)
+                top_val = np.take_along_axis(per, best[:, None, :], axis=1)[:, 0, :]
+            else:
+                best = np.array([np.argmax(vals[lo:hi], axis=0) for lo, hi, _ in spans])
+                top_val = np.array([vals[lo + bb, np.arange(C)]
+                                    for (lo, _, _), bb in zip(spans, best)])
+            start = np.array([0.0 if empty else -_FLT_MAX for _, _, empty in spans])[:, None]
+            won = top_val > start
+            out[r] = np.where(won, top_val, start).T.reshape(C, self.ph, self.pw)
+            self._argmax[r] = np.where(won, best + 1, -1).T.reshape(C, self.ph, self.pw)
         top[0].data[...] = out
 
     @staticmethod
-    def _bilinear(flat, base, h, w, H, W):
-        v = np.zeros(len(base))
-        for hi, wi, wt in _taps(h, w, H, W):
-            idx = base + hi * W + wi
+    def _bilinear(flat, base, points, H, W):
+        """Samples at ``points`` (P, 2) of the planes starting at offsets ``base`` (C,), read
+        from the flat blob as the fork reads its memory: (P, C)."""
+        h, w = points[:, 0], points[:, 1]
+        hl = np.clip(np.floor(h).astype(np.int64), 0, H - 1)
+        wl = np.clip(np.floor(w).astype(np.int64), 0, W - 1)
+        a, b = (h - hl)[:, None], (w - wl)[:, None]
+        v = np.zeros((len(points), len(base)))
+        for dh, dw, wt in ((0, 0, (1 - a) * (1 - b)), (0, 1, (1 - a) * b),
+                           (1, 0, a * (1 - b)), (1, 1, a * b)):
+            idx = base[None, :] + ((hl + dh) * W + wl + dw)[:, None]
             ok = idx < flat.size
-            v[ok] += wt * flat[idx[ok]]
+            v += wt * np.where(ok, flat[np.minimum(idx, flat.size - 1)], 0.0)
         return v
 
     def backward_cpu(self, top, propagate_down, bottom):

@@ -145,6 +145,10 @@ VISION_COMPUTED = frozenset([
     "LayerParameter.rotate_align_param", "LayerParameter.rotate_roi_align_param",
     "RotateROIAlignParameter.pooled_h", "RotateROIAlignParameter.pooled_w",
     "RotateROIAlignParameter.spatial_scale",
+    # nnop/caffe's ROIAlign (caffepy/forks/detection/nnop_roi_align.py), the variant taken when
+    # roi_align_param is set; Cambricon's sampling_ratio and engine are not among these
+    "LayerParameter.roi_align_param", "ROIAlignParameter.pooled_h", "ROIAlignParameter.pooled_w",
+    "ROIAlignParameter.spatial_scale",
     # pathak22/caffe-ccnn's DenseCRF (caffepy/forks/segmentation/densecrf.py)
     "LayerParameter.densecrf_param", "DenseCRFParameter.x_gauss", "DenseCRFParameter.y_gauss",
     "DenseCRFParameter.wt_gauss", "DenseCRFParameter.x_bilateral",

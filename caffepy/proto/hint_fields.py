@@ -39,7 +39,10 @@ DECLARED_HINTS = {
                        "cudnn_math_override", "engine"),
     "DataParameter": ("threads", "parser_threads", "cache", "precache"),
     "ImageDataParameter": ("threads", "cache", "precache"),
-    "ConvolutionParameter": ("cudnn_convolution_algo_seeker", "conv_algos_override"),
+    # Hao-Tju/GLP4NN_Caffe's parallel_degree: how many CUDA streams its GPU convolution spreads
+    # a batch's images over; each image is convolved as before
+    "ConvolutionParameter": ("cudnn_convolution_algo_seeker", "conv_algos_override",
+                             "parallel_degree"),
     "DropoutParameter": ("engine",),
     "TransformationParameter": ("use_gpu_transform", "forward_packing", "display"),
     "BatchNormParameter": ("engine",), "ConcatParameter": ("engine",),

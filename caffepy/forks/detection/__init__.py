@@ -5,6 +5,8 @@ Modules: ``roi`` (ROIPooling, PSROIPooling), ``proposal`` (the C++ ``Proposal`` 
 (R-FCN's SoftmaxWithLoss / SmoothL1Loss with per-instance tops), ``ohem`` (SoftmaxWithLossOHEM,
 SmoothL1LossOHEM, BoxAnnotatorOHEM), ``mscnn`` (BoxOutput, DecodeBBox), ``mscnn_train``
 (DetectionLoss, SmoothL1Loss variants), ``cascade_rcnn`` (BoxGroupOutput, ScaleRoute, ROIAlign),
+``nnop_roi_align`` (nnop/caffe's ROIAlign, commit 023b8b31: the most of four bilinear samples per
+bin, taken when ``roi_align_param`` is set; nnop/mtnet's nets),
 ``cascade_target`` (ProposalTarget, DetectionEvaluate variant), ``cascade_train`` (HardMining,
 BboxAccuracy, DetectionAccuracy, DetectionGroupLoss / Accuracy, FrcnnOutput), ``zoo_mscnn`` (the
 input shapes of MSCNN / Cascade R-CNN data layers for the zoo helpers), ``frcnn_cpp``

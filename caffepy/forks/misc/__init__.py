@@ -53,7 +53,8 @@ GradientSilent, SDS-RCNN's DummyForward), ``mmd`` (DAN's multi-kernel MMDLoss), 
 (madkn/HistogramLoss's CosineSimilarityBatch), ``multi_accuracy`` (Qi-Xian/DeVise's
 MultiAccuracy), ``hier_classifier`` (hyqneuron/caffe's SoftmaxWithPerClassLoss and
 PerClassAccuracy; schema: proto/additions.d/hyqneuron_hier.json), ``ram_losses`` (liu-xb/RAM's
-HashingLoss, SetLoss2 and VarLoss).
+HashingLoss, SetLoss2 and VarLoss), ``saliency_losses`` (nian-liu/DSCLRCN's KLDivLoss and NSSLoss,
+commit fbbd35f1, which sunnycia/scripts' saliency nets use).
 ``channel_ops`` (layers two or more forks share: happynear/caffe-windows' Slope, MONet / DDPN's
 MyTile, segaware's ChannelReduce, SROWN / TransferNet's LinearSum, py-faster /
 BWN-XNOR-caffe's SplitConcat, MatrixProd). ``jadf`` (BOBrown/JADF-caffe's OuterProduct and

@@ -1,7 +1,12 @@
 """The ``ROIAlign`` of nnop/caffe (branch roialign, commit 023b8b31,
 src/caffe/layers/roi_align_layer.cpp / .cu), which nnop/mtnet's detection nets use: per bin,
 the maximum of a few bilinear samples. Taken when the layer sets ``roi_align_param``
-(Cascade R-CNN's ROIAlign, the default, reads ``roi_pooling_param``)."""
+(Cascade R-CNN's ROIAlign, the default, reads ``roi_pooling_param``).
+Other forks declare ``roi_align_param`` too (GT9505/MONet, XiangChenchao/DDPN, xhzdeng/crpn,
+dengshuo/D-M-F-ConvNets, synopsys-caffe, ...) and their layers may compute another function
+(an average of samples, another sampling grid); the prototxt does not tell them apart, so each
+such layer logs one WARNING naming the function computed here."""
+import logging
 import math
 
 import numpy as np
@@ -10,6 +15,7 @@ from ...layers.base import Layer, register_variant
 from .roi import features_diff_wanted
 
 _FLT_MAX = float(np.finfo(np.float32).max)
+_log = logging.getLogger(__name__)
 
 
 def _samples(start, end):
@@ -77,6 +83,9 @@ class NnopROIAlignLayer(Layer):
         self.ph, self.pw, self.scale = int(p.pooled_h), int(p.pooled_w), float(p.spatial_scale)
         if self.ph <= 0 or self.pw <= 0:
             raise self.error("roi_align_param pooled_h and pooled_w must be > 0")
+        _log.warning("layer '%s' (ROIAlign): roi_align_param is computed as nnop/caffe's ROIAlign "
+                     "(each bin the largest of its bilinear samples); other forks that declare "
+                     "roi_align_param may compute another function", self.name)
 
     def reshape(self, bottom, top):
         if bottom[0].num_axes != 4:

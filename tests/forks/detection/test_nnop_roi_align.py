@@ -14,6 +14,13 @@ def test_variant_is_chosen_by_roi_align_param():
                       ROIAlignLayer)
 
 
+def test_setup_warns_which_forks_function_is_computed(caplog):
+    layer = make_layer(LAYER % (2, 2, 1.0))
+    layer.setup(make_blobs([np.zeros((1, 1, 4, 4)), np.array([[0, 0, 0, 3, 3]])]), make_blobs(1))
+    assert any("nnop/caffe's ROIAlign" in r.getMessage() and r.levelname == "WARNING"
+               for r in caplog.records)
+
+
 def test_forward_by_hand_with_the_forks_reads_past_a_row():
     # x[c, h, w] = 16 c + 4 h + w: linear in the memory offset, so a read one row or one plane
     # further (the fork's unclipped high neighbour) continues the same ramp; past the blob it is 0

@@ -30,6 +30,7 @@ reject it, as Caffe does. Bilinear (square K x K filters): with ``f = ceil(K / 2
 ``w[y, x] = (1 - |x / f - c|) * (1 - |y / f - c|)``.
 """
 import math
+import os
 
 import numpy as np
 
@@ -99,26 +100,54 @@ class GaussianFiller(Filler):
         return data
 
 
+GAUSSIAN_CHUNK = 1 << 16      # values per stream of gaussian_float32
+_pool = None
+
+
+def _forget_pool():
+    """A forked child has none of the parent's pool threads: it makes its own."""
+    global _pool
+    _pool = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool)
+
+
+def _fill_chunk(job):
+    seed, out = job
+    np.random.Generator(np.random.PCG64(seed)).standard_normal(out.size, dtype=np.float32, out=out)
+
+
 def gaussian_float32(count, mean, std):
-    """``count`` values of N(mean, std^2) as float32, by the Box-Muller transform of float32
-    uniforms u1, u2 from ``common.rng()``: z = sqrt(-2 ln(1 - u1)) cos(2 pi u2) (and sin for the
-    second half), numpy's vectorised log / sin / cos. 2.7x the speed of ``rng().normal`` (float64
-    ziggurat) on a 16 x 3 x 227 x 227 batch; |z| reaches 5.77 at most (24-bit uniforms), which
-    a normal draw passes with probability 8e-9. For data drawn anew at every forward
-    (DummyData)."""
-    half = (count + 1) // 2
-    u = common.rng().random(2 * half, dtype=np.float32)
-    radius = np.log1p(-u[:half])
-    radius *= np.float32(-2.0)
-    np.sqrt(radius, out=radius)
-    theta = u[half:]
-    theta *= np.float32(2 * math.pi)
-    z = np.empty(2 * half, np.float32)
-    np.multiply(radius, np.cos(theta), out=z[:half])
-    np.multiply(radius, np.sin(theta), out=z[half:])
-    z = z[:count]
-    z *= np.float32(std)
-    z += np.float32(mean)
+    """``count`` values of N(mean, std^2) as float32, for data drawn anew at every forward
+    (DummyData): numpy's float32 ziggurat (``Generator.standard_normal(dtype=float32)``), scaled
+    and shifted in float32. The values come in chunks of ``GAUSSIAN_CHUNK``; chunk i is drawn
+    from its own PCG64 stream, child i of a ``SeedSequence`` whose entropy is one 63-bit draw of
+    ``common.rng()``, so they depend on caffepy's seed only. The chunks are filled on up to
+    ``kernels.threads()`` threads (numpy releases the GIL while it fills): the same values on any
+    thread count. On a 2-core AVX2 machine, 2 threads, 100 x 3 x 32 x 32 values: 2.5 ms, where
+    a float32 Box-Muller transform of numpy uniforms took 7.2 ms and ``rng().normal`` (float64)
+    4.7 ms."""
+    global _pool
+    z = np.empty(count, np.float32)
+    seeds = np.random.SeedSequence(int(common.rng().integers(1 << 63))).spawn(
+        max(1, -(-count // GAUSSIAN_CHUNK)))
+    jobs = [(sd, z[i * GAUSSIAN_CHUNK:(i + 1) * GAUSSIAN_CHUNK]) for i, sd in enumerate(seeds)]
+    from .math import kernels
+    workers = min(kernels.threads(), len(jobs))
+    if workers > 1:
+        if _pool is None or _pool._max_workers < workers:
+            from concurrent.futures import ThreadPoolExecutor
+            _pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="caffepy-fill")
+        list(_pool.map(_fill_chunk, jobs))
+    else:
+        for job in jobs:
+            _fill_chunk(job)
+    if std != 1:
+        z *= np.float32(std)
+    if mean != 0:
+        z += np.float32(mean)
     return z
 
 

@@ -92,7 +92,7 @@ class DummyDataLayer(Layer):
                 continue
             p = filler.param
             if type(filler) is GaussianFiller and p.sparse == -1:
-                # drawn at every forward: the float32 Box-Muller draw, any blob dtype
+                # drawn at every forward: the float32 draw of gaussian_float32, any blob dtype
                 t.data[...] = gaussian_float32(t.count, p.mean, p.std).reshape(t.shape)
             else:
                 filler.fill(t)

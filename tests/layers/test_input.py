@@ -1,3 +1,6 @@
+import os
+import signal
+
 import numpy as np
 import pytest
 
@@ -47,9 +50,9 @@ def test_dummy_data_shapes_and_fillers():
 
 @pytest.mark.parametrize("count", [200001, 200000])
 def test_dummy_data_gaussian_is_normal_seeded_and_the_same_in_any_dtype(count):
-    """A dense gaussian DummyData top is drawn by the float32 Box-Muller transform: its mean,
-    standard deviation, quantiles and moments are those of N(mean, std^2), a seed repeats it,
-    and a float64 net gets the same values as a float32 one."""
+    """A dense gaussian DummyData top is drawn by numpy's float32 ziggurat in seeded chunks: its
+    mean, standard deviation, quantiles and moments are those of N(mean, std^2), a seed repeats
+    it, and a float64 net gets the same values as a float32 one."""
     stats = pytest.importorskip("scipy.stats")
     text = ('type: "DummyData" dummy_data_param { shape { dim: %d } '
             'data_filler { type: "gaussian" mean: 2 std: 3 } }' % count)
@@ -68,7 +71,24 @@ def test_dummy_data_gaussian_is_normal_seeded_and_the_same_in_any_dtype(count):
     assert abs(z.mean()) < 0.01 and abs(z.std() - 1.0) < 0.01
     assert abs(stats.skew(z)) < 0.02 and abs(stats.kurtosis(z)) < 0.05
     assert stats.kstest(z, "norm").pvalue > 1e-3
-    assert np.isfinite(z).all() and np.abs(z).max() < 5.8
+    assert np.isfinite(z).all()
+
+
+def test_gaussian_float32_is_the_same_on_any_thread_count(monkeypatch):
+    """The chunks' streams follow the seed, not the threads that fill them."""
+    from caffepy import fillers
+    from caffepy.math import kernels
+    count = 3 * fillers.GAUSSIAN_CHUNK + 5
+    draws = []
+    for n in (1, 2, 3):
+        monkeypatch.setattr(kernels, "threads", lambda n=n: n)
+        common.set_random_seed(5)
+        draws.append(fillers.gaussian_float32(count, 1.0, 2.0))
+    assert draws[0].dtype == np.float32 and draws[0].shape == (count,)
+    np.testing.assert_array_equal(draws[0], draws[1])
+    np.testing.assert_array_equal(draws[0], draws[2])
+    chunks = draws[0][:3 * fillers.GAUSSIAN_CHUNK].reshape(3, -1)
+    assert not np.array_equal(chunks[0], chunks[1])       # each chunk its own stream
 
 
 def test_dummy_data_legacy_dims_default_zero():
@@ -110,3 +130,20 @@ def test_silence_zeroes_diffs():
     run_layer(layer, bottom, [])
     layer.backward([], [True, False], bottom)
     assert not bottom[0].diff.any() and (bottom[1].diff == 7).all()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_gaussian_float32_in_a_forked_child_after_the_pool_started(monkeypatch):
+    """The child of a fork does not wait on the parent's pool threads: it draws on its own."""
+    from caffepy import fillers
+    from caffepy.math import kernels
+    monkeypatch.setattr(kernels, "threads", lambda: 2)
+    fillers.gaussian_float32(3 * fillers.GAUSSIAN_CHUNK, 0.0, 1.0)
+    assert fillers._pool is not None
+    pid = os.fork()
+    if pid == 0:                                   # pragma: no cover - the child
+        signal.alarm(30)
+        ok = fillers.gaussian_float32(3 * fillers.GAUSSIAN_CHUNK, 0.0, 1.0).size
+        os._exit(0 if ok == 3 * fillers.GAUSSIAN_CHUNK else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0

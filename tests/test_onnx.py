@@ -48,8 +48,13 @@ def roundtrip(net, rtol=1e-4, **kw):
 
 
 CASES = {
+    # ChenglongChen/caffe-windows' BN without moving_average: the batch statistics in TEST
+    "ewma_bn_batch_stats": 'layer { name: "b" type: "BN" bottom: "data" top: "b" '
+    'bn_param { moving_average: false var_eps: 1e-5 } }',
     "conv_group_dilation": 'layer { name: "c" type: "Convolution" bottom: "data" top: "c" '
     'convolution_param { num_output: 6 kernel_size: 3 group: 3 dilation: 2 pad: 1 stride: 2 } }',
+    "conv_dilation_h_w": 'layer { name: "c" type: "Convolution" bottom: "data" top: "c" '
+    'convolution_param { num_output: 4 kernel_size: 3 dilation_h: 2 dilation_w: 1 pad: 1 } }',
     "conv_rect": 'layer { name: "c" type: "Convolution" bottom: "data" top: "c" convolution_param '
     '{ num_output: 4 kernel_h: 3 kernel_w: 2 pad_h: 1 pad_w: 0 stride_h: 1 stride_w: 2 } }',
     # 7 x 9 input: kernels that overhang the (padded) input by less than the stride give one

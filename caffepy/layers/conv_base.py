@@ -25,7 +25,11 @@ class _ConvolutionBase(Layer):
     ``convolution_param`` fields (defaults): ``num_output`` (required, > 0), ``bias_term`` (true),
     ``kernel_size`` (repeated: once for every spatial axis, or once per axis) or ``kernel_h`` /
     ``kernel_w`` (2-d only); ``pad`` (0) / ``pad_h`` ``pad_w``; ``stride`` (1) / ``stride_h``
-    ``stride_w``; ``dilation`` (1, repeated only); ``group`` (1: channels and num_output must be
+    ``stride_w``; ``dilation`` (1) / ``dilation_h`` ``dilation_w`` (2-d only, both given, not
+    with ``dilation``: the per-axis dilation that yjxiong/caffe@9831a2b's base_conv_layer.cpp and
+    im2col.cpp read like kernel_h / kernel_w, which BannyStone/Caffe, XiaohangZhan/mix-and-match
+    and ECO's caffe_3d declare too; Deconvolution sizes its top with the dilated kernel, as BVLC,
+    where 9831a2b's deconv_layer.cpp leaves the dilation out); ``group`` (1: channels and num_output must be
     divisible by it); ``weight_filler`` / ``bias_filler`` (constant 0); ``axis`` (1: the channel
     axis; earlier axes are batch axes, later ones spatial). ``engine`` and ``force_nd_im2col`` are
     accepted and ignored; so is ``partial_conv_lower`` (andrewwasielewski/caffe-modified: the same
@@ -59,7 +63,8 @@ class _ConvolutionBase(Layer):
     def _spatial_field(self, p, name, n, default):
         values = list(getattr(p, name)) if name != "kernel_size" else list(p.kernel_size)
         h_name, w_name = {"kernel_size": ("kernel_h", "kernel_w"), "pad": ("pad_h", "pad_w"),
-                          "stride": ("stride_h", "stride_w")}[name]
+                          "stride": ("stride_h", "stride_w"),
+                          "dilation": ("dilation_h", "dilation_w")}[name]
         if p.HasField(h_name) or p.HasField(w_name):
             if n != 2:
                 raise self.error("%s/%s can only be used for 2-d convolution (%d spatial axes)"
@@ -67,8 +72,9 @@ class _ConvolutionBase(Layer):
             if values:
                 raise self.error("either %s or %s/%s may be given, not both"
                                  % (name, h_name, w_name))
-            if not (p.HasField(h_name) and p.HasField(w_name)) and name == "kernel_size":
-                raise self.error("kernel_h and kernel_w must both be given")
+            if not (p.HasField(h_name) and p.HasField(w_name)) and name in ("kernel_size",
+                                                                             "dilation"):
+                raise self.error("%s and %s must both be given" % (h_name, w_name))
             return (int(getattr(p, h_name)), int(getattr(p, w_name)))
         if not values:
             if default is None:
@@ -103,6 +109,8 @@ class _ConvolutionBase(Layer):
         if len(dil) not in (0, 1, n):
             raise self.error("dilation must be given once or %d times, got %d" % (n, len(dil)))
         self.dilation = tuple(int(d) for d in dil) * (n if len(dil) == 1 else 1) if dil else (1,) * n
+        if p.HasField("dilation_h") or p.HasField("dilation_w"):
+            self.dilation = self._spatial_field(p, "dilation", n, 1)
         for name in ("kernel", "stride"):
             if any(v <= 0 for v in getattr(self, name)):
                 raise self.error("%s must be positive, got %s" % (name, getattr(self, name)))

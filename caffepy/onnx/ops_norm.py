@@ -4,7 +4,8 @@ Normalize (SSD), Softmax, Eltwise, Axpy.
     BatchNorm  global stats: mu = sum_mu / s, var = sum_var / s (0 when s == 0; s the
                moving-average scale factor) -> BatchNormalization(scale 1, B 0, eps);
                batch stats (use_global_stats false): ReduceMean over every axis but 1.
-    BN         slope (x - mean) / sqrt(var + eps) + bias -> BatchNormalization (TEST / frozen).
+    BN         slope (x - mean) / sqrt(var + eps) + bias -> BatchNormalization (TEST / frozen);
+               ChenglongChen's BN with moving_average false: the batch statistics, as BatchNorm's.
     Scale/Bias the operand (parameter or bottom[1]) reshaped to s.shape + (1,) * (trailing axes)
                so it broadcasts from ``axis`` -> Mul (+ Add) / Add.
     MVN        y = x - mean; / (sqrt(mean(y^2)) + eps) when normalize_variance (over the spatial
@@ -58,6 +59,14 @@ def bn(ctx):
     if ctx.layer.phase == caffe_pb2.TRAIN and not L.frozen:
         raise ctx.refuse("TRAIN-phase BN uses batch statistics and updates them; export TEST")
     slope, bias, mean, var = (param_blob(L, i).reshape(-1) for i in range(4))
+    if getattr(L, "batch_stats_in_test", False):     # ChenglongChen's BN, moving_average false
+        nd = len(ctx.bshapes[0])
+        d, v = _batch_stats(ctx, ctx.bottoms[0], nd)
+        std = ctx.node("Sqrt", [ctx.node("Add", [v, ctx.const("eps", L.eps)])])
+        shape = (1, -1) + (1,) * (nd - 2)
+        y = ctx.node("Mul", [ctx.node("Div", [d, std]), ctx.const("slope", slope.reshape(shape))])
+        ctx.node("Add", [y, ctx.const("bias", bias.reshape(shape))], ctx.tops[0])
+        return
     ctx.node("BatchNormalization",
              [ctx.bottoms[0], ctx.const("slope", slope), ctx.const("bias", bias),
               ctx.const("mean", mean), ctx.const("var", var)],

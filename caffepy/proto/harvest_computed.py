@@ -261,6 +261,11 @@ COMPUTED = VISION_COMPUTED | frozenset([
     # the DeViSE forks' PoseData (caffepy/forks/misc/pose_data.py); pose_data_layer.cpp does not
     # read scale, mean_file, crop_size or mirror
     "LayerParameter.pose_data_param",
+    # ChenglongChen/caffe-windows' BN with history averages (caffepy/forks/misc/ewma_bn.py);
+    # axis only as 1
+    "BNParameter.var_eps", "BNParameter.moving_average", "BNParameter.decay", "BNParameter.axis",
+    # the per-axis dilation of yjxiong/caffe@9831a2b and others (caffepy/layers/conv_base.py)
+    "ConvolutionParameter.dilation_h", "ConvolutionParameter.dilation_w",
 ] + ["PoseDataParameter." + f for f in (
     "source", "scale", "mean_file", "batch_size", "crop_size", "mirror", "rand_skip", "shuffle",
     "new_height", "new_width", "is_color", "root_folder")

@@ -10,7 +10,7 @@ DSCLRCN / Curve-Text-Detector; ALISCIFP/caffe's MinReLU; L2Normalization of Alfr
 1095560081/caffe), ``tensor_ops`` (synopsys-caffe's broadcasting Maximum, OneHot and MatMul;
 caffe-simnets' OneHot and SumLoss; caffe-fr-chairs' SumLoss; video_prop_networks' MatMul),
 ``devise`` (Qi-Xian/DeVise's LinearTransform, Similarity and PoseAccuracy), ``apollocaffe``
-(apollocaffe's Wordvec, CapSequence and its Python-layer holder Py), ``counting`` (shizenglin/Deep-NCL's MAELoss), ``abs_loss`` (the unsupervised-depth fork's AbsLoss), ``escoin`` (chenxuhao/caffe-escoin's EscConvolution), ``spatial_softmax`` (the guided-policy-search forks' SpatialSoftmax), ``tensor_transpose`` (the point-cloud forks' TensorTranspose), ``dropout``
+(apollocaffe's Wordvec, CapSequence and its Python-layer holder Py), ``counting`` (shizenglin/Deep-NCL's MAELoss), ``abs_loss`` (the unsupervised-depth fork's AbsLoss), ``escoin`` (chenxuhao/caffe-escoin's EscConvolution), ``spatial_softmax`` (the guided-policy-search forks' SpatialSoftmax), ``ewma_bn`` (ChenglongChen/caffe-windows' BN with history averages, whose bn_param fields RRD, CTPN and others declare), ``tensor_transpose`` (the point-cloud forks' TensorTranspose), ``dropout``
 (Cysu/dgd_person_reid's GuidedDropout), ``inplace_reshape`` (the in-place Reshape of older Caffe:
 happynear/caffe-windows, ECO's caffe_3d), ``waifu2x`` (lltcggie/caffe's CropCenter), ``glad_crop`` (southatsouth/GLAD's one-bottom Crop), ``rcf``
 (yun-liu/rcf's AutoCrop: the crop offset from the net's coordinate maps), ``colorization`` (the

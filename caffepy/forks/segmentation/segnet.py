@@ -6,7 +6,8 @@ other math; SegNet's classes are variants chosen per layer (``register_variant``
 - BN is SegNet's when its ``bn_param`` sets ``bn_mode``, ``scale_filler`` or ``shift_filler``,
   when the layer has more than one top, or when it sets none of PSPNet's fields (``slope_filler``,
   ``bias_filler``, ``momentum``, ``eps``, ``frozen``) and declares exactly 2 ParamSpecs (SegNet's
-  scale and shift); a bare ``type: "BN"`` stays PSPNet's;
+  scale and shift); a bare ``type: "BN"`` stays PSPNet's; one that sets ``var_eps``,
+  ``moving_average``, ``decay`` or ``axis`` is ChenglongChen/caffe-windows' (caffepy.forks.misc.ewma_bn);
 - Upsample is SegNet's when it has two bottoms (values and pooling mask).
 """
 import numpy as np
@@ -22,10 +23,13 @@ from ...layers.neuron import DropoutLayer
 
 _PSP_FIELDS = ("slope_filler", "bias_filler", "momentum", "eps", "frozen")
 _SEG_FIELDS = ("bn_mode", "scale_filler", "shift_filler")
+_EWMA_FIELDS = ("var_eps", "moving_average", "decay", "axis")
 
 
 def _is_segnet_bn(lp):
     p = lp.bn_param
+    if any(p.HasField(f) for f in _EWMA_FIELDS):       # ChenglongChen/caffe-windows' 4-blob BN
+        return False
     if any(p.HasField(f) for f in _SEG_FIELDS) or len(lp.top) > 1:
         return True
     return not any(p.HasField(f) for f in _PSP_FIELDS) and len(lp.param) == 2

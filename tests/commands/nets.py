@@ -1,6 +1,6 @@
 """Small deterministic nets and solver files for command tests (written into a tmp dir)."""
 
-# DummyData with constant fillers: every batch is the same, so runs are reproducible.
+# DummyData (gaussian data, constant labels) under the solver's random_seed: runs are reproducible.
 CLASSIFIER = """
 name: "tiny"
 layer { name: "data" type: "DummyData" top: "data" top: "label"

@@ -117,7 +117,10 @@ VISION_COMPUTED = frozenset([
     "LayerParameter.batch_reduction_param", "BatchReductionParameter.level",
     "BatchReductionParameter.reduction_param", "BatchReductionParameter.pos",
     "ReductionParameter.k", "ReductionParameter.operation=TOPK",
-    # MNC's ROIWarping, MaskResize, ROIMaskPooling (caffepy/forks/detection/mnc.py)
+    # MNC's ROIWarping, MaskResize, ROIMaskPooling (caffepy/forks/detection/mnc.py); the
+    # R-FCN / soft-NMS forks' inner_product_blob_param is accepted: their InnerProductBlob
+    # (the same module) never reads it (inner_product_blob_layer.cpp reads inner_product_param)
+    "LayerParameter.inner_product_blob_param", "InnerProductBlobParameter.transpose",
     "LayerParameter.roi_warping_param", "ROIWarpingParameter.pooled_h",
     "ROIWarpingParameter.pooled_w", "ROIWarpingParameter.spatial_scale",
     "LayerParameter.mask_resize_param", "MaskResizeParameter.output_height",

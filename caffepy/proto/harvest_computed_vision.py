@@ -85,6 +85,10 @@ VISION_COMPUTED = frozenset([
     "V1LayerParameter.select_seg_binary_param", "SelectSegBinaryParameter.cls_label_base",
     "LayerParameter.window_cls_data_param", "V1LayerParameter.window_cls_data_param",
     "WindowClsDataParameter.label_dim",
+    # its Unpooling's engine (and that of the forks carrying the layer): the layer factory of
+    # HyeonwooNoh/caffe@d9e8494 builds the one CAFFE layer for DEFAULT and CAFFE;
+    # ArcherFMY/caffe-sal-ensemble@ff8e040, which adds CUDNN, never reads the field
+    "UnpoolingParameter.engine",
     # Viewpoints and Keypoints' 2014 layers (caffepy/forks/pose/viewpoints.py)
     "LayerParameter.euclidean_weight_param", "V1LayerParameter.euclidean_weight_param",
     "EuclideanWeightedLossParameter.lambda", "LayerParameter.mask_outputs_param",

@@ -269,6 +269,8 @@ COMPUTED = VISION_COMPUTED | frozenset([
     # the Normalize forks' fix_scale (AIROBOTAI/caffe-test, DSCLRCN, UberNet; caffepy/layers/
     # normalization.py): the layer's param_propagate_down, which a net sets from lr_mult
     "NormalizeParameter.fix_scale",
+    # happynear/caffe-windows' Deconvolution output offset (caffepy/layers/deconv.py)
+    "ConvolutionParameter.shape_offset",
 ] + ["PoseDataParameter." + f for f in (
     "source", "scale", "mean_file", "batch_size", "crop_size", "mirror", "rand_skip", "shuffle",
     "new_height", "new_width", "is_color", "root_folder")

@@ -75,7 +75,7 @@ def plan(layer):
     """The layer's ConvPlan for its current shape, or None (oneDNN off / missing / declines)."""
     if (onednn.get() is None or layer.dtype != np.float32 or layer.axis != 1
             or not 1 <= layer.num_spatial <= 3 or getattr(layer, "fused_relu", None) is not None
-            or getattr(layer, "_depthwise", bool)()
+            or getattr(layer, "_depthwise", bool)() or getattr(layer, "shape_offset", None)
             or (layer.channels == 1
                 and int(np.prod(layer.kernel)) >= SINGLE_CHANNEL_GEMM_MIN_KERNEL)):
         return None

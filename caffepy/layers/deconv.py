@@ -27,15 +27,41 @@ class DeconvolutionLayer(_ConvolutionBase):
     Output size per spatial axis (Caffe's rule):
     O = stride (S - 1) + dilation (kernel - 1) + 1 - 2 pad.
 
-    Where oneDNN is installed, float32 layers run its deconvolution primitives (conv_onednn.py).
+    ``shape_offset`` (happynear/caffe-windows@967eedf, deconv_layer.cpp compute_output_shape;
+    also its forks Centerus/caffe-windows, Aliang-SEU/MTCNN-on-caffe-window): one value per
+    spatial axis added to O; the extra rows and columns take what the kernels reach, as an
+    output padding. Each must be below the stride: the fork's col2im would otherwise read past
+    its column buffer. Convolution ignores the field, as the fork's does.
+
+    Where oneDNN is installed, float32 layers run its deconvolution primitives (conv_onednn.py),
+    except with a shape_offset.
 
     Fields as Convolution. Weight blob: (channels, num_output / group, *kernel).
     Blobs: bottom (*B, C, *S) -> top (*B, num_output, *O).
     """
     reverse = True
+    shape_offset = None
+
+    def layer_setup(self, bottom, top):
+        super().layer_setup(bottom, top)
+        p = self.layer_param.convolution_param
+        off = tuple(int(v) for v in getattr(p, "shape_offset", ()))
+        if not off:
+            return
+        if len(off) != self.num_spatial:
+            raise self.error("convolution_param.shape_offset needs one value per spatial axis "
+                             "(%d), got %d" % (self.num_spatial, len(off)))
+        if any(o >= s for o, s in zip(off, self.stride)):
+            raise self.error("convolution_param.shape_offset %s must be below the stride %s"
+                             % (off, self.stride))
+        if any(off):
+            self.shape_offset = off
 
     def compute_output_shape(self, spatial):
-        return deconv_out_shape(spatial, self.kernel, self.pad, self.stride, self.dilation)
+        out = deconv_out_shape(spatial, self.kernel, self.pad, self.stride, self.dilation)
+        if self.shape_offset:
+            out = tuple(o + a for o, a in zip(out, self.shape_offset))
+        return out
 
     def forward_cpu(self, bottom, top):
         if conv_onednn.forward(self, bottom, top):

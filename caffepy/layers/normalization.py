@@ -323,6 +323,11 @@ class NormalizeLayer(Layer):
 
     prototxt: ``norm_param { across_spatial: true channel_shared: true scale_filler (default
     constant 1) eps: 1e-10 }`` (fork fields; defaults apply when the schema lacks them).
+    ``fix_scale`` (AIROBOTAI/caffe-test@6061e84, nian-liu/DSCLRCN@fbbd35f, Betterthinking/caffe,
+    jkokkin/UberNet; normalize_layer.cpp LayerSetUp) sets the layer's param_propagate_down to
+    ``not fix_scale``; only a written value counts (those forks' defaults differ: true, false in
+    DSCLRCN), unset keeps SSD's learned scale. In a net, the forks' net.cpp then sets it from the
+    ParamSpec's lr_mult, as caffepy's net does, so there lr_mult alone decides.
     Blobs: bottom x (N, C, ...); top y (same shape). Param: scale, shape () when channel_shared,
     else (C,).
     """
@@ -348,7 +353,9 @@ class NormalizeLayer(Layer):
         if self.blobs[0].count != expected:
             raise self.error("scale has %d values; expected %d (channel_shared: %s)"
                              % (self.blobs[0].count, expected, self.channel_shared), ShapeError)
-        self.param_propagate_down = [True]
+        fixed = (p is not None and "fix_scale" in p.DESCRIPTOR.fields_by_name
+                 and p.HasField("fix_scale") and p.fix_scale)
+        self.param_propagate_down = [not fixed]
 
     def reshape(self, bottom, top):
         self.channels = bottom[0].shape[1]

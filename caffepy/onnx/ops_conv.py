@@ -38,8 +38,11 @@ def _conv_attrs(L, transposed=False):
     if not transposed:
         end = [p + e for p, e in zip(L.pad, overhangs(L.in_spatial, L.kernel, L.pad, L.stride,
                                                       L.dilation, L.out_spatial))]
-    return dict(kernel_shape=list(L.kernel), strides=list(L.stride), pads=list(L.pad) + end,
-                dilations=list(L.dilation), group=int(L.group))
+    attrs = dict(kernel_shape=list(L.kernel), strides=list(L.stride), pads=list(L.pad) + end,
+                 dilations=list(L.dilation), group=int(L.group))
+    if transposed and getattr(L, "shape_offset", None):
+        attrs["output_padding"] = list(L.shape_offset)     # happynear's Deconvolution
+    return attrs
 
 
 @converter("Convolution", "Deconvolution", "DepthwiseConvolution", "ConvolutionDepthwise")

@@ -266,6 +266,11 @@ COMPUTED = VISION_COMPUTED | frozenset([
     "BNParameter.var_eps", "BNParameter.moving_average", "BNParameter.decay", "BNParameter.axis",
     # the per-axis dilation of yjxiong/caffe@9831a2b and others (caffepy/layers/conv_base.py)
     "ConvolutionParameter.dilation_h", "ConvolutionParameter.dilation_w",
+    # the Normalize forks' fix_scale (AIROBOTAI/caffe-test, DSCLRCN, UberNet; caffepy/layers/
+    # normalization.py): the layer's param_propagate_down, which a net sets from lr_mult
+    "NormalizeParameter.fix_scale",
+    # happynear/caffe-windows' Deconvolution output offset (caffepy/layers/deconv.py)
+    "ConvolutionParameter.shape_offset",
 ] + ["PoseDataParameter." + f for f in (
     "source", "scale", "mean_file", "batch_size", "crop_size", "mirror", "rand_skip", "shuffle",
     "new_height", "new_width", "is_color", "root_folder")

@@ -85,6 +85,10 @@ VISION_COMPUTED = frozenset([
     "V1LayerParameter.select_seg_binary_param", "SelectSegBinaryParameter.cls_label_base",
     "LayerParameter.window_cls_data_param", "V1LayerParameter.window_cls_data_param",
     "WindowClsDataParameter.label_dim",
+    # its Unpooling's engine (and that of the forks carrying the layer): the layer factory of
+    # HyeonwooNoh/caffe@d9e8494 builds the one CAFFE layer for DEFAULT and CAFFE;
+    # ArcherFMY/caffe-sal-ensemble@ff8e040, which adds CUDNN, never reads the field
+    "UnpoolingParameter.engine",
     # Viewpoints and Keypoints' 2014 layers (caffepy/forks/pose/viewpoints.py)
     "LayerParameter.euclidean_weight_param", "V1LayerParameter.euclidean_weight_param",
     "EuclideanWeightedLossParameter.lambda", "LayerParameter.mask_outputs_param",
@@ -117,7 +121,10 @@ VISION_COMPUTED = frozenset([
     "LayerParameter.batch_reduction_param", "BatchReductionParameter.level",
     "BatchReductionParameter.reduction_param", "BatchReductionParameter.pos",
     "ReductionParameter.k", "ReductionParameter.operation=TOPK",
-    # MNC's ROIWarping, MaskResize, ROIMaskPooling (caffepy/forks/detection/mnc.py)
+    # MNC's ROIWarping, MaskResize, ROIMaskPooling (caffepy/forks/detection/mnc.py); the
+    # R-FCN / soft-NMS forks' inner_product_blob_param is accepted: their InnerProductBlob
+    # (the same module) never reads it (inner_product_blob_layer.cpp reads inner_product_param)
+    "LayerParameter.inner_product_blob_param", "InnerProductBlobParameter.transpose",
     "LayerParameter.roi_warping_param", "ROIWarpingParameter.pooled_h",
     "ROIWarpingParameter.pooled_w", "ROIWarpingParameter.spatial_scale",
     "LayerParameter.mask_resize_param", "MaskResizeParameter.output_height",

@@ -44,8 +44,14 @@ class InnerProductBlobLayer(Layer):
 
     y = X W^T with X the first M K values of bottom 0 as M x K (M = its axis 0, K = its axis 1)
     and W the first N K values of bottom 1 as N x K (N = its axis 0); top M x N x 1 x 1.
-    ``inner_product_param.transpose`` is read by the fork and not used. No backward (the fork's
-    is NOT_IMPLEMENTED on CPU and GPU). prototxt: no parameters of its own.
+    ``inner_product_param.transpose`` is read by the fork and not used. The R-FCN / soft-NMS
+    forks (bharatsingh430/soft-nms@b8e69bd, GT9505/MONet, the py-R-FCN-multiGPU forks) declare
+    ``inner_product_blob_param { transpose }`` beside it, which their layer never reads
+    (inner_product_blob_layer.cpp LayerSetUp reads inner_product_param): accepted, changing
+    nothing. The fork's backward is NOT_IMPLEMENTED on CPU and GPU, so a fork net runs it only
+    where no gradient reaches its bottoms; caffepy gives the exact gradient,
+    dX = dY W and dW = dY^T X (the values past M K / N K get none).
+    prototxt: no parameters of its own.
     """
     exact_num_bottom_blobs = 2
     exact_num_top_blobs = 1
@@ -67,8 +73,18 @@ class InnerProductBlobLayer(Layer):
         top[0].data.reshape(self.M, self.N)[...] = x @ w.T
 
     def backward_cpu(self, top, propagate_down, bottom):
-        if any(propagate_down):
-            raise self.error("has no backward (the fork's is NOT_IMPLEMENTED)")
+        dy = top[0].diff.reshape(self.M, self.N)
+        mk, nk = self.M * self.K, self.N * self.K
+        if propagate_down[0]:
+            w = bottom[1].data.reshape(-1)[:nk].reshape(self.N, self.K)
+            dx = bottom[0].diff.reshape(-1)
+            dx[...] = 0
+            dx[:mk] = (dy @ w).reshape(-1)
+        if propagate_down[1]:
+            x = bottom[0].data.reshape(-1)[:mk].reshape(self.M, self.K)
+            dw = bottom[1].diff.reshape(-1)
+            dw[...] = 0
+            dw[:nk] = (dy.T @ x).reshape(-1)
 
 
 @register_layer("MaskPooling")

@@ -37,7 +37,10 @@ class UnpoolingLayer(Layer):
 
     prototxt: ``unpooling_param { unpool: MAX kernel_size (or kernel_h / kernel_w) stride: 1
     (or stride_h / stride_w) pad: 0 unpool_size (or unpool_h / unpool_w) }``; the fork allows pad
-    0 only. Bottoms: x (N x C x h x w), [mask (like x)]. Top: y.
+    0 only. ``engine`` (DEFAULT, CAFFE, CUDNN) changes nothing: HyeonwooNoh/caffe@d9e8494's
+    layer factory builds this layer for DEFAULT and CAFFE, and the forks adding CUDNN
+    (ArcherFMY/caffe-sal-ensemble@ff8e040) never read it. Bottoms: x (N x C x h x w),
+    [mask (like x)]. Top: y.
     """
     min_bottom_blobs = 1
     max_bottom_blobs = 2

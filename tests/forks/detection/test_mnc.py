@@ -2,7 +2,6 @@
 import numpy as np
 import pytest
 
-from caffepy.errors import CaffeError
 from caffepy.testing import check_layer_gradient, make_blobs, make_layer, run_layer
 
 
@@ -14,8 +13,53 @@ def test_inner_product_blob_multiplies_by_the_second_bottom():
     (y,) = run_layer(layer, bottom, top)
     assert y.shape == (3, 5, 1, 1)
     np.testing.assert_allclose(y[:, :, 0, 0], x @ w.T)
-    with pytest.raises(CaffeError, match="NOT_IMPLEMENTED"):
-        layer.backward(top, [True, False], bottom)
+
+
+def test_inner_product_blob_by_hand_reads_the_first_m_k_values():
+    # bottom 0 is 2 x 2 x 2 (M = 2, K = 2): X is its first 4 values; W is 1 x 2 of bottom 1
+    x = np.arange(8, dtype=float).reshape(2, 2, 2)
+    w = np.array([[1.0, -1.0, 5.0]])[:, :2].copy()
+    (y,) = run_layer(make_layer('type: "InnerProductBlob" inner_product_blob_param '
+                                '{ transpose: false }'), make_blobs([x, w]), make_blobs(1))
+    # X = [[0, 1], [2, 3]]: rows times (1, -1)
+    np.testing.assert_allclose(y.reshape(-1), [-1.0, -1.0])
+
+
+@pytest.mark.parametrize("shape", [(3, 4), (1, 4), (3, 2, 2)])
+def test_inner_product_blob_gradient_to_both_bottoms(shape):
+    rng = np.random.default_rng(2)
+    x, w = rng.standard_normal(shape), rng.standard_normal((5, shape[1]))
+    check_layer_gradient(make_layer('type: "InnerProductBlob"'), make_blobs([x, w]),
+                         make_blobs(1))
+
+
+def test_inner_product_blob_param_changes_nothing():
+    rng = np.random.default_rng(4)
+    x, w = rng.standard_normal((3, 4)), rng.standard_normal((2, 4))
+    got = [run_layer(make_layer('type: "InnerProductBlob" ' + extra), make_blobs([x, w]),
+                     make_blobs(1))[0]
+           for extra in ("", "inner_product_blob_param { transpose: false }",
+                         "inner_product_blob_param { transpose: true }")]
+    np.testing.assert_array_equal(got[0], got[1])
+    np.testing.assert_array_equal(got[0], got[2])
+
+
+IPB_NET = '''name: "rfcn_excerpt"
+layer { name: "feat" type: "Input" top: "feat" input_param { shape { dim: 6 dim: 8 } } }
+layer { name: "cls_w" type: "Input" top: "cls_w" input_param { shape { dim: 3 dim: 8 } } }
+layer { name: "cls_score" type: "InnerProductBlob" bottom: "feat" bottom: "cls_w"
+  top: "cls_score" inner_product_blob_param { transpose: false } }
+'''
+
+
+def test_inner_product_blob_excerpt_summary_strict(tmp_path):
+    from caffepy.cli import main
+    from caffepy.net import Net
+    from caffepy.proto import caffe_pb2
+    path = tmp_path / "rfcn.prototxt"
+    path.write_text(IPB_NET)
+    assert main(["summary", "--strict", str(path)]) in (0, None)
+    assert Net(str(path), caffe_pb2.TEST).blobs["cls_score"].shape == (6, 3, 1, 1)
 
 
 def test_mask_pooling_forward_and_gradient():

@@ -78,3 +78,21 @@ def test_v1_deconvnet_file_builds(tmp_path):
             win, got = bn[0, :, i:i + 2, j:j + 2], out[0, :, i:i + 2, j:j + 2]
             np.testing.assert_allclose(got.max(axis=(1, 2)), win.max(axis=(1, 2)), rtol=1e-6)
             assert np.all((got != 0).sum(axis=(1, 2)) <= 1)
+
+
+@pytest.mark.parametrize("engine", ["DEFAULT", "CAFFE", "CUDNN"])
+def test_unpooling_engine_changes_nothing(engine):
+    x = np.random.default_rng(5).standard_normal((1, 2, 3, 3))
+    plain = "unpool: AVE kernel_size: 3 stride: 2"
+    want, = run_layer(_unpool(plain), make_blobs([x]), make_blobs(1))
+    got, = run_layer(_unpool(plain + " engine: " + engine), make_blobs([x]), make_blobs(1))
+    np.testing.assert_array_equal(got, want)
+
+
+def test_v1_unpooling_engine_summary_strict(tmp_path):
+    from caffepy.cli import main
+    path = tmp_path / "deconv_engine.prototxt"
+    path.write_text(V1_NET.replace("unpool_size: 4 }", "unpool_size: 4 engine: CAFFE }"))
+    assert "engine: CAFFE" in path.read_text()
+    assert main(["summary", "--strict", str(path)]) in (0, None)
+    assert Net(str(path), phase=1).blobs["unpool"].shape == (1, 2, 4, 4)

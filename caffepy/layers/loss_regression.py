@@ -8,6 +8,13 @@ import numpy as np
 from .base import LossLayer, fork_param, register_layer
 
 
+def check_same_dimension(layer, bottom):
+    """Caffe's EuclideanLoss check: bottoms 0 and 1 hold the same count per sample."""
+    if bottom[0].count_range(1) != bottom[1].count_range(1):
+        raise layer.shape_mismatch("inputs must have the same dimension (%s vs %s)"
+                                   % (bottom[0].shape, bottom[1].shape), 1, 0, bottom)
+
+
 @register_layer("EuclideanLoss")
 class EuclideanLossLayer(LossLayer):
     """Half the mean (over N) squared L2 distance.
@@ -20,9 +27,7 @@ class EuclideanLossLayer(LossLayer):
 
     def reshape(self, bottom, top):
         LossLayer.reshape(self, bottom, top)
-        if bottom[0].count_range(1) != bottom[1].count_range(1):
-            raise self.shape_mismatch("inputs must have the same dimension (%s vs %s)"
-                                      % (bottom[0].shape, bottom[1].shape), 1, 0, bottom)
+        check_same_dimension(self, bottom)
 
     def allow_force_backward(self, bottom_index):
         return True

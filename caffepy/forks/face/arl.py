@@ -10,6 +10,7 @@ import numpy as np
 from ...errors import ShapeError
 from ...layers.base import Layer, LossLayer, register_layer, register_variant
 from ...layers.loss import SigmoidCrossEntropyLossLayer, normalizer
+from ...layers.loss_regression import check_same_dimension
 
 
 def _coords(layer, p, n, what):
@@ -142,9 +143,7 @@ class CosineSimilarityLossLayer(LossLayer):
 
     def reshape(self, bottom, top):
         LossLayer.reshape(self, bottom, top)
-        if bottom[0].count_range(1) != bottom[1].count_range(1):
-            raise self.shape_mismatch("inputs must have the same dimension (%s vs %s)"
-                                      % (bottom[0].shape, bottom[1].shape), 1, 0, bottom)
+        check_same_dimension(self, bottom)
 
     def _flat(self, bottom):
         n = bottom[0].shape[0]
@@ -189,9 +188,7 @@ class EuclideanLoss6Layer(LossLayer):
 
     def reshape(self, bottom, top):
         LossLayer.reshape(self, bottom, top)
-        if bottom[0].count_range(1) != bottom[1].count_range(1):
-            raise self.shape_mismatch("inputs must have the same dimension (%s vs %s)"
-                                      % (bottom[0].shape, bottom[1].shape), 1, 0, bottom)
+        check_same_dimension(self, bottom)
         if bottom[2].count != bottom[0].count:
             raise self.needs("the weights must hold one value per prediction (%d), got %s"
                              % (bottom[0].count, bottom[2].shape), [(2, bottom[0].shape, 0)])

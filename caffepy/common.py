@@ -6,8 +6,10 @@ from Caffe's Boost mt19937, distributions do not).
 
 GPU activation is a hook (:func:`set_gpu_activator`): the CPU core (blobs, layers) calls
 :func:`activate_gpu` and never imports the GPU package; ``caffepy/__init__`` installs the activator
-that imports ``caffepy.gpu`` on first use.
+that imports ``caffepy.gpu`` on first use. :func:`thread_pool` keeps the process's worker
+thread pools.
 """
+import os
 import sys
 import threading
 
@@ -27,6 +29,22 @@ class _State(threading.local):
 
 
 _state = _State()
+_pools = {}
+_pools_lock = threading.Lock()
+if hasattr(os, "register_at_fork"):       # a forked child has none of the parent's threads
+    os.register_at_fork(after_in_child=_pools.clear)
+
+
+def thread_pool(name, workers, initializer=None):
+    """The process's ``ThreadPoolExecutor`` of ``workers`` threads named ``name``, made on first
+    use (``initializer`` runs in each of its threads); a forked child makes its own."""
+    with _pools_lock:
+        pool = _pools.get((name, workers))
+        if pool is None:
+            import concurrent.futures
+            pool = _pools[name, workers] = concurrent.futures.ThreadPoolExecutor(
+                workers, thread_name_prefix=name, initializer=initializer)
+        return pool
 
 
 def mode():

@@ -30,7 +30,6 @@ reject it, as Caffe does. Bilinear (square K x K filters): with ``f = ceil(K / 2
 ``w[y, x] = (1 - |x / f - c|) * (1 - |y / f - c|)``.
 """
 import math
-import os
 
 import numpy as np
 
@@ -101,17 +100,6 @@ class GaussianFiller(Filler):
 
 
 GAUSSIAN_CHUNK = 1 << 16      # values per stream of gaussian_float32
-_pool = None
-
-
-def _forget_pool():
-    """A forked child has none of the parent's pool threads: it makes its own."""
-    global _pool
-    _pool = None
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_pool)
 
 
 def _fill_chunk(job):
@@ -129,7 +117,6 @@ def gaussian_float32(count, mean, std):
     thread count. On a 2-core AVX2 machine, 2 threads, 100 x 3 x 32 x 32 values: 2.5 ms, where
     a float32 Box-Muller transform of numpy uniforms took 7.2 ms and ``rng().normal`` (float64)
     4.7 ms."""
-    global _pool
     z = np.empty(count, np.float32)
     seeds = np.random.SeedSequence(int(common.rng().integers(1 << 63))).spawn(
         max(1, -(-count // GAUSSIAN_CHUNK)))
@@ -137,10 +124,7 @@ def gaussian_float32(count, mean, std):
     from .math import kernels
     workers = min(kernels.threads(), len(jobs))
     if workers > 1:
-        if _pool is None or _pool._max_workers < workers:
-            from concurrent.futures import ThreadPoolExecutor
-            _pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="caffepy-fill")
-        list(_pool.map(_fill_chunk, jobs))
+        list(common.thread_pool("caffepy-fill", workers).map(_fill_chunk, jobs))
     else:
         for job in jobs:
             _fill_chunk(job)

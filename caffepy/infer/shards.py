@@ -14,19 +14,11 @@ step (InnerProduct, Softmax, a layer of another kind) runs on the whole batch in
 thread, between two rounds of parts. :class:`caffepy.infer.threads.ThreadChoice` runs this
 setting, ``(1, 1, T)``, when it has been the fastest.
 """
-import concurrent.futures
-import os
-import threading
-
 import numpy as np
 
 from . import steps as steps_mod
+from .. import common
 from ..blob import Blob
-
-_pools = {}
-_lock = threading.Lock()
-if hasattr(os, "register_at_fork"):       # a forked child has none of the parent's threads
-    os.register_at_fork(after_in_child=_pools.clear)
 
 
 def _one_numba_thread():
@@ -35,12 +27,7 @@ def _one_numba_thread():
 
 
 def _pool(workers):
-    with _lock:
-        pool = _pools.get(workers)
-        if pool is None:
-            pool = _pools[workers] = concurrent.futures.ThreadPoolExecutor(
-                workers, thread_name_prefix="caffepy-shard", initializer=_one_numba_thread)
-        return pool
+    return common.thread_pool("caffepy-shard", workers, _one_numba_thread)
 
 
 def parts(n, t):

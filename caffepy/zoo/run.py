@@ -2,7 +2,8 @@
 
 ``input_values(name, shape, rng)`` gives sensible values for such an input (ids within an
 Embed's ``input_dim`` where one reads it, image-sized
-``im_info``, valid ``rois`` and ``gt_boxes``, zero labels, one ground-truth box of class 1 in SSD
+``im_info``, valid ``rois`` and ``gt_boxes``, zero labels (for a blob named ``label`` and for any
+blob that only classification losses and accuracies read as their labels), one ground-truth box of class 1 in SSD
 label rows ``(..., 8)`` and of class 0 in MobileNet-YOLO's ``(N, 1, 300, 5)``, one box of class 1
 in DetectNet's ``(N, 1, R, 16)``, gaussian images). Only a NetParameter is
 produced: building and running it is the Net's business.
@@ -51,10 +52,28 @@ def _roi_rows(shape):
                                                and all(d == 1 for d in shape[2:])))
 
 
+#: Layer types whose bottom at the index given reads class labels (integers in [0, classes)):
+#: an input blob read there takes label values whatever its name (pagenet's "gt").
+LABEL_READERS = {"SoftmaxWithLoss": 1, "Accuracy": 1, "MultinomialLogisticLoss": 1,
+                 "InfogainLoss": 1, "HingeLoss": 1, "SoftmaxWithLossOHEM": 1, "FocalLoss": 1,
+                 "SoftmaxFocalLoss": 1, "ContrastiveLoss": 2}
+
+
+def _reads_labels(kind, index):
+    """Whether bottom ``index`` of a layer of type ``kind`` reads class labels: the types of
+    :data:`LABEL_READERS`, and any fork's ``...Softmax...Loss`` or ``...Accuracy`` type at
+    bottom 1 (a fork's variant of a classification loss takes its labels where BVLC's does)."""
+    if LABEL_READERS.get(kind) == index:
+        return True
+    lower = kind.lower()
+    return index == 1 and (("softmax" in lower and "loss" in lower) or lower.endswith("accuracy"))
+
+
 def input_values(name, shape, rng=None, image_hw=None, consumers=()):
     """Sensible values for an input blob named ``name`` of ``shape`` (see module doc).
     ``consumers``: (layer type, bottom index, LayerParameter) of the layers that read it: ids in
-    ``[0, input_dim)`` for an Embed, valid boxes of image 0 for a ROI pooling's second bottom."""
+    ``[0, input_dim)`` for an Embed, valid boxes of image 0 for a ROI pooling's second bottom,
+    zero labels (class 0) for a classification loss's or an accuracy's label bottom."""
     rng = np.random.default_rng(0) if rng is None else rng
     name = name.lower()
     shape = tuple(shape)
@@ -63,6 +82,8 @@ def input_values(name, shape, rng=None, image_hw=None, consumers=()):
             return rng.integers(0, lp.embed_param.input_dim, size=shape).astype(np.float64)
         if "ROI" in kind.upper() and index == 1 and _roi_rows(shape):
             name = "rois"
+    if consumers and all(_reads_labels(kind, index) for kind, index, _ in consumers):
+        return np.zeros(shape)
     if name == "im_info" and shape and shape[-1] == 3:
         H, W = image_hw or (224, 224)
         return np.tile(np.array([H, W, 1.0]), shape[:-1] + (1,))

@@ -214,3 +214,25 @@ def test_read_for_run_reads_as_summary_does():
     assert net.blobs["y"].data.shape == (1, 2)
     with pytest.raises(ProtoError, match="no field named"):   # unknown fields stay errors
         zoo.read_for_run(LENIENT_TEXT.replace("num_output: 2", "num_output: 2 size: 3"))
+
+
+def test_a_blob_read_only_as_labels_gets_labels_whatever_its_name():
+    text = '''
+        input: "data" input_shape { dim: 2 dim: 3 dim: 4 dim: 4 }
+        input: "gt" input_shape { dim: 2 dim: 1 dim: 4 dim: 4 }
+        input: "target" input_shape { dim: 2 dim: 3 dim: 4 dim: 4 }
+        layer { name: "loss" type: "SoftmaxWithLoss" bottom: "data" bottom: "gt" top: "loss" }
+        layer { name: "acc" type: "Accuracy" bottom: "data" bottom: "gt" top: "acc" }
+        layer { name: "l2" type: "EuclideanLoss" bottom: "data" bottom: "target" top: "l2" }
+        '''
+    net = Net(text_format.Parse(text, caffe_pb2.NetParameter()), caffepy.TEST)
+    values = zoo.net_input_values(net, np.random.default_rng(0))
+    assert np.all(values["gt"] == 0)            # class 0 at every pixel: a valid label
+    assert values["target"].std() > 0.5         # a regression target stays gaussian
+    for name, v in values.items():
+        net.blobs[name].data[...] = v
+    net.forward()
+    assert np.isfinite(net.blobs["loss"].data).all()
+    from caffepy.zoo import run
+    assert run._reads_labels("SoftmaxWithLossOHEM", 1) and run._reads_labels("MyForkAccuracy", 1)
+    assert not run._reads_labels("SoftmaxWithLoss", 0) and not run._reads_labels("EuclideanLoss", 1)

@@ -15,7 +15,9 @@ one note line per replaced layer of the net shown: why, the shapes it was given 
 replaced by those shapes and not set up. A layer whose setup failed only after it had given
 every top a shape (a loader that reshapes its tops, then opens its list file) declared those
 shapes itself: ``declared`` receives them, and the summary is built with them first
-(:func:`with_declared`), falling back to the search when the net refuses them.
+(:func:`with_declared`), falling back to the search when the net refuses them. So do the shapes
+a layer's ``setup`` writes as literals in its source (:mod:`caffepy.zoo.setup_source`), read
+when the module does not import here or its setup fails before it shapes every top.
 """
 from ..proto import caffe_pb2
 from . import is_data_layer
@@ -36,14 +38,20 @@ def _one_line(text, limit=240):
 
 
 def _why_not(lp, phase):
-    """(None, None) when the Python data layer ``lp`` can be set up here on its own, else (why
-    not, in one line; the top shapes its setup gave before it failed, or None)."""
+    """(None, None, None) when the Python data layer ``lp`` can be set up here on its own, else
+    (why not, in one line; the top shapes its setup gave before it failed, else those its
+    setup's source writes as literals (:mod:`caffepy.zoo.setup_source`), else None; whether
+    they were read from the source)."""
+    from .setup_source import setup_shapes
     tops = []
     why = _why_not_setup(lp, phase, tops)
     shapes = [tuple(t.shape) for t in tops]
     given = why is not None and len(shapes) == len(lp.top) and shapes and \
         all(len(sh) and all(d > 0 for d in sh) for sh in shapes)
-    return why, (shapes if given else None)
+    if why is None or given:
+        return why, (shapes if given else None), False
+    read = setup_shapes(lp.python_param.module, lp.python_param.layer, len(lp.top))
+    return why, read, read is not None
 
 
 def _why_not_setup(lp, phase, tops):
@@ -87,12 +95,13 @@ def _why_not_setup(lp, phase, tops):
     return None
 
 
-def python_data_layers(param, inputs, phase, cache=None, declared=None):
+def python_data_layers(param, inputs, phase, cache=None, declared=None, sourced=None):
     """(indices of the Python data layers (no bottoms) of ``param`` to keep as they are,
     {index: why} of those to replace) (module doc). A layer all of whose tops ``inputs`` gives
     is in neither. ``cache``: a dict kept across calls, so a layer is set up once.
     ``declared``: a dict that receives {top: shape} of the replaced layers whose setup shaped
-    every top before it failed."""
+    every top before it failed, or whose setup's source writes every top's shape; ``sourced``:
+    a set that receives the names of the layers whose shapes were read from the source."""
     cache = {} if cache is None else cache
     keep, replace = [], {}
     for i, lp in enumerate(param.layer):
@@ -103,21 +112,24 @@ def python_data_layers(param, inputs, phase, cache=None, declared=None):
         key = (lp.SerializeToString(), phase)
         if key not in cache:
             cache[key] = _why_not(lp, phase)
-        why, shapes = cache[key]
+        why, shapes, read = cache[key]
         if why is None:
             keep.append(i)
         else:
             replace[i] = why
             if declared is not None and shapes:
                 declared.update((t, sh) for t, sh in zip(lp.top, shapes) if t not in inputs)
+                if read and sourced is not None:
+                    sourced.add(lp.name)
     return keep, replace
 
 
-def with_declared(summarize, original, inputs, declared, replace, options):
+def with_declared(summarize, original, inputs, declared, replace, options, sourced=()):
     """``summarize(original, inputs + declared, **options)`` with a note for each layer of
-    ``replace`` ({index: why}) whose tops ``declared`` shapes; None when the net refuses those
-    shapes (a CaffeError), so that the caller searches instead. The option lists (notes,
-    inferred, nets) receive nothing then."""
+    ``replace`` ({index: why}) whose tops ``declared`` shapes (``sourced``: the names of those
+    whose shapes were read from their setup's source); None when the net refuses those shapes
+    (a CaffeError), so that the caller searches instead. The option lists (notes, inferred,
+    nets) receive nothing then."""
     from ..errors import CaffeError
     from ..net.passes import layer_included, make_state
     lists = {k: [] for k in ("notes", "inferred", "nets") if options.get(k) is not None}
@@ -131,9 +143,11 @@ def with_declared(summarize, original, inputs, declared, replace, options):
     for i, why in sorted(replace.items()) if "notes" in lists else ():
         lp = original.layer[i]
         if all(t in declared for t in lp.top) and layer_included(lp, state):
+            how = ("; its setup's source writes its tops' shapes" if lp.name in sourced
+                   else ", after shaping its tops")
             lists["notes"].append(
-                "layer '%s' (Python): %s, after shaping its tops; replaced by an Input "
-                "layer of those shapes (%s)" % (lp.name, why, ", ".join(
+                "layer '%s' (Python): %s%s; replaced by an Input "
+                "layer of those shapes (%s)" % (lp.name, why, how, ", ".join(
                     "%s %s" % (t, " x ".join(map(str, declared[t]))) for t in lp.top)))
     for k, v in lists.items():
         if options.get(k) is not None:

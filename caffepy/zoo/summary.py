@@ -120,13 +120,14 @@ def summarize(source, inputs=None, phase=caffe_pb2.TEST, default_shape=(3, 224, 
     inputs = dict(inputs or {})
     order = [lp.name for lp in original.layer]
     tops_of = {lp.name: (lp.type, len(lp.top)) for lp in original.layer}
-    unresolved, probed, shaped = {}, {}, {} if declared else None
-    keep, replaced = python_data_layers(original, inputs, phase, probed, shaped)
+    unresolved, probed, shaped, sourced = {}, {}, {} if declared else None, set()
+    keep, replaced = python_data_layers(original, inputs, phase, probed, shaped, sourced)
     filename = source if isinstance(source, str) else filename
     if shaped:                      # tops a failed setup shaped: tried first (readers doc)
         out = with_declared(summarize, original, inputs, shaped, replaced, dict(
             phase=phase, default_shape=default_shape, notes=notes, weights=weights, nets=nets,
-            inferred=inferred, strict=strict, filename=filename, num_classes=num_classes))
+            inferred=inferred, strict=strict, filename=filename, num_classes=num_classes),
+            sourced)
         if out is not None:
             return out
     carried, roots = ({}, {}) if strict else _carry(original)     # after: it edits in place

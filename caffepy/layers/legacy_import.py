@@ -6,8 +6,9 @@ file of the standard library, an installed package or caffepy) it does nothing. 
 the user's source file is loaded by :class:`UserSourceLoader`, which differs from Python's own only
 where Python's would fail:
 
-* **Python 2 source**: source that does not compile (``SyntaxError`` / ``TabError``), or that
-  reads a builtin only Python 2 has and never binds it (``xrange`` ...), is translated in memory
+* **Python 2 source**: source that does not compile (``SyntaxError`` / ``TabError``), that
+  reads a builtin only Python 2 has and never binds it (``xrange`` ...), or, in a module of a
+  package, that imports a module beside it by Python 2's implicit relative import, is translated in memory
   (:mod:`caffepy.layers.python2_source`) and the translation runs, with the two division helpers
   in the module's namespace. When the translation of source that does not compile does not
   compile either, the original ``SyntaxError`` is raised. The user's modules are compiled from
@@ -115,13 +116,17 @@ class UserSourceLoader(importlib.machinery.SourceFileLoader):
             return code
         source = importlib.util.decode_source(data)
         names = python2_source.python2_builtins(source)
+        why = "Python 2 builtins read (%s)" % ", ".join(names)
+        if not names and ("." in self.name or self.is_package(self.name)):
+            names = python2_source.implicit_relative_imports(source, path)
+            why = "Python 2's implicit relative imports (%s)" % ", ".join(names)
         if not names:
             return code
         try:
             py2, done = self._as_python2(source, path)
         except Exception:           # noqa: BLE001 -- fissix missing or the translation fails
             return code
-        self.translated = ["Python 2 builtins read (%s)" % ", ".join(names)] + done
+        self.translated = [why] + done
         return py2
 
     def _as_python2(self, source, path):

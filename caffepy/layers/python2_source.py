@@ -5,7 +5,9 @@ A user's module whose source does not compile under Python 3 (``SyntaxError``, `
 translation is what runs; so is a module that compiles but reads a builtin only Python 2 has
 (:data:`PY2_BUILTINS`: ``xrange``, ``unicode``, ``long`` ...) that it never binds itself
 (:func:`python2_builtins`), as Python 3 would stop there with a ``NameError`` and its ``/`` on
-integers was written as Python 2's. Any other module that compiles is never translated. Nothing is written: the
+integers was written as Python 2's, and so is a module of a package that imports a module beside
+it by Python 2's implicit relative import (:func:`implicit_relative_imports`), where Python 3
+stops with a ``ModuleNotFoundError``. Any other module that compiles is never translated. Nothing is written: the
 translation lives in memory (one per source text and module name per process) and its code objects
 keep the user's file name, so tracebacks and ``file.py:line`` point at the user's file (the
 translation keeps the lines where they were).
@@ -222,6 +224,41 @@ def python2_builtins(source):
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)
             and node.id in PY2_BUILTINS}
     return sorted(name for name in read if not _binds(tree, name))
+
+
+def implicit_relative_imports(source, path):
+    """The sibling modules that ``source`` (which compiles under Python 3; the file ``path`` of a
+    module of a package) imports by Python 2's implicit relative import (``from generate_anchors
+    import generate_anchors`` in py-faster-rcnn's ``rpn/anchor_target_layer.py``): an absolute
+    ``import x`` / ``from x import ...`` whose first name is a module beside the file (``x.py`` or
+    a package ``x/``) and not a top-level module Python 3 finds on ``sys.path``; sorted, empty
+    when there is none or the source does not parse."""
+    import importlib.util
+    import os
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    here = os.path.dirname(os.path.abspath(path))
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+    found = []
+    for name in sorted(names):
+        sibling = os.path.isfile(os.path.join(here, name + ".py")) or \
+            os.path.isfile(os.path.join(here, name, "__init__.py"))
+        if not sibling:
+            continue
+        try:
+            top_level = importlib.util.find_spec(name) is not None
+        except (ImportError, ValueError):
+            top_level = False
+        if not top_level:
+            found.append(name)
+    return found
 
 
 def _true_division(tree):

@@ -165,6 +165,50 @@ def test_python2_module_that_compiles_is_translated_when_it_reads_xrange(tree, c
     assert not list(tree.rglob("ext_subset2*.pyc"))
 
 
+ANCHORS = """
+def anchors(n):
+    return [i / 2 for i in range(n)]
+"""
+
+IMPLICIT_RELATIVE = """
+import caffe
+from anchors_of_rpn import anchors
+
+
+class Anchors(caffe.Layer):
+    def reshape(self, bottom, top):
+        top[0].reshape(len(anchors(4)))
+
+    def forward(self, bottom, top):
+        top[0].data[...] = anchors(4)
+"""
+
+
+def test_a_package_module_importing_its_sibling_implicitly_runs_translated(tree, caplog):
+    """py-faster-rcnn's ``rpn/anchor_target_layer.py`` imports ``generate_anchors`` beside it
+    without a dot (Python 2's implicit relative import), and its other lines compile as Python 3:
+    it is read as the Python 2 it is, so the import finds the sibling."""
+    (tree / "rpnpkg").mkdir()
+    (tree / "rpnpkg" / "__init__.py").write_text("")
+    (tree / "rpnpkg" / "anchors_of_rpn.py").write_text(ANCHORS)
+    (tree / "rpnpkg" / "anchor_layer.py").write_text(IMPLICIT_RELATIVE)
+    with caplog.at_level("WARNING", logger="caffepy"):
+        net = _net("rpnpkg.anchor_layer", "Anchors", (1,))
+    np.testing.assert_array_equal(net.forward()["y"], [0, 0.5, 1, 1.5])  # the sibling compiles
+    lines = [r.getMessage() for r in caplog.records if "rpnpkg.anchor_layer" in r.getMessage()]
+    assert len(lines) == 1 and "implicit relative imports (anchors_of_rpn)" in lines[0]
+
+
+def test_a_top_level_module_importing_a_module_beside_it_is_not_translated(tree, caplog):
+    (tree / "anchors_of_rpn2.py").write_text(ANCHORS)
+    (tree / "top_anchor_layer.py").write_text(IMPLICIT_RELATIVE.replace("anchors_of_rpn",
+                                                                        "anchors_of_rpn2"))
+    with caplog.at_level("WARNING", logger="caffepy"):
+        net = _net("top_anchor_layer", "Anchors", (1,))
+    np.testing.assert_array_equal(net.forward()["y"], [0, 0.5, 1, 1.5])
+    assert "top_anchor_layer" not in caplog.text
+
+
 def test_python3_module_binding_xrange_itself_is_not_translated(tree, caplog):
     (tree / "py3_shim.py").write_text(PY3_SHIM)
     with caplog.at_level("WARNING", logger="caffepy"):

@@ -83,6 +83,21 @@ def _add_proto(parser, default):
                              "(compiled with grpcio-tools; also $CAFFEPY_PROTO)")
 
 
+def _unraisable(unraisable):
+    """``sys.unraisablehook`` while a command runs: an exception Python cannot raise (one in a
+    ``__del__`` of a user's Python layer module, as its objects are collected) is one WARNING
+    line naming it and where it happened, not a traceback on stderr."""
+    import logging
+    from .layers.python_layer import exception_text, user_code_location
+    error = unraisable.exc_value
+    where = user_code_location(error) if error is not None else None
+    logging.getLogger("caffepy").warning(
+        "%s %s: %s%s", unraisable.err_msg or "Exception ignored in",
+        getattr(unraisable.object, "__qualname__", None) or repr(unraisable.object)[:80],
+        "%s: %s" % (type(error).__name__, exception_text(error)) if error is not None else "?",
+        " (%s)" % where if where else "")
+
+
 def main(argv=None):
     argv = normalize_gflags(sys.argv[1:] if argv is None else list(argv))
     parser = build_parser()
@@ -90,6 +105,7 @@ def main(argv=None):
     if not getattr(args, "command", None):
         parser.print_help()
         return 1
+    hook, sys.unraisablehook = sys.unraisablehook, _unraisable
     try:
         from .proto.user_schema import using
         from .proto.digits import class_count
@@ -112,6 +128,8 @@ def main(argv=None):
     except KeyboardInterrupt:
         sys.stderr.write("caffepy %s: interrupted\n" % args.command)
         return 130
+    finally:
+        sys.unraisablehook = hook
     return int(rc or 0)
 
 

@@ -249,12 +249,16 @@ class PythonLayer(_CaffepyLayer):
 
     @contextlib.contextmanager
     def _calling(self, phase):
-        """Run the user's ``phase`` method: its exceptions become one-line PythonLayerErrors."""
+        """Run the user's ``phase`` method: its exceptions become one-line PythonLayerErrors. A
+        caffepy error its code met (a ``caffe.Net`` it builds from a file that is not there, a
+        blob it reshapes wrongly) is named with this layer too, unless it already names a layer."""
         try:
             with legacy_imports():
                 yield
-        except CaffeError:
-            raise
+        except CaffeError as e:
+            if isinstance(e, PythonLayerError) or "layer '" in str(e):
+                raise
+            raise self._user_error(phase, e) from e
         except Exception as e:
             raise self._user_error(phase, e) from e
 

@@ -76,12 +76,13 @@ _SENTINELS = ((3, 517, 733), (5, 1031, 1237))    # two defaults no file declares
 
 def _size_failure(error):
     """Whether ``error`` says a candidate size is wrong: a shape check, or a Python layer's own
-    ``reshape`` failing on the shapes it was given (indexing an axis the guessed blob lacks)."""
+    ``reshape`` failing on the shapes it was given (indexing an axis the guessed blob lacks, or a
+    shape check of caffepy's that its code met)."""
     if isinstance(error, ShapeError):
         return True
     from ..layers.python_layer import PythonLayerError
     return isinstance(error, PythonLayerError) and error.phase == "reshape" and \
-        isinstance(error.original, (IndexError, ValueError, AssertionError))
+        isinstance(error.original, (IndexError, ValueError, AssertionError, ShapeError))
 
 
 class Inference(object):

@@ -130,3 +130,13 @@ def test_no_size_fits_is_one_error_line():
         infer_input_shapes(proto_io.read_net(bad), max_candidates=20)
     assert "\n" not in str(info.value) and "no input size makes every shape check pass" in \
         str(info.value)
+
+
+def test_a_shape_check_a_python_layers_reshape_met_counts_as_a_wrong_size():
+    from caffepy.errors import ShapeError
+    from caffepy.layers.python_layer import PythonLayerError
+    from caffepy.zoo.input_search import _size_failure
+    assert _size_failure(PythonLayerError("x", "reshape", ShapeError("blob shape")))
+    assert _size_failure(PythonLayerError("x", "reshape", IndexError("axis")))
+    assert not _size_failure(PythonLayerError("x", "setup", ShapeError("blob shape")))
+    assert not _size_failure(PythonLayerError("x", "reshape", KeyError("name")))

@@ -48,3 +48,14 @@ def train_step(text, labels=10, batch=2, lr=0.01):
                  for p, b in zip(solver.net.learnable_params, before))
     assert np.isfinite(loss) and change > 0
     return loss, change
+
+
+def strict_excerpt(tmp_path, text, phase=caffe_pb2.TEST, name="excerpt.prototxt"):
+    """Write a fork net excerpt to ``tmp_path / name``, check that ``caffepy summary --strict``
+    builds it (every layer built, every fork field computed), and return it built as a Net in
+    ``phase``."""
+    from caffepy.cli import main
+    path = tmp_path / name
+    path.write_text(text)
+    assert main(["summary", "--strict", str(path)]) in (0, None)
+    return Net(str(path), phase)

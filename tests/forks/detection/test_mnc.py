@@ -4,6 +4,8 @@ import pytest
 
 from caffepy.testing import check_layer_gradient, make_blobs, make_layer, run_layer
 
+from ..nets import strict_excerpt
+
 
 def test_inner_product_blob_multiplies_by_the_second_bottom():
     rng = np.random.default_rng(0)
@@ -53,13 +55,8 @@ layer { name: "cls_score" type: "InnerProductBlob" bottom: "feat" bottom: "cls_w
 
 
 def test_inner_product_blob_excerpt_summary_strict(tmp_path):
-    from caffepy.cli import main
-    from caffepy.net import Net
-    from caffepy.proto import caffe_pb2
-    path = tmp_path / "rfcn.prototxt"
-    path.write_text(IPB_NET)
-    assert main(["summary", "--strict", str(path)]) in (0, None)
-    assert Net(str(path), caffe_pb2.TEST).blobs["cls_score"].shape == (6, 3, 1, 1)
+    net = strict_excerpt(tmp_path, IPB_NET)
+    assert net.blobs["cls_score"].shape == (6, 3, 1, 1)
 
 
 def test_mask_pooling_forward_and_gradient():

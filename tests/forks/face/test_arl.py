@@ -3,7 +3,10 @@ import numpy as np
 import pytest
 
 from caffepy.errors import NetError
+from caffepy.proto import caffe_pb2
 from caffepy.testing import check_layer_gradient, make_blobs, make_layer, run_layer
+
+from ..nets import strict_excerpt
 
 RNG = np.random.default_rng(11)
 
@@ -207,13 +210,7 @@ layer { name: "cos_loss" type: "CosineSimilarityLoss" bottom: "norm" bottom: "we
 
 
 def test_excerpt_summary_strict_and_training_step(tmp_path):
-    from caffepy.cli import main
-    from caffepy.net import Net
-    from caffepy.proto import caffe_pb2
-    path = tmp_path / "arl.prototxt"
-    path.write_text(NET)
-    assert main(["summary", "--strict", str(path)]) in (0, None)
-    net = Net(str(path), caffe_pb2.TRAIN)
+    net = strict_excerpt(tmp_path, NET, caffe_pb2.TRAIN)
     net.blobs["data"].data[...] = RNG.standard_normal((2, 3, 8, 8))
     net.blobs["label"].data[...] = [[1, 0], [0, 9]]
     net.blobs["weight"].data[...] = [[1, 1], [0.5, 1]]

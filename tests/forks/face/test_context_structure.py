@@ -4,7 +4,10 @@ import numpy as np
 import pytest
 
 from caffepy.errors import ShapeError
+from caffepy.proto import caffe_pb2
 from caffepy.testing import check_layer_gradient, make_blobs, make_layer, run_layer
+
+from ..nets import strict_excerpt
 
 RNG = np.random.default_rng(7)
 
@@ -109,13 +112,7 @@ layer { name: "structual_loss" type: "StructualLoss" bottom: "lm_fc2" bottom: "l
 
 
 def test_excerpt_summary_strict_and_training_step(tmp_path):
-    from caffepy.cli import main
-    from caffepy.net import Net
-    from caffepy.proto import caffe_pb2
-    path = tmp_path / "landmark.prototxt"
-    path.write_text(NET)
-    assert main(["summary", "--strict", str(path)]) in (0, None)
-    net = Net(str(path), caffe_pb2.TRAIN)
+    net = strict_excerpt(tmp_path, NET, caffe_pb2.TRAIN)
     net.blobs["data"].data[...] = RNG.standard_normal((2, 3, 16, 16))
     net.blobs["landmark"].data[...] = RNG.uniform(0, 1, (2, 10, 1, 1))
     net.blobs["eyedist"].data[...] = 0.4

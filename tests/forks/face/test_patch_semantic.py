@@ -5,7 +5,10 @@ import pytest
 
 from caffepy.errors import NetError
 from caffepy.forks.face.patch_semantic import _spatial_operations
+from caffepy.proto import caffe_pb2
 from caffepy.testing import make_blobs, make_layer, run_layer
+
+from ..nets import strict_excerpt
 
 RNG = np.random.default_rng(11)
 
@@ -107,13 +110,7 @@ layer { name: "perceptual_loss" type: "PerceptualLoss" bottom: "residuals"
 
 
 def test_excerpt_summary_strict_and_forward(tmp_path):
-    from caffepy.cli import main
-    from caffepy.net import Net
-    from caffepy.proto import caffe_pb2
-    path = tmp_path / "percep.prototxt"
-    path.write_text(NET)
-    assert main(["summary", "--strict", str(path)]) in (0, None)
-    net = Net(str(path), caffe_pb2.TRAIN)
+    net = strict_excerpt(tmp_path, NET, caffe_pb2.TRAIN)
     net.blobs["data"].data[...] = RNG.standard_normal((2, 3, 32, 32))
     net.blobs["lm_landmark"].data[...] = RNG.uniform(0, 1, (2, 12))
     net.forward()

@@ -4,6 +4,8 @@ import pytest
 from caffepy.errors import CaffeError
 from caffepy.testing import check_layer_gradient, make_blobs, make_layer, run_layer
 
+from ..nets import strict_excerpt
+
 RNG = np.random.default_rng(7)
 
 
@@ -56,10 +58,5 @@ layer { name: "conv" type: "Convolution" bottom: "data" top: "conv"
 
 
 def test_excerpt_summary_strict(tmp_path):
-    from caffepy.cli import main
-    from caffepy.net import Net
-    from caffepy.proto import caffe_pb2
-    path = tmp_path / "dilated.prototxt"
-    path.write_text(NET)
-    assert main(["summary", "--strict", str(path)]) in (0, None)
-    assert Net(str(path), caffe_pb2.TEST).blobs["conv"].shape == (1, 4, 9, 9)
+    net = strict_excerpt(tmp_path, NET)
+    assert net.blobs["conv"].shape == (1, 4, 9, 9)

@@ -6,6 +6,8 @@ import pytest
 from caffepy.errors import CaffeError
 from caffepy.testing import check_layer_gradient, make_blobs, make_layer, run_layer
 
+from ..nets import strict_excerpt
+
 RNG = np.random.default_rng(13)
 
 
@@ -70,13 +72,8 @@ layer { name: "up" type: "Deconvolution" bottom: "data" top: "up"
 
 
 def test_excerpt_summary_strict(tmp_path):
-    from caffepy.cli import main
-    from caffepy.net import Net
-    from caffepy.proto import caffe_pb2
-    path = tmp_path / "upsample.prototxt"
-    path.write_text(NET)
-    assert main(["summary", "--strict", str(path)]) in (0, None)
-    assert Net(str(path), caffe_pb2.TEST).blobs["up"].shape == (1, 3, 11, 11)
+    net = strict_excerpt(tmp_path, NET)
+    assert net.blobs["up"].shape == (1, 3, 11, 11)
 
 
 def test_onnx_attributes_carry_it_as_output_padding():

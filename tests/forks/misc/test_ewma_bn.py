@@ -9,6 +9,8 @@ from caffepy.layers.normalization import BNLayer
 from caffepy.proto import caffe_pb2
 from caffepy.testing import check_layer_gradient, make_blobs, make_layer, run_layer
 
+from ..nets import strict_excerpt
+
 FILLERS = ('scale_filler { type: "constant" value: 2 } '
            'shift_filler { type: "constant" value: 0.5 } ')
 
@@ -105,12 +107,7 @@ layers {
 
 
 def test_excerpt_summary_strict_and_net(tmp_path):
-    from caffepy.cli import main
-    from caffepy.net import Net
-    path = tmp_path / "bn.prototxt"
-    path.write_text(NET)
-    assert main(["summary", "--strict", str(path)]) in (0, None)
-    net = Net(str(path), caffe_pb2.TRAIN)
+    net = strict_excerpt(tmp_path, NET, caffe_pb2.TRAIN)
     assert isinstance(net.layers[-1], EwmaBNLayer)
     net.blobs["data"].data[...] = np.random.default_rng(0).standard_normal((2, 3, 4, 4))
     net.forward()

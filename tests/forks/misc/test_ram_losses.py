@@ -6,6 +6,8 @@ from caffepy.forks.misc.ram_losses import HashingLossLayer
 from caffepy.proto import caffe_pb2
 from caffepy.testing import check_layer_gradient, make_blobs, make_layer, run_layer
 
+from ..nets import strict_excerpt
+
 RNG = np.random.default_rng(5)
 
 
@@ -135,12 +137,7 @@ layer {
 
 
 def test_net_excerpt_builds_and_trains(tmp_path):
-    from caffepy.cli import main
-    from caffepy.net import Net
-    path = tmp_path / "ram.prototxt"
-    path.write_text(NET)
-    assert main(["summary", "--strict", str(path)]) in (0, None)
-    net = Net(str(path), caffe_pb2.TRAIN)
+    net = strict_excerpt(tmp_path, NET, caffe_pb2.TRAIN)
     net.blobs["data"].data[...] = RNG.standard_normal((6, 8))
     net.blobs["label"].data[...] = [0, 0, 3, 3, 5, 5]
     net.forward()

@@ -8,12 +8,12 @@ where Python's would fail:
 
 * **Python 2 source**: source that does not compile (``SyntaxError`` / ``TabError``), that
   reads a builtin only Python 2 has and never binds it (``xrange`` ...), or, in a module of a
-  package, that imports a module beside it by Python 2's implicit relative import, is translated in memory
-  (:mod:`caffepy.layers.python2_source`) and the translation runs, with the two division helpers
-  in the module's namespace. When the translation of source that does not compile does not
-  compile either, the original ``SyntaxError`` is raised. The user's modules are compiled from
-  their source at each import: no byte code file is read or written in the user's tree (one
-  written by an earlier plain import would skip the translation).
+  package, that imports a module beside it by Python 2's implicit relative import, is translated
+  in memory (:mod:`caffepy.layers.python2_source`) and the translation runs, with the two
+  division helpers in the module's namespace. When the translation of source that does not
+  compile does not compile either, the original ``SyntaxError`` is raised. The user's modules
+  are compiled from their source at each import: no byte code file is read or written in the
+  user's tree (one written by an earlier plain import would skip the translation).
 * **scipy.misc's removed image functions** (``imresize``, ``imread``, ``imsave``, ``toimage``,
   ``bytescale``, ``fromimage``; gone from scipy 1.3): a module whose code reads one of them from
   ``scipy.misc`` (``from scipy.misc import imresize``, ``scipy.misc.imresize(...)``,

@@ -251,12 +251,13 @@ class PythonLayer(_CaffepyLayer):
     def _calling(self, phase):
         """Run the user's ``phase`` method: its exceptions become one-line PythonLayerErrors. A
         caffepy error its code met (a ``caffe.Net`` it builds from a file that is not there, a
-        blob it reshapes wrongly) is named with this layer too, unless it already names a layer."""
+        blob it reshapes wrongly, an error of a net it builds) is named with this layer too,
+        unless it already names this layer (caffepy's stand-in layers name it themselves)."""
         try:
             with legacy_imports():
                 yield
         except CaffeError as e:
-            if isinstance(e, PythonLayerError) or "layer '" in str(e):
+            if isinstance(e, PythonLayerError) or "layer '%s'" % self.layer_param.name in str(e):
                 raise
             raise self._user_error(phase, e) from e
         except Exception as e:

@@ -3,9 +3,9 @@
 ``input_values(name, shape, rng)`` gives sensible values for such an input (ids within an
 Embed's ``input_dim`` where one reads it, image-sized
 ``im_info``, valid ``rois`` and ``gt_boxes``, zero labels (for a blob named ``label`` and for any
-blob that only classification losses and accuracies read as their labels), one ground-truth box of class 1 in SSD
-label rows ``(..., 8)`` and of class 0 in MobileNet-YOLO's ``(N, 1, 300, 5)``, one box of class 1
-in DetectNet's ``(N, 1, R, 16)``, gaussian images). Only a NetParameter is
+blob that only classification losses and accuracies read as their labels), one ground-truth box
+of class 1 in SSD label rows ``(..., 8)`` and of class 0 in MobileNet-YOLO's ``(N, 1, 300, 5)``,
+one box of class 1 in DetectNet's ``(N, 1, R, 16)``, gaussian images). Only a NetParameter is
 produced: building and running it is the Net's business.
 
 ``fill_unset_num_output(net_param, 10)`` gives every InnerProduct layer without ``num_output``

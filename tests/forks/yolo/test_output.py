@@ -40,6 +40,51 @@ def test_yolov3_detection_output_nothing_found_and_two_scales():
     np.testing.assert_array_equal(out[0, 0], [[0] + [-1] * 6, [1] + [-1] * 6])
 
 
+@pytest.mark.parametrize("threshold", [0.45, 0.9, 1.5])
+def test_nms_groups_keep_what_the_plain_greedy_pass_keeps(threshold):
+    from caffepy.forks.yolo.output import nms_center
+    rng = np.random.default_rng(3)
+    # 60 boxes, 4 classes each (one group per box), some of zero area, some near-duplicates
+    base = np.column_stack([rng.random((60, 2)), rng.random((60, 2)) * 0.3])
+    base[::7, 2] = 0.0
+    base[1::9] = base[0::9][:len(base[1::9])] + 1e-3
+    boxes = np.repeat(base, 4, axis=0)
+    groups = np.repeat(np.arange(60), 4)
+    scores = np.round(rng.random(len(boxes)), 2)            # ties too
+    plain = nms_center(boxes, scores, threshold)
+    grouped = nms_center(boxes, scores, threshold, groups)
+    np.testing.assert_array_equal(grouped, plain)
+    assert (len(plain) < len(boxes)) == (threshold <= 1)      # over 1: no IoU reaches it
+
+
+def test_yolov3_detection_output_every_candidate_passing_keeps_the_plain_result():
+    # an untrained head: every (box, class) score over the threshold
+    from caffepy.forks.yolo import output
+    rng = np.random.default_rng(0)
+    C, B = 5, 3
+    layer = make_layer('type: "Yolov3DetectionOutput" yolov3_detection_output_param { '
+                       'num_classes: %d num_box: %d confidence_threshold: 0.01 '
+                       'nms_threshold: 0.45 biases: [10, 14, 23, 27, 37, 58, 81, 82, 135, 169, '
+                       '344, 319] anchors_scale: [32, 16] mask_group_num: 2 '
+                       'mask: [3, 4, 5, 0, 1, 2] }' % (C, B))
+    maps = [rng.normal(0, 0.5, (1, B * (5 + C), 4, 4)), rng.normal(0, 0.5, (1, B * (5 + C), 8, 8))]
+    (out,) = run_layer(layer, make_blobs(maps), make_blobs(1))
+    seen = []
+    real = output.nms_center
+
+    def plain(boxes, scores, threshold, groups=None):
+        seen.append(len(scores))
+        return real(boxes, scores, threshold)
+    output.nms_center = plain
+    try:
+        (want,) = run_layer(layer, make_blobs(maps), make_blobs(1))
+    finally:
+        output.nms_center = real
+    assert seen == [(16 + 64) * B * C]
+    np.testing.assert_array_equal(out, want)
+    assert out.shape[2] > 1
+
+
 def test_yolo_v2_detection_output_softmax_and_argmax():
     C, B = 3, 2
     t = np.full((1, B * (5 + C), 1, 1), 0.0)

@@ -26,8 +26,9 @@ def _batch_one(net):
         net.reshape()
 
 
-def _forward(path):
-    """The child of ``runnable``: build with random weights, feed inputs, run forward."""
+def _forward(path, phase="TEST"):
+    """The child of ``runnable``: build with random weights in ``phase``, feed inputs, run
+    forward."""
     import numpy as np
     import caffepy
     from caffepy import zoo
@@ -35,7 +36,7 @@ def _forward(path):
     from caffepy.proto import caffe_pb2
     caffepy.set_random_seed(0)
     param = zoo.constant_fillers(zoo.read_for_run(path))
-    net = Net(param, caffe_pb2.TEST)
+    net = Net(param, caffe_pb2.Phase.Value(phase))
     zoo.randomize_params(net, 0)
     _batch_one(net)
     for name, values in zoo.net_input_values(net, np.random.default_rng(0)).items():
@@ -48,10 +49,11 @@ def _forward(path):
     return 0
 
 
-def run_forward(path, timeout=Z.TIMEOUT, prepare=None):
-    """(ok, one-line error, category) of the forward pass, in a forked child."""
+def run_forward(path, timeout=Z.TIMEOUT, prepare=None, phase="TEST"):
+    """(ok, one-line error, category) of the forward pass in ``phase``, in a forked child."""
     import caffepy.cli  # noqa: F401 -- imported before forking
-    rc, _, err, _ = _fork(_forward, path, timeout, prepare)
+    import functools
+    rc, _, err, _ = _fork(functools.partial(_forward, phase=phase), path, timeout, prepare)
     if rc == 0:
         return True, "", None
     if rc == "timeout":

@@ -19,7 +19,8 @@ tools/zoo_survey.py: ``run_cli``, the TEST-then-TRAIN retry of ``attempt``, ``ca
   then (in the phase the lenient run used); else the lenient run's result stands for it.
 * ``runnable`` (only files that declare their inputs, ``input:`` / ``input_shape`` / ``input_dim``
   or an Input layer, and have no data layer, as tools/zoo_survey.classify decides; and only when
-  ``complete``): the net is built in phase TEST with cheap random weights
+  ``complete``): the net is built in the phase the lenient run used (TEST, or TRAIN where the
+  net's inputs are TRAIN's: ``caffe time`` runs TRAIN by default) with cheap random weights
   (caffepy.zoo.constant_fillers + randomize_params), reshaped to a batch of 1 where its inputs
   declare more and the net takes it (as a pycaffe script classifying one image does; else at the
   declared batch), its inputs get caffepy.zoo.net_input_values and a
@@ -158,7 +159,7 @@ def measure_file(row, tree, cache=L.CACHE, roots=(), path=None):
     rec["runnable"] = None
     if deploy:
         if rec["complete"]:
-            okf, errf, catf = F.run_forward(path, prepare=prep)
+            okf, errf, catf = F.run_forward(path, prepare=prep, phase=phase)
             rec["runnable"] = okf
             if not okf:
                 rec.update(category=catf, error=errf, failed="runnable")

@@ -15,21 +15,23 @@ weights (torch_from_caffe.py), timed the same way (torch.randn input, CrossEntro
 ``--check-torch`` times nothing: it compares the torch conversion of each net with caffepy on one
 step (loss and gradients, float64 and float32; see ``check_torch``).
 
-``--profile`` prints caffepy's time per layer, forward and backward, then the layers and layer
-types that take the most. ``--numpy-too`` also times caffepy with its numba kernels switched off
-(the pure-numpy path), back to back in the same process. ``--rounds R`` alternates caffepy and
-torch R times and prints the medians (on a shared machine both then see the same bursts of
-load). ``--separate`` times each framework in a process of its own instead (alternated R times):
-then neither one's OpenMP runtime (wait policy, spinning threads) or thread pool sits beside the
-other's; with ``--profile`` the last caffepy process prints the profile (in one process,
-torch's threads slow down caffepy's threaded layers, and the profile with them). ``--cpu-time``
-times every step by the process's CPU time and reports the fastest step (with ``--threads 1``: a
-figure that the other processes of a loaded machine disturb far less than wall-clock time).
-With ``--separate`` each net's row is followed by its GFLOP per step (3 x the forward FLOPs of
-``caffepy summary``) and both frameworks' GFLOP/s with their share of this machine's peak
-(``rates.py``; ``--peak-json`` reads a saved ``bench_peak.py --json``).
-"""
+``--profile`` prints caffepy's time per layer, forward and backward, then the layers and layer types
+that take the most, and how much of it oneDNN's convolution primitives and the reorders into and out
+of their blocked formats take. ``--numpy-too`` also times caffepy with its numba kernels switched
+off (the pure-numpy path), back to back in the same process. ``--rounds R`` alternates caffepy and
+torch R times and prints the medians (on a shared machine both then see the same bursts of load).
+``--separate`` times each framework in a process of its own instead (alternated R times): then
+neither one's OpenMP runtime (wait policy, spinning threads) or thread pool sits beside the other's;
+with ``--profile`` the last caffepy process prints the profile (in one process, torch's threads slow
+down caffepy's threaded layers, and the profile with them). ``--cpu-time`` times every step by the
+process's CPU time and reports the fastest step (with ``--threads 1``: a figure that the other
+processes of a loaded machine disturb far less than wall-clock time). With ``--separate`` each net's
+row is followed by its GFLOP per step (3 x the forward FLOPs of ``caffepy summary``) and both
+frameworks' GFLOP/s with their share of this machine's peak (``rates.py``; ``--peak-json`` reads a
+saved ``bench_peak.py --json``)."""
 import argparse
+import collections
+import contextlib
 import importlib.util
 import os
 import subprocess
@@ -90,9 +92,50 @@ def time_caffepy(net, iters, warmup=3):
     return _timed(step, iters)
 
 
+@contextlib.contextmanager
+def onednn_split(seconds):
+    """Inside: ``seconds`` (a Counter) adds the time of oneDNN's primitives ("primitives") and of
+    the reorders between Caffe's layouts and theirs ("reorders": inputs, weights and gradients
+    into the blocked formats, outputs and gradients back), wrapped around
+    caffepy.math.onednn's ``_Primitive.run`` and ``_Layout`` methods for the block."""
+    from caffepy.math import onednn
+    wrapped = [(onednn._Primitive, "run", "primitives")] + [
+        (onednn._Layout, m, "reorders") for m in ("to_inner", "to_plain", "add_to_plain")]
+    saved = [(cls, name, getattr(cls, name)) for cls, name, _ in wrapped]
+
+    def timed(fn, what):
+        def call(*a, **k):
+            t = time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                seconds[what] += time.perf_counter() - t
+        return call
+    for (cls, name, what), (_, _, fn) in zip(wrapped, saved):
+        setattr(cls, name, timed(fn, what))
+    try:
+        yield seconds
+    finally:
+        for cls, name, fn in saved:
+            setattr(cls, name, fn)
+
+
 def profile_caffepy(net, iters):
     n = len(net.layers)
     fwd, bwd = np.zeros(n), np.zeros(n)
+    split = collections.Counter()
+    with onednn_split(split):
+        _profile_passes(net, iters, fwd, bwd)
+    _print_profile(net, iters, fwd, bwd)
+    total = 1e3 * (fwd.sum() + bwd.sum()) / iters
+    if split:
+        print("  oneDNN: " + ", ".join("%s %.1f ms (%.0f%%)" % (
+            what, 1e3 * split[what] / iters, 1e5 * split[what] / iters / total)
+            for what in ("primitives", "reorders")) + " of the %.1f ms" % total)
+
+
+def _profile_passes(net, iters, fwd, bwd):
+    n = len(net.layers)
     for _ in range(iters):
         for i in range(n):
             t = time.perf_counter()
@@ -104,6 +147,10 @@ def profile_caffepy(net, iters):
                 net.layers[i].backward(net.top_vecs[i], net.bottom_need_backward[i],
                                        net.bottom_vecs[i])
                 bwd[i] += time.perf_counter() - t
+
+
+def _print_profile(net, iters, fwd, bwd):
+    n = len(net.layers)
     fwd, bwd = 1e3 * fwd / iters, 1e3 * bwd / iters
     width = max(10, max(len(name) for name in net._layer_names))
     for i in range(n):

@@ -200,16 +200,20 @@ def test_measure_forward_batch_one_where_the_net_takes_it(tmp_path):
 
 def test_measure_forward_runs_in_the_phase_of_the_inputs(tmp_path):
     # inputs only in TRAIN (a net fed from Python while training): run in TRAIN, as summary
-    # built it and as ``caffe time`` does by default; in TEST nothing produces the data
+    # shows it and as ``caffe time`` does by default; in TEST nothing produces the data
     import forward
+    net = ('layer { name: "x" type: "Input" top: "x" include { phase: TRAIN } '
+           'input_param { shape { dim: 2 dim: 3 dim: 4 dim: 4 } } }\n'
+           'layer { name: "c" type: "Convolution" bottom: "x" top: "c" '
+           'convolution_param { num_output: 2 kernel_size: 3 } }\n')
     path = tmp_path / "net.prototxt"
-    path.write_text('layer { name: "x" type: "Input" top: "x" include { phase: TRAIN } '
-                    'input_param { shape { dim: 2 dim: 3 dim: 4 dim: 4 } } }\n'
-                    'layer { name: "c" type: "Convolution" bottom: "x" top: "c" '
-                    'convolution_param { num_output: 2 kernel_size: 3 } }\n')
-    assert forward._forward(str(path), phase="TRAIN") == 0     # in this process: no fork
-    from caffepy.net.passes import PhaseError
-    with pytest.raises(PhaseError, match="phase TRAIN"):
+    path.write_text(net)
+    assert forward._forward(str(path)) == 0                    # in this process: no fork
+    assert forward._forward(str(path), phase="TRAIN") == 0
+    # a bottom no phase produces stays an error
+    path.write_text(net.replace('bottom: "x"', 'bottom: "y"'))
+    from caffepy.errors import NetError
+    with pytest.raises(NetError, match="unknown bottom blob 'y'"):
         forward._forward(str(path))
 
 

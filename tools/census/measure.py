@@ -19,8 +19,8 @@ tools/zoo_survey.py: ``run_cli``, the TEST-then-TRAIN retry of ``attempt``, ``ca
   then (in the phase the lenient run used); else the lenient run's result stands for it.
 * ``runnable`` (only files that declare their inputs, ``input:`` / ``input_shape`` / ``input_dim``
   or an Input layer, and have no data layer, as tools/zoo_survey.classify decides; and only when
-  ``complete``): the net is built in the phase the lenient run used (TEST, or TRAIN where the
-  net's inputs are TRAIN's: ``caffe time`` runs TRAIN by default) with cheap random weights
+  ``complete``): the net is built in the phase the lenient run showed (TEST, or TRAIN where the
+  net's inputs are TRAIN's only: ``caffe time`` runs TRAIN by default) with cheap random weights
   (caffepy.zoo.constant_fillers + randomize_params), reshaped to a batch of 1 where its inputs
   declare more and the net takes it (as a pycaffe script classifying one image does; else at the
   declared batch), its inputs get caffepy.zoo.net_input_values and a

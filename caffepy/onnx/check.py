@@ -38,10 +38,16 @@ def compare(net, model, seed=0, forward=None):
     for name, value in feeds.items():
         net.blobs[name].data[...] = value
     (forward or (lambda n: n.forward()))(net)
-    sess = session(model)
-    names = [o.name for o in sess.get_outputs()]
+    try:
+        sess = session(model)
+        names = [o.name for o in sess.get_outputs()]
+        got = sess.run(names, {i.name: feeds[i.name] for i in sess.get_inputs()})
+    except Exception as e:      # noqa: BLE001 -- onnxruntime's own classes derive from Exception
+        if not type(e).__module__.startswith("onnxruntime"):
+            raise
+        raise ExportError("onnxruntime cannot run the exported model: %s"
+                          % " ".join(str(e).split())[:300]) from None
     blobs = output_blobs(model) if not isinstance(model, (str, bytes)) else names
-    got = sess.run(names, {i.name: feeds[i.name] for i in sess.get_inputs()})
     return {b: relative_error(g, net.blobs[b].data) for b, g in zip(blobs, got)}
 
 

@@ -3,7 +3,8 @@ and the layers refused with their reason.
 
     Interp    crop by -pad_beg / -pad_end (Slice), then Resize(linear, align_corners) to the
               output size caffepy computed: output y samples input y (Hi - 1) / (Ho - 1).
-    Upsample  Resize(nearest, asymmetric, floor) by the integer scale: y[h] = x[h // s].
+    Upsample  Resize(nearest, asymmetric, floor) by the integer scale: y[h] = x[h // s];
+              SegNet's (values and a pooling mask): MaxUnpool at mask + (n C + c) Ho Wo.
     PriorBox  depends only on the bottoms' shapes, so its top is computed once by caffepy and
               stored as an initializer (shape (1, 2, 4 K), any batch).
 Refused (no faithful ONNX form): DetectionOutput (SSD's per-class NMS with confidence
@@ -41,8 +42,31 @@ def interp(ctx):
              coordinate_transformation_mode="align_corners")
 
 
+def _segnet_upsample(ctx):
+    """SegNet's Upsample (caffepy.forks.segmentation.segnet): each value goes to its plane's
+    position in the mask (a Pooling layer's mask top, h Wo + w) -> MaxUnpool, whose indices run
+    over the whole output: the mask plus (n C + c) Ho Wo."""
+    if ctx.dynamic:
+        raise ctx.refuse("the mask's offsets depend on the batch size: export without "
+                         "--dynamic-batch")
+    n, c = ctx.bshapes[0][:2]
+    ho, wo = ctx.tshapes[0][2:]
+    offsets = (np.arange(n * c, dtype=np.int64) * (ho * wo)).reshape(n, c, 1, 1)
+    idx = ctx.node("Add", [ctx.node("Cast", [ctx.bottoms[1]], to=7),
+                           ctx.const("offsets", offsets, np.int64)])
+    # kernel = stride = the scale, the end padding what pad_out removes: the size MaxUnpool
+    # infers is then at most the output's (onnxruntime refuses a smaller output_shape)
+    scales = [-(-o // i) for o, i in zip((ho, wo), ctx.bshapes[0][2:])]
+    ends = [max(0, s * i - o) for s, i, o in zip(scales, ctx.bshapes[0][2:], (ho, wo))]
+    ctx.node("MaxUnpool", [ctx.bottoms[0], idx, ctx.ints("shape", [n, c, ho, wo])],
+             ctx.tops[0], kernel_shape=scales, strides=scales, pads=[0, 0] + ends)
+
+
 @converter("Upsample")
 def upsample(ctx):
+    from ..forks.segmentation.segnet import SegNetUpsampleLayer
+    if isinstance(ctx.layer, SegNetUpsampleLayer):
+        return _segnet_upsample(ctx)
     s = float(ctx.layer.s)
     scales = ctx.const("scales", np.array([1.0, 1.0, s, s]))
     ctx.node("Resize", [ctx.bottoms[0], "", scales], ctx.tops[0], mode="nearest",

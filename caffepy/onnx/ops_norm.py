@@ -5,7 +5,8 @@ Normalize (SSD), Softmax, Eltwise, Axpy.
                moving-average scale factor) -> BatchNormalization(scale 1, B 0, eps);
                batch stats (use_global_stats false): ReduceMean over every axis but 1.
     BN         slope (x - mean) / sqrt(var + eps) + bias -> BatchNormalization (TEST / frozen);
-               ChenglongChen's BN with moving_average false: the batch statistics, as BatchNorm's.
+               ChenglongChen's BN with moving_average false: the batch statistics, as BatchNorm's;
+               SegNet's: scale x + shift (INFERENCE), or its batch statistics (LEARN) -> Mul, Add.
     Scale/Bias the operand (parameter or bottom[1]) reshaped to s.shape + (1,) * (trailing axes)
                so it broadcasts from ``axis`` -> Mul (+ Add) / Add.
     MVN        y = x - mean; / (sqrt(mean(y^2)) + eps) when normalize_variance (over the spatial
@@ -52,10 +53,32 @@ def batch_norm(ctx):
              ctx.tops[0], epsilon=float(L.eps))
 
 
+def _segnet_bn(ctx):
+    """SegNet's BN (caffepy.forks.segmentation.segnet): INFERENCE y = scale x + shift; LEARN
+    y = scale (x - mu) / sqrt(var + 1e-9) + shift with the batch's mu and var = E[x^2] - mu^2
+    (in every phase, as SegNet computes it), the optional tops mu and var."""
+    L = ctx.layer
+    scale, shift = (param_blob(L, i).reshape(1, -1, 1, 1) for i in range(2))
+    x = ctx.bottoms[0]
+    if L.learn:
+        axes = [0, 2, 3]
+        mu = ctx.reduce("ReduceMean", x, axes, True, ctx.tops[1] if len(ctx.tops) > 1 else None)
+        var = ctx.node("Sub", [ctx.reduce("ReduceMean", ctx.node("Mul", [x, x]), axes, True),
+                               ctx.node("Mul", [mu, mu])],
+                       ctx.tops[2] if len(ctx.tops) > 2 else None)
+        std = ctx.node("Sqrt", [ctx.node("Add", [var, ctx.const("eps", L.eps)])])
+        x = ctx.node("Div", [ctx.node("Sub", [x, mu]), std])
+    y = ctx.node("Mul", [x, ctx.const("scale", scale)])
+    ctx.node("Add", [y, ctx.const("shift", shift)], ctx.tops[0])
+
+
 @converter("BN")
 def bn(ctx):
+    from ..forks.segmentation.segnet import SegNetBNLayer
     from ..proto import caffe_pb2
     L = ctx.layer
+    if isinstance(L, SegNetBNLayer):
+        return _segnet_bn(ctx)
     if ctx.layer.phase == caffe_pb2.TRAIN and not L.frozen:
         raise ctx.refuse("TRAIN-phase BN uses batch statistics and updates them; export TEST")
     slope, bias, mean, var = (param_blob(L, i).reshape(-1) for i in range(4))

@@ -178,6 +178,15 @@ CASES = {
     '{ pool: AVE global_pooling: true } } layer { name: "a" type: "Axpy" bottom: "g" '
     'bottom: "data" bottom: "data" top: "a" }',
     "selu": 'layer { name: "s" type: "SeLu" bottom: "data" top: "s" }',
+    # SegNet's BN: scale x + shift (INFERENCE); its batch statistics and their tops (LEARN)
+    "segnet_bn": 'layer { name: "b" type: "BN" bottom: "data" top: "b" bn_param '
+    '{ bn_mode: INFERENCE } } layer { name: "c" type: "BN" bottom: "b" top: "c" top: "mu" '
+    'top: "var" bn_param { bn_mode: LEARN } }',
+    # SegNet's Upsample: max-unpooling at a Pooling layer's mask (7 x 9: ceil, pad_out)
+    "segnet_unpool": 'layer { name: "p" type: "Pooling" bottom: "data" top: "p" top: "m" '
+    'pooling_param { pool: MAX kernel_size: 2 stride: 2 } } layer { name: "u" type: "Upsample" '
+    'bottom: "p" bottom: "m" top: "u" upsample_param { scale: 2 pad_out_h: true '
+    'pad_out_w: true } }',
     "conv3d": 'layer { name: "c" type: "Convolution" bottom: "data" top: "c" '
     'convolution_param { num_output: 2 kernel_size: 2 kernel_size: 3 kernel_size: 2 pad: 1 } }',
 }
@@ -335,3 +344,32 @@ def test_rpn_proposal_layer():
     assert got[0].shape[0] > 8
     for name, g in zip(["rois", "scores", "fc"], got):
         np.testing.assert_allclose(g, net.blobs[name].data, rtol=1e-4, atol=1e-3)
+
+
+def test_layers_of_one_name_export_by_position():
+    # Caffe lets layers share a name (a NetSpec-unrolled LSTM's two Input layers): each layer's
+    # tops are its own
+    net = make_net('layer { name: "in" type: "Input" top: "x" top: "y" input_param { '
+                   'shape { dim: 2 dim: 3 } shape { dim: 2 dim: 3 } } } '
+                   'layer { name: "in" type: "Input" top: "z" input_param { shape { dim: 2 '
+                   'dim: 3 } } } layer { name: "e" type: "Eltwise" bottom: "x" bottom: "y" '
+                   'bottom: "z" top: "e" }')
+    model = roundtrip(net)
+    assert sorted(i.name for i in model.graph.input) == ["data", "x", "y", "z"]
+
+
+def test_check_names_an_onnxruntime_failure_in_one_line(monkeypatch):
+    import importlib
+    from caffepy.onnx.builder import ExportError
+    check_mod = importlib.import_module("caffepy.onnx.check")
+    from onnxruntime.capi.onnxruntime_pybind11_state import Fail
+    net = make_net('layer { name: "r" type: "ReLU" bottom: "data" top: "r" }')
+    model = caffe_onnx.to_model(net)
+
+    def failing(model):
+        raise Fail("[ONNXRuntimeError] : 1 : FAIL : Non-zero status code\n returned")
+    monkeypatch.setattr(check_mod, "session", failing)
+    with pytest.raises(ExportError, match=r"^onnxruntime cannot run the exported model: "
+                                          r"\[ONNXRuntimeError\] : 1 : FAIL : Non-zero status "
+                                          r"code returned$"):
+        check_mod.check(net, model)

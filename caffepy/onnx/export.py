@@ -28,17 +28,17 @@ def supported_opsets():
 
 def _value_names(net, graph):
     """[[value name of top j of layer i]]: see module doc."""
-    names = net._layer_names
+    names = net._layer_names          # by index: layer names may repeat (Caffe allows it)
     last, inputs = {}, set(net.inputs)
-    for i, lname in enumerate(names):
-        for t in net.top_names[lname]:
+    for i in range(len(names)):
+        for t in net._wiring[i][1]:
             last[t] = i
     for b in last:
         graph.reserve(b)
     out = []
     for i, lname in enumerate(names):
         row = []
-        for t in net.top_names[lname]:
+        for t in net._wiring[i][1]:
             is_input = net.net_param.layer[i].type == "Input"
             final = is_input or (last[t] == i and t not in inputs)
             row.append(t if final else graph.unique("%s/%s" % (t, lname)))

@@ -36,7 +36,7 @@ def _param_name(net, layer_index, k):
 
 def forward_debug(net, i):
     name = net._layer_names[i]
-    for blob_name, blob in zip(net.top_names[name], net.top_vecs[i]):
+    for blob_name, blob in zip(net._wiring[i][1], net.top_vecs[i]):
         info("net.cpp:591", "    [Forward] Layer %s, top blob %s data: %s"
                  % (name, blob_name, fmt(_mean_abs(blob.data))))
     for k, blob in enumerate(net.layers[i].blobs):
@@ -47,7 +47,7 @@ def forward_debug(net, i):
 def backward_debug(net, i):
     name = net._layer_names[i]
     need = net.bottom_need_backward[i]
-    for j, (blob_name, blob) in enumerate(zip(net.bottom_names[name], net.bottom_vecs[i])):
+    for j, (blob_name, blob) in enumerate(zip(net._wiring[i][0], net.bottom_vecs[i])):
         if need[j]:
             info("net.cpp:619", "    [Backward] Layer %s, bottom blob %s diff: %s"
                      % (name, blob_name, fmt(_mean_abs(blob.diff))))
@@ -96,8 +96,7 @@ def locate_nonfinite(net):
     for i, layer in enumerate(net.layers):
         if net.bottom_vecs[i]:
             net.forward_from_to(i, i)
-        name = net._layer_names[i]
-        for top_name, blob in zip(net.top_names[name], net.top_vecs[i]):
+        for top_name, blob in zip(net._wiring[i][1], net.top_vecs[i]):
             if not _finite(blob.data):
                 return i, top_name
     return None
@@ -112,7 +111,7 @@ def nonfinite_message(net, it, loss):
     i, top = found
     layer = net.layers[i]
     bad_params = [str(k) for k, b in enumerate(layer.blobs) if not _finite(b.data)]
-    bad_inputs = [n for n, b in zip(net.bottom_names[net._layer_names[i]], net.bottom_vecs[i])
+    bad_inputs = [n for n, b in zip(net._wiring[i][0], net.bottom_vecs[i])
                   if not _finite(b.data)]
     why = ""
     if bad_params:

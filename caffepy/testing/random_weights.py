@@ -31,7 +31,7 @@ def randomize(net, seed=0):
 
 def logit_blobs(net):
     """Bottoms of the net's Softmax layers (the class scores)."""
-    return [net.bottom_names[n][0] for n, layer in zip(net._layer_names, net.layers)
+    return [net._wiring[i][0][0] for i, layer in enumerate(net.layers)
             if layer.type == "Softmax"]
 
 
@@ -43,7 +43,7 @@ def calibrate(net, blobs, seed=9):
     x = np.random.default_rng(seed).standard_normal(net.blobs[name].shape)
     out = net.forward(blobs=list(blobs), **{name: x})
     for blob in blobs:
-        producer = [i for i, n in enumerate(net._layer_names) if blob in net.top_names[n]][0]
+        producer = [i for i in range(len(net.layers)) if blob in net._wiring[i][1]][0]
         layer = net.layers[producer]
         if layer.type in WEIGHTED:
             for b in layer.blobs:

@@ -194,3 +194,20 @@ def test_progress_bar_only_on_a_tty():
     # every log line starts on a line the bar was lifted off (carriage return, blanks, return)
     assert re.search(r"\r +\rI\d{4} ", out)
     assert out.rstrip(" ").endswith("\r")          # closed: the bar is erased at the end
+
+
+def test_debug_lines_name_the_blobs_of_layers_that_share_a_name(logs):
+    from caffepy.net import Net
+    from caffepy.proto import caffe_pb2
+    from caffepy.solvers import debug
+    net = Net('input: "x" input_shape { dim: 2 dim: 3 }\n'
+              'layer { name: "r" type: "ReLU" bottom: "x" top: "a" }\n'
+              'layer { name: "r" type: "Scale" bottom: "a" top: "b" }\n', caffe_pb2.TRAIN)
+    for i in range(len(net.layers)):
+        debug.forward_debug(net, i)
+    text = logs.getvalue()
+    assert "[Forward] Layer r, top blob a data:" in text
+    assert "[Forward] Layer r, top blob b data:" in text
+    net.blobs["x"].data[...] = 1.0
+    net.params["r"][0].data[...] = np.inf
+    assert debug.locate_nonfinite(net) == (2, "b")

@@ -2,10 +2,12 @@
 
 OUT's extension picks the format: .png, .svg, .pdf (need a Graphviz engine, see
 caffepy.draw.render) or .dot (always works). ``--json PATH`` writes the net JSON (docs/netjson.md).
-A solver file stands for the net it builds (caffepy.proto.solver_nets). Without ``--rankdir`` deep
-nets are drawn top to bottom and shallow ones left to right. A DIGITS classification network's
-InnerProduct layers without num_output take ``--num-classes N``, else a stand-in count named in
-one WARNING (caffepy.proto.digits).
+A solver file stands for the net it builds (caffepy.proto.solver_nets). ``--shapes`` builds the net
+for its blob and parameter shapes; where it does not build here (its data set, mean file or Python
+module missing) the shapes are those ``caffepy summary`` shows, after one WARNING. Without
+``--rankdir`` deep nets are drawn top to bottom and shallow ones left to right. A DIGITS
+classification network's InnerProduct layers without num_output take ``--num-classes N``, else a
+stand-in count named in one WARNING (caffepy.proto.digits).
 """
 import os
 
@@ -58,8 +60,30 @@ def _load(args):
     digits.complete(param, args.num_classes, filename or source, stand_in=True)
     if args.shapes:
         from ..net import Net
-        return draw.net_json(Net(param, phase, filename=filename or source))
+        try:
+            return draw.net_json(Net(param, phase, filename=filename or source))
+        except CaffeError as e:
+            net = _summarized(param, phase, filename or source, args, e)
+            return draw.net_json(param, phase=phase, net=net)
     return draw.net_json(param, phase=args.phase)
+
+
+def _summarized(param, phase, filename, args, error):
+    """The net ``caffepy summary`` builds for ``param`` (data layers as Inputs of their sizes,
+    the sizes a file leaves open searched), for its shapes, where the net itself does not build
+    here (``error``: a data set, a mean file or a Python module the machine lacks); one WARNING.
+    ``error`` is raised where summary cannot build it either."""
+    from .. import log
+    from ..zoo.summary import summarize
+    nets = []
+    try:
+        summarize(param, phase=phase, nets=nets, filename=filename, strict=args.strict,
+                  num_classes=args.num_classes)
+    except CaffeError:
+        raise error from None
+    log.warning("draw.py", "shapes as caffepy summary shows them (the net does not build here: "
+                "%s)" % " ".join(str(error).split())[:300])
+    return nets[0]
 
 
 def run(args):

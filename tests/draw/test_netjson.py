@@ -152,3 +152,31 @@ def test_lenet_from_shared():
     assert sorted(n["phase"] for n in data_layers) == ["TEST", "TRAIN"]
     assert len({n["id"] for n in data_layers}) == 2                   # same name, distinct ids
     assert sorted(n["attrs"]["batch_size"] for n in data_layers) == [64, 100]
+
+
+def test_draw_shapes_of_a_net_whose_data_is_missing(tmp_path, capfd):
+    # a train_val net whose LMDB and mean file are not on this machine: the shapes summary
+    # shows, the file's own layers drawn, one WARNING; a net summary cannot build stays an error
+    from caffepy.cli import main
+    net = tmp_path / "train_val.prototxt"
+    net.write_text(
+        'layer { name: "data" type: "Data" top: "data" top: "label" transform_param { '
+        'crop_size: 28 mean_file: "/nowhere/mean.binaryproto" } data_param { '
+        'source: "/nowhere/lmdb" batch_size: 4 backend: LMDB } }\n'
+        'layer { name: "ip" type: "InnerProduct" bottom: "data" top: "ip" '
+        'inner_product_param { num_output: 5 } }\n'
+        'layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: "loss" }\n')
+    doc = tmp_path / "net.json"
+    assert main(["draw", str(net), "--shapes", "--json", str(doc)]) == 0
+    err = capfd.readouterr().err
+    assert "shapes as caffepy summary shows them" in err and "mean.binaryproto" in err
+    nodes = {n["id"]: n for n in json.loads(doc.read_text())["nodes"]}
+    assert nodes["layer:data"]["type"] == "Data"
+    assert nodes["blob:ip"]["shape"] == [4, 5]
+    assert nodes["blob:data"]["shape"][0] == 4 and nodes["blob:data"]["shape"][2:] == [28, 28]
+    assert [p["shape"] for p in nodes["layer:ip"]["params"]][1] == [5]
+    net.write_text(net.read_text().replace('bottom: "data" top: "ip"',
+                                           'bottom: "nothing" top: "ip"'))
+    assert main(["draw", str(net), "--shapes", "--json", str(doc)]) != 0
+    err = capfd.readouterr().err
+    assert "unknown bottom blob 'nothing'" in err and "Traceback" not in err

@@ -189,8 +189,13 @@ CASES = {
     'pad_out_w: true } }',
     "conv3d": 'layer { name: "c" type: "Convolution" bottom: "data" top: "c" '
     'convolution_param { num_output: 2 kernel_size: 2 kernel_size: 3 kernel_size: 2 pad: 1 } }',
+    # 3-d pooling (the video forks' N-d geometry): MAX with its mask (ceil overhang), padded AVE
+    "pool3d": 'layer { name: "p" type: "Pooling" bottom: "data" top: "p" top: "m" '
+    'pooling_param { pool: MAX kernel_size: 2 stride: 2 } } layer { name: "q" type: "Pooling" '
+    'bottom: "data" top: "q" pooling_param { pool: AVE kernel_size: 3 stride: 2 pad: 1 } }',
 }
-SHAPES = {"conv3d": ("data", (1, 2, 4, 5, 6)), "ip_axis2_transpose": ("data", (2, 3, 4, 5))}
+SHAPES = {"conv3d": ("data", (1, 2, 4, 5, 6)), "pool3d": ("data", (1, 2, 5, 6, 7)),
+          "ip_axis2_transpose": ("data", (2, 3, 4, 5))}
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

@@ -1,12 +1,13 @@
 """Windowed layers: Convolution, Deconvolution, depthwise convolution, Pooling, SPP,
 InnerProduct, LRN, ROIPooling.
 
-Pooling keeps Caffe's geometry exactly (``caffepy.layers.pooling.PoolGeometry``): the output
+Pooling keeps Caffe's geometry exactly (``caffepy.layers.pooling.PoolGeometry``, or the video
+forks' N-d ``caffepy.forks.video.nd.NdPoolGeometry`` over every spatial axis): the output
 size comes from Caffe's ceil rounding and its clipping of the last window; ONNX gets it through
 explicit pads (begin = pad, end = (out - 1) stride + kernel - size - pad, the input sliced when
 that is negative) with ``ceil_mode`` 0, so no ONNX rounding rule is involved.
     MAX   MaxPool over those pads (padding never wins; ties: the first maximum, as Caffe).
-          The mask top is ONNX's flat index modulo H W (Caffe's h W + w).
+          The mask top is ONNX's flat index modulo H W (Caffe's h W + w; N-d: the spatial volume).
     AVE   Caffe divides each window's sum by pool_size, the window clipped to the padded image
           (H + pad) but not to the image: y = AveragePool(zero-Pad(x)) * (K / pool_size),
           K = kh kw, the correction a constant (out_h, out_w) tensor, left out when all ones.
@@ -97,7 +98,7 @@ def pool(ctx, x, method, g, outputs):
             raise ctx.refuse("the mask top of a pooling that never reads the last pixels")
         idx = ctx.tmp("indices")
         ctx.node("MaxPool", [x], [outputs[0], idx], **attrs)
-        plane = ctx.const("plane", np.int64(g.in_hw[0] * g.in_hw[1]), np.int64)
+        plane = ctx.const("plane", np.int64(np.prod(g.in_hw)), np.int64)
         ctx.node("Cast", [ctx.node("Mod", [idx, plane])], outputs[1], to=1)
         return
     if method == P.AVE:

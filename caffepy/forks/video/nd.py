@@ -56,6 +56,16 @@ class NdPoolGeometry(object):
         self.extra = overhangs(self.in_shape, self.kernel, self.pad, self.stride,
                                (1,) * len(self.kernel), self.out)
 
+    @property
+    def in_hw(self):
+        """The input's spatial shape, under :class:`caffepy.layers.pooling.PoolGeometry`'s name
+        (the ONNX export reads either)."""
+        return self.in_shape
+
+    @property
+    def out_hw(self):
+        return self.out
+
     def padded(self, x, value):
         return pad_spatial(x, self.pad, value=value, extra=self.extra)
 

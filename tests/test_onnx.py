@@ -378,3 +378,27 @@ def test_check_names_an_onnxruntime_failure_in_one_line(monkeypatch):
                                           r"\[ONNXRuntimeError\] : 1 : FAIL : Non-zero status "
                                           r"code returned$"):
         check_mod.check(net, model)
+
+
+def test_a_model_over_the_protobuf_limit_is_a_one_line_error(monkeypatch):
+    import importlib
+    from google.protobuf.message import EncodeError
+    from caffepy.onnx.builder import ExportError, Graph
+    export = importlib.import_module("caffepy.onnx.export")
+    net = make_net('layer { name: "r" type: "ReLU" bottom: "data" top: "r" }')
+
+    def refuse(self, name, version):
+        raise EncodeError("Failed to serialize proto")
+    monkeypatch.setattr(Graph, "to_model", refuse)
+    with pytest.raises(ExportError, match="cannot be written: Failed to serialize proto$"):
+        export.to_model(net)
+    real = export.build_graph
+
+    def huge(*a, **k):          # 2 GiB of weights without the memory: a broadcast view
+        g = real(*a, **k)
+        g.initializers.append(("w", np.broadcast_to(np.float32(0), (2 ** 29 + 1,))))
+        return g
+    monkeypatch.setattr(export, "build_graph", huge)
+    with pytest.raises(ExportError, match="its 2147483652 bytes of weights are over protobuf's "
+                                          "2 GiB message limit$"):
+        export.to_model(net)

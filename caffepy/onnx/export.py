@@ -90,11 +90,15 @@ def to_model(net, opset=DEFAULT_OPSET, dynamic_batch=False, extra_outputs=()):
     from .. import __version__
     g = build_graph(net, opset, dynamic_batch, extra_outputs)
     import onnx
+    from google.protobuf.message import EncodeError
     try:
         model = g.to_model(net.name, __version__)
-    except (ValueError, onnx.checker.ValidationError) as e:   # the 2 GiB limit, checker
+    except (ValueError, EncodeError, onnx.checker.ValidationError) as e:   # 2 GiB, checker
+        weights = sum(a.nbytes for _, a in g.initializers)
+        why = ("its %d bytes of weights are over protobuf's 2 GiB message limit" % weights
+               if weights >= 2 ** 31 else " ".join(str(e).split())[:300])
         raise ExportError("%s: net '%s': the ONNX model cannot be written: %s"
-                          % (getattr(net, "source", "<net>"), net.name, " ".join(str(e).split())[:300]))
+                          % (getattr(net, "source", "<net>"), net.name, why)) from None
     blobs = list(net.outputs) + [b for b in extra_outputs if b not in net.outputs]
     onnx.helper.set_model_props(model, {OUTPUT_BLOBS: json.dumps(blobs)})
     return model

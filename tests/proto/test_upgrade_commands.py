@@ -42,3 +42,20 @@ def test_bad_input_is_one_line_error(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and 'no field named "nme" in LayerParameter' in err
     assert not (tmp_path / "o").exists()
+
+
+def test_fork_fields_are_carried_with_one_warning(tmp_path, caplog):
+    # the tools compute nothing: a harvested fork's V1 type value and DataParameter field are
+    # read for the structure (one WARNING) and written out, the type as the fork names it
+    src, out = tmp_path / "old.prototxt", tmp_path / "new.prototxt"
+    src.write_text('layers { name: "data" type: COMPACT_DATA top: "data" top: "label" '
+                   'data_param { source: "db" batch_size: 4 data_filename: "x.dat" } }\n'
+                   'layers { name: "ip" type: INNER_PRODUCT bottom: "data" top: "ip" '
+                   'inner_product_param { num_output: 3 } }\n')
+    assert main(["upgrade_net_proto_text", str(src), str(out)]) == 0
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warned) == 1 and "known only from Caffe forks" in warned[0]
+    assert "COMPACT_DATA" in warned[0] and "data_filename" in warned[0]
+    text = out.read_text()
+    assert 'type: "CompactData"' in text and 'data_filename: "x.dat"' in text
+    assert 'type: "InnerProduct"' in text

@@ -11,7 +11,8 @@ Normalize (SSD), Softmax, Eltwise, Axpy.
                so it broadcasts from ``axis`` -> Mul (+ Add) / Add.
     MVN        y = x - mean; / (sqrt(mean(y^2)) + eps) when normalize_variance (over the spatial
                axes, or C and spatial when across_channels).
-    Normalize  y = s x / sqrt(sum x^2 + eps) over C (and H, W when across_spatial).
+    Normalize  y = s x / sqrt(sum x^2 + eps) over C (and H, W when across_spatial); happynear's
+               (no norm_param): x / sqrt(sum_C x^2 + 1e-6) or x / (sum_C |x| + 1e-6), [norm].
     Eltwise    SUM: sum c_i x_i; PROD; MAX.   Axpy: a x + b, a (N, C) broadcast.
 """
 import numpy as np
@@ -160,9 +161,26 @@ def mvn(ctx):
         ctx.node("Div", [y, std], ctx.tops[0])
 
 
+def _feature_normalize(ctx):
+    """happynear's Normalize (caffepy.forks.face.amsoftmax): y = x / n over the channels with
+    n = sqrt(sum x^2 + 1e-6) (L2) or sum |x| + 1e-6 (L1); the optional second top n."""
+    x = ctx.bottoms[0]
+    if ctx.layer.kind == "L2":
+        s = ctx.node("Add", [ctx.reduce("ReduceSum", ctx.node("Mul", [x, x]), [1], True),
+                             ctx.const("eps", 1e-6)])
+        n = ctx.node("Sqrt", [s], ctx.tops[1] if len(ctx.tops) > 1 else None)
+    else:
+        n = ctx.node("Add", [ctx.reduce("ReduceSum", ctx.node("Abs", [x]), [1], True),
+                             ctx.const("eps", 1e-6)], ctx.tops[1] if len(ctx.tops) > 1 else None)
+    ctx.node("Div", [x, n], ctx.tops[0])
+
+
 @converter("Normalize")
 def normalize(ctx):
+    from ..forks.face.amsoftmax import FeatureNormalizeLayer
     L = ctx.layer
+    if isinstance(L, FeatureNormalizeLayer):
+        return _feature_normalize(ctx)
     nd = len(ctx.bshapes[0])
     axes = list(range(1, nd)) if L.across_spatial else [1]
     x = ctx.bottoms[0]

@@ -189,6 +189,10 @@ CASES = {
     'pad_out_w: true } }',
     "conv3d": 'layer { name: "c" type: "Convolution" bottom: "data" top: "c" '
     'convolution_param { num_output: 2 kernel_size: 2 kernel_size: 3 kernel_size: 2 pad: 1 } }',
+    # happynear's Normalize (no norm_param): L2 with its norm top, L1
+    "feature_normalize": 'layer { name: "n" type: "Normalize" bottom: "data" top: "n" top: "nn" '
+    'normalize_param { normalize_type: "L2" } } layer { name: "m" type: "Normalize" '
+    'bottom: "data" top: "m" normalize_param { normalize_type: "L1" } }',
     # 3-d pooling (the video forks' N-d geometry): MAX with its mask (ceil overhang), padded AVE
     "pool3d": 'layer { name: "p" type: "Pooling" bottom: "data" top: "p" top: "m" '
     'pooling_param { pool: MAX kernel_size: 2 stride: 2 } } layer { name: "q" type: "Pooling" '
@@ -402,3 +406,19 @@ def test_a_model_over_the_protobuf_limit_is_a_one_line_error(monkeypatch):
     with pytest.raises(ExportError, match="its 2147483652 bytes of weights are over protobuf's "
                                           "2 GiB message limit$"):
         export.to_model(net)
+
+
+def test_a_converter_that_does_not_fit_the_layer_class_is_a_one_line_refusal(monkeypatch):
+    # a fork's variant of a type name whose converter reads another class's attributes
+    from caffepy.onnx import builder
+    from caffepy.onnx.builder import ExportError
+    net = make_net('layer { name: "r" type: "ReLU" bottom: "data" top: "r" }')
+
+    def reads_other(ctx):
+        return ctx.layer.across_spatial
+    monkeypatch.setitem(builder.CONVERTERS, "ReLU", reads_other)
+    with pytest.raises(ExportError, match=r"^layer 'r' \(ReLU\): the ONNX converter for type "
+                                          r"'ReLU' does not handle caffepy's ReLULayer "
+                                          r"\(AttributeError: "):
+        caffe_onnx.to_model(net)
+

@@ -120,6 +120,18 @@ class LayerContext(object):
     def refuse(self, why):
         return ExportError("layer '%s' (%s): %s" % (self.name, self.type, why))
 
+    def convert(self, fn):
+        """Run converter ``fn`` on this layer. A converter written for another layer of this
+        type name (a fork's variant, caffepy.layers.base.register_variant) that meets a layer it
+        does not know is a refusal naming the layer's class, not a crash (inference mode then
+        runs the layer in caffepy)."""
+        try:
+            fn(self)
+        except (AttributeError, IndexError, KeyError, TypeError) as e:
+            raise self.refuse("the ONNX converter for type '%s' does not handle caffepy's %s "
+                              "(%s: %s)" % (self.type, type(self.layer).__name__,
+                                            type(e).__name__, e)) from e
+
     def tmp(self, suffix):
         """A fresh value name for an intermediate result of this layer."""
         return self.g.unique("%s/%s" % (self.name, suffix))

@@ -74,7 +74,7 @@ def build_graph(net, opset=DEFAULT_OPSET, dynamic_batch=False, extra_outputs=())
             fn = CONVERTERS.get(lp.type)
             if fn is None:
                 raise ctx.refuse("no ONNX converter for this layer type")
-            fn(ctx)
+            ctx.convert(fn)
         for t, v in zip(lp.top, tops):
             current[t] = v
     for name in list(net.outputs) + [b for b in extra_outputs if b not in net.outputs]:

@@ -138,7 +138,7 @@ def export_part(net, layers, outputs=(), substitutes=None, name=None, external_b
                            [t.shape for t in net.top_vecs[i]], net)
         if fn is None:
             raise ctx.refuse("no ONNX converter for this layer type")
-        fn(ctx)
+        ctx.convert(fn)
         for t, v, blob in zip(net.net_param.layer[end].top, info.tops_of[end], net.top_vecs[end]):
             current[t] = v
             produced.add(v)

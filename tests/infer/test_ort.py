@@ -358,3 +358,18 @@ def test_a_count_known_at_run_time_crosses_parts():
             assert got[k].shape == want[k].shape and _rel(got[k], want[k]) <= 1e-5, k
         counts.add(want["rois"].shape[0])
     assert len(counts) == 2 and plan.rebuilds == 0
+
+
+def test_a_converter_that_does_not_fit_its_layer_leaves_the_layer_to_caffepy(monkeypatch):
+    """A converter that meets a layer class it was not written for (a fork's variant of the
+    type name) refuses it; the layer runs in caffepy between parts, the outputs unchanged."""
+    from caffepy.onnx import builder, ops_norm
+    real = ops_norm.softmax
+
+    def other_class(ctx):
+        if ctx.name == "prob":
+            return ctx.layer.across_spatial
+        return real(ctx)
+    monkeypatch.setitem(builder.CONVERTERS, "Softmax", other_class)
+    exact, fast = _pair(SMALL)
+    assert "prob" in [s.name for s in fast._plan.steps]

@@ -189,6 +189,11 @@ CASES = {
     'pad_out_w: true } }',
     "conv3d": 'layer { name: "c" type: "Convolution" bottom: "data" top: "c" '
     'convolution_param { num_output: 2 kernel_size: 2 kernel_size: 3 kernel_size: 2 pad: 1 } }',
+    # NVCaffe's BatchNorm with its own scale and bias, global and batch statistics
+    "nvcaffe_bn_scale_bias": 'layer { name: "b" type: "BatchNorm" bottom: "data" top: "b" '
+    'batch_norm_param { use_global_stats: true scale_bias: true } } layer { name: "c" '
+    'type: "BatchNorm" bottom: "b" top: "c" batch_norm_param { use_global_stats: false '
+    'scale_bias: true } }',
     # happynear's Normalize (no norm_param): L2 with its norm top, L1
     "feature_normalize": 'layer { name: "n" type: "Normalize" bottom: "data" top: "n" top: "nn" '
     'normalize_param { normalize_type: "L2" } } layer { name: "m" type: "Normalize" '

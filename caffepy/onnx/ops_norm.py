@@ -4,6 +4,7 @@ Normalize (SSD), Softmax, Eltwise, Axpy.
     BatchNorm  global stats: mu = sum_mu / s, var = sum_var / s (0 when s == 0; s the
                moving-average scale factor) -> BatchNormalization(scale 1, B 0, eps);
                batch stats (use_global_stats false): ReduceMean over every axis but 1.
+               NVCaffe's scale_bias: its scale and bias blobs instead of 1 and 0.
     BN         slope (x - mean) / sqrt(var + eps) + bias -> BatchNormalization (TEST / frozen);
                ChenglongChen's BN with moving_average false: the batch statistics, as BatchNorm's;
                SegNet's: scale x + shift (INFERENCE), or its batch statistics (LEARN) -> Mul, Add.
@@ -40,15 +41,24 @@ def batch_norm(ctx):
     nd = len(ctx.bshapes[0])
     if nd < 2:
         raise ctx.refuse("a 1-axis bottom has no channel axis for ONNX's BatchNormalization")
+    scale_bias = getattr(L, "scale_bias", False)       # NVCaffe: scale * x_hat + bias
     if not L.use_global_stats:
         d, var = _batch_stats(ctx, ctx.bottoms[0], nd)
         std = ctx.node("Sqrt", [ctx.node("Add", [var, ctx.const("eps", L.eps)])])
-        return ctx.node("Div", [d, std], ctx.tops[0])
+        if not scale_bias:
+            return ctx.node("Div", [d, std], ctx.tops[0])
+        shape = (1, -1) + (1,) * (nd - 2)
+        y = ctx.node("Mul", [ctx.node("Div", [d, std]),
+                             ctx.const("scale", param_blob(L, 3).reshape(shape))])
+        return ctx.node("Add", [y, ctx.const("bias", param_blob(L, 4).reshape(shape))],
+                        ctx.tops[0])
     sum_mu, sum_var, s = (param_blob(L, i).reshape(-1) for i in range(3))
     factor = 0.0 if s[0] == 0 else 1.0 / s[0]
     c = sum_mu.shape[0]
+    scale, bias = ((param_blob(L, 3).reshape(-1), param_blob(L, 4).reshape(-1)) if scale_bias
+                   else (np.ones(c), np.zeros(c)))
     ctx.node("BatchNormalization",
-             [ctx.bottoms[0], ctx.const("scale", np.ones(c)), ctx.const("bias", np.zeros(c)),
+             [ctx.bottoms[0], ctx.const("scale", scale), ctx.const("bias", bias),
               ctx.const("mean", sum_mu * np.float32(factor)),
               ctx.const("var", sum_var * np.float32(factor))],
              ctx.tops[0], epsilon=float(L.eps))

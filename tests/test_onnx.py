@@ -194,6 +194,9 @@ CASES = {
     'batch_norm_param { use_global_stats: true scale_bias: true } } layer { name: "c" '
     'type: "BatchNorm" bottom: "b" top: "c" batch_norm_param { use_global_stats: false '
     'scale_bias: true } }',
+    # darknet2caffe's Pooling (one more output where kernel - stride is odd)
+    "darknet_pool": 'layer { name: "layer5-maxpool" type: "Pooling" bottom: "data" top: "p" '
+    'pooling_param { pool: MAX kernel_size: 2 stride: 1 } }',
     # happynear's Normalize (no norm_param): L2 with its norm top, L1
     "feature_normalize": 'layer { name: "n" type: "Normalize" bottom: "data" top: "n" top: "nn" '
     'normalize_param { normalize_type: "L2" } } layer { name: "m" type: "Normalize" '
@@ -427,3 +430,15 @@ def test_a_converter_that_does_not_fit_the_layer_class_is_a_one_line_refusal(mon
                                           r"\(AttributeError: "):
         caffe_onnx.to_model(net)
 
+
+@pytest.mark.parametrize("body, cls", [
+    ('layer { name: "s" type: "Softmax" bottom: "data" top: "s" softmax_param '
+     '{ temperature: 2 } }', "TemperatureSoftmaxLayer"),
+    ('layer { name: "d" type: "Dropout" bottom: "data" top: "d" dropout_param '
+     '{ sample_weights_test: true } }', "SampledDropoutLayer")])
+def test_a_fork_variant_without_a_converter_is_refused_not_converted_as_the_type(body, cls):
+    # the type's converter would compute BVLC's layer (no temperature, no test-time dropout)
+    from caffepy.onnx.builder import ExportError
+    with pytest.raises(ExportError, match="caffepy's %s \\(a Caffe fork's layer under this type "
+                                          "name, caffepy.forks" % cls):
+        caffe_onnx.to_model(make_net(body))

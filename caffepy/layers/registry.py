@@ -44,6 +44,11 @@ def register_variant(type_name, when):
     return deco
 
 
+def is_variant(type_name, cls):
+    """Whether ``cls`` is registered with :func:`register_variant` under ``type_name``."""
+    return any(c is cls for _, c in _VARIANTS.get(type_name, ()))
+
+
 def layer_type_list():
     """Sorted list of every registered layer type string."""
     load_all()

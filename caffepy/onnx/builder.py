@@ -18,8 +18,17 @@ class ExportError(CaffeError):
     """A net (or one of its layers) that has no faithful ONNX form, or a bad export request."""
 
 
-def converter(*type_names):
+#: ``variants`` of a converter that handles (or refuses, for one reason) every class of its types
+ALL = "all"
+
+
+def converter(*type_names, variants=()):
+    """Register ``fn`` for ``type_names``. ``variants``: the names of the fork classes that
+    register under one of those type names (caffepy.layers.registry.register_variant) which
+    ``fn`` converts too, or :data:`ALL`; a layer of any other variant class is refused
+    (:meth:`LayerContext.convert`)."""
     def register(fn):
+        fn.variants = variants if variants == ALL else frozenset(variants)
         for t in type_names:
             if t in CONVERTERS:
                 raise ValueError("ONNX converter for %s registered twice" % t)
@@ -121,10 +130,17 @@ class LayerContext(object):
         return ExportError("layer '%s' (%s): %s" % (self.name, self.type, why))
 
     def convert(self, fn):
-        """Run converter ``fn`` on this layer. A converter written for another layer of this
-        type name (a fork's variant, caffepy.layers.base.register_variant) that meets a layer it
-        does not know is a refusal naming the layer's class, not a crash (inference mode then
-        runs the layer in caffepy)."""
+        """Run converter ``fn`` on this layer. A layer of a fork's variant class of this type
+        name (caffepy.layers.registry.register_variant) that ``fn`` does not list in its
+        ``variants`` is refused, and so is one it meets without knowing it (an attribute, index
+        or key it lacks): a one-line refusal naming the class, never a model that computes the
+        other layer's function or a crash (inference mode then runs the layer in caffepy)."""
+        from ..layers.registry import is_variant
+        cls = type(self.layer)
+        handled = getattr(fn, "variants", frozenset())
+        if handled != ALL and cls.__name__ not in handled and is_variant(self.type, cls):
+            raise self.refuse("caffepy's %s (a Caffe fork's layer under this type name, %s) has "
+                              "no ONNX converter" % (cls.__name__, cls.__module__))
         try:
             fn(self)
         except (AttributeError, IndexError, KeyError, TypeError) as e:

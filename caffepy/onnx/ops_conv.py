@@ -124,7 +124,7 @@ def pool(ctx, x, method, g, outputs):
     raise ctx.refuse("unknown pooling method %d" % method)
 
 
-@converter("Pooling")
+@converter("Pooling", variants=("PoolingNdLayer", "Darknet2CaffePoolingLayer"))
 def pooling(ctx):
     L = ctx.layer
     P = type(ctx.lp.pooling_param)
@@ -134,7 +134,7 @@ def pooling(ctx):
     pool(ctx, ctx.bottoms[0], L.method, L.geom, ctx.tops)
 
 
-@converter("SPP")
+@converter("SPP", variants=("PyramidTypeSPPLayer", "PyramidShapeSPPLayer"))
 def spp(ctx):
     L = ctx.layer
     if getattr(L, "edges", None) is not None:

@@ -17,7 +17,7 @@ continuation input has no ONNX equivalent), the loss and accuracy layers (need l
 """
 import numpy as np
 
-from .builder import converter
+from .builder import ALL, converter
 
 
 def _sizes(ctx, x, hw):
@@ -62,7 +62,7 @@ def _segnet_upsample(ctx):
              ctx.tops[0], kernel_shape=scales, strides=scales, pads=[0, 0] + ends)
 
 
-@converter("Upsample")
+@converter("Upsample", variants=("SegNetUpsampleLayer",))
 def upsample(ctx):
     from ..forks.segmentation.segnet import SegNetUpsampleLayer
     if isinstance(ctx.layer, SegNetUpsampleLayer):
@@ -73,7 +73,7 @@ def upsample(ctx):
              coordinate_transformation_mode="asymmetric", nearest_mode="floor")
 
 
-@converter("PriorBox")
+@converter("PriorBox", variants=ALL)     # the layer's own forward, stored
 def prior_box(ctx):
     i = ctx.net.layers.index(ctx.layer)
     ctx.layer.forward(ctx.net.bottom_vecs[i], ctx.net.top_vecs[i])
@@ -84,6 +84,7 @@ def prior_box(ctx):
 def _refuse(why):
     def convert(ctx):
         raise ctx.refuse(why)
+    convert.variants = ALL              # every class of the type, for the same reason
     return convert
 
 

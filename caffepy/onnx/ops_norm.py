@@ -35,7 +35,7 @@ def _batch_stats(ctx, x, nd):
     return d, var
 
 
-@converter("BatchNorm")
+@converter("BatchNorm", variants=("ScaleBiasBatchNormLayer",))
 def batch_norm(ctx):
     L = ctx.layer
     nd = len(ctx.bshapes[0])
@@ -83,7 +83,7 @@ def _segnet_bn(ctx):
     ctx.node("Add", [y, ctx.const("shift", shift)], ctx.tops[0])
 
 
-@converter("BN")
+@converter("BN", variants=("SegNetBNLayer", "EwmaBNLayer"))
 def bn(ctx):
     from ..forks.segmentation.segnet import SegNetBNLayer
     from ..proto import caffe_pb2
@@ -185,7 +185,7 @@ def _feature_normalize(ctx):
     ctx.node("Div", [x, n], ctx.tops[0])
 
 
-@converter("Normalize")
+@converter("Normalize", variants=("FeatureNormalizeLayer",))
 def normalize(ctx):
     from ..forks.face.amsoftmax import FeatureNormalizeLayer
     L = ctx.layer

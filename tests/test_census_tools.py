@@ -297,3 +297,24 @@ def test_measure_runs_the_strict_pass_after_every_lenient_reading(tmp_path, capf
         strict_ok = cli.main(["summary", str(path), "--strict"]) == 0
         assert strict_ok == (what == "data_layer"), what   # a reader's fields: structure only
         capfd.readouterr()
+
+
+def test_commands_count_a_raw_traceback_apart_from_a_one_line_error(tmp_path, monkeypatch):
+    import subprocess
+    import commands
+    v1 = 'layers { name: "ip" type: INNER_PRODUCT bottom: "x" top: "ip" }\n'
+    v2 = 'layer { name: "ip" type: "InnerProduct" bottom: "x" top: "ip" }\n'
+    deploy = {"complete": True, "deploy_with_inputs": True, "read": True}
+    assert commands.wanted("upgrade", deploy, v1) and not commands.wanted("upgrade", deploy, v2)
+    assert commands.wanted("export", deploy, v2)
+    assert not commands.wanted("export", dict(deploy, deploy_with_inputs=False), v2)
+    assert not commands.wanted("draw-shapes", dict(deploy, modules=1), v2)
+    ends = iter([(0, "wrote x\n"), (1, "caffepy export: error: FILE:3: layer 'a': bad\n"),
+                 (1, "Traceback (most recent call last):\n  File ...\nKeyError: 'cont'\n")])
+
+    def fake(argv, **kw):
+        rc, err = next(ends)
+        return subprocess.CompletedProcess(argv, rc, "", err)
+    monkeypatch.setattr(commands.subprocess, "run", fake)
+    assert [commands.outcome(["export"], 5, str(tmp_path))[0] for _ in range(3)] == \
+        ["ok", "error", "traceback"]

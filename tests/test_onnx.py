@@ -442,3 +442,15 @@ def test_a_fork_variant_without_a_converter_is_refused_not_converted_as_the_type
     with pytest.raises(ExportError, match="caffepy's %s \\(a Caffe fork's layer under this type "
                                           "name, caffepy.forks" % cls):
         caffe_onnx.to_model(make_net(body))
+
+
+def test_a_fork_variant_of_a_refused_type_gets_the_types_reason():
+    # SegNet's class-weighted SoftmaxWithLoss: refused as every loss is, for its labels
+    from caffepy.onnx.builder import ExportError
+    net = make_net('layer { name: "l" type: "SoftmaxWithLoss" bottom: "data" bottom: "lab" '
+                   'top: "l" loss_param { weight_by_label_freqs: true class_weighting: 1 '
+                   'class_weighting: 1 class_weighting: 1 } }',
+                   (("data", (2, 3, 7, 9)), ("lab", (2, 1, 7, 9))))
+    assert type(net.layers[2]).__name__ == "ClassWeightedSoftmaxWithLossLayer"
+    with pytest.raises(ExportError, match="needs labels: export the deploy net$"):
+        caffe_onnx.to_model(net)

@@ -28,7 +28,8 @@ def converter(*type_names, variants=()):
     ``fn`` converts too, or :data:`ALL`; a layer of any other variant class is refused
     (:meth:`LayerContext.convert`)."""
     def register(fn):
-        fn.variants = variants if variants == ALL else frozenset(variants)
+        if variants or not hasattr(fn, "variants"):        # a refusing converter keeps ALL
+            fn.variants = variants if variants == ALL else frozenset(variants)
         for t in type_names:
             if t in CONVERTERS:
                 raise ValueError("ONNX converter for %s registered twice" % t)

@@ -12,6 +12,8 @@ import numpy as np
 from ..errors import CaffeError
 
 CONVERTERS = {}
+#: (type name, class name) -> the converter of a fork's variant class (:func:`variant_converter`)
+VARIANT_CONVERTERS = {}
 
 
 class ExportError(CaffeError):
@@ -25,8 +27,8 @@ ALL = "all"
 def converter(*type_names, variants=()):
     """Register ``fn`` for ``type_names``. ``variants``: the names of the fork classes that
     register under one of those type names (caffepy.layers.registry.register_variant) which
-    ``fn`` converts too, or :data:`ALL`; a layer of any other variant class is refused
-    (:meth:`LayerContext.convert`)."""
+    ``fn`` converts too, or :data:`ALL`; a layer of any other variant class without a converter
+    of its own (:func:`variant_converter`) is refused (:meth:`LayerContext.convert`)."""
     def register(fn):
         if variants or not hasattr(fn, "variants"):        # a refusing converter keeps ALL
             fn.variants = variants if variants == ALL else frozenset(variants)
@@ -34,6 +36,19 @@ def converter(*type_names, variants=()):
             if t in CONVERTERS:
                 raise ValueError("ONNX converter for %s registered twice" % t)
             CONVERTERS[t] = fn
+        return fn
+    return register
+
+
+def variant_converter(type_name, class_name):
+    """Register ``fn`` for the fork class ``class_name`` that caffepy builds under ``type_name``
+    (caffepy.layers.registry.register_variant): it converts those layers instead of the type's
+    converter."""
+    def register(fn):
+        key = (type_name, class_name)
+        if key in VARIANT_CONVERTERS:
+            raise ValueError("ONNX converter for %s %s registered twice" % key)
+        VARIANT_CONVERTERS[key] = fn
         return fn
     return register
 
@@ -130,18 +145,25 @@ class LayerContext(object):
     def refuse(self, why):
         return ExportError("layer '%s' (%s): %s" % (self.name, self.type, why))
 
-    def convert(self, fn):
-        """Run converter ``fn`` on this layer. A layer of a fork's variant class of this type
-        name (caffepy.layers.registry.register_variant) that ``fn`` does not list in its
-        ``variants`` is refused, and so is one it meets without knowing it (an attribute, index
-        or key it lacks): a one-line refusal naming the class, never a model that computes the
-        other layer's function or a crash (inference mode then runs the layer in caffepy)."""
+    def convert(self):
+        """Run this layer's converter: the one registered for its class when it is a fork's
+        variant of the type name (caffepy.layers.registry.register_variant,
+        :func:`variant_converter`), else the type's. A variant class that neither has its own
+        nor is listed in the type converter's ``variants`` is refused, and so is a layer the
+        converter meets without knowing it (an attribute, index or key it lacks): a one-line
+        refusal naming the class, never a model that computes the other layer's function or a
+        crash (inference mode then runs the layer in caffepy)."""
         from ..layers.registry import is_variant
         cls = type(self.layer)
-        handled = getattr(fn, "variants", frozenset())
-        if handled != ALL and cls.__name__ not in handled and is_variant(self.type, cls):
-            raise self.refuse("caffepy's %s (a Caffe fork's layer under this type name, %s) has "
-                              "no ONNX converter" % (cls.__name__, cls.__module__))
+        fn = VARIANT_CONVERTERS.get((self.type, cls.__name__))
+        if fn is None:
+            fn = CONVERTERS.get(self.type)
+            if fn is None:
+                raise self.refuse("no ONNX converter for this layer type")
+            handled = getattr(fn, "variants", frozenset())
+            if handled != ALL and cls.__name__ not in handled and is_variant(self.type, cls):
+                raise self.refuse("caffepy's %s (a Caffe fork's layer under this type name, %s) "
+                                  "has no ONNX converter" % (cls.__name__, cls.__module__))
         try:
             fn(self)
         except (AttributeError, IndexError, KeyError, TypeError) as e:

@@ -10,7 +10,7 @@ import json
 
 import numpy as np
 
-from .builder import CONVERTERS, ExportError, Graph, LayerContext
+from .builder import ExportError, Graph, LayerContext
 
 MIN_OPSET = 13
 DEFAULT_OPSET = 13
@@ -71,10 +71,7 @@ def build_graph(net, opset=DEFAULT_OPSET, dynamic_batch=False, extra_outputs=())
         if lp.type == "Input":
             g.inputs.extend(zip(tops, tshapes))
         else:
-            fn = CONVERTERS.get(lp.type)
-            if fn is None:
-                raise ctx.refuse("no ONNX converter for this layer type")
-            ctx.convert(fn)
+            ctx.convert()
         for t, v in zip(lp.top, tops):
             current[t] = v
     for name in list(net.outputs) + [b for b in extra_outputs if b not in net.outputs]:

@@ -17,7 +17,7 @@ continuation input has no ONNX equivalent), the loss and accuracy layers (need l
 """
 import numpy as np
 
-from .builder import ALL, converter
+from .builder import ALL, converter, variant_converter
 
 
 def _sizes(ctx, x, hw):
@@ -42,7 +42,8 @@ def interp(ctx):
              coordinate_transformation_mode="align_corners")
 
 
-def _segnet_upsample(ctx):
+@variant_converter("Upsample", "SegNetUpsampleLayer")
+def segnet_upsample(ctx):
     """SegNet's Upsample (caffepy.forks.segmentation.segnet): each value goes to its plane's
     position in the mask (a Pooling layer's mask top, h Wo + w) -> MaxUnpool, whose indices run
     over the whole output: the mask plus (n C + c) Ho Wo."""
@@ -62,11 +63,8 @@ def _segnet_upsample(ctx):
              ctx.tops[0], kernel_shape=scales, strides=scales, pads=[0, 0] + ends)
 
 
-@converter("Upsample", variants=("SegNetUpsampleLayer",))
+@converter("Upsample")
 def upsample(ctx):
-    from ..forks.segmentation.segnet import SegNetUpsampleLayer
-    if isinstance(ctx.layer, SegNetUpsampleLayer):
-        return _segnet_upsample(ctx)
     s = float(ctx.layer.s)
     scales = ctx.const("scales", np.array([1.0, 1.0, s, s]))
     ctx.node("Resize", [ctx.bottoms[0], "", scales], ctx.tops[0], mode="nearest",

@@ -18,7 +18,7 @@ Normalize (SSD), Softmax, Eltwise, Axpy.
 """
 import numpy as np
 
-from .builder import converter, param_blob
+from .builder import converter, param_blob, variant_converter
 
 
 @converter("Softmax")
@@ -64,7 +64,8 @@ def batch_norm(ctx):
              ctx.tops[0], epsilon=float(L.eps))
 
 
-def _segnet_bn(ctx):
+@variant_converter("BN", "SegNetBNLayer")
+def segnet_bn(ctx):
     """SegNet's BN (caffepy.forks.segmentation.segnet): INFERENCE y = scale x + shift; LEARN
     y = scale (x - mu) / sqrt(var + 1e-9) + shift with the batch's mu and var = E[x^2] - mu^2
     (in every phase, as SegNet computes it), the optional tops mu and var."""
@@ -83,13 +84,10 @@ def _segnet_bn(ctx):
     ctx.node("Add", [y, ctx.const("shift", shift)], ctx.tops[0])
 
 
-@converter("BN", variants=("SegNetBNLayer", "EwmaBNLayer"))
+@converter("BN", variants=("EwmaBNLayer",))
 def bn(ctx):
-    from ..forks.segmentation.segnet import SegNetBNLayer
     from ..proto import caffe_pb2
     L = ctx.layer
-    if isinstance(L, SegNetBNLayer):
-        return _segnet_bn(ctx)
     if ctx.layer.phase == caffe_pb2.TRAIN and not L.frozen:
         raise ctx.refuse("TRAIN-phase BN uses batch statistics and updates them; export TEST")
     slope, bias, mean, var = (param_blob(L, i).reshape(-1) for i in range(4))
@@ -171,7 +169,8 @@ def mvn(ctx):
         ctx.node("Div", [y, std], ctx.tops[0])
 
 
-def _feature_normalize(ctx):
+@variant_converter("Normalize", "FeatureNormalizeLayer")
+def feature_normalize(ctx):
     """happynear's Normalize (caffepy.forks.face.amsoftmax): y = x / n over the channels with
     n = sqrt(sum x^2 + 1e-6) (L2) or sum |x| + 1e-6 (L1); the optional second top n."""
     x = ctx.bottoms[0]
@@ -185,12 +184,9 @@ def _feature_normalize(ctx):
     ctx.node("Div", [x, n], ctx.tops[0])
 
 
-@converter("Normalize", variants=("FeatureNormalizeLayer",))
+@converter("Normalize")
 def normalize(ctx):
-    from ..forks.face.amsoftmax import FeatureNormalizeLayer
     L = ctx.layer
-    if isinstance(L, FeatureNormalizeLayer):
-        return _feature_normalize(ctx)
     nd = len(ctx.bshapes[0])
     axes = list(range(1, nd)) if L.across_spatial else [1]
     x = ctx.bottoms[0]

@@ -22,7 +22,7 @@ converts). The ``onnx`` package is not needed: the bytes come from caffepy.onnx.
 import bisect
 import weakref
 
-from .builder import CONVERTERS, ExportError, Graph, LayerContext
+from .builder import ExportError, Graph, LayerContext
 from .export import _load_converters, _value_names
 
 OPSET = 13
@@ -132,13 +132,10 @@ def export_part(net, layers, outputs=(), substitutes=None, name=None, external_b
         if i in substitutes:
             layer, end = substitutes[i]
             skip.update(range(i + 1, end + 1))
-        fn = CONVERTERS.get(lp.type)
         ctx = LayerContext(g, layer, lp, bottoms, info.tops_of[end],
                            [b.shape for b in net.bottom_vecs[i]],
                            [t.shape for t in net.top_vecs[i]], net)
-        if fn is None:
-            raise ctx.refuse("no ONNX converter for this layer type")
-        ctx.convert(fn)
+        ctx.convert()
         for t, v, blob in zip(net.net_param.layer[end].top, info.tops_of[end], net.top_vecs[end]):
             current[t] = v
             produced.add(v)

@@ -57,13 +57,14 @@ def _load(args):
         source, filename, what = solver_net(args.input, phase)
         log.info("draw.py", what)
     param = proto_io.read_net(source)
-    digits.complete(param, args.num_classes, filename or source, stand_in=True)
+    named = filename or source                   # the file the net's error lines name
+    digits.complete(param, args.num_classes, named, stand_in=True)
     if args.shapes:
         from ..net import Net
         try:
-            return draw.net_json(Net(param, phase, filename=filename or source))
+            return draw.net_json(Net(param, phase, filename=named))
         except CaffeError as e:
-            net = _summarized(param, phase, filename or source, args, e)
+            net = _summarized(param, phase, named, args, e)
             return draw.net_json(param, phase=phase, net=net)
     return draw.net_json(param, phase=args.phase)
 

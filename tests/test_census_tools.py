@@ -318,3 +318,27 @@ def test_commands_count_a_raw_traceback_apart_from_a_one_line_error(tmp_path, mo
     monkeypatch.setattr(commands.subprocess, "run", fake)
     assert [commands.outcome(["export"], 5, str(tmp_path))[0] for _ in range(3)] == \
         ["ok", "error", "traceback"]
+
+
+def test_mutants_edit_the_text_reproducibly_and_classify_the_ends():
+    import random
+    import mutants
+    text = ('name: "n"\ninput: "data"\ninput_dim: 1\ninput_dim: 3\ninput_dim: 8\ninput_dim: 8\n'
+            'layer {\n  name: "c"\n  type: "Convolution"\n  bottom: "data"\n  top: "c"\n'
+            '  convolution_param {\n    num_output: 4\n    kernel_size: 3\n  }\n}\n')
+    first = [mutants.mutate(text, random.Random(s), ["Pooling", "ReLU"]) for s in range(40)]
+    again = [mutants.mutate(text, random.Random(s), ["Pooling", "ReLU"]) for s in range(40)]
+    assert first == again                                   # the seed decides every edit
+    assert all(1 <= len(edits) <= 3 for _, edits in first)
+    changed = [m for m, _ in first if m != text]
+    assert len(changed) >= 35
+    edits = [e for _, es in first for e in es]
+    assert any("dropped" in e for e in edits) and any(" + " in e for e in edits)
+    assert any(" type " in e for e in edits)
+    assert any(e.split(": ")[-1].split(":")[-1] in mutants.NUMBERS for e in edits)
+    assert any('type: "Pooling"' in m or 'type: "ReLU"' in m for m, _ in first)
+    assert mutants.ends("timeout", "") == "timeout"
+    assert mutants.ends(0, "") == "ok"
+    assert mutants.ends(1, "caffepy summary: error: FILE:3: layer 'c': bad\n") == "error"
+    assert mutants.ends(70, "Traceback (most recent call last):\nKeyError: 'x'\n") == "traceback"
+    assert {"CaffeError", "ProtoError", "NetError", "ShapeError"} <= mutants.caffe_errors()

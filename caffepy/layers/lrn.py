@@ -103,7 +103,7 @@ class LRNLayer(Layer):
             self.powed = self._buffer("_powed_buf", x)
             k.lrn_across_scale(x.reshape(n, c, -1), self.size, dt(self.alpha) / dt(self.size),
                                dt(self.k), self.scale.reshape(n, c, -1))
-            np.power(self.scale, dt(-self.beta), out=self.powed)     # numpy's SIMD power
+            k.powx(self.scale.reshape(-1), dt(-self.beta), self.powed.reshape(-1))
             np.multiply(x, self.powed, out=top[0].data)
             return
         if self.across:

@@ -2,6 +2,11 @@
 
 Layers whose gradient needs x keep a copy of it when run in place (top is bottom). Parameterised
 exponentials (Exp, Log, Power) live in ``layers/power.py``.
+
+Sigmoid, TanH, BNLL, ELU and Swish (and Exp, Log) compute through the C math library in Caffe's
+order of operations when numba is installed (:mod:`caffepy.math._numba_libm`): their float32
+values are then BVLC Caffe's CPU values bit for bit; without numba, numpy's functions, within a
+unit or two in the last place.
 """
 import numpy as np
 
@@ -24,16 +29,40 @@ class ElementwiseLayer(NeuronLayer):
     def df(self, x, y):
         raise NotImplementedError
 
+    def c_forward(self, k, x, y):
+        """Compute y from x (flat, of one float type) with the kernels ``k`` of Caffe's own
+        arithmetic (:mod:`caffepy.math._numba_libm`) and return True; False: ``f`` does."""
+        return False
+
+    def c_backward(self, k, x, y, dy, dx):
+        """As :meth:`c_forward` for the gradient (flat x, y, dy, dx); False: ``df`` does."""
+        return False
+
     def forward_cpu(self, bottom, top):
         x = bottom[0].data
         self._x_copy = x.copy() if (self.needs_input and top[0] is bottom[0]) else None
-        top[0].data[...] = self.f(x)
+        flat = _flat(x, top[0].data)
+        if flat is None or not self.c_forward(kernels.get(), *flat):
+            top[0].data[...] = self.f(x)
 
     def backward_cpu(self, top, propagate_down, bottom):
         if not propagate_down[0]:
             return
         x = self._x_copy if top[0] is bottom[0] and self._x_copy is not None else bottom[0].data
-        bottom[0].diff[...] = top[0].diff * self.df(x, top[0].data)
+        flat = _flat(x, top[0].data, top[0].diff, bottom[0].diff)
+        if flat is None or not self.c_backward(kernels.get(), *flat):
+            bottom[0].diff[...] = top[0].diff * self.df(x, top[0].data)
+
+
+def _flat(*arrays):
+    """Flat views of ``arrays`` when the kernels are on and all are C-contiguous float32 or
+    float64 arrays of one type; else None."""
+    if kernels.get() is None or not kernels.contiguous(*arrays):
+        return None
+    dtype = arrays[0].dtype
+    if dtype not in (np.float32, np.float64) or any(a.dtype != dtype for a in arrays):
+        return None
+    return [a.reshape(-1) for a in arrays]
 
 
 def _sigmoid(x):
@@ -158,6 +187,14 @@ class SigmoidLayer(ElementwiseLayer):
     def df(self, x, y):
         return y * (1 - y)
 
+    def c_forward(self, k, x, y):
+        k.sigmoid_c(x, y)
+        return True
+
+    def c_backward(self, k, x, y, dy, dx):
+        k.sigmoid_c_backward(y, dy, dx)
+        return True
+
 
 @register_layer("TanH")
 class TanHLayer(ElementwiseLayer):
@@ -168,7 +205,11 @@ class TanHLayer(ElementwiseLayer):
         return np.tanh(x)
 
     def df(self, x, y):
-        return 1 - y * y
+        return 1 - y * y          # Caffe's: dy * (1 - y * y), each step in the blob's type
+
+    def c_forward(self, k, x, y):
+        k.tanh_c(x, y)
+        return True
 
 
 @register_layer("AbsVal")
@@ -187,11 +228,22 @@ class BNLLLayer(ElementwiseLayer):
     """Binomial normal log likelihood (softplus): y = log(1 + exp(x)), computed stably as
     max(x, 0) + log(1 + exp(-|x|));  dL/dx = dL/dy * sigmoid(x).  No parameters."""
 
+    #: Caffe's kBNLL_THRESHOLD: the backward's exp(min(x, 50)).
+    THRESHOLD = 50.0
+
     def f(self, x):
         return np.maximum(x, 0) + np.log1p(np.exp(-np.abs(x)))
 
     def df(self, x, y):
         return _sigmoid(x)
+
+    def c_forward(self, k, x, y):
+        k.bnll_c(x, y)
+        return True
+
+    def c_backward(self, k, x, y, dy, dx):
+        k.bnll_c_backward(x, dy, x.dtype.type(self.THRESHOLD), dx)
+        return True
 
 
 @register_layer("ELU")
@@ -210,6 +262,11 @@ class ELULayer(ElementwiseLayer):
     def df(self, x, y):
         return np.where(x > 0, 1, y + self.alpha)
 
+    def c_forward(self, k, x, y):
+        t = x.dtype.type
+        k.elu_c(x, t(self.alpha), t(0), t(1), y)
+        return True
+
 
 @register_layer("Swish")
 class SwishLayer(ElementwiseLayer):
@@ -223,11 +280,28 @@ class SwishLayer(ElementwiseLayer):
         self.beta = self.layer_param.swish_param.beta
 
     def f(self, x):
+        self._sigmoid_out = None
         return x * _sigmoid(self.beta * x)
 
     def df(self, x, y):
         s = _sigmoid(self.beta * x)
         return self.beta * y + s * (1 - self.beta * y)
+
+    def c_forward(self, k, x, y):
+        """Caffe's: s = sigmoid(beta * x) (a Sigmoid layer on x scaled in the blob's type), kept
+        for the backward; y = x * s."""
+        s = np.multiply(x, x.dtype.type(self.beta))
+        k.sigmoid_c(s, s)
+        np.multiply(x, s, out=y)
+        self._sigmoid_out = s
+        return True
+
+    def c_backward(self, k, x, y, dy, dx):
+        s = getattr(self, "_sigmoid_out", None)
+        if s is None or s.shape != y.shape or s.dtype != y.dtype:
+            return False
+        k.swish_c_backward(y, s, dy, y.dtype.type(self.beta), dx)
+        return True
 
 
 @register_layer("Clip")

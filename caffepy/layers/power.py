@@ -1,4 +1,8 @@
-"""Parameterised exponential neuron layers: Power, Exp, Log (element-wise, in-place allowed)."""
+"""Parameterised exponential neuron layers: Power, Exp, Log (element-wise, in-place allowed).
+
+Exp and Log follow Caffe's CPU layers step by step when numba is installed (their constants in
+the blob's type from the C library's ``log`` / ``pow`` / ``exp``, each scaling a separate
+rounding, :mod:`caffepy.math._numba_libm`): BVLC Caffe's values bit for bit."""
 import numpy as np
 
 from .neuron import ElementwiseLayer
@@ -31,6 +35,55 @@ class PowerLayer(ElementwiseLayer):
             return np.full_like(x, self.diff_scale)
         return self.diff_scale * np.power(self.shift + self.scale * x, self.power - 1)
 
+    def _c_base(self, x, out):
+        """out = x, times scale where it is not 1, plus shift where it is not 0: Caffe's copy,
+        caffe_scal, caffe_add_scalar, each rounded in the blob's type."""
+        t = x.dtype.type
+        out[...] = x
+        if self.scale != 1:
+            out *= t(self.scale)
+        if self.shift != 0:
+            out += t(self.shift)
+        return out
+
+    def c_forward(self, k, x, y):
+        t = x.dtype.type
+        if t(self.power) * t(self.scale) == 0:
+            y[...] = t(1) if self.power == 0 else _c_scalar(k, None, t(self.shift), t(self.power))
+            return True
+        self._c_base(x, y)
+        if self.power != 1:
+            k.powx(y, t(self.power), y)
+        return True
+
+    def c_backward(self, k, x, y, dy, dx):
+        """Caffe's cases: diff_scale (power 1; 0 when diff_scale is 0, dy unused); power 2:
+        diff_scale * scale * x (+ diff_scale * shift); shift 0: power * (y / x); else
+        diff_scale * (y / (scale x + shift)); then times dy."""
+        t = x.dtype.type
+        diff_scale = t(self.power) * t(self.scale)
+        if diff_scale == 0:
+            dx[...] = 0
+            return True
+        if self.power == 1:
+            dx[...] = diff_scale
+        elif self.power == 2:
+            g = np.multiply(x, diff_scale * t(self.scale))
+            if self.shift != 0:
+                g += diff_scale * t(self.shift)
+            dx[...] = g
+        elif self.shift == 0:
+            g = np.divide(y, x)
+            g *= t(self.power)
+            dx[...] = g
+        else:
+            g = np.divide(y, self._c_base(x, np.empty_like(x)))
+            if diff_scale != 1:
+                g *= diff_scale
+            dx[...] = g
+        np.multiply(dy, dx, out=dx)
+        return True
+
 
 def _log_base(layer, base):
     if base == -1:
@@ -38,6 +91,21 @@ def _log_base(layer, base):
     if base <= 0:
         raise layer.error("base must be strictly positive (or -1 for e), got %g" % base)
     return float(np.log(base))
+
+
+def _c_scalar(k, fn, *values):
+    """fn (a flat kernel of one input, or powx) of scalars of the blob's type, as one value."""
+    out = np.empty(1, values[0].dtype)
+    if len(values) == 1:
+        fn(np.array([values[0]]), out)
+    else:
+        k.powx(np.array([values[0]]), values[1], out)
+    return out[0]
+
+
+def _c_log_base(k, t, base):
+    """Caffe's ``log_base``: 1 for base -1, else log(base) in the blob's type ``t``."""
+    return t(1) if base == -1 else _c_scalar(k, k.log_c, t(base))
 
 
 @register_layer("Exp")
@@ -61,6 +129,35 @@ class ExpLayer(ElementwiseLayer):
     def df(self, x, y):
         return y * self.inner_scale
 
+    def _c_scales(self, k, t):
+        """Caffe's inner_scale_ = log_base * scale and outer_scale_ = 1 (shift 0), else
+        pow(base, shift) or exp(shift) (base -1), all of the blob's type ``t``."""
+        p = self.layer_param.exp_param
+        inner = _c_log_base(k, t, p.base) * t(p.scale)
+        if p.shift == 0:
+            return inner, t(1)
+        if p.base == -1:
+            return inner, _c_scalar(k, k.exp_c, t(p.shift))
+        return inner, _c_scalar(k, None, t(p.base), t(p.shift))
+
+    def c_forward(self, k, x, y):
+        inner, outer = self._c_scales(k, x.dtype.type)
+        if inner == 1:
+            k.exp_c(x, y)
+        else:
+            np.multiply(x, inner, out=y)
+            k.exp_c(y, y)
+        if outer != 1:
+            y *= outer
+        return True
+
+    def c_backward(self, k, x, y, dy, dx):
+        inner, _ = self._c_scales(k, y.dtype.type)
+        np.multiply(y, dy, out=dx)
+        if inner != 1:
+            dx *= inner
+        return True
+
 
 @register_layer("Log")
 class LogLayer(ElementwiseLayer):
@@ -80,3 +177,34 @@ class LogLayer(ElementwiseLayer):
 
     def df(self, x, y):
         return self.scale * self.base_scale / (self.shift + self.scale * x)
+
+    def _c_input(self, x, out):
+        """out = x, times scale where it is not 1, plus shift where it is not 0 (the blob's type,
+        each step rounded): Caffe's copy, caffe_scal, caffe_add_scalar."""
+        t = x.dtype.type
+        out[...] = x
+        if self.scale != 1:
+            out *= t(self.scale)
+        if self.shift != 0:
+            out += t(self.shift)
+        return out
+
+    def c_forward(self, k, x, y):
+        t = x.dtype.type
+        base_scale = t(1) / _c_log_base(k, t, self.layer_param.log_param.base)
+        k.log_c(self._c_input(x, np.empty_like(x)), y)
+        if base_scale != 1:
+            y *= base_scale
+        return True
+
+    def c_backward(self, k, x, y, dy, dx):
+        """Caffe's: (scale x + shift) ^ -1 (caffe_powx), times scale / log_base where that is not
+        1, times dy."""
+        t = x.dtype.type
+        num_scale = t(self.scale) / _c_log_base(k, t, self.layer_param.log_param.base)
+        inv = self._c_input(x, np.empty_like(x))
+        k.powx(inv, t(-1), inv)
+        if num_scale != 1:
+            inv *= num_scale
+        np.multiply(dy, inv, out=dx)
+        return True

@@ -1,0 +1,101 @@
+"""numba kernels of the element-wise layers whose values come from the C math library, written in
+BVLC Caffe's order of operations so that the CPU results are Caffe's bit for bit (imported through
+:mod:`caffepy.math._numba_kernels`).
+
+Caffe's CPU layers call ``exp``, ``log``, ``tanh`` and ``pow`` per element; with a float blob
+these are the C library's float functions (``expf``, ``logf``, ``tanhf``, ``powf``) and with a
+double blob the double ones. numpy's float32 ``exp`` / ``log`` / ``tanh`` are its own SIMD
+approximations, which differ from the C library's in the last place for a large share of inputs
+(measured: ``exp`` on 39%, ``tanh`` on 35% of N(0, 25) samples). Inside these kernels
+``math.exp`` of a float32 is LLVM's ``exp.f32``, a call to ``expf`` (no fast-math). Where Caffe
+writes a double constant (``0.5 * tanh(0.5 * x) + 0.5``, ``log(1. + exp(x))``,
+``1. - sigmoid_x``) the expression is evaluated in double and rounded once to the blob's type, as
+C++ does. Every kernel takes flat arrays; the output may be the input (in place)."""
+import math
+
+import numpy as np
+from numba import njit, prange
+
+_opts = dict(parallel=True, cache=True, nogil=True, fastmath=False)
+
+
+@njit(**_opts)
+def exp_c(x, y):
+    """y = exp(x): Caffe's ``caffe_exp`` (``vsExp`` without MKL: ``exp`` per element)."""
+    for i in prange(x.shape[0]):
+        y[i] = math.exp(x[i])
+
+
+@njit(**_opts)
+def log_c(x, y):
+    """y = log(x): Caffe's ``caffe_log``."""
+    for i in prange(x.shape[0]):
+        y[i] = math.log(x[i])
+
+
+@njit(**_opts)
+def powx(a, b, out):
+    """out = a ** b, b a scalar of their type: Caffe's ``caffe_powx`` (``std::pow`` per element;
+    LRN's scale^-beta, Log's backward)."""
+    for i in prange(a.shape[0]):
+        out[i] = a[i] ** b
+
+
+@njit(**_opts)
+def tanh_c(x, y):
+    """y = tanh(x): TanHLayer::Forward_cpu."""
+    for i in prange(x.shape[0]):
+        y[i] = math.tanh(x[i])
+
+
+@njit(**_opts)
+def sigmoid_c(x, y):
+    """y = 0.5 * tanh(0.5 * x) + 0.5 in double, rounded once: SigmoidLayer's ``sigmoid``."""
+    for i in prange(x.shape[0]):
+        y[i] = 0.5 * math.tanh(0.5 * np.float64(x[i])) + 0.5
+
+
+@njit(**_opts)
+def sigmoid_c_backward(y, dy, dx):
+    """dx = (dy * y) * (1. - y): the product of the blob's type, then the double factor."""
+    for i in prange(y.shape[0]):
+        s = y[i]
+        dx[i] = np.float64(dy[i] * s) * (1.0 - np.float64(s))
+
+
+@njit(**_opts)
+def bnll_c(x, y):
+    """BNLLLayer: x > 0 ? x + log(1. + exp(-x)) : log(1. + exp(x)); exp of the blob's type, the
+    rest in double."""
+    for i in prange(x.shape[0]):
+        v = x[i]
+        if v > 0:
+            y[i] = np.float64(v) + math.log(1.0 + np.float64(math.exp(-v)))
+        else:
+            y[i] = math.log(1.0 + np.float64(math.exp(v)))
+
+
+@njit(**_opts)
+def bnll_c_backward(x, dy, threshold, dx):
+    """e = exp(min(x, threshold)); dx = (dy * e) / (e + 1.) (the division in double)."""
+    for i in prange(x.shape[0]):
+        e = math.exp(min(x[i], threshold))
+        dx[i] = np.float64(dy[i] * e) / (np.float64(e) + 1.0)
+
+
+@njit(**_opts)
+def elu_c(x, alpha, zero, one, y):
+    """ELULayer: max(x, 0) + alpha * (exp(min(x, 0)) - 1), all in the blob's type (``zero``,
+    ``one``, ``alpha`` are of it)."""
+    for i in prange(x.shape[0]):
+        v = x[i]
+        y[i] = max(v, zero) + alpha * (math.exp(min(v, zero)) - one)
+
+
+@njit(**_opts)
+def swish_c_backward(y, s, dy, beta, dx):
+    """SwishLayer: dx = dy * (beta * y + s * (1. - beta * y)); beta * y of the blob's type, the
+    rest in double."""
+    for i in prange(y.shape[0]):
+        by = beta * y[i]
+        dx[i] = np.float64(dy[i]) * (np.float64(by) + np.float64(s[i]) * (1.0 - np.float64(by)))

@@ -1,0 +1,126 @@
+"""Sigmoid, TanH, BNLL, ELU, Swish, Exp, Log and Power on float32 blobs are BVLC Caffe's CPU values
+bit for bit: each formula evaluated element by element with the C library's functions (ctypes) in
+the order, and the precision, of Caffe's C++; and, where ../shared holds them, the recorded BVLC
+Caffe cases of these layers compared byte for byte."""
+import ctypes
+import ctypes.util
+import os
+
+import numpy as np
+import pytest
+
+from caffepy.math import kernels
+from caffepy.testing import make_blobs, make_layer
+from tests.conftest import SHARED
+
+pytestmark = pytest.mark.skipif(not kernels.available() or not ctypes.util.find_library("m"),
+                                reason="numba not installed or off, or no C math library")
+F = np.float32
+
+
+def _libm():
+    m = ctypes.CDLL(ctypes.util.find_library("m"))
+    out = {}
+    for name, c in (("expf", ctypes.c_float), ("logf", ctypes.c_float),
+                    ("tanhf", ctypes.c_float), ("tanh", ctypes.c_double),
+                    ("log", ctypes.c_double), ("powf", ctypes.c_float)):
+        fn = getattr(m, name)
+        fn.restype = c
+        fn.argtypes = [c, c] if name == "powf" else [c]
+        out[name] = fn
+    return out
+
+
+C = _libm() if ctypes.util.find_library("m") else {}
+
+
+def _x(positive=False, n=3000):
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal(n) * rng.choice([0.01, 1.0, 4.0, 30.0], n)).astype(F)
+    x[:6] = [0.0, -0.0, 1e-30, -1e-30, 60.0, -60.0]
+    return np.abs(x) + F(0.01) if positive else x
+
+
+def _run(text, x, dy):
+    layer = make_layer(text, dtype=F)
+    bottom, top = make_blobs([x.reshape(3, -1)], dtype=F), make_blobs(1, dtype=F)
+    layer.setup(bottom, top)
+    layer.forward(bottom, top)
+    top[0].diff[...] = dy.reshape(top[0].shape)
+    layer.backward(top, [True], bottom)
+    return top[0].data.ravel().copy(), bottom[0].diff.ravel().copy()
+
+
+def _each(fn, *arrays):
+    return np.array([fn(*vals) for vals in zip(*arrays)], F)
+
+
+def _sig(v):
+    return 0.5 * C["tanh"](0.5 * float(v)) + 0.5
+
+
+CASES = {
+    "Sigmoid": ('type: "Sigmoid"', False,
+                lambda x: _each(_sig, x),
+                lambda x, y, dy: _each(lambda s, g: float(F(g) * F(s)) * (1.0 - float(s)), y, dy)),
+    "TanH": ('type: "TanH"', False,
+             lambda x: _each(lambda v: C["tanhf"](float(v)), x),
+             lambda x, y, dy: (dy * (F(1) - y * y)).astype(F)),
+    "BNLL": ('type: "BNLL"', False,
+             lambda x: _each(lambda v: float(v) + C["log"](1.0 + C["expf"](-float(v))) if v > 0
+                             else C["log"](1.0 + C["expf"](float(v))), x),
+             lambda x, y, dy: _each(lambda v, g: float(F(g) * F(C["expf"](min(float(v), 50.0))))
+                                    / (C["expf"](min(float(v), 50.0)) + 1.0), x, dy)),
+    "ELU": ('type: "ELU" elu_param { alpha: 0.3 }', False,
+            lambda x: _each(lambda v: F(max(v, F(0))) + F(0.3) * (F(C["expf"](float(min(v, F(0)))))
+                                                               - F(1)), x),
+            lambda x, y, dy: (dy * np.where(x > 0, F(1), F(0.3) + y)).astype(F)),
+    "Swish": ('type: "Swish" swish_param { beta: 1.5 }', False,
+              lambda x: (x * _each(_sig, x * F(1.5))).astype(F),
+              lambda x, y, dy: _each(lambda g, t, s: float(g) * (float(F(1.5) * t) + float(s) * (
+                  1.0 - float(F(1.5) * t))), dy, y, _each(_sig, x * F(1.5)))),
+    "Exp": ('type: "Exp" exp_param { base: 3 scale: 0.5 shift: -0.2 }', False,
+            lambda x: _each(C["expf"], x * (F(C["logf"](3.0)) * F(0.5))) * F(C["powf"](3.0, F(-0.2))),
+            lambda x, y, dy: (y * dy) * (F(C["logf"](3.0)) * F(0.5))),
+    "Log": ('type: "Log" log_param { base: 10 scale: 2 shift: 0.5 }', True,
+            lambda x: _each(C["logf"], x * F(2) + F(0.5)) * (F(1) / F(C["logf"](10.0))),
+            lambda x, y, dy: dy * (_each(lambda v: C["powf"](float(v), -1.0), x * F(2) + F(0.5))
+                                   * (F(2) / F(C["logf"](10.0))))),
+    "Power": ('type: "Power" power_param { power: 2.5 scale: 0.8 shift: 0.3 }', True,
+              lambda x: _each(lambda v: C["powf"](float(v), 2.5), x * F(0.8) + F(0.3)),
+              lambda x, y, dy: dy * ((y / (x * F(0.8) + F(0.3))) * (F(2.5) * F(0.8)))),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_forward_and_backward_are_caffes_arithmetic_bit_for_bit(name):
+    text, positive, forward, backward = CASES[name]
+    x = _x(positive)
+    dy = np.random.default_rng(4).standard_normal(x.size).astype(F)
+    y, dx = _run(text, x, dy)
+    want_y = forward(x).astype(F)
+    assert y.tobytes() == want_y.tobytes()
+    want_dx = backward(x, want_y, dy).astype(F)
+    with np.errstate(invalid="ignore"):
+        same = (dx == want_dx) | (np.isnan(dx) & np.isnan(want_dx))
+    assert same.all(), (name, np.flatnonzero(~same)[:5])
+
+
+@pytest.mark.parametrize("case", ["sigmoid", "tanh", "bnll", "elu", "swish", "exp", "log",
+                                  "power"])
+def test_the_recorded_bvlc_caffe_cases_match_byte_for_byte(case, monkeypatch):
+    ref = os.path.join(SHARED, "caffe-reference", case)
+    if not os.path.isdir(ref):
+        pytest.skip("needs ../shared/caffe-reference")
+    from caffepy.testing import oracle
+    seen = []
+    real = oracle.assert_close
+
+    def exact(what, got, want, tol):
+        got, want = np.asarray(got), np.asarray(want)
+        seen.append(what)
+        assert got.dtype == want.dtype and got.tobytes() == want.tobytes(), what
+        return real(what, got, want, tol)
+    monkeypatch.setattr(oracle, "assert_close", exact)
+    oracle.check_layer(ref)
+    assert any(w.startswith("top") for w in seen) and any(w.startswith("diff") for w in seen)

@@ -20,8 +20,9 @@ held-out split are left out) with one to three edits of its text, drawn from ``-
 Each mutant is written to a scratch directory and read by ``caffepy summary`` (lenient, in a
 forked child, as measure.py runs it) and, with ``--forward``, by the census forward pass when it
 builds. A run ends ``ok``, ``error`` (a one-line error), ``timeout`` or ``traceback`` (a raw
-traceback on stderr: a caffepy defect whatever the input). Prints one line per traceback (the
-file's sha256, the edits, the last line) and the counts; exit status 1 when any traceback.
+traceback on stderr: a caffepy defect whatever the input). Prints one line per traceback or
+timeout (the file's sha256, the edits, the last line) and the counts; exit status 1 when any
+traceback.
 """
 import argparse
 import collections
@@ -155,12 +156,12 @@ def main(argv=None):
                     fend = "ok" if ok else "timeout" if cat == "timeout" else \
                         "error" if refused else "traceback"
                     counts["forward " + fend] += 1
-                    if fend == "traceback":
+                    if fend in ("traceback", "timeout"):
                         print("forward %s %s #%d %s | %s" % (fend, sha[:12], k, "; ".join(edits),
                                                             line[:220]), flush=True)
-                if end == "traceback":
-                    print("summary traceback %s #%d %s | %s" % (
-                        sha[:12], k, "; ".join(edits), Z.last_line(err)[:220]), flush=True)
+                if end in ("traceback", "timeout"):
+                    print("summary %s %s #%d %s | %s" % (
+                        end, sha[:12], k, "; ".join(edits), Z.last_line(err)[:220]), flush=True)
     print(json.dumps(dict(sorted(counts.items()))))
     return 1 if counts["summary traceback"] or counts["forward traceback"] else 0
 

@@ -9,6 +9,7 @@ import os
 
 import numpy as np
 
+from ..math import kernels
 from .base import LossLayer, register_layer
 from .softmax import prediction_label_view, softmax
 
@@ -298,20 +299,53 @@ class SigmoidCrossEntropyLossLayer(LossLayer):
             return np.ones(t.shape, dtype=bool)
         return t.astype(np.int64) != self.ignore_label
 
+    def _flat(self, *arrays):
+        """Flat views for the C-library kernels (caffepy.math._numba_libm: Caffe's own order,
+        its values bit for bit), or None (numpy: within a few units in the last place)."""
+        k = kernels.get()
+        dtype = arrays[0].dtype
+        if k is None or not kernels.contiguous(*arrays) or dtype not in (np.float32, np.float64) \
+                or any(a.dtype != dtype for a in arrays):
+            return None
+        return [a.reshape(-1) for a in arrays]
+
     def forward_cpu(self, bottom, top):
         x, t = bottom[0].data, bottom[1].data
+        lp = self.layer_param.loss_param
+        outer, inner = x.shape[0], x.size // max(x.shape[0], 1)
+        flat = self._flat(x, t)
+        if flat is not None:
+            ignore = self.ignore_label
+            loss, valid = kernels.get().sigmoid_ce_loss_c(
+                flat[0], flat[1], ignore is not None, 0 if ignore is None else ignore,
+                x.dtype.type(1))
+            self.norm = normalizer(self.normalization, lp, outer, inner, valid)
+            top[0].data[...] = loss / x.dtype.type(self.norm)
+            return
         valid = self._valid(t)
         pos = x >= 0
         terms = x * (t - pos) - np.log1p(np.exp(-np.abs(x)))
-        self.norm = normalizer(self.normalization, self.layer_param.loss_param, x.shape[0],
-                               x.size // max(x.shape[0], 1), int(valid.sum()))
+        self.norm = normalizer(self.normalization, lp, outer, inner, int(valid.sum()))
         top[0].data[...] = -np.sum(terms[valid]) / self.norm
 
     def backward_cpu(self, top, propagate_down, bottom):
+        """Caffe's: sigmoid(x) - t, 0 where t is ignored, times top_diff / normalizer (the
+        factor rounded to the blob's type first)."""
         reject_label_gradient(self, propagate_down)
         if not propagate_down[0]:
             return
         x, t = bottom[0].data, bottom[1].data
+        flat = self._flat(x, t, bottom[0].diff)
+        if flat is not None:
+            dt = x.dtype.type
+            d = np.empty_like(flat[0])
+            kernels.get().sigmoid_c(flat[0], d)
+            d -= flat[1]
+            if self.ignore_label is not None:
+                d[~self._valid(flat[1])] = 0
+            d *= dt(top[0].diff.reshape(-1)[0]) / dt(self.norm)
+            flat[2][...] = d
+            return
         sig = 0.5 * (1.0 + np.tanh(0.5 * x))
         d = (sig - t) * self._valid(t)
         bottom[0].diff[...] = d * (float(top[0].diff) / self.norm)

@@ -99,3 +99,23 @@ def swish_c_backward(y, s, dy, beta, dx):
     for i in prange(y.shape[0]):
         by = beta * y[i]
         dx[i] = np.float64(dy[i]) * (np.float64(by) + np.float64(s[i]) * (1.0 - np.float64(by)))
+
+
+@njit(cache=True, nogil=True, fastmath=False)
+def sigmoid_ce_loss_c(x, t, has_ignore, ignore, one):
+    """SigmoidCrossEntropyLossLayer's sum, in its order: loss -= x * (t - (x >= 0)) -
+    log(1 + exp(x - 2 x (x >= 0))) over the elements whose int(t) is not ``ignore`` (when
+    ``has_ignore``), accumulated one element after another in the blob's type (``one`` is 1 of
+    it). Returns (loss, valid count)."""
+    zero = one - one
+    two = one + one
+    loss = zero
+    valid = 0
+    for i in range(x.shape[0]):
+        if has_ignore and int(t[i]) == ignore:
+            continue
+        v = x[i]
+        pos = one if v >= zero else zero
+        loss -= v * (t[i] - pos) - math.log(one + math.exp(v - two * v * pos))
+        valid += 1
+    return loss, valid

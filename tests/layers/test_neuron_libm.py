@@ -1,4 +1,4 @@
-"""Sigmoid, TanH, BNLL, ELU, Swish, Exp, Log and Power on float32 blobs are BVLC Caffe's CPU values
+"""Sigmoid, TanH, BNLL, ELU, Swish, Exp, Log, Power and SigmoidCrossEntropyLoss on float32 blobs are BVLC Caffe's CPU values
 bit for bit: each formula evaluated element by element with the C library's functions (ctypes) in
 the order, and the precision, of Caffe's C++; and, where ../shared holds them, the recorded BVLC
 Caffe cases of these layers compared byte for byte."""
@@ -107,7 +107,7 @@ def test_forward_and_backward_are_caffes_arithmetic_bit_for_bit(name):
 
 
 @pytest.mark.parametrize("case", ["sigmoid", "tanh", "bnll", "elu", "swish", "exp", "log",
-                                  "power"])
+                                  "power", "sigmoid_ce_loss"])
 def test_the_recorded_bvlc_caffe_cases_match_byte_for_byte(case, monkeypatch):
     ref = os.path.join(SHARED, "caffe-reference", case)
     if not os.path.isdir(ref):
@@ -124,3 +124,35 @@ def test_the_recorded_bvlc_caffe_cases_match_byte_for_byte(case, monkeypatch):
     monkeypatch.setattr(oracle, "assert_close", exact)
     oracle.check_layer(ref)
     assert any(w.startswith("top") for w in seen) and any(w.startswith("diff") for w in seen)
+
+
+@pytest.mark.parametrize("ignore", [None, -1])
+def test_sigmoid_cross_entropy_loss_sums_in_caffes_order(ignore):
+    """loss -= x (t - (x >= 0)) - logf(1 + expf(x - 2 x (x >= 0))), one float32 after another,
+    over the targets not ignored; / the normalizer; the gradient (sigmoid(x) - t) * (dl / n)."""
+    x = _x(n=600)
+    t = (np.random.default_rng(5).random(600) > 0.5).astype(F)
+    if ignore is not None:
+        t[::7] = ignore
+    text = 'type: "SigmoidCrossEntropyLoss"' + (
+        "" if ignore is None else " loss_param { ignore_label: %d }" % ignore)
+    layer = make_layer(text, dtype=F)
+    bottom = make_blobs([x.reshape(6, -1), t.reshape(6, -1)], dtype=F)
+    top = make_blobs(1, dtype=F)
+    layer.setup(bottom, top)
+    layer.forward(bottom, top)
+    loss, valid = F(0), 0
+    for v, g in zip(x, t):
+        if ignore is not None and int(g) == ignore:
+            continue
+        pos = F(1) if v >= 0 else F(0)
+        loss = F(loss - F(F(v * F(g - pos)) - F(C["logf"](float(F(1) + F(C["expf"](float(
+            v - F(2) * v * pos))))))))
+        valid += 1
+    assert top[0].data.reshape(-1)[0].tobytes() == F(loss / F(6)).tobytes()
+    top[0].diff[...] = 2.0
+    layer.backward(top, [True, False], bottom)
+    d = _each(_sig, x) - t
+    if ignore is not None:
+        d[t == ignore] = 0
+    assert bottom[0].diff.ravel().tobytes() == (d * (F(2) / F(6))).astype(F).tobytes()

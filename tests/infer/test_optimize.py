@@ -319,3 +319,32 @@ def test_grouped_convolutions_are_compiled_steps():
     optimize_shards.run_sharded(optimize_shards.segments(fast._plan, 2))
     np.testing.assert_allclose(fast.blobs["ip"].data, want, rtol=1e-5,
                                atol=1e-5 * np.abs(want).max())
+
+
+@pytest.mark.skipif(not kernels.available(), reason="numba not installed or off")
+def test_c_library_element_wise_layers_run_their_numpy_formula_in_inference_mode():
+    """Sigmoid / TanH / Swish / ELU compute through the C math library in the exact path; the
+    plan's steps take their numpy formulas instead (a few units in the last place apart)."""
+    from caffepy.infer.steps import _numpy_elementwise
+    text = ('input: "data" input_shape { dim: 2 dim: 3 dim: 9 dim: 9 }\n'
+            'layer { name: "c" type: "Convolution" bottom: "data" top: "c" '
+            'convolution_param { num_output: 4 kernel_size: 3 } }\n'
+            'layer { name: "s" type: "Sigmoid" bottom: "c" top: "s" }\n'
+            'layer { name: "t" type: "TanH" bottom: "s" top: "t" }\n'
+            'layer { name: "w" type: "Swish" bottom: "t" top: "w" }\n'
+            'layer { name: "e" type: "ELU" bottom: "w" top: "e" }\n'
+            'layer { name: "r" type: "ReLU" bottom: "e" top: "r" }\n')
+    net = _net(text)
+    kinds = {l.layer_param.name: _numpy_elementwise(l) for l in net.layers}
+    assert kinds == {"input": False, "c": False, "s": True, "t": True, "w": True, "e": True,
+                     "r": False}
+    exact, fast = _compare(text, tol=1e-6)
+
+    def refuse(*args):
+        raise AssertionError("the exact path's kernel ran in inference mode")
+    for layer in fast.layers:
+        layer.c_forward = refuse
+    x = np.random.default_rng(3).standard_normal(fast.blobs["data"].shape)
+    got = fast.forward(data=x)["r"]
+    want = exact.forward(data=x)["r"]
+    assert np.abs(got - want).max() <= 1e-6 * np.abs(want).max()

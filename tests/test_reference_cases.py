@@ -13,6 +13,7 @@ layer lands. The loading and comparison live in caffepy.testing.oracle (REFERENC
 import json
 import os
 
+import numpy as np
 import pytest
 
 from caffepy.layers import layer_type_list
@@ -70,3 +71,37 @@ def test_every_case_is_listed():
         index = json.load(f)
     dirs = {d for d in os.listdir(REF) if os.path.isfile(os.path.join(REF, d, "data.npz"))}
     assert dirs == set(index)
+
+
+#: Cases whose every top and diff caffepy's CPU path (numba on) gives byte for byte as BVLC
+#: Caffe did. The rest differ in the last place where Caffe sums through its BLAS (convolution,
+#: inner product, softmax's gemv, reductions, MVN, BatchNorm) or in LSTM's own sigmoid.
+BIT_EXACT = (
+    "absval", "accuracy_top2", "argmax", "batch_reindex", "bnll", "clip", "concat_c", "concat_h",
+    "crop", "dropout_test", "eltwise_prod", "eltwise_sum", "elu", "embed", "euclidean_loss",
+    "exp", "filter", "flatten", "hinge_l2", "ip_axis2", "log", "multinomial_logistic",
+    "parameter", "pool_ave", "pool_ave_pad", "pool_global", "pool_global_max", "pool_max",
+    "pool_max_2tops", "pool_max_pad", "power", "relu", "relu_leaky", "reshape", "sigmoid",
+    "sigmoid_ce_loss", "slice", "spp", "swish", "tanh", "threshold", "tile")
+
+
+@pytest.mark.parametrize("case", BIT_EXACT)
+def test_bit_exact_cases(case, monkeypatch):
+    from caffepy.math import kernels
+    from caffepy.testing import oracle
+    if not os.path.isdir(os.path.join(REF, case)):
+        pytest.skip("needs ../shared/caffe-reference")
+    if not kernels.available():
+        pytest.skip("numba not installed or off")
+    compared = []
+    real = oracle.assert_close
+
+    def exact(what, got, want, tol):
+        got, want = np.asarray(got), np.asarray(want)
+        compared.append(what)
+        assert got.dtype == want.dtype and got.tobytes() == want.tobytes(), \
+            "%s: %d values differ from Caffe's" % (what, int((got != want).sum()))
+        return real(what, got, want, tol)
+    monkeypatch.setattr(oracle, "assert_close", exact)
+    check_layer(shared_path("caffe-reference", case))
+    assert compared

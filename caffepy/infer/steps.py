@@ -230,7 +230,8 @@ def pool_step(layer, x, y):
     yp = y.reshape((-1,) + y.shape[2:])
     if layer.method == P.AVE:
         from ..math._numba_kernels import ave_pool as ave
-        return lambda: ave(xp, *geo, yp)
+        div, zero = layer._divisors(x.dtype), x.dtype.type(0)
+        return lambda: ave(xp, *geo, div, zero, yp)
     mp = ik.max_pool_flat if tuple(g.stride) == (1, 1) else ik.max_pool_rows
     lowest = -np.finfo(x.dtype).max
     return lambda: mp(xp, *geo, lowest, yp)

@@ -87,10 +87,10 @@ class ReLULayer(NeuronLayer):
         k = kernels.get()
         if k is not None:
             k.relu(x.reshape(-1), self.negative_slope, top[0].data.reshape(-1))
-        elif self.negative_slope:
-            np.copyto(top[0].data, np.where(x > 0, x, x * self.negative_slope))
-        else:
-            np.maximum(x, 0, out=top[0].data)
+        else:                        # Caffe's max(x, 0) + slope * min(x, 0): +0 for x < 0
+            t = x.dtype.type
+            mn = np.where(t(0) < x, t(0), x)
+            np.copyto(top[0].data, np.where(x < t(0), t(0), x) + t(self.negative_slope) * mn)
 
     def backward_cpu(self, top, propagate_down, bottom):
         if not propagate_down[0]:

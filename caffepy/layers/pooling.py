@@ -92,30 +92,25 @@ def max_pool_backward(dy, arg, g):
 
 
 def ave_pool(x, g):
-    """Window sums taken separably (along W, then H), divided by Caffe's pool_size."""
-    (kh, kw), (sh, sw), (oh, ow) = g.kernel, g.stride, g.out_hw
+    """Caffe's AVE forward in its float order: from 0, the window's values added one by one
+    (rows, then columns; the zeros of the padding add nothing), then / pool_size."""
     xp = g.padded(x, 0)
-    rows = xp[..., :, 0:sw * (ow - 1) + 1:sw].copy()
-    for j in range(1, kw):
-        rows += xp[..., :, j:j + sw * (ow - 1) + 1:sw]
-    y = rows[..., 0:sh * (oh - 1) + 1:sh, :].copy()
-    for i in range(1, kh):
-        y += rows[..., i:i + sh * (oh - 1) + 1:sh, :]
+    y = np.zeros(x.shape[:-2] + g.out_hw, dtype=x.dtype)
+    for i, j in g.offsets():
+        y += xp[g.slab(i, j)]
     y /= g.pool_size().astype(x.dtype)
     return y
 
 
 def ave_pool_backward(dy, g):
-    """Adjoint of :func:`ave_pool`: spread dy / pool_size along H, then along W."""
-    (kh, kw), (sh, sw), (oh, ow) = g.kernel, g.stride, g.out_hw
+    """Caffe's AVE backward in its float order: each input gets dy / pool_size of the windows
+    holding it in the order of the outputs (rows, then columns), i.e. window offsets from the
+    last to the first."""
     dyn = dy / g.pool_size().astype(dy.dtype)
     hp, wp = (s + 2 * p + e for s, p, e in zip(g.in_hw, g.pad, g.extra))
-    rows = np.zeros(dy.shape[:-2] + (hp, ow), dtype=dy.dtype)
-    for i in range(kh):
-        rows[..., i:i + sh * (oh - 1) + 1:sh, :] += dyn
     dxp = np.zeros(dy.shape[:-2] + (hp, wp), dtype=dy.dtype)
-    for j in range(kw):
-        dxp[..., :, j:j + sw * (ow - 1) + 1:sw] += rows
+    for i, j in reversed(g.offsets()):
+        dxp[g.slab(i, j)] += dyn
     return g.crop(dxp)
 
 
@@ -271,6 +266,14 @@ class PoolingLayer(Layer):
         return (g.kernel == (2, 2) and g.stride == (2, 2) and g.pad == (0, 0)
                 and x.shape[1:] == (2 * y.shape[1], 2 * y.shape[2]))
 
+    def _divisors(self, dtype):
+        """Caffe's AVE pool_size per output, in ``dtype`` (kept while the geometry stays)."""
+        key = (self.geom.in_hw, self.geom.out_hw, np.dtype(dtype))
+        if getattr(self, "_div_key", None) != key:
+            self._div = np.ascontiguousarray(self.geom.pool_size().astype(dtype))
+            self._div_key = key
+        return self._div
+
     def _forward_kernel(self, k, bottom, top):
         """MAX / AVE by the numba kernels, written straight into the top."""
         P = type(self.layer_param.pooling_param)
@@ -278,7 +281,7 @@ class PoolingLayer(Layer):
         geo = g.kernel + g.stride + g.pad
         x, y = self._planes(bottom[0].data), self._planes(top[0].data)
         if self.method == P.AVE:
-            k.ave_pool(x, *geo, y)
+            k.ave_pool(x, *geo, self._divisors(x.dtype), x.dtype.type(0), y)
             return
         n = g.kernel[0] * g.kernel[1]
         self.arg = np.empty(top[0].shape, np.uint8 if n <= 256 else np.int32)
@@ -298,7 +301,7 @@ class PoolingLayer(Layer):
         g = self.geom
         dy, dx = self._planes(top[0].diff), self._planes(bottom[0].diff)
         if self.method == P.AVE:
-            k.ave_pool_backward(dy, *(g.kernel + g.stride + g.pad), dx)
+            k.ave_pool_backward(dy, *(g.kernel + g.stride + g.pad), self._divisors(dy.dtype), dx)
         elif self._two_by_two(dx, dy):
             k.max_pool_2x2_backward(dy, self._planes(self.arg), dx)
         else:

@@ -125,20 +125,20 @@ def max_pool_backward(dy, arg, kw, sh, sw, ph, pw, dx):
 
 
 @njit(**_opts)
-def ave_pool_backward(dy, kh, kw, sh, sw, ph, pw, dx):
+def ave_pool_backward(dy, kh, kw, sh, sw, ph, pw, div, dx):
+    """Caffe's AVE backward, in its float order: dx = 0, then per output (rows, then columns)
+    dy / div (of dy's type) added to every input of its window clipped to the image."""
     p, h, w = dx.shape
     oh, ow = dy.shape[1], dy.shape[2]
     for t in prange(p):
         dx[t] = 0
         for oy in range(oh):
             y0 = oy * sh - ph
-            y1 = min(y0 + kh, h + ph)
-            ya, yb = max(y0, 0), min(y1, h)
+            ya, yb = max(y0, 0), min(y0 + kh, h)
             for ox in range(ow):
                 x0 = ox * sw - pw
-                x1 = min(x0 + kw, w + pw)
-                xa, xb = max(x0, 0), min(x1, w)
-                g = dy[t, oy, ox] / ((y1 - y0) * (x1 - x0))
+                xa, xb = max(x0, 0), min(x0 + kw, w)
+                g = dy[t, oy, ox] / div[oy, ox]
                 for yy in range(ya, yb):
                     for xx in range(xa, xb):
                         dx[t, yy, xx] += g
@@ -147,10 +147,14 @@ def ave_pool_backward(dy, kh, kw, sh, sw, ph, pw, dx):
 # -- element-wise ------------------------------------------------------------------------------
 @njit(**_opts)
 def relu(x, slope, y):
-    """Flat x, y: y = x if x > 0 else slope * x."""
+    """Flat x, y: Caffe's y = max(x, 0) + slope * min(x, 0) (std::max / std::min: the first
+    argument unless the other compares greater / smaller), so that a negative x gives +0, not
+    -0, at slope 0, and a NaN stays NaN, as in Caffe."""
     for i in prange(x.shape[0]):
         v = x[i]
-        y[i] = v if v > 0 else v * slope
+        mx = 0.0 if v < 0.0 else v
+        mn = 0.0 if 0.0 < v else v
+        y[i] = mx + slope * mn
 
 
 @njit(**_opts)

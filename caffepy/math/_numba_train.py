@@ -357,10 +357,12 @@ def max_pool_2x2_backward(dy, arg, dx):
 
 
 @njit(**_opts)
-def ave_pool(x, kh, kw, sh, sw, ph, pw, y):
-    """Sum over the window clipped to the image / the window clipped to the padded image; the
-    windows wholly inside a row four at a time (four independent sums, each in the same order as
-    one window alone: measured 1.1-1.3x faster, one thread)."""
+def ave_pool(x, kh, kw, sh, sw, ph, pw, div, zero, y):
+    """Caffe's AVE forward, in its float order: per output, from ``zero`` (0 of x's type), the
+    window clipped to the image added value by value (rows, then columns) in x's type, then
+    divided by ``div[oy, ox]`` (the window clipped to the padded image, of x's type). Windows
+    wholly inside a row four at a time (four independent sums, each in one window's order:
+    measured 1.1-1.3x faster, one thread)."""
     p, h, w = x.shape
     oh, ow = y.shape[1], y.shape[2]
     lo = (pw + sw - 1) // sw
@@ -369,14 +371,13 @@ def ave_pool(x, kh, kw, sh, sw, ph, pw, y):
         src = x[t]
         for oy in range(oh):
             y0 = oy * sh - ph
-            y1 = min(y0 + kh, h + ph)
-            ya, yb = max(y0, 0), min(y1, h)
-            yrow = y[t, oy]
+            ya, yb = max(y0, 0), min(y0 + kh, h)
+            yrow, drow = y[t, oy], div[oy]
             ox = 0
             while ox < ow:
                 x0 = ox * sw - pw
                 if ox >= lo and ox + 4 <= hi:
-                    s0 = s1 = s2 = s3 = 0.0
+                    s0 = s1 = s2 = s3 = zero
                     for yy in range(ya, yb):
                         row = src[yy]
                         for j in range(kw):
@@ -384,17 +385,15 @@ def ave_pool(x, kh, kw, sh, sw, ph, pw, y):
                             s1 += row[x0 + sw + j]
                             s2 += row[x0 + 2 * sw + j]
                             s3 += row[x0 + 3 * sw + j]
-                    d = (y1 - y0) * kw
-                    yrow[ox], yrow[ox + 1], yrow[ox + 2], yrow[ox + 3] = \
-                        s0 / d, s1 / d, s2 / d, s3 / d
+                    yrow[ox], yrow[ox + 1] = s0 / drow[ox], s1 / drow[ox + 1]
+                    yrow[ox + 2], yrow[ox + 3] = s2 / drow[ox + 2], s3 / drow[ox + 3]
                     ox += 4
                     continue
-                x1 = min(x0 + kw, w + pw)
-                xa, xb = max(x0, 0), min(x1, w)
-                s = 0.0
+                xa, xb = max(x0, 0), min(x0 + kw, w)
+                s = zero
                 for yy in range(ya, yb):
                     row = src[yy]
                     for xx in range(xa, xb):
                         s += row[xx]
-                yrow[ox] = s / ((y1 - y0) * (x1 - x0))
+                yrow[ox] = s / drow[ox]
                 ox += 1

@@ -224,10 +224,9 @@ def relu_inplace(y, slope):
     if k is not None and y.flags.c_contiguous:
         flat = y.reshape(-1)
         k.relu(flat, slope, flat)
-    elif slope:
-        np.copyto(y, np.where(y > 0, y, y * slope))
     else:
-        np.maximum(y, 0, out=y)
+        t = y.dtype.type
+        np.copyto(y, np.where(y < t(0), t(0), y) + t(slope) * np.where(t(0) < y, t(0), y))
 
 
 PARALLEL_MIN = 1 << 16    # elements: below this numpy's one-core pass beats a kernel's start-up

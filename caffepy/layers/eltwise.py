@@ -101,8 +101,9 @@ class EltwiseLayer(Layer):
                     np.multiply(dy, self.coeffs[i], out=b.diff)
                 elif b.diff is not dy:
                     cpu.copy_into(dy, b.diff)
-            else:
-                b.diff[...] = dy * (self.mask == i)
+            else:                    # Caffe's: gradient = 0, += dy where this bottom won
+                t = dy.dtype.type
+                b.diff[...] = np.where(self.mask == i, t(0) + dy, t(0))
 
 
 @register_layer("Reduction")
@@ -133,28 +134,38 @@ class ReductionLayer(Layer):
         self.dim = bottom[0].count_range(self.axis)
         top[0].reshape(bottom[0].shape[:self.axis])
 
+    def _coeff(self, t):
+        """Caffe's coeff_ in the blob's type ``t``: coeff, divided by the reduced count for MEAN
+        (one float division)."""
+        c = t(self.coeff)
+        return c / t(self.dim) if self.op == _RED.MEAN and self.dim else c
+
     def forward_cpu(self, bottom, top):
         x = bottom[0].data.reshape(self.outer, self.dim)
         if self.op == _RED.ASUM:
             x = np.abs(x)
         elif self.op == _RED.SUMSQ:
             x = x * x
-        scale = self.coeff / self.dim if self.op == _RED.MEAN and self.dim else self.coeff
-        top[0].data[...] = (x.sum(axis=1) * scale).reshape(top[0].shape)
+        y = x.sum(axis=1)
+        c = self._coeff(x.dtype.type)
+        if c != 1:                                   # Caffe's caffe_scal when coeff_ != 1
+            y = y * c
+        top[0].data[...] = y.reshape(top[0].shape)
 
     def backward_cpu(self, top, propagate_down, bottom):
+        """Caffe's order: bottom_coeff = dy * coeff_ (the blob's type); SUM / MEAN set it, ASUM
+        sign(x) * it (sign 0 at 0), SUMSQ (2 bottom_coeff) * x."""
         if not propagate_down[0]:
             return
-        dy = top[0].diff.reshape(self.outer, 1) * self.coeff
         x = bottom[0].data.reshape(self.outer, self.dim)
-        if self.op == _RED.SUM:
-            g = np.broadcast_to(dy, x.shape)
+        t = x.dtype.type
+        bc = top[0].diff.reshape(self.outer, 1).astype(x.dtype) * self._coeff(t)
+        if self.op in (_RED.SUM, _RED.MEAN):
+            g = np.broadcast_to(bc, x.shape)
         elif self.op == _RED.ASUM:
-            g = dy * np.sign(x)
-        elif self.op == _RED.SUMSQ:
-            g = dy * 2 * x
+            g = ((t(0) < x).astype(x.dtype) - (x < t(0)).astype(x.dtype)) * bc
         else:
-            g = np.broadcast_to(dy / self.dim, x.shape)
+            g = (t(2) * bc) * x
         bottom[0].diff[...] = g.reshape(bottom[0].shape)
 
 

@@ -390,9 +390,11 @@ class HingeLossLayer(LossLayer):
         if not propagate_down[0]:
             return
         m, sign, n = self._margins(bottom)
-        scale = float(top[0].diff) / n
+        t = m.dtype.type
+        v = sign * m                  # Caffe's margins with the label's negated (-0 where 0)
+        lw = t(top[0].diff.reshape(-1)[0])
         if self.layer_param.hinge_loss_param.norm == self._caffe_pb2.HingeLossParameter.L2:
-            d = sign * m * (2 * scale)
-        else:
-            d = sign * np.sign(m) * scale
+            d = v * (lw * t(2) / t(n))
+        else:                         # caffe_cpu_sign: (0 < v) - (v < 0), +0 at both zeros
+            d = ((t(0) < v).astype(m.dtype) - (v < t(0)).astype(m.dtype)) * (lw / t(n))
         bottom[0].diff[...] = d.reshape(bottom[0].shape)

@@ -35,23 +35,12 @@ class PowerLayer(ElementwiseLayer):
             return np.full_like(x, self.diff_scale)
         return self.diff_scale * np.power(self.shift + self.scale * x, self.power - 1)
 
-    def _c_base(self, x, out):
-        """out = x, times scale where it is not 1, plus shift where it is not 0: Caffe's copy,
-        caffe_scal, caffe_add_scalar, each rounded in the blob's type."""
-        t = x.dtype.type
-        out[...] = x
-        if self.scale != 1:
-            out *= t(self.scale)
-        if self.shift != 0:
-            out += t(self.shift)
-        return out
-
     def c_forward(self, k, x, y):
         t = x.dtype.type
         if t(self.power) * t(self.scale) == 0:
             y[...] = t(1) if self.power == 0 else _c_scalar(k, None, t(self.shift), t(self.power))
             return True
-        self._c_base(x, y)
+        _scaled_shifted(self, x, y)
         if self.power != 1:
             k.powx(y, t(self.power), y)
         return True
@@ -77,7 +66,7 @@ class PowerLayer(ElementwiseLayer):
             g *= t(self.power)
             dx[...] = g
         else:
-            g = np.divide(y, self._c_base(x, np.empty_like(x)))
+            g = np.divide(y, _scaled_shifted(self, x, np.empty_like(x)))
             if diff_scale != 1:
                 g *= diff_scale
             dx[...] = g
@@ -101,6 +90,18 @@ def _c_scalar(k, fn, *values):
     else:
         k.powx(np.array([values[0]]), values[1], out)
     return out[0]
+
+
+def _scaled_shifted(layer, x, out):
+    """out = x, times ``layer.scale`` where it is not 1, plus ``layer.shift`` where it is not 0,
+    each step rounded in x's type: Caffe's copy, caffe_scal, caffe_add_scalar (Power, Log)."""
+    t = x.dtype.type
+    out[...] = x
+    if layer.scale != 1:
+        out *= t(layer.scale)
+    if layer.shift != 0:
+        out += t(layer.shift)
+    return out
 
 
 def _c_log_base(k, t, base):
@@ -178,21 +179,10 @@ class LogLayer(ElementwiseLayer):
     def df(self, x, y):
         return self.scale * self.base_scale / (self.shift + self.scale * x)
 
-    def _c_input(self, x, out):
-        """out = x, times scale where it is not 1, plus shift where it is not 0 (the blob's type,
-        each step rounded): Caffe's copy, caffe_scal, caffe_add_scalar."""
-        t = x.dtype.type
-        out[...] = x
-        if self.scale != 1:
-            out *= t(self.scale)
-        if self.shift != 0:
-            out += t(self.shift)
-        return out
-
     def c_forward(self, k, x, y):
         t = x.dtype.type
         base_scale = t(1) / _c_log_base(k, t, self.layer_param.log_param.base)
-        k.log_c(self._c_input(x, np.empty_like(x)), y)
+        k.log_c(_scaled_shifted(self, x, np.empty_like(x)), y)
         if base_scale != 1:
             y *= base_scale
         return True
@@ -202,7 +192,7 @@ class LogLayer(ElementwiseLayer):
         1, times dy."""
         t = x.dtype.type
         num_scale = t(self.scale) / _c_log_base(k, t, self.layer_param.log_param.base)
-        inv = self._c_input(x, np.empty_like(x))
+        inv = _scaled_shifted(self, x, np.empty_like(x))
         k.powx(inv, t(-1), inv)
         if num_scale != 1:
             inv *= num_scale

@@ -13,8 +13,9 @@ forward pass is the initial state of the next (Caffe's streaming, truncated-BPTT
 """
 import numpy as np
 
-from ..fillers import get_filler
 from ..errors import ShapeError
+from ..fillers import get_filler
+from ..math import kernels
 from .base import Layer, register_layer
 
 
@@ -339,7 +340,25 @@ class LSTMUnitLayer(Layer):
         cont = bottom[2].data.reshape(-1, 1)
         return ifo[:, :D], ifo[:, D:2 * D], ifo[:, 2 * D:], g, cont
 
+    def _c_views(self, *blobs_and_parts):
+        """(N, D) / (N, 4D) / (N,) float32 views for Caffe's own per-element kernels
+        (caffepy.math._numba_libm.lstm_unit_c: its sigmoid and tanh forms, byte for byte), or
+        None (numpy: within a few units in the last place)."""
+        k = kernels.get()
+        arrays = [a for a, _ in blobs_and_parts]
+        if k is None or any(a.dtype != np.float32 for a in arrays) \
+                or not kernels.contiguous(*arrays):
+            return None
+        return [a.reshape(shape) for a, shape in blobs_and_parts]
+
     def forward_cpu(self, bottom, top):
+        D = self.D
+        v = self._c_views((bottom[0].data, (-1, D)), (bottom[1].data, (-1, 4 * D)),
+                          (bottom[2].data, (-1,)), (top[0].data, (-1, D)),
+                          (top[1].data, (-1, D)))
+        if v is not None:
+            kernels.get().lstm_unit_c(*v)
+            return
         i, f, o, g, cont = self._parts(bottom)
         c_prev = bottom[0].data.reshape(i.shape)
         c = cont * f * c_prev + i * g
@@ -352,6 +371,19 @@ class LSTMUnitLayer(Layer):
         if not (propagate_down[0] or propagate_down[1]):
             return
         D = self.D
+        v = self._c_views((bottom[0].data, (-1, D)), (bottom[1].data, (-1, 4 * D)),
+                          (bottom[2].data, (-1,)), (top[0].data, (-1, D)),
+                          (top[0].diff, (-1, D)), (top[1].diff, (-1, D)),
+                          (bottom[0].diff, (-1, D)), (bottom[1].diff, (-1, 4 * D)))
+        if v is not None:                 # Caffe computes both gradients; keep the asked ones
+            keep0 = None if propagate_down[0] else v[6].copy()
+            keep1 = None if propagate_down[1] else v[7].copy()
+            kernels.get().lstm_unit_c_backward(*v)
+            if keep0 is not None:
+                v[6][...] = keep0
+            if keep1 is not None:
+                v[7][...] = keep1
+            return
         i, f, o, g, cont = self._parts(bottom)
         c_prev = bottom[0].data.reshape(i.shape)
         tc = np.tanh(top[0].data.reshape(i.shape))

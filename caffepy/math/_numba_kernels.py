@@ -9,6 +9,7 @@ from ._numba_fused import (bn_scale_relu_train, bn_scale_relu_train_backward,  #
                            relu_grad_sum2_to2, relu_grad_to2, sum2_relu)
 from ._numba_lattice import lattice_filter  # noqa: F401
 from ._numba_libm import (bnll_c, bnll_c_backward, elu_c, exp_c, log_c,  # noqa: F401
+                          lstm_unit_c, lstm_unit_c_backward,
                           powx, sigmoid_c, sigmoid_c_backward, sigmoid_ce_loss_c,
                           swish_c_backward, tanh_c)
 from ._numba_norm import (batch_norm_train, batch_norm_train_backward,  # noqa: F401

@@ -119,3 +119,57 @@ def sigmoid_ce_loss_c(x, t, has_ignore, ignore, one):
         loss -= v * (t[i] - pos) - math.log(one + math.exp(v - two * v * pos))
         valid += 1
     return loss, valid
+
+
+@njit(cache=True, inline="always")
+def _unit_sigmoid(x):
+    """LSTMUnitLayer's sigmoid<float>: 1. / (1. + exp(-x)), exp of the float, rest in double,
+    rounded once."""
+    return np.float32(1.0 / (1.0 + np.float64(math.exp(-x))))
+
+
+@njit(cache=True, inline="always")
+def _unit_tanh(x):
+    """LSTMUnitLayer's tanh<float>: 2. * sigmoid(2. * x) - 1., the sigmoid's of a double (double
+    exp), rounded once."""
+    return np.float32(2.0 * (1.0 / (1.0 + math.exp(-(2.0 * np.float64(x))))) - 1.0)
+
+
+@njit(**_opts)
+def lstm_unit_c(c_prev, x, cont, c, h):
+    """LSTMUnitLayer::Forward_cpu on float32 (N, D) c_prev, (N, 4D) gates x, (N,) cont:
+    i, o = sigmoid, f = cont * sigmoid (0 where cont is 0), g = tanh (its own forms above);
+    c = f c_prev + i g; h = o tanh(c)."""
+    n, d = c_prev.shape
+    for t in prange(n):
+        k = cont[t]
+        for j in range(d):
+            i = _unit_sigmoid(x[t, j])
+            f = np.float32(0) if k == 0 else k * _unit_sigmoid(x[t, d + j])
+            o = _unit_sigmoid(x[t, 2 * d + j])
+            g = _unit_tanh(x[t, 3 * d + j])
+            cc = f * c_prev[t, j] + i * g
+            c[t, j] = cc
+            h[t, j] = o * _unit_tanh(cc)
+
+
+@njit(**_opts)
+def lstm_unit_c_backward(c_prev, x, cont, c, dc, dh, dc_prev, dx):
+    """LSTMUnitLayer::Backward_cpu (float32), in its order of float operations."""
+    n, d = c_prev.shape
+    one = np.float32(1)
+    for t in prange(n):
+        k = cont[t]
+        for j in range(d):
+            i = _unit_sigmoid(x[t, j])
+            f = np.float32(0) if k == 0 else k * _unit_sigmoid(x[t, d + j])
+            o = _unit_sigmoid(x[t, 2 * d + j])
+            g = _unit_tanh(x[t, 3 * d + j])
+            cp = c_prev[t, j]
+            tc = _unit_tanh(c[t, j])
+            ct = dc[t, j] + dh[t, j] * o * (one - tc * tc)
+            dc_prev[t, j] = ct * f
+            dx[t, j] = ct * g * i * (one - i)
+            dx[t, d + j] = ct * cp * f * (one - f)
+            dx[t, 2 * d + j] = dh[t, j] * tc * o * (one - o)
+            dx[t, 3 * d + j] = ct * i * (one - g * g)

@@ -156,3 +156,48 @@ def test_sigmoid_cross_entropy_loss_sums_in_caffes_order(ignore):
     if ignore is not None:
         d[t == ignore] = 0
     assert bottom[0].diff.ravel().tobytes() == (d * (F(2) / F(6))).astype(F).tobytes()
+
+
+def _unit_sig(v):
+    return F(1.0 / (1.0 + C["expf"](-float(v))))
+
+
+def _unit_tanh(v):
+    import math
+    return F(2.0 * (1.0 / (1.0 + math.exp(-(2.0 * float(v))))) - 1.0)
+
+
+def test_lstm_unit_is_caffes_per_element_arithmetic():
+    """LSTMUnit's own sigmoid 1. / (1. + expf(-x)) and tanh 2. * sigmoid(2. * x) - 1. (a double
+    exp), the cell and hidden state and every gradient in Caffe's order of float operations."""
+    n, d = 3, 5
+    rng = np.random.default_rng(8)
+    c_prev = (rng.standard_normal((1, n, d)) * 2).astype(F)
+    x = (rng.standard_normal((1, n, 4 * d)) * 3).astype(F)
+    cont = np.array([[1, 0, 1]], F)
+    layer = make_layer('type: "LSTMUnit"', dtype=F)
+    bottom = make_blobs([c_prev, x, cont], dtype=F)
+    top = make_blobs(2, dtype=F)
+    layer.setup(bottom, top)
+    layer.forward(bottom, top)
+    dc = rng.standard_normal((1, n, d)).astype(F)
+    dh = rng.standard_normal((1, n, d)).astype(F)
+    top[0].diff[...], top[1].diff[...] = dc, dh
+    layer.backward(top, [True, True, False], bottom)
+    X, Cp, K = x.reshape(n, 4 * d), c_prev.reshape(n, d), cont.reshape(n)
+    one = F(1)
+    for t in range(n):
+        for j in range(d):
+            i, o = _unit_sig(X[t, j]), _unit_sig(X[t, 2 * d + j])
+            f = F(0) if K[t] == 0 else F(K[t] * _unit_sig(X[t, d + j]))
+            g = _unit_tanh(X[t, 3 * d + j])
+            c = F(F(f * Cp[t, j]) + F(i * g))
+            tc = _unit_tanh(c)
+            assert top[0].data[0, t, j].tobytes() == c.tobytes()
+            assert top[1].data[0, t, j].tobytes() == F(o * tc).tobytes()
+            ct = F(dc[0, t, j] + F(F(dh[0, t, j] * o) * F(one - F(tc * tc))))
+            assert bottom[0].diff[0, t, j].tobytes() == F(ct * f).tobytes()
+            want = [F(F(F(ct * g) * i) * F(one - i)), F(F(F(ct * Cp[t, j]) * f) * F(one - f)),
+                    F(F(F(dh[0, t, j] * tc) * o) * F(one - o)), F(F(ct * i) * F(one - g * g))]
+            got = [bottom[1].diff[0, t, q * d + j] for q in range(4)]
+            assert [a.tobytes() for a in got] == [b.tobytes() for b in want], (t, j)

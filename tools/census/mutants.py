@@ -157,8 +157,8 @@ def main(argv=None):
                         "error" if refused else "traceback"
                     counts["forward " + fend] += 1
                     if fend in ("traceback", "timeout"):
-                        print("forward %s %s #%d %s | %s" % (fend, sha[:12], k, "; ".join(edits),
-                                                            line[:220]), flush=True)
+                        print("forward %s %s #%d %s | %s" % (
+                            fend, sha[:12], k, "; ".join(edits), line[:220]), flush=True)
                 if end in ("traceback", "timeout"):
                     print("summary %s %s #%d %s | %s" % (
                         end, sha[:12], k, "; ".join(edits), Z.last_line(err)[:220]), flush=True)

@@ -163,7 +163,7 @@ class ReductionLayer(Layer):
         if self.op in (_RED.SUM, _RED.MEAN):
             g = np.broadcast_to(bc, x.shape)
         elif self.op == _RED.ASUM:
-            g = ((t(0) < x).astype(x.dtype) - (x < t(0)).astype(x.dtype)) * bc
+            g = cpu.caffe_sign(x) * bc
         else:
             g = (t(2) * bc) * x
         bottom[0].diff[...] = g.reshape(bottom[0].shape)

@@ -9,7 +9,7 @@ import os
 
 import numpy as np
 
-from ..math import kernels
+from ..math import cpu, kernels
 from .base import LossLayer, register_layer
 from .softmax import prediction_label_view, softmax
 
@@ -299,21 +299,11 @@ class SigmoidCrossEntropyLossLayer(LossLayer):
             return np.ones(t.shape, dtype=bool)
         return t.astype(np.int64) != self.ignore_label
 
-    def _flat(self, *arrays):
-        """Flat views for the C-library kernels (caffepy.math._numba_libm: Caffe's own order,
-        its values bit for bit), or None (numpy: within a few units in the last place)."""
-        k = kernels.get()
-        dtype = arrays[0].dtype
-        if k is None or not kernels.contiguous(*arrays) or dtype not in (np.float32, np.float64) \
-                or any(a.dtype != dtype for a in arrays):
-            return None
-        return [a.reshape(-1) for a in arrays]
-
     def forward_cpu(self, bottom, top):
         x, t = bottom[0].data, bottom[1].data
         lp = self.layer_param.loss_param
         outer, inner = x.shape[0], x.size // max(x.shape[0], 1)
-        flat = self._flat(x, t)
+        flat = kernels.flat_views(x, t)
         if flat is not None:
             ignore = self.ignore_label
             loss, valid = kernels.get().sigmoid_ce_loss_c(
@@ -335,7 +325,7 @@ class SigmoidCrossEntropyLossLayer(LossLayer):
         if not propagate_down[0]:
             return
         x, t = bottom[0].data, bottom[1].data
-        flat = self._flat(x, t, bottom[0].diff)
+        flat = kernels.flat_views(x, t, bottom[0].diff)
         if flat is not None:
             dt = x.dtype.type
             d = np.empty_like(flat[0])
@@ -395,6 +385,6 @@ class HingeLossLayer(LossLayer):
         lw = t(top[0].diff.reshape(-1)[0])
         if self.layer_param.hinge_loss_param.norm == self._caffe_pb2.HingeLossParameter.L2:
             d = v * (lw * t(2) / t(n))
-        else:                         # caffe_cpu_sign: (0 < v) - (v < 0), +0 at both zeros
-            d = ((t(0) < v).astype(m.dtype) - (v < t(0)).astype(m.dtype)) * (lw / t(n))
+        else:
+            d = cpu.caffe_sign(v) * (lw / t(n))
         bottom[0].diff[...] = d.reshape(bottom[0].shape)

@@ -11,7 +11,7 @@ unit or two in the last place.
 import numpy as np
 
 from ..fillers import get_filler
-from ..math import kernels
+from ..math import cpu, kernels
 from .base import NeuronLayer, register_layer
 
 
@@ -41,7 +41,7 @@ class ElementwiseLayer(NeuronLayer):
     def forward_cpu(self, bottom, top):
         x = bottom[0].data
         self._x_copy = x.copy() if (self.needs_input and top[0] is bottom[0]) else None
-        flat = _flat(x, top[0].data)
+        flat = kernels.flat_views(x, top[0].data)
         if flat is None or not self.c_forward(kernels.get(), *flat):
             top[0].data[...] = self.f(x)
 
@@ -49,20 +49,9 @@ class ElementwiseLayer(NeuronLayer):
         if not propagate_down[0]:
             return
         x = self._x_copy if top[0] is bottom[0] and self._x_copy is not None else bottom[0].data
-        flat = _flat(x, top[0].data, top[0].diff, bottom[0].diff)
+        flat = kernels.flat_views(x, top[0].data, top[0].diff, bottom[0].diff)
         if flat is None or not self.c_backward(kernels.get(), *flat):
             bottom[0].diff[...] = top[0].diff * self.df(x, top[0].data)
-
-
-def _flat(*arrays):
-    """Flat views of ``arrays`` when the kernels are on and all are C-contiguous float32 or
-    float64 arrays of one type; else None."""
-    if kernels.get() is None or not kernels.contiguous(*arrays):
-        return None
-    dtype = arrays[0].dtype
-    if dtype not in (np.float32, np.float64) or any(a.dtype != dtype for a in arrays):
-        return None
-    return [a.reshape(-1) for a in arrays]
 
 
 def _sigmoid(x):
@@ -84,13 +73,7 @@ class ReLULayer(NeuronLayer):
 
     def forward_cpu(self, bottom, top):
         x = bottom[0].data
-        k = kernels.get()
-        if k is not None:
-            k.relu(x.reshape(-1), self.negative_slope, top[0].data.reshape(-1))
-        else:                        # Caffe's max(x, 0) + slope * min(x, 0): +0 for x < 0
-            t = x.dtype.type
-            mn = np.where(t(0) < x, t(0), x)
-            np.copyto(top[0].data, np.where(x < t(0), t(0), x) + t(self.negative_slope) * mn)
+        cpu.relu_into(x, self.negative_slope, top[0].data)
 
     def backward_cpu(self, top, propagate_down, bottom):
         if not propagate_down[0]:

@@ -216,17 +216,27 @@ def col2im(col, x_shape, kernel, pad, stride, dilation, layout="image", out=None
     return out.reshape(x_shape)
 
 
-def relu_inplace(y, slope):
-    """y = max(y, 0) + slope * min(y, 0) in place (a fused activation); nothing if slope is None."""
-    if slope is None:
-        return
+def relu_into(x, slope, y):
+    """y = max(x, 0) + slope * min(x, 0), Caffe's ReLU (std::max / std::min: +0 for x < 0 at slope
+    0, NaN stays NaN); y may be x."""
     k = kernels.get()
-    if k is not None and y.flags.c_contiguous:
-        flat = y.reshape(-1)
-        k.relu(flat, slope, flat)
+    if k is not None and kernels.contiguous(x, y):
+        k.relu(x.reshape(-1), slope, y.reshape(-1))
     else:
-        t = y.dtype.type
-        np.copyto(y, np.where(y < t(0), t(0), y) + t(slope) * np.where(t(0) < y, t(0), y))
+        t = x.dtype.type
+        np.copyto(y, np.where(x < t(0), t(0), x) + t(slope) * np.where(t(0) < x, t(0), x))
+
+
+def relu_inplace(y, slope):
+    """:func:`relu_into` in place (a fused activation); nothing if slope is None."""
+    if slope is not None:
+        relu_into(y, slope, y)
+
+
+def caffe_sign(x):
+    """Caffe's caffe_cpu_sign: (0 < x) - (x < 0) in x's type: +1, -1, and +0 for both zeros."""
+    t = x.dtype.type
+    return (t(0) < x).astype(x.dtype) - (x < t(0)).astype(x.dtype)
 
 
 PARALLEL_MIN = 1 << 16    # elements: below this numpy's one-core pass beats a kernel's start-up

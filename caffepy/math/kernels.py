@@ -164,3 +164,15 @@ def threads():
 def contiguous(*arrays):
     """True when every array is C-contiguous (the kernels index raw memory in C order)."""
     return all(a.flags.c_contiguous for a in arrays)
+
+
+def flat_views(*arrays, dtypes=("float32", "float64")):
+    """Flat views of ``arrays`` for a kernel that indexes them element by element: when the
+    kernels are on and the arrays are C-contiguous and all of one dtype among ``dtypes``; else
+    None (the caller's numpy path)."""
+    if get() is None or not contiguous(*arrays):
+        return None
+    dtype = arrays[0].dtype
+    if dtype.name not in dtypes or any(a.dtype != dtype for a in arrays):
+        return None
+    return [a.reshape(-1) for a in arrays]

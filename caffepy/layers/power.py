@@ -38,7 +38,7 @@ class PowerLayer(ElementwiseLayer):
     def c_forward(self, k, x, y):
         t = x.dtype.type
         if t(self.power) * t(self.scale) == 0:
-            y[...] = t(1) if self.power == 0 else _c_scalar(k, None, t(self.shift), t(self.power))
+            y[...] = t(1) if self.power == 0 else _c_scalar(k.powx, t(self.shift), t(self.power))
             return True
         _scaled_shifted(self, x, y)
         if self.power != 1:
@@ -82,13 +82,11 @@ def _log_base(layer, base):
     return float(np.log(base))
 
 
-def _c_scalar(k, fn, *values):
-    """fn (a flat kernel of one input, or powx) of scalars of the blob's type, as one value."""
-    out = np.empty(1, values[0].dtype)
-    if len(values) == 1:
-        fn(np.array([values[0]]), out)
-    else:
-        k.powx(np.array([values[0]]), values[1], out)
+def _c_scalar(fn, value, *args):
+    """The flat kernel ``fn`` (exp_c, log_c, powx with its exponent in ``args``) of one scalar
+    ``value`` of the blob's type."""
+    out = np.empty(1, value.dtype)
+    fn(np.array([value]), *args, out)
     return out[0]
 
 
@@ -106,7 +104,7 @@ def _scaled_shifted(layer, x, out):
 
 def _c_log_base(k, t, base):
     """Caffe's ``log_base``: 1 for base -1, else log(base) in the blob's type ``t``."""
-    return t(1) if base == -1 else _c_scalar(k, k.log_c, t(base))
+    return t(1) if base == -1 else _c_scalar(k.log_c, t(base))
 
 
 @register_layer("Exp")
@@ -123,6 +121,7 @@ class ExpLayer(ElementwiseLayer):
         ln_base = _log_base(self, p.base)
         self.inner_scale = ln_base * p.scale
         self.outer_scale = 1.0 if p.shift == 0 else float(np.exp(ln_base * p.shift))
+        self._c_consts = {}                 # the blob type's constants (_c_scales)
 
     def f(self, x):
         return self.outer_scale * np.exp(self.inner_scale * x)
@@ -132,14 +131,20 @@ class ExpLayer(ElementwiseLayer):
 
     def _c_scales(self, k, t):
         """Caffe's inner_scale_ = log_base * scale and outer_scale_ = 1 (shift 0), else
-        pow(base, shift) or exp(shift) (base -1), all of the blob's type ``t``."""
-        p = self.layer_param.exp_param
-        inner = _c_log_base(k, t, p.base) * t(p.scale)
-        if p.shift == 0:
-            return inner, t(1)
-        if p.base == -1:
-            return inner, _c_scalar(k, k.exp_c, t(p.shift))
-        return inner, _c_scalar(k, None, t(p.base), t(p.shift))
+        pow(base, shift) or exp(shift) (base -1), all of the blob's type ``t`` (computed once
+        per type, as Caffe does in LayerSetUp)."""
+        cache = self._c_consts
+        if t not in cache:
+            p = self.layer_param.exp_param
+            inner = _c_log_base(k, t, p.base) * t(p.scale)
+            if p.shift == 0:
+                outer = t(1)
+            elif p.base == -1:
+                outer = _c_scalar(k.exp_c, t(p.shift))
+            else:
+                outer = _c_scalar(k.powx, t(p.base), t(p.shift))
+            cache[t] = inner, outer
+        return cache[t]
 
     def c_forward(self, k, x, y):
         inner, outer = self._c_scales(k, x.dtype.type)
@@ -172,6 +177,7 @@ class LogLayer(ElementwiseLayer):
         p = self.layer_param.log_param
         self.base_scale = 1.0 / _log_base(self, p.base)
         self.scale, self.shift = p.scale, p.shift
+        self._c_consts = {}                 # the blob type's constants (_c_scales)
 
     def f(self, x):
         return np.log(self.shift + self.scale * x) * self.base_scale
@@ -179,9 +185,17 @@ class LogLayer(ElementwiseLayer):
     def df(self, x, y):
         return self.scale * self.base_scale / (self.shift + self.scale * x)
 
+    def _c_scales(self, k, t):
+        """Caffe's base_scale_ = 1 / log_base and backward_num_scale_ = scale / log_base, of the
+        blob's type ``t`` (computed once per type, as Caffe does in LayerSetUp)."""
+        cache = self._c_consts
+        if t not in cache:
+            log_base = _c_log_base(k, t, self.layer_param.log_param.base)
+            cache[t] = t(1) / log_base, t(self.scale) / log_base
+        return cache[t]
+
     def c_forward(self, k, x, y):
-        t = x.dtype.type
-        base_scale = t(1) / _c_log_base(k, t, self.layer_param.log_param.base)
+        base_scale, _ = self._c_scales(k, x.dtype.type)
         k.log_c(_scaled_shifted(self, x, np.empty_like(x)), y)
         if base_scale != 1:
             y *= base_scale
@@ -191,7 +205,7 @@ class LogLayer(ElementwiseLayer):
         """Caffe's: (scale x + shift) ^ -1 (caffe_powx), times scale / log_base where that is not
         1, times dy."""
         t = x.dtype.type
-        num_scale = t(self.scale) / _c_log_base(k, t, self.layer_param.log_param.base)
+        _, num_scale = self._c_scales(k, t)
         inv = _scaled_shifted(self, x, np.empty_like(x))
         k.powx(inv, t(-1), inv)
         if num_scale != 1:

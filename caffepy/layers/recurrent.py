@@ -344,12 +344,10 @@ class LSTMUnitLayer(Layer):
         """(N, D) / (N, 4D) / (N,) float32 views for Caffe's own per-element kernels
         (caffepy.math._numba_libm.lstm_unit_c: its sigmoid and tanh forms, byte for byte), or
         None (numpy: within a few units in the last place)."""
-        k = kernels.get()
-        arrays = [a for a, _ in blobs_and_parts]
-        if k is None or any(a.dtype != np.float32 for a in arrays) \
-                or not kernels.contiguous(*arrays):
+        flat = kernels.flat_views(*[a for a, _ in blobs_and_parts], dtypes=("float32",))
+        if flat is None:
             return None
-        return [a.reshape(shape) for a, shape in blobs_and_parts]
+        return [a.reshape(shape) for a, (_, shape) in zip(flat, blobs_and_parts)]
 
     def forward_cpu(self, bottom, top):
         D = self.D
@@ -375,14 +373,11 @@ class LSTMUnitLayer(Layer):
                           (bottom[2].data, (-1,)), (top[0].data, (-1, D)),
                           (top[0].diff, (-1, D)), (top[1].diff, (-1, D)),
                           (bottom[0].diff, (-1, D)), (bottom[1].diff, (-1, 4 * D)))
-        if v is not None:                 # Caffe computes both gradients; keep the asked ones
-            keep0 = None if propagate_down[0] else v[6].copy()
-            keep1 = None if propagate_down[1] else v[7].copy()
+        if v is not None:       # Caffe computes both gradients: the one not asked for is dropped
+            for i, down in zip((6, 7), propagate_down):
+                if not down:
+                    v[i] = np.empty_like(v[i])
             kernels.get().lstm_unit_c_backward(*v)
-            if keep0 is not None:
-                v[6][...] = keep0
-            if keep1 is not None:
-                v[7][...] = keep1
             return
         i, f, o, g, cont = self._parts(bottom)
         c_prev = bottom[0].data.reshape(i.shape)

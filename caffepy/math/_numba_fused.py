@@ -22,6 +22,7 @@ float32 rounding of the intermediate gs (one ulp-level difference in the sums).
 from numba import njit, prange
 
 from ._numba_norm import channel_stats
+from ._numba_train import relu_value
 
 _opts = dict(parallel=True, cache=True, nogil=True, fastmath={"reassoc", "contract"})
 
@@ -37,7 +38,7 @@ def bn_scale_relu_train(x, eps, scale, shift, slope, relu, mu, var, std, x_norm,
             for k in range(s):
                 x_norm[b, ci, k] = (x[b, ci, k] - m) / sd
                 z = x_norm[b, ci, k] * a + o
-                y[b, ci, k] = z if (not relu or z > 0) else z * slope
+                y[b, ci, k] = relu_value(z, slope) if relu else z
 
 
 @njit(**_opts)
@@ -78,8 +79,7 @@ def bn_scale_relu_train_backward(dy, y, x_norm, scale, std, slope, relu, dscale,
 def sum2_relu(a, b, slope, y):
     """Flat a, b, y: y = relu(a + b) (Eltwise SUM of two bottoms, then an in-place ReLU)."""
     for i in prange(a.shape[0]):
-        z = a[i] + b[i]
-        y[i] = z if z > 0 else z * slope
+        y[i] = relu_value(a[i] + b[i], slope)
 
 
 @njit(parallel=True, cache=True, nogil=True, fastmath=False)

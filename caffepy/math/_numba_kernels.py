@@ -19,7 +19,7 @@ from ._numba_train import (ave_pool, bias_sum, col2im_last, im2col_image,  # noq
                            im2col_last,
                            image_to_rows, max_pool, max_pool_2x2, max_pool_2x2_backward,
                            max_pool_3x3_s1, max_pool_3x3_s2,
-                           pad_last, rows_to_image)
+                           pad_last, relu_value, rows_to_image)
 
 _opts = dict(parallel=True, cache=True, nogil=True, fastmath=False)
 
@@ -59,8 +59,7 @@ def dw_forward(x, w, bias, kh, kw, ph, pw, sh, sw, dh, dw, slope, relu, y):
         if relu:
             for oy in range(oh):
                 for ox in range(ow):
-                    if out[oy, ox] <= 0:
-                        out[oy, ox] *= slope
+                    out[oy, ox] = relu_value(out[oy, ox], slope)
 
 
 @njit(**_opts)
@@ -152,10 +151,7 @@ def relu(x, slope, y):
     argument unless the other compares greater / smaller), so that a negative x gives +0, not
     -0, at slope 0, and a NaN stays NaN, as in Caffe."""
     for i in prange(x.shape[0]):
-        v = x[i]
-        mx = 0.0 if v < 0.0 else v
-        mn = 0.0 if 0.0 < v else v
-        y[i] = mx + slope * mn
+        y[i] = relu_value(x[i], slope)
 
 
 @njit(**_opts)

@@ -54,6 +54,17 @@ def bias_sum(dy, bsum):
         bsum[mi] += ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))
 
 
+@njit(inline="always")
+def relu_value(v, slope):
+    """Caffe's ReLU of one value: max(v, 0) + slope * min(v, 0) (std::max / std::min keep the first
+    argument unless the other compares greater / smaller): a negative v gives +0 at slope 0, not
+    the -0 of ``v * slope``; a NaN stays NaN. The fused paths (a convolution's, BatchNorm-Scale's or
+    Eltwise SUM's ReLU) write it as caffepy's ReLU layer does."""
+    mx = 0.0 if v < 0.0 else v
+    mn = 0.0 if 0.0 < v else v
+    return mx + slope * mn
+
+
 @njit(**_opts)
 def rows_to_image(a, bias, slope, relu, out):
     """a (M, P * N) -> out (N, M, P) [+ bias[m]] [then leaky ReLU with ``slope`` if relu]: each
@@ -68,9 +79,7 @@ def rows_to_image(a, bias, slope, relu, out):
             dst = out[b, mi]
             for q in range(p):
                 v = src[q * n + b] + bv
-                if relu and v <= 0:
-                    v = v * slope
-                dst[q] = v
+                dst[q] = relu_value(v, slope) if relu else v
 
 
 @njit(**_opts)

@@ -71,6 +71,8 @@ VISION_COMPUTED = frozenset([
     "PoolingParameter.stride_shape", "PoolingParameter.pad_shape",
     # R-C3D's ROIPooling (caffepy/forks/video/rc3d.py)
     "ROIPoolingParameter.pooled_l", "ROIPoolingParameter.temporal_scale",
+    # the detection forks' FocalLoss and MultiBoxFocalLoss (chuanqi305's; caffepy/forks/ssd/focal.py)
+    "FocalLossParameter.axis", "FocalLossParameter.engine",
     # RRD's Extend and ORPooling (MhLiao/RRD; caffepy/forks/ssd/rrd.py)
     "LayerParameter.orn_param", "ORNParameter.orientations",
     # LiteFlowNet's NegSquare (twhui/LiteFlowNet; caffepy/forks/flownet/liteflownet.py): no fields

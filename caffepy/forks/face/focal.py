@@ -1,6 +1,6 @@
 """Loss and metric of the face-recognition forks: happynear/caffe-windows' softmax FocalLoss, whose
 schema (``focal_loss_param { type gamma alpha beta }``) xialuxi/arcface-caffe's nets also use
-(detection forks publish other layers under the same type name; they are not this one), and
+(the detection forks' FocalLoss, with ``axis`` / ``engine``, is :mod:`caffepy.forks.ssd.focal`), and
 happynear's Accuracy ``min_is_better``.
 """
 import numpy as np

@@ -4,7 +4,8 @@ Modules: ``annotated_data`` (AnnotatedData: an LMDB / LevelDB of AnnotatedDatum 
 samplers, distortion, expansion and resize, whose numpy code is ``augment`` and, for the boxes
 and batch samplers, ``boxes``), ``annoset`` (SSD's
 convert_annoset: ``python3 -m caffepy.forks.ssd.annoset``), ``detection``
-(Permute, PriorBox, DetectionOutput), ``multibox`` (MultiBoxLoss),
+(Permute, PriorBox, DetectionOutput), ``multibox`` (MultiBoxLoss), ``focal`` (the detection
+forks' FocalLoss and MultiBoxFocalLoss),
 ``evaluate`` (DetectionEvaluate), ``textboxes`` (PriorBox with ``denser_prior_boxes``),
 ``textboxes_polygon`` (DetectionOutput with ``use_polygon``), ``refinedet`` (RefineDet's
 MultiBoxLoss and DetectionOutput with the ARM bottoms), ``rrd`` (MhLiao/RRD's Extend: channels

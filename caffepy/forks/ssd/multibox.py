@@ -267,8 +267,20 @@ class MultiBoxLossLayer(Layer):
         self.loc_diff = [d for d, _ in self.loc_target]
         loc_loss = sum(self._loc_loss(d).sum() for d in self.loc_diff)
         b, i = np.nonzero(chosen)
-        conf_loss = self.prior_loss(b, i, labels[chosen]).sum()
+        conf_loss = self._conf_loss(b, i, labels[chosen])
         top[0].data[...] = (p.loc_weight * loc_loss + conf_loss) / self.norm
+
+    def _conf_loss(self, b, i, labels):
+        """The confidence loss summed over the chosen priors (image b, prior i, their labels)."""
+        return self.prior_loss(b, i, labels).sum()
+
+    def _conf_grad(self, b, i, labels):
+        """Its gradient on those priors' confidences (rows x C), before the scale: softmax (or
+        sigmoid) - onehot(label)."""
+        g = self.prob[b, i].copy()
+        k = np.nonzero(labels >= 0)[0]
+        g[k, labels[k]] -= 1
+        return g
 
     def _match(self, g, loc, priors, variances):
         """SSD's FindMatches for one image: (idx, best) per prior as :func:`match` gives them,
@@ -369,11 +381,8 @@ class MultiBoxLossLayer(Layer):
             bottom[0].diff[...] = (self.p.loc_weight * scale * g).reshape(bottom[0].shape)
         if propagate_down[1]:
             g = np.zeros((N, P, C))
-            sel = self.chosen
-            g[sel] = self.prob[sel]
-            b, i = np.nonzero(sel)
-            lab = self.labels[sel]
-            g[b[lab >= 0], i[lab >= 0], lab[lab >= 0]] -= 1
+            b, i = np.nonzero(self.chosen)
+            g[b, i] = self._conf_grad(b, i, self.labels[self.chosen])
             bottom[1].diff[...] = (scale * g).reshape(bottom[1].shape)
 
     def allow_force_backward(self, bottom_index):

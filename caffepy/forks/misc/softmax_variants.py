@@ -1,5 +1,5 @@
-"""Two forks' SoftmaxWithLoss with extra softmax_param fields, and CSLJXing/caffe's
-SoftmaxWithCrossEntropyLoss (below).
+"""Two forks' SoftmaxWithLoss with extra softmax_param fields, CSLJXing/caffe's
+SoftmaxWithCrossEntropyLoss and the soft-target SoftmaxCrossEntropyLoss (below).
 
 Kevinduan23/caffe (src/caffe/layers/softmax_loss_layer.cpp and .cu): label smoothing. With
 ``label_smooth: true`` and e = ``label_smooth_factor`` > 0 (the fork's default, when the field is
@@ -27,7 +27,7 @@ import numpy as np
 
 from ...errors import ShapeError
 from ...layers.base import LossLayer, register_layer, register_variant
-from ...layers.loss import SoftmaxWithLossLayer
+from ...layers.loss import SoftmaxWithLossLayer, normalization_mode, normalizer
 from ...layers.softmax import softmax
 
 FLT_MIN = np.finfo(np.float32).tiny
@@ -163,3 +163,56 @@ class SoftmaxWithCrossEntropyLossLayer(LossLayer):
     def allow_force_backward(self, bottom_index):
         return bottom_index == 0
 
+
+
+@register_layer("SoftmaxCrossEntropyLoss")
+class SoftmaxCrossEntropyLossLayer(LossLayer):
+    """SoftmaxCrossEntropyLoss of the forks that publish it (xieguotian/caffe,
+    src/caffe/layers/softmax_cross_entropy_loss_layer.cpp; mitmul/caffe's has the same loss and
+    gradient, normalised by N only): the cross entropy between soft targets t (a distribution per
+    position, e.g. mixup's or label smoothing's labels, the shape of the scores) and
+    p = softmax(x) along ``softmax_param.axis``:
+
+        L = -sum t log max(p, FLT_MIN) / n,   dL/dx = (p - t) top_diff / n
+
+    n = ``loss_param.normalization`` of every position (VALID and FULL: outer x inner,
+    BATCH_SIZE: outer, NONE: 1; legacy ``normalize`` as Caffe's), at least 1. The gradient is the
+    forks' p - t, the exact one when each position's targets sum to 1. No gradient to the
+    targets (the forks stop on a request). Tops: loss [, p].
+    """
+    exact_num_top_blobs = None
+    min_top_blobs = 1
+    max_top_blobs = 2
+
+    def layer_setup(self, bottom, top):
+        self.mode = normalization_mode(self.layer_param.loss_param)
+
+    def reshape(self, bottom, top):
+        if bottom[0].count != bottom[1].count:
+            raise self.error("the targets %s must have one value per score %s"
+                             % (bottom[1].shape, bottom[0].shape), ShapeError)
+        self.axis = bottom[0].canonical_axis_index(self.layer_param.softmax_param.axis)
+        self.outer = bottom[0].count_range(0, self.axis)
+        self.inner = bottom[0].count_range(self.axis + 1)
+        top[0].reshape(())
+        if len(top) >= 2:
+            top[1].reshape(bottom[0].shape)
+
+    def forward_cpu(self, bottom, top):
+        self.p = softmax(bottom[0].data, self.axis)
+        t = bottom[1].data.reshape(self.p.shape)
+        self.norm = normalizer(self.mode, self.layer_param.loss_param, self.outer, self.inner,
+                               self.outer * self.inner)
+        top[0].data[...] = -np.sum(t * np.log(np.maximum(self.p, _FLT_MIN))) / self.norm
+        if len(top) >= 2:
+            top[1].data[...] = self.p
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        if propagate_down[1]:
+            raise self.error("cannot back-propagate to the target inputs")
+        if propagate_down[0]:
+            t = bottom[1].data.reshape(self.p.shape)
+            bottom[0].diff[...] = (self.p - t) * (top[0].diff.reshape(-1)[0] / self.norm)
+
+    def allow_force_backward(self, bottom_index):
+        return bottom_index == 0

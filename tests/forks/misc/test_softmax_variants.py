@@ -117,3 +117,32 @@ def test_softmax_with_cross_entropy_is_the_kl_of_two_softmaxes():
         np.testing.assert_allclose(loss, kl / norm)
         check_layer_gradient(make_layer(text), make_blobs([x, t]), make_blobs(1),
                              check_bottom=[0])
+
+
+def test_softmax_cross_entropy_loss_soft_targets():
+    """SoftmaxCrossEntropyLoss (xieguotian/caffe, mitmul/caffe): -sum t log p / N for mixup's
+    soft labels; the gradient is p - t (exact for targets summing to 1): the checker agrees."""
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((4, 5))
+    t = rng.random((4, 5))
+    t /= t.sum(1, keepdims=True)
+    layer = make_layer('type: "SoftmaxCrossEntropyLoss"')
+    bottom, top = make_blobs([x, t]), make_blobs(2)
+    loss, prob = run_layer(layer, bottom, top)
+    e = np.exp(x - x.max(1, keepdims=True))
+    p = e / e.sum(1, keepdims=True)
+    np.testing.assert_allclose(prob, p, rtol=1e-12)
+    assert np.isclose(loss, -np.sum(t * np.log(p)) / 4, rtol=1e-12)
+    check_layer_gradient(make_layer('type: "SoftmaxCrossEntropyLoss"'), make_blobs([x, t]),
+                         make_blobs(1), check_bottom=[0])
+    # maps: VALID counts every position (N H W); BATCH_SIZE only N
+    xm, tm = rng.standard_normal((2, 3, 2, 2)), rng.random((2, 3, 2, 2))
+    (full,) = run_layer(make_layer('type: "SoftmaxCrossEntropyLoss"'), make_blobs([xm, tm]),
+                        make_blobs(1))
+    (batch,) = run_layer(make_layer('type: "SoftmaxCrossEntropyLoss" loss_param { '
+                                    'normalization: BATCH_SIZE }'), make_blobs([xm, tm]),
+                         make_blobs(1))
+    assert np.isclose(full * 4, batch * 1, rtol=1e-12)
+    with pytest.raises(Exception, match="one value per score"):
+        run_layer(make_layer('type: "SoftmaxCrossEntropyLoss"'), make_blobs([x, t[:, :3]]),
+                  make_blobs(1))

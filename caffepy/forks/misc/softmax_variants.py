@@ -122,6 +122,12 @@ class ClassScaledSoftmaxWithLossLayer(SoftmaxWithLossLayer):
 _FLT_MIN = np.finfo(np.float32).tiny
 
 
+def _softmax_view(layer, blob):
+    """(axis, outer, inner) of ``blob`` around the layer's ``softmax_param.axis``."""
+    axis = blob.canonical_axis_index(layer.layer_param.softmax_param.axis)
+    return axis, blob.count_range(0, axis), blob.count_range(axis + 1)
+
+
 @register_layer("SoftmaxWithCrossEntropyLoss")
 class SoftmaxWithCrossEntropyLossLayer(LossLayer):
     """CSLJXing/caffe's SoftmaxWithCrossEntropyLoss (commit 6232af0, src/caffe/layers/
@@ -139,9 +145,7 @@ class SoftmaxWithCrossEntropyLossLayer(LossLayer):
         if bottom[0].shape != bottom[1].shape:
             raise self.error("bottom[0] %s and bottom[1] %s should have the same shape"
                              % (bottom[0].shape, bottom[1].shape), ShapeError)
-        self.axis = bottom[0].canonical_axis_index(self.layer_param.softmax_param.axis)
-        self.outer = bottom[0].count_range(0, self.axis)
-        self.inner = bottom[0].count_range(self.axis + 1)
+        self.axis, self.outer, self.inner = _softmax_view(self, bottom[0])
         top[0].reshape(())
 
     def _norm(self):
@@ -191,9 +195,7 @@ class SoftmaxCrossEntropyLossLayer(LossLayer):
         if bottom[0].count != bottom[1].count:
             raise self.error("the targets %s must have one value per score %s"
                              % (bottom[1].shape, bottom[0].shape), ShapeError)
-        self.axis = bottom[0].canonical_axis_index(self.layer_param.softmax_param.axis)
-        self.outer = bottom[0].count_range(0, self.axis)
-        self.inner = bottom[0].count_range(self.axis + 1)
+        self.axis, self.outer, self.inner = _softmax_view(self, bottom[0])
         top[0].reshape(())
         if len(top) >= 2:
             top[1].reshape(bottom[0].shape)

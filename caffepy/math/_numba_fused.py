@@ -7,8 +7,8 @@ Per channel c of x (N, C, S), one channel at a time (its values stay in cache be
 
 forward   mu, var = batch mean and biased variance of x (two passes), std = sqrt(var + eps),
           x_norm = (x - mu) / std (BatchNorm's top, rounded to the blob's dtype),
-          z = x_norm * scale[c] + shift[c] (Scale), y = z if z > 0 else slope * z (ReLU; y = z
-          without it).
+          z = x_norm * scale[c] + shift[c] (Scale), y = max(z, 0) + slope * min(z, 0) (ReLU, as
+          Caffe's: +0 for a negative z at slope 0; y = z without it).
 backward  g = dy if y > 0 else slope * dy (ReLU; g = dy without it),
           dscale[c] += sum(g x_norm), dshift[c] += sum(g) (Scale's parameter gradients),
           gs = scale[c] g (Scale's bottom gradient, BatchNorm's top gradient),

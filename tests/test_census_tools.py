@@ -342,3 +342,43 @@ def test_mutants_edit_the_text_reproducibly_and_classify_the_ends():
     assert mutants.ends(1, "caffepy summary: error: FILE:3: layer 'c': bad\n") == "error"
     assert mutants.ends(70, "Traceback (most recent call last):\nKeyError: 'x'\n") == "traceback"
     assert {"CaffeError", "ProtoError", "NetError", "ShapeError"} <= mutants.caffe_errors()
+
+
+def test_fork_schemas_collect_and_probe(tmp_path):
+    """fork_schemas: a census repository's caffe.proto (and the layer types its sources register)
+    in the harvest tool's layout, a path the harvest already has left out; the probe counts a
+    file that fails on an undeclared field and reads under that schema."""
+    import subprocess
+    import fork_schemas as FS
+    repo = next("o%d/fork" % i for i in range(100) if L.split_of("o%d/fork" % i) == "census")
+    work = tmp_path / "work"
+    (work / "src/caffe/proto").mkdir(parents=True)
+    (work / "src/caffe/layers").mkdir(parents=True)
+    (work / "src/caffe/proto/caffe.proto").write_text(
+        'syntax = "proto2";\npackage caffe;\nmessage NetParameter {\n  optional string name = 1;\n'
+        '  optional int32 wobble = 4242;\n}\n')
+    (work / "other").mkdir()
+    (work / "other/caffe.proto").write_text("message NetParameter { }\n")
+    (work / "src/caffe/layers/wobble_layer.cpp").write_text("REGISTER_LAYER_CLASS(Wobble);\n")
+    mirror = tmp_path / "mirrors" / repo.replace("/", "+") / "repo"
+
+    def run(*args, cwd=None):
+        subprocess.run(args, cwd=cwd, check=True, capture_output=True)
+    run("git", "init", "-q", str(work))
+    run("git", "-c", "user.email=t@t", "-c", "user.name=t", "add", "-A", cwd=work)
+    run("git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q", "-m", "x", cwd=work)
+    run("git", "clone", "-q", "--bare", str(work), str(mirror))
+    out = tmp_path / "out"
+    held = next("h%d/fork" % i for i in range(100) if L.split_of("h%d/fork" % i) == "heldout")
+    assert FS.census_repos([{"repo": repo}, {"repo": held}]) == [repo]
+    records = FS.collect([repo], str(out), str(tmp_path / "mirrors"),
+                         known={(repo, "other/caffe.proto")})
+    assert [r["path"] for r in records] == ["src/caffe/proto/caffe.proto"]
+    name = records[0]["file"]
+    assert (out / "layer_types" / (name[:-6] + ".txt")).read_text() == "Wobble\n"
+    texts = {"a": 'name: "n"\nwobble: 3\nlayer { name: "d" type: "Input" top: "x" '
+                  'input_param { shape { dim: 1 } } }\n',
+             "b": 'name: "n"\nlayer { name: "d" type: "Input" top: "x" '
+                  'input_param { shape { dim: 1 } } }\n'}
+    failing, fixed = FS.probe([str(out / "protos" / name)], texts)
+    assert failing == {"a"} and fixed == {"a"}

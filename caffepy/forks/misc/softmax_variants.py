@@ -168,7 +168,6 @@ class SoftmaxWithCrossEntropyLossLayer(LossLayer):
         return bottom_index == 0
 
 
-
 @register_layer("SoftmaxCrossEntropyLoss")
 class SoftmaxCrossEntropyLossLayer(LossLayer):
     """SoftmaxCrossEntropyLoss of the forks that publish it (xieguotian/caffe,

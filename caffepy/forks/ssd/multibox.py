@@ -111,6 +111,8 @@ class MultiBoxLossLayer(Layer):
     smoothL1(x) = 0.5 x^2 if |x| < 1 else |x| - 0.5, summed over the 4 offsets).
     ``conf_loss_type: LOGISTIC`` replaces the softmax loss by the sum over classes of the sigmoid
     cross entropy against the one-hot label (mining ranks negatives by that sum too).
+    A term whose bottom the layer's ``propagate_down`` turns off (``propagate_down: false`` for
+    loc or conf) is left out of the loss, as in SSD.
     Gradients: loc_weight * smoothL1'(.) / n on the positives' offsets, (softmax - onehot) / n
     (LOGISTIC: (sigmoid - onehot) / n) on the selected confidences, times the top diff; nothing
     elsewhere.
@@ -268,7 +270,9 @@ class MultiBoxLossLayer(Layer):
         loc_loss = sum(self._loc_loss(d).sum() for d in self.loc_diff)
         b, i = np.nonzero(chosen)
         conf_loss = self._conf_loss(b, i, labels[chosen])
-        top[0].data[...] = (p.loc_weight * loc_loss + conf_loss) / self.norm
+        # SSD adds a term only where the layer's propagate_down (default true, true) keeps it
+        down = list(self.layer_param.propagate_down) or [True, True]
+        top[0].data[...] = (p.loc_weight * loc_loss * down[0] + conf_loss * down[1]) / self.norm
 
     def _conf_loss(self, b, i, labels):
         """The confidence loss summed over the chosen priors (image b, prior i, their labels)."""

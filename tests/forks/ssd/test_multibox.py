@@ -328,3 +328,21 @@ def test_background_label_outside_the_classes_is_refused():
     conf = np.zeros((3, 3))
     with pytest.raises(Exception, match="for SOFTMAX"):
         make_layer(LAYER % "background_label_id: 3").setup(_bottoms(conf), make_blobs(1))
+
+
+def test_multibox_loss_leaves_out_a_term_propagate_down_turns_off():
+    """SSD adds loc_weight * loc / n only with propagate_down(0), conf / n only with
+    propagate_down(1) (both true when the layer gives none)."""
+    rng = np.random.default_rng(3)
+    conf, loc = rng.standard_normal((3, 3)), 0.3 * rng.standard_normal((1, 12))
+    both = run_layer(make_layer(LAYER % "neg_pos_ratio: 1"), _bottoms(conf, loc), make_blobs(1))[0]
+    parts = []
+    for flags in ("true false false false", "false true false false"):
+        text = LAYER % "neg_pos_ratio: 1" + "".join(
+            " propagate_down: %s" % f for f in flags.split())
+        parts.append(run_layer(make_layer(text), _bottoms(conf, loc), make_blobs(1))[0])
+    assert parts[0] > 0 and parts[1] > 0
+    np.testing.assert_allclose(parts[0] + parts[1], both, rtol=1e-12)
+    (zero,) = run_layer(make_layer(LAYER % "neg_pos_ratio: 1" + " propagate_down: false" * 4),
+                        _bottoms(conf, loc), make_blobs(1))
+    assert zero == 0

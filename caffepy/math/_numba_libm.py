@@ -135,6 +135,16 @@ def _unit_tanh(x):
     return np.float32(2.0 * (1.0 / (1.0 + math.exp(-(2.0 * np.float64(x))))) - 1.0)
 
 
+@njit(cache=True, inline="always")
+def _unit_gates(x, t, j, d, k):
+    """LSTMUnit's gates of unit j of row t: i, o = sigmoid, f = k * sigmoid (0 where the row's
+    cont k is 0), g = tanh (their own forms above)."""
+    i = _unit_sigmoid(x[t, j])
+    f = np.float32(0) if k == 0 else k * _unit_sigmoid(x[t, d + j])
+    o = _unit_sigmoid(x[t, 2 * d + j])
+    return i, f, o, _unit_tanh(x[t, 3 * d + j])
+
+
 @njit(**_opts)
 def lstm_unit_c(c_prev, x, cont, c, h):
     """LSTMUnitLayer::Forward_cpu on float32 (N, D) c_prev, (N, 4D) gates x, (N,) cont:
@@ -144,10 +154,7 @@ def lstm_unit_c(c_prev, x, cont, c, h):
     for t in prange(n):
         k = cont[t]
         for j in range(d):
-            i = _unit_sigmoid(x[t, j])
-            f = np.float32(0) if k == 0 else k * _unit_sigmoid(x[t, d + j])
-            o = _unit_sigmoid(x[t, 2 * d + j])
-            g = _unit_tanh(x[t, 3 * d + j])
+            i, f, o, g = _unit_gates(x, t, j, d, k)
             cc = f * c_prev[t, j] + i * g
             c[t, j] = cc
             h[t, j] = o * _unit_tanh(cc)
@@ -161,10 +168,7 @@ def lstm_unit_c_backward(c_prev, x, cont, c, dc, dh, dc_prev, dx):
     for t in prange(n):
         k = cont[t]
         for j in range(d):
-            i = _unit_sigmoid(x[t, j])
-            f = np.float32(0) if k == 0 else k * _unit_sigmoid(x[t, d + j])
-            o = _unit_sigmoid(x[t, 2 * d + j])
-            g = _unit_tanh(x[t, 3 * d + j])
+            i, f, o, g = _unit_gates(x, t, j, d, k)
             cp = c_prev[t, j]
             tc = _unit_tanh(c[t, j])
             ct = dc[t, j] + dh[t, j] * o * (one - tc * tc)

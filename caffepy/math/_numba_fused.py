@@ -1,6 +1,7 @@
 """numba kernels of the layer chains a net runs as one step (caffepy.net.fusion): a training
 net's BatchNorm -> Scale -> ReLU, and Eltwise SUM -> ReLU (:func:`sum2_relu`,
-:func:`relu_grad_to2`); imported through :mod:`caffepy.math._numba_kernels`.
+:func:`relu_grad_to2`), and the ReLU of one value every fused path writes
+(:func:`relu_value`); imported through :mod:`caffepy.math._numba_kernels`.
 
 Per channel c of x (N, C, S), one channel at a time (its values stay in cache between passes),
 ``prange`` over the channels; sums in float64:
@@ -22,9 +23,19 @@ float32 rounding of the intermediate gs (one ulp-level difference in the sums).
 from numba import njit, prange
 
 from ._numba_norm import channel_stats
-from ._numba_train import relu_value
 
 _opts = dict(parallel=True, cache=True, nogil=True, fastmath={"reassoc", "contract"})
+
+
+@njit(inline="always")
+def relu_value(v, slope):
+    """Caffe's ReLU of one value: max(v, 0) + slope * min(v, 0) (std::max / std::min keep the first
+    argument unless the other compares greater / smaller): a negative v gives +0 at slope 0, not
+    the -0 of ``v * slope``; a NaN stays NaN. The fused paths (a convolution's, BatchNorm-Scale's or
+    Eltwise SUM's ReLU) write it as caffepy's ReLU layer does."""
+    mx = 0.0 if v < 0.0 else v
+    mn = 0.0 if 0.0 < v else v
+    return mx + slope * mn
 
 
 @njit(**_opts)

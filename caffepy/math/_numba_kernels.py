@@ -6,7 +6,7 @@ import numpy as np
 from numba import njit, prange
 
 from ._numba_fused import (bn_scale_relu_train, bn_scale_relu_train_backward,  # noqa: F401
-                           relu_grad_sum2_to2, relu_grad_to2, sum2_relu)
+                           relu_grad_sum2_to2, relu_grad_to2, relu_value, sum2_relu)
 from ._numba_lattice import lattice_filter  # noqa: F401
 from ._numba_libm import (bnll_c, bnll_c_backward, elu_c, exp_c, log_c,  # noqa: F401
                           lstm_unit_c, lstm_unit_c_backward,
@@ -19,7 +19,7 @@ from ._numba_train import (ave_pool, bias_sum, col2im_last, im2col_image,  # noq
                            im2col_last,
                            image_to_rows, max_pool, max_pool_2x2, max_pool_2x2_backward,
                            max_pool_3x3_s1, max_pool_3x3_s2,
-                           pad_last, relu_value, rows_to_image)
+                           pad_last, rows_to_image)
 
 _opts = dict(parallel=True, cache=True, nogil=True, fastmath=False)
 

@@ -11,6 +11,8 @@ whole row; slice assignment is as fast for long runs, slower for short ones)."""
 import numpy as np
 from numba import njit, prange
 
+from ._numba_fused import relu_value
+
 _opts = dict(parallel=True, cache=True, nogil=True, fastmath=False)
 
 
@@ -52,17 +54,6 @@ def bias_sum(dy, bsum):
             for q in range(body, p):
                 acc[q - body] += src[q]
         bsum[mi] += ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))
-
-
-@njit(inline="always")
-def relu_value(v, slope):
-    """Caffe's ReLU of one value: max(v, 0) + slope * min(v, 0) (std::max / std::min keep the first
-    argument unless the other compares greater / smaller): a negative v gives +0 at slope 0, not
-    the -0 of ``v * slope``; a NaN stays NaN. The fused paths (a convolution's, BatchNorm-Scale's or
-    Eltwise SUM's ReLU) write it as caffepy's ReLU layer does."""
-    mx = 0.0 if v < 0.0 else v
-    mn = 0.0 if 0.0 < v else v
-    return mx + slope * mn
 
 
 @njit(**_opts)

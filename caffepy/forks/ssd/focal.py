@@ -24,12 +24,16 @@ from .multibox import MultiBoxLossLayer
 ALPHA, GAMMA = 0.25, 2.0        # the detection forks' defaults
 
 
-def focal_params(layer_param):
-    """(alpha, gamma) of a layer's focal_loss_param, with the detection forks' defaults where
-    the file leaves them out (caffepy's FocalLossParameter carries happynear's defaults)."""
-    p = layer_param.focal_loss_param
-    return (float(p.alpha) if p.HasField("alpha") else ALPHA,
-            float(p.gamma) if p.HasField("gamma") else GAMMA)
+def focal_params(layer):
+    """(alpha, gamma) of ``layer``'s focal_loss_param, with the detection forks' defaults where
+    the file leaves them out (caffepy's FocalLossParameter carries happynear's defaults); a
+    negative gamma is the layer's error."""
+    p = layer.layer_param.focal_loss_param
+    alpha = float(p.alpha) if p.HasField("alpha") else ALPHA
+    gamma = float(p.gamma) if p.HasField("gamma") else GAMMA
+    if gamma < 0:
+        raise layer.error("focal_loss_param.gamma must be >= 0, got %g" % gamma)
+    return alpha, gamma
 
 
 def softmax_focal(prob, labels, alpha, gamma):
@@ -67,9 +71,7 @@ class SoftmaxFocalLossLayer(SoftmaxWithLossLayer):
 
     def layer_setup(self, bottom, top):
         super(SoftmaxFocalLossLayer, self).layer_setup(bottom, top)
-        self.alpha, self.gamma = focal_params(self.layer_param)
-        if self.gamma < 0:
-            raise self.error("focal_loss_param.gamma must be >= 0, got %g" % self.gamma)
+        self.alpha, self.gamma = focal_params(self)
 
     def _axis_param(self):
         return self.layer_param.focal_loss_param.axis
@@ -110,19 +112,19 @@ class MultiBoxFocalLossLayer(MultiBoxLossLayer):
 
     def layer_setup(self, bottom, top):
         super(MultiBoxFocalLossLayer, self).layer_setup(bottom, top)
-        self.alpha, self.gamma = focal_params(self.layer_param)
-        if self.gamma < 0:
-            raise self.error("focal_loss_param.gamma must be >= 0, got %g" % self.gamma)
-
-    def _focal(self, b, i, labels):
-        return softmax_focal(self.prob[b, i][:, :, None], labels[:, None], self.alpha, self.gamma)
+        self.alpha, self.gamma = focal_params(self)
 
     def _conf_loss(self, b, i, labels):
+        """The focal loss of the chosen priors; their gradient is kept for the backward, which
+        asks for the same priors."""
         if self.logistic:
             return super(MultiBoxFocalLossLayer, self)._conf_loss(b, i, labels)
-        return self._focal(b, i, labels)[0].sum()
+        loss, grad = softmax_focal(self.prob[b, i][:, :, None], labels[:, None], self.alpha,
+                                   self.gamma)
+        self.conf_grad = grad[:, :, 0]
+        return loss.sum()
 
     def _conf_grad(self, b, i, labels):
         if self.logistic:
             return super(MultiBoxFocalLossLayer, self)._conf_grad(b, i, labels)
-        return self._focal(b, i, labels)[1][:, :, 0]
+        return self.conf_grad

@@ -80,7 +80,7 @@ def collect(repos, out, mirrors=MIRRORS, known=frozenset()):
         for path, sha, size in blobs:
             if not path.endswith("caffe.proto") or size is None or (repo, path) in known:
                 continue
-            data = gitio.git(mirror, "cat-file", "blob", sha)
+            data = gitio.read_blobs(mirror, [sha]).get(sha, b"")
             if not SCHEMA_RE.search(data):
                 continue
             name = _file_name(repo, path)
@@ -88,11 +88,11 @@ def collect(repos, out, mirrors=MIRRORS, known=frozenset()):
                 f.write(data)
             schema_dir = path.endswith("src/caffe/proto/caffe.proto")
             prefix = path[:-len("proto/caffe.proto")] if schema_dir else None
+            layer_sources = [s for p, s, n in blobs if prefix is not None and n
+                             and p.startswith(prefix) and not p.endswith(".proto")]
             types = set()
-            for p, s, n in blobs:
-                if prefix is not None and p.startswith(prefix) and not p.endswith(".proto") and n:
-                    text = gitio.git(mirror, "cat-file", "blob", s).decode("utf-8", "replace")
-                    types.update(REGISTER_RE.findall(text))
+            for text in gitio.read_blobs(mirror, layer_sources).values():     # one git process
+                types.update(REGISTER_RE.findall(text.decode("utf-8", "replace")))
             with open(os.path.join(out, "layer_types", name[:-len(".proto")] + ".txt"), "w") as f:
                 f.write("".join(t + "\n" for t in sorted(types)))
             records.append({"file": name, "repo": repo, "path": path, "commit": commit,

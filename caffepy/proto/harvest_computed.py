@@ -166,6 +166,19 @@ COMPUTED = VISION_COMPUTED | frozenset([
     # BeSlower/caffe's LiftedStructSimilaritySoftmaxLoss (caffepy/forks/misc/lifted_struct.py)
     "LayerParameter.lifted_struct_sim_softmax_loss_param",
     "LiftedStructSimilaritySoftmaxLossParameter.margin",
+    # Tongcheng/caffe's DenseBlock (senlinuc/caffe_ocr, leonzfa/iResNet;
+    # caffepy/forks/misc/dense_block.py)
+    "LayerParameter.denseblock_param", "DenseBlockParameter.numTransition",
+    "DenseBlockParameter.initChannel", "DenseBlockParameter.growthRate",
+    "DenseBlockParameter.pad_h",
+    "DenseBlockParameter.pad_w", "DenseBlockParameter.conv_verticalStride",
+    "DenseBlockParameter.conv_horizentalStride", "DenseBlockParameter.filter_H",
+    "DenseBlockParameter.filter_W", "DenseBlockParameter.Filter_Filler",
+    "DenseBlockParameter.BN_Scaler_Filler", "DenseBlockParameter.BN_Bias_Filler",
+    "DenseBlockParameter.gpuIdx", "DenseBlockParameter.use_dropout",
+    "DenseBlockParameter.dropout_amount", "DenseBlockParameter.use_BC",
+    "DenseBlockParameter.BC_ultra_space_efficient", "DenseBlockParameter.workspace_MB",
+    "DenseBlockParameter.moving_average_fraction",
     # ApolloCaffe's / CharlesShang/caffe's LstmUnit (caffepy/forks/misc/lstm_unit.py)
     "LayerParameter.lstm_unit_param", "LstmUnitParameter.num_cells",
     "LstmUnitParameter.input_weight_filler", "LstmUnitParameter.input_gate_weight_filler",

@@ -281,11 +281,14 @@ def _flow_size(net_param):
 
 def _custom_data_shapes(lp, n, size):
     """FlowNet 2's CustomData: a top per slice of the LMDB's channels (+ the label); the last
-    slice's channels follow its encoding (BOOL1: 1, UINT16FLOW: 2, else 3); images of ``size``."""
+    slice's channels follow its encoding (BOOL1: 1, UINT16FLOW: 2, else 3), except that a
+    UINT16FLOW top named ``disp...`` is a DispNet disparity, 1 channel; images of ``size``."""
     p = lp.data_param
     points = list(p.slice_point)
     enc = list(p.encoding)
     last = {p.BOOL1: 1, p.UINT16FLOW: 2}.get(enc[len(points)] if len(enc) > len(points) else -1, 3)
+    if last == 2 and len(lp.top) > len(points) and lp.top[len(points)].lower().startswith("disp"):
+        last = 1
     chans = [b - a for a, b in zip([0] + points, points)] + [last]
     shapes = [(n, c) + tuple(size) for c in chans]
     return (shapes + [(n, 1, 1, 1)])[:len(lp.top)]

@@ -27,7 +27,8 @@ else a stand-in named in one WARNING, strict or not (caffepy.proto.digits).
 FLOPs count a multiply-add as 2 and are estimates of the forward pass:
 Convolution (and NdConvolution) ``2 * weight.size * H_out * W_out * N`` (+ bias), Deconvolution
 the same over the input positions, InnerProduct / Embed ``2 * weight.size * M``, LSTM / RNN
-``2 * weights * T * N``, Pooling (N-d and NdPooling too) ``top.count * kernel volume``, everything
+``2 * weights * T * N``, Pooling (N-d and NdPooling too) ``top.count * kernel volume``, a layer
+that is several operations (DenseBlock) its own ``forward_flops(bottom, top)``, everything
 else ``top.count`` per top (0 for layers that only move or reshape data). Memory is the bytes of
 the layer's top blobs (in-place tops not counted again) plus its parameter blobs.
 """
@@ -47,7 +48,8 @@ Row = collections.namedtuple("Row", "name type top_shapes params flops memory ca
 
 NO_COMPUTE = frozenset(["Input", "Split", "Reshape", "Flatten", "Silence", "Concat", "Slice",
                         "Permute", "Crop", "AutoCrop", "Dropout", "Data", "DummyData", "Python",
-                        "Tile", "Reorg", "ShuffleChannel", "BatchReindex", "Parameter", "Filter"])
+                        "Tile", "Reorg", "ShuffleChannel", "BatchReindex", "Parameter", "Filter",
+                        "RandomCrop", "DataSwitch"])
 
 
 def _count(shape):
@@ -56,6 +58,9 @@ def _count(shape):
 
 def layer_flops(layer, bottom, top):
     """Forward FLOPs estimate of one set-up layer (see module doc)."""
+    own = getattr(layer, "forward_flops", None)
+    if own is not None:                 # a layer that is several operations counts its own
+        return int(own(bottom, top))
     t = layer.type
     params = [b.shape for b in layer.blobs]
     if t in ("Convolution", "DepthwiseConvolution", "ConvolutionDepthwise",

@@ -10,6 +10,8 @@ fields from a list file),
 ``liteflownet`` (twhui/LiteFlowNet's Warp: bilinear sampling at absolute coordinates,
 not FlowWarp; its Grid: the pixel coordinates added to a flow before Warp; its NegSquare:
 y = -x^2), ``flow_prediction_2014`` (Arroosh/optical_flow_prediction's MultiSoftmax,
-MultiSoftmaxWithLoss and Resize; flow as classification).
-Schema: proto/additions.d/segnet_c3d_face_flownet.json, flownet_augment.json.
+MultiSoftmaxWithLoss and Resize; flow as classification), ``iresnet`` (leonzfa/iResNet's stereo
+training layers RandomCrop and DataSwitch).
+Schema: proto/additions.d/segnet_c3d_face_flownet.json, flownet_augment.json,
+stereo_random_crop.json.
 """

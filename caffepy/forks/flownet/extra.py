@@ -14,7 +14,10 @@ class Correlation1DLayer(CorrelationLayer):
 
     Bottoms are zero-padded by ``pad`` in x only. With k = kernel_size, d = max_displacement,
     R = d / stride_2: displacements o stride_2 for o in [-R, R] (``single_direction: 0``),
-    [0, R] (1, to the right) or [-(R + 1), -1] (-1, as the fork's x_shift = -(R + 1));
+    [0, R] (1, to the right) or [-(R + 1), -1] (-1, as the fork's x_shift = -(R + 1): the
+    leftmost output then reads (R + 1) stride_2 - d pixels before the padded row, which in the
+    fork's row-major buffer is the row above's right padding, zero: caffepy pads that many zeros
+    more on the left, and refuses the layer when ``pad`` is smaller, where the fork reads pixels);
         y[n, t, i, j] = sum_{c, a < k, b < k} f1[n, c, i s1 + a, x0 + b]
                                               f2[n, c, i s1 + a, x0 + o_t stride_2 + b] / (k k C)
     with x0 = j stride_1 + d (padded x). Output W' = ceil((W + 2 pad - 2 (d + (k-1)/2)) / s1),
@@ -37,10 +40,17 @@ class Correlation1DLayer(CorrelationLayer):
         r = self.d // self.s2
         self.offsets = {0: range(-r, r + 1), 1: range(0, r + 1),
                         -1: range(-(r + 1), 0)}[int(p.single_direction)]
-        if -min(self.offsets) * self.s2 > self.d:
+        self.lead = max(0, -min(self.offsets) * self.s2 - self.d)
+        if self.lead > self.pad:
             raise self.error("single_direction: -1 reaches %d pixels left, beyond max_displacement "
-                             "%d (the fork reads outside its padded input there)"
-                             % (-min(self.offsets) * self.s2, self.d))
+                             "%d and pad %d (the fork reads the row above there)"
+                             % (-min(self.offsets) * self.s2, self.d, self.pad))
+
+    def _padded(self, a):
+        return np.pad(a, [(0, 0)] * 3 + [(self.pad + self.lead, self.pad)])
+
+    def _unpadded(self, g, shape):
+        return g[..., self.pad + self.lead:self.pad + self.lead + shape[3]]
 
     def reshape(self, bottom, top):
         N, C, H, W = self._bottom_shape(bottom)
@@ -58,7 +68,7 @@ class Correlation1DLayer(CorrelationLayer):
             dx = o * self.s2
             for a in range(self.k):
                 for b in range(self.k):
-                    x0 = self.d + b
+                    x0 = self.lead + self.d + b
                     rows = slice(a, a + (oh - 1) * self.s1 + 1, self.s1)
                     cols = slice(x0, x0 + (ow - 1) * self.s1 + 1, self.s1)
                     cols2 = slice(x0 + dx, x0 + dx + (ow - 1) * self.s1 + 1, self.s1)

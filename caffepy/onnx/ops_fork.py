@@ -4,7 +4,8 @@ and the layers refused with their reason.
     Interp    crop by -pad_beg / -pad_end (Slice), then Resize(linear, align_corners) to the
               output size caffepy computed: output y samples input y (Hi - 1) / (Ho - 1).
     Upsample  Resize(nearest, asymmetric, floor) by the integer scale: y[h] = x[h // s];
-              SegNet's (values and a pooling mask): MaxUnpool at mask + (n C + c) Ho Wo.
+              SegNet's (values and a pooling mask): MaxUnpool at mask + (n C + c) Ho Wo;
+              the YOLOv5 ports' (to a size or by factors): MatMuls by its resampling matrices.
     PriorBox  depends only on the bottoms' shapes, so its top is computed once by caffepy and
               stored as an initializer (shape (1, 2, 4 K), any batch).
 Refused (no faithful ONNX form): DetectionOutput (SSD's per-class NMS with confidence
@@ -61,6 +62,15 @@ def segnet_upsample(ctx):
     ends = [max(0, s * i - o) for s, i, o in zip(scales, ctx.bshapes[0][2:], (ho, wo))]
     ctx.node("MaxUnpool", [ctx.bottoms[0], idx, ctx.ints("shape", [n, c, ho, wo])],
              ctx.tops[0], kernel_shape=scales, strides=scales, pads=[0, 0] + ends)
+
+
+@variant_converter("Upsample", "SizeScaleUpsampleLayer")
+def size_scale_upsample(ctx):
+    """The YOLOv5 ports' Upsample (caffepy.forks.misc.upsample_size): its two resampling
+    matrices, y = A_h x A_w^T, as two MatMuls (nearest and the fork's bilinear alike)."""
+    L = ctx.layer
+    rows = ctx.node("MatMul", [ctx.const("rows", np.asarray(L.Ah, np.float32)), ctx.bottoms[0]])
+    ctx.node("MatMul", [rows, ctx.const("cols", np.asarray(L.Aw.T, np.float32))], ctx.tops[0])
 
 
 @converter("Upsample")

@@ -92,7 +92,10 @@ def shuffle_channel(ctx):
 def reorg(ctx):
     n, c, h, w = ctx.bshapes[0]
     s = ctx.layer.s
-    if ctx.layer.reverse:
+    if ctx.layer.focus:             # the YOLOv5 ports' channel-major space-to-depth
+        x = ctx.reshape(ctx.bottoms[0], (n, c, h // s, s, w // s, s), ctx.bshapes[0])
+        x = ctx.node("Transpose", [x], perm=[0, 1, 3, 5, 2, 4])
+    elif ctx.layer.reverse:
         x = ctx.reshape(ctx.bottoms[0], (n, s, s, c // (s * s), h, w), ctx.bshapes[0])
         x = ctx.node("Transpose", [x], perm=[0, 3, 4, 1, 5, 2])
     else:

@@ -166,6 +166,8 @@ COMPUTED = VISION_COMPUTED | frozenset([
     # BeSlower/caffe's LiftedStructSimilaritySoftmaxLoss (caffepy/forks/misc/lifted_struct.py)
     "LayerParameter.lifted_struct_sim_softmax_loss_param",
     "LiftedStructSimilaritySoftmaxLossParameter.margin",
+    # the YOLOv5 ports' Upsample to a size (caffepy/forks/misc/upsample_size.py)
+    "UpsampleParameter.height", "UpsampleParameter.width",
     # Tongcheng/caffe's DenseBlock (senlinuc/caffe_ocr, leonzfa/iResNet;
     # caffepy/forks/misc/dense_block.py)
     "LayerParameter.denseblock_param", "DenseBlockParameter.numTransition",

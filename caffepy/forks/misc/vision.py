@@ -240,6 +240,10 @@ class ReorgLayer(Layer):
     (N x C s^2 x H/s x W/s) read in memory order as N x C x H x W holds
         top[n, (dy s + dx) K + k, h, w] = x read as N x K x Hs x Ws at [n, k, h s + dy, w s + dx]
     reverse: true applies the inverse permutation (top N x C/s^2 x H s x W s).
+    When C is not a multiple of s^2 (reverse: false; darknet's permutation is undefined there),
+    it is the YOLOv5 ports' Focus (Wulingtian/yolov5_caffe's reorg_kernel, its GPU code; its CPU
+    code divides by C / s^2 = 0): channel-major space-to-depth,
+        top[n, (c s + dy) s + dx, h, w] = x[n, c, h s + dy, w s + dx].
 
     prototxt: ``reorg_param { stride (required), reverse: false }``. Bottom: N x C x H x W.
     """
@@ -259,7 +263,8 @@ class ReorgLayer(Layer):
             raise self.error("bottom must be N x C x H x W, got %s" % (bottom[0].shape,))
         N, C, H, W = bottom[0].shape
         s = self.s
-        if C % (s * s) or (not self.reverse and (H % s or W % s)):
+        self.focus = not self.reverse and C % (s * s) != 0
+        if (C % (s * s) and self.reverse) or (not self.reverse and (H % s or W % s)):
             raise self.error("shape %s is not divisible by stride %d" % (bottom[0].shape, s),
                              ShapeError)
         if self.reverse:
@@ -280,12 +285,24 @@ class ReorgLayer(Layer):
 
     def forward_cpu(self, bottom, top):
         shape = bottom[0].shape
+        if self.focus:
+            N, C, H, W = shape
+            s = self.s
+            top[0].data[...] = bottom[0].data.reshape(N, C, H // s, s, W // s, s).transpose(
+                0, 1, 3, 5, 2, 4).reshape(top[0].shape)
+            return
         f = self._scatter if self.reverse else self._gather
         top[0].data[...] = f(bottom[0].data, shape).reshape(top[0].shape)
 
     def backward_cpu(self, top, propagate_down, bottom):
         if propagate_down[0]:
             shape = bottom[0].shape
+            if self.focus:
+                N, C, H, W = shape
+                s = self.s
+                bottom[0].diff[...] = top[0].diff.reshape(N, C, s, s, H // s, W // s).transpose(
+                    0, 1, 4, 2, 5, 3).reshape(shape)
+                return
             f = self._gather if self.reverse else self._scatter
             bottom[0].diff[...] = f(top[0].diff, shape).reshape(shape)
 

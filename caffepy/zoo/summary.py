@@ -25,7 +25,8 @@ A DIGITS classification network's InnerProduct layers without num_output take ``
 else a stand-in named in one WARNING, strict or not (caffepy.proto.digits).
 
 FLOPs count a multiply-add as 2 and are estimates of the forward pass:
-Convolution (and NdConvolution) ``2 * weight.size * H_out * W_out * N`` (+ bias), Deconvolution
+Convolution (NdConvolution, and the forks' convolution, deconvolution and inner-product
+subclasses alike) ``2 * weight.size * H_out * W_out * N`` (+ bias), Deconvolution
 the same over the input positions, InnerProduct / Embed ``2 * weight.size * M``, LSTM / RNN
 ``2 * weights * T * N``, Pooling (N-d and NdPooling too) ``top.count * kernel volume``, a layer
 that is several operations (DenseBlock) its own ``forward_flops(bottom, top)``, everything
@@ -37,6 +38,9 @@ import collections
 import numpy as np
 
 from ..errors import CaffeError, ShapeError
+from ..layers.conv import ConvolutionLayer
+from ..layers.deconv import DeconvolutionLayer
+from ..layers.inner_product import InnerProductLayer
 from ..layers.base import shapes_only
 from ..net import Net
 from ..net.passes import PhaseError
@@ -63,14 +67,16 @@ def layer_flops(layer, bottom, top):
         return int(own(bottom, top))
     t = layer.type
     params = [b.shape for b in layer.blobs]
-    if t in ("Convolution", "DepthwiseConvolution", "ConvolutionDepthwise",
-             "NdConvolution", "Winograd2x2Trans", "Winograd2x2Conv",
-             "WinoConvolution") and params:
+    if (t in ("Convolution", "DepthwiseConvolution", "ConvolutionDepthwise",
+              "NdConvolution", "Winograd2x2Trans", "Winograd2x2Conv", "WinoConvolution")
+            or isinstance(layer, ConvolutionLayer)) and params:
         n_out = _count(top[0].shape[2:]) * top[0].shape[0]
         return 2 * _count(params[0]) * n_out + (top[0].count if len(params) > 1 else 0)
-    if t == "Deconvolution" and params:
+    if (t == "Deconvolution" or isinstance(layer, DeconvolutionLayer)) and params:
         n_in = _count(bottom[0].shape[2:]) * bottom[0].shape[0]
         return 2 * _count(params[0]) * n_in + (top[0].count if len(params) > 1 else 0)
+    if isinstance(layer, InnerProductLayer) and params and t != "InnerProduct":
+        t = "InnerProduct"              # the forks' binary / quantised / pruned forms
     if t in ("InnerProduct", "Embed") and params:
         w = params[0]
         num_output = w[0] if t == "InnerProduct" else w[1]

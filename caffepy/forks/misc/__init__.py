@@ -42,7 +42,9 @@ network-compression's ``weights_compress`` / ``activations_compress``: Convoluti
 InnerProduct and Data with ternary / fixed-point / ULQ / clipped weights and tops; schema
 proto/additions.d/quantized_ternary.json), ``truncation`` (happynear/caffe-windows' Truncation and SoftTruncation), ``atlas``
 (wangshankun/Tengine_Atlas's Atlas: the declared shapes of a network run on a Huawei NPU; no forward), ``dns`` (Dynamic Network Surgery's masked CConvolution and CInnerProduct), ``zoo_readers`` (top shapes of
-fork readers caffepy does not build, for caffepy.zoo: aaalgo/caffe's PicPac).
+fork readers caffepy does not build, for caffepy.zoo: aaalgo/caffe's PicPac), ``dense_block``
+(Tongcheng/caffe's DenseBlock, a whole DenseNet block in one layer), ``upsample_size`` (the
+YOLOv5 ports' Upsample to a size or by factors), ``xnor`` (BWN-XNOR-caffe's BinActiv).
 ``lifted_struct`` (BeSlower/caffe's LiftedStructSimilaritySoftmaxLoss), ``lstm_unit``
 (ApolloCaffe's and CharlesShang/caffe's LstmUnit: one LSTM step with its own gate weights;
 SDS-RCNN's ConvLSTMUnit), ``st_losses`` (py-faster-rcnn-st's PowerFile, LocLoss and STLoss),

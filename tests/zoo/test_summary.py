@@ -35,6 +35,15 @@ def test_summary_rows_and_totals():
     assert "conv" in text and "total" in text.splitlines()[-1]
 
 
+def test_fork_subclasses_of_convolution_and_inner_product_count_as_those():
+    forked = NET.replace('type: "Convolution"', 'type: "BinaryConvolution"').replace(
+        'type: "InnerProduct"', 'type: "FcRistretto"')
+    plain = {r.name: r.flops for r in summarize(NET)[0]}
+    rows, _ = summarize(forked)
+    assert {r.name: r.type for r in rows}["conv"] == "BinaryConvolution"
+    assert {r.name: r.flops for r in rows} == plain
+
+
 def test_summary_input_override_and_errors():
     rows, _ = summarize(NET, inputs={"data": (2, 3, 10, 10), "label": (2,)})
     assert rows[1].top_shapes == [(2, 5, 8, 8)]

@@ -46,6 +46,7 @@ from ...layers.base import Layer, fork_param, register_layer
 from ...math.cpu import col2im, im2col
 
 EPS = 1e-5      # CUDNN_BN_MIN_EPSILON of the cuDNN versions the fork was built with
+INT_MAX = 2 ** 31 - 1       # Caffe's limit on a blob's count (checked here over all of them)
 
 
 def _bn_forward(z, scale, bias, mean, var, train, fraction):
@@ -132,6 +133,11 @@ class DenseBlockLayer(Layer):
                              % (bottom[0].shape,), ShapeError)
         self.c0 = bottom[0].shape[1]
         self.geometry = (kernel, pad, stride)
+        count = self._param_count()
+        if count > INT_MAX:
+            raise self.error("denseblock_param (numTransition %d, growthRate %d) on %d channels "
+                             "makes %d parameters, over Caffe's blob limit of %d"
+                             % (self.T, self.G, self.c0, count, INT_MAX), ShapeError)
         if not self.blobs:
             if len(self.layer_param.param):
                 raise self.error("DenseBlock writes its own param specs; the fork refuses "
@@ -145,6 +151,15 @@ class DenseBlockLayer(Layer):
             spec = self.layer_param.param.add()
             spec.lr_mult = spec.decay_mult = 0.0 if i in frozen else 1.0
         self.param_propagate_down = [i not in frozen for i in range(len(self.blobs))]
+
+    def _param_count(self):
+        """The parameter values of the fork's blobs, counted before any is made."""
+        T, G, (kh, kw) = self.T, self.G, self.geometry[0]
+        widths = T * self.c0 + G * T * (T - 1) // 2           # sum of C_i
+        n = (G * 4 * G * kh * kw * T if self.bc else G * kh * kw * widths) + 4 * widths + 1
+        if self.bc:
+            n += 4 * G * widths + 4 * T * 4 * G
+        return n
 
     def _new_blobs(self, p):
         T, G, c0 = self.T, self.G, self.c0
@@ -173,6 +188,9 @@ class DenseBlockLayer(Layer):
             raise self.error("bottom has %d channels, the layer was set up for %d"
                              % (c, self.c0), ShapeError)
         kernel, pad, stride = self.geometry
+        if n * (self.c0 + self.T * self.G) * h * w > INT_MAX:
+            raise self.error("the top (%d x %d x %d x %d) is over Caffe's blob limit of %d values"
+                             % (n, self.c0 + self.T * self.G, h, w, INT_MAX), ShapeError)
         out = _Conv(kernel, pad, stride)._out_shape((n, c, h, w))
         if out != (h, w):
             raise self.error("denseblock_param's convolution (filter %s, pad %s, stride %s) "

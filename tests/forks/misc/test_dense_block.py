@@ -142,7 +142,16 @@ def test_refusals():
         _layer("pad_h: 0").setup(x, make_blobs(1))
     with pytest.raises(NetError, match="dropout_amount"):
         _layer("use_dropout: true dropout_amount: 1").setup(x, make_blobs(1))
+    with pytest.raises(NetError, match="over Caffe's blob limit"):
+        make_layer('type: "DenseBlock" denseblock_param { numTransition: 1000000 growthRate: 4 }'
+                   ).setup(x, make_blobs(1))
     assert isinstance(_layer(), DenseBlockLayer)
+    layer = _layer("use_BC: true")
+    layer.setup(x, make_blobs(1))
+    assert layer._param_count() == sum(b.count for b in layer.blobs)
+    plain = _layer()
+    plain.setup(x, make_blobs(1))
+    assert plain._param_count() == sum(b.count for b in plain.blobs)
 
 
 NET = """name: "ocr"

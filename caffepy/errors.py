@@ -66,7 +66,8 @@ def locate_layer_error(error, source, occurrence=0):
                                    else lines[0])
         except OSError:
             pass
-    located = type(error)("%s: %s" % (where, error))
+    hint = error.__dict__.pop("hint_near", None)  # where a missing Python module sits
+    located = type(error)("%s: %s%s" % (where, error, hint(source) if hint else ""))
     located.__cause__ = error
     located.__dict__.update(error.__dict__)       # layer_name, a ShapeError's fits, ...
     return located

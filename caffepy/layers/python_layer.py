@@ -208,6 +208,33 @@ def load_python_layer_class(module_name, class_name):
                              % (module_name, getattr(module, "__file__", "?"), class_name))
 
 
+def module_hint(module_name, source, levels=2, depth=3, budget=4000):
+    """Where a module that is not on sys.path sits near the net file ``source``: its
+    ``a/b.py`` (or ``a/b/__init__.py``) in the file's directory, one of its ``levels`` parents, or
+    up to ``depth`` directories below them (hidden ones skipped; at most ``budget`` directories
+    looked at). The end of the one-line error, or "" when not found. Nothing is imported: a file
+    found beside an untrusted net is named, never run."""
+    rel = module_name.replace(".", os.sep)
+    root = os.path.dirname(os.path.abspath(os.fspath(source)))
+    roots = [root]
+    for _ in range(levels):
+        root = os.path.dirname(root)
+        if root not in roots:
+            roots.append(root)
+    seen = 0
+    for top in roots:
+        for path, dirs, _ in os.walk(top):
+            seen += 1
+            if seen > budget:
+                return ""
+            dirs[:] = [] if path[len(top):].count(os.sep) >= depth else \
+                sorted(d for d in dirs if not d.startswith("."))
+            if os.path.isfile(os.path.join(path, rel + ".py")) or \
+                    os.path.isfile(os.path.join(path, rel, "__init__.py")):
+                return " (the module is in %s: put that directory on PYTHONPATH)" % path
+    return ""
+
+
 @register_layer("Python")
 class PythonLayer(_CaffepyLayer):
     """Runs a user's Python layer (see module doc for the protocol).
@@ -224,7 +251,9 @@ class PythonLayer(_CaffepyLayer):
             cls = load_python_layer_class(pp.module, pp.layer)
         except ModuleMissing as e:
             if builtin_layer_class(pp.module, pp.layer) is None:
-                raise self.error(str(e))
+                error = self.error(str(e))
+                error.hint_near = lambda source, name=pp.module: module_hint(name, source)
+                raise error
             self._missing = " ".join(str(e).split())
             cls = None          # a stand-in, chosen in setup by the blobs (see stand_ins)
         except ImportError as e:  # the user's module is there but failed: it is not replaced

@@ -141,7 +141,7 @@ def summarize(source, inputs=None, phase=caffe_pb2.TEST, default_shape=(3, 224, 
             sourced)
         if out is not None:
             return out
-    carried, roots = ({}, {}) if strict else _carry(original)     # after: it edits in place
+    carried, roots = ({}, {}) if strict else _carry(original, filename)   # edits in place
     phase_note, dropped = [], {}
 
     def prepare(param):
@@ -231,11 +231,12 @@ def summarize(source, inputs=None, phase=caffe_pb2.TEST, default_shape=(3, 224, 
     return rows, total
 
 
-def _unbuildable(lp):
+def _unbuildable(lp, filename=None):
     """Why caffepy cannot build ``lp`` (a type nothing registers, a Python layer with bottoms whose
-    module does not import and that caffepy does not build in), or None."""
+    module does not import and that caffepy does not build in: where near ``filename`` it is), or
+    None."""
     from ..layers.base import has_layer_type
-    from ..layers.python_layer import builtin_layer_class
+    from ..layers.python_layer import builtin_layer_class, module_hint
     from . import is_data_layer
     from .readers import importable
     if is_data_layer(lp):
@@ -244,20 +245,22 @@ def _unbuildable(lp):
         if not len(lp.bottom) or importable(lp) or builtin_layer_class(
                 lp.python_param.module, lp.python_param.layer) is not None:
             return None
-        return "python_param.module '%s' is not importable" % lp.python_param.module
+        module = lp.python_param.module
+        return "python_param.module '%s' is not importable%s" % (
+            module, module_hint(module, filename) if filename else "")
     if has_layer_type(lp.type):
         return None
     return "no class"
 
 
-def _carry(param):
+def _carry(param, filename=None):
     """Put the stand-in of :mod:`caffepy.zoo.shape_rules` in ``param`` (in place) for each layer
     caffepy cannot build and a rule carries; return ({name: (type, rule text)} of those,
     {name: (type, why)} of the others, whose tops are unknown)."""
     from .shape_rules import rule_for
     carried, roots = {}, {}
     for lp in param.layer:
-        why = _unbuildable(lp)
+        why = _unbuildable(lp, filename)
         if why is None:
             continue
         rule = rule_for(lp)

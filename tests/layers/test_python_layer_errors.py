@@ -70,3 +70,33 @@ def test_the_command_prints_no_traceback_for_an_error_in_a_destructor(module_dir
     assert "Exception ignored in Handle.__del__: AttributeError:" in err
     assert err.strip().splitlines()[-1].startswith("caffepy summary: error: ")
     assert sys.unraisablehook is not cli._unraisable
+
+
+MISSING = '''name: "n"
+input: "data" input_shape { dim: 1 dim: 3 }
+layer { name: "loss" type: "Python" bottom: "data" top: "y"
+  python_param { module: "mylayers.data" layer: "Loss" } }
+layer { name: "ip" type: "InnerProduct" bottom: "y" top: "z" inner_product_param { num_output: 2 } }
+'''
+
+
+def test_a_missing_module_found_near_the_net_is_named_not_imported(tmp_path, capsys):
+    """The repository's own Python layers: the error says where the module sits; the file is
+    not imported (it would raise)."""
+    pkg = tmp_path / "repo" / "python" / "mylayers"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "data.py").write_text("raise RuntimeError('imported')\n")
+    net = tmp_path / "repo" / "models" / "lenet" / "train.prototxt"
+    net.parent.mkdir(parents=True)
+    net.write_text(MISSING)
+    with pytest.raises(NetError, match=r"No module named 'mylayers' \(the module is in .*"
+                                       r"repo/python: put that directory on PYTHONPATH\)"):
+        caffepy.Net(str(net), caffepy.TEST)
+    assert cli.main(["summary", str(net)]) == 0
+    assert "is not importable (the module is in %s" % (tmp_path / "repo" / "python") in \
+        capsys.readouterr().err
+    (pkg / "data.py").unlink()                         # not there: the error says no more
+    with pytest.raises(NetError) as e:
+        caffepy.Net(str(net), caffepy.TEST)
+    assert "PYTHONPATH" not in str(e.value) and "mylayers" not in sys.modules

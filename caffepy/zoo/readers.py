@@ -37,15 +37,28 @@ def _one_line(text, limit=240):
     return " ".join(str(text).split())[:limit]
 
 
+PLACEHOLDER = "its image size changes with every minibatch"
+
+
+class _Tops(list):
+    """The top blobs a setup was given, and whether its stand-in called their shapes
+    placeholders."""
+    placeholder = False
+
+
 def _why_not(lp, phase):
     """(None, None, None) when the Python data layer ``lp`` can be set up here on its own, else
     (why not, in one line; the top shapes its setup gave before it failed, else those its
     setup's source writes as literals (:mod:`caffepy.zoo.setup_source`), else None; whether
-    they were read from the source)."""
+    they were read from the source). A built-in stand-in whose setup shapes are placeholders
+    (``placeholder_shapes``: py-faster-rcnn's RoIDataLayer, sized by each minibatch's images) is
+    replaced too, its setup's shapes declared: the net is built with them first, then searched."""
     from .setup_source import setup_shapes
-    tops = []
+    tops = _Tops()
     why = _why_not_setup(lp, phase, tops)
     shapes = [tuple(t.shape) for t in tops]
+    if why is None and getattr(tops, "placeholder", False):
+        why = "%s (its setup gives %s)" % (PLACEHOLDER, " x ".join(str(d) for d in shapes[0]))
     given = why is not None and len(shapes) == len(lp.top) and shapes and \
         all(len(sh) and all(d > 0 for d in sh) for sh in shapes)
     if why is None or given:
@@ -92,6 +105,8 @@ def _why_not_setup(lp, phase, tops):
         return "it cannot be set up here (%s)" % text
     except Exception as e:
         return "its setup failed (%s: %s)" % (type(e).__name__, _one_line(e))
+    if getattr(getattr(layer, "py_layer", None), "placeholder_shapes", False):
+        tops.placeholder = True
     return None
 
 
@@ -144,7 +159,7 @@ def with_declared(summarize, original, inputs, declared, replace, options, sourc
         lp = original.layer[i]
         if all(t in declared for t in lp.top) and layer_included(lp, state):
             how = ("; its setup's source writes its tops' shapes" if lp.name in sourced
-                   else ", after shaping its tops")
+                   else "" if why.startswith(PLACEHOLDER) else ", after shaping its tops")
             lists["notes"].append(
                 "layer '%s' (Python): %s%s; replaced by an Input "
                 "layer of those shapes (%s)" % (lp.name, why, how, ", ".join(

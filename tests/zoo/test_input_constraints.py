@@ -140,3 +140,31 @@ def test_a_shape_check_a_python_layers_reshape_met_counts_as_a_wrong_size():
     assert _size_failure(PythonLayerError("x", "reshape", IndexError("axis")))
     assert not _size_failure(PythonLayerError("x", "setup", ShapeError("blob shape")))
     assert not _size_failure(PythonLayerError("x", "reshape", KeyError("name")))
+
+
+ROI_DATA = ('layer { name: "input-data" type: "Python" top: "data" top: "im_info" '
+            'top: "gt_boxes" python_param { module: "roi_data_layer.layer" '
+            'layer: "RoIDataLayer" param_str: "\'num_classes\': 21" } }\n')
+
+
+def test_roi_data_layers_placeholder_size_is_tried_then_searched():
+    """py-faster-rcnn's RoIDataLayer shapes its image 1 x 3 x 600 x 1000 at setup, a placeholder
+    for each minibatch's size: a PVANet-like net that 600 x 1000 does not fit is built at a
+    searched size instead; a net that it fits keeps it."""
+    from caffepy.proto.harvest_policy import structure_only
+    deep = ROI_DATA + _pva(4)[len(LMDB):]
+    with pytest.raises(ShapeError, match="join3"):
+        summarize(deep, inputs={"data": (1, 3, 600, 1000), "im_info": (1, 3),
+                                "gt_boxes": (1, 5)})
+    inferred, notes = [], []
+    with structure_only():           # as summary reads a file: the end-to-end tops (HAS_RPN)
+        rows, _ = summarize(deep, inferred=inferred, notes=notes)
+    h, w = rows[0].top_shapes[0][2:]
+    assert h % 16 == 0 and w % 16 == 0 and inferred
+    assert any("changes with every minibatch (its setup gives 1 x 3 x 600 x 1000)" in n
+               for n in notes)
+    notes = []
+    with structure_only():
+        rows, _ = summarize(ROI_DATA + _pva(3)[len(LMDB):], notes=notes)
+    assert rows[0].top_shapes[0] == (1, 3, 600, 1000)
+    assert any("replaced by an Input layer of those shapes" in n for n in notes)

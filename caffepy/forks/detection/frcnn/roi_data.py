@@ -142,6 +142,9 @@ class _Prefetcher(threading.Thread):
 
 class RoIDataLayer(Layer):
     """See module doc."""
+    #: the setup's shapes stand for every minibatch's (their images' sizes): ``caffepy summary``
+    #: builds with them first, then searches a size the net takes (caffepy.zoo.readers)
+    placeholder_shapes = True
 
     def _error(self, message):
         message = "RoIDataLayer: %s" % message

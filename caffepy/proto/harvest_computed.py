@@ -166,6 +166,11 @@ COMPUTED = VISION_COMPUTED | frozenset([
     # BeSlower/caffe's LiftedStructSimilaritySoftmaxLoss (caffepy/forks/misc/lifted_struct.py)
     "LayerParameter.lifted_struct_sim_softmax_loss_param",
     "LiftedStructSimilaritySoftmaxLossParameter.margin",
+    # daerduoCarey/SpatialTransformerLayer's SpatialTransformer (caffepy/forks/misc/st_carey.py)
+    "SpatialTransformerParameter.to_compute_dU", "SpatialTransformerParameter.theta_1_1",
+    "SpatialTransformerParameter.theta_1_2", "SpatialTransformerParameter.theta_1_3",
+    "SpatialTransformerParameter.theta_2_1", "SpatialTransformerParameter.theta_2_2",
+    "SpatialTransformerParameter.theta_2_3",
     # the YOLOv5 ports' Upsample to a size (caffepy/forks/misc/upsample_size.py)
     "UpsampleParameter.height", "UpsampleParameter.width",
     # Tongcheng/caffe's DenseBlock (senlinuc/caffe_ocr, leonzfa/iResNet;

@@ -45,7 +45,8 @@ proto/additions.d/quantized_ternary.json), ``truncation`` (happynear/caffe-windo
 fork readers caffepy does not build, for caffepy.zoo: aaalgo/caffe's PicPac), ``dense_block``
 (Tongcheng/caffe's DenseBlock, a whole DenseNet block in one layer), ``upsample_size`` (the
 YOLOv5 ports' Upsample to a size or by factors), ``xnor`` (BWN-XNOR-caffe's BinActiv),
-``ternary_weights`` (Stochastic-Quantization's TernaryConvolution and TernaryInnerProduct).
+``ternary_weights`` (Stochastic-Quantization's TernaryConvolution and TernaryInnerProduct),
+``st_carey`` (daerduoCarey's SpatialTransformer, beside e2e_face's in ``spatial_transformer``).
 ``lifted_struct`` (BeSlower/caffe's LiftedStructSimilaritySoftmaxLoss), ``lstm_unit``
 (ApolloCaffe's and CharlesShang/caffe's LstmUnit: one LSTM step with its own gate weights;
 SDS-RCNN's ConvLSTMUnit), ``st_losses`` (py-faster-rcnn-st's PowerFile, LocLoss and STLoss),

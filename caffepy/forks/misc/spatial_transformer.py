@@ -5,7 +5,6 @@ import numpy as np
 from ...layers.base import Layer, register_layer
 
 _THETA_COUNT = {"affine": 6, "projective": 8}
-_FIXED_THETAS = ("theta_1_1", "theta_1_2", "theta_1_3", "theta_2_1", "theta_2_2", "theta_2_3")
 
 
 @register_layer("SpatialTransformer")
@@ -31,7 +30,8 @@ class SpatialTransformerLayer(Layer):
     prototxt: ``st_param { transform_type: "affine" | "projective" (default "affine")
     sampler_type: "bilinear" (the only one) output_H: Ho output_W: Wo }`` (0 or unset: the
     input's H, W). The fork's other types (translation, translation_scaling, grid, similarity)
-    and the fixed ``theta_i_j`` of daerduoCarey's layer are refused. Top: V, N x C x Ho x Wo.
+    are refused. A layer whose ``st_param`` sets ``to_compute_dU`` or a fixed ``theta_i_j`` is
+    daerduoCarey's (caffepy.forks.misc.st_carey). Top: V, N x C x Ho x Wo.
     """
     exact_num_bottom_blobs = 2
     exact_num_top_blobs = 1
@@ -44,9 +44,6 @@ class SpatialTransformerLayer(Layer):
                              % self.kind)
         if p.sampler_type != "bilinear":
             raise self.error("sampler_type '%s' is not supported (bilinear)" % p.sampler_type)
-        fixed = [f for f in _FIXED_THETAS if p.HasField(f)]
-        if fixed:
-            raise self.error("fixed theta values (%s) are not supported" % ", ".join(fixed))
         self.out_h, self.out_w = p.output_H, p.output_W
 
     def reshape(self, bottom, top):

@@ -35,6 +35,12 @@ def _is_segnet_bn(lp):
     return not any(p.HasField(f) for f in _PSP_FIELDS) and len(lp.param) == 2
 
 
+def _legacy(shape):
+    """Caffe's num / channels / height / width of a blob of at most 4 axes (1 for a missing
+    axis), the 4-d shape SegNet's BN reads and gives its top."""
+    return tuple(shape) + (1,) * (4 - len(shape))
+
+
 @register_variant("BN", _is_segnet_bn)
 class SegNetBNLayer(Layer):
     """SegNet's BN: batch normalisation with its own scale and shift.
@@ -48,8 +54,10 @@ class SegNetBNLayer(Layer):
     INFERENCE dx = scale dy.
 
     prototxt: ``bn_param { bn_mode: LEARN scale_filler shift_filler }`` (fillers default
-    constant 0, as Caffe's FillerParameter). Blobs: bottom x (N, C, H, W); top y (same shape)
-    [, batch mean (1, C, 1, 1), batch variance (1, C, 1, 1): LEARN only].
+    constant 0, as Caffe's FillerParameter). Blobs: bottom x (N, C, H, W; a bottom of fewer axes is
+    read through Caffe's legacy accessors, its missing axes 1, as the fork reads it); top y
+    (N, C, H, W, 4-d as the fork gives it) [, batch mean (1, C, 1, 1), batch variance
+    (1, C, 1, 1): LEARN only].
     Params: scale, shift, each (1, C, 1, 1).
     """
     exact_num_bottom_blobs = 1
@@ -62,10 +70,10 @@ class SegNetBNLayer(Layer):
         self.learn = p.bn_mode == p.LEARN
         if len(top) > 1 and not self.learn:
             raise self.error("only bn_mode LEARN has the mean / variance tops")
-        if bottom[0].num_axes != 4:
-            raise self.error("BN takes an N x C x H x W bottom, got %s" % (bottom[0].shape,),
-                             ShapeError)
-        self.channels = bottom[0].shape[1]
+        if not 1 <= bottom[0].num_axes <= 4:
+            raise self.error("BN takes a bottom of at most 4 axes (N x C x H x W), got %s"
+                             % (bottom[0].shape,), ShapeError)
+        self.channels = _legacy(bottom[0].shape)[1]
         if not self.blobs:
             self.blobs = [self.new_blob((1, self.channels, 1, 1)) for _ in range(2)]
             fillers.fill(self.blobs[0], p.scale_filler)
@@ -77,10 +85,10 @@ class SegNetBNLayer(Layer):
         self.param_propagate_down = [True, True]
 
     def reshape(self, bottom, top):
-        if bottom[0].num_axes != 4 or bottom[0].shape[1] != self.channels:
+        if not 1 <= bottom[0].num_axes <= 4 or _legacy(bottom[0].shape)[1] != self.channels:
             raise self.error("bottom shape %s does not fit %d channels"
                              % (bottom[0].shape, self.channels), ShapeError)
-        top[0].reshape(bottom[0].shape)
+        top[0].reshape(_legacy(bottom[0].shape))
         for t in top[1:]:
             t.reshape(1, self.channels, 1, 1)
 
@@ -88,7 +96,7 @@ class SegNetBNLayer(Layer):
         return [b.data.reshape(1, -1, 1, 1) for b in self.blobs]
 
     def forward_cpu(self, bottom, top):
-        x = bottom[0].data
+        x = bottom[0].data.reshape(top[0].shape)
         scale, shift = self._params()
         if not self.learn:
             top[0].data[...] = scale * x + shift
@@ -106,7 +114,7 @@ class SegNetBNLayer(Layer):
     def backward_cpu(self, top, propagate_down, bottom):
         dy = top[0].diff
         scale = self._params()[0]
-        x_hat = self.x_hat if self.learn else bottom[0].data
+        x_hat = self.x_hat if self.learn else bottom[0].data.reshape(dy.shape)
         if self.param_propagate_down[0]:
             self.blobs[0].diff.reshape(-1)[...] += (dy * x_hat).sum(axis=(0, 2, 3))
         if self.param_propagate_down[1]:
@@ -115,11 +123,12 @@ class SegNetBNLayer(Layer):
             return
         g = dy * scale
         if not self.learn:
-            bottom[0].diff[...] = g
+            bottom[0].diff[...] = g.reshape(bottom[0].shape)
             return
         axes = (0, 2, 3)
-        bottom[0].diff[...] = (g - g.mean(axis=axes, keepdims=True)
-                               - x_hat * (g * x_hat).mean(axis=axes, keepdims=True)) / self.std
+        bottom[0].diff[...] = ((g - g.mean(axis=axes, keepdims=True)
+                                - x_hat * (g * x_hat).mean(axis=axes, keepdims=True))
+                               / self.std).reshape(bottom[0].shape)
 
 
 @register_variant("Upsample", lambda lp: len(lp.bottom) == 2)

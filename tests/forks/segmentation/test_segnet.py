@@ -55,6 +55,26 @@ def test_segnet_bn_gradient(mode):
     check_layer_gradient(layer, make_blobs([x]), make_blobs(1))
 
 
+@pytest.mark.parametrize("mode", ["LEARN", "INFERENCE"])
+def test_segnet_bn_reads_a_2d_bottom_through_the_legacy_accessors(mode):
+    """An InnerProduct's N x C output: the fork's num / channels / height / width read it as
+    N x C x 1 x 1, and its top is that 4-d shape."""
+    x = np.random.default_rng(3).standard_normal((5, 4))
+    text = ('type: "BN" bn_param { bn_mode: %s scale_filler { type: "gaussian" } '
+            'shift_filler { type: "gaussian" } }' % mode)
+    flat, four = make_layer(text), make_layer(text)
+    (y,) = run_layer(flat, make_blobs([x]), make_blobs(1))
+    four.setup(make_blobs([x.reshape(5, 4, 1, 1)]), make_blobs(1))
+    for a, b in zip(four.blobs, flat.blobs):
+        a.data[...] = b.data
+    (want,) = run_layer(four, make_blobs([x.reshape(5, 4, 1, 1)]), make_blobs(1))
+    assert y.shape == (5, 4, 1, 1)
+    np.testing.assert_allclose(y, want, rtol=1e-12)
+    check_layer_gradient(make_layer(text), make_blobs([x]), make_blobs(1))
+    with pytest.raises(NetError, match="at most 4 axes"):
+        make_layer(text).setup(make_blobs([np.zeros((1, 2, 2, 2, 2))]), make_blobs(1))
+
+
 def _pool_with_mask(x, text='kernel_size: 2 stride: 2'):
     pool = make_layer('type: "Pooling" pooling_param { pool: MAX %s }' % text)
     top = make_blobs(2)

@@ -133,15 +133,20 @@ class _StochasticBinary(_BinaryWeights):
         alpha = (np.abs(rows).sum(axis=1) / dt(rows.shape[1])).astype(rows.dtype)
         b = np.where(rows >= 0, dt(1), dt(-1)) * alpha[:, None]
         if self.sq and self.ratio < 100:
-            denom = np.abs(rows).sum(axis=1)
-            err = np.abs(rows - b).sum(axis=1)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                err = np.where(denom == 0, dt(0), err / denom).astype(rows.dtype)
-            real_num = int((np.float32(1) - np.float32(self.ratio) / np.float32(100))
-                           * np.float32(rows.shape[0]))
-            quantized = roulette(err, real_num, self.rng())
-            b = np.where(quantized[:, None], b, rows)
+            b = np.where(self._quantized(rows, b)[:, None], b, rows)
         return b.astype(w.dtype).reshape(w.shape)
+
+    def _quantized(self, rows, q):
+        """The fork's Roulette over the rows' errors ||W[o] - Q[o]||_1 / ||W[o]||_1: the rows
+        that stay quantized (the others keep their float weights)."""
+        dt = rows.dtype.type
+        denom = np.abs(rows).sum(axis=1)
+        err = np.abs(rows - q).sum(axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            err = np.where(denom == 0, dt(0), err / denom).astype(rows.dtype)
+        real_num = int((np.float32(1) - np.float32(self.ratio) / np.float32(100))
+                       * np.float32(rows.shape[0]))
+        return roulette(err, real_num, self.rng())
 
 
 def _sets(field):

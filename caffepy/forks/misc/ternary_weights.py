@@ -21,7 +21,7 @@ import numpy as np
 from ...layers.base import register_layer
 from ...layers.conv import ConvolutionLayer
 from ...layers.inner_product import InnerProductLayer
-from .binary_weights import _StochasticBinary, roulette
+from .binary_weights import _StochasticBinary
 
 
 def ternarize(rows, quantized=None):
@@ -49,14 +49,7 @@ class _Ternary(_StochasticBinary):
         rows = w.reshape(self.num_output, -1)
         t = ternarize(rows)
         if self.sq and self.ratio < 100:
-            dt = rows.dtype.type
-            denom = np.abs(rows).sum(axis=1)
-            err = np.abs(rows - t).sum(axis=1)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                err = np.where(denom == 0, dt(0), err / denom).astype(rows.dtype)
-            real_num = int((np.float32(1) - np.float32(self.ratio) / np.float32(100))
-                           * np.float32(rows.shape[0]))
-            t = ternarize(rows, roulette(err, real_num, self.rng()))
+            t = ternarize(rows, self._quantized(rows, t))
         return t.astype(w.dtype).reshape(w.shape)
 
 

@@ -58,7 +58,14 @@ def test_forward_on_binary_weights_and_straight_through_backward(text, plain, sh
     run_layer(layer, bottom, top)
     assert layer.blobs[0].shape[0] == layer.num_output      # transpose is not read
     wb = _loop_binarize(layer.blobs[0].data, True)
-    ref, rb, rt = _plain(plain, x, [wb, layer.blobs[1].data])
+    assert_straight_through(layer, bottom, top, plain, x, wb, rng)
+
+
+def assert_straight_through(layer, bottom, top, plain, x, wq, rng):
+    """``layer`` (run on ``bottom``) gives what the float layer ``plain`` gives with the
+    quantized weights ``wq``; its backward is that layer's (the bottom's gradient through wq,
+    dL/dwq into the float weights, which stay as they were)."""
+    ref, rb, rt = _plain(plain, x, [wq, layer.blobs[1].data])
     np.testing.assert_allclose(top[0].data, rt[0].data, rtol=1e-12)
     dy = rng.standard_normal(top[0].shape)
     top[0].diff[...] = rt[0].diff[...] = dy
@@ -67,8 +74,8 @@ def test_forward_on_binary_weights_and_straight_through_backward(text, plain, sh
     w_float = layer.blobs[0].data.copy()
     layer.backward(top, [True], bottom)
     ref.backward(rt, [True], rb)
-    np.testing.assert_allclose(bottom[0].diff, rb[0].diff, rtol=1e-12)     # through B
-    for b, r in zip(layer.blobs, ref.blobs):                                # dL/dB into W
+    np.testing.assert_allclose(bottom[0].diff, rb[0].diff, rtol=1e-12)
+    for b, r in zip(layer.blobs, ref.blobs):
         np.testing.assert_allclose(b.diff, r.diff, rtol=1e-12)
     np.testing.assert_array_equal(layer.blobs[0].data, w_float)
 

@@ -5,7 +5,7 @@ from caffepy import common
 from caffepy.forks.misc.ternary_weights import ternarize
 from caffepy.testing import make_blobs, make_layer, run_layer
 
-from .test_binary_weights import _loop_roulette, _plain
+from .test_binary_weights import _loop_roulette, assert_straight_through
 
 CONV = ('type: "TernaryConvolution" convolution_param { num_output: 6 kernel_size: 2 '
         'weight_filler { type: "gaussian" std: 0.5 } bias_filler { type: "gaussian" std: 0.5 } '
@@ -51,20 +51,8 @@ def test_forward_with_ternary_weights_and_straight_through_backward(text, plain)
     layer = make_layer(text)
     bottom, top = make_blobs([x]), make_blobs(1)
     run_layer(layer, bottom, top)
-    t = _loop_ternarize(layer.blobs[0].data)
-    ref, rb, rt = _plain(plain, x, [t, layer.blobs[1].data])
-    np.testing.assert_allclose(top[0].data, rt[0].data, rtol=1e-12)
-    dy = rng.standard_normal(top[0].shape)
-    top[0].diff[...] = rt[0].diff[...] = dy
-    for b in layer.blobs + ref.blobs:
-        b.diff[...] = 0
-    w_float = layer.blobs[0].data.copy()
-    layer.backward(top, [True], bottom)
-    ref.backward(rt, [True], rb)
-    np.testing.assert_allclose(bottom[0].diff, rb[0].diff, rtol=1e-12)
-    for b, r in zip(layer.blobs, ref.blobs):
-        np.testing.assert_allclose(b.diff, r.diff, rtol=1e-12)
-    np.testing.assert_array_equal(layer.blobs[0].data, w_float)
+    assert_straight_through(layer, bottom, top, plain, x, _loop_ternarize(layer.blobs[0].data),
+                            rng)
 
 
 def test_stochastic_quantization_keeps_rows_drawn_by_the_roulette():

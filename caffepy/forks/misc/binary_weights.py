@@ -51,6 +51,10 @@ def binarize(w, use_alpha, use_binarization):
 class _BinaryWeights(object):
     param_field = None
 
+    def layer_setup(self, bottom, top):
+        super().layer_setup(bottom, top)        # the float layer's, then the quantizer's fields
+        self._read_binary()
+
     def _read_binary(self):
         p = getattr(self.layer_param, self.param_field)
         self.use_alpha, self.use_binarization = bool(p.use_alpha), bool(p.use_binarization)
@@ -81,10 +85,6 @@ class BinaryConvolutionLayer(_BinaryWeights, ConvolutionLayer):
     type = "BinaryConvolution"  # not the parent's type: summaries and net passes read it
     param_field = "binary_convolution_param"
 
-    def layer_setup(self, bottom, top):
-        super().layer_setup(bottom, top)
-        self._read_binary()
-
 
 @register_layer("BinaryInnerProduct")
 class BinaryInnerProductLayer(_BinaryWeights, InnerProductLayer):
@@ -101,7 +101,6 @@ class BinaryInnerProductLayer(_BinaryWeights, InnerProductLayer):
             lp.inner_product_param.transpose = False
             self.layer_param = lp
         super().layer_setup(bottom, top)
-        self._read_binary()
 
 
 def roulette(errors, real_num, rng):
@@ -163,10 +162,6 @@ class StochasticBinaryConvolutionLayer(_StochasticBinary, ConvolutionLayer):
     type = "BinaryConvolution"
     param_field = "convolution_param"
 
-    def layer_setup(self, bottom, top):
-        super().layer_setup(bottom, top)
-        self._read_binary()
-
 
 @register_variant("BinaryInnerProduct", _sets("inner_product_param"))
 class StochasticBinaryInnerProductLayer(_StochasticBinary, InnerProductLayer):
@@ -174,7 +169,3 @@ class StochasticBinaryInnerProductLayer(_StochasticBinary, InnerProductLayer):
     ``inner_product_param { ... sq: false ratio: 100 }``; ``transpose`` is read."""
     type = "BinaryInnerProduct"
     param_field = "inner_product_param"
-
-    def layer_setup(self, bottom, top):
-        super().layer_setup(bottom, top)
-        self._read_binary()

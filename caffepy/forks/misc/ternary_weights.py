@@ -60,10 +60,6 @@ class TernaryConvolutionLayer(_Ternary, ConvolutionLayer):
     type = "TernaryConvolution"
     param_field = "convolution_param"
 
-    def layer_setup(self, bottom, top):
-        super().layer_setup(bottom, top)
-        self._read_binary()
-
 
 @register_layer("TernaryInnerProduct")
 class TernaryInnerProductLayer(_Ternary, InnerProductLayer):
@@ -71,7 +67,3 @@ class TernaryInnerProductLayer(_Ternary, InnerProductLayer):
     ``inner_product_param { ... sq: false ratio: 100 }``."""
     type = "TernaryInnerProduct"
     param_field = "inner_product_param"
-
-    def layer_setup(self, bottom, top):
-        super().layer_setup(bottom, top)
-        self._read_binary()

@@ -1,6 +1,7 @@
 import numpy as np
 import pytest
 
+from caffepy import common
 from caffepy.forks.misc.binary_weights import binarize
 from caffepy.testing import check_layer_gradient, make_blobs, make_layer, run_layer
 
@@ -154,7 +155,6 @@ SQ_CONV = ('type: "BinaryConvolution" convolution_param { num_output: 6 kernel_s
 
 
 def test_stochastic_quantization_variant():
-    from caffepy import common
     from caffepy.forks.misc.binary_weights import StochasticBinaryConvolutionLayer
     x = np.random.default_rng(5).standard_normal((2, 3, 4, 4))
     # sq unset and ratio 100: every row binarized with its alpha (alpha always, unlike AR-Ped's)
@@ -166,30 +166,29 @@ def test_stochastic_quantization_variant():
     # sq with ratio 50: int(0.5 * 6) = 3 rows stay real, picked by the roulette on the errors
     layer = make_layer(SQ_CONV % "sq: true ratio: 50")
     bottom, top = make_blobs([x]), make_blobs(1)
+    w, mask = forward_with_roulette(layer, bottom, top, lambda v: _loop_binarize(v, True), 3)
+    rows, full = w.reshape(6, -1), _loop_binarize(w, True).reshape(6, -1)
+    want = np.where(mask[:, None], full, rows).reshape(w.shape)
+    np.testing.assert_allclose(layer.binary, want, rtol=1e-14)
+    assert_straight_through(layer, bottom, top, 'type: "Convolution" convolution_param { '
+                            'num_output: 6 kernel_size: 2 }', x, want, np.random.default_rng(6))
+
+
+def forward_with_roulette(layer, bottom, top, quantize, real):
+    """Set ``layer`` up and run it forward from random seed 3; return its float weights and the
+    rows the fork's Roulette() loop keeps quantized when ``real`` rows go back to full precision,
+    drawn from the same stream on the errors of ``quantize`` (each exactly ``real`` false)."""
     layer.setup(bottom, top)
     common.set_random_seed(3)
     layer.forward(bottom, top)
     w = layer.blobs[0].data
-    rows, full = w.reshape(6, -1), _loop_binarize(w, True).reshape(6, -1)
-    err = np.abs(rows - full).sum(axis=1) / np.abs(rows).sum(axis=1)
+    rows, q = w.reshape(w.shape[0], -1), quantize(w).reshape(w.shape[0], -1)
+    err = np.abs(rows - q).sum(axis=1) / np.abs(rows).sum(axis=1)
     common.set_random_seed(3)
-    us = [common.rng().random() for _ in range(3)]
-    mask = np.array(_loop_roulette(list(err), 3, us)) == 1
-    assert mask.sum() == 3
-    want = np.where(mask[:, None], full, rows).reshape(w.shape)
-    np.testing.assert_allclose(layer.binary, want, rtol=1e-14)
-    ref, rb, rt = _plain('type: "Convolution" convolution_param { num_output: 6 kernel_size: 2 }',
-                         x, [want, layer.blobs[1].data])
-    np.testing.assert_allclose(top[0].data, rt[0].data, rtol=1e-12)
-    dy = np.random.default_rng(6).standard_normal(top[0].shape)
-    top[0].diff[...] = rt[0].diff[...] = dy
-    for b in layer.blobs + ref.blobs:
-        b.diff[...] = 0
-    layer.backward(top, [True], bottom)
-    ref.backward(rt, [True], rb)
-    np.testing.assert_allclose(bottom[0].diff, rb[0].diff, rtol=1e-12)
-    for b, r in zip(layer.blobs, ref.blobs):
-        np.testing.assert_allclose(b.diff, r.diff, rtol=1e-12)
+    us = [common.rng().random() for _ in range(real)]
+    mask = np.array(_loop_roulette(list(err), real, us)) == 1
+    assert (~mask).sum() == real
+    return w, mask
 
 
 def test_stochastic_inner_product_reads_rows_in_memory_order():

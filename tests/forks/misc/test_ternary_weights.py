@@ -1,11 +1,10 @@
 import numpy as np
 import pytest
 
-from caffepy import common
 from caffepy.forks.misc.ternary_weights import ternarize
 from caffepy.testing import make_blobs, make_layer, run_layer
 
-from .test_binary_weights import _loop_roulette, assert_straight_through
+from .test_binary_weights import assert_straight_through, forward_with_roulette
 
 CONV = ('type: "TernaryConvolution" convolution_param { num_output: 6 kernel_size: 2 '
         'weight_filler { type: "gaussian" std: 0.5 } bias_filler { type: "gaussian" std: 0.5 } '
@@ -58,15 +57,5 @@ def test_forward_with_ternary_weights_and_straight_through_backward(text, plain)
 def test_stochastic_quantization_keeps_rows_drawn_by_the_roulette():
     x = np.random.default_rng(5).standard_normal((2, 3, 4, 4))
     layer = make_layer(CONV % "sq: true ratio: 50")
-    bottom, top = make_blobs([x]), make_blobs(1)
-    layer.setup(bottom, top)
-    common.set_random_seed(3)
-    layer.forward(bottom, top)
-    w = layer.blobs[0].data
-    rows, full = w.reshape(6, -1), _loop_ternarize(w).reshape(6, -1)
-    err = np.abs(rows - full).sum(axis=1) / np.abs(rows).sum(axis=1)
-    common.set_random_seed(3)
-    us = [common.rng().random() for _ in range(3)]
-    mask = np.array(_loop_roulette(list(err), 3, us)) == 1
-    assert mask.sum() == 3
+    w, mask = forward_with_roulette(layer, make_blobs([x]), make_blobs(1), _loop_ternarize, 3)
     np.testing.assert_allclose(layer.binary, _loop_ternarize(w, mask), rtol=1e-12)

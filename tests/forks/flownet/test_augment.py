@@ -169,41 +169,6 @@ def test_correlation1d_numbers_and_gradient(pad, k, d, s1, s2, direction):
     check_layer_gradient(make_layer(text), make_blobs([f1, f2]), make_blobs(1))
 
 
-def _fork_rows_ref(f1, f2, pad, d, s2):
-    """single_direction -1, kernel 1, stride_1 1, read as the fork's kernel reads its row-major
-    padded (H, W + 2 pad, C) buffer: x2 < 0 is the previous row's right end (before the first
-    row: taken as 0)."""
-    p1 = np.pad(f1, [(0, 0), (0, 0), (0, 0), (pad, pad)]).transpose(0, 2, 3, 1)
-    p2 = np.pad(f2, [(0, 0), (0, 0), (0, 0), (pad, pad)]).transpose(0, 2, 3, 1)
-    N, H, PW, C = p1.shape
-    r = d // s2
-    offs = range(-(r + 1), 0)
-    ow = PW - 2 * d
-    flat2 = p2.reshape(N, H * PW, C)
-    y = np.zeros((N, len(offs), H, ow))
-    for n in range(N):
-        for i in range(H):
-            for j in range(ow):
-                x1 = j + d
-                for t, o in enumerate(offs):
-                    at = i * PW + x1 + o * s2
-                    b = flat2[n, at] if at >= 0 else np.zeros(C)
-                    y[n, t, i, j] = (p1[n, i, x1] * b).sum() / C
-    return y
-
-
-def test_correlation1d_left_reads_the_row_aboves_padding():
-    f1, f2 = RNG.standard_normal((2, 3, 3, 7)), RNG.standard_normal((2, 3, 3, 7))
-    text = ('type: "Correlation1D" correlation_param { pad: %d kernel_size: 1 max_displacement: 3 '
-            'single_direction: -1 }')
-    (y,) = run_layer(make_layer(text % 3), make_blobs([f1, f2]), make_blobs(1))
-    assert y.shape == (2, 4, 3, 7)
-    np.testing.assert_allclose(y, _fork_rows_ref(f1, f2, 3, 3, 1), rtol=1e-12)
-    check_layer_gradient(make_layer(text % 3), make_blobs([f1, f2]), make_blobs(1))
-    with pytest.raises(NetError, match="reads the row above"):
-        make_layer(text % 0).setup(make_blobs([f1, f2]), make_blobs(1))
-
-
 def test_augmentation_errors():
     with pytest.raises(NetError, match="crop_width and crop_height"):
         make_layer('type: "FlowAugmentation"').setup(

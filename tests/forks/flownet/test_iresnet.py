@@ -5,7 +5,7 @@ import caffepy
 from caffepy.errors import NetError
 from caffepy.forks.flownet.iresnet import crop_offset
 from caffepy.proto import caffe_pb2
-from caffepy.testing import make_blobs, make_layer, run_layer
+from caffepy.testing import check_layer_gradient, make_blobs, make_layer, run_layer
 
 
 def _crop(h, w, phase):
@@ -89,3 +89,41 @@ def test_a_dispnet_disparity_slice_is_one_channel_so_the_stereo_front_builds(tmp
     path.write_text(ROB_FRONT.replace('"disp_gt"', '"flow_gt"'))
     assert main(["summary", "--strict", str(path)]) == 1     # a flow slice is 2 channels: 8
     assert "N x 7 x H x W" in capsys.readouterr().err
+
+
+def _fork_rows_ref(f1, f2, pad, d, s2):
+    """single_direction -1, kernel 1, stride_1 1, read as the fork's kernel reads its row-major
+    padded (H, W + 2 pad, C) buffer: x2 < 0 is the previous row's right end (before the first
+    row: taken as 0)."""
+    p1 = np.pad(f1, [(0, 0), (0, 0), (0, 0), (pad, pad)]).transpose(0, 2, 3, 1)
+    p2 = np.pad(f2, [(0, 0), (0, 0), (0, 0), (pad, pad)]).transpose(0, 2, 3, 1)
+    N, H, PW, C = p1.shape
+    r = d // s2
+    offs = range(-(r + 1), 0)
+    ow = PW - 2 * d
+    flat2 = p2.reshape(N, H * PW, C)
+    y = np.zeros((N, len(offs), H, ow))
+    for n in range(N):
+        for i in range(H):
+            for j in range(ow):
+                x1 = j + d
+                for t, o in enumerate(offs):
+                    at = i * PW + x1 + o * s2
+                    b = flat2[n, at] if at >= 0 else np.zeros(C)
+                    y[n, t, i, j] = (p1[n, i, x1] * b).sum() / C
+    return y
+
+
+def test_correlation1d_left_reads_the_row_aboves_padding():
+    """iResNet's ``single_direction: -1`` correlation with max_displacement = pad: its leftmost
+    output reads one pixel before the padded row, the row above's zero padding."""
+    rng = np.random.default_rng(2)
+    f1, f2 = rng.standard_normal((2, 3, 3, 7)), rng.standard_normal((2, 3, 3, 7))
+    text = ('type: "Correlation1D" correlation_param { pad: %d kernel_size: 1 max_displacement: 3 '
+            'single_direction: -1 }')
+    (y,) = run_layer(make_layer(text % 3), make_blobs([f1, f2]), make_blobs(1))
+    assert y.shape == (2, 4, 3, 7)
+    np.testing.assert_allclose(y, _fork_rows_ref(f1, f2, 3, 3, 1), rtol=1e-12)
+    check_layer_gradient(make_layer(text % 3), make_blobs([f1, f2]), make_blobs(1))
+    with pytest.raises(NetError, match="reads the row above"):
+        make_layer(text % 0).setup(make_blobs([f1, f2]), make_blobs(1))

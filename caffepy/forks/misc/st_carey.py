@@ -97,7 +97,8 @@ class CareySpatialTransformerLayer(Layer):
     def forward_cpu(self, bottom, top):
         n, c, h, w = bottom[0].shape
         u = bottom[0].data.reshape(n, c, h * w)
-        _, _, corners = self._points(bottom)
+        self.points = self._points(bottom)          # the backward's too
+        corners = self.points[2]
         v = np.zeros((n, c, self.ho * self.wo), dtype=self.dtype)
         for m, k, wgt, inside in corners:
             vals = np.take_along_axis(u, (m * w + k)[:, None, :], axis=2)
@@ -108,7 +109,7 @@ class CareySpatialTransformerLayer(Layer):
         n, c, h, w = bottom[0].shape
         u = bottom[0].data.reshape(n, c, h * w)
         g = top[0].diff.reshape(n, c, -1)
-        x, y, corners = self._points(bottom)
+        x, y, corners = self.points
         if propagate_down[1]:
             dpx = np.zeros_like(x)
             dpy = np.zeros_like(y)

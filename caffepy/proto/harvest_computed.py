@@ -13,7 +13,9 @@ COMPUTED = VISION_COMPUTED | frozenset([
     # happynear/caffe-windows' TripletLoss, EltwiseAffine, Local (caffepy/forks/face/happynear.py)
     "LayerParameter.triplet_loss_param", "V1LayerParameter.triplet_loss_param",
     "TripletLossParameter.margin", "LayerParameter.eltwise_affine_param",
-    "V1LayerParameter.eltwise_affine_param", "LayerParameter.local_param",
+    "V1LayerParameter.eltwise_affine_param", "EltwiseAffineParameter.slope_filler",
+    "EltwiseAffineParameter.bias_filler", "EltwiseAffineParameter.channel_shared",
+    "LayerParameter.local_param",
     "V1LayerParameter.local_param", "LocalParameter.num_output", "LocalParameter.bias_term",
     "LocalParameter.pad", "LocalParameter.kernel_size", "LocalParameter.stride",
     "LocalParameter.weight_filler", "LocalParameter.bias_filler",
@@ -30,6 +32,9 @@ COMPUTED = VISION_COMPUTED | frozenset([
     "ImResizeParameter.start_scale", "ImResizeParameter.scale_gap",
     # the point-cloud forks' TensorTranspose (caffepy/forks/misc/tensor_transpose.py)
     "LayerParameter.tensor_transpose_param", "TensorTransposeParameter.order",
+    # Cysu/dgd_person_reid's GuidedDropout (caffepy/forks/misc/dropout.py)
+    "LayerParameter.guided_dropout_param", "GuidedDropoutParameter.type",
+    "GuidedDropoutParameter.guidance_threshold", "GuidedDropoutParameter.sigmoid_scaler",
     # the guided-policy-search forks' SpatialSoftmax (caffepy/forks/misc/spatial_softmax.py)
     "LayerParameter.spatial_softmax_param", "SpatialSoftmaxParameter.temperature",
     "SpatialSoftmaxParameter.engine",

@@ -71,7 +71,8 @@ VISION_COMPUTED = frozenset([
     "PoolingParameter.stride_shape", "PoolingParameter.pad_shape",
     # R-C3D's ROIPooling (caffepy/forks/video/rc3d.py)
     "ROIPoolingParameter.pooled_l", "ROIPoolingParameter.temporal_scale",
-    # the detection forks' FocalLoss and MultiBoxFocalLoss (chuanqi305's; caffepy/forks/ssd/focal.py)
+    # the detection forks' FocalLoss and MultiBoxFocalLoss (chuanqi305's;
+    # caffepy/forks/ssd/focal.py)
     "FocalLossParameter.axis", "FocalLossParameter.engine",
     # RRD's Extend and ORPooling (MhLiao/RRD; caffepy/forks/ssd/rrd.py)
     "LayerParameter.orn_param", "ORNParameter.orientations",
@@ -99,9 +100,16 @@ VISION_COMPUTED = frozenset([
     "LayerParameter.mult_softmax_param", "V1LayerParameter.mult_softmax_param",
     "MultiSoftmaxParameter.max_multiple", "LayerParameter.mult_softmax_loss_param",
     "V1LayerParameter.mult_softmax_loss_param", "MultiSoftmaxLossParameter.learning_multiple",
-    "V1LayerParameter.resize_param", "ResizeParameter.is_pyramid_test",
+    "LayerParameter.resize_param", "V1LayerParameter.resize_param",
+    "ResizeParameter.is_pyramid_test",
     "ResizeParameter.out_height_scale", "ResizeParameter.out_width_scale",
     "ResizeParameter.multiple_scale",
+    # gklz1982/caffe-yolov2's one-bottom DetectionOutput (caffepy/forks/yolo/caffe_yolov2.py);
+    # label_map_file only names the classes of the fork's file output; coords stays refused (the
+    # layer reads 4 box coordinates)
+    "DetectionOutputParameter.side", "DetectionOutputParameter.num_box",
+    "DetectionOutputParameter.nms_threshold", "DetectionOutputParameter.biases",
+    "DetectionOutputParameter.label_map_file",
     # the R*CNN MIL of liyantett/Joint-Local-and-Global-...'s caffe-fast-rcnn
     # (caffepy/forks/detection/rstar_cnn.py)
     "LayerParameter.mil_param",

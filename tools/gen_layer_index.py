@@ -117,8 +117,8 @@ def rows():
     for name, cls in sorted(entries, key=lambda e: (e[0].lower(), e[1].__module__, e[1].__name__)):
         module_file = inspect.getsourcefile(cls)
         impl = gpu_layers._IMPLS.get(name)
-        on_host = "forward_gpu" in cls.__dict__ and base._REGISTRY.get(name) is not cls
-        gpu = "`%s`" % _rel(inspect.getsourcefile(impl)) if impl is not None and not on_host else "-"
+        attached = impl is not None and base._REGISTRY.get(name) is cls   # gpu_layers.attach_all
+        gpu = "`%s`" % _rel(inspect.getsourcefile(impl)) if attached else "-"
         tests = ", ".join("`%s`" % t for t in _tests_for(name, module_file, texts)) or "-"
         out.append("| `%s` | `%s` `%s` | %s | %s | %s |" % (
             name, cls.__name__, _rel(module_file), gpu, _schema(cls, name, layer_fields), tests))

@@ -36,6 +36,9 @@ class EltwiseLayer(Layer):
                              % (len(bottom), len(p.coeff)))
         if self.op == _ELT.PROD and len(p.coeff):
             raise self.error("coeff is only allowed for operation SUM")
+        if type(self) is EltwiseLayer and self.op not in (_ELT.PROD, _ELT.SUM, _ELT.MAX):
+            raise self.error("operation %s is not computed by caffepy's Eltwise"
+                             % _ELT.EltwiseOp.Name(self.op))
         self.coeffs = list(p.coeff) if len(p.coeff) else [1.0] * len(bottom)
         self.stable_prod_grad = p.stable_prod_grad
 

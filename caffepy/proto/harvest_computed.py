@@ -32,6 +32,14 @@ COMPUTED = VISION_COMPUTED | frozenset([
     "ImResizeParameter.start_scale", "ImResizeParameter.scale_gap",
     # the point-cloud forks' TensorTranspose (caffepy/forks/misc/tensor_transpose.py)
     "LayerParameter.tensor_transpose_param", "TensorTransposeParameter.order",
+    # yjxiong/caffe (temporal segment networks) and its copies: Eltwise's STOCHASTIC_SUM
+    # (caffepy/forks/video/tsn.py); the net's mem_param (blobs sharing memory: the fork's net
+    # computes the same values; caffepy keeps every blob), the solver's richness (cuDNN's
+    # workspace limit) and group_id (MPI ranks to devices), which change no value
+    "EltwiseParameter.operation=STOCHASTIC_SUM", "NetParameter.mem_param",
+    "MemoryOptimizationParameter.optimize_train", "MemoryOptimizationParameter.optimize_test",
+    "MemoryOptimizationParameter.exclude_blob", "SolverParameter.richness",
+    "SolverParameter.group_id",
     # Cysu/dgd_person_reid's GuidedDropout (caffepy/forks/misc/dropout.py)
     "LayerParameter.guided_dropout_param", "GuidedDropoutParameter.type",
     "GuidedDropoutParameter.guidance_threshold", "GuidedDropoutParameter.sigmoid_scaler",

@@ -1,15 +1,19 @@
 """Temporal segment networks' caffe (yjxiong/caffe): ``Gather``, ``Scatter``, ``BatchReduction``,
-``SyncBN``, and the earlier branch's ``MultilabelLogisticLoss`` (commit 08c6c8c,
-src/caffe/layers/multilabel_logistic_loss_layer.cpp; also Annusha/caffe).
+``SyncBN``, Eltwise's ``STOCHASTIC_SUM``, and the earlier branch's ``MultilabelLogisticLoss``
+(commit 08c6c8c, src/caffe/layers/multilabel_logistic_loss_layer.cpp; also Annusha/caffe).
 
-Its ``SegData`` reader is caffepy.forks.segmentation.seg_data; ``caffepy.zoo`` swaps it for an input (batch 1, H
-and W floored to ``transform_param.stride``, as the fork's first image).
+Its ``SegData`` reader is caffepy.forks.segmentation.seg_data; ``caffepy.zoo`` swaps it for an
+input (batch 1, H and W floored to ``transform_param.stride``, as the fork's first image).
 """
 import numpy as np
 
 from ...errors import ShapeError
-from ...layers.base import Layer, LossLayer, fork_param, register_layer
+from ...layers.base import Layer, LossLayer, fork_param, register_layer, register_variant
+from ...layers.eltwise import EltwiseLayer
 from ...layers.normalization import BNLayer, _bcast, _ncs
+from ...proto import caffe_pb2
+
+_STOCHASTIC_SUM = caffe_pb2.EltwiseParameter.STOCHASTIC_SUM
 
 
 @register_layer("Gather")
@@ -37,6 +41,47 @@ class GatherLayer(Layer):
         for b, t, down in zip(bottom, top, propagate_down):
             if down:
                 b.diff[...] = t.diff
+
+
+@register_variant("Eltwise", lambda lp: lp.eltwise_param.operation == _STOCHASTIC_SUM)
+class StochasticSumEltwiseLayer(EltwiseLayer):
+    """Eltwise ``operation: STOCHASTIC_SUM`` (yjxiong/caffe src/caffe/layers/eltwise_layer.cu;
+    stochastic depth over the bottoms), with c_i = ``coeff`` (default 1) the probability that
+    bottom i survives:
+
+        TRAIN: u_i ~ U[0, 1) per bottom and forward;  y = sum_{i: u_i <= c_i} x_i;
+               dL/dx_i = dL/dy if u_i <= c_i else 0
+        TEST:  y = sum_i c_i x_i;  dL/dx_i = c_i dL/dy
+
+    (The fork's CPU backward falls through to its unknown-operation FATAL after this case; its GPU
+    code, followed here, does not.) prototxt: ``eltwise_param { operation: STOCHASTIC_SUM coeff:
+    (0 or one per bottom) }``. Bottoms: k blobs of one shape; top: that shape.
+    """
+
+    def layer_setup(self, bottom, top):
+        super().layer_setup(bottom, top)
+        self.train = self.phase == caffe_pb2.TRAIN
+        self.kept = [True] * len(bottom)
+
+    def forward_cpu(self, bottom, top):
+        if self.train:
+            u = self.rng().random(len(bottom))
+            self.kept = [bool(ui <= c) for ui, c in zip(u, self.coeffs)]
+            weights = [1.0 if k else 0.0 for k in self.kept]
+        else:
+            weights = self.coeffs
+        y = np.zeros(bottom[0].shape, top[0].data.dtype)
+        for w, b in zip(weights, bottom):
+            if w:
+                y += w * b.data
+        top[0].data[...] = y
+
+    def backward_cpu(self, top, propagate_down, bottom):
+        dy = top[0].diff
+        for i, (b, down) in enumerate(zip(bottom, propagate_down)):
+            if down:
+                w = (1.0 if self.kept[i] else 0.0) if self.train else self.coeffs[i]
+                b.diff[...] = w * dy
 
 
 @register_layer("Scatter")

@@ -1,11 +1,13 @@
-"""TSN's caffe (yjxiong/caffe): Gather and MultilabelLogisticLoss (forks/video/tsn.py) and the
-SegData input of caffepy.zoo; CMU caffe_train's CPMData input."""
+"""TSN's caffe (yjxiong/caffe): Gather, MultilabelLogisticLoss and Eltwise's STOCHASTIC_SUM
+(forks/video/tsn.py), its memory and solver fields, and the SegData input of caffepy.zoo; CMU
+caffe_train's CPMData input."""
 import numpy as np
+import pytest
 
 from caffepy import zoo
-from caffepy.testing import check_layer_gradient, make_blobs, make_layer, run_layer
+from caffepy.errors import NetError
 from caffepy.proto import caffe_pb2
-from caffepy.proto.io import parse_text
+from caffepy.proto.io import parse_text, read_solver
 from caffepy.testing import check_layer_gradient, make_blobs, make_layer, run_layer
 
 
@@ -51,3 +53,59 @@ def test_multilabel_logistic_loss_values_and_gradient():
     hot = np.eye(5)[[0, 3, 4, 1]].astype(bool)
     np.testing.assert_allclose(loss, -(np.log(p[hot]).sum() + np.log(1 - p[~hot]).sum()) / 4)
     check_layer_gradient(make_layer(text), make_blobs([p, lab]), make_blobs(1), check_bottom=[0])
+
+
+def _stochastic_sum(phase, coeffs):
+    text = 'type: "Eltwise" eltwise_param { operation: STOCHASTIC_SUM %s }' % " ".join(
+        "coeff: %g" % c for c in coeffs)
+    return make_layer(text, phase=phase)
+
+
+def test_stochastic_sum_at_test_is_the_survival_weighted_sum():
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal((2, 3, 4)), rng.standard_normal((2, 3, 4))
+    (y,) = run_layer(_stochastic_sum(caffe_pb2.TEST, [1, 0.25]), make_blobs([a, b]),
+                     make_blobs(1))
+    np.testing.assert_allclose(y, a + 0.25 * b, rtol=1e-12)
+    check_layer_gradient(_stochastic_sum(caffe_pb2.TEST, [1, 0.25]), make_blobs([a, b]),
+                         make_blobs(1))
+
+
+def test_stochastic_sum_in_train_keeps_each_bottom_with_its_probability():
+    rng = np.random.default_rng(4)
+    a, b = rng.standard_normal((2, 3)), rng.standard_normal((2, 3))
+    layer = _stochastic_sum(caffe_pb2.TRAIN, [1, 0.5])
+    bottom, top = make_blobs([a, b]), make_blobs(1)
+    layer.setup(bottom, top)
+    kept_b = 0
+    for _ in range(400):
+        layer.forward(bottom, top)
+        assert layer.kept[0]                         # u < 1 <= c: always kept
+        want = a + b if layer.kept[1] else a
+        np.testing.assert_allclose(top[0].data, want, rtol=1e-12)
+        top[0].diff[...] = 1.0
+        layer.backward(top, [True, True], bottom)
+        np.testing.assert_array_equal(bottom[0].diff, 1.0)
+        np.testing.assert_array_equal(bottom[1].diff, 1.0 if layer.kept[1] else 0.0)
+        kept_b += layer.kept[1]
+    assert 150 < kept_b < 250                        # binomial(400, 0.5): mean 200, sd 10
+
+
+def test_plain_eltwise_refuses_an_operation_it_does_not_compute():
+    for op in ("DIV", "MIN"):
+        with pytest.raises(NetError, match="operation %s is not computed" % op):
+            make_layer('type: "Eltwise" eltwise_param { operation: %s }' % op).setup(
+                make_blobs([np.ones(3), np.ones(3)]), make_blobs(1))
+
+
+def test_tsn_memory_and_solver_fields_read_strictly():
+    net = caffe_pb2.NetParameter()
+    parse_text('''name: "tsn" mem_param { optimize_train: true optimize_test: true
+      exclude_blob: "fc" } input: "x" input_shape { dim: 1 dim: 2 }
+      layer { name: "fc" type: "InnerProduct" bottom: "x" top: "fc"
+              inner_product_param { num_output: 2 } }''', net, filename="tsn.prototxt",
+               strict=True)
+    assert net.mem_param.optimize_test
+    sp = read_solver('net: "tsn.prototxt" base_lr: 0.001 richness: 200 group_id: 0 group_id: 0',
+                     strict=True)
+    assert sp.richness == 200 and list(sp.group_id) == [0, 0]

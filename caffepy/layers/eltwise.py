@@ -37,10 +37,15 @@ class EltwiseLayer(Layer):
         if self.op == _ELT.PROD and len(p.coeff):
             raise self.error("coeff is only allowed for operation SUM")
         if type(self) is EltwiseLayer and self.op not in (_ELT.PROD, _ELT.SUM, _ELT.MAX):
-            raise self.error("operation %s is not computed by caffepy's Eltwise"
-                             % _ELT.EltwiseOp.Name(self.op))
+            self._refuse_op()       # a fork's operation: its shape, not its values, in summary
         self.coeffs = list(p.coeff) if len(p.coeff) else [1.0] * len(bottom)
         self.stable_prod_grad = p.stable_prod_grad
+
+    def _refuse_op(self, always=False):
+        from ..proto.harvest_policy import is_structure_only
+        if always or not is_structure_only():
+            raise self.error("operation %s is not computed by caffepy's Eltwise"
+                             % _ELT.EltwiseOp.Name(self.op))
 
     def reshape(self, bottom, top):
         for i, b in enumerate(bottom[1:], 1):
@@ -76,13 +81,15 @@ class EltwiseLayer(Layer):
             for c, x in zip(self.coeffs[1:], xs[1:]):
                 y += c * x
             cpu.relu_inplace(y, self.fused_relu)
-        else:
+        elif self.op == _ELT.MAX:
             self.mask = np.where(xs[0] > xs[1], 0, 1).astype(np.int32)
             y = np.where(xs[0] > xs[1], xs[0], xs[1])
             for i, x in enumerate(xs[2:], 2):
                 better = x > y
                 self.mask[better] = i
                 y = np.where(better, x, y)
+        else:
+            self._refuse_op(always=True)
         top[0].data[...] = y
 
     def backward_cpu(self, top, propagate_down, bottom):

@@ -109,3 +109,14 @@ def test_tsn_memory_and_solver_fields_read_strictly():
     sp = read_solver('net: "tsn.prototxt" base_lr: 0.001 richness: 200 group_id: 0 group_id: 0',
                      strict=True)
     assert sp.richness == 200 and list(sp.group_id) == [0, 0]
+
+
+def test_summary_still_reads_the_structure_of_a_fork_eltwise_operation(tmp_path):
+    from caffepy import cli
+    path = tmp_path / "div.prototxt"
+    path.write_text('''input: "a" input_shape { dim: 2 dim: 3 }
+      input: "b" input_shape { dim: 2 dim: 3 }
+      layer { name: "s" type: "Eltwise" bottom: "a" bottom: "b" top: "s"
+              eltwise_param { operation: DIV } }''')
+    assert cli.main(["summary", str(path)]) == 0
+    assert cli.main(["summary", str(path), "--strict"]) != 0

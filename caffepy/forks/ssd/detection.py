@@ -224,6 +224,12 @@ class DetectionOutputLayer(Layer):
         p = self.layer_param.detection_output_param
         if p.num_classes <= 0:
             raise self.error("detection_output_param.num_classes must be > 0")
+        yolo = [f for f in ("side", "num_box", "nms_threshold") if p.HasField(f)] + (
+            ["biases"] if len(p.biases) else [])
+        if yolo:                # caffe-yolov2's one-bottom layer reads them; SSD's does not
+            raise self.error("detection_output_param.%s is caffe-yolov2's (its one-bottom "
+                             "DetectionOutput); SSD's reads nms_param { nms_threshold }"
+                             % yolo[0])
         self.num_classes = int(p.num_classes)
         self.share_location = p.share_location
         self.num_loc_classes = 1 if p.share_location else self.num_classes

@@ -93,6 +93,14 @@ def test_detection_output_nms(dtype):
     np.testing.assert_allclose(rows, expect, rtol=1e-5)
 
 
+@pytest.mark.parametrize("field", ["nms_threshold: 0.4", "side: 13", "num_box: 5", "biases: 1"])
+def test_ssd_detection_output_refuses_caffe_yolov2_fields(field):
+    from caffepy.errors import NetError
+    conf = [[0.1, 0.8, 0.1], [0.1, 0.7, 0.2], [0.2, 0.3, 0.5]]
+    with pytest.raises(NetError, match="caffe-yolov2"):
+        run_layer(_det_layer(field), make_blobs(_det_inputs(conf)), make_blobs(1))
+
+
 def test_detection_output_keep_top_k_and_empty():
     conf = [[0.1, 0.8, 0.1], [0.1, 0.7, 0.2], [0.2, 0.3, 0.5]]
     (y,) = run_layer(_det_layer("keep_top_k: 2 confidence_threshold: 0.15"), make_blobs(_det_inputs(conf)),

@@ -51,6 +51,7 @@ def module_dir(tmp_path, monkeypatch):
     sys.modules.pop("features_of_a_missing_net", None)
 
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # its __del__
 def test_a_caffepy_error_met_by_the_users_code_names_the_layer(module_dir):
     path = module_dir / "net.prototxt"
     path.write_text(NET)

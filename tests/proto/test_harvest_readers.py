@@ -149,3 +149,12 @@ def test_a_channel_shared_eltwise_affine_scales_by_its_one_slope():
     (y,) = run_layer(layer, make_blobs([x]), make_blobs(1))
     assert layer.blobs[0].shape == () and layer.blobs[1].shape == ()
     np.testing.assert_allclose(y, 2 * x + 0.5, rtol=1e-12)
+
+
+@pytest.mark.parametrize("field", ["interp_mode: NEAREST", "resize_mode: FIT_SMALL_SIZE",
+                                   "zoom: 2"])
+def test_resize_refuses_the_resize_fields_it_does_not_read(field):
+    from caffepy.errors import NetError
+    layer = make_layer('type: "Resize" resize_param { height: 4 width: 4 %s }' % field)
+    with pytest.raises(NetError, match="not read by the caffe-windows forks' Resize"):
+        run_layer(layer, make_blobs([np.ones((1, 1, 2, 2))]), make_blobs(1))

@@ -112,9 +112,19 @@ class ResizeLayer(Layer):
     ``multiple_scale`` (default 1). Backward as the fork: the transposed taps, without
     multiple_scale (the exact gradient for multiple_scale 1). Its ResizeParameter numbers height 1,
     width 2; caffepy's schema holds SSD's ResizeParameter (height 3, width 4): text files name
-    them, so they read; binary ones do not."""
+    them, so they read; binary ones do not. Any other ResizeParameter field (SSD's resize and
+    interpolation modes, other forks' zoom) set to a value other than its default is refused."""
     exact_num_bottom_blobs = 1
     exact_num_top_blobs = 1
+    READ = ("height", "width", "is_pyramid_test", "out_height_scale", "out_width_scale",
+            "multiple_scale")
+
+    def layer_setup(self, bottom, top):
+        from ...proto import is_repeated
+        for fd, value in self.layer_param.resize_param.ListFields():
+            if fd.name not in self.READ and (is_repeated(fd) or value != fd.default_value):
+                raise self.error("resize_param.%s is not read by the caffe-windows forks' Resize "
+                                 "(it reads %s)" % (fd.name, ", ".join(self.READ)))
 
     def reshape(self, bottom, top):
         p = self.layer_param.resize_param

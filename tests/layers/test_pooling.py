@@ -50,7 +50,8 @@ def test_pooling_forward_matches_naive(dtype, method, k, s, p):
     np.testing.assert_allclose(y, naive_pool(x, method, k, s, p), rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("fields", ["ceil_mode: false", "round_mode: FLOOR"])
+@pytest.mark.parametrize("fields", ["ceil_mode: false", "round_mode: FLOOR",
+                                    "torch_pooling: true"])
 def test_pooling_floor_mode(fields):
     x = np.random.default_rng(1).standard_normal((1, 2, 6, 6))
     (y,) = run_layer(make_layer(POOL % ("MAX", "kernel_size: 3 stride: 2 " + fields)),

@@ -179,7 +179,8 @@ class _NdPoolingBase(Layer):
         if len(top) > 1 and self.method != P.MAX:
             raise self.error("a second (mask) top is only produced by MAX pooling")
         self.global_pooling = p.global_pooling
-        self.ceil = p.round_mode == P.CEIL and getattr(p, "ceil_mode", True)
+        self.ceil = (p.round_mode == P.CEIL and getattr(p, "ceil_mode", True)
+                     and not getattr(p, "torch_pooling", False))
         self.num_spatial = bottom[0].num_axes - 2
         if self.num_spatial < 1:
             raise self.error("bottom must be N x C x spatial..., got %s" % (bottom[0].shape,),

@@ -55,11 +55,15 @@ _LAYERS = ("LayerParameter", "V1LayerParameter", "V0LayerParameter")
 def table():
     """{"Message.field" or "Message.field=VALUE": {"forks": [first five], "count": n, ...}}."""
     if not _table:
+        from .own_not_computed import entries
         try:
             with open(TABLE) as f:
-                _table.append(json.load(f))
+                loaded = json.load(f)
         except FileNotFoundError:
-            _table.append({})
+            loaded = {}
+        for key, entry in entries().items():      # the own schema's fields nothing computes
+            loaded.setdefault(key, entry)
+        _table.append(loaded)
     return _table[0]
 
 

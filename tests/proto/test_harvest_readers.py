@@ -158,3 +158,36 @@ def test_resize_refuses_the_resize_fields_it_does_not_read(field):
     layer = make_layer('type: "Resize" resize_param { height: 4 width: 4 %s }' % field)
     with pytest.raises(NetError, match="not read by the caffe-windows forks' Resize"):
         run_layer(layer, make_blobs([np.ones((1, 1, 2, 2))]), make_blobs(1))
+
+
+#: fields the additions declare that change no value (threads, device sharing, record ids, a
+#: reshape hint), accepted whatever they hold
+NO_VALUE = {"DataParameter.disk_reader_threads", "ImageDataParameter.dataset_share_per_node",
+            "LayerParameter.reshape_every_iter", "BlobProto.raw_diff_type", "Datum.record_id",
+            "AnnotatedDatum.record_id"}
+
+
+def test_every_field_of_the_schema_additions_is_read_refused_or_changes_nothing():
+    import glob
+    import json
+    from caffepy.proto.own_not_computed import OWN_NOT_COMPUTED
+    text = "\n".join(t for p, t in _sources().items() if not p.endswith("own_not_computed.py"))
+    unread = []
+    for path in sorted(glob.glob(os.path.join(ROOT, "proto", "additions.d", "*.json"))):
+        with open(path) as f:
+            fields = json.load(f).get("fields", {})
+        for message, declared in fields.items():
+            for field in declared:
+                key = "%s.%s" % (message, field["name"])
+                if not re.search(r"\b%s\b" % re.escape(field["name"]), text) \
+                        and key not in OWN_NOT_COMPUTED and key not in NO_VALUE:
+                    unread.append(key)
+    assert not unread, unread
+
+
+def test_an_own_schema_field_nothing_computes_is_refused_when_strict():
+    from caffepy.errors import ProtoError
+    from caffepy.proto.io import read_solver
+    with pytest.raises(ProtoError, match="'larc' of SolverParameter .*NVIDIA/caffe"):
+        read_solver('net: "n.prototxt" base_lr: 0.1 larc: true', strict=True)
+    assert not read_solver('net: "n.prototxt" base_lr: 0.1 larc: false', strict=True).larc

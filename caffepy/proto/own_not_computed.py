@@ -27,9 +27,6 @@ OWN_NOT_COMPUTED = {
     # chenzhenhua986/CAFFE-CapsNet's capsule deconvolution (no caffepy layer)
     "LayerParameter.capsule_deconv_transform_param": "chenzhenhua986/CAFFE-CapsNet",
     "LayerParameter.capsule_deconv_routing_param": "chenzhenhua986/CAFFE-CapsNet",
-    # dementrock/caffe (branch vgps): a MemoryData layer with up to five tops
-    **{"MemoryDataParameter.%s%d" % (f, i): "dementrock/caffe" for f in (
-        "channels", "height", "width") for i in range(1, 5)},
     # lmb-freiburg/flownet2's data reader: its sampling and order
     **{"DataParameter." + f: "lmb-freiburg/flownet2" for f in (
         "huge_video_dataset", "limit_samples", "permute_every_iter")},

@@ -12,7 +12,8 @@ tools/zoo_survey.py: ``run_cli``, the TEST-then-TRAIN retry of ``attempt``, ``ca
   run differs from the lenient one only where the lenient run dropped fields (its WARNING says
   "--strict makes it an error"), read fields known only from forks that caffepy does not compute
   (its WARNING says "read for the structure only"; ``--strict`` refuses them, as training does),
-  listed a layer it cannot build that has no tops (its WARNING says "listed without shapes"),
+  listed a layer it cannot build (its WARNING says "and no shape rule": its tops and the layers
+  that read them shown as ``?``, or it has no tops),
   read text Caffe's parser refuses (a template placeholder, a repeated singular field, ``//``
   comments ...: its WARNING says "--strict refuses them" or "--strict too") or carried the shapes
   of a layer without a class (its table's footnote says "~ shape carried:"), so it is run only
@@ -179,8 +180,9 @@ _HARVESTED = "read for the structure only"
 _REPAIRED = ("--strict refuses them", "--strict too")      # text Caffe's parser refuses
 _CARRIED = "\x00carried"
 _NO_TOPS = "listed without shapes (no tops)"   # a layer without class or rule and without tops
+_UNBUILT = "and no shape rule"      # no class, no rule: its tops and their readers shown as ?
 _OK = "\x00ok"
-_DIFFERS = (_DROPPED, _HARVESTED, _CARRIED, _NO_TOPS) + _REPAIRED
+_DIFFERS = (_DROPPED, _HARVESTED, _CARRIED, _NO_TOPS, _UNBUILT) + _REPAIRED
 
 
 def _ok(err):

@@ -172,12 +172,21 @@ def pool_input_hw(layer, blob):
     return blob.shape[2:]
 
 
+def rounds_up(p):
+    """Whether pooling ``p`` (a PoolingParameter) rounds its output size up, as Caffe does: not
+    with ``round_mode: FLOOR``, a fork's ``ceil_mode: false`` or the Facebook port's (NVCaffe's,
+    TensorRT's) ``torch_pooling: true``, all of which floor it."""
+    return (p.round_mode == type(p).CEIL and getattr(p, "ceil_mode", True)
+            and not getattr(p, "torch_pooling", False))
+
+
 @register_layer("Pooling")
 class PoolingLayer(Layer):
     """2-d pooling over (N, C, H, W) windows.
 
-    Output size: PH = ceil((H + 2 pad - kernel) / stride) + 1 (floor with ``round_mode: FLOOR``,
-    the fork field ``ceil_mode: false`` or NVCaffe's / TensorRT's ``torch_pooling: true``; a ratio in (-1, 0) gives one output under ceil), minus
+    Output size: PH = ceil((H + 2 pad - kernel) / stride) + 1 (floor as :func:`rounds_up` says:
+    ``round_mode: FLOOR``, the fork field ``ceil_mode: false`` or NVCaffe's / TensorRT's
+    ``torch_pooling: true``; a ratio in (-1, 0) gives one output under ceil), minus
     1 on each axis whose last window would start at or past H + pad when either pad is nonzero
     (caffepy.math.sizes). MAX: maximum over the window's image pixels (first one wins ties); the
     optional second top is the mask, index h * W + w of the maximum. AVE: sum over the window /
@@ -187,7 +196,8 @@ class PoolingLayer(Layer):
 
     prototxt: ``pooling_param { pool: MAX kernel_size | kernel_h kernel_w  stride: 1 |
     stride_h stride_w  pad: 0 | pad_h pad_w  global_pooling: false  round_mode: CEIL
-    ceil_mode: true  torch_pooling: false }``; global pooling takes the whole H x W (no kernel, pad 0, stride 1).
+    ceil_mode: true  torch_pooling: false }``; global pooling takes the whole H x W (no kernel,
+    pad 0, stride 1).
     Blobs: bottom (N, C, H, W) -> top (N, C, PH, PW) [, mask (N, C, PH, PW) for MAX].
     """
     exact_num_bottom_blobs = 1
@@ -213,8 +223,7 @@ class PoolingLayer(Layer):
         P = type(p)
         self.method = p.pool
         self.global_pooling = p.global_pooling
-        self.ceil = (p.round_mode == P.CEIL and getattr(p, "ceil_mode", True)
-                     and not getattr(p, "torch_pooling", False))
+        self.ceil = rounds_up(p)
         if len(top) > 1 and self.method != P.MAX:
             raise self.error("a second (mask) top is only produced by MAX pooling")
         has_kernel = p.HasField("kernel_size") or p.HasField("kernel_h") or p.HasField("kernel_w")

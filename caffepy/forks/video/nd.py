@@ -39,7 +39,7 @@ import numpy as np
 from ...errors import ShapeError
 from ...layers.base import Layer, register_layer, register_variant
 from ...layers.conv import ConvolutionLayer
-from ...layers.pooling import ND_POOLING, pooled_size
+from ...layers.pooling import ND_POOLING, pooled_size, rounds_up
 from ...math.cpu import pad_spatial
 from ...math.sizes import overhangs
 
@@ -179,8 +179,7 @@ class _NdPoolingBase(Layer):
         if len(top) > 1 and self.method != P.MAX:
             raise self.error("a second (mask) top is only produced by MAX pooling")
         self.global_pooling = p.global_pooling
-        self.ceil = (p.round_mode == P.CEIL and getattr(p, "ceil_mode", True)
-                     and not getattr(p, "torch_pooling", False))
+        self.ceil = rounds_up(p)
         self.num_spatial = bottom[0].num_axes - 2
         if self.num_spatial < 1:
             raise self.error("bottom must be N x C x spatial..., got %s" % (bottom[0].shape,),

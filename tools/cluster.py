@@ -12,7 +12,10 @@ Layout (nothing is created outside namespaces this module made):
 - a *switch* namespace (network only) holding a bridge ``br0``;
 - per host ``hI`` a holder process (``unshare --net --uts --pid --mount --fork --mount-proc``): PID
   1 of its PID namespace, hostname ``hI``, its own ``/etc/hosts`` (bind-mounted, private mount
-  propagation) naming every host; its interface ``eth0`` is one end of a veth pair whose other end
+  propagation) naming every host and its own ``/dev/shm`` (a fresh tmpfs, gone with the host: MPI's
+  shared-memory segments are named by host, job and local rank, and Slurm's job ids restart at 1 in
+  every box, so a shared ``/dev/shm`` hands a killed host's stale segment to the next box's job);
+  its interface ``eth0`` is one end of a veth pair whose other end
   is a port of ``br0``. Both ends carry a ``tc tbf`` qdisc at ``rate`` (no netem: no delay);
 - addresses from one private /24 that lives only on that bridge (no route leaves it);
 - ``launcher``: the executable Hydra's ssh launcher calls as ``<launcher> -x HOST CMD...``. A
@@ -51,6 +54,7 @@ if os.path.dirname(os.path.abspath(__file__)) not in sys.path:     # loaded by p
 from cluster_launch import LAUNCHER, Broker, kill_tree  # noqa: E402
 
 SUBNET = "10.213.%d"
+SHM_SIZE = "1g"            # each host's /dev/shm (tmpfs: pages are taken as written)
 UCX_ENV = {"UCX_TLS": "tcp", "UCX_NET_DEVICES": "eth0"}
 # Open MPI: mpi4py's wheels (>= 4.1) carry an extension for Open MPI's ABI, loaded when mpi4py
 # opens Open MPI's library; Debian's is libmpi.so.40 (the pyenv / venv lib directory, searched
@@ -152,7 +156,8 @@ class Cluster(object):
         for h in self.hosts:
             self._holder(h, ["--net", "--uts", "--pid", "--mount", "--propagation", "private"],
                          "hostname %s && mount --bind %s /etc/hosts && mount -t proc proc /proc && "
-                         "ip link set lo up" % (h, hosts_file), deadline)
+                         "mount -t tmpfs -o mode=1777,size=%s tmpfs /dev/shm && "
+                         "ip link set lo up" % (h, hosts_file, SHM_SIZE), deadline)
         burst = self._burst()
         for h in self.hosts:
             port = "v" + h

@@ -24,6 +24,13 @@ def test_hosts_are_separate_machines(cluster_box):
         assert int(pid) < 100                       # a fresh PID space
         assert box.address(h) + "/24" in addr
         assert "tbf" in _qdisc(box, h) and "1Gbit" in _qdisc(box, h)
+    # each host's /dev/shm is its own: a file one host leaves there (a killed MPI rank's
+    # shared-memory segment) is not seen by the other host, the machine or the next cluster
+    mark = "caffepy-box-shm-%d" % os.getpid()
+    assert box.run("h1", ["touch", "/dev/shm/" + mark]).returncode == 0
+    assert mark in box.run("h1", ["ls", "/dev/shm"]).out
+    assert mark not in box.run("h2", ["ls", "/dev/shm"]).out
+    assert not os.path.exists("/dev/shm/" + mark)
     holders = list(box.pids.values())
     box.close()
     for pid in holders:

@@ -1,13 +1,16 @@
-"""ASYNC and SSP (staleness 2) with 4 worker groups train Caffe's LeNet (20/50/500) on MNIST to >= 98.0%.
+"""ASYNC and SSP (staleness 2) with 4 worker groups train Caffe's LeNet (20/50/500) on MNIST to
+>= 97.5%.
 
 The solver is Caffe's lenet_solver (SGD, momentum 0.9, weight decay 5e-4, "inv" policy) at half its
-base_lr: with 4 groups applying gradients on arrival, a gradient is up to 3 updates stale, which acts
-as extra momentum, and at base_lr 0.01 the run diverges within 25 steps. Each group runs 1000 steps
-of 64 images (4000 server updates, 4.3 epochs). Measured on 2 cores: 1000 steps gave 98.5-99.1%
-(ASYNC, five runs) and 98.8-98.9% (SSP, two runs), so the bar is 98.0%; 1250 steps 99.0% / 99.0% (ASYNC / SSP);
-1500 steps 99.0% / 99.0%. A single process at lr 0.01 needs about as many iterations (2500 give 98.4-98.6%).
-(With base_lr / 4 and 625 steps, an earlier setting, it stopped at 98.1-98.5%: too few
-updates at too small a rate, not asynchrony: a single process with that setting reaches 97.6%.)"""
+base_lr: with 4 groups applying gradients on arrival, a gradient is up to 3 updates stale, which
+acts as extra momentum, and at base_lr 0.01 the run diverges within 25 steps. Each group runs 500
+steps of 32 images (2000 server updates, 1.1 epochs; about 35 s a mode on 2 cores). Measured on 2
+cores: ASYNC 98.4% and 98.8% (random_seed 1 and 2; ASYNC's arrival order varies between runs too),
+SSP 98.1%, 98.5% and 98.1% (random_seed 1, 2, 3), so the bar is 97.5%. Longer runs of the same
+solver (steps of 64 images per group): 1000 steps gave 98.5-99.1% (ASYNC, five runs) and 98.8-98.9%
+(SSP, two runs); 1250 and 1500 steps 99.0% for both (the setting of
+models/lenet/lenet_dist_solver.prototxt, EXAMPLE_STEPS). A single process at lr 0.01 needs about
+2500 iterations of 64 for 98.4-98.6%."""
 import numpy as np
 import pytest
 
@@ -37,7 +40,7 @@ layer { name: "acc" type: "Accuracy" bottom: "ip2" bottom: "label" top: "acc" in
 """
 SOLVER = """type: "SGD" base_lr: 0.005 momentum: 0.9 weight_decay: 0.0005 lr_policy: "inv" gamma: 0.0001 power: 0.75
 max_iter: %d random_seed: 1 display: 50 snapshot_after_train: false"""
-STEPS, BATCH = 1000, 64   # per group: 4 groups x 1000 x 64 = 4.3 epochs
+STEPS, BATCH = 500, 32    # per group: 4 groups x 500 x 32 = 1.1 epochs
 EXAMPLE_STEPS = 1500      # models/lenet/lenet_dist_solver.prototxt: the 99.0% setting above
 
 
@@ -74,4 +77,4 @@ def test_lenet_mnist(tmp_path, shared, mode, staleness):
         assert result.max_staleness <= staleness
     acc = accuracy(solver.net.learnable_params, xt, yt)
     print("%s accuracy %.4f in %.0f s" % (mode, acc, result.seconds))
-    assert acc >= 0.98
+    assert acc >= 0.975

@@ -14,7 +14,7 @@ import pytest
 from conftest import ROOT, needs_mpi
 import nets
 
-MAX_ITER = 3000
+MAX_ITER = 1200     # long enough that SIGTERM (sent at the first display, step 100) lands mid-run
 
 
 def _files(tmp_path, name, **cluster):

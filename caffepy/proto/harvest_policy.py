@@ -158,6 +158,14 @@ def _is_default(fd, value, fork_default=None):
     return _same(fd, value, fd.default_value)
 
 
+def unread_fields(msg, read):
+    """The names of the fields of ``msg`` that ``read`` does not list and that are set to a value
+    that changes something (not the field's default; a message counts as default when all its
+    set fields are): what a reader of a parameter message several forks declare refuses."""
+    return [fd.name for fd, value in msg.ListFields()
+            if fd.name not in read and not _is_default(fd, value)]
+
+
 def _v1_type_computed(number):
     """Whether a fork's V1 layer type upgrades (caffepy.proto.v1_fork_types) to a type string a
     caffepy layer class computes."""

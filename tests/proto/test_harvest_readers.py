@@ -196,3 +196,20 @@ def test_an_own_schema_field_nothing_computes_is_refused_when_strict():
     with pytest.raises(ProtoError, match="'larc' of SolverParameter .*NVIDIA/caffe"):
         read_solver('net: "n.prototxt" base_lr: 0.1 larc: true', strict=True)
     assert not read_solver('net: "n.prototxt" base_lr: 0.1 larc: false', strict=True).larc
+
+
+def test_unread_fields_names_what_a_reader_would_ignore():
+    """harvest_policy.unread_fields, the check of the readers of a parameter message several forks
+    share: a field outside ``read`` counts when set to a value other than its default; a message
+    whose fields are all at their defaults does not; a repeated field with elements does."""
+    lp = caffe_pb2.LayerParameter(name="a", type="X")
+    assert harvest_policy.unread_fields(lp, ("name",)) == ["type"]
+    lp.type = ""
+    lp.convolution_param.num_output = 0             # set, but to the default
+    lp.convolution_param.bias_term = True
+    assert lp.HasField("convolution_param")
+    assert harvest_policy.unread_fields(lp, ("name",)) == []
+    lp.convolution_param.num_output = 8
+    lp.bottom.append("data")
+    assert harvest_policy.unread_fields(lp, ("name",)) == ["bottom", "convolution_param"]
+    assert harvest_policy.unread_fields(lp, ("name", "bottom", "convolution_param")) == []

@@ -120,11 +120,10 @@ class ResizeLayer(Layer):
             "multiple_scale")
 
     def layer_setup(self, bottom, top):
-        from ...proto import is_repeated
-        for fd, value in self.layer_param.resize_param.ListFields():
-            if fd.name not in self.READ and (is_repeated(fd) or value != fd.default_value):
-                raise self.error("resize_param.%s is not read by the caffe-windows forks' Resize "
-                                 "(it reads %s)" % (fd.name, ", ".join(self.READ)))
+        from ...proto.harvest_policy import unread_fields
+        for name in unread_fields(self.layer_param.resize_param, self.READ)[:1]:
+            raise self.error("resize_param.%s is not read by the caffe-windows forks' Resize "
+                             "(it reads %s)" % (name, ", ".join(self.READ)))
 
     def reshape(self, bottom, top):
         p = self.layer_param.resize_param

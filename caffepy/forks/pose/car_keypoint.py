@@ -13,7 +13,8 @@ from ...data.datum import read_mean
 from ...data.image import read_image, resize_bilinear
 from ...data.state import ListLoaderState
 from ...errors import CaffeError, ShapeError
-from ...proto import caffe_pb2, is_repeated
+from ...proto import caffe_pb2
+from ...proto.harvest_policy import unread_fields
 from ...layers.base import Layer, LossLayer, register_layer
 from ...layers.data import BasePrefetchingDataLayer
 
@@ -33,12 +34,9 @@ READ = frozenset(["source", "batch_size", "new_height", "new_width", "scale", "m
 def refuse_unread(layer, msg, read, where):
     """Raise the layer's error naming the first field of ``msg`` set to a non-default value that
     ``read`` does not list (the other fork's field of a message two forks share)."""
-    for field, value in msg.ListFields():
-        if field.name in read:
-            continue
-        if is_repeated(field) or value != field.default_value:
-            raise layer.error("%s.%s is not read by %s (a field of another fork's reader of the "
-                              "same parameter message)" % (where, field.name, layer.layer_param.type))
+    for name in unread_fields(msg, read)[:1]:
+        raise layer.error("%s.%s is not read by %s (a field of another fork's reader of the "
+                          "same parameter message)" % (where, name, layer.layer_param.type))
 
 
 def top_shapes(lp, default_shape, batch_size=None):

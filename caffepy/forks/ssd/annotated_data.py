@@ -35,6 +35,7 @@ from ...errors import CaffeError
 from ...layers.base import register_layer
 from ...layers.data import BasePrefetchingDataLayer, _DBLoader, _bad_record, _ensure
 from ...proto import caffe_pb2
+from ...proto.harvest_policy import unread_fields
 from . import augment
 
 RP = caffe_pb2.ResizeParameter
@@ -65,8 +66,7 @@ class _AnnotatedLoader(_DBLoader):
     def __init__(self, layer, param, tp, ap, transformer):
         super().__init__(param, transformer, layer.phase, layer.describe())
         self.tp, self.ap = tp, ap
-        other = [f.name for f, v in ap.ListFields()
-                 if f.name not in _SSD_FIELDS and v != f.default_value]
+        other = unread_fields(ap, _SSD_FIELDS)
         if other:
             raise CaffeError("%s: annotated_data_param.%s is not SSD's (MobileNet-YOLO's and other "
                              "forks' AnnotatedData fields are not implemented)"

@@ -5,8 +5,7 @@ test whose work is one long chain of child processes (the README's main job: LeN
 99%) declares that chain here with :func:`job`. When pytest has collected the session
 (``pytest_collection_finish`` in conftest.py) and such a test is selected, its chain starts in the
 background; chains run one at a time, each with one thread (``OMP_NUM_THREADS=1`` and the other
-thread variables) at the lowest priority (``nice -n 19``), so the background never holds more
-than one core and gives it up to the tests' own processes. The test itself, when its
+thread variables), so the background never holds more than one core. The test itself, when its
 turn comes, waits for its chain (:func:`result`) and checks what it produced as before. A chain
 whose test is not selected never starts; one still running when the session ends is killed with its
 process group.
@@ -16,7 +15,6 @@ stops at the first command that fails. :func:`result` returns ``Done(returncode,
 """
 import collections
 import os
-import shutil
 import signal
 import subprocess
 import threading
@@ -25,9 +23,6 @@ import time
 Chain = collections.namedtuple("Chain", "commands cwd env")
 Done = collections.namedtuple("Done", "returncode seconds cwd")
 
-# a chain runs at the lowest priority: it takes the core the tests leave idle (waiting on their
-# ranks, their sleeps, their one BLAS thread) and yields it when a test's own processes want it
-NICE = ["nice", "-n", "19"] if shutil.which("nice") else []
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
               "MKL_NUM_THREADS": "1", "BLIS_NUM_THREADS": "1"}
 
@@ -96,7 +91,7 @@ class Runner(object):
         f = open(out, "w") if out else subprocess.DEVNULL
         try:
             with self.cond:
-                self.proc = subprocess.Popen(NICE + list(argv), cwd=cwd, env=env, stdout=f,
+                self.proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=f,
                                              stderr=subprocess.STDOUT, start_new_session=True)
             return self.proc.wait()
         finally:

@@ -15,8 +15,8 @@ Layout (nothing is created outside namespaces this module made):
   propagation) naming every host and its own ``/dev/shm`` (a fresh tmpfs, gone with the host: MPI's
   shared-memory segments are named by host, job and local rank, and Slurm's job ids restart at 1 in
   every box, so a shared ``/dev/shm`` hands a killed host's stale segment to the next box's job);
-  its interface ``eth0`` is one end of a veth pair whose other end
-  is a port of ``br0``. Both ends carry a ``tc tbf`` qdisc at ``rate`` (no netem: no delay);
+  its interface ``eth0`` is one end of a veth pair whose other end is a port of ``br0``. Both ends
+  carry a ``tc tbf`` qdisc at ``rate`` (no netem: no delay);
 - addresses from one private /24 that lives only on that bridge (no route leaves it);
 - ``launcher``: the executable Hydra's ssh launcher calls as ``<launcher> -x HOST CMD...``. A
   process in one host's PID namespace cannot enter a sibling's, so (as ssh asks sshd) it hands

@@ -5,6 +5,7 @@ import numpy as np
 
 from ...errors import ShapeError
 from ...layers.base import Layer, LossLayer, register_layer
+from ...proto.harvest_policy import unread_fields
 
 _FLT_MIN = np.finfo(np.float32).tiny
 
@@ -120,10 +121,10 @@ class ResizeLayer(Layer):
             "multiple_scale")
 
     def layer_setup(self, bottom, top):
-        from ...proto.harvest_policy import unread_fields
-        for name in unread_fields(self.layer_param.resize_param, self.READ)[:1]:
+        unread = unread_fields(self.layer_param.resize_param, self.READ)
+        if unread:
             raise self.error("resize_param.%s is not read by the caffe-windows forks' Resize "
-                             "(it reads %s)" % (name, ", ".join(self.READ)))
+                             "(it reads %s)" % (unread[0], ", ".join(self.READ)))
 
     def reshape(self, bottom, top):
         p = self.layer_param.resize_param

@@ -34,9 +34,10 @@ READ = frozenset(["source", "batch_size", "new_height", "new_width", "scale", "m
 def refuse_unread(layer, msg, read, where):
     """Raise the layer's error naming the first field of ``msg`` set to a non-default value that
     ``read`` does not list (the other fork's field of a message two forks share)."""
-    for name in unread_fields(msg, read)[:1]:
+    unread = unread_fields(msg, read)
+    if unread:
         raise layer.error("%s.%s is not read by %s (a field of another fork's reader of the "
-                          "same parameter message)" % (where, name, layer.layer_param.type))
+                          "same parameter message)" % (where, unread[0], layer.layer_param.type))
 
 
 def top_shapes(lp, default_shape, batch_size=None):

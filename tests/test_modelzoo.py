@@ -39,6 +39,7 @@ Reshape SPP Scale Sigmoid SigmoidCrossEntropyLoss Silence Slice Softmax SoftmaxW
 Swish TanH Threshold Tile WindowData
 """.split())
 SHRINK_SIDE = 320       # image inputs larger than this are tried at this size first
+MIN_SIDE = 96           # ... but not below this
 CPU_LIMIT = 240          # CPU seconds per net file; the slowest file needs ~10 on an idle core
 
 
@@ -160,23 +161,40 @@ def _run_phase(param, phase, seed, build_only=False):
     zoo.forward_releasing(net)
 
 
+def _input_shapes(lp):
+    """The BlobShapes an Input or DummyData layer declares (none for other layers)."""
+    if lp.type == "Input":
+        return lp.input_param.shape
+    return lp.dummy_data_param.shape if lp.type == "DummyData" else ()
+
+
 def shrunk(param, side=SHRINK_SIDE):
-    """A copy of ``param`` whose image inputs (4-d, both sides >= 64) larger than ``side`` are
-    scaled down by one factor to fit in ``side`` x ``side``, each side a multiple of 32; None when
-    no input is that large."""
+    """A copy of ``param`` whose image inputs (Input or DummyData, 4-d, both sides >= 64) hold
+    more than ``side`` x ``side`` pixels over their batch (N x H x W), scaled down by one factor to
+    fit that budget, each side a multiple of 32 and at least MIN_SIDE (an LRCN deploy's 160 frames
+    of 227 x 227, whose batch its Reshape fixes, run at 96 x 96); an Interp layer's fixed
+    ``height`` / ``width`` (PSPNet's pyramid, sized for the declared input) are scaled by the same
+    factor.
+    None when no input is that large."""
     from caffepy.proto import caffe_pb2
-    shapes = [s for lp in param.layer if lp.type == "Input" for s in lp.input_param.shape
+    shapes = [s for lp in param.layer for s in _input_shapes(lp)
               if len(s.dim) == 4 and min(s.dim[2], s.dim[3]) >= 64]
-    big = max([max(s.dim[2], s.dim[3]) for s in shapes] or [0])
-    if big <= side:
+    big = max([s.dim[0] * s.dim[2] * s.dim[3] for s in shapes] or [0])
+    if big <= side * side:
         return None
+    factor = (side * side / float(big)) ** 0.5
     out = caffe_pb2.NetParameter()
     out.CopyFrom(param)
     for lp in out.layer:
-        for s in lp.input_param.shape if lp.type == "Input" else ():
+        for s in _input_shapes(lp):
             if len(s.dim) == 4 and min(s.dim[2], s.dim[3]) >= 64:
                 for axis in (2, 3):
-                    s.dim[axis] = max(32, int(round(s.dim[axis] * side / float(big) / 32)) * 32)
+                    s.dim[axis] = max(MIN_SIDE, int(round(s.dim[axis] * factor / 32)) * 32)
+        if lp.type == "Interp":
+            ip = lp.interp_param
+            for name in ("height", "width"):
+                if ip.HasField(name) and getattr(ip, name) > 0:
+                    setattr(ip, name, max(1, int(round(getattr(ip, name) * factor))))
     return out
 
 
@@ -189,12 +207,14 @@ def run_prepared(param, declared, seed=0, shrink=True):
     """Build and run every declared phase at batch 1 (or, when the net hard-codes its batch in a
     Reshape, at its declared batch); None on success, else a one-line reason. With ``shrink``,
     large inputs are tried first at a smaller size (``shrunk``); the declared size decides."""
-    attempts = [param]
-    if any(lp.type == "Reshape" for lp in param.layer):
-        attempts.append(declared)
-    small = shrunk(param) if shrink else None
-    if small is not None:
-        attempts.insert(0, small)
+    full = [param] + ([declared] if any(lp.type == "Reshape" for lp in param.layer) else [])
+    attempts, small = [], []        # each full-size net after its shrunk copy
+    for net_param in full:
+        copy = shrunk(net_param) if shrink else None
+        if copy is not None:
+            attempts.append(copy)
+            small.append(copy)
+        attempts.append(net_param)
     from caffepy.proto import caffe_pb2
     reason, ran = None, param
     for phase in _phases(param):
@@ -206,7 +226,7 @@ def run_prepared(param, declared, seed=0, shrink=True):
             except TimeoutError:
                 raise
             except Exception as e:  # the sweep reports every failure, whatever its kind
-                if net_param is not small:
+                if not any(net_param is c for c in small):
                     reason = _reason(e)
         else:
             return reason

@@ -28,6 +28,7 @@ import numpy as np
 import pytest
 
 from tests import background
+from tests.zoo_prepare import is_python_data, prepare, shrunk
 from tests.zoo_runner import cpu_limit, distinct_tasks, run_tasks
 
 BVLC_TYPES = frozenset("""
@@ -38,8 +39,6 @@ Log MVN MemoryData MultinomialLogisticLoss PReLU Parameter Pooling Power Python 
 Reshape SPP Scale Sigmoid SigmoidCrossEntropyLoss Silence Slice Softmax SoftmaxWithLoss Split
 Swish TanH Threshold Tile WindowData
 """.split())
-SHRINK_SIDE = 320       # image inputs larger than this are tried at this size first
-MIN_SIDE = 96           # ... but not below this
 CPU_LIMIT = 240          # CPU seconds per net file; the slowest file needs ~10 on an idle core
 
 
@@ -59,14 +58,6 @@ def _declares_phases(net_param):
                for rule in list(lp.include) + list(lp.exclude))
 
 
-def _batch_one(net_param):
-    for lp in net_param.layer:
-        if lp.type == "Input":
-            for shape in lp.input_param.shape:
-                if len(shape.dim) and shape.dim[0] > 1:
-                    shape.dim[0] = 1
-
-
 def _stages(net_param, phase):
     """The first stage named by an include rule of ``phase`` (as a solver's test_state would)."""
     for lp in net_param.layer:
@@ -74,73 +65,6 @@ def _stages(net_param, phase):
             if rule.phase == phase and len(rule.stage):
                 return [rule.stage[0]]
     return []
-
-
-PYTHON_DATA = "python data layer not available"
-
-
-class PythonDataMissing(Exception):
-    """The file's data comes from a Python layer caffepy cannot load (not run, not counted)."""
-
-
-def is_python_data(reason):
-    return bool(reason) and reason.startswith(PythonDataMissing.__name__)
-
-
-def prepare(path):
-    """(batch-1 net, declared-batch net) NetParameters, data layers replaced, fillers constant."""
-    from caffepy import zoo
-    from caffepy.proto import io as proto_io
-    raw = zoo.fill_unset_num_output(proto_io.read_net(path))
-    missing = missing_python_data(raw)
-    if missing:
-        raise PythonDataMissing("%s (%s)" % (PYTHON_DATA, ", ".join(sorted(set(missing)))))
-    declared = zoo.constant_fillers(zoo.replace_data_layers(raw))
-    _batch_from_fixed_reshape(declared)
-    param = zoo.constant_fillers(zoo.replace_data_layers(raw, batch_size=1))
-    _batch_one(param)
-    return param, declared
-
-
-def _phase_of(lp):
-    return next((r.phase for r in lp.include if r.HasField("phase")), None)
-
-
-def _batch_from_fixed_reshape(net_param):
-    """Inputs of a phase with a Reshape to fixed dims (d1, ..., dk) get batch d1 * ... * d(k-1)
-    (LRCN: frames x clips; the batch is hard-coded in its Python data layer)."""
-    for r in net_param.layer:
-        dims = list(r.reshape_param.shape.dim) if r.type == "Reshape" else []
-        if len(dims) < 2 or min(dims) <= 0:
-            continue
-        batch = int(np.prod(dims[:-1]))
-        for lp in net_param.layer:
-            if lp.type == "Input" and _phase_of(lp) in (None, _phase_of(r)):
-                for shape in lp.input_param.shape:
-                    if len(shape.dim) and shape.dim[0] == 1:
-                        shape.dim[0] = batch
-
-
-def missing_python_data(net_param):
-    """``module.Class`` of each Python data layer (no bottoms) that is neither a caffepy built-in
-    nor importable: its tops' shapes could only be guessed."""
-    import importlib.util
-    from caffepy import zoo
-    from caffepy.forks import builtin_layer_class
-    missing = []
-    for lp in net_param.layer:
-        if lp.type != "Python" or not zoo.is_data_layer(lp):
-            continue
-        module, cls = lp.python_param.module, lp.python_param.layer
-        if builtin_layer_class(module, cls) is not None:
-            continue
-        try:
-            found = importlib.util.find_spec(module) is not None if module else False
-        except (ImportError, ValueError):
-            found = False
-        if not found:
-            missing.append("%s.%s" % (module, cls))
-    return missing
 
 
 def _run_phase(param, phase, seed, build_only=False):
@@ -161,43 +85,6 @@ def _run_phase(param, phase, seed, build_only=False):
     zoo.forward_releasing(net)
 
 
-def _input_shapes(lp):
-    """The BlobShapes an Input or DummyData layer declares (none for other layers)."""
-    if lp.type == "Input":
-        return lp.input_param.shape
-    return lp.dummy_data_param.shape if lp.type == "DummyData" else ()
-
-
-def shrunk(param, side=SHRINK_SIDE):
-    """A copy of ``param`` whose image inputs (Input or DummyData, 4-d, both sides >= 64) hold
-    more than ``side`` x ``side`` pixels over their batch (N x H x W), scaled down by one factor to
-    fit that budget, each side a multiple of 32 and at least MIN_SIDE (an LRCN deploy's 160 frames
-    of 227 x 227, whose batch its Reshape fixes, run at 96 x 96); an Interp layer's fixed
-    ``height`` / ``width`` (PSPNet's pyramid, sized for the declared input) are scaled by the same
-    factor.
-    None when no input is that large."""
-    from caffepy.proto import caffe_pb2
-    shapes = [s for lp in param.layer for s in _input_shapes(lp)
-              if len(s.dim) == 4 and min(s.dim[2], s.dim[3]) >= 64]
-    big = max([s.dim[0] * s.dim[2] * s.dim[3] for s in shapes] or [0])
-    if big <= side * side:
-        return None
-    factor = (side * side / float(big)) ** 0.5
-    out = caffe_pb2.NetParameter()
-    out.CopyFrom(param)
-    for lp in out.layer:
-        for s in _input_shapes(lp):
-            if len(s.dim) == 4 and min(s.dim[2], s.dim[3]) >= 64:
-                for axis in (2, 3):
-                    s.dim[axis] = max(MIN_SIDE, int(round(s.dim[axis] * factor / 32)) * 32)
-        if lp.type == "Interp":
-            ip = lp.interp_param
-            for name in ("height", "width"):
-                if ip.HasField(name) and getattr(ip, name) > 0:
-                    setattr(ip, name, max(1, int(round(getattr(ip, name) * factor))))
-    return out
-
-
 def _reason(e):
     msg = " ".join(str(e).split()) or type(e).__name__
     return "%s: %s" % (type(e).__name__, msg[:300])
@@ -208,17 +95,14 @@ def run_prepared(param, declared, seed=0, shrink=True):
     Reshape, at its declared batch); None on success, else a one-line reason. With ``shrink``,
     large inputs are tried first at a smaller size (``shrunk``); the declared size decides."""
     full = [param] + ([declared] if any(lp.type == "Reshape" for lp in param.layer) else [])
-    attempts, small = [], []        # each full-size net after its shrunk copy
+    attempts = []                   # (net, shrunk?): each full-size net after its shrunk copy
     for net_param in full:
         copy = shrunk(net_param) if shrink else None
-        if copy is not None:
-            attempts.append(copy)
-            small.append(copy)
-        attempts.append(net_param)
+        attempts += ([(copy, True)] if copy is not None else []) + [(net_param, False)]
     from caffepy.proto import caffe_pb2
     reason, ran = None, param
     for phase in _phases(param):
-        for net_param in attempts:
+        for net_param, is_small in attempts:
             try:
                 _run_phase(net_param, phase, seed)
                 ran = net_param
@@ -226,7 +110,7 @@ def run_prepared(param, declared, seed=0, shrink=True):
             except TimeoutError:
                 raise
             except Exception as e:  # the sweep reports every failure, whatever its kind
-                if not any(net_param is c for c in small):
+                if not is_small:
                     reason = _reason(e)
         else:
             return reason

@@ -20,7 +20,8 @@ import time
 import numpy as np
 import pytest
 
-from tests.test_modelzoo import BVLC_TYPES, _stages, _sweep_cfg, prepare, shrunk
+from tests.test_modelzoo import BVLC_TYPES, _stages, _sweep_cfg
+from tests.zoo_prepare import prepare, shrunk
 from tests.zoo_runner import cpu_limit, distinct_tasks, run_tasks
 
 ONNX_SIDE = 128

@@ -1,10 +1,10 @@
-"""How the zoo sweep (tests/test_modelzoo.py) sizes a net before running it: ``shrunk``'s pixel
-budget over the batch, its floor, the Interp sizes it scales, and ``run_prepared`` trying the
-shrunk copy of each full-size net first."""
+"""How the zoo sweep sizes a net before running it: ``shrunk``'s pixel budget over the batch, its
+floor and the Interp sizes it scales (tests/zoo_prepare.py), and ``run_prepared`` trying the
+shrunk copy of each full-size net first (tests/test_modelzoo.py)."""
 from google.protobuf import text_format
 
 from caffepy.proto import caffe_pb2
-from tests import test_modelzoo as zoo_sweep
+from tests import test_modelzoo as zoo_sweep, zoo_prepare
 
 PYRAMID = """
 layer { name: "data" type: "Input" top: "data"
@@ -29,25 +29,25 @@ def _net(text):
 
 
 def _dims(param):
-    return [list(s.dim) for lp in param.layer for s in zoo_sweep._input_shapes(lp)]
+    return [list(s.dim) for lp in param.layer for s in zoo_prepare._input_shapes(lp)]
 
 
 def test_one_large_image_is_scaled_to_the_budget_with_the_interp_sizes():
-    small = zoo_sweep.shrunk(_net(PYRAMID), 320)
+    small = zoo_prepare.shrunk(_net(PYRAMID), 320)
     assert _dims(small) == [[1, 3, 320, 320]]
     interp = next(lp for lp in small.layer if lp.type == "Interp").interp_param
     assert (interp.height, interp.width) == (40, 40)        # 64 * 320 / 512
 
 
 def test_a_batch_of_frames_counts_every_pixel_and_stops_at_the_floor():
-    small = zoo_sweep.shrunk(_net(FRAMES), 320)
-    assert _dims(small) == [[160, 3, zoo_sweep.MIN_SIDE, zoo_sweep.MIN_SIDE]]
+    small = zoo_prepare.shrunk(_net(FRAMES), 320)
+    assert _dims(small) == [[160, 3, zoo_prepare.MIN_SIDE, zoo_prepare.MIN_SIDE]]
 
 
 def test_inputs_within_the_budget_are_left_as_declared():
     net = _net(PYRAMID.replace("dim: 512 dim: 512", "dim: 224 dim: 224"))
     assert zoo_sweep.shrunk(net, 320) is None
-    assert zoo_sweep.shrunk(_net(PYRAMID), 600) is None
+    assert zoo_prepare.shrunk(_net(PYRAMID), 600) is None
 
 
 def test_run_prepared_runs_the_shrunk_copy_and_falls_back_to_the_declared_size(monkeypatch):

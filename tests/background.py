@@ -12,6 +12,9 @@ process group.
 
 A chain is a list of commands, each ``(argv, stdout file or None)``, run in ``cwd`` with ``env``; it
 stops at the first command that fails. :func:`result` returns ``Done(returncode, seconds, cwd)``.
+The tests that have a chain run last (:func:`last`, from ``pytest_collection_modifyitems``), so
+the foreground runs everything else while the chains run; the session's summary ends with each
+chain's time (:func:`report`).
 """
 import collections
 import os
@@ -72,6 +75,23 @@ class Runner(object):
     def started(self, name):
         return any(n == name for n, _ in self.queue)
 
+    def last(self, items, key_fn):
+        """``items`` with the tests that have a chain moved to the end, each group in its order:
+        a test that waits for its chain waits least when every other test has run first."""
+        own = [it for it in items if key_fn(it) in self.makers]
+        return [it for it in items if key_fn(it) not in self.makers] + own
+
+    def report(self):
+        """One line per chain: its test, how it ended and how long it ran (or that it runs)."""
+        with self.cond:
+            lines = []
+            for name, _ in self.queue:
+                d = self.done.get(name)
+                lines.append("background chain of %s: %s" % (
+                    name, "still running" if d is None else
+                    "exit %d after %.0f s" % (d.returncode, d.seconds)))
+            return lines
+
     def _run_all(self):
         for name, chain in self.queue:
             t0, rc = time.time(), 0
@@ -128,5 +148,6 @@ class Runner(object):
 
 #: The session's runner (conftest.py starts and stops it).
 runner = Runner()
-job, start, started, result, stop = (runner.job, runner.start, runner.started, runner.result,
-                                     runner.stop)
+job, start, started, result, stop, last, report = (
+    runner.job, runner.start, runner.started, runner.result, runner.stop, runner.last,
+    runner.report)

@@ -58,6 +58,18 @@ def _user_schema_reset():
     user_schema.reset()
 
 
+def pytest_collection_modifyitems(session, config, items):
+    """The tests that wait for a background chain run after all others (tests/background.py)."""
+    from tests import background
+    items[:] = background.last(items, background.key)
+
+
+def pytest_terminal_summary(terminalreporter):
+    from tests import background
+    for line in background.report():
+        terminalreporter.write_line(line)
+
+
 def pytest_collection_finish(session):
     """Start the background chains (tests/background.py) of the selected tests."""
     import tempfile

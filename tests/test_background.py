@@ -49,3 +49,17 @@ def test_result_times_out(tmp_path):
     with pytest.raises(TimeoutError):
         r.result("slow", 0.5)
     r.stop()
+
+
+def test_tests_with_a_chain_run_last_and_are_reported(tmp_path):
+    r = background.Runner()
+    r.job("lenet")(lambda cwd: _chain(cwd, "import sys; sys.exit(2)"))
+    r.job("sweep")(lambda cwd: _chain(cwd, "pass"))
+    items = ["a", "sweep", "b", "lenet", "c"]
+    assert r.last(items, str) == ["a", "b", "c", "sweep", "lenet"]
+    r.start(r.last(items, str), str(tmp_path))
+    assert r.result("lenet", 60).returncode == 2
+    r.stop()
+    lines = r.report()
+    assert len(lines) == 2 and lines[0].startswith("background chain of sweep: exit 0 after ")
+    assert lines[1].startswith("background chain of lenet: exit 2 after ")

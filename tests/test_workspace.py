@@ -2,6 +2,7 @@
 that keep no column buffer (recomputed in backward) or take the col2im data gradient instead of
 the dY-column one: same numbers as the default path, on the numba and the numpy path."""
 import mmap
+import os
 
 import numpy as np
 import pytest
@@ -45,6 +46,34 @@ def test_lazy_zeros_is_zeros(shape, dtype):
     assert isinstance(base, mmap.mmap) == (a.nbytes >= LAZY_MIN_BYTES)
     a[...] = 3
     assert (a == 3).all()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_lazy_zeros_are_private_memory():
+    """A forked child's writes stay in the child (copy on write), and the pages are not shared
+    memory (shmem), which costs more to fault in."""
+    a = lazy_zeros((1 << 16,), np.float32)
+    a[:] = 1
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:                                    # child
+        a[:] = 7
+        os.write(w, b"%d" % int(a[0]))
+        os._exit(0)
+    os.close(w)
+    assert os.read(r, 16) == b"7"
+    os.waitpid(pid, 0)
+    os.close(r)
+    assert (a == 1).all()
+    start = a.__array_interface__["data"][0]
+    with open("/proc/self/maps") as f:
+        for line in f:
+            lo, hi = (int(x, 16) for x in line.split()[0].split("-"))
+            if lo <= start < hi:
+                assert line.split()[1][3] == "p", line          # rw-p, not rw-s
+                break
+        else:
+            raise AssertionError("the array's mapping is not in /proc/self/maps")
 
 
 def test_blob_arrays_are_lazy_zeros_and_reshape_keeps_them():

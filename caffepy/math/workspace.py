@@ -17,6 +17,10 @@ import mmap
 import numpy as np
 
 LAZY_MIN_BYTES = 1 << 16
+# private, not Python's default MAP_SHARED on POSIX: shared anonymous memory is shmem, dearer to
+# fault in, and a forked child writing a blob would write its parent's (Windows: no flags)
+_MAP_FLAGS = ({"flags": mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS}
+              if hasattr(mmap, "MAP_PRIVATE") and hasattr(mmap, "MAP_ANONYMOUS") else {})
 
 
 class Workspace:
@@ -48,21 +52,23 @@ class Workspace:
 
 def lazy_zeros(shape, dtype):
     """``np.zeros(shape, dtype)`` whose memory the OS provides only when a page is first written:
-    arrays of 64 KiB or more are anonymous memory maps (zero until written, unmapped when the array
-    is freed). ``np.zeros`` of a few hundred KiB often comes from glibc's heap, which calloc must
-    clear, so the never-written diffs of an inference net (and its never-written blobs) would all
-    be resident."""
+    arrays of 64 KiB or more are private anonymous memory maps (zero until written, unmapped when
+    the array is freed, copied on write in a forked child like any other memory). ``np.zeros``
+    of a few hundred KiB often comes from glibc's heap, which calloc must clear, so the
+    never-written diffs of an inference net (and its never-written blobs) would all be resident.
+    """
     dtype = np.dtype(dtype)
     count = 1
     for s in shape:
         count *= int(s)
     if count * dtype.itemsize < LAZY_MIN_BYTES:
         return np.zeros(shape, dtype)
+    nbytes = count * dtype.itemsize
     try:
-        buf = mmap.mmap(-1, count * dtype.itemsize)
+        buf = mmap.mmap(-1, nbytes, **_MAP_FLAGS)
     except OSError as e:
         if e.errno == errno.ENOMEM:
-            raise MemoryError("cannot map %d bytes for an array of shape %s" % (count * dtype.itemsize,
+            raise MemoryError("cannot map %d bytes for an array of shape %s" % (nbytes,
                                                                                 tuple(shape)))
         raise
     return np.frombuffer(buf, dtype, count).reshape(shape)

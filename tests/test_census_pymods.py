@@ -152,3 +152,31 @@ def test_pymods_table_is_well_formed():
         if r["status"] == "found":
             assert len(r["sha256"]) == 64
             assert pymods.candidates(r["module"], [r["path"]]) == [(r["path"], r["root"])]
+
+
+def test_init_paths_directories_are_read_not_run(tmp_path):
+    top = tmp_path / "py" / "o+r"
+    for d in ("tools", "lib", "layers", "fork/python/caffe", "tools/sub"):
+        (top / d).mkdir(parents=True)
+    (top / "fork" / "python" / "caffe" / "__init__.py").write_text("")
+    (top / "tools" / "_init_paths.py").write_text(
+        "import os.path as osp, sys\n"
+        "raise SystemExit('never run')\n"
+        "this_dir = osp.dirname(__file__)\n"
+        "sys.path.insert(0, osp.join(this_dir, '..', 'lib'))\n"
+        "sys.path.insert(0, osp.join(this_dir, '..', 'fork', 'python'))   # a pycaffe\n"
+        "sys.path.insert(0, osp.join(this_dir, '..', '..', '..'))          # outside\n"
+        "sys.path.insert(0, osp.join(this_dir, '..', 'absent'))\n"
+        "sys.path.insert(0, osp.join(this_dir, name))                     # not a literal\n"
+        "sys.path.insert(0, osp.join(this_dir, 'sub'))\n")
+    (top / "_init_paths.py").write_text("import os\nadd(os.path.join(here, 'layers'))\n")
+    (top / "lib" / "_init_paths.py").write_text("this is not python (\n")
+    assert pymods.init_paths_dirs(str(top)) == [
+        str(top / "layers"), str(top / "lib"), str(top / "tools" / "sub")]
+    rows = [{"repo": "o/r", "status": "found", "module": "m", "path": "layers/m.py",
+             "root": "layers"}]
+    net = 'python_param { module: "m" }'
+    assert pymods.roots_for("o/r", "a.prototxt", net, rows, str(tmp_path / "py")) == [
+        str(top / "layers"), str(top), str(top / "lib"), str(top / "tools" / "sub")]
+    assert pymods.roots_for("o/r", "a.prototxt", 'python_param { module: "x" }', rows,
+                            str(tmp_path / "py")) == []

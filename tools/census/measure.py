@@ -29,10 +29,12 @@ tools/zoo_survey.py: ``run_cli``, the TEST-then-TRAIN retry of ``attempt``, ``ca
   on the way) and gives finite outputs.
 
 A file whose repository's Python layer modules were collected (pymods.tsv, tools/census/pymods.py)
-is measured with the roots of the modules it names, then the repository's top directory, on
+is measured with the roots of the modules it names, then the repository's top directory, then
+the directories its ``_init_paths.py`` files add (``pymods.roots_for``), on
 sys.path (in each forked child, right after this tree's root, so ``import caffe`` stays
-caffepy's); its record says ``modules`` (how many directories), and a record of it without modules
-does not count as measured. That runs third-party code, so measuring runs inside bubblewrap:
+caffepy's); its record says ``modules`` (how many directories), and a record of it without modules,
+or with another number of them than the rule gives now, does not count as measured. That runs
+third-party code, so measuring runs inside bubblewrap:
 read-only root, private /tmp, no network, only the results file writable (``sandbox_argv``).
 Without bwrap, a run that would measure such a file stops with a one-line error.
 
@@ -234,8 +236,9 @@ def load_results(path=RESULTS):
 
 
 def plan(manifest, results, tree, mods, cache=L.CACHE, py_dir=None):
-    """[(manifest row, module roots)] not measured yet at ``tree``: no record, or a record
-    without modules where the file's repository has modules for it."""
+    """[(manifest row, module roots)] not measured yet at ``tree``: no record, or, where the
+    file's repository has modules for it, a record without modules or with another number of
+    module directories than the rule gives now (``pymods.roots_for``)."""
     have = {r["repo"] for r in mods if r["status"] == "found"}
     out = []
     for row in manifest:
@@ -245,7 +248,7 @@ def plan(manifest, results, tree, mods, cache=L.CACHE, py_dir=None):
                 text = f.read().decode("utf-8", "replace")
             roots = pymods.roots_for(row["repo"], row["path"], text, mods, py_dir)
         prev = results.get((row["sha256"], tree))
-        if prev is None or (roots and "modules" not in prev):
+        if prev is None or (roots and prev.get("modules") != len(roots)):
             out.append((row, roots))
     return out
 

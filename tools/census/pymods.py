@@ -168,8 +168,9 @@ def collect_repo(repo, commit, mirror, nets, py_dir=None):
 def roots_for(repo, net_path, text, rows, py_dir=None):
     """The directories to put on sys.path for a net file of ``repo``: the stored root of each
     module it names (rows: pymods.tsv rows), by the same rule that found it, then the
-    repository's top directory (where its scripts run from, for the modules' own imports);
-    [] when none of its modules was found."""
+    repository's top directory (where its scripts run from, for the modules' own imports), then
+    the directories its stored ``_init_paths.py`` files add (``init_paths_dirs``: the scripts of
+    py-faster-rcnn's lineage import that file first); [] when none of its modules was found."""
     found = [r for r in rows if r["repo"] == repo and r["status"] == "found"]
     top = repo_dir(repo, py_dir)
     out = []
@@ -179,8 +180,48 @@ def roots_for(repo, net_path, text, rows, py_dir=None):
             d = os.path.join(top, *_parts(hit[1]))
             if d not in out:
                 out.append(d)
-    if out and top not in out:
-        out.append(top)
+    if out:
+        out += [d for d in [top] + init_paths_dirs(top) if d not in out]
+    return out
+
+
+INIT_PATHS = "_init_paths.py"
+JOINS = ("join",)
+
+
+def init_paths_dirs(top):
+    """The directories that the ``_init_paths.py`` files stored under ``top`` add to sys.path,
+    read from their text, never run: each ``os.path.join(<a name>, 'a', '..', 'b')`` whose other
+    arguments are all string literals, taken from that file's directory; only directories
+    inside ``top`` that exist there and do not hold a ``caffe`` package (a fork's pycaffe, which
+    caffepy's ``caffe`` stands for); in order of the files' paths, each directory once."""
+    import ast
+    files = []
+    for d, subdirs, names in os.walk(top):
+        subdirs.sort()
+        files += [os.path.join(d, INIT_PATHS)] if INIT_PATHS in names else []
+    top_real, out = os.path.realpath(top), []
+    for path in sorted(files):
+        try:
+            with open(path, "rb") as f:
+                tree = ast.parse(f.read())
+        except (OSError, SyntaxError, ValueError):
+            continue
+        here = os.path.dirname(path)
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr in JOINS and len(node.args) >= 2
+                    and isinstance(node.args[0], ast.Name)):
+                continue
+            rest = node.args[1:]
+            if not all(isinstance(a, ast.Constant) and isinstance(a.value, str) for a in rest):
+                continue
+            d = os.path.realpath(os.path.join(here, *[a.value for a in rest]))
+            inside = d == top_real or d.startswith(top_real + os.sep)
+            d = os.path.normpath(os.path.join(top, os.path.relpath(d, top_real)))
+            if (inside and os.path.isdir(d) and d not in out
+                    and not os.path.exists(os.path.join(d, "caffe", "__init__.py"))):
+                out.append(d)
     return out
 
 

@@ -7,8 +7,9 @@ the user's source file is loaded by :class:`UserSourceLoader`, which differs fro
 where Python's would fail:
 
 * **Python 2 source**: source that does not compile (``SyntaxError`` / ``TabError``), that
-  reads a builtin only Python 2 has and never binds it (``xrange`` ...), or, in a module of a
-  package, that imports a module beside it by Python 2's implicit relative import, is translated
+  reads a builtin only Python 2 has and never binds it (``xrange`` ...), that lies beside a file
+  of Python 2 source, or, in a module of a package, that imports a module beside it by Python 2's
+  implicit relative import, is translated
   in memory (:mod:`caffepy.layers.python2_source`) and the translation runs, with the two
   division helpers in the module's namespace. When the translation of source that does not
   compile does not compile either, the original ``SyntaxError`` is raised. The user's modules
@@ -120,6 +121,10 @@ class UserSourceLoader(importlib.machinery.SourceFileLoader):
         if not names and ("." in self.name or self.is_package(self.name)):
             names = python2_source.implicit_relative_imports(source, path)
             why = "Python 2's implicit relative imports (%s)" % ", ".join(names)
+        if not names:
+            beside = python2_source.python2_beside(path)
+            names, why = ([beside], "Python 2 source beside it (%s)" % beside) if beside else \
+                ([], "")
         if not names:
             return code
         try:

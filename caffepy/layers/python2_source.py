@@ -7,8 +7,10 @@ translation is what runs; so is a module that compiles but reads a builtin only 
 (:func:`python2_builtins`), as Python 3 would stop there with a ``NameError`` and its ``/`` on
 integers was written as Python 2's, and so is a module of a package that imports a module beside
 it by Python 2's implicit relative import (:func:`implicit_relative_imports`), where Python 3
-stops with a ``ModuleNotFoundError``. Any other module that compiles is never translated. Nothing is written: the
-translation lives in memory (one per source text and module name per process) and its code objects
+stops with a ``ModuleNotFoundError``, and so is a module beside Python 2 source (a file of its
+directory that does not compile but translates: :func:`python2_beside`), as one directory's modules
+were written for one interpreter. Any other module that compiles is never translated. Nothing is
+written: the translation lives in memory (one per source text and module name per process) and its code objects
 keep the user's file name, so tracebacks and ``file.py:line`` point at the user's file (the
 translation keeps the lines where they were).
 
@@ -259,6 +261,48 @@ def implicit_relative_imports(source, path):
         if not top_level:
             found.append(name)
     return found
+
+
+MAX_BESIDE = 64                 # .py files looked at beside a module
+MAX_BESIDE_BYTES = 1 << 20
+_beside = {}
+
+
+def python2_beside(path):
+    """The name of a ``.py`` file beside ``path`` that is Python 2 source (it does not compile
+    under Python 3 and its translation does), or None: the first such in name order of at most
+    :data:`MAX_BESIDE` files of at most 1 MiB each, answered once per directory and process.
+    The modules of one directory were written for one interpreter, so a module that compiles
+    beside Python 2 source was written for Python 2 too (its ``/`` on integers is classic
+    division: the shape arithmetic of a layer beside a ``print x`` data layer)."""
+    import importlib.util
+    import os
+    here = os.path.dirname(os.path.abspath(path))
+    if here not in _beside:
+        _beside[here] = None
+        try:
+            names = sorted(n for n in os.listdir(here) if n.endswith(".py"))[:MAX_BESIDE]
+        except OSError:
+            names = []
+        for name in names:
+            try:
+                with open(os.path.join(here, name), "rb") as f:
+                    data = f.read(MAX_BESIDE_BYTES + 1)
+                if len(data) > MAX_BESIDE_BYTES:
+                    continue
+                source = importlib.util.decode_source(data)
+                try:
+                    ast.parse(source)
+                    continue                        # compiles: Python 3 (or 2 and 3) source
+                except (SyntaxError, ValueError):
+                    pass
+                ast.parse(translate(source, os.path.join(here, name)))
+            except Exception:   # noqa: BLE001 -- unreadable, not Python 2 either, or no fissix
+                continue
+            _beside[here] = name
+            break
+    found = _beside[here]
+    return None if found == os.path.basename(path) else found
 
 
 def _true_division(tree):

@@ -346,3 +346,35 @@ def test_translation_keeps_no_grammar_pickle(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     assert "print(7 / 2)" in out.stdout
     assert not [p for p in tmp_path.rglob("*") if p.suffix == ".pickle"]
+
+
+HALF_ROWS = '''
+import caffe
+
+
+class HalfRows(caffe.Layer):
+    def reshape(self, bottom, top):
+        top[0].reshape(bottom[0].data.shape[0] / 2)
+
+    def forward(self, bottom, top):
+        top[0].data[...] = bottom[0].data[:bottom[0].data.shape[0] / 2]
+'''
+
+
+def test_a_module_beside_python_2_source_runs_as_python_2(tree, caplog):
+    (tree / "rows_layer.py").write_text(HALF_ROWS)          # compiles under Python 3
+    (tree / "a_loader.py").write_text('print "reading"\n')   # Python 2 only
+    (tree / "z_broken.py").write_text("def (:\n")            # neither
+    with caplog.at_level("WARNING", logger="caffepy"):
+        net = _net("rows_layer", "HalfRows", (5,))
+    net.blobs["x"].data[...] = np.arange(5)
+    np.testing.assert_array_equal(net.forward()["y"], [0, 1])           # 5 / 2 == 2
+    line = [r.getMessage() for r in caplog.records if "rows_layer" in r.getMessage()]
+    assert len(line) == 1 and "Python 2 source beside it (a_loader.py)" in line[0]
+
+
+def test_a_module_beside_no_python_2_source_runs_as_python_3(tree):
+    (tree / "rows_layer3.py").write_text(HALF_ROWS)
+    (tree / "z_broken.py").write_text("def (:\n")            # not Python 2 either
+    with pytest.raises(NetError, match="rows_layer3"):
+        _net("rows_layer3", "HalfRows", (5,))                # reshape(2.5) fails

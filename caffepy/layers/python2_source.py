@@ -10,9 +10,9 @@ it by Python 2's implicit relative import (:func:`implicit_relative_imports`), w
 stops with a ``ModuleNotFoundError``, and so is a module beside Python 2 source (a file of its
 directory that does not compile but translates: :func:`python2_beside`), as one directory's modules
 were written for one interpreter. Any other module that compiles is never translated. Nothing is
-written: the translation lives in memory (one per source text and module name per process) and its code objects
-keep the user's file name, so tracebacks and ``file.py:line`` point at the user's file (the
-translation keeps the lines where they were).
+written: the translation lives in memory (one per source text and module name per process) and
+its code objects keep the user's file name, so tracebacks and ``file.py:line`` point at the
+user's file (the translation keeps the lines where they were).
 
 The translation, in order:
 

@@ -9,9 +9,13 @@ does not build). Outcomes: ``ok``, ``refused: <the one-line reason>``, ``mismatc
 ``caffepy`` (caffepy itself does not run it: left out of the figures), ``skipped`` (forward over
 the GFLOP cap or the CPU budget, or its worker killed: left out too, and listed). Faster R-CNN
 nets keep 8 proposals (test_modelzoo's ``_sweep_cfg``). Tasks run through tests/zoo_runner.py.
-``python3 -m tests.test_onnx_zoo`` prints the report behind docs/onnx_coverage.md.
+``python3 -m tests.test_onnx_zoo`` prints the report behind docs/onnx_coverage.md. In the suite
+the CI sweep (nets up to ``CI_GFLOPS``) is a background chain (tests/background.py): one worker
+beside the other tests, from the moment the session is collected; the test reads its JSON in its
+turn.
 """
 import collections
+import importlib.util
 import json
 import os
 import sys
@@ -20,6 +24,7 @@ import time
 import numpy as np
 import pytest
 
+from tests import background
 from tests.test_modelzoo import BVLC_TYPES, _stages, _sweep_cfg
 from tests.zoo_prepare import prepare, shrunk
 from tests.zoo_runner import cpu_limit, distinct_tasks, run_tasks
@@ -165,12 +170,42 @@ def summarize(results, out=sys.stdout):
     return frac_all, frac_bvlc
 
 
+ONNX_KEY = "test_onnx_zoo.py::test_onnx_zoo_sweep"
+
+
+@background.job(ONNX_KEY)
+def sweep_job(work):
+    """The CI sweep as a background chain (tests/background.py): one worker, results as JSON."""
+    from tests.conftest import ROOT, SHARED
+    root = os.path.join(SHARED, "modelzoo")
+    if not os.path.isdir(root) or importlib.util.find_spec("onnxruntime") is None:
+        return None                     # the test skips
+    path = [ROOT] + [p for p in [os.environ.get("PYTHONPATH")] if p]
+    env = dict(os.environ, CAFFEPY_ZOO=root, PYTHONPATH=os.pathsep.join(path))
+    return background.Chain([([sys.executable, "-m", "tests.test_onnx_zoo", "-j", "1", "--gflops",
+                               str(CI_GFLOPS), "--json", os.path.join(work, "onnx.json")],
+                              os.path.join(work, "onnx.log"))], work, env)
+
+
 @pytest.mark.slow
-def test_onnx_zoo_sweep(capsys):
+def test_onnx_zoo_sweep(capsys, tmp_path):
     pytest.importorskip("onnxruntime")
     from tests.conftest import shared_path
     root = shared_path("modelzoo")
-    results = sweep(root, jobs=min(2, os.cpu_count() or 1), max_gflops=CI_GFLOPS)
+    runner = background.runner
+    if not runner.started(ONNX_KEY):    # the session did not start it (called directly): run it
+        runner = background.Runner()
+        runner.job(ONNX_KEY)(sweep_job)
+        runner.start([ONNX_KEY], str(tmp_path))
+    done = runner.result(ONNX_KEY, timeout=3600)
+    log = os.path.join(done.cwd, "onnx.log")
+    assert done.returncode == 0, open(log).read()[-3000:]
+    with open(os.path.join(done.cwd, "onnx.json")) as f:
+        rows = json.load(f)
+    types = dict(deploy_files(root))
+    assert sorted(r["path"] for r in rows) == sorted(types)
+    results = [(r["path"], types[r["path"]], r["outcome"], r["detail"], r["wall_s"])
+               for r in rows]
     with capsys.disabled():
         sys.stdout.write("\n")
         frac_all, frac_bvlc = summarize(results)

@@ -146,6 +146,17 @@ class Runner(object):
             self.thread.join(timeout=30)
 
 
+def chain_result(name, tmp_dir, timeout):
+    """The Done of the chain of test ``name``: the session's when it started it, else (the test
+    called on its own) the chain run now in ``tmp_dir`` by a runner of its own."""
+    if runner.started(name):
+        return runner.result(name, timeout)
+    own = Runner()
+    own.job(name)(runner.makers[name])
+    own.start([name], str(tmp_dir))
+    return own.result(name, timeout)
+
+
 #: The session's runner (conftest.py starts and stops it).
 runner = Runner()
 job, start, started, result, stop, last, report = (

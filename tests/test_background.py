@@ -63,3 +63,10 @@ def test_tests_with_a_chain_run_last_and_are_reported(tmp_path):
     lines = r.report()
     assert len(lines) == 2 and lines[0].startswith("background chain of sweep: exit 0 after ")
     assert lines[1].startswith("background chain of lenet: exit 2 after ")
+
+
+def test_a_test_called_on_its_own_runs_its_chain(tmp_path, monkeypatch):
+    monkeypatch.setattr(background, "runner", background.Runner())
+    background.runner.job("solo")(lambda cwd: _chain(cwd, "open('made', 'w')"))
+    done = background.chain_result("solo", tmp_path, 60)     # the session started nothing
+    assert done.returncode == 0 and os.path.exists(os.path.join(done.cwd, "made"))

@@ -39,12 +39,7 @@ def main_job(work):
 @pytest.mark.slow
 def test_lenet_mnist_reaches_99_percent(tmp_path):
     shared_path("datasets", "mnist")
-    runner = background.runner
-    if not runner.started(KEY):         # the session did not start it (called directly): run it
-        runner = background.Runner()
-        runner.job(KEY)(main_job)
-        runner.start([KEY], str(tmp_path))
-    done = runner.result(KEY, timeout=3000)
+    done = background.chain_result(KEY, tmp_path, timeout=3000)
     work = done.cwd
     log = os.path.join(work, "train.log")
     text = open(log).read() if os.path.exists(log) else open(

@@ -254,12 +254,7 @@ def sweep_job(work):
 def test_modelzoo_sweep(capsys, tmp_path):
     from tests.conftest import shared_path
     root = shared_path("modelzoo")
-    runner = background.runner
-    if not runner.started(SWEEP_KEY):   # the session did not start it (called directly): run it
-        runner = background.Runner()
-        runner.job(SWEEP_KEY)(sweep_job)
-        runner.start([SWEEP_KEY], str(tmp_path))
-    done = runner.result(SWEEP_KEY, timeout=3600)
+    done = background.chain_result(SWEEP_KEY, tmp_path, timeout=3600)
     log = os.path.join(done.cwd, "sweep.log")
     assert done.returncode == 0, open(log).read()[-3000:]
     with open(os.path.join(done.cwd, "sweep.json")) as f:

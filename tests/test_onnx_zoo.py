@@ -192,12 +192,7 @@ def test_onnx_zoo_sweep(capsys, tmp_path):
     pytest.importorskip("onnxruntime")
     from tests.conftest import shared_path
     root = shared_path("modelzoo")
-    runner = background.runner
-    if not runner.started(ONNX_KEY):    # the session did not start it (called directly): run it
-        runner = background.Runner()
-        runner.job(ONNX_KEY)(sweep_job)
-        runner.start([ONNX_KEY], str(tmp_path))
-    done = runner.result(ONNX_KEY, timeout=3600)
+    done = background.chain_result(ONNX_KEY, tmp_path, timeout=3600)
     log = os.path.join(done.cwd, "onnx.log")
     assert done.returncode == 0, open(log).read()[-3000:]
     with open(os.path.join(done.cwd, "onnx.json")) as f:

@@ -29,7 +29,7 @@ import pytest
 
 from tests import background
 from tests.zoo_prepare import is_python_data, prepare, shrunk
-from tests.zoo_runner import cpu_limit, distinct_tasks, run_tasks
+from tests.zoo_runner import cpu_limit, distinct_tasks, run_tasks, sweep_chain
 
 BVLC_TYPES = frozenset("""
 AbsVal Accuracy ArgMax BNLL BatchNorm BatchReindex Bias Clip Concat ContrastiveLoss Convolution
@@ -239,15 +239,7 @@ SWEEP_KEY = "test_modelzoo.py::test_modelzoo_sweep"
 @background.job(SWEEP_KEY)
 def sweep_job(work):
     """The sweep as a background chain (tests/background.py): one worker, results as JSON."""
-    from tests.conftest import ROOT, SHARED
-    root = os.path.join(SHARED, "modelzoo")
-    if not os.path.isdir(root):
-        return None                     # the test skips
-    env = dict(os.environ, CAFFEPY_ZOO=root,
-               PYTHONPATH=os.pathsep.join([ROOT] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
-    return background.Chain([([sys.executable, "-m", "tests.test_modelzoo", "-j", "1", "--json",
-                               os.path.join(work, "sweep.json")],
-                              os.path.join(work, "sweep.log"))], work, env)
+    return sweep_chain(work, "tests.test_modelzoo", [], "sweep")
 
 
 @pytest.mark.slow

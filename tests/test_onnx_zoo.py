@@ -27,7 +27,7 @@ import pytest
 from tests import background
 from tests.test_modelzoo import BVLC_TYPES, _stages, _sweep_cfg
 from tests.zoo_prepare import prepare, shrunk
-from tests.zoo_runner import cpu_limit, distinct_tasks, run_tasks
+from tests.zoo_runner import cpu_limit, distinct_tasks, run_tasks, sweep_chain
 
 ONNX_SIDE = 128
 CPU_LIMIT = 60
@@ -176,15 +176,9 @@ ONNX_KEY = "test_onnx_zoo.py::test_onnx_zoo_sweep"
 @background.job(ONNX_KEY)
 def sweep_job(work):
     """The CI sweep as a background chain (tests/background.py): one worker, results as JSON."""
-    from tests.conftest import ROOT, SHARED
-    root = os.path.join(SHARED, "modelzoo")
-    if not os.path.isdir(root) or importlib.util.find_spec("onnxruntime") is None:
+    if importlib.util.find_spec("onnxruntime") is None:
         return None                     # the test skips
-    path = [ROOT] + [p for p in [os.environ.get("PYTHONPATH")] if p]
-    env = dict(os.environ, CAFFEPY_ZOO=root, PYTHONPATH=os.pathsep.join(path))
-    return background.Chain([([sys.executable, "-m", "tests.test_onnx_zoo", "-j", "1", "--gflops",
-                               str(CI_GFLOPS), "--json", os.path.join(work, "onnx.json")],
-                              os.path.join(work, "onnx.log"))], work, env)
+    return sweep_chain(work, "tests.test_onnx_zoo", ["--gflops", str(CI_GFLOPS)], "onnx")
 
 
 @pytest.mark.slow

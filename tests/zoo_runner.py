@@ -37,6 +37,22 @@ def distinct_tasks(paths, prepare_fn, reason_fn, *extra):
     return tasks, same_as
 
 
+def sweep_chain(work, module, args, name):
+    """A sweep of ../shared/modelzoo as a background chain (tests/background.py): ``python -m
+    module -j 1 *args --json work/name.json`` logging to ``work/name.log``, this tree first on
+    PYTHONPATH; None when the model zoo is absent (the test skips)."""
+    from tests import background
+    from tests.conftest import ROOT, SHARED
+    root = os.path.join(SHARED, "modelzoo")
+    if not os.path.isdir(root):
+        return None
+    path = [ROOT] + [p for p in [os.environ.get("PYTHONPATH")] if p]
+    env = dict(os.environ, CAFFEPY_ZOO=root, PYTHONPATH=os.pathsep.join(path))
+    argv = [sys.executable, "-m", module, "-j", "1"] + list(args) + [
+        "--json", os.path.join(work, name + ".json")]
+    return background.Chain([(argv, os.path.join(work, name + ".log"))], work, env)
+
+
 def _over_cpu_limit(signum, frame):
     raise TimeoutError("over the CPU-time limit")
 

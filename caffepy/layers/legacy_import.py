@@ -123,8 +123,8 @@ class UserSourceLoader(importlib.machinery.SourceFileLoader):
             why = "Python 2's implicit relative imports (%s)" % ", ".join(names)
         if not names:
             beside = python2_source.python2_beside(path)
-            names, why = ([beside], "Python 2 source beside it (%s)" % beside) if beside else \
-                ([], "")
+            if beside:
+                names, why = [beside], "Python 2 source beside it (%s)" % beside
         if not names:
             return code
         try:

@@ -61,9 +61,9 @@ def lazy_zeros(shape, dtype):
     count = 1
     for s in shape:
         count *= int(s)
-    if count * dtype.itemsize < LAZY_MIN_BYTES:
-        return np.zeros(shape, dtype)
     nbytes = count * dtype.itemsize
+    if nbytes < LAZY_MIN_BYTES:
+        return np.zeros(shape, dtype)
     try:
         buf = mmap.mmap(-1, nbytes, **_MAP_FLAGS)
     except OSError as e:

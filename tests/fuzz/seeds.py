@@ -6,9 +6,11 @@ field-level protobuf edits (``mutate_message``, ``mutate_proto_bytes``, with edi
 BlobProto's declared size), text edits of prototxt (``mutate_text``); ``_write`` puts an input
 under a target's work directory.
 """
+import atexit
 import functools
 import glob
 import os
+import shutil
 import tempfile
 
 import numpy as np
@@ -59,7 +61,10 @@ max_iter: 100 solver_type: NESTEROV snapshot_prefix: "x"
 # -- seeds -----------------------------------------------------------------------------------------
 @functools.lru_cache(None)
 def _seed_dir():
-    return tempfile.mkdtemp(prefix="caffepy-fuzz-seeds-")
+    """A scratch folder for seed files, removed when the process ends."""
+    d = tempfile.mkdtemp(prefix="caffepy-fuzz-seeds-")
+    atexit.register(shutil.rmtree, d, True)
+    return d
 
 
 @functools.lru_cache(None)

@@ -8,6 +8,7 @@ name.
 import functools
 import json
 import os
+import shutil
 import struct
 import tempfile
 
@@ -221,6 +222,7 @@ def checkpoint_seed():
     for name in files + ["step5.manifest"]:
         with open(os.path.join(d, name), "rb") as f:
             out[name] = f.read()
+    shutil.rmtree(ws, ignore_errors=True)
     return out
 
 

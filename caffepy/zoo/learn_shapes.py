@@ -29,7 +29,9 @@ tops, and the shapes given before each build: :mod:`caffepy.zoo.label_shapes`).
 * **Axes** (:func:`learn`, likewise): a layer that reads a bottom along an axis it does not
   have (``axes_needed`` of the error: a Tile, Concat, Scale or InnerProduct along axis 1 of a
   label vector) gives the open top that bottom comes from trailing 1s, (N,) -> (N, 1), in each
-  phase's Input with its own batch.
+  phase's Input with its own batch. A layer that resizes a map (``needs_map`` of the error:
+  Interp) makes a label vector a map of its reader's image size instead,
+  (N,) -> (N, 1, H, W): DeepLab's ``label_shrink`` Interp of a segmentation label.
 """
 import numpy as np
 
@@ -180,15 +182,33 @@ def _pad_axes(param, error, opened):
         for b in lp.bottom:
             top, added = open_source(param, b, opened, lp.name, embed=True)
             shape = None
+            image = _reader_image(param, top) if top and need == 4 and not added and \
+                getattr(error, "needs_map", False) else None
             for sh in input_shapes(param, top) if top else []:
                 if 0 < len(sh.dim) < need - added:     # each phase's Input keeps its batch
-                    sh.dim.extend([1] * (need - added - len(sh.dim)))
+                    if image is not None and len(sh.dim) == 1:
+                        sh.dim.extend([1] + image[2:])
+                    else:
+                        sh.dim.extend([1] * (need - added - len(sh.dim)))
                     shape = list(sh.dim)
             if shape is not None:
                 via = "" if top == b else " for %s" % b
-                return top, "%s given the shape %s: layer '%s' (%s) reads it along axis %d%s" % (
-                    top, shape_text(["N"] + shape[1:]), name, lp.type, need - 1, via + (
+                how = ("needs a map (a label map of its reader's image size)"
+                       if image is not None else "reads it along axis %d" % (need - 1))
+                return top, "%s given the shape %s: layer '%s' (%s) %s%s" % (
+                    top, shape_text(["N"] + shape[1:]), name, lp.type, how, via + (
                         " (through an Embed)" if added else ""))
+    return None
+
+
+def _reader_image(param, top):
+    """The shape of the first top of the Input layer that gives ``top`` (its reader's image)
+    when that has 4 axes and is not ``top`` itself, else None."""
+    for lp in param.layer:
+        if lp.type == "Input" and top in lp.top and lp.top[0] != top and lp.input_param.shape:
+            image = list(lp.input_param.shape[0].dim)
+            if len(image) == 4:
+                return image
     return None
 
 

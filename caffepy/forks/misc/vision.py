@@ -74,7 +74,10 @@ class InterpLayer(Layer):
 
     def reshape(self, bottom, top):
         if bottom[0].num_axes != 4:
-            raise self.error("bottom[0] must be N x C x H x W, got %s" % (bottom[0].shape,))
+            e = self.error("bottom[0] must be N x C x H x W, got %s" % (bottom[0].shape,),
+                           ShapeError)
+            e.axes_needed, e.needs_map = 4, True        # caffepy.zoo.learn_shapes
+            raise e
         N, C, H, W = bottom[0].shape
         self.hi, self.wi = H + self.pad_beg + self.pad_end, W + self.pad_beg + self.pad_end
         ho, wo = self._out_size(bottom, self.hi, self.wi)

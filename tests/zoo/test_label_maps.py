@@ -29,4 +29,3 @@ def test_a_label_shrunk_by_interp_is_a_map(tmp_path):
     assert shapes["score"] == [(2, 5, 16, 16)] and shapes["loss"] == [()]
     assert ("label given the shape N x 1 x 64 x 64: layer 'label_shrink' (Interp) needs a map"
             in inferred[0])
-

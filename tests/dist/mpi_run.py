@@ -1,11 +1,16 @@
-"""Run under mpiexec by the tests: the small MLP on a cluster; rank 0 saves the final params (.npz)."""
+"""Run under mpiexec by the tests: the small MLP on a cluster; rank 0 saves the final params (.npz).
+
+A rank that dies of a signal (SIGSEGV, SIGBUS, ...) writes its Python stack to stderr first
+(faulthandler), so a crash inside an MPI library shows where caffepy was."""
 import argparse
+import faulthandler
 import os
 import sys
 import time
 
 import numpy as np
 
+faulthandler.enable()
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import nets  # noqa: E402
 

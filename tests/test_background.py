@@ -70,15 +70,3 @@ def test_a_test_called_on_its_own_runs_its_chain(tmp_path, monkeypatch):
     background.runner.job("solo")(lambda cwd: _chain(cwd, "open('made', 'w')"))
     done = background.chain_result("solo", tmp_path, 60)     # the session started nothing
     assert done.returncode == 0 and os.path.exists(os.path.join(done.cwd, "made"))
-
-
-def test_sweep_chains_keep_freed_memory(tmp_path, monkeypatch):
-    """A model-zoo sweep's chain runs with glibc's malloc told to keep what it frees."""
-    from tests import zoo_runner
-    monkeypatch.setattr("tests.conftest.SHARED", str(tmp_path))
-    (tmp_path / "modelzoo").mkdir()
-    chain = zoo_runner.sweep_chain(str(tmp_path), "tests.test_modelzoo", [], "sweep")
-    assert chain is not None
-    for k, v in zoo_runner.SWEEP_MALLOC.items():
-        assert chain.env[k] == v
-    assert int(chain.env["MALLOC_MMAP_THRESHOLD_"]) >= 1 << 31

@@ -37,28 +37,17 @@ def distinct_tasks(paths, prepare_fn, reason_fn, *extra):
     return tasks, same_as
 
 
-# glibc's malloc keeps what a sweep frees for the next net instead of handing it back to the
-# kernel: a sweep builds hundreds of nets, and every array glibc maps afresh is zeroed page by page
-# on first touch (half the sweep's CPU time was the kernel's). ``python3 -m tests.test_modelzoo
-# -j 1 intel__caffe`` (61 files, one thread, 2026-12-02): 20.0-23.0 s (system 7.2-7.6 s) with these
-# against 26.3-26.9 s (9.8-12.9 s) without, the same peak memory (1.3 GB). Other C libraries
-# ignore the variables.
-SWEEP_MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(1 << 32), "MALLOC_TRIM_THRESHOLD_": str(1 << 32),
-                "MALLOC_TOP_PAD_": str(1 << 28)}
-
-
 def sweep_chain(work, module, args, name):
     """A sweep of ../shared/modelzoo as a background chain (tests/background.py): ``python -m
     module -j 1 *args --json work/name.json`` logging to ``work/name.log``, this tree first on
-    PYTHONPATH, glibc's malloc told to keep freed memory (:data:`SWEEP_MALLOC`); None when the
-    model zoo is absent (the test skips)."""
+    PYTHONPATH; None when the model zoo is absent (the test skips)."""
     from tests import background
     from tests.conftest import ROOT, SHARED
     root = os.path.join(SHARED, "modelzoo")
     if not os.path.isdir(root):
         return None
     path = [ROOT] + [p for p in [os.environ.get("PYTHONPATH")] if p]
-    env = dict(os.environ, CAFFEPY_ZOO=root, PYTHONPATH=os.pathsep.join(path), **SWEEP_MALLOC)
+    env = dict(os.environ, CAFFEPY_ZOO=root, PYTHONPATH=os.pathsep.join(path))
     argv = [sys.executable, "-m", module, "-j", "1"] + list(args) + [
         "--json", os.path.join(work, name + ".json")]
     return background.Chain([(argv, os.path.join(work, name + ".log"))], work, env)

@@ -5,7 +5,8 @@ test whose work is one long chain of child processes (the README's main job: LeN
 99%) declares that chain here with :func:`job`. When pytest has collected the session
 (``pytest_collection_finish`` in conftest.py) and such a test is selected, its chain starts in the
 background; chains run one at a time, each with one thread (``OMP_NUM_THREADS=1`` and the other
-thread variables), so the background never holds more than one core. The test itself, when its
+thread variables) and held to one CPU (:func:`one_core`), so the background never holds more than
+one core. The test itself, when its
 turn comes, waits for its chain (:func:`result`) and checks what it produced as before. A chain
 whose test is not selected never starts; one still running when the session ends is killed with its
 process group.
@@ -113,6 +114,7 @@ class Runner(object):
             with self.cond:
                 self.proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=f,
                                              stderr=subprocess.STDOUT, start_new_session=True)
+                one_core(self.proc.pid)
             return self.proc.wait()
         finally:
             if out:
@@ -144,6 +146,22 @@ class Runner(object):
                 pass
         if self.thread is not None:
             self.thread.join(timeout=30)
+
+
+def one_core(pid):
+    """Hold process ``pid`` to one CPU (the last this process may use), and with it the threads
+    and processes it starts (they inherit it): a chain whose own threads run numpy side by side
+    (the distributed MNIST runs) would otherwise take more than the core the foreground leaves.
+    Called right after the process starts, before its Python has started any thread. Nothing on
+    a one-CPU machine or where the OS has no affinity call."""
+    if not hasattr(os, "sched_setaffinity"):
+        return
+    try:
+        cpus = sorted(os.sched_getaffinity(0))
+        if len(cpus) > 1:
+            os.sched_setaffinity(pid, {cpus[-1]})
+    except OSError:                 # the process has already ended
+        pass
 
 
 def chain_result(name, tmp_dir, timeout):

@@ -30,6 +30,26 @@ def test_chains_run_in_order_with_one_thread(tmp_path):
     assert a.cwd != b.cwd
 
 
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs CPU affinity and two CPUs")
+def test_a_chain_and_its_threads_keep_to_one_cpu(tmp_path):
+    """A chain's process, a thread it starts and a child it starts each may run on one CPU."""
+    script = ("import os, subprocess, sys, threading; seen = []; "
+              "t = threading.Thread(target=lambda: seen.append(len(os.sched_getaffinity(0)))); "
+              "t.start(); t.join(); "
+              "child = subprocess.run([sys.executable, '-c', 'import os; "
+              "print(len(os.sched_getaffinity(0)))'], capture_output=True, text=True).stdout; "
+              "print(len(os.sched_getaffinity(0)), seen[0], child.strip())")
+    r = background.Runner()
+    r.job("a")(lambda cwd: _chain(cwd, script))
+    r.start(["a"], str(tmp_path))
+    a = r.result("a", 60)
+    r.stop()
+    assert a.returncode == 0
+    assert open(os.path.join(a.cwd, "out0.txt")).read().split() == ["1", "1", "1"]
+    assert len(os.sched_getaffinity(0)) >= 2        # this process keeps its CPUs
+
+
 def test_stop_kills_the_running_chain(tmp_path):
     r = background.Runner()
     r.job("slow")(lambda cwd: _chain(cwd, "import time; time.sleep(60)", "open('after', 'w')"))

@@ -6,10 +6,11 @@ test whose work is one long chain of child processes (the README's main job: LeN
 (``pytest_collection_finish`` in conftest.py) and such a test is selected, its chain starts in the
 background; chains run one at a time, each with one thread (``OMP_NUM_THREADS=1`` and the other
 thread variables) and held to one CPU (:func:`one_core`), so the background never holds more than
-one core. The test itself, when its
-turn comes, waits for its chain (:func:`result`) and checks what it produced as before. A chain
-whose test is not selected never starts; one still running when the session ends is killed with its
-process group.
+one core. The test itself, when its turn comes, waits for its chain (:func:`chain_result`, or
+:func:`chain_json` for a chain that writes its results as JSON) and checks what it produced as
+before. A chain whose test is not selected never starts; one still running when the session ends
+is killed with its process group. :func:`tree_env` is the environment of a chain that runs this
+tree's code.
 
 A chain is a list of commands, each ``(argv, stdout file or None)``, run in ``cwd`` with ``env``; it
 stops at the first command that fails. :func:`result` returns ``Done(returncode, seconds, cwd)``.
@@ -18,12 +19,14 @@ the foreground runs everything else while the chains run; the session's summary 
 chain's time (:func:`report`).
 """
 import collections
+import json
 import os
 import signal
 import subprocess
 import threading
 import time
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 Chain = collections.namedtuple("Chain", "commands cwd env")
 Done = collections.namedtuple("Done", "returncode seconds cwd")
 
@@ -173,6 +176,25 @@ def chain_result(name, tmp_dir, timeout):
     own.job(name)(runner.makers[name])
     own.start([name], str(tmp_dir))
     return own.result(name, timeout)
+
+
+def chain_json(name, tmp_dir, timeout, log, result):
+    """(Done, the JSON in the chain's ``result`` file) of the chain of test ``name``
+    (:func:`chain_result`), after asserting that it exited 0 (the message: the end of its ``log``
+    file, both named relative to the chain's directory)."""
+    done = chain_result(name, tmp_dir, timeout)
+    path = os.path.join(done.cwd, log)
+    text = open(path).read() if os.path.exists(path) else ""
+    assert done.returncode == 0, text[-3000:]
+    with open(os.path.join(done.cwd, result)) as f:
+        return done, json.load(f)
+
+
+def tree_env(**extra):
+    """os.environ with this tree first on PYTHONPATH, and ``extra``: a chain's child imports
+    this checkout's caffepy and tests, whatever is installed."""
+    path = [ROOT] + [p for p in [os.environ.get("PYTHONPATH")] if p]
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(path), **extra)
 
 
 #: The session's runner (conftest.py starts and stops it).

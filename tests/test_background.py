@@ -90,3 +90,22 @@ def test_a_test_called_on_its_own_runs_its_chain(tmp_path, monkeypatch):
     background.runner.job("solo")(lambda cwd: _chain(cwd, "open('made', 'w')"))
     done = background.chain_result("solo", tmp_path, 60)     # the session started nothing
     assert done.returncode == 0 and os.path.exists(os.path.join(done.cwd, "made"))
+
+
+def test_chain_json_and_tree_env(tmp_path, monkeypatch):
+    """chain_json returns what the chain wrote and fails with its log's end when it failed; a
+    tree_env child imports this tree's tests package first."""
+    code = ("import json, sys, tests; print('log line'); "
+            "json.dump({'root': tests.__file__}, open('r.json', 'w')); sys.exit(%d)")
+    for name, rc in (("ok", 0), ("bad", 4)):
+        background.runner.job(name)(lambda cwd, rc=rc: background.Chain(
+            [([sys.executable, "-c", code % rc], os.path.join(cwd, "c.log"))], cwd,
+            background.tree_env(EXTRA="1")))
+    monkeypatch.setattr(background.runner, "started", lambda name: False)
+    done, data = background.chain_json("ok", tmp_path / "a", 60, "c.log", "r.json")
+    assert done.returncode == 0
+    assert data["root"].startswith(os.path.join(background.ROOT, "tests"))
+    with pytest.raises(AssertionError, match="log line"):
+        background.chain_json("bad", tmp_path / "b", 60, "c.log", "r.json")
+    for name in ("ok", "bad"):
+        del background.runner.makers[name]

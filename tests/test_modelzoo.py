@@ -246,11 +246,7 @@ def sweep_job(work):
 def test_modelzoo_sweep(capsys, tmp_path):
     from tests.conftest import shared_path
     root = shared_path("modelzoo")
-    done = background.chain_result(SWEEP_KEY, tmp_path, timeout=3600)
-    log = os.path.join(done.cwd, "sweep.log")
-    assert done.returncode == 0, open(log).read()[-3000:]
-    with open(os.path.join(done.cwd, "sweep.json")) as f:
-        rows = json.load(f)
+    _, rows = background.chain_json(SWEEP_KEY, tmp_path, 3600, "sweep.log", "sweep.json")
     types = dict(zoo_net_files(root))
     assert sorted(r["path"] for r in rows) == sorted(types)
     results = [(r["path"], types[r["path"]], r["reason"], r["cpu_s"]) for r in rows]

@@ -42,12 +42,11 @@ def sweep_chain(work, module, args, name):
     module -j 1 *args --json work/name.json`` logging to ``work/name.log``, this tree first on
     PYTHONPATH; None when the model zoo is absent (the test skips)."""
     from tests import background
-    from tests.conftest import ROOT, SHARED
+    from tests.conftest import SHARED
     root = os.path.join(SHARED, "modelzoo")
     if not os.path.isdir(root):
         return None
-    path = [ROOT] + [p for p in [os.environ.get("PYTHONPATH")] if p]
-    env = dict(os.environ, CAFFEPY_ZOO=root, PYTHONPATH=os.pathsep.join(path))
+    env = background.tree_env(CAFFEPY_ZOO=root)
     argv = [sys.executable, "-m", module, "-j", "1"] + list(args) + [
         "--json", os.path.join(work, name + ".json")]
     return background.Chain([(argv, os.path.join(work, name + ".log"))], work, env)

@@ -101,12 +101,11 @@ def _chain(mode, staleness):
         mnist = os.path.join(SHARED, "datasets", "mnist")
         if not os.path.isdir(mnist):
             return None                     # the test skips
-        path = [ROOT] + [p for p in [os.environ.get("PYTHONPATH")] if p]
         argv = [sys.executable, os.path.abspath(__file__), "--mode", mode, "--staleness",
                 str(staleness), "--mnist_dir", mnist, "--workspace", os.path.join(work, "ws"),
                 "--json", os.path.join(work, "result.json")]
         return background.Chain([(argv, os.path.join(work, "train.log"))], work,
-                                dict(os.environ, PYTHONPATH=os.pathsep.join(path)))
+                                background.tree_env())
     return make
 
 
@@ -118,12 +117,8 @@ for _mode, _staleness in MODES:
 @pytest.mark.parametrize("mode,staleness", MODES)
 def test_lenet_mnist(tmp_path, shared, mode, staleness):
     shared("datasets", "mnist")
-    done = background.chain_result(_key(mode, staleness), tmp_path, timeout=1800)
-    log = os.path.join(done.cwd, "train.log")
-    text = open(log).read() if os.path.exists(log) else ""
-    assert done.returncode == 0, text[-3000:]
-    with open(os.path.join(done.cwd, "result.json")) as f:
-        r = json.load(f)
+    _, r = background.chain_json(_key(mode, staleness), tmp_path, 1800, "train.log",
+                                 "result.json")
     assert r["step"] == STEPS
     if mode == "SSP":
         assert r["max_staleness"] <= staleness

@@ -161,9 +161,12 @@ def load_module(spec, source):
 
 def load_modules(specs, source="--layers"):
     """Import each plug-in module of ``specs`` (see :func:`load_module`), after caffepy's own
-    layers and the ``CAFFEPY_LAYERS`` / entry-point plug-ins."""
-    base.load_all()
-    return [load_module(s, source) for s in specs if s.strip()]
+    layers and the ``CAFFEPY_LAYERS`` / entry-point plug-ins (all of caffepy's layers are
+    imported first when there is one to load, so that an override replaces a built-in)."""
+    specs = [s for s in specs if s.strip()]
+    if specs:
+        base.load_all()
+    return [load_module(s, source) for s in specs]
 
 
 def env_specs(environ=None):

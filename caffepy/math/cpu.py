@@ -218,8 +218,9 @@ def col2im(col, x_shape, kernel, pad, stride, dilation, layout="image", out=None
 
 def relu_into(x, slope, y):
     """y = max(x, 0) + slope * min(x, 0), Caffe's ReLU (std::max / std::min: +0 for x < 0 at slope
-    0, NaN stays NaN); y may be x."""
-    k = kernels.get()
+    0, NaN stays NaN); y may be x. Below ``PARALLEL_MIN`` elements numpy's pass (the same
+    values) is faster than a kernel, and a small net never loads the kernels at all."""
+    k = kernels.get() if x.size >= PARALLEL_MIN else None
     if k is not None and kernels.contiguous(x, y):
         k.relu(x.reshape(-1), slope, y.reshape(-1))
     else:

@@ -162,7 +162,6 @@ class _Scalar(Layer):
 def carriers():
     """Within the block the stand-in types of :func:`rule_for` can be built."""
     from ..layers import base
-    base.load_all()
     added = {STAND_IN_SAME: _SameShape, STAND_IN_SCALAR: _Scalar}
     added = {k: v for k, v in added.items() if k not in base._REGISTRY}
     base._REGISTRY.update(added)

@@ -99,7 +99,7 @@ class NnopROIAlignLayer(Layer):
 
     def forward_cpu(self, bottom, top):
         N, C, H, W = bottom[0].shape
-        flat = bottom[0].data.reshape(-1)
+        planes = self._planes(bottom[0].data)
         out = np.zeros(top[0].shape)
         self._argmax = np.full(top[0].shape, -1, dtype=np.int64)
         for r, roi in enumerate(self._rois(bottom)):
@@ -117,8 +117,7 @@ class NnopROIAlignLayer(Layer):
                     first = len(points)
                     points.extend((h, w) for h in _samples(hs, he) for w in _samples(ws, we))
                     spans.append((first, len(points), he <= hs or we <= ws))
-            vals = self._bilinear(flat, b * C * H * W + np.arange(C) * (H * W),
-                                  np.array(points), H, W)                 # (points, C)
+            vals = self._bilinear(planes, b * C, C, np.array(points), H, W)   # (points, C)
             counts = {hi - lo for lo, hi, _ in spans}
             if len(counts) == 1:                 # every bin has as many samples: all at once
                 per = vals.reshape(len(spans), counts.pop(), C)
@@ -135,19 +134,35 @@ class NnopROIAlignLayer(Layer):
         top[0].data[...] = out
 
     @staticmethod
-    def _bilinear(flat, base, points, H, W):
-        """Samples at ``points`` (P, 2) of the planes starting at offsets ``base`` (C,), read
-        from the flat blob as the fork reads its memory: (P, C)."""
+    def _planes(x):
+        """The blob as the fork's reads see its memory, channels last: (H W, N C + 1) float64,
+        column k the plane k = n C + c and the last column zeros (the reads past the blob's
+        end), so a read at offset o of plane k >= H W (an unclipped high neighbour on the last
+        row) is the next plane's offset o - H W."""
+        N, C, H, W = x.shape
+        planes = np.zeros((H * W, N * C + 1))
+        planes[:, :N * C] = x.reshape(N * C, H * W).T
+        return planes
+
+    @staticmethod
+    def _bilinear(planes, first, C, points, H, W):
+        """Samples at ``points`` (P, 2) of the C planes from plane ``first`` (an image's), read
+        as the fork reads its memory (:meth:`_planes`): (P, C), each the sum of its four taps'
+        weighted values in the order (low, low), (low, high), (high, low), (high, high)."""
         h, w = points[:, 0], points[:, 1]
         hl = np.clip(np.floor(h).astype(np.int64), 0, H - 1)
         wl = np.clip(np.floor(w).astype(np.int64), 0, W - 1)
         a, b = (h - hl)[:, None], (w - wl)[:, None]
-        v = np.zeros((len(points), len(base)))
+        here, past = planes[:, first:first + C], planes[:, first + 1:first + 1 + C]
+        v = np.zeros((len(points), C))
         for dh, dw, wt in ((0, 0, (1 - a) * (1 - b)), (0, 1, (1 - a) * b),
                            (1, 0, a * (1 - b)), (1, 1, a * b)):
-            idx = base[None, :] + ((hl + dh) * W + wl + dw)[:, None]
-            ok = idx < flat.size
-            v += wt * np.where(ok, flat[np.minimum(idx, flat.size - 1)], 0.0)
+            offset = (hl + dh) * W + wl + dw
+            over = offset >= H * W
+            vals = here.take(np.where(over, 0, offset), axis=0)
+            if over.any():
+                vals[over] = past.take(offset[over] - H * W, axis=0)
+            v += wt * vals
         return v
 
     def backward_cpu(self, top, propagate_down, bottom):

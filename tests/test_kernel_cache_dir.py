@@ -53,6 +53,7 @@ print("ok", kernels.cache_dir_fallback())
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap (apt-get install bubblewrap)")
 def test_kernels_run_on_a_read_only_file_system(tmp_path):
     """The whole file system read-only (bubblewrap), HOME and the package included: a BatchNorm

@@ -4,6 +4,8 @@ import importlib.util
 import os
 import re
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -15,6 +17,7 @@ def _tool():
     return module
 
 
+@pytest.mark.slow
 def test_layer_index_is_current():
     assert _tool().main(["--check"]) == 0, "run: python tools/gen_layer_index.py"
 

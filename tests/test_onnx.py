@@ -282,6 +282,7 @@ def test_package_does_not_shadow_onnx():
                    env=dict(os.environ, PYTHONPATH=ROOT))
 
 
+@pytest.mark.slow
 def test_export_command(tmp_path):
     proto = tmp_path / "net.prototxt"
     proto.write_text('input: "data" input_shape { dim: 1 dim: 3 dim: 8 dim: 8 }\n'

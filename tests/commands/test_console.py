@@ -58,6 +58,7 @@ def run_in_pty(argv, cwd, columns=120):
     return proc.returncode, b"".join(chunks).decode("utf-8", "replace")
 
 
+@pytest.mark.slow
 def test_tty_shows_progress_bars(tmp_path):
     nets.write(tmp_path, max_iter=10)
     rc, out = run_in_pty(TRAIN, str(tmp_path))

@@ -117,6 +117,7 @@ def test_snapshot_effect_snapshots_and_goes_on(sig, flags, workdir, monkeypatch)
 @pytest.mark.parametrize("sig, flag", [("SIGTERM", "--sigterm_effect"),
                                        ("SIGHUP", "--sighup_effect"),
                                        ("SIGINT", "--sigint_effect")])
+@pytest.mark.slow
 def test_none_effect_is_ignored(sig, flag, workdir):
     run = Train(workdir, flag, "none")
     run.wait_for("Iteration 100,")

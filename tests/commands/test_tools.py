@@ -97,6 +97,7 @@ def test_bvlc_parse_log_regexes_match(trained):
             assert line.split()[10] == line.rsplit("= ", 1)[1]  # parse_log.sh: awk '{print $11}'
 
 
+@pytest.mark.slow
 def test_plot(trained, capsys):
     pytest.importorskip("matplotlib")
     assert cli.main(["plot", "train.log", "-o", "curves.png"]) == 0

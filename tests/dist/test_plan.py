@@ -226,6 +226,7 @@ def _files(tmp_path):
     return str(tmp_path / "solver.prototxt"), str(cal)
 
 
+@pytest.mark.slow
 def test_cli_prints_routes_and_the_predicted_step(tmp_path, capsys):
     solver_file, cal = _files(tmp_path)
     assert cli.main(["plan", "--solver", solver_file, "--hosts", "4", "--link", "10gbit",

@@ -31,6 +31,7 @@ def _compile(tmp_path, name, dtype):
     return name, dtype, r.returncode, r.stderr, out
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(NVCC is None, reason="nvcc not found (CUDA toolkit not installed)")
 def test_every_kernel_source_compiles_with_nvcc(tmp_path):
     with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as pool:

@@ -63,6 +63,7 @@ def test_checker_flags_a_field_descriptor_label():
     assert hits and getattr(hits[0].value, "id", None) == "fd"
 
 
+@pytest.mark.slow
 def test_no_module_reads_field_descriptor_label(tmp_path):
     sample = tmp_path / "sample.py"
     sample.write_text("from google.protobuf import descriptor_pb2\n"

@@ -87,6 +87,7 @@ def test_every_harvested_param_accessor_a_layer_reads_is_computed():
     assert not missing, missing
 
 
+@pytest.mark.slow
 def test_every_harvested_field_a_layer_reads_is_computed_or_named_as_refused():
     table, accessors = harvest_policy.table(), _accessors()
     reads = {}
@@ -171,6 +172,7 @@ READ_BY_PATTERN = {"MemoryDataParameter.%s%d" % (f, i) for f in ("channels", "he
                    for i in range(1, 5)}
 
 
+@pytest.mark.slow
 def test_every_field_of_the_schema_additions_is_read_refused_or_changes_nothing():
     import glob
     import json

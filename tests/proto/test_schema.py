@@ -198,6 +198,7 @@ def test_ceil_mode_field():
     assert caffe_pb2.PoolingParameter().ceil_mode is True
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("grpc_tools") is None, reason="needs grpcio-tools")
 def test_generated_files_not_stale(tmp_path):
     shared_path("caffe-schema", "caffe-schema.json")

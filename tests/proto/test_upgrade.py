@@ -174,6 +174,7 @@ def _legacy_zoo_files():
     return root, sorted(legacy), {e["path"]: e["kind"] for e in catalog}
 
 
+@pytest.mark.slow
 def test_legacy_zoo_files_upgrade(caplog):
     root, paths, kinds = _legacy_zoo_files()
     assert len(paths) > 60

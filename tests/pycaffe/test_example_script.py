@@ -19,6 +19,7 @@ def tiny_net(n, data):
     return n
 
 
+@pytest.mark.slow
 def test_example_script(tmp_path):
     pytest.importorskip("PIL")
     from PIL import Image

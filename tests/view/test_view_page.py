@@ -93,6 +93,7 @@ def test_modelzoo(open_page, pages, rel):
     check_page(pg, doc)
 
 
+@pytest.mark.slow
 def test_search_collapse_phase_and_table(open_page, pages):
     doc = data.from_prototxt(os.path.join(ROOT, "models", "googlenet", "googlenet_deploy.prototxt"))
     g = doc["phases"]["TEST"]

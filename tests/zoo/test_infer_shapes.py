@@ -166,6 +166,7 @@ layer { name: "mul" type: "Eltwise" bottom: "data" bottom: "mask" top: "masked"
     assert found.shapes == {"data": (1, 1, 24, 24)}
 
 
+@pytest.mark.slow
 def test_nothing_fits_is_bounded_and_one_line(tmp_path):
     start = time.time()
     with pytest.raises(CaffeError) as info:

@@ -53,6 +53,7 @@ def test_group_rectangles_float32_mean():
     assert out.tolist() == [[15, 0, 10, 10]] and weights.tolist() == [14]
 
 
+@pytest.mark.slow
 def test_group_rectangles_full_grid():
     """A 1280 x 1280 DetectNet grid: every one of 6,400 cells proposes a box (random weights);
     the pair tests run in blocks, and every rectangle lands in exactly one class."""

@@ -52,6 +52,7 @@ def test_meanfield_gradient_and_refusals():
                   make_blobs([u, q0, img]), make_blobs(1))
 
 
+@pytest.mark.slow
 def test_meanfield_lattice_above_max_pixels(monkeypatch, caplog):
     # above MAX_PIXELS the fork's permutohedral lattice filters: forward / backward (the
     # transposed lattice filter) gradient-checked on a small case with the limit lowered to 0

@@ -99,6 +99,7 @@ def test_parameter_blobs_in_the_unrolled_order():
     np.testing.assert_array_equal(layer.blobs[3].data, 1)      # Scale's default filler
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind,debug", [("ConvLSTM", ""), ("ConvLSTMReLU", "ignore_x: true")])
 def test_conv_lstm_gradient(kind, debug):
     check_layer_gradient(make_layer(_text(kind, debug)), make_blobs(_inputs()), make_blobs(3),

@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from ...layers.base import Layer, register_variant
+from ...math import kernels
 from .roi import features_diff_wanted
 
 _FLT_MAX = float(np.finfo(np.float32).max)
@@ -99,7 +100,7 @@ class NnopROIAlignLayer(Layer):
 
     def forward_cpu(self, bottom, top):
         N, C, H, W = bottom[0].shape
-        planes = self._planes(bottom[0].data)
+        flat, planes = np.ascontiguousarray(bottom[0].data).reshape(-1), None
         out = np.zeros(top[0].shape)
         self._argmax = np.full(top[0].shape, -1, dtype=np.int64)
         for r, roi in enumerate(self._rois(bottom)):
@@ -117,6 +118,18 @@ class NnopROIAlignLayer(Layer):
                     first = len(points)
                     points.extend((h, w) for h in _samples(hs, he) for w in _samples(ws, we))
                     spans.append((first, len(points), he <= hs or we <= ws))
+            k = kernels.get()
+            if k is not None:                    # the same arithmetic, compiled
+                bins = np.empty((C, len(spans)))
+                won = np.empty((C, len(spans)), dtype=np.int64)
+                k.nnop_roi_align_bins(flat, b * C * H * W, C, H, W,
+                                      np.array(points, dtype=np.float64).reshape(-1, 2),
+                                      np.array(spans, dtype=np.int64), -_FLT_MAX, bins, won)
+                out[r] = bins.reshape(C, self.ph, self.pw)
+                self._argmax[r] = won.reshape(C, self.ph, self.pw)
+                continue
+            if planes is None:
+                planes = self._planes(bottom[0].data)
             vals = self._bilinear(planes, b * C, C, np.array(points), H, W)   # (points, C)
             counts = {hi - lo for lo, hi, _ in spans}
             if len(counts) == 1:                 # every bin has as many samples: all at once

@@ -1,5 +1,6 @@
 """nnop/caffe's ROIAlign (roi_align_param), as nnop/mtnet's nets use it."""
 import numpy as np
+import pytest
 
 from caffepy.forks.detection.cascade_rcnn import ROIAlignLayer
 from caffepy.forks.detection.nnop_roi_align import NnopROIAlignLayer
@@ -116,3 +117,42 @@ def test_mtnet_excerpt_builds_strict(tmp_path, capsys):
     path.write_text(MTNET_EXCERPT)
     assert main(["summary", "--strict", str(path)]) in (0, None)
     assert "roi_pool-body" in capsys.readouterr().out
+
+
+def _random_case(rng):
+    n, c, h, w = rng.integers(1, 3), rng.integers(1, 6), rng.integers(2, 9), rng.integers(2, 9)
+    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    scale = float(rng.choice([1.0, 0.5, 0.25]))
+    corners = rng.uniform(-4, max(h, w) / scale + 4, (12, 4))
+    rois = np.zeros((12, 5))
+    rois[:, 0] = rng.integers(-1, n, 12)
+    rois[:, 1:3] = np.minimum(corners[:, :2], corners[:, 2:])
+    rois[:, 3:] = np.maximum(corners[:, :2], corners[:, 2:])
+    if rng.integers(2):
+        rois[:, 1:] = np.round(rois[:, 1:])       # whole corners: samples on the map's last row
+    if rng.integers(4) == 0:
+        x[0, 0, 0, 0] = np.nan
+    return x, rois, LAYER % (rng.integers(1, 5), rng.integers(1, 5), scale)
+
+
+def test_kernel_and_numpy_paths_agree_to_the_bit():
+    """The numba kernel and the numpy path: the same values and winning samples, reads past a
+    row and past the blob's end, empty bins, negative batch indices and a NaN included."""
+    from caffepy.math import kernels
+    if kernels.get() is None:
+        pytest.skip("numba is not installed")
+    rng = np.random.default_rng(11)
+    for _ in range(40):
+        x, rois, text = _random_case(rng)
+        runs = []
+        for numpy_only in (False, True):
+            layer = make_layer(text)
+            bottom, top = make_blobs([x, rois]), make_blobs(1)
+            if numpy_only:
+                with kernels.disabled():
+                    run_layer(layer, bottom, top)
+            else:
+                run_layer(layer, bottom, top)
+            runs.append((top[0].data.copy(), layer._argmax.copy()))
+        np.testing.assert_array_equal(runs[0][0], runs[1][0])
+        np.testing.assert_array_equal(runs[0][1], runs[1][1])

@@ -62,8 +62,9 @@ class NnopROIAlignLayer(Layer):
     weights y - y_lo and 1 - that (x alike). The top is the largest sample, taken in y-major
     order, the first of equal ones; a bin with an empty clipped area starts from 0 instead
     (it is 0 unless a sample is larger; a full one starts from -FLT_MAX). A roi whose batch
-    index is negative gives 0. y_hi = H or x_hi = W is not clipped: the fork reads the blob's memory there (the next row,
-    or the next channel's first row); so here, and past the blob's end the read is 0.
+    index is negative gives 0. y_hi = H or x_hi = W is not clipped: the fork reads the blob's
+    memory there (the next row, or the next channel's first row); so here, and past the blob's
+    end the read is 0.
 
     Backward is the fork's (its CPU backward is NOT_IMPLEMENTED; the GPU kernel): the bin
     geometry is rebuilt from the roi coordinates truncated to integers after scaling,

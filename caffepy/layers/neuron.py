@@ -81,7 +81,7 @@ class ReLULayer(NeuronLayer):
         # In place, bottom data already holds y; sign(y) == sign(x) for slope >= 0.
         x = bottom[0].data
         dy = top[0].diff
-        k = kernels.get() if x.size >= cpu.PARALLEL_MIN else None      # as relu_into
+        k = cpu.flat_kernel(x, dy, bottom[0].diff)
         if k is not None:
             k.relu_backward(x.reshape(-1), dy.reshape(-1), self.negative_slope,
                             bottom[0].diff.reshape(-1))

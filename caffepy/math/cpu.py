@@ -219,9 +219,9 @@ def col2im(col, x_shape, kernel, pad, stride, dilation, layout="image", out=None
 def relu_into(x, slope, y):
     """y = max(x, 0) + slope * min(x, 0), Caffe's ReLU (std::max / std::min: +0 for x < 0 at slope
     0, NaN stays NaN); y may be x. Below ``PARALLEL_MIN`` elements numpy's pass (the same
-    values) is faster than a kernel, and a small net never loads the kernels at all."""
-    k = kernels.get() if x.size >= PARALLEL_MIN else None
-    if k is not None and kernels.contiguous(x, y):
+    values) is faster than a kernel (:func:`flat_kernel`)."""
+    k = flat_kernel(x, y)
+    if k is not None:
         k.relu(x.reshape(-1), slope, y.reshape(-1))
     else:
         t = x.dtype.type
@@ -243,22 +243,21 @@ def caffe_sign(x):
 PARALLEL_MIN = 1 << 16    # elements: below this numpy's one-core pass beats a kernel's start-up
 
 
-def _flat_kernel(*arrays):
+def flat_kernel(*arrays):
     """The numba kernels where they may run on these arrays (same dtype, C-contiguous, large
-    enough), else None."""
-    k = kernels.get()
+    enough), else None. The size is checked first: a small net never loads the kernels."""
     first = arrays[0]
-    if (k is None or first.size < PARALLEL_MIN
-            or not all(a.flags.c_contiguous and a.dtype == first.dtype and a.size == first.size
-                       for a in arrays)):
+    if first.size < PARALLEL_MIN or not all(
+            a.flags.c_contiguous and a.dtype == first.dtype and a.size == first.size
+            for a in arrays):
         return None
-    return k
+    return kernels.get()
 
 
 def add_into(a, b, out):
     """``out[...] = a + b`` for arrays of one shape, in one pass over the cores (numba) or numpy's
     one; the same float sums either way."""
-    k = _flat_kernel(a, b, out)
+    k = flat_kernel(a, b, out)
     if k is None:
         np.add(a, b, out=out)
     else:
@@ -268,7 +267,7 @@ def add_into(a, b, out):
 
 def copy_into(src, out):
     """``out[...] = src`` (one shape), over the cores where the numba kernels may run."""
-    k = _flat_kernel(src, out)
+    k = flat_kernel(src, out)
     if k is None:
         np.copyto(out, src)
     else:

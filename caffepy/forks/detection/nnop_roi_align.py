@@ -101,7 +101,8 @@ class NnopROIAlignLayer(Layer):
 
     def forward_cpu(self, bottom, top):
         N, C, H, W = bottom[0].shape
-        flat, planes = np.ascontiguousarray(bottom[0].data).reshape(-1), None
+        k, planes = kernels.get(), None
+        flat = np.ascontiguousarray(bottom[0].data).reshape(-1) if k is not None else None
         out = np.zeros(top[0].shape)
         self._argmax = np.full(top[0].shape, -1, dtype=np.int64)
         for r, roi in enumerate(self._rois(bottom)):
@@ -119,7 +120,6 @@ class NnopROIAlignLayer(Layer):
                     first = len(points)
                     points.extend((h, w) for h in _samples(hs, he) for w in _samples(ws, we))
                     spans.append((first, len(points), he <= hs or we <= ws))
-            k = kernels.get()
             if k is not None:                    # the same arithmetic, compiled
                 bins = np.empty((C, len(spans)))
                 won = np.empty((C, len(spans)), dtype=np.int64)

@@ -143,20 +143,29 @@ class PReLULayer(NeuronLayer):
     def forward_cpu(self, bottom, top):
         x = bottom[0].data
         self._x_copy = x.copy() if top[0] is bottom[0] else None
-        top[0].data[...] = np.where(x > 0, x, x * self._slope(x))
+        # Caffe's arithmetic, branch-free (np.maximum(0, x) is std::max(x, 0), zeros' signs too;
+        # see caffepy.math.cpu.relu_into); both terms are made before the top is written
+        a = self._slope(x)
+        with np.errstate(invalid="ignore", over="ignore"):
+            np.add(np.maximum(x.dtype.type(0), x), a * np.minimum(x.dtype.type(0), x),
+                   out=top[0].data)
 
     def backward_cpu(self, top, propagate_down, bottom):
         x = self._x_copy if (top[0] is bottom[0] and self._x_copy is not None) else bottom[0].data
         dy = top[0].diff
         if self.param_propagate_down and self.param_propagate_down[0]:
-            g = dy * np.where(x > 0, 0, x)
+            g = dy * np.minimum(x.dtype.type(0), x)      # Caffe's dy * x * (x <= 0)
             if self.channel_shared:
                 self.blobs[0].diff[...] += g.sum()
             else:
                 axes = (0,) + tuple(range(2, x.ndim))
                 self.blobs[0].diff[...] += g.sum(axis=axes)
         if propagate_down[0]:
-            bottom[0].diff[...] = np.where(x > 0, dy, dy * self._slope(x))
+            # Caffe's dy * ((x > 0) + a * (x <= 0)), branch-free
+            with np.errstate(invalid="ignore", over="ignore"):
+                a = self._slope(x).astype(x.dtype, copy=False)
+                np.multiply(dy, (x > 0).astype(x.dtype) + a * (x <= 0).astype(x.dtype),
+                            out=bottom[0].diff)
 
 
 @register_layer("Sigmoid")

@@ -108,6 +108,32 @@ def test_prelu_in_place_gradient():
     np.testing.assert_allclose(layer.blobs[0].diff, np.where(X > 0, 0, X).sum(axis=(0, 2, 3)))
 
 
+@pytest.mark.parametrize("in_place", [False, True])
+def test_prelu_writes_caffes_bytes(in_place):
+    """prelu_layer.cpp's forward max(x, 0) + a_c * min(x, 0) and bottom diff
+    dy * ((x > 0) + a_c * (x <= 0)), byte for byte in float32, a zero slope among the channels
+    (a negative x then gives +0, not x * 0 = -0), signed zeros and infinities in x."""
+    x = np.random.default_rng(4).standard_normal((2, 3, 4, 5)).astype(np.float32)
+    x[0, :, 0, :3] = [-0.0, 0.0, -np.inf]
+    a = np.array([0.0, 0.25, -0.5], np.float32)
+    layer = make_layer('type: "PReLU"', dtype=np.float32)
+    (b,) = make_blobs([x], dtype=np.float32)
+    top = [b] if in_place else make_blobs(1, dtype=np.float32)
+    layer.setup([b], top)
+    layer.blobs[0].data[...] = a
+    layer.reshape([b], top)
+    with np.errstate(all="ignore"):
+        layer.forward([b], top)
+        ac = a.reshape(1, 3, 1, 1)
+        want = np.where(x < 0, np.float32(0), x) + ac * np.where(0 < x, np.float32(0), x)
+        assert top[0].data.tobytes() == want.astype(np.float32).tobytes()
+        dy = np.random.default_rng(5).standard_normal(x.shape).astype(np.float32)
+        top[0].diff[...] = dy
+        layer.backward(top, [True], [b])
+        mult = (x > 0).astype(np.float32) + ac * (x <= 0).astype(np.float32)
+        assert b.diff.tobytes() == (dy * mult).astype(np.float32).tobytes()
+
+
 def test_prelu_needs_two_axes():
     with pytest.raises(CaffeError, match="at least 2 axes"):
         run_layer(make_layer('type: "PReLU"'), make_blobs([np.ones(4)]), make_blobs(1))

@@ -10,6 +10,21 @@ _ELT = caffe_pb2.EltwiseParameter
 _RED = caffe_pb2.ReductionParameter
 
 
+def select(cond, a, b=None):
+    """``np.where(cond, a, b)`` for float arrays of one shape and dtype (``b`` None: +0), the
+    same bits, without branches: each element's bits are picked with an all-ones / all-zeros
+    mask made from ``cond``. numpy's ``where`` branches per element, about 4 ns an element on a
+    mask of mixed values (Eltwise MAX's), against about 1 for these whole-array passes."""
+    if a.dtype.kind != "f" or (b is not None and (b.dtype != a.dtype or b.shape != a.shape)):
+        return np.where(cond, a, a.dtype.type(0) if b is None else b)
+    u = np.dtype("u%d" % a.dtype.itemsize)
+    m = np.negative(cond.astype(u))             # all ones where cond, else zeros
+    if b is None:
+        return (a.view(u) & m).view(a.dtype)
+    bits = b.view(u)
+    return (bits ^ ((a.view(u) ^ bits) & m)).view(a.dtype)
+
+
 @register_layer("Eltwise")
 class EltwiseLayer(Layer):
     """Element-wise combination of k bottoms of the same shape (BVLC needs k >= 2; one bottom is
@@ -82,12 +97,14 @@ class EltwiseLayer(Layer):
                 y += c * x
             cpu.relu_inplace(y, self.fused_relu)
         elif self.op == _ELT.MAX:
-            self.mask = np.where(xs[0] > xs[1], 0, 1).astype(np.int32)
-            y = np.where(xs[0] > xs[1], xs[0], xs[1])
+            # Caffe's: a > b ? a (mask 0) : b (mask 1), then each later bottom where it is above
+            first = xs[0] > xs[1]
+            self.mask = (~first).astype(np.int32)
+            y = select(first, xs[0], xs[1])
             for i, x in enumerate(xs[2:], 2):
                 better = x > y
-                self.mask[better] = i
-                y = np.where(better, x, y)
+                self.mask += (i - self.mask) * better
+                y = select(better, x, y)
         else:
             self._refuse_op(always=True)
         top[0].data[...] = y
@@ -113,7 +130,7 @@ class EltwiseLayer(Layer):
                     cpu.copy_into(dy, b.diff)
             else:                    # Caffe's: gradient = 0, += dy where this bottom won
                 t = dy.dtype.type
-                b.diff[...] = np.where(self.mask == i, t(0) + dy, t(0))
+                b.diff[...] = select(self.mask == i, t(0) + dy)
 
 
 @register_layer("Reduction")

@@ -34,11 +34,53 @@ def log_c(x, y):
 
 
 @njit(**_opts)
-def powx(a, b, out):
-    """out = a ** b, b a scalar of their type: Caffe's ``caffe_powx`` (``std::pow`` per element;
-    LRN's scale^-beta, Log's backward)."""
+def powx_libm(a, b, out):
+    """out = a ** b, b a scalar of their type: ``std::pow`` per element, the C library's."""
     for i in prange(a.shape[0]):
         out[i] = a[i] ** b
+
+
+_powf_choice = {}
+
+
+def _powf_variant(b):
+    """The kernel of :mod:`caffepy.math._numba_powf` that gives the C library's bytes for
+    exponent ``b`` (float32) on a fixed sample of 4,096 inputs (every exponent range, specials
+    among them), or None: tried once per exponent value."""
+    key = np.float32(b).tobytes()
+    if key not in _powf_choice:
+        from llvmlite import binding
+        from . import _numba_powf
+        rng = np.random.default_rng(20281)
+        bits = rng.integers(0x00800000, 0x7f800000, 4088, dtype=np.uint32)
+        a = np.concatenate([bits.view(np.float32), np.array(
+            [0.0, -0.0, 1e-45, 1.0, -2.0, np.inf, np.nan, 3.0], np.float32)])
+        want = np.empty_like(a)
+        powx_libm(a, np.float32(b), want)
+        fma = binding.get_host_cpu_features().get("fma", True)  # x86 names it; AArch64 has it
+        _powf_choice[key] = None
+        for name, fn in _numba_powf.VARIANTS.items():
+            if name == "fused" and not fma:
+                continue
+            got = np.empty_like(a)
+            fn(a, np.float32(b), got)
+            if got.tobytes() == want.tobytes():
+                _powf_choice[key] = fn
+                break
+    return _powf_choice[key]
+
+
+def powx(a, b, out):
+    """out = a ** b, b a scalar of their type (flat arrays, ``out`` may be ``a``): Caffe's
+    ``caffe_powx`` (``std::pow`` per element; LRN's scale^-beta, the Power layer, Log's
+    backward). A float32 blob with a finite non-zero exponent runs the C library's ``powf``
+    arithmetic 8 elements at a time (:mod:`caffepy.math._numba_powf`) where that variant gave the
+    C library's bytes (:func:`_powf_variant`), else the C library per element."""
+    if a.dtype == np.float32 and a.shape[0] >= 64 and np.isfinite(b) and b != 0:
+        fn = _powf_variant(b)
+        if fn is not None:
+            return fn(a, np.float32(b), out)
+    powx_libm(a, b, out)
 
 
 @njit(**_opts)

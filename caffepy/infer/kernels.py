@@ -10,6 +10,7 @@ import numpy as np
 from numba import njit, prange
 
 from ..math._numba_train import im2col_image as im2col  # noqa: F401  (one image's columns)
+from ..math._numba_winograd import wino_input, wino_output, wino_weights  # noqa: F401
 
 _opts = dict(parallel=True, cache=True, nogil=True, fastmath=False)
 
@@ -245,112 +246,6 @@ def lrn_across(x, size, a, beta, k, y):
         else:
             for q in range(p):
                 dst[q] = src[q] * (k + a * s[q]) ** -beta
-
-
-# -- Winograd F(2x2, 3x3): 3x3 / stride 1 / dilation 1 convolutions ----------------------------
-# Y = A^T [(G g G^T) . (B^T d B)] A per 2x2 output tile d (4x4 input patch), with
-# B^T = [[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]],
-# G = [[1, 0, 0], [1/2, 1/2, 1/2], [1/2, -1/2, 1/2], [0, 0, 1]],
-# A^T = [[1, 1, 1, 0], [0, 1, -1, -1]]:
-# 16 products per tile instead of 36, the 16 sums over input channels as 16 GEMMs.
-@njit(**_opts)
-def wino_weights(w, u):
-    """w (M, C, 3, 3) -> u (16, M, C): G g G^T of every filter, in float64 then rounded."""
-    m, c = w.shape[0], w.shape[1]
-    for mi in prange(m):
-        t = np.empty((4, 3))
-        for ci in range(c):
-            g = w[mi, ci]
-            for j in range(3):
-                g0, g1, g2 = np.float64(g[0, j]), np.float64(g[1, j]), np.float64(g[2, j])
-                t[0, j] = g0
-                t[1, j] = 0.5 * (g0 + g1 + g2)
-                t[2, j] = 0.5 * (g0 - g1 + g2)
-                t[3, j] = g2
-            for i in range(4):
-                r0, r1, r2 = t[i, 0], t[i, 1], t[i, 2]
-                u[4 * i, mi, ci] = r0
-                u[4 * i + 1, mi, ci] = 0.5 * (r0 + r1 + r2)
-                u[4 * i + 2, mi, ci] = 0.5 * (r0 - r1 + r2)
-                u[4 * i + 3, mi, ci] = r2
-
-
-@njit(**_opts)
-def wino_input(x, ph, pw, th, tw, v):
-    """x (N, C, H, W) -> v (16, C, N * th * tw): B^T d B of every 4x4 patch at (2 ty - ph,
-    2 tx - pw), zero outside the image; tile index (n * th + ty) * tw + tx."""
-    n, c, h, w = x.shape
-    hp, wp = 2 * th + 2, 2 * tw + 2
-    for t in prange(n * c):
-        b, ci = t // c, t % c
-        xp = np.zeros((hp, wp), x.dtype)
-        for yy in range(min(h, hp - ph)):
-            row = xp[yy + ph, pw:pw + min(w, wp - pw)]
-            src = x[b, ci, yy, :min(w, wp - pw)]
-            for q in range(row.shape[0]):
-                row[q] = src[q]
-        u = np.empty((4, wp), x.dtype)
-        for ty in range(th):
-            r0, r1, r2, r3 = xp[2 * ty], xp[2 * ty + 1], xp[2 * ty + 2], xp[2 * ty + 3]
-            for q in range(wp):
-                u[0, q] = r0[q] - r2[q]
-                u[1, q] = r1[q] + r2[q]
-                u[2, q] = r2[q] - r1[q]
-                u[3, q] = r1[q] - r3[q]
-            base = (b * th + ty) * tw
-            for i in range(4):
-                ui = u[i]
-                d0 = v[4 * i, ci, base:base + tw]
-                d1 = v[4 * i + 1, ci, base:base + tw]
-                d2 = v[4 * i + 2, ci, base:base + tw]
-                d3 = v[4 * i + 3, ci, base:base + tw]
-                for tx in range(tw):
-                    a0, a1, a2, a3 = ui[2 * tx], ui[2 * tx + 1], ui[2 * tx + 2], ui[2 * tx + 3]
-                    d0[tx] = a0 - a2
-                    d1[tx] = a1 + a2
-                    d2[tx] = a2 - a1
-                    d3[tx] = a1 - a3
-
-
-@njit(**_opts)
-def wino_output(mres, th, tw, bias, slope, relu, out):
-    """mres (16, M, N * th * tw) -> out (N, M, OH, OW) (may be strided): A^T m A of every tile,
-    + bias[m], then the leaky ReLU; the last tile row / column is cut at the image's end."""
-    n, m, oh, ow = out.shape
-    has_bias = bias.shape[0] > 0
-    for t in prange(n * m):
-        b, mi = t // m, t % m
-        bv = bias[mi] if has_bias else 0.0
-        s = np.empty((4, tw), mres.dtype)
-        d = np.empty((4, tw), mres.dtype)
-        for ty in range(th):
-            base = (b * th + ty) * tw
-            for j in range(4):
-                m0 = mres[j, mi, base:base + tw]
-                m1 = mres[4 + j, mi, base:base + tw]
-                m2 = mres[8 + j, mi, base:base + tw]
-                m3 = mres[12 + j, mi, base:base + tw]
-                sj, dj = s[j], d[j]
-                for tx in range(tw):
-                    sj[tx] = m0[tx] + m1[tx] + m2[tx]
-                    dj[tx] = m1[tx] - m2[tx] - m3[tx]
-            for half in range(2):
-                oy = 2 * ty + half
-                if oy >= oh:
-                    break
-                e = s if half == 0 else d
-                row = out[b, mi, oy]
-                for tx in range(tw):
-                    y0 = e[0, tx] + e[1, tx] + e[2, tx] + bv
-                    y1 = e[1, tx] - e[2, tx] - e[3, tx] + bv
-                    if relu:
-                        if y0 <= 0:
-                            y0 = y0 * slope
-                        if y1 <= 0:
-                            y1 = y1 * slope
-                    row[2 * tx] = y0
-                    if 2 * tx + 1 < ow:
-                        row[2 * tx + 1] = y1
 
 
 @njit(**_opts)

@@ -3,7 +3,7 @@ register; the base shared with Deconvolution is conv_base.py."""
 import numpy as np
 
 from ..math import cpu, kernels
-from . import conv_onednn
+from . import conv_onednn, conv_winograd
 from .base import register_layer
 from .conv_base import _ConvolutionBase
 
@@ -16,13 +16,15 @@ class ConvolutionLayer(_ConvolutionBase):
     divided as C++ does (toward zero: a kernel overhanging the padded input by less than the
     stride gives one output, its outside taps read zeros; caffepy.math.sizes).
     Computed as im2col of the whole batch into one (C * prod(K), prod(O) * N) buffer, then one
-    GEMM per group for all images (large GEMMs thread well). Backward: dW += dY col^T, db += sum dY,
-    dx = col2im(W^T dY) (stride 1: the equivalent correlation of dY with the flipped kernel, see
-    _data_grad_by_conv). The column buffer of the last forward is kept for backward when the net runs one
-    (``keep_columns``); the temporaries live in the net's shared workspace.
+    GEMM per group for all images (large GEMMs thread well). Backward: dW += dY col^T,
+    db += sum dY, dx = col2im(W^T dY) (stride 1: the equivalent correlation of dY with the
+    flipped kernel, see _data_grad_by_conv). The column buffer of the last forward is kept for
+    backward when the net runs one (``keep_columns``); the temporaries live in the net's shared
+    workspace.
 
-    Where oneDNN is installed (``caffepy[onednn]``), float32 convolutions run through its direct
-    kernels instead (conv_onednn.py; no column buffer).
+    In a training net, float32 3x3 / stride 1 convolutions run by Winograd F(2x2, 3x3)
+    (conv_winograd.py), and where oneDNN is installed (``caffepy[onednn]``) the other float32
+    convolutions through its direct kernels (conv_onednn.py); neither keeps a column buffer.
 
     Blobs: bottom (*B, C, *S) -> top (*B, num_output, *O), B = axes before ``axis``.
     """
@@ -103,7 +105,7 @@ class ConvolutionLayer(_ConvolutionBase):
                 k.dw_forward(x, self.blobs[0].data, bias, *self._dw_geometry(), slope,
                              self.fused_relu is not None, y)
             return
-        if conv_onednn.forward(self, bottom, top):
+        if conv_winograd.forward(self, bottom, top) or conv_onednn.forward(self, bottom, top):
             return
         w = self._weight()
         g = self.group
@@ -151,7 +153,8 @@ class ConvolutionLayer(_ConvolutionBase):
     def backward_cpu(self, top, propagate_down, bottom):
         if self._depthwise():
             return self._backward_depthwise(top, propagate_down, bottom)
-        if conv_onednn.backward(self, top, propagate_down, bottom):
+        if (conv_winograd.backward(self, top, propagate_down, bottom)
+                or conv_onednn.backward(self, top, propagate_down, bottom)):
             return
         w = self._weight()
         g = self.group

@@ -29,8 +29,10 @@ from ..math import kernels
 # the AVX2 machine of BENCHMARKS.md, median of 4 alternated rounds): 64 -> 192 at 56 x 56 0.68,
 # 96 -> 128 at 28 0.79, 128 -> 192 at 28 0.66, 96 -> 208 at 14 0.89, 160 -> 320 at 14 0.80,
 # 128 -> 128 at 28 0.90, 256 -> 256 at 14 0.75; 64 -> 64 at 56 0.86-1.06, 64 -> 128 at 28
-# 0.94-1.10, 32 -> 64 at 28 1.5-2.7, 32 -> 32 at 16 1.7, 16 -> 16 at 28 1.4.
-MIN_PLANE = 14 * 14
+# 0.94-1.10, 32 -> 64 at 28 1.5-2.7, 32 -> 32 at 16 1.7, 16 -> 16 at 28 1.4; at batch 16,
+# 256 -> 384 at 13 x 13 (CaffeNet's conv3) 0.73, 128 -> 128 at 13 0.91; at 7 x 7 (4 tiles
+# for 7 positions a side) 512 -> 512 1.05, 192 -> 384 1.12.
+MIN_PLANE = 13 * 13
 MIN_CHANNELS = 64
 MIN_CHANNEL_PRODUCT = 96 * 128       # input channels x outputs
 CHUNK = 1 << 23          # elements of V + M per group of images (32 MiB in float32)

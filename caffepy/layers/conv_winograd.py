@@ -49,6 +49,8 @@ def eligible(layer):
             or getattr(layer, "shape_offset", None) or getattr(layer, "reverse", False)):
         return False
     oh, ow = layer.out_spatial
+    if layer.blobs[0].shape != (layer.num_output, layer.channels, 3, 3):
+        return False
     return (oh * ow >= MIN_PLANE and layer.channels >= MIN_CHANNELS
             and layer.channels * layer.num_output >= MIN_CHANNEL_PRODUCT)
 

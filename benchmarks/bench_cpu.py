@@ -237,7 +237,9 @@ def separate(args):
         while sum(r[3] for r in rounds) < args.rounds and len(rounds) < args.rounds * args.tries:
             last = sum(r[3] for r in rounds) == args.rounds - 1
             ms, profile, s1 = _child(args, "caffepy", name, args.profile and last)
-            tms, s2 = (_child(args, "torch", name)[::2]) if has_torch else (float("nan"), None)
+            tms, s2 = float("nan"), None
+            if has_torch:
+                tms, _, s2 = _child(args, "torch", name)
             stolen = max([v for v in (s1, s2) if v is not None], default=None)
             quiet = args.max_steal is None or stolen is None or stolen <= args.max_steal
             rounds.append((ms, tms, stolen, quiet))

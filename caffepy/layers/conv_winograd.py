@@ -71,9 +71,8 @@ def _groups(layer):
 def _buffers(layer, lo, hi):
     th, tw = _tiles(layer)
     t = (hi - lo) * th * tw
-    v = layer._scratch("wino_v", (16 * layer.channels * t,))[:16 * layer.channels * t]
-    m = layer._scratch("wino_m", (16 * layer.num_output * t,))[:16 * layer.num_output * t]
-    return v.reshape(16, layer.channels, t), m.reshape(16, layer.num_output, t)
+    return (layer._scratch("wino_v", (16, layer.channels, t)),
+            layer._scratch("wino_m", (16, layer.num_output, t)))
 
 
 def _weights(layer, k):

@@ -174,33 +174,29 @@ _opts = dict(parallel=True, cache=True, nogil=True, fastmath=False)
 
 
 @njit(**_opts)
-def powf_fused(a, b, out):
-    """out = a ** b (float32, b finite and non-zero), glibc's FMA build's arithmetic."""
+def powf(a, b, out, fused):
+    """out = a ** b (float32, b finite and non-zero), glibc's FMA build's arithmetic where
+    ``fused``, else its generic build's (the flag is the same for every block)."""
     n, bd = a.shape[0], np.float64(b)
     for blk in prange(n // LANES):
         s = blk * LANES
         if _special(a, s):
             for i in range(s, s + LANES):
                 out[i] = a[i] ** b
-        else:
+        elif fused:
             _lanes_fused(a, out, s, bd)
-    for i in range(n - n % LANES, n):
-        out[i] = a[i] ** b
-
-
-@njit(**_opts)
-def powf_plain(a, b, out):
-    """out = a ** b (float32, b finite and non-zero), glibc's generic build's arithmetic."""
-    n, bd = a.shape[0], np.float64(b)
-    for blk in prange(n // LANES):
-        s = blk * LANES
-        if _special(a, s):
-            for i in range(s, s + LANES):
-                out[i] = a[i] ** b
         else:
             _lanes_plain(a, out, s, bd)
     for i in range(n - n % LANES, n):
         out[i] = a[i] ** b
+
+
+def powf_fused(a, b, out):
+    powf(a, b, out, True)
+
+
+def powf_plain(a, b, out):
+    powf(a, b, out, False)
 
 
 #: the variants in the order they are tried: glibc runs its FMA build where the CPU has FMA.

@@ -218,3 +218,59 @@ def test_pooling_floor_rounding_past_the_input_is_empty():
     (y,) = run_layer(make_layer(POOL % ("MAX", "kernel_size: 3 stride: 2")), make_blobs([x + 2]),
                      make_blobs(1))
     assert y.shape == (1, 1, 1, 1) and y[0, 0, 0, 0] == 2
+
+
+ROWS = [((3, 3), (1, 1), (1, 1), (9, 11)), ((3, 3), (2, 2), (0, 0), (32, 32)),
+        ((2, 2), (2, 2), (0, 0), (28, 29)), ((3, 2), (2, 3), (1, 1), (17, 23)),
+        ((5, 5), (3, 3), (2, 2), (20, 19)), ((1, 3), (1, 1), (0, 1), (4, 16)),
+        ((7, 7), (1, 1), (0, 0), (7, 7)), ((4, 3), (3, 2), (1, 0), (1, 4))]
+
+
+@pytest.mark.skipif(kernels.get() is None, reason="numba not installed")
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("kernel,stride,pad,hw", ROWS)
+def test_ave_pool_rows_kernels_give_caffes_sums_bit_for_bit(kernel, stride, pad, hw, dtype):
+    """The whole-row AVE kernels against the numpy forms of Caffe's float order (one add per
+    window position in its order, forward and backward), for any window and stride; values of
+    mixed magnitude so that another order would round differently, and an inf and a NaN."""
+    from caffepy.layers.pooling import PoolGeometry, ave_pool, ave_pool_backward
+    rng = np.random.default_rng(11)
+    x = (rng.standard_normal((2, 3) + hw) * 10.0 ** rng.integers(-3, 4, (2, 3) + hw)).astype(dtype)
+    x[0, 0, 0, 0], x[1, 2, -1, -1] = np.inf, np.nan
+    g = PoolGeometry(hw, kernel, stride, pad)
+    div = np.ascontiguousarray(g.pool_size().astype(dtype))
+    k = kernels.get()
+    y = np.empty((6,) + g.out_hw, dtype)
+    k.ave_pool_rows(x.reshape((6,) + hw), *(kernel + stride + pad), div, dtype(0), y)
+    np.testing.assert_array_equal(y.reshape((2, 3) + g.out_hw), ave_pool(x, g))
+    dy = (rng.standard_normal((2, 3) + g.out_hw) * 100.0).astype(dtype)
+    dx = np.full((6,) + hw, np.nan, dtype)
+    k.ave_pool_rows_backward(dy.reshape(y.shape), *(kernel + stride + pad), div, dx)
+    np.testing.assert_array_equal(dx.reshape(x.shape), ave_pool_backward(dy, g))
+
+
+@pytest.mark.skipif(kernels.get() is None, reason="numba not installed")
+@pytest.mark.parametrize("fields,hw,rows", [("kernel_size: 3 stride: 1 pad: 1", (35, 35), True),
+                                            ("kernel_size: 2 stride: 2", (28, 28), True),
+                                            ("kernel_size: 3 stride: 2", (16, 16), False)])
+def test_ave_pooling_layer_takes_the_row_kernels_from_wide_rows(fields, hw, rows):
+    x = np.random.default_rng(2).standard_normal((2, 4) + hw).astype(np.float32)
+    dy = None
+    results = []
+    for numba in (True, False):
+        with contextlib.ExitStack() as stack:
+            if not numba:
+                stack.enter_context(kernels.disabled())
+            bottom, top = make_blobs([x]), make_blobs(1)
+            layer = make_layer(POOL % ("AVE", fields))
+            layer.setup(bottom, top)
+            if numba:
+                assert layer._rows() == rows
+            layer.forward(bottom, top)
+            if dy is None:
+                dy = np.random.default_rng(3).standard_normal(top[0].shape).astype(np.float32)
+            top[0].diff[...] = dy
+            layer.backward(top, [True], bottom)
+            results.append((top[0].data.copy(), bottom[0].diff.copy()))
+    np.testing.assert_array_equal(results[0][0], results[1][0])
+    np.testing.assert_array_equal(results[0][1], results[1][1])

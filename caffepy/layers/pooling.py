@@ -19,6 +19,12 @@ FLT_MIN = float(np.finfo(np.float32).tiny)
 # 1.34 / 1.24; a global 7x7 pool (1 output) 2.8-4.0.
 ROWS_MIN_WIDTH = 8
 ROWS_MIN_WIDTH_STRIDED = 14
+# MAX 3x3 at stride 2 from the rows' even / odd columns (caffepy.math._numba_pool) against the
+# per-window kernel, forward time (2 threads, AVX2, 2026-12-02, median of 11 alternated rounds):
+# CIFAR10-quick's 100 x 32 planes of 32 x 32 0.50-0.57, 8 x 192 of 56 x 56 0.52-0.60, 8 x 64 of
+# 112 x 112 0.85-1.05; 8 x 480 of 28 x 28 (14 outputs a row) 1.09-1.15, 8 x 832 of 14 x 14
+# 1.08-1.21.
+PHASES_MIN_WIDTH = 16
 
 
 class PoolGeometry(object):
@@ -307,7 +313,8 @@ class PoolingLayer(Layer):
         if self._two_by_two(x, y):
             k.max_pool_2x2(x, lowest, y, arg)
         elif g.kernel == (3, 3) and g.stride in ((1, 1), (2, 2)):
-            three = k.max_pool_3x3_s1 if g.stride == (1, 1) else k.max_pool_3x3_s2
+            three = k.max_pool_3x3_s1 if g.stride == (1, 1) else (
+                k.max_pool_3x3_s2_phases if g.out_hw[1] >= PHASES_MIN_WIDTH else k.max_pool_3x3_s2)
             three(x, *g.pad, lowest, y, arg)
         else:
             k.max_pool(x, *geo, lowest, y, arg)

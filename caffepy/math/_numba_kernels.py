@@ -12,7 +12,8 @@ from ._numba_libm import (bnll_c, bnll_c_backward, elu_c, exp_c, log_c,  # noqa:
                           lstm_unit_c, lstm_unit_c_backward,
                           powx, sigmoid_c, sigmoid_c_backward, sigmoid_ce_loss_c,
                           swish_c_backward, tanh_c)
-from ._numba_pool import ave_pool_rows, ave_pool_rows_backward  # noqa: F401
+from ._numba_pool import (ave_pool_rows, ave_pool_rows_backward,  # noqa: F401
+                          max_pool_3x3_s2_phases)
 from ._numba_roi import nnop_roi_align_bins  # noqa: F401
 from ._numba_norm import (batch_norm_train, batch_norm_train_backward,  # noqa: F401
                           channel_affine_keep, lrn_across_backward, lrn_across_scale,

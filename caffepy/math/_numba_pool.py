@@ -1,13 +1,12 @@
-"""AVE pooling over (P, H, W) planes (P = N * C) a whole output row at a time (reached through
-:mod:`caffepy.math.kernels`; :class:`caffepy.layers.pooling.PoolingLayer` takes these for
-output rows of ``ROWS_MIN_WIDTH`` or more, the per-window kernels of ``_numba_train`` /
-``_numba_kernels`` below).
+"""Pooling kernels over (P, H, W) planes (P = N * C) that work on whole output rows (reached
+through :mod:`caffepy.math.kernels`; :class:`caffepy.layers.pooling.PoolingLayer` takes them for
+rows wide enough, the per-window kernels of ``_numba_train`` / ``_numba_kernels`` below).
 
-Caffe's CPU layer visits one output after another and adds, in x's type and from 0, the values
-of its window clipped to the image (rows, then columns), then divides by pool_size. The forward
-here visits the same (output, window position) pairs grouped the other way round: for an output
-row, window row ``i`` and window column ``j``, one pass adds input ``ox * sw - pw + j`` to every
-output column ``ox`` whose input lies in the image (``_span``). Each output still gets its
+**AVE.** Caffe's CPU layer visits one output after another and adds, in x's type and from 0, the
+values of its window clipped to the image (rows, then columns), then divides by pool_size. The
+forward here visits the same (output, window position) pairs grouped the other way round: for an
+output row, window row ``i`` and window column ``j``, one pass adds input ``ox * sw - pw + j`` to
+every output column ``ox`` whose input lies in the image (``_span``). Each output still gets its
 window's values in Caffe's order, so the sums are Caffe's bit for bit; the pass is one add per
 output over a contiguous run, which LLVM vectorises.
 
@@ -22,6 +21,12 @@ interleaves it once at the end), so that every pass reads or writes a contiguous
 passes index flat arrays at unsigned offsets: no negative-index wrap-around, and no array view
 made inside the loops (a view's reference count is an atomic add on a cache line the threads
 share). The stride is a compile-time constant in the stride-1 and stride-2 bodies.
+
+**MAX, 3 x 3 at stride 2** (:func:`max_pool_3x3_s2_phases`): each window's nine values in
+Caffe's scan order (the first value above all before it, from ``lowest``; arg codes 0-8), as
+``_numba_train.max_pool_3x3_s2``, but read from the rows' even and odd columns split apart
+first (padded with ``lowest`` where a window reaches past the plane), so that the nine taps of
+consecutive outputs are contiguous and the loop over a row's outputs vectorises.
 """
 import numpy as np
 from numba import njit, prange
@@ -161,3 +166,73 @@ def ave_pool_rows_backward(dy, kh, kw, sh, sw, ph, pw, div, dx):
             else:
                 _backward_plane(dyf[t], h, w, oh, ow, kh, kw, sh, sw, ph, pw, df, dxf[t],
                                 phases, g)
+
+
+@njit(cache=True, inline="always")
+def _split_row(row, pw, lowest, ev, od):
+    """ev[q] = row[2q - pw], od[q] = row[2q + 1 - pw], ``lowest`` outside the row."""
+    w, wq = row.shape[0], ev.shape[0]
+    qa = (pw + 1) // 2                      # [qa, qb): both columns inside the row
+    qb = max(qa, min(wq, (w - 1 + pw) // 2))
+    for q in range(qa):
+        c = 2 * q - pw
+        ev[q] = row[c] if 0 <= c < w else lowest
+        od[q] = row[c + 1] if 0 <= c + 1 < w else lowest
+    n = qb - qa
+    base = 2 * qa - pw
+    src_e, src_o = row[base:base + 2 * n:2], row[base + 1:base + 2 * n:2]
+    de, do = ev[qa:qb], od[qa:qb]
+    for q in range(n):
+        de[q] = src_e[q]
+        do[q] = src_o[q]
+    for q in range(qb, wq):
+        c = 2 * q - pw
+        ev[q] = row[c] if 0 <= c < w else lowest
+        od[q] = row[c + 1] if 0 <= c + 1 < w else lowest
+
+
+@njit(cache=True, inline="always")
+def _above(v, best, bi, code):
+    c = v > best
+    return (v if c else best), (code if c else bi)
+
+
+@njit(cache=True, inline="always")
+def _max9(e0, o0, e1, o1, e2, o2, ox, lowest):
+    best, bi = _above(e0[ox], lowest, 0, 0)
+    best, bi = _above(o0[ox], best, bi, 1)
+    best, bi = _above(e0[ox + 1], best, bi, 2)
+    best, bi = _above(e1[ox], best, bi, 3)
+    best, bi = _above(o1[ox], best, bi, 4)
+    best, bi = _above(e1[ox + 1], best, bi, 5)
+    best, bi = _above(e2[ox], best, bi, 6)
+    best, bi = _above(o2[ox], best, bi, 7)
+    best, bi = _above(e2[ox + 1], best, bi, 8)
+    return best, bi
+
+
+@njit(**_opts)
+def max_pool_3x3_s2_phases(x, ph, pw, lowest, y, arg):
+    """x (P, H, W) -> y, arg (P, OH, OW): MAX pooling, 3 x 3 windows at stride 2 (see the
+    module); the values and arg codes of ``_numba_train.max_pool_3x3_s2``."""
+    p, h, w = x.shape
+    oh, ow = y.shape[1], y.shape[2]
+    hp, wq = 2 * oh + 1, ow + 1             # the rows the windows span; even columns 0 .. 2 ow
+    for t in prange(p):
+        src = x[t]
+        ev, od = np.empty((hp, wq), x.dtype), np.empty((hp, wq), x.dtype)
+        for r in range(hp):
+            yy = r - ph
+            if 0 <= yy < h:
+                _split_row(src[yy], pw, lowest, ev[r], od[r])
+            else:
+                ev[r] = lowest
+                od[r] = lowest
+        for oy in range(oh):
+            e0, o0, e1 = ev[2 * oy], od[2 * oy], ev[2 * oy + 1]
+            o1, e2, o2 = od[2 * oy + 1], ev[2 * oy + 2], od[2 * oy + 2]
+            yrow, arow = y[t, oy], arg[t, oy]
+            for ox in range(ow):
+                b, i = _max9(e0, o0, e1, o1, e2, o2, ox, lowest)
+                yrow[ox] = b
+                arow[ox] = i

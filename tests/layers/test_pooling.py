@@ -151,8 +151,8 @@ def direct_pool(x, method, kernel, stride, pad, ceil=True):
     float ratio, the last-window check on both axes when either is padded; (y, dx of dy = 1 per
     output) with MAX routing to the first maximum, AVE dividing by the window clipped to H + pad."""
     rnd = math.ceil if ceil else math.floor
-    out = [int(rnd((s + 2 * p - k) / st)) + 1 for s, k, st, p in zip(x.shape[2:], kernel,
-                                                                       stride, pad)]
+    out = [int(rnd((s + 2 * p - k) / st)) + 1
+           for s, k, st, p in zip(x.shape[2:], kernel, stride, pad)]
     if any(pad):
         out = [o - 1 if (o - 1) * st >= s + p else o
                for o, s, st, p in zip(out, x.shape[2:], stride, pad)]
@@ -274,3 +274,49 @@ def test_ave_pooling_layer_takes_the_row_kernels_from_wide_rows(fields, hw, rows
             results.append((top[0].data.copy(), bottom[0].diff.copy()))
     np.testing.assert_array_equal(results[0][0], results[1][0])
     np.testing.assert_array_equal(results[0][1], results[1][1])
+
+
+@pytest.mark.skipif(kernels.get() is None, reason="numba not installed")
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("hw,pad", [((32, 32), 0), ((33, 31), 1), ((17, 40), 2), ((5, 6), 1),
+                                    ((3, 3), 0), ((4, 2), 0)])
+def test_max_pool_3x3_s2_from_column_phases_gives_the_window_scan(hw, pad, dtype):
+    """The even / odd column kernel against the per-window one: the same maxima and arg codes
+    (Caffe's first maximum from the lowest value: a NaN never taken, ties to the first, a plane
+    of NaN gives the lowest value and code 0)."""
+    from caffepy.layers.pooling import PoolGeometry
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((6,) + hw).astype(dtype)
+    x[0, 0, :3], x[1, 0, 0], x[2], x[3, -1, -1], x[4] = np.nan, np.inf, 1.0, -np.inf, np.nan
+    x[5] = np.round(x[5])                               # ties
+    g = PoolGeometry(hw, (3, 3), (2, 2), (pad, pad))
+    lowest = dtype(-np.finfo(dtype).max)
+    k = kernels.get()
+    want_y, want_a = np.empty((6,) + g.out_hw, dtype), np.empty((6,) + g.out_hw, np.uint8)
+    y, a = np.empty_like(want_y), np.empty_like(want_a)
+    k.max_pool_3x3_s2(x, pad, pad, lowest, want_y, want_a)
+    k.max_pool_3x3_s2_phases(x, pad, pad, lowest, y, a)
+    np.testing.assert_array_equal(y, want_y)
+    np.testing.assert_array_equal(a, want_a)
+
+
+@pytest.mark.skipif(kernels.get() is None, reason="numba not installed")
+def test_max_pooling_layer_on_wide_rows_matches_the_numpy_path():
+    from caffepy.layers import pooling
+    x = np.random.default_rng(8).standard_normal((2, 3, 33, 34))
+    assert pooling.PoolGeometry((33, 34), (3, 3), (2, 2), (0, 0)).out_hw[1] >= \
+        pooling.PHASES_MIN_WIDTH
+    results = []
+    for numba in (True, False):
+        with contextlib.ExitStack() as stack:
+            if not numba:
+                stack.enter_context(kernels.disabled())
+            bottom, top = make_blobs([x]), make_blobs(2)
+            layer = make_layer(POOL % ("MAX", "kernel_size: 3 stride: 2"))
+            layer.setup(bottom, top)
+            layer.forward(bottom, top)
+            top[0].diff[...] = np.arange(top[0].count).reshape(top[0].shape)
+            layer.backward(top, [True], bottom)
+            results.append((top[0].data.copy(), top[1].data.copy(), bottom[0].diff.copy()))
+    for got, want in zip(*results):
+        np.testing.assert_array_equal(got, want)

@@ -13,10 +13,11 @@ from .base import Layer, register_layer
 
 FLT_MIN = float(np.finfo(np.float32).tiny)
 # AVE pooling's whole-row kernels against the per-window ones, forward / backward time (2 threads,
-# AVX2, batch 8, 2026-12-02): stride 1, 3x3 pad 1 at 35 x 35 0.26 / 0.24, 17 x 17 0.51 / 0.45,
-# 8 x 8 0.86 / 0.82; stride 2, 2x2 at 56 0.80 / 0.44, 28 0.90 / 0.51, 14 (7 outputs a row)
-# 1.29 / 0.96; CIFAR10-quick's 3x3 stride 2 at 32 0.77 / 0.48, at 16 (8 outputs) 1.00 / 0.82, at 8
-# 1.34 / 1.24; a global 7x7 pool (1 output) 2.8-4.0.
+# AVX2, 2026-12-02, median of 11 alternated rounds; batch 8, or 100 x 32 planes for the 32, 16
+# and 8 wide ones): stride 1, 3x3 pad 1 at 35 x 35 0.26 / 0.24, 17 x 17 0.51 / 0.45, 8 x 8
+# 0.86 / 0.82; stride 2, 2x2 at 56 0.80 / 0.44, 28 0.90 / 0.51, 14 (7 outputs a row) 1.29 /
+# 0.96; 3x3 stride 2 at 32 0.77 / 0.48, at 16 (8 outputs: CIFAR10-quick's pool2) 1.00 / 0.82,
+# at 8 (its pool3) 1.34 / 1.24; a global 7x7 pool (1 output) 2.8-4.0.
 ROWS_MIN_WIDTH = 8
 ROWS_MIN_WIDTH_STRIDED = 14
 # MAX 3x3 at stride 2 from the rows' even / odd columns (caffepy.math._numba_pool) against the

@@ -1,6 +1,7 @@
 """Pooling kernels over (P, H, W) planes (P = N * C) that work on whole output rows (reached
 through :mod:`caffepy.math.kernels`; :class:`caffepy.layers.pooling.PoolingLayer` takes them for
-rows wide enough, the per-window kernels of ``_numba_train`` / ``_numba_kernels`` below).
+rows wide enough and keeps the per-window kernels of ``_numba_train`` / ``_numba_kernels`` for
+narrower ones).
 
 **AVE.** Caffe's CPU layer visits one output after another and adds, in x's type and from 0, the
 values of its window clipped to the image (rows, then columns), then divides by pool_size. The
@@ -30,6 +31,8 @@ consecutive outputs are contiguous and the loop over a row's outputs vectorises.
 """
 import numpy as np
 from numba import njit, prange
+
+from ._numba_train import _above
 
 _opts = dict(parallel=True, cache=True, nogil=True, fastmath=False)
 CHUNKS = 512        # prange iterations: each allocates its scratch once for its planes
@@ -189,12 +192,6 @@ def _split_row(row, pw, lowest, ev, od):
         c = 2 * q - pw
         ev[q] = row[c] if 0 <= c < w else lowest
         od[q] = row[c + 1] if 0 <= c + 1 < w else lowest
-
-
-@njit(cache=True, inline="always")
-def _above(v, best, bi, code):
-    c = v > best
-    return (v if c else best), (code if c else bi)
 
 
 @njit(cache=True, inline="always")

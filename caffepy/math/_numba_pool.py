@@ -48,27 +48,20 @@ def _span(count, stride, pad, off, size):
 
 
 @njit(cache=True, inline="always")
-def _split(src, h, w, s, phases):
-    """Flat plane src (h * w) -> flat phases (s, h, wq): [r, y, q] = src[y, q * s + r]."""
+def _phase_copy(plane, h, w, s, phases, back):
+    """Flat plane (h * w) <-> flat phases (s, h, wq), [r, y, q] = plane[y, q * s + r]: into the
+    phases, or back into the plane where ``back``."""
     wq = (w + s - 1) // s
     for r in range(s):
         n = (w - r + s - 1) // s
         for yy in range(h):
             a, b = _u(yy * w + r), _u((r * h + yy) * wq)
-            for q in range(n):
-                phases[b + _u(q)] = src[a + _u(q * s)]
-
-
-@njit(cache=True, inline="always")
-def _join(phases, h, w, s, dst):
-    """The inverse of :func:`_split`."""
-    wq = (w + s - 1) // s
-    for r in range(s):
-        n = (w - r + s - 1) // s
-        for yy in range(h):
-            a, b = _u(yy * w + r), _u((r * h + yy) * wq)
-            for q in range(n):
-                dst[a + _u(q * s)] = phases[b + _u(q)]
+            if back:
+                for q in range(n):
+                    plane[a + _u(q * s)] = phases[b + _u(q)]
+            else:
+                for q in range(n):
+                    phases[b + _u(q)] = plane[a + _u(q * s)]
 
 
 @njit(cache=True, inline="always")
@@ -85,7 +78,7 @@ def _start(h, w, s, row, j, pw, lo):
 def _forward_plane(src, h, w, oh, ow, kh, kw, sh, s, ph, pw, div, zero, y, phases):
     view = src
     if s != 1:
-        _split(src, h, w, s, phases)
+        _phase_copy(src, h, w, s, phases, False)
         view = phases
     for oy in range(oh):
         y0 = oy * sh - ph
@@ -119,7 +112,7 @@ def _backward_plane(dy, h, w, oh, ow, kh, kw, sh, s, ph, pw, div, dx, phases, g)
                 for e in range(hi - lo):
                     view[v0 + _u(e)] += g[_u(lo + e)]
     if s != 1:
-        _join(phases, h, w, s, dx)
+        _phase_copy(dx, h, w, s, phases, True)
 
 
 @njit(cache=True, inline="always")

@@ -70,8 +70,7 @@ def _start(h, w, s, row, j, pw, lo):
     column j reads for output column lo of input row ``row``."""
     off = j - pw
     r = off % s
-    wq = w if s == 1 else (w + s - 1) // s
-    return (r * h + row) * wq + lo + (off - r) // s
+    return (r * h + row) * ((w + s - 1) // s) + lo + (off - r) // s
 
 
 @njit(cache=True, inline="always")

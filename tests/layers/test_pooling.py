@@ -249,31 +249,38 @@ def test_ave_pool_rows_kernels_give_caffes_sums_bit_for_bit(kernel, stride, pad,
     np.testing.assert_array_equal(dx.reshape(x.shape), ave_pool_backward(dy, g))
 
 
+def _numba_and_numpy(method, fields, x, tops, dy_of):
+    """One forward + backward of a Pooling layer with the numba kernels, then without: for each,
+    the tops' data and the bottom's diff (the top's diff set to ``dy_of(shape)``)."""
+    results = []
+    for numba in (True, False):
+        with contextlib.ExitStack() as stack:
+            if not numba:
+                stack.enter_context(kernels.disabled())
+            bottom, top = make_blobs([x]), make_blobs(tops)
+            layer = make_layer(POOL % (method, fields))
+            layer.setup(bottom, top)
+            layer.forward(bottom, top)
+            top[0].diff[...] = dy_of(top[0].shape)
+            layer.backward(top, [True], bottom)
+            results.append([t.data.copy() for t in top] + [bottom[0].diff.copy()])
+    return results
+
+
 @pytest.mark.skipif(kernels.get() is None, reason="numba not installed")
 @pytest.mark.parametrize("fields,hw,rows", [("kernel_size: 3 stride: 1 pad: 1", (35, 35), True),
                                             ("kernel_size: 2 stride: 2", (28, 28), True),
                                             ("kernel_size: 3 stride: 2", (16, 16), False)])
 def test_ave_pooling_layer_takes_the_row_kernels_from_wide_rows(fields, hw, rows):
     x = np.random.default_rng(2).standard_normal((2, 4) + hw).astype(np.float32)
-    dy = None
-    results = []
-    for numba in (True, False):
-        with contextlib.ExitStack() as stack:
-            if not numba:
-                stack.enter_context(kernels.disabled())
-            bottom, top = make_blobs([x]), make_blobs(1)
-            layer = make_layer(POOL % ("AVE", fields))
-            layer.setup(bottom, top)
-            if numba:
-                assert layer._rows() == rows
-            layer.forward(bottom, top)
-            if dy is None:
-                dy = np.random.default_rng(3).standard_normal(top[0].shape).astype(np.float32)
-            top[0].diff[...] = dy
-            layer.backward(top, [True], bottom)
-            results.append((top[0].data.copy(), bottom[0].diff.copy()))
-    np.testing.assert_array_equal(results[0][0], results[1][0])
-    np.testing.assert_array_equal(results[0][1], results[1][1])
+    layer = make_layer(POOL % ("AVE", fields))
+    layer.setup(make_blobs([x]), make_blobs(1))
+    assert layer._rows() == rows
+    with_numba, without = _numba_and_numpy(
+        "AVE", fields, x, 1,
+        lambda shape: np.random.default_rng(3).standard_normal(shape).astype(np.float32))
+    for got, want in zip(with_numba, without):
+        np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.skipif(kernels.get() is None, reason="numba not installed")
@@ -306,17 +313,8 @@ def test_max_pooling_layer_on_wide_rows_matches_the_numpy_path():
     x = np.random.default_rng(8).standard_normal((2, 3, 33, 34))
     assert pooling.PoolGeometry((33, 34), (3, 3), (2, 2), (0, 0)).out_hw[1] >= \
         pooling.PHASES_MIN_WIDTH
-    results = []
-    for numba in (True, False):
-        with contextlib.ExitStack() as stack:
-            if not numba:
-                stack.enter_context(kernels.disabled())
-            bottom, top = make_blobs([x]), make_blobs(2)
-            layer = make_layer(POOL % ("MAX", "kernel_size: 3 stride: 2"))
-            layer.setup(bottom, top)
-            layer.forward(bottom, top)
-            top[0].diff[...] = np.arange(top[0].count).reshape(top[0].shape)
-            layer.backward(top, [True], bottom)
-            results.append((top[0].data.copy(), top[1].data.copy(), bottom[0].diff.copy()))
-    for got, want in zip(*results):
+    with_numba, without = _numba_and_numpy(
+        "MAX", "kernel_size: 3 stride: 2", x, 2,
+        lambda shape: np.arange(int(np.prod(shape))).reshape(shape))
+    for got, want in zip(with_numba, without):
         np.testing.assert_array_equal(got, want)
